@@ -1,0 +1,51 @@
+/** \file
+ * Knobs (DESIGN.md D10): environment variables with the `TESSERA_` prefix, read in one place.
+ *
+ * | variable | meaning |
+ * |---|---|
+ * | `TESSERA_CACHE_DIR` | on-disk cache root (default `~/.cache/tessera`) |
+ * | `TESSERA_NUM_THREADS` | size of the CPU thread pool (default: all cores) |
+ * | `TESSERA_LOGS` | comma list of log channels: `recompiles`, `graph`, `graph_breaks`, `dispatch`, `cache`, `all` |
+ * | `TESSERA_DUMP` | comma list of dumps: `ir`, `src` |
+ * | `TESSERA_DEBUG` | `1`: bounds checks in kernels, `device_assert` active |
+ * | `TESSERA_INTERPRET` | `1`: run kernels in the reference interpreter |
+ * | `TESSERA_PRINT_AUTOTUNING` | `1`: print autotuning results |
+ * | `TESSERA_DEVICE` | default device for the demo and examples (`cpu`, `cuda`) |
+ * | `TESSERA_CXX` | the C++ compiler used for JIT kernels (default: found on PATH) |
+ *
+ * An unknown `TESSERA_*` variable gets a one-time warning naming the known ones, so a typo does
+ * not silently do nothing.
+ */
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+struct Knobs {
+  std::string cache_dir;
+  int num_threads = 0;  ///< 0: hardware concurrency
+  std::vector<std::string> logs;
+  std::vector<std::string> dump;
+  bool debug = false;
+  bool interpret = false;
+  bool print_autotuning = false;
+  std::string device;
+  std::string cxx;
+
+  bool log_enabled(const std::string& channel) const;
+  bool dump_enabled(const std::string& what) const;
+};
+
+/** The knobs, read from the environment on first use. */
+const Knobs& knobs();
+/** Re-reads the environment (tests and tools that set variables at run time). */
+void reload_knobs();
+
+/** Writes `msg` to stderr once per distinct message, prefixed "tessera: warning: ". */
+void warn_once(const std::string& msg);
+/** Writes a log line to stderr when `channel` is enabled in `TESSERA_LOGS`. */
+void log(const std::string& channel, const std::string& msg);
+
+}  // namespace tessera

@@ -1,0 +1,140 @@
+#include "tessera/env.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+extern char** environ;
+
+namespace tessera {
+namespace {
+
+std::vector<std::string> split_list(const char* v) {
+  std::vector<std::string> out;
+  if (!v) return out;
+  std::stringstream ss(v);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+bool truthy(const char* v) {
+  if (!v) return false;
+  std::string s(v);
+  return !(s.empty() || s == "0" || s == "false" || s == "False" || s == "off" || s == "no");
+}
+
+constexpr const char* kKnown[] = {
+    "TESSERA_CACHE_DIR",  "TESSERA_NUM_THREADS",      "TESSERA_LOGS",   "TESSERA_DUMP",
+    "TESSERA_DEBUG",      "TESSERA_INTERPRET",        "TESSERA_DEVICE", "TESSERA_CXX",
+    "TESSERA_PRINT_AUTOTUNING",
+};
+
+Knobs read_knobs() {
+  Knobs k;
+  if (const char* d = std::getenv("TESSERA_CACHE_DIR"); d && *d) {
+    k.cache_dir = d;
+  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
+    k.cache_dir = std::string(x) + "/tessera";
+  } else if (const char* h = std::getenv("HOME"); h && *h) {
+    k.cache_dir = std::string(h) + "/.cache/tessera";
+  } else {
+    k.cache_dir = "/tmp/tessera-cache";
+  }
+  if (const char* n = std::getenv("TESSERA_NUM_THREADS"); n && *n) {
+    char* end = nullptr;
+    long v = std::strtol(n, &end, 10);
+    if (end && *end == '\0' && v > 0 && v <= 4096) {
+      k.num_threads = static_cast<int>(v);
+    } else {
+      warn_once(std::string("TESSERA_NUM_THREADS='") + n + "' is not a positive integer; ignored");
+    }
+  }
+  k.logs = split_list(std::getenv("TESSERA_LOGS"));
+  k.dump = split_list(std::getenv("TESSERA_DUMP"));
+  k.debug = truthy(std::getenv("TESSERA_DEBUG"));
+  k.interpret = truthy(std::getenv("TESSERA_INTERPRET"));
+  k.print_autotuning = truthy(std::getenv("TESSERA_PRINT_AUTOTUNING"));
+  if (const char* d = std::getenv("TESSERA_DEVICE")) k.device = d;
+  if (const char* c = std::getenv("TESSERA_CXX")) k.cxx = c;
+
+  for (char** e = environ; e && *e; ++e) {
+    if (std::strncmp(*e, "TESSERA_", 8) != 0) continue;
+    std::string name(*e, std::strcspn(*e, "="));
+    bool known = false;
+    for (const char* kn : kKnown) known = known || name == kn;
+    if (!known) {
+      std::string msg = "unknown environment variable " + name + " (known:";
+      for (const char* kn : kKnown) msg += std::string(" ") + kn;
+      warn_once(msg + ")");
+    }
+  }
+  return k;
+}
+
+std::mutex& knob_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+Knobs*& knob_slot() {
+  static Knobs* k = nullptr;
+  return k;
+}
+
+}  // namespace
+
+bool Knobs::log_enabled(const std::string& channel) const {
+  for (const auto& l : logs) {
+    if (l == channel || l == "all") return true;
+  }
+  return false;
+}
+
+bool Knobs::dump_enabled(const std::string& what) const {
+  for (const auto& d : dump) {
+    if (d == what || d == "all") return true;
+  }
+  return false;
+}
+
+const Knobs& knobs() {
+  std::lock_guard<std::mutex> g(knob_mutex());
+  Knobs*& k = knob_slot();
+  if (!k) k = new Knobs(read_knobs());  // never freed: knobs outlive static destructors
+  return *k;
+}
+
+void reload_knobs() {
+  Knobs fresh = read_knobs();
+  std::lock_guard<std::mutex> g(knob_mutex());
+  Knobs*& k = knob_slot();
+  if (!k) {
+    k = new Knobs(std::move(fresh));
+  } else {
+    *k = std::move(fresh);
+  }
+}
+
+void warn_once(const std::string& msg) {
+  static std::mutex m;
+  static std::set<std::string>* seen = new std::set<std::string>();
+  std::lock_guard<std::mutex> g(m);
+  if (seen->insert(msg).second) std::cerr << "tessera: warning: " << msg << std::endl;
+}
+
+void log(const std::string& channel, const std::string& msg) {
+  if (!knobs().log_enabled(channel)) return;
+  static std::mutex m;
+  std::lock_guard<std::mutex> g(m);
+  std::cerr << "[tessera:" << channel << "] " << msg << std::endl;
+}
+
+}  // namespace tessera
