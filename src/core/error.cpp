@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <ostream>
+#include <string_view>
 
 namespace tessera {
 namespace {
@@ -21,7 +22,19 @@ std::ostream& operator<<(std::ostream& os, const SourceLoc& loc) {
   return os << (base ? base + 1 : loc.file) << ":" << loc.line;
 }
 
-UserLocGuard::UserLocGuard(SourceLoc loc) noexcept : installed_(!t_user_loc.known()) {
+namespace {
+// Locations inside tessera's own sources are not the user's: internal calls pass through public
+// functions with their defaulted location, which must not mask the user's.
+bool is_library_file(const char* file) {
+  static constexpr std::string_view kSrc = TESSERA_SOURCE_DIR "/src/";
+  static constexpr std::string_view kInc = TESSERA_SOURCE_DIR "/include/tessera/";
+  const std::string_view f(file);
+  return f.substr(0, kSrc.size()) == kSrc || f.substr(0, kInc.size()) == kInc;
+}
+}  // namespace
+
+UserLocGuard::UserLocGuard(SourceLoc loc) noexcept
+    : installed_(!t_user_loc.known() && loc.known() && !is_library_file(loc.file)) {
   if (installed_) t_user_loc = loc;
 }
 

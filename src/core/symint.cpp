@@ -73,6 +73,11 @@ int64_t py_mod(int64_t a, int64_t b) {
 }  // namespace
 
 SymInt operator+(const SymInt& a, const SymInt& b) {
+  // Identities keep symbolic expressions small without asking the node.
+  if (a.is_symbolic() != b.is_symbolic()) {
+    if (a.maybe_as_int() == 0) return b;
+    if (b.maybe_as_int() == 0) return a;
+  }
   return binary(
       a, b,
       [](int64_t x, int64_t y) {
@@ -83,6 +88,7 @@ SymInt operator+(const SymInt& a, const SymInt& b) {
       [](const SymNode& x, const SymNode& y) { return x->add(y); });
 }
 SymInt operator-(const SymInt& a, const SymInt& b) {
+  if (b.maybe_as_int() == 0) return a;
   return binary(
       a, b,
       [](int64_t x, int64_t y) {
@@ -93,6 +99,10 @@ SymInt operator-(const SymInt& a, const SymInt& b) {
       [](const SymNode& x, const SymNode& y) { return x->sub(y); });
 }
 SymInt operator*(const SymInt& a, const SymInt& b) {
+  if (a.is_symbolic() != b.is_symbolic()) {
+    if (a.maybe_as_int() == 1) return b;
+    if (b.maybe_as_int() == 1) return a;
+  }
   return binary(
       a, b,
       [](int64_t x, int64_t y) {

@@ -108,7 +108,9 @@ void run_from(const OperatorEntry& op, Stack& stack, Level level) {
     ls.function_depth = i + 1;
     return;
   }
-  if (level <= Level::Composite && !op.kernel(dev).valid() && op.composite().valid()) {
+  // Composite ops decompose before anything below function modes sees them, wherever the call
+  // starts (a call made inside a dispatch mode's handler starts below autograd).
+  if (level <= Level::Wrapper && !op.kernel(dev).valid() && op.composite().valid()) {
     const auto& k = op.composite();
     k.boxed(op, k.functor, stack);
     return;

@@ -292,6 +292,9 @@ std::string IValue::repr() const {
   return "?";
 }
 
-std::ostream& operator<<(std::ostream& os, const IValue& v) { return os << v.repr(); }
+std::ostream& operator<<(std::ostream& os, const IValue& v) {
+  if (v.is_tensor()) return os << v.to_tensor();
+  return os << v.repr();
+}
 
 }  // namespace tessera

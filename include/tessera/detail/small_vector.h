@@ -30,8 +30,16 @@ class ArrayRef {
   ArrayRef(const std::vector<T>& v) : data_(v.data()), size_(v.size()) {}  // NOLINT
   template <size_t N>
   constexpr ArrayRef(const T (&a)[N]) : data_(a), size_(N) {}  // NOLINT
-  constexpr ArrayRef(std::initializer_list<T> il)  // NOLINT: binds braced lists for a call
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winit-list-lifetime"
+#endif
+  /** Binds a braced list for the duration of a call (the list outlives the full expression). */
+  constexpr ArrayRef(std::initializer_list<T> il)  // NOLINT
       : data_(il.begin()), size_(il.size()) {}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
   template <class C, class = decltype(std::declval<const C&>().data()),
             class = std::enable_if_t<std::is_same_v<
                 std::remove_cv_t<std::remove_pointer_t<decltype(std::declval<const C&>().data())>>,

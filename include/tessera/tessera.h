@@ -1,0 +1,15 @@
+/** \file
+ * The whole public surface of tessera.
+ */
+#pragma once
+
+#include "tessera/device.h"
+#include "tessera/dispatch.h"
+#include "tessera/dtype.h"
+#include "tessera/env.h"
+#include "tessera/error.h"
+#include "tessera/ops.h"
+#include "tessera/scalar.h"
+#include "tessera/symint.h"
+#include "tessera/tensor.h"
+#include "tessera/version.h"

@@ -1,0 +1,17 @@
+/** \file
+ * Version and build information.
+ */
+#pragma once
+
+#include <string>
+
+namespace tessera {
+
+/** "0.1.0". */
+const char* version();
+/** A string that changes with every build of the library (part of cache keys). */
+const std::string& build_id();
+/** Whether a CUDA driver can be loaded on this machine (the analogue of `has_triton()`). */
+bool cuda_is_available();
+
+}  // namespace tessera

@@ -1,0 +1,204 @@
+// cat, stack, index_select, embedding.
+#include <cstring>
+
+#include "ops/cpu_loops.h"
+#include "ops/register.h"
+
+namespace tessera {
+namespace {
+
+using namespace ops_detail;
+
+// PyTorch skips legacy 1-D empty tensors (shape [0]) in cat.
+bool skipped_in_cat(const Tensor& t) { return t.dim() == 1 && t.sizes()[0] == 0; }
+
+struct CatPlan {
+  SymDimVector shape;
+  DType dtype;
+  int64_t dim;
+  const Tensor* like;
+};
+
+CatPlan plan_cat(TensorList tensors, int64_t dim) {
+  TS_CHECK(!tensors.empty(), ValueError) << "[cat] expected a non-empty list of tensors";
+  const Tensor* ref = nullptr;
+  for (const auto& t : tensors) {
+    if (!skipped_in_cat(t)) {
+      ref = &t;
+      break;
+    }
+  }
+  CatPlan p;
+  ResultType rt;
+  for (const auto& t : tensors) rt.add(t.dtype(), OperandKind::Tensor);
+  p.dtype = rt.result();
+  p.like = &tensors[0];
+  for (const auto& t : tensors) {
+    if (!t.has_data()) p.like = &t;
+  }
+  if (!ref) {
+    p.shape = SymDimVector{SymInt(0)};
+    p.dim = 0;
+    return p;
+  }
+  TS_CHECK(ref->dim() > 0, ShapeError) << "[cat] zero-dimensional tensor cannot be concatenated";
+  p.dim = detail::wrap_dim(dim, ref->dim(), "cat");
+  p.shape = SymDimVector(ref->sizes());
+  SymInt total = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (skipped_in_cat(t)) continue;
+    TS_CHECK(t.dim() == ref->dim(), ShapeError)
+        << "[cat] tensors must have same number of dimensions: got " << ref->dim() << " and "
+        << t.dim() << " (tensor " << i << ")";
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      if (d == p.dim) continue;
+      TS_CHECK(t.sizes()[d] == ref->sizes()[d], ShapeError)
+          << "[cat] sizes of tensors must match except in dimension " << p.dim << ". Expected size "
+          << ref->sizes()[d] << " but got size " << t.sizes()[d] << " for tensor number " << i
+          << " in the list";
+    }
+    total = total + t.sizes()[p.dim];
+  }
+  p.shape[p.dim] = total;
+  return p;
+}
+
+void cat_into(const Tensor& out, TensorList tensors, const CatPlan& p) {
+  SymInt offset = 0;
+  for (const auto& t : tensors) {
+    if (skipped_in_cat(t)) continue;
+    TS_CHECK(t.has_data(), ValueError) << "[cat] mixes tensors with and without data";
+    const SymInt n = t.sizes()[p.dim];
+    SymDimVector sizes(out.sizes());
+    sizes[p.dim] = n;
+    const Tensor slot = detail::make_view(out, sizes, out.strides(),
+                                          out.storage_offset() + offset * out.strides()[p.dim]);
+    cpu_copy(slot, t);
+    offset = offset + n;
+  }
+}
+
+Tensor cat_impl(TensorList tensors, int64_t dim) {
+  for (size_t i = 1; i < tensors.size(); ++i) {
+    TS_CHECK(tensors[i].device() == tensors[0].device(), DeviceError)
+        << "[cat] expected all tensors to be on the same device, but found " << tensors[0].device()
+        << " and " << tensors[i].device();
+  }
+  const CatPlan p = plan_cat(tensors, dim);
+  Tensor out = new_output(*p.like, p.shape, p.dtype);
+  if (out.has_data()) cat_into(out, tensors, p);
+  return out;
+}
+
+Tensor& cat_out_impl(TensorList tensors, int64_t dim, Tensor& out) {
+  const CatPlan p = plan_cat(tensors, dim);
+  prepare_out(out, p.shape, p.dtype, "cat");
+  if (!out.has_data()) return out;
+  for (const auto& t : tensors) {
+    TS_CHECK(!out.is_alias_of(t), ValueError) << "[cat] out= must not alias an input";
+  }
+  cat_into(out, tensors, p);
+  bump_version(out);
+  return out;
+}
+
+Tensor stack_composite(TensorList tensors, int64_t dim) {
+  TS_CHECK(!tensors.empty(), ValueError) << "[stack] expects a non-empty TensorList";
+  for (size_t i = 1; i < tensors.size(); ++i) {
+    TS_CHECK(tensors[i].sizes().equals(tensors[0].sizes()), ShapeError)
+        << "[stack] expects each tensor to be equal size, but got " << tensors[0].sizes()
+        << " at entry 0 and " << tensors[i].sizes() << " at entry " << i;
+  }
+  dim = detail::wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  std::vector<Tensor> parts;
+  for (const auto& t : tensors) parts.push_back(t.unsqueeze(dim));
+  return cat(parts, dim);
+}
+
+Tensor index_select_impl(const Tensor& self, int64_t dim, const Tensor& index) {
+  TS_CHECK(index.dim() <= 1, ShapeError) << "[index_select] index must be 0-D or 1-D, got "
+                                         << index.dim() << "-D";
+  TS_CHECK(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, DTypeError)
+      << "[index_select] expected index of dtype int64 or int32, got " << dtype_name(index.dtype());
+  dim = detail::wrap_dim(dim, self.dim(), "index_select");
+  SymDimVector shape(self.sizes());
+  if (self.dim() > 0) shape[dim] = index.numel();
+  Tensor out = new_output(self.has_data() ? index : self, shape, self.dtype());
+  if (!out.has_data() || !self.has_data()) return out;
+  const Tensor src = cpu_contiguous(self);
+  const Tensor idx = cpu_contiguous(cpu_to_dtype(index, DType::Int64));
+  const auto sizes = src.impl()->int_sizes();
+  int64_t A = 1, B = 1;
+  for (int64_t d = 0; d < dim; ++d) A *= sizes[d];
+  for (int64_t d = dim + 1; d < src.dim(); ++d) B *= sizes[d];
+  const int64_t S = src.dim() > 0 ? sizes[dim] : 1;
+  const int64_t I = idx.impl()->int_numel();
+  const int64_t* ip = static_cast<const int64_t*>(idx.impl()->data());
+  for (int64_t i = 0; i < I; ++i) {
+    TS_CHECK(ip[i] >= -S && ip[i] < S, IndexError)
+        << "[index_select] index " << ip[i] << " is out of range for dimension " << dim
+        << " with size " << S;
+  }
+  const size_t row = static_cast<size_t>(B) * src.itemsize();
+  const char* sp = static_cast<const char*>(src.impl()->data());
+  char* op = static_cast<char*>(out.impl()->data());
+  runtime::parallel_for(0, A * I, std::max<int64_t>(1, 4096 / std::max<int64_t>(B, 1)),
+                        [&](int64_t b, int64_t e) {
+                          for (int64_t k = b; k < e; ++k) {
+                            const int64_t a = k / I, i = k % I;
+                            const int64_t s = ip[i] < 0 ? ip[i] + S : ip[i];
+                            std::memcpy(op + static_cast<size_t>(k) * row,
+                                        sp + static_cast<size_t>(a * S + s) * row, row);
+                          }
+                        });
+  return out;
+}
+
+Tensor embedding_composite(const Tensor& weight, const Tensor& indices) {
+  TS_CHECK(weight.dim() == 2, ShapeError) << "[embedding] weight must be 2-D, got " << weight.dim() << "-D";
+  SymDimVector shape(indices.sizes());
+  shape.push_back(weight.sizes()[1]);
+  return index_select(weight, 0, indices.reshape({-1})).view(shape);
+}
+
+}  // namespace
+
+TS_REGISTER_OPS(join_ops) {
+  Library lib("aten");
+  lib.def("cat(Tensor[] tensors, int dim=0) -> Tensor", kBuiltin);
+  lib.def("cat.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out) -> Tensor(a!)", kBuiltin);
+  lib.def("stack(Tensor[] tensors, int dim=0) -> Tensor", kBuiltin);
+  lib.def("index_select(Tensor self, int dim, Tensor index) -> Tensor", kBuiltin);
+  lib.def("embedding(Tensor weight, Tensor indices) -> Tensor", kBuiltin);
+  for (auto dev : {DeviceType::CPU, DeviceType::Meta}) {
+    lib.impl("cat", dev, cat_impl);
+    lib.impl("cat.out", dev, cat_out_impl);
+    lib.impl("index_select", dev, index_select_impl);
+  }
+  lib.composite("stack", stack_composite);
+  lib.composite("embedding", embedding_composite);
+}
+
+Tensor cat(TensorList tensors, int64_t dim, SourceLoc loc) {
+  UserLocGuard g(loc);
+  TS_CALL("aten::cat", Tensor(TensorList, int64_t), tensors, dim);
+}
+Tensor& cat_out(Tensor& out, TensorList tensors, int64_t dim, SourceLoc loc) {
+  UserLocGuard g(loc);
+  TS_CALL("aten::cat.out", Tensor&(TensorList, int64_t, Tensor&), tensors, dim, out);
+}
+Tensor stack(TensorList tensors, int64_t dim, SourceLoc loc) {
+  UserLocGuard g(loc);
+  TS_CALL("aten::stack", Tensor(TensorList, int64_t), tensors, dim);
+}
+Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index, SourceLoc loc) {
+  UserLocGuard g(loc);
+  TS_CALL("aten::index_select", Tensor(const Tensor&, int64_t, const Tensor&), a, dim, index);
+}
+Tensor embedding(const Tensor& weight, const Tensor& indices, SourceLoc loc) {
+  UserLocGuard g(loc);
+  TS_CALL("aten::embedding", Tensor(const Tensor&, const Tensor&), weight, indices);
+}
+
+}  // namespace tessera

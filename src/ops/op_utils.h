@@ -1,0 +1,59 @@
+/** \file
+ * Helpers shared by the built-in operators: broadcasting, result types, `out=` handling, and
+ * dispatch-free CPU building blocks (conversion copies) that kernels use internally.
+ */
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "dispatch/boxing.h"
+#include "tessera/tensor.h"
+
+namespace tessera::ops_detail {
+
+/** Broadcasts two shapes (NumPy rules); `ShapeError` naming `op` when they do not broadcast. */
+SymDimVector broadcast_shapes(SymIntArrayRef a, SymIntArrayRef b, const char* op);
+/** A view of `t` broadcast to `shape` (zero strides), without dispatch. */
+Tensor broadcast_to(const Tensor& t, SymIntArrayRef shape);
+
+/** The operand category of a tensor for type promotion. */
+inline OperandKind operand_kind(const Tensor& t) {
+  return t.dim() == 0 ? OperandKind::ZeroDim : OperandKind::Tensor;
+}
+DType result_type(const Tensor& a, const Tensor& b);
+DType result_type(const Tensor& a, const Scalar& b);
+DType result_type(std::initializer_list<const Tensor*> ts);
+
+/** Checks tensors share a device (0-dim CPU tensors may join CUDA ones, as in PyTorch). */
+void check_same_device(const char* op, std::initializer_list<const Tensor*> ts);
+
+/**
+ * Prepares `out` for an `out=` variant: resizes it to `shape` when it differs (warning when it
+ * had elements, as PyTorch), and checks `result` can be cast to its dtype.
+ */
+void prepare_out(Tensor& out, SymIntArrayRef shape, DType result, const char* op);
+/** Errors when `out` partially overlaps `in` (the same memory read and written differently). */
+void check_no_partial_overlap(const Tensor& out, const Tensor& in, const char* op);
+
+/** `src` converted to `dtype` on the CPU (a copy unless already of that dtype), no dispatch. */
+Tensor cpu_to_dtype(const Tensor& src, DType dtype);
+/** A contiguous version of `src` (itself when contiguous), no dispatch. */
+Tensor cpu_contiguous(const Tensor& src);
+/** Copies `src` (broadcast to dst's shape, converted) into `dst`, both CPU, no dispatch. */
+void cpu_copy(const Tensor& dst, const Tensor& src);
+/** Fills `dst` with `value` converted to its dtype. */
+void cpu_fill(const Tensor& dst, const Scalar& value);
+
+/** Normalizes a list of dims (negative from the end) and checks for duplicates. */
+DimVector wrap_dims(IntArrayRef dims, int64_t ndim, const char* op);
+
+/** The output of a kernel: like `like` (device, fake-ness) with `sizes`, contiguous. */
+inline Tensor new_output(const Tensor& like, SymIntArrayRef sizes, DType dtype) {
+  return detail::make_empty_like(like, sizes, dtype);
+}
+
+/** Marks an in-place write (version counter). */
+inline void bump_version(const Tensor& t) { t.impl()->storage()->bump_version(); }
+
+}  // namespace tessera::ops_detail

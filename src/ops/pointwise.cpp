@@ -1,0 +1,118 @@
+#include "ops/pointwise.h"
+
+#include <vector>
+
+namespace tessera::ops_detail {
+namespace {
+
+void check_allowed(const PointwiseDesc& d, DType compute) {
+  if ((d.allowed & dtype_bit(compute)) == 0) detail::throw_unsupported_dtype(d.name, compute);
+}
+
+SymDimVector broadcast_all(const PointwiseDesc& d, ArrayRef<Tensor> inputs) {
+  SymDimVector shape(inputs[0].sizes());
+  for (size_t i = 1; i < inputs.size(); ++i) shape = broadcast_shapes(shape, inputs[i].sizes(), d.name);
+  return shape;
+}
+
+void check_devices(const PointwiseDesc& d, ArrayRef<Tensor> inputs, const Tensor* out) {
+  std::optional<Device> dev;
+  auto visit = [&](const Tensor& t) {
+    if (t.dim() == 0 && t.device().is_cpu()) return;  // CPU scalars join any device
+    if (!dev) dev = t.device();
+    TS_CHECK(t.device() == *dev, DeviceError)
+        << "[" << d.name << "] expected all tensors to be on the same device, but found at least "
+        << "two devices, " << *dev << " and " << t.device();
+  };
+  for (const auto& t : inputs) visit(t);
+  if (out) visit(*out);
+}
+
+// Runs the loop into `out` (whose dtype is the op's result dtype) when there is data.
+void run_into(const PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor> inputs, DType compute,
+              const void* extra) {
+  if (!out.has_data()) return;
+  for (const auto& t : inputs) {
+    TS_CHECK(t.has_data(), ValueError) << "[" << d.name << "] mixes tensors with and without data";
+  }
+  TS_CHECK(out.device().is_cpu(), NotImplementedError)
+      << "[" << d.name << "] is not available on " << out.device() << " yet";
+  SmallVector<Tensor, 4> conv;
+  for (const auto& t : inputs) conv.push_back(broadcast_to(cpu_to_dtype(t, compute), out.sizes()));
+  d.run(out, conv, compute, extra);
+}
+
+}  // namespace
+
+DType compute_dtype(const PointwiseDesc& d, DType promoted) {
+  DType c = promoted;
+  if (d.rule == ResultRule::ToFloat && !is_floating_point(c)) c = default_float_dtype();
+  check_allowed(d, c);
+  return c;
+}
+
+DType result_dtype(const PointwiseDesc& d, DType compute) {
+  return (d.rule == ResultRule::BoolOut || d.rule == ResultRule::LogicalOut) ? DType::Bool : compute;
+}
+
+Tensor pointwise(const PointwiseDesc& d, ArrayRef<Tensor> inputs, DType promoted, const void* extra) {
+  check_devices(d, inputs, nullptr);
+  const DType compute = compute_dtype(d, promoted);
+  const SymDimVector shape = broadcast_all(d, inputs);
+  // The output follows the first input with a device and data (not a CPU scalar).
+  const Tensor* like = &inputs[0];
+  for (const auto& t : inputs) {
+    if (!(t.dim() == 0 && t.device().is_cpu())) {
+      like = &t;
+      break;
+    }
+  }
+  for (const auto& t : inputs) {
+    if (!t.has_data()) like = &t;  // meta / fake inputs make a meta / fake output
+  }
+  Tensor out = new_output(*like, shape, result_dtype(d, compute));
+  run_into(d, out, inputs, compute, extra);
+  return out;
+}
+
+Tensor& pointwise_out(const PointwiseDesc& d, ArrayRef<Tensor> inputs, DType promoted, Tensor& out,
+                      const void* extra) {
+  check_devices(d, inputs, &out);
+  const DType compute = compute_dtype(d, promoted);
+  const DType result = result_dtype(d, compute);
+  const SymDimVector shape = broadcast_all(d, inputs);
+  prepare_out(out, shape, result, d.name);
+  if (!out.has_data()) return out;
+  for (const auto& t : inputs) check_no_partial_overlap(out, t, d.name);
+  if (out.dtype() == result) {
+    run_into(d, out, inputs, compute, extra);
+  } else {
+    Tensor tmp = detail::make_empty(shape, result, out.device());
+    run_into(d, tmp, inputs, compute, extra);
+    cpu_copy(out, tmp);
+  }
+  bump_version(out);
+  return out;
+}
+
+void pointwise_inplace(const PointwiseDesc& d, Tensor& self, ArrayRef<Tensor> inputs, DType promoted,
+                       const void* extra) {
+  TS_INTERNAL_ASSERT(inputs[0].is_same(self)) << "in-place op whose first input is not self";
+  const SymDimVector shape = broadcast_all(d, inputs);
+  TS_CHECK(SymIntArrayRef(shape).equals(self.sizes()), ShapeError)
+      << "[" << d.name << "_] output with shape " << self.sizes()
+      << " doesn't match the broadcast shape " << SymIntArrayRef(shape);
+  const DType result = result_dtype(d, compute_dtype(d, promoted));
+  TS_CHECK(can_cast(result, self.dtype()), DTypeError)
+      << "[" << d.name << "_] result type " << dtype_name(result)
+      << " can't be cast to the desired output type " << dtype_name(self.dtype());
+  pointwise_out(d, inputs, promoted, self, extra);
+}
+
+Tensor scalar_tensor(const Scalar& s, DType dtype) {
+  Tensor t = detail::make_empty({}, dtype, kCPU);
+  cpu_fill(t, s);
+  return t;
+}
+
+}  // namespace tessera::ops_detail

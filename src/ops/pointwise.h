@@ -1,0 +1,71 @@
+/** \file
+ * The shared machinery of pointwise operators: a descriptor per op (name, result-type rule,
+ * allowed dtypes, the CPU loop) and the functional / `out=` / in-place drivers that apply
+ * PyTorch's broadcasting, promotion and output rules once for every op. A kernel works on meta
+ * and fake tensors too: it computes shapes and dtypes and skips the loop when there is no data.
+ */
+#pragma once
+
+#include "core/dtype_visit.h"
+#include "ops/cpu_loops.h"
+#include "ops/op_utils.h"
+
+namespace tessera::ops_detail {
+
+/** How an op's compute and result dtypes follow from the promoted input dtype. */
+enum class ResultRule : uint8_t {
+  Same,         ///< result = promoted type (add, maximum, neg, ...)
+  ToFloat,      ///< integer and bool inputs compute in the default float type (div, exp, ...)
+  BoolOut,      ///< compute in the promoted type, result bool (comparisons)
+  LogicalOut,   ///< any type in, bool out (logical_and, logical_not)
+};
+
+/** Runs the loop: out (of the result dtype) = f(inputs converted to `compute`). */
+using PointwiseRunner = void (*)(const Tensor& out, ArrayRef<Tensor> inputs, DType compute,
+                                 const void* extra);
+
+struct PointwiseDesc {
+  const char* name;
+  ResultRule rule;
+  DTypeSet allowed;  ///< compute dtypes the loop supports
+  PointwiseRunner run;
+};
+
+DType compute_dtype(const PointwiseDesc& d, DType promoted);
+DType result_dtype(const PointwiseDesc& d, DType compute);
+
+/**
+ * Functional form: broadcasts `inputs`, promotes to `promoted` (the caller's result type, which
+ * accounts for wrapped scalars), allocates the output like the first tensor input and runs.
+ */
+Tensor pointwise(const PointwiseDesc& d, ArrayRef<Tensor> inputs, DType promoted,
+                 const void* extra = nullptr);
+/** `out=` form: resizes and casts as PyTorch does. */
+Tensor& pointwise_out(const PointwiseDesc& d, ArrayRef<Tensor> inputs, DType promoted, Tensor& out,
+                      const void* extra = nullptr);
+/** In-place form: `self` is also inputs[0]; the broadcast shape must equal self's. */
+void pointwise_inplace(const PointwiseDesc& d, Tensor& self, ArrayRef<Tensor> inputs, DType promoted,
+                       const void* extra = nullptr);
+
+/** A 0-dim CPU tensor holding `s` converted to `dtype` (for Scalar overloads). */
+Tensor scalar_tensor(const Scalar& s, DType dtype);
+
+/** Loop for a functor `F` taking N values of the compute type. */
+template <class F, DTypeSet Set, bool BoolOut, int N>
+void run_functor(const Tensor& out, ArrayRef<Tensor> in, DType compute, const void*) {
+  visit_dtype<Set>(compute, "pointwise", [&]<class T>() {
+    using Out = std::conditional_t<BoolOut, bool, T>;
+    using V = opmath_t<T>;
+    if constexpr (N == 1) {
+      cpu::StridedIter<2> it({&out, &in[0]});
+      cpu::cpu_kernel<Out, T>(it, [](V a) { return F()(a); });
+    } else if constexpr (N == 2) {
+      cpu::StridedIter<3> it({&out, &in[0], &in[1]});
+      cpu::cpu_kernel<Out, T, T>(it, [](V a, V b) { return F()(a, b); });
+    } else {
+      static_assert(N == 1 || N == 2);
+    }
+  });
+}
+
+}  // namespace tessera::ops_detail

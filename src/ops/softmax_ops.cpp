@@ -1,0 +1,166 @@
+// softmax, log_softmax and cumsum along one dimension: the dimension is made the contiguous inner
+// one (a copy only when it is not), rows are processed on the thread pool in double precision and
+// written back in the input's logical layout.
+#include <cmath>
+#include <limits>
+
+#include "ops/cpu_loops.h"
+#include "ops/register.h"
+
+namespace tessera {
+namespace {
+
+using namespace ops_detail;
+
+// Runs `row(in, out, n)` over every line along `dim`: `x` is the (already converted) input,
+// `out` a contiguous tensor of x's shape and dtype `out_dt` (filled here).
+template <class Row>
+void along_dim(const Tensor& x, int64_t dim, const Tensor& out, Row row) {
+  const int64_t nd = x.dim();
+  if (nd == 0) {
+    SymDimVector one{1};
+    along_dim(detail::make_view(x, one, one, x.storage_offset()), 0,
+              detail::make_view(out, one, one, out.storage_offset()), row);
+    return;
+  }
+  DimVector perm;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (d != dim) perm.push_back(d);
+  }
+  perm.push_back(dim);
+  auto permuted = [&](const Tensor& t) {
+    SymDimVector sizes, strides;
+    for (int64_t d : perm) {
+      sizes.push_back(t.sizes()[d]);
+      strides.push_back(t.strides()[d]);
+    }
+    return detail::make_view(t, sizes, strides, t.storage_offset());
+  };
+  const Tensor xp = cpu_contiguous(permuted(x));
+  const Tensor op = permuted(out);
+  const bool direct = op.is_contiguous();
+  const Tensor res = direct ? op : detail::make_empty(op.sizes(), out.dtype(), out.device());
+  const int64_t N = x.impl()->int_sizes()[dim];
+  const int64_t O = N == 0 ? 0 : x.impl()->int_numel() / N;
+  const char* in = static_cast<const char*>(xp.impl()->data());
+  char* o = static_cast<char*>(res.impl()->data());
+  const int64_t in_row = N * static_cast<int64_t>(x.itemsize());
+  const int64_t out_row = N * static_cast<int64_t>(out.itemsize());
+  const int64_t grain = std::max<int64_t>(1, cpu::kGrain / std::max<int64_t>(N, 1));
+  runtime::parallel_for(0, O, grain, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) row(in + r * in_row, o + r * out_row, N);
+  });
+  if (!direct) cpu_copy(op, res);
+}
+
+DType softmax_dtype(const Tensor& self, std::optional<DType> dtype, const char* op) {
+  const DType dt = dtype.value_or(self.dtype());
+  TS_CHECK(is_floating_point(dt) && !is_float8(dt), DTypeError)
+      << "[" << op << "] expected a floating point dtype, got " << dtype_name(dt);
+  return dt;
+}
+
+template <bool Log>
+Tensor softmax_impl(const Tensor& self, int64_t dim, std::optional<DType> dtype) {
+  const char* op = Log ? "log_softmax" : "softmax";
+  const DType dt = softmax_dtype(self, dtype, op);
+  dim = detail::wrap_dim(dim, self.dim(), op);
+  Tensor out = new_output(self, self.sizes(), dt);
+  if (!out.has_data() || out.impl()->int_numel() == 0) return out;
+  const Tensor x = cpu_to_dtype(self, dt);
+  visit_dtype<kFloats>(dt, op, [&]<class T>() {
+    using V = opmath_t<T>;
+    along_dim(x, dim, out, [](const char* pi, char* po, int64_t n) {
+      const T* in = reinterpret_cast<const T*>(pi);
+      T* o = reinterpret_cast<T*>(po);
+      V m = -std::numeric_limits<V>::infinity();
+      bool nan = false;
+      for (int64_t i = 0; i < n; ++i) {
+        const V v = static_cast<V>(in[i]);
+        nan = nan || std::isnan(v);
+        m = v > m ? v : m;
+      }
+      if (nan) {
+        for (int64_t i = 0; i < n; ++i) o[i] = convert<T>(std::numeric_limits<V>::quiet_NaN());
+        return;
+      }
+      if (std::isinf(m) && m < 0) m = 0;  // all -inf: exp(-inf - 0) = 0, as PyTorch gives NaN below
+      double s = 0;
+      for (int64_t i = 0; i < n; ++i) s += std::exp(static_cast<double>(static_cast<V>(in[i]) - m));
+      if (Log) {
+        const double ls = std::log(s);
+        for (int64_t i = 0; i < n; ++i) {
+          o[i] = convert<T>(static_cast<double>(static_cast<V>(in[i]) - m) - ls);
+        }
+      } else {
+        const double inv = 1.0 / s;
+        for (int64_t i = 0; i < n; ++i) {
+          o[i] = convert<T>(std::exp(static_cast<double>(static_cast<V>(in[i]) - m)) * inv);
+        }
+      }
+    });
+  });
+  return out;
+}
+
+Tensor cumsum_impl(const Tensor& self, int64_t dim, std::optional<DType> dtype) {
+  const DType dt = dtype.value_or(is_integral(self.dtype(), true) ? DType::Int64 : self.dtype());
+  dim = detail::wrap_dim(dim, self.dim(), "cumsum");
+  Tensor out = new_output(self, self.sizes(), dt);
+  if (!out.has_data() || out.impl()->int_numel() == 0) return out;
+  const Tensor x = cpu_to_dtype(self, dt);
+  visit_dtype<kNumeric>(dt, "cumsum", [&]<class T>() {
+    using V = opmath_t<T>;
+    using Acc = std::conditional_t<std::is_floating_point_v<V>, double, V>;
+    along_dim(x, dim, out, [](const char* pi, char* po, int64_t n) {
+      const T* in = reinterpret_cast<const T*>(pi);
+      T* o = reinterpret_cast<T*>(po);
+      Acc acc = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        if constexpr (std::is_floating_point_v<V>) {
+          acc += static_cast<double>(static_cast<V>(in[i]));
+        } else {
+          using U = std::make_unsigned_t<V>;
+          acc = static_cast<V>(static_cast<U>(acc) + static_cast<U>(in[i]));
+        }
+        o[i] = convert<T>(acc);
+      }
+    });
+  });
+  return out;
+}
+
+}  // namespace
+
+TS_REGISTER_OPS(softmax_ops) {
+  Library lib("aten");
+  const uint32_t t = kBuiltin | kTagReduction;
+  lib.def("softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", t);
+  lib.def("log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", t);
+  lib.def("cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", t);
+  for (auto dev : {DeviceType::CPU, DeviceType::Meta}) {
+    lib.impl("softmax.int", dev, softmax_impl<false>);
+    lib.impl("log_softmax.int", dev, softmax_impl<true>);
+    lib.impl("cumsum", dev, cumsum_impl);
+  }
+}
+
+using SoftmaxSig = Tensor(const Tensor&, int64_t, std::optional<DType>);
+Tensor softmax(const Tensor& a, int64_t dim, std::optional<DType> dtype, SourceLoc loc) {
+  UserLocGuard g(loc);
+  TS_CALL("aten::softmax.int", SoftmaxSig, a, dim, dtype);
+}
+Tensor log_softmax(const Tensor& a, int64_t dim, std::optional<DType> dtype, SourceLoc loc) {
+  UserLocGuard g(loc);
+  TS_CALL("aten::log_softmax.int", SoftmaxSig, a, dim, dtype);
+}
+Tensor cumsum(const Tensor& a, int64_t dim, std::optional<DType> dtype, SourceLoc loc) {
+  UserLocGuard g(loc);
+  TS_CALL("aten::cumsum", SoftmaxSig, a, dim, dtype);
+}
+Tensor Tensor::softmax(int64_t dim, SourceLoc loc) const { return tessera::softmax(*this, dim, std::nullopt, loc); }
+Tensor Tensor::log_softmax(int64_t dim, SourceLoc loc) const {
+  return tessera::log_softmax(*this, dim, std::nullopt, loc);
+}
+
+}  // namespace tessera

@@ -1,0 +1,85 @@
+/** \file
+ * Test helpers: random tensors in a value domain, layouts (contiguous, transposed, strided, with
+ * a storage offset), a double-precision reference array, poisoning, and closeness checks that
+ * name the first mismatching element.
+ */
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tessera/tessera.h"
+
+namespace tessera::testing {
+
+/** Values a test input may take. */
+enum class Domain {
+  Any,       ///< floats in [-3, 3]; signed ints in [-8, 8]; unsigned in [0, 16]
+  Positive,  ///< floats in [0.1, 4]; ints in [1, 8]
+  NonZero,   ///< like Any without zero (divisors)
+  Small,     ///< ints in [0, 4] (exponents, shift amounts)
+  Unit,      ///< floats in [-0.9, 0.9]
+};
+
+/** How an input tensor is laid out in memory. */
+enum class Layout { Contiguous, Transposed, Strided, Offset };
+const char* layout_name(Layout l);
+inline constexpr Layout kAllLayouts[] = {Layout::Contiguous, Layout::Transposed, Layout::Strided,
+                                         Layout::Offset};
+
+/** A seeded generator; the seed is printed by failing checks (TESSERA_TEST_SEED overrides). */
+std::mt19937_64& rng();
+uint64_t test_seed();
+
+/** A tensor of `shape` and `dtype` with random values from `domain`, laid out as `layout`. */
+Tensor random_tensor(IntArrayRef shape, DType dtype, Domain domain = Domain::Any,
+                     Layout layout = Layout::Contiguous);
+
+/** Plain values in row-major order with a shape: the reference's data type. */
+struct Ref {
+  std::vector<int64_t> shape;
+  std::vector<double> data;
+
+  int64_t numel() const { return static_cast<int64_t>(data.size()); }
+  /** Value at a multi-index. */
+  double at(const std::vector<int64_t>& idx) const;
+};
+
+/** The values of a CPU tensor as doubles. */
+Ref to_ref(const Tensor& t);
+/** Broadcast-applies f elementwise over the inputs (NumPy rules). */
+Ref pointwise_ref(const std::vector<Ref>& in, const std::function<double(const std::vector<double>&)>& f);
+
+/** Absolute and relative tolerance; ints use zero. */
+struct Tol {
+  double atol = 0, rtol = 0;
+};
+/** A default tolerance for comparing a dtype's result with a double reference. */
+Tol default_tol(DType t);
+
+/** Checks shape and values (NaNs match NaNs); reports the first mismatch with its index. */
+::testing::AssertionResult close_to(const Tensor& got, const Ref& want, Tol tol);
+
+/** Fills a tensor with a poison value (NaN for floats, a byte pattern for ints). */
+void poison(Tensor& t);
+
+/** Runs f and returns the message of the tessera::Error it throws (fails if none). */
+template <class E = Error>
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw another exception type: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "expected an error";
+  return "";
+}
+
+}  // namespace tessera::testing
