@@ -32,7 +32,7 @@ class StorageImpl : public RefCounted {
   ~StorageImpl() override;
 
   void* data() const { return data_; }
-  bool has_data() const { return data_ != nullptr || nbytes_ == 0; }
+  bool has_data() const { return !dataless_; }
   const SymInt& nbytes() const { return nbytes_; }
   Device device() const { return device_; }
   /** Whether `resize_` may reallocate (false for wrapped user memory). */
@@ -53,6 +53,7 @@ class StorageImpl : public RefCounted {
   Deleter deleter_ = nullptr;
   void* ctx_ = nullptr;
   bool resizable_ = false;
+  bool dataless_ = false;
   std::atomic<uint32_t> version_{0};
 };
 

@@ -151,7 +151,8 @@ void run_from(const OperatorEntry& op, Stack& stack, Level level) {
           << (info.flags & kTensorFake ? "fake" : "meta") << " tensors";
     }
     TS_ERROR(NotImplementedError) << "[" << op.name() << "] has no kernel for device '"
-                                  << device_type_name(dev) << "'";
+                                  << device_type_name(dev) << "'"
+                                  << (dev == DeviceType::CUDA ? " (tessera's CUDA backend is not built yet)" : "");
   }
   k->boxed(op, k->functor, stack);
 }

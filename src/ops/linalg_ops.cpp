@@ -5,6 +5,7 @@
 
 #include "ops/cpu_loops.h"
 #include "ops/register.h"
+#include "tessera/version.h"
 
 #if defined(TESSERA_HAVE_OPENBLAS)
 #include <cblas.h>
@@ -172,6 +173,14 @@ TS_REGISTER_OPS(linalg_ops) {
     lib.impl("matmul.out", dev, matmul_out_impl);
   }
   lib.composite("linear", linear_composite);
+}
+
+const char* matmul_backend() {
+#if defined(TESSERA_HAVE_OPENBLAS)
+  return "OpenBLAS";
+#else
+  return "built-in";
+#endif
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, SourceLoc loc) {

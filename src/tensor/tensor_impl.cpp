@@ -22,6 +22,7 @@ IntrusivePtr<StorageImpl> StorageImpl::dataless(SymInt nbytes, Device device) {
   s->nbytes_ = std::move(nbytes);
   s->device_ = device;
   s->resizable_ = true;
+  s->dataless_ = true;
   return s;
 }
 
@@ -50,15 +51,15 @@ void StorageImpl::grow(size_t nbytes) {
   if (static_cast<int64_t>(nbytes) <= have) return;
   TS_CHECK(resizable_, ValueError)
       << "cannot resize a tensor that wraps memory tessera does not own (from_blob)";
-  if (device_.is_meta() || !data_) {
+  if (dataless_) {
     nbytes_ = static_cast<int64_t>(nbytes);
     return;
   }
+  TS_CHECK(device_.is_cpu(), NotImplementedError) << "resizing storage on " << device_;
   const auto& a = runtime::allocator_for(device_.type());
   void* fresh = a.allocate(nbytes, device_);
-  TS_CHECK(device_.is_cpu(), NotImplementedError) << "resizing storage on " << device_;
   if (have > 0) std::memcpy(fresh, data_, static_cast<size_t>(have));
-  a.release(data_, device_);
+  if (data_) a.release(data_, device_);
   data_ = fresh;
   nbytes_ = static_cast<int64_t>(nbytes);
 }

@@ -1,1 +1,41 @@
-int main() { return 0; }
+// The `tessera` command line: doctor (what this machine offers), demo (the seed walkthrough).
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "tools/tessera/commands.h"
+
+namespace {
+
+void usage() {
+  std::cout << "usage: tessera <command>\n\n"
+               "commands:\n"
+               "  doctor    version, CPU, compilers, CUDA driver and NVRTC found on this machine\n"
+               "  demo      the seed walkthrough (what `make demo` runs)\n"
+               "  version   the version of tessera\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help") ||
+      !std::strcmp(argv[1], "-h")) {
+    usage();
+    return argc < 2 ? 1 : 0;
+  }
+  const std::string cmd = argv[1];
+  try {
+    if (cmd == "doctor") return tessera::cli::doctor();
+    if (cmd == "demo") return tessera::cli::demo();
+    if (cmd == "version") {
+      std::cout << "tessera " << tessera::version() << "\n";
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "tessera " << cmd << ": " << e.what() << "\n";
+    return 1;
+  }
+  std::cerr << "tessera: unknown command '" << cmd << "'\n";
+  usage();
+  return 1;
+}

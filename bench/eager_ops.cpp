@@ -1,0 +1,71 @@
+// Eager operator costs: dispatch overhead on tiny tensors (typed fast path, a mode's boxed path,
+// a call by name) and throughput of a few kernels on large ones.
+#include <benchmark/benchmark.h>
+
+#include "tessera/tessera.h"
+
+using namespace tessera;
+
+namespace {
+
+struct NopMode : DispatchMode {};
+
+void BM_AddTiny(benchmark::State& s) {
+  Tensor a = ones({4}), b = ones({4});
+  for (auto _ : s) benchmark::DoNotOptimize(add(a, b));
+}
+BENCHMARK(BM_AddTiny);
+
+void BM_AddTinyUnderMode(benchmark::State& s) {
+  Tensor a = ones({4}), b = ones({4});
+  NopMode mode;
+  ModeGuard g(&mode, ModeKind::Dispatch);
+  for (auto _ : s) benchmark::DoNotOptimize(add(a, b));
+}
+BENCHMARK(BM_AddTinyUnderMode);
+
+void BM_AddTinyByName(benchmark::State& s) {
+  Tensor a = ones({4}), b = ones({4});
+  OpRef op("aten::add.Tensor");
+  for (auto _ : s) benchmark::DoNotOptimize(op(a, b));
+}
+BENCHMARK(BM_AddTinyByName);
+
+void BM_ViewTiny(benchmark::State& s) {
+  Tensor a = ones({4, 4});
+  for (auto _ : s) benchmark::DoNotOptimize(a.view({16}));
+}
+BENCHMARK(BM_ViewTiny);
+
+void BM_AddF32(benchmark::State& s) {
+  const int64_t n = s.range(0);
+  Tensor a = rand({n}), b = rand({n}), out = empty({n});
+  for (auto _ : s) add_out(out, a, b);
+  s.SetBytesProcessed(s.iterations() * n * 12);
+}
+BENCHMARK(BM_AddF32)->Arg(1 << 24)->UseRealTime();
+
+void BM_SumF32(benchmark::State& s) {
+  const int64_t n = s.range(0);
+  Tensor a = rand({n});
+  for (auto _ : s) benchmark::DoNotOptimize(a.sum());
+  s.SetBytesProcessed(s.iterations() * n * 4);
+}
+BENCHMARK(BM_SumF32)->Arg(1 << 24)->UseRealTime();
+
+void BM_SoftmaxF32(benchmark::State& s) {
+  Tensor a = rand({4096, 1024});
+  for (auto _ : s) benchmark::DoNotOptimize(softmax(a, -1));
+  s.SetBytesProcessed(s.iterations() * 4096 * 1024 * 8);
+}
+BENCHMARK(BM_SoftmaxF32)->UseRealTime();
+
+void BM_MatmulF32(benchmark::State& s) {
+  const int64_t n = s.range(0);
+  Tensor a = rand({n, n}), b = rand({n, n});
+  for (auto _ : s) benchmark::DoNotOptimize(matmul(a, b));
+  s.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n * s.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MatmulF32)->Arg(512)->UseRealTime();
+
+}  // namespace

@@ -1,0 +1,10 @@
+#pragma once
+
+#include "tessera/tessera.h"
+
+namespace tessera::cli {
+
+int doctor();
+int demo();
+
+}  // namespace tessera::cli

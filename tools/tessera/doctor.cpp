@@ -1,0 +1,101 @@
+// `tessera doctor`: what tessera finds on this machine. Nothing missing here is an error: a
+// machine without a GPU or NVRTC runs everything on the CPU.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/thread_pool.h"
+#include "tools/tessera/commands.h"
+
+namespace tessera::cli {
+namespace {
+
+std::string first_line_of(const std::string& cmd) {
+  std::string out;
+  if (FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r")) {
+    std::array<char, 256> buf{};
+    if (fgets(buf.data(), buf.size(), p)) out = buf.data();
+    pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+std::string cpu_model_and_flags(std::vector<std::string>& features) {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line, model;
+  bool flags_done = false;
+  while (std::getline(f, line)) {
+    if (model.empty() && line.rfind("model name", 0) == 0) model = line.substr(line.find(':') + 2);
+    if (!flags_done && line.rfind("flags", 0) == 0) {
+      std::istringstream ss(line.substr(line.find(':') + 1));
+      std::string flag;
+      while (ss >> flag) {
+        for (const char* want : {"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw",
+                                 "avx512_bf16", "avx512_fp16", "amx_tile"}) {
+          if (flag == want) features.push_back(flag);
+        }
+      }
+      flags_done = true;
+    }
+  }
+  return model.empty() ? "unknown" : model;
+}
+
+std::string find_cxx() {
+  if (!knobs().cxx.empty()) return knobs().cxx;
+  for (const char* c : {"c++", "g++", "clang++"}) {
+    if (!first_line_of(std::string("command -v ") + c).empty()) return c;
+  }
+  return "";
+}
+
+std::string find_nvrtc() {
+  std::vector<std::string> names = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12",
+                                    "libnvrtc.alt.so.13"};
+  std::vector<std::string> dirs = {""};
+  if (const char* h = getenv("CUDA_HOME")) dirs.push_back(std::string(h) + "/lib64/");
+  dirs.push_back("/usr/local/cuda/lib64/");
+  for (const auto& d : dirs) {
+    for (const auto& n : names) {
+      if (void* lib = dlopen((d + n).c_str(), RTLD_LAZY | RTLD_LOCAL)) {
+        dlclose(lib);
+        return d + n;
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+int doctor() {
+  std::cout << "tessera " << version() << " (build " << build_id() << ")\n";
+  std::vector<std::string> features;
+  const std::string model = cpu_model_and_flags(features);
+  std::cout << "cpu:        " << model << ", " << sysconf(_SC_NPROCESSORS_ONLN) << " cores, "
+            << runtime::num_threads() << " threads in the pool\n";
+  std::cout << "cpu features:";
+  for (const auto& f : features) std::cout << " " << f;
+  std::cout << "\n";
+  const std::string cxx = find_cxx();
+  std::cout << "c++ compiler (kernel JIT): "
+            << (cxx.empty() ? "none found (set TESSERA_CXX)" : cxx + ": " + first_line_of(cxx + " --version"))
+            << "\n";
+  std::cout << "matmul:     " << matmul_backend() << "\n";
+  std::cout << "cuda driver: " << (cuda_is_available() ? "found, with a GPU" : "none (fine: everything runs on the CPU)")
+            << "\n";
+  const std::string nvrtc = find_nvrtc();
+  std::cout << "nvrtc:      " << (nvrtc.empty() ? std::string("none found") : nvrtc) << "\n";
+  std::cout << "cache dir:  " << knobs().cache_dir << "\n";
+  return 0;
+}
+
+}  // namespace tessera::cli
