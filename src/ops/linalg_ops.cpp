@@ -1,9 +1,11 @@
 // matmul (torch.matmul's rules: dot, matrix-vector, matrix-matrix, batched with broadcasting)
 // and linear. float32/float64 go to OpenBLAS when the build found it, else to a cache-blocked
 // kernel parallel over rows; float16/bfloat16 compute in float32; integers use the same kernel.
+#include <atomic>
 #include <cstring>
 
 #include "ops/cpu_loops.h"
+#include "ops/linalg.h"
 #include "ops/register.h"
 #include "tessera/version.h"
 
@@ -15,6 +17,8 @@ namespace tessera {
 namespace {
 
 using namespace ops_detail;
+
+std::atomic<bool> g_force_builtin{false};
 
 // C[M,N] = A[M,K] @ B[K,N], all row-major and contiguous.
 template <class T>
@@ -43,6 +47,10 @@ void gemm_blocked(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C)
 template <class T>
 void gemm(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C) {
 #if defined(TESSERA_HAVE_OPENBLAS)
+  if (g_force_builtin.load(std::memory_order_relaxed)) {
+    gemm_blocked(M, N, K, A, B, C);
+    return;
+  }
   if constexpr (std::is_same_v<T, float>) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M), static_cast<int>(N),
                 static_cast<int>(K), 1.0f, A, static_cast<int>(K), B, static_cast<int>(N), 0.0f, C,
@@ -174,6 +182,8 @@ TS_REGISTER_OPS(linalg_ops) {
   }
   lib.composite("linear", linear_composite);
 }
+
+void ops_detail::set_force_builtin_matmul(bool on) { g_force_builtin.store(on); }
 
 const char* matmul_backend() {
 #if defined(TESSERA_HAVE_OPENBLAS)

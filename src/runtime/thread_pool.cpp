@@ -105,7 +105,10 @@ class Pool {
  private:
   void start(int n) {
     stop_ = false;
-    for (int i = 1; i < n; ++i) workers_.emplace_back([this] { loop(); });
+    // Workers start from the current generation: a job posted before a new thread first runs
+    // must still count as new to it.
+    const uint64_t gen = gen_.load();
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this, gen] { loop(gen); });
   }
 
   void stop() {
@@ -119,8 +122,7 @@ class Pool {
     workers_.clear();
   }
 
-  void loop() {
-    uint64_t seen = gen_.load();
+  void loop(uint64_t seen) {
     for (;;) {
       // Spin briefly for the next job: loops often come in bursts.
       for (int spin = 0; spin < 2000 && gen_.load(std::memory_order_acquire) == seen; ++spin) {

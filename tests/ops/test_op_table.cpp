@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "op_harness.h"
+#include "ops/linalg.h"
 
 using namespace tessera;
 using namespace tessera::testing;
@@ -159,11 +160,14 @@ TEST(OpHarness, Comparisons) {
 }
 
 TEST(OpHarness, Logical) {
-  for (auto [name, op, f] : std::vector<std::tuple<const char*, Tensor (*)(const Tensor&, const Tensor&, SourceLoc),
-                                                   std::function<bool(bool, bool)>>>{
+  for (const auto& c : std::vector<std::tuple<const char*, Tensor (*)(const Tensor&, const Tensor&, SourceLoc),
+                                             std::function<bool(bool, bool)>>>{
            {"logical_and", &logical_and, [](bool a, bool b) { return a && b; }},
            {"logical_or", &logical_or, [](bool a, bool b) { return a || b; }},
            {"logical_xor", &logical_xor, [](bool a, bool b) { return a != b; }}}) {
+    const char* name = std::get<0>(c);
+    auto op = std::get<1>(c);
+    auto f = std::get<2>(c);
     auto s = binary(name, concat(kNumericTypes, {bool_}), [op](auto& a, auto& b) { return op(a, b, SourceLoc{}); },
                     [f](double a, double b) { return f(a != 0, b != 0) ? 1.0 : 0.0; }, {Domain::Small, Domain::Small});
     s.out_dtype = [](DType) { return bool_; };
@@ -510,6 +514,11 @@ TEST(OpHarness, Matmul) {
   s.ref = [](const std::vector<Ref>& in, DType) { return matmul_ref(in[0], in[1]); };
   s.tol_scale = 10;
   run_spec(s);
+  // The built-in blocked kernel (the path of builds without OpenBLAS) on the same cases.
+  ops_detail::set_force_builtin_matmul(true);
+  s.name = "matmul (built-in kernel)";
+  run_spec(s);
+  ops_detail::set_force_builtin_matmul(false);
 
   OpSpec l;
   l.name = "linear";
@@ -657,6 +666,107 @@ TEST(OpHarness, IsClose) {
                   [](double a, double b) { return std::fabs(a - b) <= 0.5 + 0.1 * std::fabs(b) ? 1.0 : 0.0; });
   s.out_dtype = [](DType) { return bool_; };
   run_spec(s);
+}
+
+}  // namespace
+
+namespace {
+
+// ---- views and like-factories: values, and shape functions that reproduce sizes AND strides ----
+
+Ref permute_ref(const Ref& x, const std::vector<int64_t>& perm) {
+  Ref out;
+  for (auto p : perm) out.shape.push_back(x.shape[p]);
+  std::vector<int64_t> idx(perm.size()), src(perm.size());
+  for (int64_t k = 0; k < x.numel(); ++k) {
+    int64_t rem = k;
+    for (int64_t d = static_cast<int64_t>(perm.size()) - 1; d >= 0; --d) {
+      idx[d] = rem % out.shape[d];
+      rem /= out.shape[d];
+    }
+    for (size_t d = 0; d < perm.size(); ++d) src[perm[d]] = idx[d];
+    out.data.push_back(x.at(src));
+  }
+  return out;
+}
+
+OpSpec view_spec(std::string name, Shape shape, std::function<Tensor(const Tensor&)> op,
+                 std::function<Ref(const Ref&)> ref) {
+  OpSpec s;
+  s.name = std::move(name);
+  s.dtypes = {float32, int64, bool_, bfloat16};
+  s.shapes = {{shape}};
+  s.run = [op](const std::vector<Tensor>& in) { return op(in[0]); };
+  s.ref = [ref](const std::vector<Ref>& in, DType) { return ref(in[0]); };
+  return s;
+}
+
+Ref reshaped(Ref r, Shape s) {
+  r.shape = std::move(s);
+  return r;
+}
+
+TEST(OpHarness, Views) {
+  run_spec(view_spec("permute", {2, 3, 4}, [](auto& x) { return x.permute({2, 0, 1}); },
+                     [](const Ref& r) { return permute_ref(r, {2, 0, 1}); }));
+  run_spec(view_spec("transpose", {2, 3, 4}, [](auto& x) { return x.transpose(0, 2); },
+                     [](const Ref& r) { return permute_ref(r, {2, 1, 0}); }));
+  run_spec(view_spec("t", {3, 5}, [](auto& x) { return x.t(); },
+                     [](const Ref& r) { return permute_ref(r, {1, 0}); }));
+  run_spec(view_spec("view", {2, 3, 4}, [](auto& x) { return x.contiguous().view({4, -1}); },
+                     [](const Ref& r) { return reshaped(r, {4, 6}); }));
+  run_spec(view_spec("reshape", {2, 3, 4}, [](auto& x) { return x.reshape({6, 4}); },
+                     [](const Ref& r) { return reshaped(r, {6, 4}); }));
+  run_spec(view_spec("flatten", {2, 3, 4}, [](auto& x) { return x.flatten(1); },
+                     [](const Ref& r) { return reshaped(r, {2, 12}); }));
+  run_spec(view_spec("unsqueeze", {2, 3}, [](auto& x) { return x.unsqueeze(1); },
+                     [](const Ref& r) { return reshaped(r, {2, 1, 3}); }));
+  run_spec(view_spec("squeeze", {2, 1, 3}, [](auto& x) { return x.squeeze(1); },
+                     [](const Ref& r) { return reshaped(r, {2, 3}); }));
+  run_spec(view_spec("expand", {3, 1}, [](auto& x) { return x.expand({2, 3, 4}); }, [](const Ref& r) {
+    Ref out;
+    out.shape = {2, 3, 4};
+    for (int a = 0; a < 2; ++a)
+      for (int64_t i = 0; i < 3; ++i)
+        for (int j = 0; j < 4; ++j) out.data.push_back(r.data[i]);
+    return out;
+  }));
+  run_spec(view_spec("narrow", {4, 5}, [](auto& x) { return x.narrow(1, 1, 3); }, [](const Ref& r) {
+    Ref out;
+    out.shape = {4, 3};
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 1; j < 4; ++j) out.data.push_back(r.data[i * 5 + j]);
+    return out;
+  }));
+  run_spec(view_spec("slice step", {4, 7}, [](auto& x) { return x.slice(1, 1, std::nullopt, 3); },
+                     [](const Ref& r) {
+                       Ref out;
+                       out.shape = {4, 2};
+                       for (int64_t i = 0; i < 4; ++i)
+                         for (int64_t j = 1; j < 7; j += 3) out.data.push_back(r.data[i * 7 + j]);
+                       return out;
+                     }));
+  run_spec(view_spec("select", {4, 5}, [](auto& x) { return x.select(0, -2); }, [](const Ref& r) {
+    Ref out;
+    out.shape = {5};
+    out.data.assign(r.data.begin() + 10, r.data.begin() + 15);
+    return out;
+  }));
+  run_spec(view_spec("movedim", {2, 3, 4}, [](auto& x) { return x.movedim(0, -1); },
+                     [](const Ref& r) { return permute_ref(r, {1, 2, 0}); }));
+  run_spec(view_spec("contiguous", {3, 4}, [](auto& x) { return x.contiguous(); },
+                     [](const Ref& r) { return r; }));
+  run_spec(view_spec("clone", {3, 4}, [](auto& x) { return x.clone(); }, [](const Ref& r) { return r; }));
+  run_spec(view_spec("full_like", {3, 4}, [](auto& x) { return full_like(x, 2); }, [](const Ref& r) {
+    Ref out = r;
+    for (auto& v : out.data) v = 2;
+    return out;
+  }));
+  run_spec(view_spec("zeros_like", {3, 4}, [](auto& x) { return zeros_like(x); }, [](const Ref& r) {
+    Ref out = r;
+    for (auto& v : out.data) v = 0;
+    return out;
+  }));
 }
 
 }  // namespace
