@@ -64,7 +64,8 @@ void BM_MatmulF32(benchmark::State& s) {
   const int64_t n = s.range(0);
   Tensor a = rand({n, n}), b = rand({n, n});
   for (auto _ : s) benchmark::DoNotOptimize(matmul(a, b));
-  s.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n * s.iterations() / 1e9, benchmark::Counter::kIsRate);
+  s.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * n * n * n * s.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_MatmulF32)->Arg(512)->UseRealTime();
 

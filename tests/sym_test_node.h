@@ -25,7 +25,11 @@ class TestNode : public SymNodeImpl {
  public:
   TestNode(std::shared_ptr<GuardLog> log, std::string op, std::vector<SymNode> args, int64_t value,
            bool is_bool)
-      : log_(std::move(log)), op_(std::move(op)), args_(std::move(args)), value_(value), bool_(is_bool) {}
+      : log_(std::move(log)),
+        op_(std::move(op)),
+        args_(std::move(args)),
+        value_(value),
+        bool_(is_bool) {}
 
   static SymNode symbol(std::shared_ptr<GuardLog> log, const std::string& name, int64_t v) {
     log->bindings[name] = v;
@@ -53,7 +57,9 @@ class TestNode : public SymNodeImpl {
   SymNode logical_and(const SymNode& o) override { return make("and", {SymNode(this), o}, true); }
   SymNode logical_or(const SymNode& o) override { return make("or", {SymNode(this), o}, true); }
   SymNode logical_not() override { return make("not", {SymNode(this)}, true); }
-  SymNode wrap_int(int64_t v) override { return SymNode(new TestNode(log_, "const", {}, v, false)); }
+  SymNode wrap_int(int64_t v) override {
+    return SymNode(new TestNode(log_, "const", {}, v, false));
+  }
   SymNode wrap_bool(bool v) override { return SymNode(new TestNode(log_, "const", {}, v, true)); }
 
   int64_t eval() const {

@@ -9,17 +9,22 @@ namespace tessera::testing {
 
 const char* layout_name(Layout l) {
   switch (l) {
-    case Layout::Contiguous: return "contiguous";
-    case Layout::Transposed: return "transposed";
-    case Layout::Strided: return "strided";
-    case Layout::Offset: return "offset";
+    case Layout::Contiguous:
+      return "contiguous";
+    case Layout::Transposed:
+      return "transposed";
+    case Layout::Strided:
+      return "strided";
+    case Layout::Offset:
+      return "offset";
   }
   return "?";
 }
 
 uint64_t test_seed() {
   static const uint64_t seed = [] {
-    if (const char* s = std::getenv("TESSERA_TEST_SEED")) return static_cast<uint64_t>(std::strtoull(s, nullptr, 10));
+    if (const char* s = std::getenv("TESSERA_TEST_SEED"))
+      return static_cast<uint64_t>(std::strtoull(s, nullptr, 10));
     return static_cast<uint64_t>(std::random_device{}()) << 32 | std::random_device{}();
   }();
   return seed;
@@ -62,7 +67,8 @@ Tensor random_tensor(IntArrayRef shape, DType dtype, Domain domain, Layout layou
   for (auto& v : vals) v = draw(dtype, domain);
   const Tensor base = from_vector(vals, {n}, dtype).view(to_sym(shape));
   switch (layout) {
-    case Layout::Contiguous: return base;
+    case Layout::Contiguous:
+      return base;
     case Layout::Transposed: {
       if (sh.size() < 2) return base;
       // Same values, reversed memory order: build the reversed-shape tensor, then permute back.
@@ -105,7 +111,8 @@ Ref to_ref(const Tensor& t) {
   return r;
 }
 
-Ref pointwise_ref(const std::vector<Ref>& in, const std::function<double(const std::vector<double>&)>& f) {
+Ref pointwise_ref(const std::vector<Ref>& in,
+                  const std::function<double(const std::vector<double>&)>& f) {
   size_t nd = 0;
   for (const auto& r : in) nd = std::max(nd, r.shape.size());
   std::vector<int64_t> shape(nd, 1);
@@ -143,13 +150,20 @@ Ref pointwise_ref(const std::vector<Ref>& in, const std::function<double(const s
 
 Tol default_tol(DType t) {
   switch (t) {
-    case DType::Float64: return {1e-10, 1e-10};
-    case DType::Float32: return {1e-5, 1e-5};
-    case DType::Float16: return {2e-3, 2e-3};
-    case DType::BFloat16: return {1.6e-2, 1.6e-2};
-    case DType::Float8_e4m3fn: return {0.125, 0.125};
-    case DType::Float8_e5m2: return {0.25, 0.25};
-    default: return {0, 0};
+    case DType::Float64:
+      return {1e-10, 1e-10};
+    case DType::Float32:
+      return {1e-5, 1e-5};
+    case DType::Float16:
+      return {2e-3, 2e-3};
+    case DType::BFloat16:
+      return {1.6e-2, 1.6e-2};
+    case DType::Float8_e4m3fn:
+      return {0.125, 0.125};
+    case DType::Float8_e5m2:
+      return {0.25, 0.25};
+    default:
+      return {0, 0};
   }
 }
 
@@ -166,9 +180,12 @@ Tol default_tol(DType t) {
   for (size_t i = 0; i < g.data.size(); ++i) {
     const double a = g.data[i], b = want.data[i];
     bool ok;
-    if (std::isnan(b)) ok = std::isnan(a);
-    else if (std::isinf(b)) ok = a == b;
-    else ok = std::fabs(a - b) <= tol.atol + tol.rtol * std::fabs(b);
+    if (std::isnan(b))
+      ok = std::isnan(a);
+    else if (std::isinf(b))
+      ok = a == b;
+    else
+      ok = std::fabs(a - b) <= tol.atol + tol.rtol * std::fabs(b);
     if (!ok) {
       return ::testing::AssertionFailure()
              << "element " << i << " of " << g.data.size() << ": got " << a << ", expected " << b

@@ -52,7 +52,8 @@ struct Ref {
 /** The values of a CPU tensor as doubles. */
 Ref to_ref(const Tensor& t);
 /** Broadcast-applies f elementwise over the inputs (NumPy rules). */
-Ref pointwise_ref(const std::vector<Ref>& in, const std::function<double(const std::vector<double>&)>& f);
+Ref pointwise_ref(const std::vector<Ref>& in,
+                  const std::function<double(const std::vector<double>&)>& f);
 
 /** Absolute and relative tolerance; ints use zero. */
 struct Tol {

@@ -34,7 +34,9 @@ class Device {
   /** "cpu", "meta", "cuda:0". */
   std::string str() const;
 
-  constexpr bool operator==(const Device& o) const { return type_ == o.type_ && index_ == o.index_; }
+  constexpr bool operator==(const Device& o) const {
+    return type_ == o.type_ && index_ == o.index_;
+  }
   constexpr bool operator!=(const Device& o) const { return !(*this == o); }
 
  private:

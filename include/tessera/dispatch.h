@@ -40,7 +40,7 @@ enum OpTag : uint32_t {
   kTagView = 1u << 2,
   kTagInplace = 1u << 3,
   kTagFactory = 1u << 4,
-  kTagRandom = 1u << 5,       ///< reads the global generator
+  kTagRandom = 1u << 5,         ///< reads the global generator
   kTagDataDependent = 1u << 6,  ///< its result depends on tensor values (item, equal, ...)
   kTagBuiltin = 1u << 7,
 };
@@ -126,8 +126,10 @@ class OperatorEntry {
 // ---- the registry ---------------------------------------------------------------------------
 
 /** Defines an operator; `ValueError` when the name is already defined. */
-OperatorHandle define_op(std::string_view schema, uint32_t tags = 0, std::string_view default_ns = "");
-/** Finds "ns::name.overload" (".default" or no suffix for the default overload); nullopt if none. */
+OperatorHandle define_op(std::string_view schema, uint32_t tags = 0,
+                         std::string_view default_ns = "");
+/** Finds "ns::name.overload" (".default" or no suffix for the default overload); nullopt if none.
+ */
 std::optional<OperatorHandle> find_op(std::string_view name);
 /** Like find_op, but throws `ValueError` naming close matches when missing. */
 OperatorHandle get_op(std::string_view name);
@@ -234,7 +236,9 @@ struct Kwarg {
   std::string name;
   IValue value;
 };
-inline Kwarg kw(std::string name, IValue v) { return Kwarg{std::move(name), std::move(v)}; }
+inline Kwarg kw(std::string name, IValue v) {
+  return Kwarg{std::move(name), std::move(v)};
+}
 
 /**
  * An operator (or the overload set of "ns::name") callable with boxed arguments: the analogue of
@@ -269,7 +273,9 @@ class OpRef {
 };
 
 /** `ops("mylib::mysin")(x)`, `ops("aten::add.Tensor")(a, b)`. */
-inline OpRef ops(std::string_view name) { return OpRef(name); }
+inline OpRef ops(std::string_view name) {
+  return OpRef(name);
+}
 
 /**
  * Matches positional and keyword arguments against `schema`, fills defaults and converts values to

@@ -64,7 +64,9 @@ constexpr bool is_floating_point(DType t) {
   return t == DType::Float16 || t == DType::BFloat16 || t == DType::Float32 ||
          t == DType::Float64 || t == DType::Float8_e4m3fn || t == DType::Float8_e5m2;
 }
-constexpr bool is_float8(DType t) { return t == DType::Float8_e4m3fn || t == DType::Float8_e5m2; }
+constexpr bool is_float8(DType t) {
+  return t == DType::Float8_e4m3fn || t == DType::Float8_e5m2;
+}
 /** Integer types; `include_bool` adds bool. */
 constexpr bool is_integral(DType t, bool include_bool = false) {
   return (t >= DType::Int8 && t <= DType::UInt64) || (include_bool && t == DType::Bool);
@@ -90,8 +92,8 @@ bool can_cast(DType from, DType to);
 
 /** The category of an operand when computing a result type (PyTorch's `result_type`). */
 enum class OperandKind : uint8_t {
-  Tensor,     ///< a tensor with at least one dimension
-  ZeroDim,    ///< a zero-dimensional tensor
+  Tensor,         ///< a tensor with at least one dimension
+  ZeroDim,        ///< a zero-dimensional tensor
   WrappedNumber,  ///< a C++ scalar (int, double, bool)
 };
 

@@ -13,10 +13,10 @@ namespace tessera {
 
 template <DType D>
 struct dtype_cpp;
-#define TS_DTYPE_CPP(D, T)   \
-  template <>                \
+#define TS_DTYPE_CPP(D, T)     \
+  template <>                  \
   struct dtype_cpp<DType::D> { \
-    using type = T;          \
+    using type = T;            \
   };
 TS_DTYPE_CPP(Bool, bool)
 TS_DTYPE_CPP(Int8, int8_t)
@@ -42,22 +42,38 @@ using cpp_type_t = typename dtype_cpp<D>::type;
 /** The dtype of a C++ storage type. */
 template <class T>
 constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, bool>) return DType::Bool;
-  else if constexpr (std::is_same_v<T, int8_t>) return DType::Int8;
-  else if constexpr (std::is_same_v<T, int16_t>) return DType::Int16;
-  else if constexpr (std::is_same_v<T, int32_t>) return DType::Int32;
-  else if constexpr (std::is_same_v<T, int64_t>) return DType::Int64;
-  else if constexpr (std::is_same_v<T, uint8_t>) return DType::UInt8;
-  else if constexpr (std::is_same_v<T, uint16_t>) return DType::UInt16;
-  else if constexpr (std::is_same_v<T, uint32_t>) return DType::UInt32;
-  else if constexpr (std::is_same_v<T, uint64_t>) return DType::UInt64;
-  else if constexpr (std::is_same_v<T, Half>) return DType::Float16;
-  else if constexpr (std::is_same_v<T, BFloat16>) return DType::BFloat16;
-  else if constexpr (std::is_same_v<T, float>) return DType::Float32;
-  else if constexpr (std::is_same_v<T, double>) return DType::Float64;
-  else if constexpr (std::is_same_v<T, Float8_e4m3fn>) return DType::Float8_e4m3fn;
-  else if constexpr (std::is_same_v<T, Float8_e5m2>) return DType::Float8_e5m2;
-  else static_assert(!sizeof(T), "not a tessera element type");
+  if constexpr (std::is_same_v<T, bool>)
+    return DType::Bool;
+  else if constexpr (std::is_same_v<T, int8_t>)
+    return DType::Int8;
+  else if constexpr (std::is_same_v<T, int16_t>)
+    return DType::Int16;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return DType::Int32;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return DType::Int64;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return DType::UInt8;
+  else if constexpr (std::is_same_v<T, uint16_t>)
+    return DType::UInt16;
+  else if constexpr (std::is_same_v<T, uint32_t>)
+    return DType::UInt32;
+  else if constexpr (std::is_same_v<T, uint64_t>)
+    return DType::UInt64;
+  else if constexpr (std::is_same_v<T, Half>)
+    return DType::Float16;
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return DType::BFloat16;
+  else if constexpr (std::is_same_v<T, float>)
+    return DType::Float32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::Float64;
+  else if constexpr (std::is_same_v<T, Float8_e4m3fn>)
+    return DType::Float8_e4m3fn;
+  else if constexpr (std::is_same_v<T, Float8_e5m2>)
+    return DType::Float8_e5m2;
+  else
+    static_assert(!sizeof(T), "not a tessera element type");
 }
 
 }  // namespace tessera

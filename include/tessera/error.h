@@ -64,10 +64,10 @@ class Error : public std::runtime_error {
   SourceLoc user_loc_;
 };
 
-#define TS_DEFINE_ERROR(Name)                             \
-  class Name : public Error {                             \
-   public:                                                \
-    using Error::Error;                                   \
+#define TS_DEFINE_ERROR(Name)                           \
+  class Name : public Error {                           \
+   public:                                              \
+    using Error::Error;                                 \
     const char* kind() const override { return #Name; } \
   }
 
@@ -100,7 +100,8 @@ namespace detail {
 template <class E>
 class ErrorBuilder {
  public:
-  ErrorBuilder(const char* cond, const char* file, int line) : cond_(cond), file_(file), line_(line) {}
+  ErrorBuilder(const char* cond, const char* file, int line)
+      : cond_(cond), file_(file), line_(line) {}
   template <class T>
   ErrorBuilder& operator<<(const T& v) {
     os_ << v;
@@ -134,25 +135,29 @@ struct Thrower {
 }  // namespace tessera
 
 /** Throws `ErrorType` (default `ValueError`) with the streamed message when `cond` is false. */
-#define TS_CHECK(cond, ...)                                                                       \
-  if (__builtin_expect(static_cast<bool>(cond), 1)) {                                             \
-  } else                                                                                           \
-    ::tessera::detail::Thrower() &                                                                 \
-        ::tessera::detail::ErrorBuilder<TS_CHECK_ERROR_TYPE(__VA_ARGS__)>(#cond, __FILE__, __LINE__) \
-            .operator<<("")
+#define TS_CHECK(cond, ...)                                                                \
+  if (__builtin_expect(static_cast<bool>(cond), 1)) {                                      \
+  } else                                                                                   \
+    ::tessera::detail::Thrower() &                                                         \
+        ::tessera::detail::ErrorBuilder<TS_CHECK_ERROR_TYPE(__VA_ARGS__)>(#cond, __FILE__, \
+                                                                          __LINE__)        \
+            .                                                                              \
+            operator<<("")
 
-#define TS_CHECK_ERROR_TYPE(...) TS_CHECK_ERROR_TYPE_I(__VA_ARGS__ __VA_OPT__(, )::tessera::ValueError)
+#define TS_CHECK_ERROR_TYPE(...) \
+  TS_CHECK_ERROR_TYPE_I(__VA_ARGS__ __VA_OPT__(, )::tessera::ValueError)
 #define TS_CHECK_ERROR_TYPE_I(T, ...) T
 
 /** Throws `ErrorType` unconditionally with the streamed message. */
-#define TS_ERROR(ErrorType)                                                             \
-  ::tessera::detail::Thrower() &                                                        \
+#define TS_ERROR(ErrorType)      \
+  ::tessera::detail::Thrower() & \
       ::tessera::detail::ErrorBuilder<ErrorType>("error", __FILE__, __LINE__).operator<<("")
 
 /** Marks an invariant of tessera itself; a failure is a tessera bug. */
-#define TS_INTERNAL_ASSERT(cond)                                                           \
-  if (__builtin_expect(static_cast<bool>(cond), 1)) {                                      \
-  } else                                                                                    \
-    ::tessera::detail::Thrower() &                                                          \
+#define TS_INTERNAL_ASSERT(cond)                                                             \
+  if (__builtin_expect(static_cast<bool>(cond), 1)) {                                        \
+  } else                                                                                     \
+    ::tessera::detail::Thrower() &                                                           \
         ::tessera::detail::ErrorBuilder<::tessera::InternalError>(#cond, __FILE__, __LINE__) \
-            .operator<<("")
+            .                                                                                \
+            operator<<("")

@@ -19,8 +19,12 @@
 namespace tessera {
 namespace detail {
 
-inline uint32_t f32_bits(float f) { return std::bit_cast<uint32_t>(f); }
-inline float f32_from_bits(uint32_t u) { return std::bit_cast<float>(u); }
+inline uint32_t f32_bits(float f) {
+  return std::bit_cast<uint32_t>(f);
+}
+inline float f32_from_bits(uint32_t u) {
+  return std::bit_cast<float>(u);
+}
 
 /**
  * Rounds a finite, non-negative float (as bits) to a narrower format with `Man` mantissa bits,
@@ -48,7 +52,7 @@ inline uint16_t float_to_half_bits(float f) {
   const uint32_t x = f32_bits(f);
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   const uint32_t ax = x & 0x7fffffffu;
-  if (ax > 0x7f800000u) return sign | 0x7e00u;  // NaN
+  if (ax > 0x7f800000u) return sign | 0x7e00u;   // NaN
   if (ax >= 0x477ff000u) return sign | 0x7c00u;  // >= 65520 rounds to infinity
   return sign | static_cast<uint16_t>(round_float_magnitude<10, 15>(ax));
 }
@@ -72,7 +76,9 @@ inline uint16_t float_to_bfloat16_bits(float f) {
   return static_cast<uint16_t>((x + bias) >> 16);
 }
 
-inline float bfloat16_bits_to_float(uint16_t b) { return f32_from_bits(uint32_t(b) << 16); }
+inline float bfloat16_bits_to_float(uint16_t b) {
+  return f32_from_bits(uint32_t(b) << 16);
+}
 
 inline uint8_t float_to_e4m3fn_bits(float f) {
   const uint32_t x = f32_bits(f);
@@ -107,7 +113,9 @@ inline uint8_t float_to_e5m2_bits(float f) {
   return sign | static_cast<uint8_t>(code);
 }
 
-inline float e5m2_bits_to_float(uint8_t c) { return half_bits_to_float(uint16_t(c) << 8); }
+inline float e5m2_bits_to_float(uint8_t c) {
+  return half_bits_to_float(uint16_t(c) << 8);
+}
 
 }  // namespace detail
 
@@ -115,18 +123,18 @@ inline float e5m2_bits_to_float(uint8_t c) { return half_bits_to_float(uint16_t(
 struct FromBits {};
 inline constexpr FromBits from_bits{};
 
-#define TS_NARROW_FLOAT(Name, Bits, to_bits, to_float)                        \
-  struct Name {                                                               \
-    Bits x;                                                                   \
-    Name() = default;                                                         \
-    constexpr Name(Bits bits, FromBits) : x(bits) {}                          \
-    Name(float f) : x(detail::to_bits(f)) {}                                  \
-    explicit Name(double d) : x(detail::to_bits(static_cast<float>(d))) {}    \
-    operator float() const { return detail::to_float(x); }                    \
-    Name& operator=(float f) {                                                \
-      x = detail::to_bits(f);                                                 \
-      return *this;                                                           \
-    }                                                                         \
+#define TS_NARROW_FLOAT(Name, Bits, to_bits, to_float)                     \
+  struct Name {                                                            \
+    Bits x;                                                                \
+    Name() = default;                                                      \
+    constexpr Name(Bits bits, FromBits) : x(bits) {}                       \
+    Name(float f) : x(detail::to_bits(f)) {}                               \
+    explicit Name(double d) : x(detail::to_bits(static_cast<float>(d))) {} \
+    operator float() const { return detail::to_float(x); }                 \
+    Name& operator=(float f) {                                             \
+      x = detail::to_bits(f);                                              \
+      return *this;                                                        \
+    }                                                                      \
   };
 
 /** IEEE binary16. */

@@ -38,25 +38,25 @@ class IValue {
   };
 
   IValue() : tag_(Tag::None) {}
-  IValue(std::nullopt_t) : tag_(Tag::None) {}  // NOLINT
-  IValue(Tensor t);                             // NOLINT
-  IValue(int64_t v) : tag_(Tag::Int) { u_.i = v; }  // NOLINT
-  IValue(int v) : IValue(static_cast<int64_t>(v)) {}  // NOLINT
-  IValue(double v) : tag_(Tag::Double) { u_.d = v; }  // NOLINT
-  IValue(bool v) : tag_(Tag::Bool) { u_.b = v; }      // NOLINT
-  IValue(const SymInt& v);                            // NOLINT: plain values box as Int
-  IValue(const Scalar& s);                            // NOLINT: Int, Double or Bool
-  IValue(std::string s);                              // NOLINT
+  IValue(std::nullopt_t) : tag_(Tag::None) {}             // NOLINT
+  IValue(Tensor t);                                       // NOLINT
+  IValue(int64_t v) : tag_(Tag::Int) { u_.i = v; }        // NOLINT
+  IValue(int v) : IValue(static_cast<int64_t>(v)) {}      // NOLINT
+  IValue(double v) : tag_(Tag::Double) { u_.d = v; }      // NOLINT
+  IValue(bool v) : tag_(Tag::Bool) { u_.b = v; }          // NOLINT
+  IValue(const SymInt& v);                                // NOLINT: plain values box as Int
+  IValue(const Scalar& s);                                // NOLINT: Int, Double or Bool
+  IValue(std::string s);                                  // NOLINT
   IValue(std::string_view s) : IValue(std::string(s)) {}  // NOLINT
   IValue(const char* s) : IValue(std::string(s)) {}       // NOLINT
   IValue(DType t) : tag_(Tag::DType) { u_.i = static_cast<int64_t>(t); }  // NOLINT
-  IValue(Device d);                                                     // NOLINT
-  IValue(std::vector<int64_t> v);                                       // NOLINT
-  IValue(std::vector<SymInt> v);                                        // NOLINT
-  IValue(std::vector<double> v);                                        // NOLINT
-  IValue(std::vector<bool> v);                                          // NOLINT
-  IValue(std::vector<Tensor> v);                                        // NOLINT
-  IValue(std::vector<std::optional<Tensor>> v);                         // NOLINT
+  IValue(Device d);                                                       // NOLINT
+  IValue(std::vector<int64_t> v);                                         // NOLINT
+  IValue(std::vector<SymInt> v);                                          // NOLINT
+  IValue(std::vector<double> v);                                          // NOLINT
+  IValue(std::vector<bool> v);                                            // NOLINT
+  IValue(std::vector<Tensor> v);                                          // NOLINT
+  IValue(std::vector<std::optional<Tensor>> v);                           // NOLINT
   /** A tuple of values (multiple returns). */
   static IValue tuple(std::vector<IValue> items);
   template <class T>
@@ -122,7 +122,7 @@ class IValue {
   /** Python-like repr, tensors as `Tensor[2, 3] float32`. */
   std::string repr() const;
 
- /** Reference-counted payload of strings, lists and tuples (implementation detail). */
+  /** Reference-counted payload of strings, lists and tuples (implementation detail). */
   struct Heap;
 
  private:

@@ -22,7 +22,8 @@ using TensorList = ArrayRef<Tensor>;
 
 // ---- factories ------------------------------------------------------------------------------
 Tensor empty(SymIntArrayRef size, TensorOptions options = {}, TS_HERE);
-Tensor empty_strided(SymIntArrayRef size, SymIntArrayRef stride, TensorOptions options = {}, TS_HERE);
+Tensor empty_strided(SymIntArrayRef size, SymIntArrayRef stride, TensorOptions options = {},
+                     TS_HERE);
 Tensor zeros(SymIntArrayRef size, TensorOptions options = {}, TS_HERE);
 Tensor ones(SymIntArrayRef size, TensorOptions options = {}, TS_HERE);
 /** Filled with `value`; the dtype defaults from the value (bool, int64 or float32). */
@@ -58,10 +59,10 @@ Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha = 1, TS_HERE);
 Tensor mul(const Tensor& a, const Tensor& b, TS_HERE);
 Tensor mul(const Tensor& a, const Scalar& b, TS_HERE);
 /** True division, or rounded with rounding_mode "trunc" or "floor". */
-Tensor div(const Tensor& a, const Tensor& b, std::optional<std::string_view> rounding_mode = std::nullopt,
-           TS_HERE);
-Tensor div(const Tensor& a, const Scalar& b, std::optional<std::string_view> rounding_mode = std::nullopt,
-           TS_HERE);
+Tensor div(const Tensor& a, const Tensor& b,
+           std::optional<std::string_view> rounding_mode = std::nullopt, TS_HERE);
+Tensor div(const Tensor& a, const Scalar& b,
+           std::optional<std::string_view> rounding_mode = std::nullopt, TS_HERE);
 Tensor floor_divide(const Tensor& a, const Tensor& b, TS_HERE);
 /** Python's `%`: the result has the divisor's sign. */
 Tensor remainder(const Tensor& a, const Tensor& b, TS_HERE);
@@ -96,8 +97,8 @@ Tensor bitwise_right_shift(const Tensor& a, const Tensor& b, TS_HERE);
 /** Elements of `a` where `cond`, else of `b` (all broadcast). */
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, TS_HERE);
 Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b, TS_HERE);
-Tensor clamp(const Tensor& a, const std::optional<Scalar>& min, const std::optional<Scalar>& max = std::nullopt,
-             TS_HERE);
+Tensor clamp(const Tensor& a, const std::optional<Scalar>& min,
+             const std::optional<Scalar>& max = std::nullopt, TS_HERE);
 
 Tensor neg(const Tensor& a, TS_HERE);
 Tensor abs(const Tensor& a, TS_HERE);
@@ -160,12 +161,16 @@ Tensor min(const Tensor& a, TS_HERE);
 std::tuple<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim = false, TS_HERE);
 std::tuple<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim = false, TS_HERE);
 /** Index of the maximum (of the flattened tensor without `dim`); ties give the first index. */
-Tensor argmax(const Tensor& a, std::optional<int64_t> dim = std::nullopt, bool keepdim = false, TS_HERE);
-Tensor argmin(const Tensor& a, std::optional<int64_t> dim = std::nullopt, bool keepdim = false, TS_HERE);
+Tensor argmax(const Tensor& a, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+              TS_HERE);
+Tensor argmin(const Tensor& a, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+              TS_HERE);
 /** Variance with Bessel's `correction` (1: unbiased), over `dim` (all when empty). */
-Tensor var(const Tensor& a, IntArrayRef dim = {}, double correction = 1, bool keepdim = false, TS_HERE);
+Tensor var(const Tensor& a, IntArrayRef dim = {}, double correction = 1, bool keepdim = false,
+           TS_HERE);
 Tensor softmax(const Tensor& a, int64_t dim, std::optional<DType> dtype = std::nullopt, TS_HERE);
-Tensor log_softmax(const Tensor& a, int64_t dim, std::optional<DType> dtype = std::nullopt, TS_HERE);
+Tensor log_softmax(const Tensor& a, int64_t dim, std::optional<DType> dtype = std::nullopt,
+                   TS_HERE);
 Tensor cumsum(const Tensor& a, int64_t dim, std::optional<DType> dtype = std::nullopt, TS_HERE);
 
 // ---- linear algebra and normalization --------------------------------------------------------
@@ -173,8 +178,8 @@ Tensor cumsum(const Tensor& a, int64_t dim, std::optional<DType> dtype = std::nu
 Tensor matmul(const Tensor& a, const Tensor& b, TS_HERE);
 Tensor& matmul_out(Tensor& out, const Tensor& a, const Tensor& b, TS_HERE);
 /** x @ weight.T + bias. */
-Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
-              TS_HERE);
+Tensor linear(const Tensor& x, const Tensor& weight,
+              const std::optional<Tensor>& bias = std::nullopt, TS_HERE);
 Tensor layer_norm(const Tensor& x, IntArrayRef normalized_shape,
                   const std::optional<Tensor>& weight = std::nullopt,
                   const std::optional<Tensor>& bias = std::nullopt, double eps = 1e-5, TS_HERE);

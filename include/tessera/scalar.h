@@ -27,10 +27,10 @@ class Scalar {
   Scalar(T v) : kind_(Kind::Double) {  // NOLINT
     v_.d = static_cast<double>(v);
   }
-  Scalar(Half v) : Scalar(static_cast<float>(v)) {}                  // NOLINT
-  Scalar(BFloat16 v) : Scalar(static_cast<float>(v)) {}              // NOLINT
-  Scalar(Float8_e4m3fn v) : Scalar(static_cast<float>(v)) {}         // NOLINT
-  Scalar(Float8_e5m2 v) : Scalar(static_cast<float>(v)) {}           // NOLINT
+  Scalar(Half v) : Scalar(static_cast<float>(v)) {}           // NOLINT
+  Scalar(BFloat16 v) : Scalar(static_cast<float>(v)) {}       // NOLINT
+  Scalar(Float8_e4m3fn v) : Scalar(static_cast<float>(v)) {}  // NOLINT
+  Scalar(Float8_e5m2 v) : Scalar(static_cast<float>(v)) {}    // NOLINT
 
   Kind kind() const { return kind_; }
   bool is_bool() const { return kind_ == Kind::Bool; }
@@ -48,9 +48,12 @@ class Scalar {
   /** The raw value converted with C++ rules (truncation for floating to integer). */
   template <class T>
   T to() const {
-    if constexpr (std::is_same_v<T, bool>) return to_bool();
-    else if (kind_ == Kind::Double) return static_cast<T>(v_.d);
-    else return static_cast<T>(v_.i);
+    if constexpr (std::is_same_v<T, bool>)
+      return to_bool();
+    else if (kind_ == Kind::Double)
+      return static_cast<T>(v_.d);
+    else
+      return static_cast<T>(v_.i);
   }
 
   Scalar operator-() const;

@@ -7,9 +7,9 @@
  *     aten::max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
  *
  * Types: Tensor, int, SymInt, float, bool, Scalar, ScalarType, Device, str; `T?` optional,
- * `T[]` / `T[N]` lists, `Tensor?[]`. Alias annotations `(a)` (a view of set a) and `(a!)` (written).
- * Arguments after `*` are keyword-only. Defaults: numbers, True/False, None, quoted strings,
- * lists `[0, 1]`, dtypes (`float32`).
+ * `T[]` / `T[N]` lists, `Tensor?[]`. Alias annotations `(a)` (a view of set a) and `(a!)`
+ * (written). Arguments after `*` are keyword-only. Defaults: numbers, True/False, None, quoted
+ * strings, lists `[0, 1]`, dtypes (`float32`).
  */
 #pragma once
 
@@ -27,9 +27,9 @@ enum class TypeKind : uint8_t { Tensor, Int, SymInt, Float, Bool, Scalar, Scalar
 
 struct SchemaType {
   TypeKind kind = TypeKind::Tensor;
-  bool optional = false;       ///< `T?`
-  bool list = false;           ///< `T[]`
-  int list_size = -1;          ///< `T[N]`, -1 when unsized
+  bool optional = false;          ///< `T?`
+  bool list = false;              ///< `T[]`
+  int list_size = -1;             ///< `T[N]`, -1 when unsized
   bool element_optional = false;  ///< `Tensor?[]`
 
   /** "Tensor", "int[]?", "Tensor?[]", "int[2]". */

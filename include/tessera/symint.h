@@ -82,8 +82,8 @@ class SymInt {
     if (__builtin_expect(v < kMinPlain, 0)) throw_unrepresentable(v);
   }
   template <std::integral I>
-    requires(!std::same_as<I, bool> && !std::same_as<I, int64_t>)
-  SymInt(I v) : SymInt(static_cast<int64_t>(v)) {  // NOLINT
+  requires(!std::same_as<I, bool> && !std::same_as<I, int64_t>) SymInt(I v)
+      : SymInt(static_cast<int64_t>(v)) {  // NOLINT
     if constexpr (std::is_unsigned_v<I> && sizeof(I) >= 8) {
       if (static_cast<uint64_t>(v) > static_cast<uint64_t>(INT64_MAX)) throw_unrepresentable(-1);
     }
@@ -215,16 +215,14 @@ SymInt sym_max(const SymInt& a, const SymInt& b);
 
 // Mixed operators with C++ integers; templates so that `n + 1` picks them over the built-in
 // operator reached through the implicit conversion to int64_t.
-#define TS_SYMINT_MIXED(op, R)                          \
-  template <std::integral I>                            \
-    requires(!std::same_as<I, bool>)                    \
-  R operator op(const SymInt& a, I b) {                 \
-    return a op SymInt(b);                              \
-  }                                                     \
-  template <std::integral I>                            \
-    requires(!std::same_as<I, bool>)                    \
-  R operator op(I a, const SymInt& b) {                 \
-    return SymInt(a) op b;                              \
+#define TS_SYMINT_MIXED(op, R)                                           \
+  template <std::integral I>                                             \
+  requires(!std::same_as<I, bool>) R operator op(const SymInt& a, I b) { \
+    return a op SymInt(b);                                               \
+  }                                                                      \
+  template <std::integral I>                                             \
+  requires(!std::same_as<I, bool>) R operator op(I a, const SymInt& b) { \
+    return SymInt(a) op b;                                               \
   }
 TS_SYMINT_MIXED(+, SymInt)
 TS_SYMINT_MIXED(-, SymInt)

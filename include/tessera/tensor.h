@@ -63,8 +63,12 @@ class TensorOptions {
   bool requires_grad_ = false;
 };
 
-inline TensorOptions dtype(DType d) { return TensorOptions().dtype(d); }
-inline TensorOptions device(Device d) { return TensorOptions().device(d); }
+inline TensorOptions dtype(DType d) {
+  return TensorOptions().dtype(d);
+}
+inline TensorOptions device(Device d) {
+  return TensorOptions().device(d);
+}
 
 class Tensor {
  public:
@@ -208,8 +212,8 @@ class Tensor {
   Tensor gt(const Tensor& other, TS_HERE) const;
   Tensor ge(const Tensor& other, TS_HERE) const;
   bool equal(const Tensor& other, TS_HERE) const;
-  bool allclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8,
-                bool equal_nan = false, TS_HERE) const;
+  bool allclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false,
+                TS_HERE) const;
 
  private:
   void check_data_ptr_type(DType t) const;

@@ -9,9 +9,12 @@ namespace tessera {
 
 const char* device_type_name(DeviceType t) {
   switch (t) {
-    case DeviceType::CPU: return "cpu";
-    case DeviceType::CUDA: return "cuda";
-    case DeviceType::Meta: return "meta";
+    case DeviceType::CPU:
+      return "cpu";
+    case DeviceType::CUDA:
+      return "cuda";
+    case DeviceType::Meta:
+      return "meta";
   }
   return "?";
 }
@@ -53,6 +56,8 @@ std::string Device::str() const {
   return s;
 }
 
-std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
+std::ostream& operator<<(std::ostream& os, const Device& d) {
+  return os << d.str();
+}
 
 }  // namespace tessera

@@ -15,10 +15,9 @@ struct DTypeInfo {
 };
 
 constexpr DTypeInfo kInfo[kNumDTypes] = {
-    {"bool", 1},    {"int8", 1},     {"int16", 2},   {"int32", 4},
-    {"int64", 8},   {"uint8", 1},    {"uint16", 2},  {"uint32", 4},
-    {"uint64", 8},  {"float16", 2},  {"bfloat16", 2}, {"float32", 4},
-    {"float64", 8}, {"float8_e4m3fn", 1}, {"float8_e5m2", 1},
+    {"bool", 1},     {"int8", 1},    {"int16", 2},   {"int32", 4},         {"int64", 8},
+    {"uint8", 1},    {"uint16", 2},  {"uint32", 4},  {"uint64", 8},        {"float16", 2},
+    {"bfloat16", 2}, {"float32", 4}, {"float64", 8}, {"float8_e4m3fn", 1}, {"float8_e5m2", 1},
 };
 
 const DTypeInfo& info(DType t) {
@@ -29,10 +28,16 @@ const DTypeInfo& info(DType t) {
 
 }  // namespace
 
-size_t itemsize(DType t) { return info(t).size; }
-const char* dtype_name(DType t) { return info(t).name; }
+size_t itemsize(DType t) {
+  return info(t).size;
+}
+const char* dtype_name(DType t) {
+  return info(t).name;
+}
 
-std::ostream& operator<<(std::ostream& os, DType t) { return os << "tessera." << dtype_name(t); }
+std::ostream& operator<<(std::ostream& os, DType t) {
+  return os << "tessera." << dtype_name(t);
+}
 
 std::optional<DType> parse_dtype(std::string_view name) {
   if (name.substr(0, 8) == "tessera.") name.remove_prefix(8);
@@ -44,14 +49,29 @@ std::optional<DType> parse_dtype(std::string_view name) {
     DType t;
   };
   static constexpr Alias kAliases[] = {
-      {"i8", DType::Int8},        {"i16", DType::Int16},      {"i32", DType::Int32},
-      {"i64", DType::Int64},      {"u8", DType::UInt8},       {"u16", DType::UInt16},
-      {"u32", DType::UInt32},     {"u64", DType::UInt64},     {"f16", DType::Float16},
-      {"half", DType::Float16},   {"bf16", DType::BFloat16},  {"f32", DType::Float32},
-      {"float", DType::Float32},  {"f64", DType::Float64},    {"double", DType::Float64},
-      {"long", DType::Int64},     {"int", DType::Int32},      {"short", DType::Int16},
-      {"i1", DType::Bool},        {"int1", DType::Bool},      {"fp8e4nv", DType::Float8_e4m3fn},
-      {"fp8e5", DType::Float8_e5m2}, {"float8e4nv", DType::Float8_e4m3fn},
+      {"i8", DType::Int8},
+      {"i16", DType::Int16},
+      {"i32", DType::Int32},
+      {"i64", DType::Int64},
+      {"u8", DType::UInt8},
+      {"u16", DType::UInt16},
+      {"u32", DType::UInt32},
+      {"u64", DType::UInt64},
+      {"f16", DType::Float16},
+      {"half", DType::Float16},
+      {"bf16", DType::BFloat16},
+      {"f32", DType::Float32},
+      {"float", DType::Float32},
+      {"f64", DType::Float64},
+      {"double", DType::Float64},
+      {"long", DType::Int64},
+      {"int", DType::Int32},
+      {"short", DType::Int16},
+      {"i1", DType::Bool},
+      {"int1", DType::Bool},
+      {"fp8e4nv", DType::Float8_e4m3fn},
+      {"fp8e5", DType::Float8_e5m2},
+      {"float8e4nv", DType::Float8_e4m3fn},
       {"float8e5", DType::Float8_e5m2},
   };
   for (const auto& a : kAliases) {
@@ -60,7 +80,9 @@ std::optional<DType> parse_dtype(std::string_view name) {
   return std::nullopt;
 }
 
-DType default_float_dtype() { return DType::Float32; }
+DType default_float_dtype() {
+  return DType::Float32;
+}
 
 namespace detail {
 void throw_unsupported_dtype(const char* op, DType t) {
@@ -94,11 +116,16 @@ DType promote_types(DType a, DType b) {
   // Both integers among int8..int64 and uint8.
   auto rank = [](DType t) {
     switch (t) {
-      case DType::Int8: return 1;
-      case DType::Int16: return 2;
-      case DType::Int32: return 3;
-      case DType::Int64: return 4;
-      default: return 0;  // uint8
+      case DType::Int8:
+        return 1;
+      case DType::Int16:
+        return 2;
+      case DType::Int32:
+        return 3;
+      case DType::Int64:
+        return 4;
+      default:
+        return 0;  // uint8
     }
   };
   if (a == DType::UInt8 || b == DType::UInt8) {

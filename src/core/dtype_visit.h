@@ -11,15 +11,17 @@
 #include <type_traits>
 
 #include "tessera/dtype.h"
-#include "tessera/error.h"
 #include "tessera/dtype_traits.h"
+#include "tessera/error.h"
 #include "tessera/float_types.h"
 
 namespace tessera {
 
 /** A set of dtypes as a bit mask, usable as a template argument. */
 using DTypeSet = uint32_t;
-constexpr DTypeSet dtype_bit(DType t) { return DTypeSet(1) << static_cast<int>(t); }
+constexpr DTypeSet dtype_bit(DType t) {
+  return DTypeSet(1) << static_cast<int>(t);
+}
 
 inline constexpr DTypeSet kBoolSet = dtype_bit(DType::Bool);
 inline constexpr DTypeSet kSignedInts = dtype_bit(DType::Int8) | dtype_bit(DType::Int16) |
@@ -59,8 +61,10 @@ inline To convert(From v) {
   } else if constexpr (std::is_same_v<To, bool>) {
     return v != From(0);
   } else if constexpr (is_narrow_float_v<To>) {
-    if constexpr (std::is_same_v<From, double>) return To(v);
-    else return To(static_cast<float>(v));
+    if constexpr (std::is_same_v<From, double>)
+      return To(v);
+    else
+      return To(static_cast<float>(v));
   } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
     if constexpr (std::is_same_v<To, uint64_t>) {
       if (v >= From(9223372036854775808.0)) {
@@ -89,12 +93,12 @@ namespace detail {
  */
 template <DTypeSet Set, class F>
 decltype(auto) visit_dtype(DType t, const char* op, F&& f) {
-#define TS_VISIT_CASE(D)                                               \
-  case DType::D:                                                      \
-    if constexpr ((Set & dtype_bit(DType::D)) != 0) {                 \
-      return f.template operator()<cpp_type_t<DType::D>>();           \
-    } else {                                                          \
-      break;                                                          \
+#define TS_VISIT_CASE(D)                                    \
+  case DType::D:                                            \
+    if constexpr ((Set & dtype_bit(DType::D)) != 0) {       \
+      return f.template operator()<cpp_type_t<DType::D>>(); \
+    } else {                                                \
+      break;                                                \
     }
   switch (t) {
     TS_VISIT_CASE(Bool)

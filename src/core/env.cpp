@@ -32,9 +32,9 @@ bool truthy(const char* v) {
 }
 
 constexpr const char* kKnown[] = {
-    "TESSERA_CACHE_DIR",  "TESSERA_NUM_THREADS",      "TESSERA_LOGS",   "TESSERA_DUMP",
-    "TESSERA_DEBUG",      "TESSERA_INTERPRET",        "TESSERA_DEVICE", "TESSERA_CXX",
-    "TESSERA_PRINT_AUTOTUNING",
+    "TESSERA_CACHE_DIR", "TESSERA_NUM_THREADS", "TESSERA_LOGS",
+    "TESSERA_DUMP",      "TESSERA_DEBUG",       "TESSERA_INTERPRET",
+    "TESSERA_DEVICE",    "TESSERA_CXX",         "TESSERA_PRINT_AUTOTUNING",
 };
 
 Knobs read_knobs() {

@@ -42,7 +42,9 @@ UserLocGuard::~UserLocGuard() {
   if (installed_) t_user_loc = SourceLoc{};
 }
 
-SourceLoc UserLocGuard::current() noexcept { return t_user_loc; }
+SourceLoc UserLocGuard::current() noexcept {
+  return t_user_loc;
+}
 
 Error::Error(const std::string& msg, SourceLoc user_loc)
     : std::runtime_error(with_location(msg, user_loc)), message_(msg), user_loc_(user_loc) {}

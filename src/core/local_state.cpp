@@ -12,6 +12,8 @@ LocalStateGuard::LocalStateGuard(const LocalState& s, SourceLoc user_loc)
   local_state() = s;
 }
 
-LocalStateGuard::~LocalStateGuard() { local_state() = std::move(saved_); }
+LocalStateGuard::~LocalStateGuard() {
+  local_state() = std::move(saved_);
+}
 
 }  // namespace tessera::detail

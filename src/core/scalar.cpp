@@ -19,9 +19,12 @@ int64_t Scalar::to_int() const {
 
 Scalar Scalar::operator-() const {
   switch (kind_) {
-    case Kind::Bool: return Scalar(-int64_t(v_.i));
-    case Kind::Int: return Scalar(-v_.i);
-    case Kind::Double: return Scalar(-v_.d);
+    case Kind::Bool:
+      return Scalar(-int64_t(v_.i));
+    case Kind::Int:
+      return Scalar(-v_.i);
+    case Kind::Double:
+      return Scalar(-v_.d);
   }
   return *this;
 }
@@ -34,8 +37,12 @@ bool Scalar::operator==(const Scalar& o) const {
 std::string Scalar::str() const {
   std::ostringstream os;
   switch (kind_) {
-    case Kind::Bool: os << (v_.i ? "True" : "False"); break;
-    case Kind::Int: os << v_.i; break;
+    case Kind::Bool:
+      os << (v_.i ? "True" : "False");
+      break;
+    case Kind::Int:
+      os << v_.i;
+      break;
     case Kind::Double: {
       // Python's repr: shortest round-trip form, always with a decimal point or exponent.
       char buf[32];
@@ -54,11 +61,21 @@ std::string Scalar::str() const {
   return os.str();
 }
 
-std::ostream& operator<<(std::ostream& os, const Scalar& s) { return os << s.str(); }
+std::ostream& operator<<(std::ostream& os, const Scalar& s) {
+  return os << s.str();
+}
 
-std::ostream& operator<<(std::ostream& os, Half v) { return os << static_cast<float>(v); }
-std::ostream& operator<<(std::ostream& os, BFloat16 v) { return os << static_cast<float>(v); }
-std::ostream& operator<<(std::ostream& os, Float8_e4m3fn v) { return os << static_cast<float>(v); }
-std::ostream& operator<<(std::ostream& os, Float8_e5m2 v) { return os << static_cast<float>(v); }
+std::ostream& operator<<(std::ostream& os, Half v) {
+  return os << static_cast<float>(v);
+}
+std::ostream& operator<<(std::ostream& os, BFloat16 v) {
+  return os << static_cast<float>(v);
+}
+std::ostream& operator<<(std::ostream& os, Float8_e4m3fn v) {
+  return os << static_cast<float>(v);
+}
+std::ostream& operator<<(std::ostream& os, Float8_e5m2 v) {
+  return os << static_cast<float>(v);
+}
 
 }  // namespace tessera

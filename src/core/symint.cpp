@@ -22,7 +22,9 @@ void SymInt::throw_unrepresentable(int64_t v) {
                        << " is out of the range of sizes (SymInt holds values >= -2^62)";
 }
 
-int64_t SymInt::guard_slow(SourceLoc loc) const { return node_ptr()->guard_int(loc); }
+int64_t SymInt::guard_slow(SourceLoc loc) const {
+  return node_ptr()->guard_int(loc);
+}
 
 SymNode SymInt::to_node(const SymNode& like) const {
   if (is_symbolic()) return node();
@@ -118,12 +120,15 @@ SymInt operator-(const SymInt& a) {
 }
 
 SymInt floordiv(const SymInt& a, const SymInt& b) {
-  return binary(a, b, py_floordiv, [](const SymNode& x, const SymNode& y) { return x->floordiv(y); });
+  return binary(a, b, py_floordiv,
+                [](const SymNode& x, const SymNode& y) { return x->floordiv(y); });
 }
 SymInt mod(const SymInt& a, const SymInt& b) {
   return binary(a, b, py_mod, [](const SymNode& x, const SymNode& y) { return x->mod(y); });
 }
-SymInt cdiv(const SymInt& a, const SymInt& b) { return floordiv(a + b - 1, b); }
+SymInt cdiv(const SymInt& a, const SymInt& b) {
+  return floordiv(a + b - 1, b);
+}
 SymInt sym_min(const SymInt& a, const SymInt& b) {
   return binary(
       a, b, [](int64_t x, int64_t y) { return x < y ? x : y; },
@@ -135,11 +140,11 @@ SymInt sym_max(const SymInt& a, const SymInt& b) {
       [](const SymNode& x, const SymNode& y) { return x->max(y); });
 }
 
-#define TS_SYM_COMPARE(op, method)                                                    \
-  SymBool operator op(const SymInt& a, const SymInt& b) {                             \
-    return compare(                                                                   \
-        a, b, [](int64_t x, int64_t y) { return x op y; },                            \
-        [](const SymNode& x, const SymNode& y) { return x->method(y); });            \
+#define TS_SYM_COMPARE(op, method)                                        \
+  SymBool operator op(const SymInt& a, const SymInt& b) {                 \
+    return compare(                                                       \
+        a, b, [](int64_t x, int64_t y) { return x op y; },                \
+        [](const SymNode& x, const SymNode& y) { return x->method(y); }); \
   }
 TS_SYM_COMPARE(==, eq)
 TS_SYM_COMPARE(!=, ne)
@@ -182,8 +187,12 @@ SymBool SymBool::sym_not() const {
   return SymBool(node_->logical_not());
 }
 
-std::ostream& operator<<(std::ostream& os, const SymInt& s) { return os << s.str(); }
-std::ostream& operator<<(std::ostream& os, const SymBool& s) { return os << s.str(); }
+std::ostream& operator<<(std::ostream& os, const SymInt& s) {
+  return os << s.str();
+}
+std::ostream& operator<<(std::ostream& os, const SymBool& s) {
+  return os << s.str();
+}
 
 bool any_symbolic(SymIntArrayRef a) {
   for (const auto& s : a) {
@@ -224,7 +233,11 @@ static std::ostream& print_list(std::ostream& os, ArrayRef<T> a) {
   for (size_t i = 0; i < a.size(); ++i) os << (i ? ", " : "") << a[i];
   return os << "]";
 }
-std::ostream& operator<<(std::ostream& os, SymIntArrayRef a) { return print_list(os, a); }
-std::ostream& operator<<(std::ostream& os, IntArrayRef a) { return print_list(os, a); }
+std::ostream& operator<<(std::ostream& os, SymIntArrayRef a) {
+  return print_list(os, a);
+}
+std::ostream& operator<<(std::ostream& os, IntArrayRef a) {
+  return print_list(os, a);
+}
 
 }  // namespace tessera

@@ -48,8 +48,10 @@ struct DispatchInfo {
 template <class T, class = void>
 struct ArgTraits;
 
-#define TS_ARG_TRAITS_COMMON(CppT, Check)                                                  \
-  static bool matches(const SchemaType& t) { return Check; }                               \
+#define TS_ARG_TRAITS_COMMON(CppT, Check)    \
+  static bool matches(const SchemaType& t) { \
+    return Check;                            \
+  }                                          \
   static void collect(const std::remove_cv_t<std::remove_reference_t<CppT>>&, DispatchInfo&) {}
 
 template <>
@@ -219,14 +221,22 @@ struct ReturnTraits {
     }
   }
   static bool matches(const SchemaType& t) {
-    if constexpr (std::is_same_v<R, Tensor>) return t.kind == TypeKind::Tensor && !t.list;
-    else if constexpr (std::is_same_v<R, std::vector<Tensor>>) return t.kind == TypeKind::Tensor && t.list;
-    else if constexpr (std::is_same_v<R, bool>) return t.kind == TypeKind::Bool && !t.list;
-    else if constexpr (std::is_same_v<R, int64_t>) return t.kind == TypeKind::Int && !t.list;
-    else if constexpr (std::is_same_v<R, SymInt>) return t.kind == TypeKind::SymInt && !t.list;
-    else if constexpr (std::is_same_v<R, double>) return t.kind == TypeKind::Float && !t.list;
-    else if constexpr (std::is_same_v<R, Scalar>) return t.kind == TypeKind::Scalar && !t.list;
-    else return false;
+    if constexpr (std::is_same_v<R, Tensor>)
+      return t.kind == TypeKind::Tensor && !t.list;
+    else if constexpr (std::is_same_v<R, std::vector<Tensor>>)
+      return t.kind == TypeKind::Tensor && t.list;
+    else if constexpr (std::is_same_v<R, bool>)
+      return t.kind == TypeKind::Bool && !t.list;
+    else if constexpr (std::is_same_v<R, int64_t>)
+      return t.kind == TypeKind::Int && !t.list;
+    else if constexpr (std::is_same_v<R, SymInt>)
+      return t.kind == TypeKind::SymInt && !t.list;
+    else if constexpr (std::is_same_v<R, double>)
+      return t.kind == TypeKind::Float && !t.list;
+    else if constexpr (std::is_same_v<R, Scalar>)
+      return t.kind == TypeKind::Scalar && !t.list;
+    else
+      return false;
   }
 };
 
@@ -234,7 +244,9 @@ template <class... Ts>
 struct ReturnTraits<std::tuple<Ts...>> {
   static constexpr size_t count = sizeof...(Ts);
   static void push(Stack& s, std::tuple<Ts...> r) {
-    std::apply([&](auto&... v) { (ReturnTraits<std::decay_t<decltype(v)>>::push(s, std::move(v)), ...); }, r);
+    std::apply(
+        [&](auto&... v) { (ReturnTraits<std::decay_t<decltype(v)>>::push(s, std::move(v)), ...); },
+        r);
   }
   static std::tuple<Ts...> pop(Stack& s) {
     // Results are in order on the stack; pop from the back into reversed slots.
@@ -304,10 +316,10 @@ struct KernelCaller<F, R(Args...)> {
   }
   static void boxed(const OperatorEntry& op, const void* functor, Stack& s) {
     constexpr size_t n = sizeof...(Args);
-    TS_INTERNAL_ASSERT(s.size() >= n) << "[" << op.name() << "] stack has " << s.size()
-                                      << " values, kernel takes " << n;
+    TS_INTERNAL_ASSERT(s.size() >= n)
+        << "[" << op.name() << "] stack has " << s.size() << " values, kernel takes " << n;
     IValue* base = s.data() + (s.size() - n);
-    auto invoke = [&]<size_t... I>(std::index_sequence<I...>) -> decltype(auto) {
+    auto invoke = [&]<size_t... I>(std::index_sequence<I...>)->decltype(auto) {
       return (*static_cast<const F*>(functor))(ArgTraits<Args>::unbox(base[I])...);
     };
     if constexpr (std::is_void_v<R>) {
@@ -385,7 +397,8 @@ class Library {
     auto op = lookup(name);
     check<F>(op, "kernel");
     auto k = make_kernel(std::move(f));
-    for (auto d : {DeviceType::CPU, DeviceType::CUDA, DeviceType::Meta}) op.entry().set_kernel(d, k);
+    for (auto d : {DeviceType::CPU, DeviceType::CUDA, DeviceType::Meta})
+      op.entry().set_kernel(d, k);
     return *this;
   }
   /** A decomposition into other ops, used for every device without its own kernel. */
@@ -400,7 +413,7 @@ class Library {
  private:
   OperatorHandle lookup(std::string_view name) {
     std::string full = name.find("::") == std::string_view::npos ? ns_ + "::" + std::string(name)
-                                                                   : std::string(name);
+                                                                 : std::string(name);
     return get_op(full);
   }
   template <class F>

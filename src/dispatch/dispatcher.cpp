@@ -42,8 +42,8 @@ class HandlerScope {
 DispatchInfo info_of(const OperatorEntry& op, const Stack& s) {
   DispatchInfo info;
   const size_t n = static_cast<size_t>(op.num_arguments());
-  TS_INTERNAL_ASSERT(s.size() >= n) << "[" << op.name() << "] expected " << n
-                                    << " arguments on the stack, got " << s.size();
+  TS_INTERNAL_ASSERT(s.size() >= n)
+      << "[" << op.name() << "] expected " << n << " arguments on the stack, got " << s.size();
   for (size_t i = s.size() - n; i < s.size(); ++i) {
     const IValue& v = s[i];
     if (v.is_tensor()) {
@@ -152,7 +152,9 @@ void run_from(const OperatorEntry& op, Stack& stack, Level level) {
     }
     TS_ERROR(NotImplementedError) << "[" << op.name() << "] has no kernel for device '"
                                   << device_type_name(dev) << "'"
-                                  << (dev == DeviceType::CUDA ? " (tessera's CUDA backend is not built yet)" : "");
+                                  << (dev == DeviceType::CUDA
+                                          ? " (tessera's CUDA backend is not built yet)"
+                                          : "");
   }
   k->boxed(op, k->functor, stack);
 }
@@ -166,7 +168,9 @@ void dispatch_boxed(const OperatorEntry& op, Stack& stack) {
 }
 }  // namespace detail
 
-void OperatorHandle::call(Stack& stack) const { detail::dispatch_boxed(*entry_, stack); }
+void OperatorHandle::call(Stack& stack) const {
+  detail::dispatch_boxed(*entry_, stack);
+}
 
 void OperatorHandle::redispatch(Stack& stack) const {
   run_from(*entry_, stack, static_cast<Level>(detail::local_state().resume_level));
@@ -208,19 +212,27 @@ std::vector<DispatchMode*> active_modes(ModeKind kind) {
 
 // ---- grad mode ------------------------------------------------------------------------------
 
-bool grad_enabled() { return detail::local_state().grad_enabled; }
+bool grad_enabled() {
+  return detail::local_state().grad_enabled;
+}
 
 NoGradGuard::NoGradGuard() : prev_(detail::local_state().grad_enabled) {
   detail::local_state().grad_enabled = false;
 }
-NoGradGuard::~NoGradGuard() { detail::local_state().grad_enabled = prev_; }
+NoGradGuard::~NoGradGuard() {
+  detail::local_state().grad_enabled = prev_;
+}
 
 GradModeGuard::GradModeGuard(bool enabled) : prev_(detail::local_state().grad_enabled) {
   detail::local_state().grad_enabled = enabled;
 }
-GradModeGuard::~GradModeGuard() { detail::local_state().grad_enabled = prev_; }
+GradModeGuard::~GradModeGuard() {
+  detail::local_state().grad_enabled = prev_;
+}
 
-void set_autograd_handler(AutogradHandler h) { g_autograd_handler = h; }
+void set_autograd_handler(AutogradHandler h) {
+  g_autograd_handler = h;
+}
 
 // ---- wrapper tensors ------------------------------------------------------------------------
 
@@ -254,7 +266,8 @@ void coerce(const FunctionSchema& s, const Argument& a, IValue& v) {
         if (v.is_int_list()) return;
         if (v.is_symint_list()) {
           std::vector<int64_t> out;
-          for (const auto& x : v.to_symint_list()) out.push_back(x.guard_int(UserLocGuard::current()));
+          for (const auto& x : v.to_symint_list())
+            out.push_back(x.guard_int(UserLocGuard::current()));
           v = IValue(std::move(out));
           return;
         }
@@ -291,7 +304,8 @@ void coerce(const FunctionSchema& s, const Argument& a, IValue& v) {
         if (t.element_optional) {
           if (v.is_optional_tensor_list()) return;
           if (v.is_tensor_list()) {
-            std::vector<std::optional<Tensor>> out(v.to_tensor_list().begin(), v.to_tensor_list().end());
+            std::vector<std::optional<Tensor>> out(v.to_tensor_list().begin(),
+                                                   v.to_tensor_list().end());
             v = IValue(std::move(out));
             return;
           }
@@ -299,7 +313,8 @@ void coerce(const FunctionSchema& s, const Argument& a, IValue& v) {
           return;
         }
         break;
-      default: break;
+      default:
+        break;
     }
     bad_arg(s, a, v);
   }
@@ -365,8 +380,8 @@ Stack bind_arguments(const FunctionSchema& schema, Stack args, std::vector<Kwarg
   for (const auto& p : params) positional += p.kwarg_only ? 0 : 1;
   TS_CHECK(args.size() <= positional, TypeError)
       << "[" << schema.qualified_name() << "] takes " << positional << " positional argument"
-      << (positional == 1 ? "" : "s") << " but " << args.size() << " were given (schema: "
-      << schema << ")";
+      << (positional == 1 ? "" : "s") << " but " << args.size() << " were given (schema: " << schema
+      << ")";
   std::vector<std::optional<IValue>> slots(params.size());
   for (size_t i = 0; i < args.size(); ++i) slots[i] = std::move(args[i]);
   for (auto& k : kwargs) {
@@ -374,9 +389,9 @@ Stack bind_arguments(const FunctionSchema& schema, Stack args, std::vector<Kwarg
     TS_CHECK(idx >= 0, TypeError) << "[" << schema.qualified_name()
                                   << "] got an unexpected keyword argument '" << k.name
                                   << "' (schema: " << schema << ")";
-    TS_CHECK(!slots[idx].has_value(), TypeError) << "[" << schema.qualified_name()
-                                                 << "] got multiple values for argument '"
-                                                 << k.name << "'";
+    TS_CHECK(!slots[idx].has_value(), TypeError)
+        << "[" << schema.qualified_name() << "] got multiple values for argument '" << k.name
+        << "'";
     slots[idx] = std::move(k.value);
   }
   Stack out;

@@ -37,8 +37,10 @@ bool is_heap(IValue::Tag t) {
     case IValue::Tag::BoolList:
     case IValue::Tag::TensorList:
     case IValue::Tag::OptionalTensorList:
-    case IValue::Tag::Tuple: return true;
-    default: return false;
+    case IValue::Tag::Tuple:
+      return true;
+    default:
+      return false;
   }
 }
 }  // namespace
@@ -63,19 +65,42 @@ IValue::IValue(const SymInt& v) {
 
 IValue::IValue(const Scalar& s) {
   switch (s.kind()) {
-    case Scalar::Kind::Bool: tag_ = Tag::Bool; u_.b = s.to_bool(); break;
-    case Scalar::Kind::Int: tag_ = Tag::Int; u_.i = s.to_int(); break;
-    case Scalar::Kind::Double: tag_ = Tag::Double; u_.d = s.to_double(); break;
+    case Scalar::Kind::Bool:
+      tag_ = Tag::Bool;
+      u_.b = s.to_bool();
+      break;
+    case Scalar::Kind::Int:
+      tag_ = Tag::Int;
+      u_.i = s.to_int();
+      break;
+    case Scalar::Kind::Double:
+      tag_ = Tag::Double;
+      u_.d = s.to_double();
+      break;
   }
 }
 
-IValue::IValue(std::string s) : tag_(Tag::String) { u_.h = boxed(std::move(s)); }
-IValue::IValue(Device d) : tag_(Tag::Device) { u_.h = boxed(d); }
-IValue::IValue(std::vector<int64_t> v) : tag_(Tag::IntList) { u_.h = boxed(std::move(v)); }
-IValue::IValue(std::vector<SymInt> v) : tag_(Tag::SymIntList) { u_.h = boxed(std::move(v)); }
-IValue::IValue(std::vector<double> v) : tag_(Tag::DoubleList) { u_.h = boxed(std::move(v)); }
-IValue::IValue(std::vector<bool> v) : tag_(Tag::BoolList) { u_.h = boxed(std::move(v)); }
-IValue::IValue(std::vector<Tensor> v) : tag_(Tag::TensorList) { u_.h = boxed(std::move(v)); }
+IValue::IValue(std::string s) : tag_(Tag::String) {
+  u_.h = boxed(std::move(s));
+}
+IValue::IValue(Device d) : tag_(Tag::Device) {
+  u_.h = boxed(d);
+}
+IValue::IValue(std::vector<int64_t> v) : tag_(Tag::IntList) {
+  u_.h = boxed(std::move(v));
+}
+IValue::IValue(std::vector<SymInt> v) : tag_(Tag::SymIntList) {
+  u_.h = boxed(std::move(v));
+}
+IValue::IValue(std::vector<double> v) : tag_(Tag::DoubleList) {
+  u_.h = boxed(std::move(v));
+}
+IValue::IValue(std::vector<bool> v) : tag_(Tag::BoolList) {
+  u_.h = boxed(std::move(v));
+}
+IValue::IValue(std::vector<Tensor> v) : tag_(Tag::TensorList) {
+  u_.h = boxed(std::move(v));
+}
 IValue::IValue(std::vector<std::optional<Tensor>> v) : tag_(Tag::OptionalTensorList) {
   u_.h = boxed(std::move(v));
 }
@@ -108,7 +133,9 @@ void IValue::copy_from(const IValue& o) {
   }
 }
 
-IValue::IValue(const IValue& o) { copy_from(o); }
+IValue::IValue(const IValue& o) {
+  copy_from(o);
+}
 IValue::IValue(IValue&& o) noexcept : tag_(o.tag_) {
   if (o.tag_ == Tag::Tensor) {
     new (u_.t) Tensor(std::move(*reinterpret_cast<Tensor*>(o.u_.t)));
@@ -132,26 +159,44 @@ IValue& IValue::operator=(IValue&& o) noexcept {
   }
   return *this;
 }
-IValue::~IValue() { destroy(); }
+IValue::~IValue() {
+  destroy();
+}
 
 const char* IValue::type_name() const {
   switch (tag_) {
-    case Tag::None: return "None";
-    case Tag::Tensor: return "Tensor";
-    case Tag::Int: return "int";
-    case Tag::Double: return "float";
-    case Tag::Bool: return "bool";
-    case Tag::SymInt: return "SymInt";
-    case Tag::String: return "str";
-    case Tag::DType: return "ScalarType";
-    case Tag::Device: return "Device";
-    case Tag::IntList: return "int[]";
-    case Tag::SymIntList: return "SymInt[]";
-    case Tag::DoubleList: return "float[]";
-    case Tag::BoolList: return "bool[]";
-    case Tag::TensorList: return "Tensor[]";
-    case Tag::OptionalTensorList: return "Tensor?[]";
-    case Tag::Tuple: return "tuple";
+    case Tag::None:
+      return "None";
+    case Tag::Tensor:
+      return "Tensor";
+    case Tag::Int:
+      return "int";
+    case Tag::Double:
+      return "float";
+    case Tag::Bool:
+      return "bool";
+    case Tag::SymInt:
+      return "SymInt";
+    case Tag::String:
+      return "str";
+    case Tag::DType:
+      return "ScalarType";
+    case Tag::Device:
+      return "Device";
+    case Tag::IntList:
+      return "int[]";
+    case Tag::SymIntList:
+      return "SymInt[]";
+    case Tag::DoubleList:
+      return "float[]";
+    case Tag::BoolList:
+      return "bool[]";
+    case Tag::TensorList:
+      return "Tensor[]";
+    case Tag::OptionalTensorList:
+      return "Tensor?[]";
+    case Tag::Tuple:
+      return "tuple";
   }
   return "?";
 }
@@ -194,10 +239,14 @@ SymInt IValue::to_symint() const {
 }
 Scalar IValue::to_scalar() const {
   switch (tag_) {
-    case Tag::Int: return Scalar(u_.i);
-    case Tag::Double: return Scalar(u_.d);
-    case Tag::Bool: return Scalar(u_.b);
-    default: bad_tag("Scalar");
+    case Tag::Int:
+      return Scalar(u_.i);
+    case Tag::Double:
+      return Scalar(u_.d);
+    case Tag::Bool:
+      return Scalar(u_.b);
+    default:
+      bad_tag("Scalar");
   }
 }
 const std::string& IValue::to_string() const {
@@ -263,21 +312,34 @@ std::string list_repr(const V& v, F f) {
 
 std::string IValue::repr() const {
   switch (tag_) {
-    case Tag::None: return "None";
-    case Tag::Tensor: return tensor_repr(to_tensor());
-    case Tag::Int: return std::to_string(u_.i);
-    case Tag::Double: return Scalar(u_.d).str();
-    case Tag::Bool: return u_.b ? "True" : "False";
-    case Tag::SymInt: return to_symint().str();
-    case Tag::String: return "'" + to_string() + "'";
-    case Tag::DType: return std::string("tessera.") + dtype_name(to_dtype());
-    case Tag::Device: return "device('" + to_device().str() + "')";
-    case Tag::IntList: return list_repr(to_int_list(), [](int64_t v) { return std::to_string(v); });
-    case Tag::SymIntList: return list_repr(to_symint_list(), [](const SymInt& v) { return v.str(); });
-    case Tag::DoubleList: return list_repr(to_double_list(), [](double v) { return Scalar(v).str(); });
+    case Tag::None:
+      return "None";
+    case Tag::Tensor:
+      return tensor_repr(to_tensor());
+    case Tag::Int:
+      return std::to_string(u_.i);
+    case Tag::Double:
+      return Scalar(u_.d).str();
+    case Tag::Bool:
+      return u_.b ? "True" : "False";
+    case Tag::SymInt:
+      return to_symint().str();
+    case Tag::String:
+      return "'" + to_string() + "'";
+    case Tag::DType:
+      return std::string("tessera.") + dtype_name(to_dtype());
+    case Tag::Device:
+      return "device('" + to_device().str() + "')";
+    case Tag::IntList:
+      return list_repr(to_int_list(), [](int64_t v) { return std::to_string(v); });
+    case Tag::SymIntList:
+      return list_repr(to_symint_list(), [](const SymInt& v) { return v.str(); });
+    case Tag::DoubleList:
+      return list_repr(to_double_list(), [](double v) { return Scalar(v).str(); });
     case Tag::BoolList:
       return list_repr(to_bool_list(), [](bool v) { return std::string(v ? "True" : "False"); });
-    case Tag::TensorList: return list_repr(to_tensor_list(), tensor_repr);
+    case Tag::TensorList:
+      return list_repr(to_tensor_list(), tensor_repr);
     case Tag::OptionalTensorList:
       return list_repr(to_optional_tensor_list(), [](const std::optional<Tensor>& t) {
         return t ? tensor_repr(*t) : std::string("None");

@@ -36,7 +36,8 @@ size_t distance(std::string_view a, std::string_view b) {
   for (size_t i = 1; i <= a.size(); ++i) {
     cur[0] = i;
     for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      cur[j] =
+          std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1] ? 1 : 0)});
     }
     std::swap(prev, cur);
   }
@@ -57,11 +58,19 @@ void OperatorEntry::set_kernel(DeviceType t, KernelFunction k) {
   kernels_[static_cast<int>(t)] = std::move(k);
 }
 
-void OperatorEntry::set_composite(KernelFunction k) { composite_ = std::move(k); }
+void OperatorEntry::set_composite(KernelFunction k) {
+  composite_ = std::move(k);
+}
 
-const FunctionSchema& OperatorHandle::schema() const { return entry_->schema(); }
-const std::string& OperatorHandle::name() const { return entry_->name(); }
-bool OperatorHandle::has_tag(OpTag t) const { return (entry_->tags() & t) != 0; }
+const FunctionSchema& OperatorHandle::schema() const {
+  return entry_->schema();
+}
+const std::string& OperatorHandle::name() const {
+  return entry_->name();
+}
+bool OperatorHandle::has_tag(OpTag t) const {
+  return (entry_->tags() & t) != 0;
+}
 
 OperatorHandle define_op(std::string_view schema, uint32_t tags, std::string_view default_ns) {
   FunctionSchema fs = FunctionSchema::parse(schema, default_ns);

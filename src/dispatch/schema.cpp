@@ -65,16 +65,26 @@ class Parser {
   SchemaType type(std::optional<AliasInfo>& alias) {
     const std::string base = ident();
     SchemaType t;
-    if (base == "Tensor") t.kind = TypeKind::Tensor;
-    else if (base == "int") t.kind = TypeKind::Int;
-    else if (base == "SymInt") t.kind = TypeKind::SymInt;
-    else if (base == "float") t.kind = TypeKind::Float;
-    else if (base == "bool") t.kind = TypeKind::Bool;
-    else if (base == "Scalar") t.kind = TypeKind::Scalar;
-    else if (base == "ScalarType") t.kind = TypeKind::ScalarType;
-    else if (base == "Device") t.kind = TypeKind::Device;
-    else if (base == "str") t.kind = TypeKind::Str;
-    else fail("unknown type '" + base + "'");
+    if (base == "Tensor")
+      t.kind = TypeKind::Tensor;
+    else if (base == "int")
+      t.kind = TypeKind::Int;
+    else if (base == "SymInt")
+      t.kind = TypeKind::SymInt;
+    else if (base == "float")
+      t.kind = TypeKind::Float;
+    else if (base == "bool")
+      t.kind = TypeKind::Bool;
+    else if (base == "Scalar")
+      t.kind = TypeKind::Scalar;
+    else if (base == "ScalarType")
+      t.kind = TypeKind::ScalarType;
+    else if (base == "Device")
+      t.kind = TypeKind::Device;
+    else if (base == "str")
+      t.kind = TypeKind::Str;
+    else
+      fail("unknown type '" + base + "'");
     if (accept("(")) {
       AliasInfo a;
       a.set = ident();
@@ -85,8 +95,10 @@ class Parser {
     }
     for (;;) {
       if (accept("?")) {
-        if (t.list) t.optional = true;
-        else t.element_optional = true;
+        if (t.list)
+          t.optional = true;
+        else
+          t.element_optional = true;
       } else if (accept("[")) {
         if (t.list) fail("nested lists are not supported");
         t.list = true;
@@ -105,7 +117,8 @@ class Parser {
       t.element_optional = false;
       t.optional = true;
     }
-    if (t.element_optional && t.kind != TypeKind::Tensor) fail("only Tensor?[] lists are supported");
+    if (t.element_optional && t.kind != TypeKind::Tensor)
+      fail("only Tensor?[] lists are supported");
     return t;
   }
 
@@ -121,10 +134,14 @@ class Parser {
         if (c == quote) quote = 0;
         continue;
       }
-      if (c == '\'' || c == '"') quote = c;
-      else if (c == '[' || c == '(') ++depth;
-      else if ((c == ']' || c == ')') && depth > 0) --depth;
-      else if ((c == ',' || c == ')') && depth == 0) break;
+      if (c == '\'' || c == '"')
+        quote = c;
+      else if (c == '[' || c == '(')
+        ++depth;
+      else if ((c == ']' || c == ')') && depth > 0)
+        --depth;
+      else if ((c == ',' || c == ')') && depth == 0)
+        break;
     }
     std::string lit(s_.substr(b, pos_ - b));
     while (!lit.empty() && std::isspace(static_cast<unsigned char>(lit.back()))) lit.pop_back();
@@ -156,8 +173,10 @@ class Parser {
         std::stringstream ss(inner);
         std::string item;
         while (std::getline(ss, item, ',')) {
-          while (!item.empty() && std::isspace(static_cast<unsigned char>(item.front()))) item.erase(0, 1);
-          while (!item.empty() && std::isspace(static_cast<unsigned char>(item.back()))) item.pop_back();
+          while (!item.empty() && std::isspace(static_cast<unsigned char>(item.front())))
+            item.erase(0, 1);
+          while (!item.empty() && std::isspace(static_cast<unsigned char>(item.back())))
+            item.pop_back();
           if (!item.empty()) items.push_back(item);
         }
       } else {
@@ -186,13 +205,16 @@ class Parser {
           for (auto& it : items) v.push_back(it == "True");
           return IValue(std::move(v));
         }
-        default: fail("default values for lists of " + t.str() + " are not supported");
+        default:
+          fail("default values for lists of " + t.str() + " are not supported");
       }
     }
     switch (t.kind) {
       case TypeKind::Int:
-      case TypeKind::SymInt: return parse_number(lit, false);
-      case TypeKind::Float: return parse_number(lit, true);
+      case TypeKind::SymInt:
+        return parse_number(lit, false);
+      case TypeKind::Float:
+        return parse_number(lit, true);
       case TypeKind::Scalar:
         if (lit == "True" || lit == "False") return IValue(lit == "True");
         return parse_number(lit, false);
@@ -200,7 +222,8 @@ class Parser {
         if (lit != "True" && lit != "False") fail("bad bool default '" + lit + "'");
         return IValue(lit == "True");
       case TypeKind::Str:
-        if (lit.size() < 2 || (lit.front() != '\'' && lit.front() != '"')) fail("strings are quoted");
+        if (lit.size() < 2 || (lit.front() != '\'' && lit.front() != '"'))
+          fail("strings are quoted");
         return IValue(lit.substr(1, lit.size() - 2));
       case TypeKind::ScalarType: {
         auto d = parse_dtype(lit);
@@ -212,7 +235,8 @@ class Parser {
         if (dv.front() == '\'' || dv.front() == '"') dv = dv.substr(1, dv.size() - 2);
         return IValue(Device(std::string_view(dv)));
       }
-      case TypeKind::Tensor: fail("tensors cannot have a default other than None");
+      case TypeKind::Tensor:
+        fail("tensors cannot have a default other than None");
     }
     fail("bad default");
   }
@@ -230,7 +254,8 @@ class Parser {
     Argument a;
     a.type = type(a.alias);
     skip_ws();
-    if (pos_ < s_.size() && (std::isalpha(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) {
+    if (pos_ < s_.size() &&
+        (std::isalpha(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) {
       a.name = ident();
     }
     return a;
@@ -324,7 +349,8 @@ std::string type_with_alias(const Argument& a) {
   std::string s = a.type.str();
   if (a.alias) {
     // Insert the annotation right after the base name: Tensor(a!)?, Tensor(a)[].
-    const size_t base_len = s.find_first_of("?[") == std::string::npos ? s.size() : s.find_first_of("?[");
+    const size_t base_len =
+        s.find_first_of("?[") == std::string::npos ? s.size() : s.find_first_of("?[");
     s.insert(base_len, "(" + a.alias->set + (a.alias->is_write ? "!" : "") + ")");
   }
   return s;
@@ -375,6 +401,8 @@ bool FunctionSchema::same_signature(const FunctionSchema& o) const {
   return true;
 }
 
-std::ostream& operator<<(std::ostream& os, const FunctionSchema& s) { return os << s.str(); }
+std::ostream& operator<<(std::ostream& os, const FunctionSchema& s) {
+  return os << s.str();
+}
 
 }  // namespace tessera

@@ -14,8 +14,8 @@ Tensor isclose_impl(const Tensor& a, const Tensor& b, double rtol, double atol, 
   TS_CHECK(a.dtype() == b.dtype(), DTypeError)
       << "[isclose] expected both inputs to have the same dtype, got " << dtype_name(a.dtype())
       << " and " << dtype_name(b.dtype());
-  TS_CHECK(rtol >= 0 && atol >= 0, ValueError) << "[isclose] rtol and atol must be non-negative, got rtol="
-                                               << rtol << " atol=" << atol;
+  TS_CHECK(rtol >= 0 && atol >= 0, ValueError)
+      << "[isclose] rtol and atol must be non-negative, got rtol=" << rtol << " atol=" << atol;
   check_same_device("isclose", {&a, &b});
   const SymDimVector shape = broadcast_shapes(a.sizes(), b.sizes(), "isclose");
   Tensor out = new_output(a.has_data() ? b : a, shape, DType::Bool);
@@ -72,9 +72,14 @@ bool equal_impl(const Tensor& a, const Tensor& b) {
 
 TS_REGISTER_OPS(compare_ops) {
   Library lib("aten");
-  lib.def("isclose(Tensor self, Tensor other, float rtol=1e-05, float atol=1e-08, bool equal_nan=False) -> Tensor", kBuiltin);
-  lib.def("allclose(Tensor self, Tensor other, float rtol=1e-05, float atol=1e-08, bool equal_nan=False) -> bool",
-          kBuiltin | kTagDataDependent);
+  lib.def(
+      "isclose(Tensor self, Tensor other, float rtol=1e-05, float atol=1e-08, bool "
+      "equal_nan=False) -> Tensor",
+      kBuiltin);
+  lib.def(
+      "allclose(Tensor self, Tensor other, float rtol=1e-05, float atol=1e-08, bool "
+      "equal_nan=False) -> bool",
+      kBuiltin | kTagDataDependent);
   lib.def("equal(Tensor self, Tensor other) -> bool", kBuiltin | kTagDataDependent);
   for (auto dev : {DeviceType::CPU, DeviceType::Meta}) {
     lib.impl("isclose", dev, isclose_impl);
@@ -83,12 +88,14 @@ TS_REGISTER_OPS(compare_ops) {
   }
 }
 
-Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan, SourceLoc loc) {
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan,
+               SourceLoc loc) {
   UserLocGuard g(loc);
   TS_CALL("aten::isclose", Tensor(const Tensor&, const Tensor&, double, double, bool), a, b, rtol,
           atol, equal_nan);
 }
-bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan, SourceLoc loc) {
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan,
+              SourceLoc loc) {
   UserLocGuard g(loc);
   TS_CALL("aten::allclose", bool(const Tensor&, const Tensor&, double, double, bool), a, b, rtol,
           atol, equal_nan);
@@ -97,8 +104,11 @@ bool equal(const Tensor& a, const Tensor& b, SourceLoc loc) {
   UserLocGuard g(loc);
   TS_CALL("aten::equal", bool(const Tensor&, const Tensor&), a, b);
 }
-bool Tensor::equal(const Tensor& other, SourceLoc loc) const { return tessera::equal(*this, other, loc); }
-bool Tensor::allclose(const Tensor& other, double rtol, double atol, bool equal_nan, SourceLoc loc) const {
+bool Tensor::equal(const Tensor& other, SourceLoc loc) const {
+  return tessera::equal(*this, other, loc);
+}
+bool Tensor::allclose(const Tensor& other, double rtol, double atol, bool equal_nan,
+                      SourceLoc loc) const {
   return tessera::allclose(*this, other, rtol, atol, equal_nan, loc);
 }
 

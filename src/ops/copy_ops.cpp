@@ -37,7 +37,9 @@ Tensor clone_cpu(const Tensor& self) {
   return out;
 }
 
-Tensor clone_meta(const Tensor& self) { return new_output(self, self.sizes(), self.dtype()); }
+Tensor clone_meta(const Tensor& self) {
+  return new_output(self, self.sizes(), self.dtype());
+}
 
 Tensor to_copy_impl(const Tensor& self, std::optional<DType> dtype, std::optional<Device> device) {
   const DType dt = dtype.value_or(self.dtype());
@@ -69,9 +71,13 @@ Tensor& fill_cpu(Tensor& self, const Scalar& value) {
   return self;
 }
 
-Tensor& fill_meta(Tensor& self, const Scalar&) { return self; }
+Tensor& fill_meta(Tensor& self, const Scalar&) {
+  return self;
+}
 
-Tensor& zero_composite(Tensor& self) { return self.fill_(0); }
+Tensor& zero_composite(Tensor& self) {
+  return self.fill_(0);
+}
 
 Tensor& resize_impl(Tensor& self, SymIntArrayRef size) {
   for (const auto& s : size) {
@@ -100,11 +106,13 @@ TS_REGISTER_OPS(copy_ops) {
   lib.def("clone(Tensor self) -> Tensor", kBuiltin);
   lib.impl("clone", DeviceType::CPU, clone_cpu);
   lib.fake("clone", clone_meta);
-  lib.def("_to_copy(Tensor self, *, ScalarType? dtype=None, Device? device=None) -> Tensor", kBuiltin);
+  lib.def("_to_copy(Tensor self, *, ScalarType? dtype=None, Device? device=None) -> Tensor",
+          kBuiltin);
   lib.impl_all("_to_copy", to_copy_impl);
   lib.def("to.dtype(Tensor(a) self, ScalarType dtype) -> Tensor(a)", kBuiltin);
   lib.composite("to.dtype", to_dtype_composite);
-  lib.def("to.device(Tensor(a) self, Device device, ScalarType? dtype=None) -> Tensor(a)", kBuiltin);
+  lib.def("to.device(Tensor(a) self, Device device, ScalarType? dtype=None) -> Tensor(a)",
+          kBuiltin);
   lib.composite("to.device", to_device_composite);
   lib.def("fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)", kBuiltin | kTagInplace);
   lib.impl("fill_.Scalar", DeviceType::CPU, fill_cpu);
@@ -140,22 +148,24 @@ Tensor Tensor::to(TensorOptions options, SourceLoc loc) const {
   TS_CALL("aten::to.device", Tensor(const Tensor&, Device, std::optional<DType>), *this,
           options.device_or(device()), options.dtype_opt());
 }
-Tensor Tensor::cpu(SourceLoc loc) const { return to(kCPU, loc); }
+Tensor Tensor::cpu(SourceLoc loc) const {
+  return to(kCPU, loc);
+}
 Tensor& Tensor::copy_(const Tensor& src, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::copy_", Tensor&(Tensor&, const Tensor&), *this, src);
+  TS_CALL("aten::copy_", Tensor & (Tensor&, const Tensor&), *this, src);
 }
 Tensor& Tensor::fill_(const Scalar& value, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::fill_.Scalar", Tensor&(Tensor&, const Scalar&), *this, value);
+  TS_CALL("aten::fill_.Scalar", Tensor & (Tensor&, const Scalar&), *this, value);
 }
 Tensor& Tensor::zero_(SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::zero_", Tensor&(Tensor&), *this);
+  TS_CALL("aten::zero_", Tensor & (Tensor&), *this);
 }
 Tensor& Tensor::resize_(SymIntArrayRef size, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::resize_", Tensor&(Tensor&, SymIntArrayRef), *this, size);
+  TS_CALL("aten::resize_", Tensor & (Tensor&, SymIntArrayRef), *this, size);
 }
 
 }  // namespace tessera

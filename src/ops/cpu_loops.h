@@ -48,7 +48,8 @@ class StridedIter {
       }
       if (ndim_ > 0) {
         bool merge = true;
-        for (int k = 0; k < N; ++k) merge = merge && st[k] == strides_[ndim_ - 1][k] * sizes_[ndim_ - 1];
+        for (int k = 0; k < N; ++k)
+          merge = merge && st[k] == strides_[ndim_ - 1][k] * sizes_[ndim_ - 1];
         if (merge) {
           sizes_[ndim_ - 1] *= size;
           continue;
@@ -150,14 +151,16 @@ void cpu_kernel(const StridedIter<1 + sizeof...(In)>& it, F f, int64_t grain = k
               Out* __restrict out = reinterpret_cast<Out*>(ptrs[0]);
               const auto a = load<A>(ptrs[1]);
               const B* __restrict b = reinterpret_cast<const B*>(ptrs[2]);
-              for (int64_t i = 0; i < n; ++i) out[i] = convert<Out>(f(a, static_cast<opmath_t<B>>(b[i])));
+              for (int64_t i = 0; i < n; ++i)
+                out[i] = convert<Out>(f(a, static_cast<opmath_t<B>>(b[i])));
               return;
             }
             if (st[0] == sizeof(Out) && st[2] == 0 && st[1] == static_cast<int64_t>(sizeof(A))) {
               Out* __restrict out = reinterpret_cast<Out*>(ptrs[0]);
               const A* __restrict a = reinterpret_cast<const A*>(ptrs[1]);
               const auto b = load<B>(ptrs[2]);
-              for (int64_t i = 0; i < n; ++i) out[i] = convert<Out>(f(static_cast<opmath_t<A>>(a[i]), b));
+              for (int64_t i = 0; i < n; ++i)
+                out[i] = convert<Out>(f(static_cast<opmath_t<A>>(a[i]), b));
               return;
             }
           }
@@ -165,7 +168,8 @@ void cpu_kernel(const StridedIter<1 + sizeof...(In)>& it, F f, int64_t grain = k
             *reinterpret_cast<Out*>(ptrs[0] + i * st[0]) =
                 convert<Out>(f(load<In>(ptrs[I + 1] + i * st[I + 1])...));
           }
-        }(std::index_sequence_for<In...>{});
+        }
+        (std::index_sequence_for<In...>{});
       },
       grain);
 }

@@ -18,7 +18,8 @@ std::atomic<uint64_t> g_offset{0};
 
 Tensor make_factory(SymIntArrayRef size, DType dtype, Device device, const char* op) {
   for (const auto& s : size) {
-    TS_CHECK(s >= 0, ShapeError) << "[" << op << "] negative dimension " << s << " in size " << size;
+    TS_CHECK(s >= 0, ShapeError) << "[" << op << "] negative dimension " << s << " in size "
+                                 << size;
   }
   return detail::make_empty(size, dtype, device);
 }
@@ -34,7 +35,8 @@ Tensor empty_strided_impl(SymIntArrayRef size, SymIntArrayRef stride, std::optio
   for (const auto& s : size) {
     TS_CHECK(s >= 0, ShapeError) << "[empty_strided] negative dimension " << s;
   }
-  return detail::make_empty(size, dtype.value_or(default_float_dtype()), device.value_or(kCPU), stride);
+  return detail::make_empty(size, dtype.value_or(default_float_dtype()), device.value_or(kCPU),
+                            stride);
 }
 
 DType full_dtype(const Scalar& v, std::optional<DType> dtype) {
@@ -56,12 +58,18 @@ Tensor full_meta(SymIntArrayRef size, const Scalar& v, std::optional<DType> dtyp
   return make_factory(size, full_dtype(v, dtype), device.value_or(kMeta), "full");
 }
 
-Tensor zeros_composite(SymIntArrayRef size, std::optional<DType> dtype, std::optional<Device> device) {
-  return full(size, 0, TensorOptions().dtype(dtype.value_or(default_float_dtype())).device(device.value_or(kCPU)));
+Tensor zeros_composite(SymIntArrayRef size, std::optional<DType> dtype,
+                       std::optional<Device> device) {
+  return full(
+      size, 0,
+      TensorOptions().dtype(dtype.value_or(default_float_dtype())).device(device.value_or(kCPU)));
 }
 
-Tensor ones_composite(SymIntArrayRef size, std::optional<DType> dtype, std::optional<Device> device) {
-  return full(size, 1, TensorOptions().dtype(dtype.value_or(default_float_dtype())).device(device.value_or(kCPU)));
+Tensor ones_composite(SymIntArrayRef size, std::optional<DType> dtype,
+                      std::optional<Device> device) {
+  return full(
+      size, 1,
+      TensorOptions().dtype(dtype.value_or(default_float_dtype())).device(device.value_or(kCPU)));
 }
 
 Tensor like_output(const Tensor& self, std::optional<DType> dtype, std::optional<Device> device) {
@@ -70,7 +78,8 @@ Tensor like_output(const Tensor& self, std::optional<DType> dtype, std::optional
   return detail::make_empty_like(self, self.sizes(), dt);
 }
 
-Tensor empty_like_impl(const Tensor& self, std::optional<DType> dtype, std::optional<Device> device) {
+Tensor empty_like_impl(const Tensor& self, std::optional<DType> dtype,
+                       std::optional<Device> device) {
   return like_output(self, dtype, device);
 }
 
@@ -84,11 +93,17 @@ Tensor full_like_impl(const Tensor& self, const Scalar& v, std::optional<DType> 
   return t;
 }
 
-Tensor zeros_like_composite(const Tensor& self, std::optional<DType> dtype, std::optional<Device> device) {
-  return full_like(self, 0, TensorOptions().dtype(dtype.value_or(self.dtype())).device(device.value_or(self.device())));
+Tensor zeros_like_composite(const Tensor& self, std::optional<DType> dtype,
+                            std::optional<Device> device) {
+  return full_like(
+      self, 0,
+      TensorOptions().dtype(dtype.value_or(self.dtype())).device(device.value_or(self.device())));
 }
-Tensor ones_like_composite(const Tensor& self, std::optional<DType> dtype, std::optional<Device> device) {
-  return full_like(self, 1, TensorOptions().dtype(dtype.value_or(self.dtype())).device(device.value_or(self.device())));
+Tensor ones_like_composite(const Tensor& self, std::optional<DType> dtype,
+                           std::optional<Device> device) {
+  return full_like(
+      self, 1,
+      TensorOptions().dtype(dtype.value_or(self.dtype())).device(device.value_or(self.device())));
 }
 
 // ---- arange ---------------------------------------------------------------------------------
@@ -102,8 +117,8 @@ DType arange_dtype(const Scalar& a, const Scalar& b, const Scalar& c, std::optio
 int64_t arange_length(const Scalar& start, const Scalar& end, const Scalar& step) {
   const double s = start.to_double(), e = end.to_double(), st = step.to_double();
   TS_CHECK(st != 0, ValueError) << "[arange] step must be nonzero";
-  TS_CHECK(std::isfinite(s) && std::isfinite(e), ValueError) << "[arange] unsupported range: "
-                                                             << start << " -> " << end;
+  TS_CHECK(std::isfinite(s) && std::isfinite(e), ValueError)
+      << "[arange] unsupported range: " << start << " -> " << end;
   TS_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), ValueError)
       << "[arange] upper bound and lower bound inconsistent with step sign";
   if (start.is_integral() && end.is_integral() && step.is_integral()) {
@@ -116,7 +131,8 @@ int64_t arange_length(const Scalar& start, const Scalar& end, const Scalar& step
 Tensor arange_cpu(const Scalar& start, const Scalar& end, const Scalar& step,
                   std::optional<DType> dtype, std::optional<Device> device) {
   const int64_t n = arange_length(start, end, step);
-  Tensor t = make_factory({n}, arange_dtype(start, end, step, dtype), device.value_or(kCPU), "arange");
+  Tensor t =
+      make_factory({n}, arange_dtype(start, end, step, dtype), device.value_or(kCPU), "arange");
   visit_dtype<kNumeric>(t.dtype(), "arange", [&]<class T>() {
     T* out = static_cast<T*>(t.impl()->data());
     if (start.is_floating_point() || step.is_floating_point()) {
@@ -150,25 +166,32 @@ void fill_random(const Tensor& t, Fill fill) {
 
 int mantissa_bits(DType t) {
   switch (t) {
-    case DType::Float16: return 11;
-    case DType::BFloat16: return 8;
-    case DType::Float8_e4m3fn: return 4;
-    case DType::Float8_e5m2: return 3;
-    default: return 24;
+    case DType::Float16:
+      return 11;
+    case DType::BFloat16:
+      return 8;
+    case DType::Float8_e4m3fn:
+      return 4;
+    case DType::Float8_e5m2:
+      return 3;
+    default:
+      return 24;
   }
 }
 
 Tensor rand_cpu(SymIntArrayRef size, std::optional<DType> dtype, std::optional<Device> device) {
   const DType dt = dtype.value_or(default_float_dtype());
-  TS_CHECK(is_floating_point(dt), DTypeError) << "[rand] expected a floating point dtype, got "
-                                              << dtype_name(dt);
+  TS_CHECK(is_floating_point(dt), DTypeError)
+      << "[rand] expected a floating point dtype, got " << dtype_name(dt);
   Tensor t = make_factory(size, dt, device.value_or(kCPU), "rand");
   const int bits = mantissa_bits(dt);
   visit_dtype<kFloats | kFloat8>(dt, "rand", [&]<class T>() {
     T* out = static_cast<T*>(t.impl()->data());
     fill_random(t, [&](int64_t i, const philox::U32x4& r) {
-      if constexpr (std::is_same_v<T, double>) out[i] = philox::uniform_double(r.v[0], r.v[1]);
-      else out[i] = convert<T>(philox::uniform_float(r.v[0], bits));
+      if constexpr (std::is_same_v<T, double>)
+        out[i] = philox::uniform_double(r.v[0], r.v[1]);
+      else
+        out[i] = convert<T>(philox::uniform_float(r.v[0], bits));
     });
   });
   return t;
@@ -176,8 +199,8 @@ Tensor rand_cpu(SymIntArrayRef size, std::optional<DType> dtype, std::optional<D
 
 Tensor randn_cpu(SymIntArrayRef size, std::optional<DType> dtype, std::optional<Device> device) {
   const DType dt = dtype.value_or(default_float_dtype());
-  TS_CHECK(is_floating_point(dt), DTypeError) << "[randn] expected a floating point dtype, got "
-                                              << dtype_name(dt);
+  TS_CHECK(is_floating_point(dt), DTypeError)
+      << "[randn] expected a floating point dtype, got " << dtype_name(dt);
   Tensor t = make_factory(size, dt, device.value_or(kCPU), "randn");
   visit_dtype<kFloats | kFloat8>(dt, "randn", [&]<class T>() {
     T* out = static_cast<T*>(t.impl()->data());
@@ -199,8 +222,8 @@ Tensor randn_cpu(SymIntArrayRef size, std::optional<DType> dtype, std::optional<
 
 Tensor randint_cpu(int64_t low, int64_t high, SymIntArrayRef size, std::optional<DType> dtype,
                    std::optional<Device> device) {
-  TS_CHECK(low < high, ValueError) << "[randint] expects 'low' < 'high', got low=" << low
-                                   << " high=" << high;
+  TS_CHECK(low < high, ValueError)
+      << "[randint] expects 'low' < 'high', got low=" << low << " high=" << high;
   const DType dt = dtype.value_or(DType::Int64);
   Tensor t = make_factory(size, dt, device.value_or(kCPU), "randint");
   const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
@@ -219,16 +242,22 @@ Tensor rand_meta(SymIntArrayRef size, std::optional<DType> dtype, std::optional<
 }
 Tensor randint_meta(int64_t low, int64_t high, SymIntArrayRef size, std::optional<DType> dtype,
                     std::optional<Device> device) {
-  TS_CHECK(low < high, ValueError) << "[randint] expects 'low' < 'high', got low=" << low
-                                   << " high=" << high;
+  TS_CHECK(low < high, ValueError)
+      << "[randint] expects 'low' < 'high', got low=" << low << " high=" << high;
   return make_factory(size, dtype.value_or(DType::Int64), device.value_or(kMeta), "randint");
 }
 
-Tensor rand_like_composite(const Tensor& self, std::optional<DType> dtype, std::optional<Device> device) {
-  return rand(self.sizes(), TensorOptions().dtype(dtype.value_or(self.dtype())).device(device.value_or(self.device())));
+Tensor rand_like_composite(const Tensor& self, std::optional<DType> dtype,
+                           std::optional<Device> device) {
+  return rand(
+      self.sizes(),
+      TensorOptions().dtype(dtype.value_or(self.dtype())).device(device.value_or(self.device())));
 }
-Tensor randn_like_composite(const Tensor& self, std::optional<DType> dtype, std::optional<Device> device) {
-  return randn(self.sizes(), TensorOptions().dtype(dtype.value_or(self.dtype())).device(device.value_or(self.device())));
+Tensor randn_like_composite(const Tensor& self, std::optional<DType> dtype,
+                            std::optional<Device> device) {
+  return randn(
+      self.sizes(),
+      TensorOptions().dtype(dtype.value_or(self.dtype())).device(device.value_or(self.device())));
 }
 
 }  // namespace
@@ -244,7 +273,8 @@ TS_REGISTER_OPS(factory_ops) {
   def("empty(SymInt[] size, ", f);
   lib.impl("empty", DeviceType::CPU, empty_impl).fake("empty", empty_impl);
   def("empty_strided(SymInt[] size, SymInt[] stride, ", f);
-  lib.impl("empty_strided", DeviceType::CPU, empty_strided_impl).fake("empty_strided", empty_strided_impl);
+  lib.impl("empty_strided", DeviceType::CPU, empty_strided_impl)
+      .fake("empty_strided", empty_strided_impl);
   def("full(SymInt[] size, Scalar fill_value, ", f);
   lib.impl("full", DeviceType::CPU, full_cpu).fake("full", full_meta);
   def("zeros(SymInt[] size, ", f);
@@ -277,11 +307,15 @@ void manual_seed(uint64_t seed) {
   g_seed.store(seed);
   g_offset.store(0);
 }
-uint64_t initial_seed() { return g_seed.load(); }
-uint64_t reserve_random_offset(uint64_t n) { return g_offset.fetch_add(n); }
+uint64_t initial_seed() {
+  return g_seed.load();
+}
+uint64_t reserve_random_offset(uint64_t n) {
+  return g_offset.fetch_add(n);
+}
 
-#define TS_FACTORY(name, ...)                                                               \
-  UserLocGuard g(loc);                                                                      \
+#define TS_FACTORY(name, ...) \
+  UserLocGuard g(loc);        \
   TS_CALL(name, Tensor(SymIntArrayRef, std::optional<DType>, std::optional<Device>), __VA_ARGS__)
 
 Tensor empty(SymIntArrayRef size, TensorOptions o, SourceLoc loc) {
@@ -313,7 +347,9 @@ Tensor full(SymIntArrayRef size, const Scalar& value, TensorOptions o, SourceLoc
           Tensor(SymIntArrayRef, const Scalar&, std::optional<DType>, std::optional<Device>), size,
           value, o.dtype_opt(), o.device_opt());
 }
-Tensor arange(const Scalar& end, TensorOptions o, SourceLoc loc) { return arange(0, end, 1, o, loc); }
+Tensor arange(const Scalar& end, TensorOptions o, SourceLoc loc) {
+  return arange(0, end, 1, o, loc);
+}
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions o,
               SourceLoc loc) {
   UserLocGuard g(loc);
@@ -325,12 +361,12 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
 Tensor randint(int64_t low, int64_t high, SymIntArrayRef size, TensorOptions o, SourceLoc loc) {
   UserLocGuard g(loc);
   TS_CALL("aten::randint.low",
-          Tensor(int64_t, int64_t, SymIntArrayRef, std::optional<DType>, std::optional<Device>), low,
-          high, size, o.dtype_opt(), o.device_opt());
+          Tensor(int64_t, int64_t, SymIntArrayRef, std::optional<DType>, std::optional<Device>),
+          low, high, size, o.dtype_opt(), o.device_opt());
 }
 
-#define TS_LIKE(name, ...)                                                                   \
-  UserLocGuard g(loc);                                                                       \
+#define TS_LIKE(name, ...) \
+  UserLocGuard g(loc);     \
   TS_CALL(name, Tensor(const Tensor&, std::optional<DType>, std::optional<Device>), __VA_ARGS__)
 Tensor empty_like(const Tensor& t, TensorOptions o, SourceLoc loc) {
   TS_LIKE("aten::empty_like", t, o.dtype_opt(), o.device_opt());

@@ -10,7 +10,9 @@ namespace {
 using namespace ops_detail;
 
 // PyTorch skips legacy 1-D empty tensors (shape [0]) in cat.
-bool skipped_in_cat(const Tensor& t) { return t.dim() == 1 && t.sizes()[0] == 0; }
+bool skipped_in_cat(const Tensor& t) {
+  return t.dim() == 1 && t.sizes()[0] == 0;
+}
 
 struct CatPlan {
   SymDimVector shape;
@@ -117,8 +119,8 @@ Tensor stack_composite(TensorList tensors, int64_t dim) {
 }
 
 Tensor index_select_impl(const Tensor& self, int64_t dim, const Tensor& index) {
-  TS_CHECK(index.dim() <= 1, ShapeError) << "[index_select] index must be 0-D or 1-D, got "
-                                         << index.dim() << "-D";
+  TS_CHECK(index.dim() <= 1, ShapeError)
+      << "[index_select] index must be 0-D or 1-D, got " << index.dim() << "-D";
   TS_CHECK(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, DTypeError)
       << "[index_select] expected index of dtype int64 or int32, got " << dtype_name(index.dtype());
   dim = detail::wrap_dim(dim, self.dim(), "index_select");
@@ -156,7 +158,8 @@ Tensor index_select_impl(const Tensor& self, int64_t dim, const Tensor& index) {
 }
 
 Tensor embedding_composite(const Tensor& weight, const Tensor& indices) {
-  TS_CHECK(weight.dim() == 2, ShapeError) << "[embedding] weight must be 2-D, got " << weight.dim() << "-D";
+  TS_CHECK(weight.dim() == 2, ShapeError)
+      << "[embedding] weight must be 2-D, got " << weight.dim() << "-D";
   SymDimVector shape(indices.sizes());
   shape.push_back(weight.sizes()[1]);
   return index_select(weight, 0, indices.reshape({-1})).view(shape);
@@ -186,7 +189,7 @@ Tensor cat(TensorList tensors, int64_t dim, SourceLoc loc) {
 }
 Tensor& cat_out(Tensor& out, TensorList tensors, int64_t dim, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::cat.out", Tensor&(TensorList, int64_t, Tensor&), tensors, dim, out);
+  TS_CALL("aten::cat.out", Tensor & (TensorList, int64_t, Tensor&), tensors, dim, out);
 }
 Tensor stack(TensorList tensors, int64_t dim, SourceLoc loc) {
   UserLocGuard g(loc);

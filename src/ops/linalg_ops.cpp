@@ -67,10 +67,10 @@ void gemm(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C) {
 }
 
 struct MatmulShape {
-  SymDimVector out;        // final output shape
-  SymDimVector batch;      // broadcast batch dims
+  SymDimVector out;    // final output shape
+  SymDimVector batch;  // broadcast batch dims
   SymInt M, K, N;
-  bool a_vec, b_vec;       // 1-D operands
+  bool a_vec, b_vec;  // 1-D operands
 };
 
 MatmulShape matmul_shape(const Tensor& a, const Tensor& b) {
@@ -86,7 +86,8 @@ MatmulShape matmul_shape(const Tensor& a, const Tensor& b) {
   s.N = s.b_vec ? SymInt(1) : b.sizes()[b.dim() - 1];
   TS_CHECK(s.K == kb, ShapeError) << "[matmul] mat1 and mat2 shapes cannot be multiplied ("
                                   << (s.a_vec ? SymInt(1) : s.M) << "x" << s.K << " and " << kb
-                                  << "x" << s.N << "); shapes " << a.sizes() << " and " << b.sizes();
+                                  << "x" << s.N << "); shapes " << a.sizes() << " and "
+                                  << b.sizes();
   const SymIntArrayRef ab = s.a_vec ? SymIntArrayRef() : a.sizes().slice(0, a.dim() - 2);
   const SymIntArrayRef bb = s.b_vec ? SymIntArrayRef() : b.sizes().slice(0, b.dim() - 2);
   s.batch = broadcast_shapes(ab, bb, "matmul");
@@ -97,7 +98,8 @@ MatmulShape matmul_shape(const Tensor& a, const Tensor& b) {
 }
 
 // Writes a @ b into `out` (contiguous, of the result dtype).
-void matmul_into(const Tensor& out, const Tensor& a, const Tensor& b, const MatmulShape& s, DType dt) {
+void matmul_into(const Tensor& out, const Tensor& a, const Tensor& b, const MatmulShape& s,
+                 DType dt) {
   const int64_t M = s.M.expect_int(), K = s.K.expect_int(), N = s.N.expect_int();
   SymDimVector a_full(s.batch), b_full(s.batch);
   a_full.push_back(s.M);
@@ -120,7 +122,8 @@ void matmul_into(const Tensor& out, const Tensor& a, const Tensor& b, const Matm
       const T* pa = static_cast<const T*>(A.impl()->data());
       const T* pb = static_cast<const T*>(B.impl()->data());
       T* pc = static_cast<T*>(C.impl()->data());
-      for (int64_t i = 0; i < batches; ++i) gemm<T>(M, N, K, pa + i * M * K, pb + i * K * N, pc + i * M * N);
+      for (int64_t i = 0; i < batches; ++i)
+        gemm<T>(M, N, K, pa + i * M * K, pb + i * K * N, pc + i * M * N);
     }
   });
   if (!C.is_same(out)) cpu_copy(out, C);
@@ -128,8 +131,8 @@ void matmul_into(const Tensor& out, const Tensor& a, const Tensor& b, const Matm
 
 void check_matmul_dtypes(const Tensor& a, const Tensor& b) {
   TS_CHECK(a.dtype() == b.dtype(), DTypeError)
-      << "[matmul] expected both operands to have the same dtype, but got "
-      << dtype_name(a.dtype()) << " and " << dtype_name(b.dtype());
+      << "[matmul] expected both operands to have the same dtype, but got " << dtype_name(a.dtype())
+      << " and " << dtype_name(b.dtype());
   TS_CHECK(a.dtype() != DType::Bool && !is_float8(a.dtype()), DTypeError)
       << "[matmul] not implemented for '" << dtype_name(a.dtype()) << "'";
 }
@@ -183,7 +186,9 @@ TS_REGISTER_OPS(linalg_ops) {
   lib.composite("linear", linear_composite);
 }
 
-void ops_detail::set_force_builtin_matmul(bool on) { g_force_builtin.store(on); }
+void ops_detail::set_force_builtin_matmul(bool on) {
+  g_force_builtin.store(on);
+}
 
 const char* matmul_backend() {
 #if defined(TESSERA_HAVE_OPENBLAS)
@@ -199,12 +204,15 @@ Tensor matmul(const Tensor& a, const Tensor& b, SourceLoc loc) {
 }
 Tensor& matmul_out(Tensor& out, const Tensor& a, const Tensor& b, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::matmul.out", Tensor&(const Tensor&, const Tensor&, Tensor&), a, b, out);
+  TS_CALL("aten::matmul.out", Tensor & (const Tensor&, const Tensor&, Tensor&), a, b, out);
 }
 Tensor linear(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::linear", Tensor(const Tensor&, const Tensor&, const std::optional<Tensor>&), x, w, bias);
+  TS_CALL("aten::linear", Tensor(const Tensor&, const Tensor&, const std::optional<Tensor>&), x, w,
+          bias);
 }
-Tensor Tensor::matmul(const Tensor& other, SourceLoc loc) const { return tessera::matmul(*this, other, loc); }
+Tensor Tensor::matmul(const Tensor& other, SourceLoc loc) const {
+  return tessera::matmul(*this, other, loc);
+}
 
 }  // namespace tessera

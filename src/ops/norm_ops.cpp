@@ -18,11 +18,13 @@ void check_norm_shapes(const char* op, const Tensor& x, IntArrayRef shape,
   bool ok = x.dim() >= k;
   for (int64_t i = 0; ok && i < k; ++i) ok = x.sizes()[x.dim() - k + i] == shape[i];
   TS_CHECK(ok, ShapeError) << "[" << op << "] given normalized_shape=" << shape
-                           << ", expected input with shape [*, " << [&] {
-                                std::string s;
-                                for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-                                return s;
-                              }() << "], but got input of size " << x.sizes();
+                           << ", expected input with shape [*, " <<
+      [&] {
+        std::string s;
+        for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+        return s;
+      }() << "], but got input of size "
+                           << x.sizes();
   for (const auto* p : {&weight, &bias}) {
     if (!*p) continue;
     TS_CHECK((*p)->sizes().equals(to_sym(shape)), ShapeError)
@@ -84,10 +86,14 @@ Tensor norm_impl(const Tensor& x, IntArrayRef shape, const std::optional<Tensor>
 
 double default_eps(DType t) {
   switch (t) {
-    case DType::Float16: return 0.0009765625;
-    case DType::BFloat16: return 0.0078125;
-    case DType::Float64: return 2.220446049250313e-16;
-    default: return 1.1920928955078125e-07;
+    case DType::Float16:
+      return 0.0009765625;
+    case DType::BFloat16:
+      return 0.0078125;
+    case DType::Float64:
+      return 2.220446049250313e-16;
+    default:
+      return 1.1920928955078125e-07;
   }
 }
 
@@ -95,13 +101,21 @@ double default_eps(DType t) {
 
 TS_REGISTER_OPS(norm_ops) {
   Library lib("aten");
-  lib.def("layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor", kBuiltin);
-  lib.def("rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor", kBuiltin);
+  lib.def(
+      "layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, "
+      "float eps=1e-05) -> Tensor",
+      kBuiltin);
+  lib.def(
+      "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> "
+      "Tensor",
+      kBuiltin);
   for (auto dev : {DeviceType::CPU, DeviceType::Meta}) {
     lib.impl("layer_norm", dev, norm_impl<false>);
     lib.impl("rms_norm", dev,
-             [](const Tensor& x, IntArrayRef shape, const std::optional<Tensor>& w, std::optional<double> eps) {
-               return norm_impl<true>(x, shape, w, std::nullopt, eps.value_or(default_eps(x.dtype())));
+             [](const Tensor& x, IntArrayRef shape, const std::optional<Tensor>& w,
+                std::optional<double> eps) {
+               return norm_impl<true>(x, shape, w, std::nullopt,
+                                      eps.value_or(default_eps(x.dtype())));
              });
   }
 }
@@ -110,15 +124,16 @@ Tensor layer_norm(const Tensor& x, IntArrayRef shape, const std::optional<Tensor
                   const std::optional<Tensor>& bias, double eps, SourceLoc loc) {
   UserLocGuard g(loc);
   TS_CALL("aten::layer_norm",
-          Tensor(const Tensor&, IntArrayRef, const std::optional<Tensor>&, const std::optional<Tensor>&, double),
+          Tensor(const Tensor&, IntArrayRef, const std::optional<Tensor>&,
+                 const std::optional<Tensor>&, double),
           x, shape, weight, bias, eps);
 }
 Tensor rms_norm(const Tensor& x, IntArrayRef shape, const std::optional<Tensor>& weight,
                 std::optional<double> eps, SourceLoc loc) {
   UserLocGuard g(loc);
   TS_CALL("aten::rms_norm",
-          Tensor(const Tensor&, IntArrayRef, const std::optional<Tensor>&, std::optional<double>), x,
-          shape, weight, eps);
+          Tensor(const Tensor&, IntArrayRef, const std::optional<Tensor>&, std::optional<double>),
+          x, shape, weight, eps);
 }
 
 }  // namespace tessera

@@ -176,9 +176,12 @@ Tensor cpu_contiguous(const Tensor& src) {
 void cpu_fill(const Tensor& dst, const Scalar& value) {
   visit_dtype<kAllDTypes>(dst.dtype(), "fill_", [&]<class D>() {
     D v;
-    if (value.is_floating_point()) v = convert<D>(value.to_double());
-    else if (value.is_bool()) v = convert<D>(value.to_bool());
-    else v = convert<D>(value.to_int());
+    if (value.is_floating_point())
+      v = convert<D>(value.to_double());
+    else if (value.is_bool())
+      v = convert<D>(value.to_bool());
+    else
+      v = convert<D>(value.to_int());
     cpu::StridedIter<1> it({&dst});
     it.for_each([&](char** p, const int64_t* st, int64_t n) {
       if (st[0] == sizeof(D)) {

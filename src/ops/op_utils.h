@@ -54,6 +54,8 @@ inline Tensor new_output(const Tensor& like, SymIntArrayRef sizes, DType dtype) 
 }
 
 /** Marks an in-place write (version counter). */
-inline void bump_version(const Tensor& t) { t.impl()->storage()->bump_version(); }
+inline void bump_version(const Tensor& t) {
+  t.impl()->storage()->bump_version();
+}
 
 }  // namespace tessera::ops_detail

@@ -11,7 +11,8 @@ void check_allowed(const PointwiseDesc& d, DType compute) {
 
 SymDimVector broadcast_all(const PointwiseDesc& d, ArrayRef<Tensor> inputs) {
   SymDimVector shape(inputs[0].sizes());
-  for (size_t i = 1; i < inputs.size(); ++i) shape = broadcast_shapes(shape, inputs[i].sizes(), d.name);
+  for (size_t i = 1; i < inputs.size(); ++i)
+    shape = broadcast_shapes(shape, inputs[i].sizes(), d.name);
   return shape;
 }
 
@@ -52,10 +53,12 @@ DType compute_dtype(const PointwiseDesc& d, DType promoted) {
 }
 
 DType result_dtype(const PointwiseDesc& d, DType compute) {
-  return (d.rule == ResultRule::BoolOut || d.rule == ResultRule::LogicalOut) ? DType::Bool : compute;
+  return (d.rule == ResultRule::BoolOut || d.rule == ResultRule::LogicalOut) ? DType::Bool
+                                                                             : compute;
 }
 
-Tensor pointwise(const PointwiseDesc& d, ArrayRef<Tensor> inputs, DType promoted, const void* extra) {
+Tensor pointwise(const PointwiseDesc& d, ArrayRef<Tensor> inputs, DType promoted,
+                 const void* extra) {
   check_devices(d, inputs, nullptr);
   const DType compute = compute_dtype(d, promoted);
   const SymDimVector shape = broadcast_all(d, inputs);
@@ -95,8 +98,8 @@ Tensor& pointwise_out(const PointwiseDesc& d, ArrayRef<Tensor> inputs, DType pro
   return out;
 }
 
-void pointwise_inplace(const PointwiseDesc& d, Tensor& self, ArrayRef<Tensor> inputs, DType promoted,
-                       const void* extra) {
+void pointwise_inplace(const PointwiseDesc& d, Tensor& self, ArrayRef<Tensor> inputs,
+                       DType promoted, const void* extra) {
   TS_INTERNAL_ASSERT(inputs[0].is_same(self)) << "in-place op whose first input is not self";
   const SymDimVector shape = broadcast_all(d, inputs);
   TS_CHECK(SymIntArrayRef(shape).equals(self.sizes()), ShapeError)

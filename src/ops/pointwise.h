@@ -14,10 +14,10 @@ namespace tessera::ops_detail {
 
 /** How an op's compute and result dtypes follow from the promoted input dtype. */
 enum class ResultRule : uint8_t {
-  Same,         ///< result = promoted type (add, maximum, neg, ...)
-  ToFloat,      ///< integer and bool inputs compute in the default float type (div, exp, ...)
-  BoolOut,      ///< compute in the promoted type, result bool (comparisons)
-  LogicalOut,   ///< any type in, bool out (logical_and, logical_not)
+  Same,        ///< result = promoted type (add, maximum, neg, ...)
+  ToFloat,     ///< integer and bool inputs compute in the default float type (div, exp, ...)
+  BoolOut,     ///< compute in the promoted type, result bool (comparisons)
+  LogicalOut,  ///< any type in, bool out (logical_and, logical_not)
 };
 
 /** Runs the loop: out (of the result dtype) = f(inputs converted to `compute`). */
@@ -44,8 +44,8 @@ Tensor pointwise(const PointwiseDesc& d, ArrayRef<Tensor> inputs, DType promoted
 Tensor& pointwise_out(const PointwiseDesc& d, ArrayRef<Tensor> inputs, DType promoted, Tensor& out,
                       const void* extra = nullptr);
 /** In-place form: `self` is also inputs[0]; the broadcast shape must equal self's. */
-void pointwise_inplace(const PointwiseDesc& d, Tensor& self, ArrayRef<Tensor> inputs, DType promoted,
-                       const void* extra = nullptr);
+void pointwise_inplace(const PointwiseDesc& d, Tensor& self, ArrayRef<Tensor> inputs,
+                       DType promoted, const void* extra = nullptr);
 
 /** A 0-dim CPU tensor holding `s` converted to `dtype` (for Scalar overloads). */
 Tensor scalar_tensor(const Scalar& s, DType dtype);

@@ -38,20 +38,27 @@ void run_add(const Tensor& out, ArrayRef<Tensor> in, DType compute, const void* 
       return;
     }
     V a;
-    if constexpr (std::is_same_v<V, bool>) a = alpha.to_bool();
-    else if constexpr (std::is_integral_v<V>) a = static_cast<V>(alpha.to_int());
-    else a = static_cast<V>(alpha.to_double());
+    if constexpr (std::is_same_v<V, bool>)
+      a = alpha.to_bool();
+    else if constexpr (std::is_integral_v<V>)
+      a = static_cast<V>(alpha.to_int());
+    else
+      a = static_cast<V>(alpha.to_double());
     if constexpr (Negate) a = pw::wrap_neg(a);
     cpu::cpu_kernel<T, T, T>(it, [a](V x, V y) { return pw::AddScaled<V>{a}(x, y); });
   });
 }
 
-const PointwiseDesc kAdd{"add", ResultRule::Same, kNumericAndBool, &run_add<false, kNumericAndBool>};
+const PointwiseDesc kAdd{"add", ResultRule::Same, kNumericAndBool,
+                         &run_add<false, kNumericAndBool>};
 const PointwiseDesc kSub{"sub", ResultRule::Same, kNumeric, &run_add<true, kNumeric>};
-const PointwiseDesc kMul{"mul", ResultRule::Same, kNumericAndBool, binary_runner<pw::Mul, kNumericAndBool>};
+const PointwiseDesc kMul{"mul", ResultRule::Same, kNumericAndBool,
+                         binary_runner<pw::Mul, kNumericAndBool>};
 const PointwiseDesc kDivTrue{"div", ResultRule::ToFloat, kFloats, binary_runner<pw::Div, kFloats>};
-const PointwiseDesc kDivTrunc{"div", ResultRule::Same, kNumeric, binary_runner<pw::TruncDiv, kNumeric>};
-const PointwiseDesc kDivFloor{"div", ResultRule::Same, kNumeric, binary_runner<pw::FloorDiv, kNumeric>};
+const PointwiseDesc kDivTrunc{"div", ResultRule::Same, kNumeric,
+                              binary_runner<pw::TruncDiv, kNumeric>};
+const PointwiseDesc kDivFloor{"div", ResultRule::Same, kNumeric,
+                              binary_runner<pw::FloorDiv, kNumeric>};
 const PointwiseDesc kRemainder{"remainder", ResultRule::Same, kNumeric,
                                binary_runner<pw::Remainder, kNumeric>};
 const PointwiseDesc kPow{"pow", ResultRule::Same, kNumeric, binary_runner<pw::Pow, kNumeric>};
@@ -59,12 +66,18 @@ const PointwiseDesc kMaximum{"maximum", ResultRule::Same, kNumericAndBool,
                              binary_runner<pw::Maximum, kNumericAndBool>};
 const PointwiseDesc kMinimum{"minimum", ResultRule::Same, kNumericAndBool,
                              binary_runner<pw::Minimum, kNumericAndBool>};
-const PointwiseDesc kEq{"eq", ResultRule::BoolOut, kNumericAndBool, binary_runner<pw::Eq, kNumericAndBool, true>};
-const PointwiseDesc kNe{"ne", ResultRule::BoolOut, kNumericAndBool, binary_runner<pw::Ne, kNumericAndBool, true>};
-const PointwiseDesc kLt{"lt", ResultRule::BoolOut, kNumericAndBool, binary_runner<pw::Lt, kNumericAndBool, true>};
-const PointwiseDesc kLe{"le", ResultRule::BoolOut, kNumericAndBool, binary_runner<pw::Le, kNumericAndBool, true>};
-const PointwiseDesc kGt{"gt", ResultRule::BoolOut, kNumericAndBool, binary_runner<pw::Gt, kNumericAndBool, true>};
-const PointwiseDesc kGe{"ge", ResultRule::BoolOut, kNumericAndBool, binary_runner<pw::Ge, kNumericAndBool, true>};
+const PointwiseDesc kEq{"eq", ResultRule::BoolOut, kNumericAndBool,
+                        binary_runner<pw::Eq, kNumericAndBool, true>};
+const PointwiseDesc kNe{"ne", ResultRule::BoolOut, kNumericAndBool,
+                        binary_runner<pw::Ne, kNumericAndBool, true>};
+const PointwiseDesc kLt{"lt", ResultRule::BoolOut, kNumericAndBool,
+                        binary_runner<pw::Lt, kNumericAndBool, true>};
+const PointwiseDesc kLe{"le", ResultRule::BoolOut, kNumericAndBool,
+                        binary_runner<pw::Le, kNumericAndBool, true>};
+const PointwiseDesc kGt{"gt", ResultRule::BoolOut, kNumericAndBool,
+                        binary_runner<pw::Gt, kNumericAndBool, true>};
+const PointwiseDesc kGe{"ge", ResultRule::BoolOut, kNumericAndBool,
+                        binary_runner<pw::Ge, kNumericAndBool, true>};
 const PointwiseDesc kLogicalAnd{"logical_and", ResultRule::LogicalOut, kNumericAndBool,
                                 binary_runner<pw::LogicalAnd, kNumericAndBool, true>};
 const PointwiseDesc kLogicalOr{"logical_or", ResultRule::LogicalOut, kNumericAndBool,
@@ -73,11 +86,14 @@ const PointwiseDesc kLogicalXor{"logical_xor", ResultRule::LogicalOut, kNumericA
                                 binary_runner<pw::LogicalXor, kNumericAndBool, true>};
 const PointwiseDesc kBitAnd{"bitwise_and", ResultRule::Same, kIntsAndBool,
                             binary_runner<pw::BitAnd, kIntsAndBool>};
-const PointwiseDesc kBitOr{"bitwise_or", ResultRule::Same, kIntsAndBool, binary_runner<pw::BitOr, kIntsAndBool>};
+const PointwiseDesc kBitOr{"bitwise_or", ResultRule::Same, kIntsAndBool,
+                           binary_runner<pw::BitOr, kIntsAndBool>};
 const PointwiseDesc kBitXor{"bitwise_xor", ResultRule::Same, kIntsAndBool,
                             binary_runner<pw::BitXor, kIntsAndBool>};
-const PointwiseDesc kShl{"bitwise_left_shift", ResultRule::Same, kInts, binary_runner<pw::ShiftLeft, kInts>};
-const PointwiseDesc kShr{"bitwise_right_shift", ResultRule::Same, kInts, binary_runner<pw::ShiftRight, kInts>};
+const PointwiseDesc kShl{"bitwise_left_shift", ResultRule::Same, kInts,
+                         binary_runner<pw::ShiftLeft, kInts>};
+const PointwiseDesc kShr{"bitwise_right_shift", ResultRule::Same, kInts,
+                         binary_runner<pw::ShiftRight, kInts>};
 
 // Logical ops compare each input against zero in its own type: promote only for the loop.
 DType logical_promoted(const Tensor& a, const Tensor& b) {
@@ -111,9 +127,12 @@ void def_alpha_op(Library& lib, const std::string& n, const PointwiseDesc* d) {
   const bool is_sub = d == &kSub;
   lib.def(n + ".Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", t);
   lib.def(n + ".Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor", t);
-  lib.def(n + ".out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)", t);
-  lib.def(n + "_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)", t | kTagInplace);
-  lib.def(n + "_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)", t | kTagInplace);
+  lib.def(n + ".out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)",
+          t);
+  lib.def(n + "_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)",
+          t | kTagInplace);
+  lib.def(n + "_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)",
+          t | kTagInplace);
   auto tensor = [d, is_sub](const Tensor& a, const Tensor& b, const Scalar& alpha) {
     if (is_sub) check_sub(a.dtype(), b.dtype());
     const DType p = result_type(a, b);
@@ -126,7 +145,8 @@ void def_alpha_op(Library& lib, const std::string& n, const PointwiseDesc* d) {
     check_alpha(*d, p, alpha);
     return pointwise(*d, {a, scalar_tensor(b, p)}, p, &alpha);
   };
-  auto out = [d, is_sub](const Tensor& a, const Tensor& b, const Scalar& alpha, Tensor& o) -> Tensor& {
+  auto out = [d, is_sub](const Tensor& a, const Tensor& b, const Scalar& alpha,
+                         Tensor& o) -> Tensor& {
     if (is_sub) check_sub(a.dtype(), b.dtype());
     const DType p = result_type(a, b);
     check_alpha(*d, p, alpha);
@@ -156,7 +176,8 @@ void def_alpha_op(Library& lib, const std::string& n, const PointwiseDesc* d) {
 }
 
 // Registers name.Tensor, name.Scalar, name.out, and optionally name_.Tensor / name_.Scalar.
-void def_binary_op(Library& lib, const std::string& n, const PointwiseDesc* d, bool inplace_variants) {
+void def_binary_op(Library& lib, const std::string& n, const PointwiseDesc* d,
+                   bool inplace_variants) {
   const uint32_t t = kBuiltin | kTagPointwise;
   const bool logical = d->rule == ResultRule::LogicalOut;
   lib.def(n + ".Tensor(Tensor self, Tensor other) -> Tensor", t);
@@ -295,40 +316,55 @@ TS_REGISTER_OPS(pointwise_binary) {
   const uint32_t t = kBuiltin | kTagPointwise;
   lib.def("div.Tensor(Tensor self, Tensor other, *, str? rounding_mode=None) -> Tensor", t);
   lib.def("div.Scalar(Tensor self, Scalar other, *, str? rounding_mode=None) -> Tensor", t);
-  lib.def("div.out(Tensor self, Tensor other, *, str? rounding_mode=None, Tensor(a!) out) -> Tensor(a!)", t);
-  lib.def("div_.Tensor(Tensor(a!) self, Tensor other, *, str? rounding_mode=None) -> Tensor(a!)", t | kTagInplace);
-  lib.def("div_.Scalar(Tensor(a!) self, Scalar other, *, str? rounding_mode=None) -> Tensor(a!)", t | kTagInplace);
+  lib.def(
+      "div.out(Tensor self, Tensor other, *, str? rounding_mode=None, Tensor(a!) out) -> "
+      "Tensor(a!)",
+      t);
+  lib.def("div_.Tensor(Tensor(a!) self, Tensor other, *, str? rounding_mode=None) -> Tensor(a!)",
+          t | kTagInplace);
+  lib.def("div_.Scalar(Tensor(a!) self, Scalar other, *, str? rounding_mode=None) -> Tensor(a!)",
+          t | kTagInplace);
   lib.def("pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor", t);
   lib.def("pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor", t);
   lib.def("pow.Scalar(Scalar self, Tensor exponent) -> Tensor", t);
-  lib.def("pow.Tensor_Tensor_out(Tensor self, Tensor exponent, *, Tensor(a!) out) -> Tensor(a!)", t);
+  lib.def("pow.Tensor_Tensor_out(Tensor self, Tensor exponent, *, Tensor(a!) out) -> Tensor(a!)",
+          t);
   lib.def("where.self(Tensor condition, Tensor self, Tensor other) -> Tensor", t);
   lib.def("where.ScalarOther(Tensor condition, Tensor self, Scalar other) -> Tensor", t);
-  lib.def("where.self_out(Tensor condition, Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)", t);
+  lib.def(
+      "where.self_out(Tensor condition, Tensor self, Tensor other, *, Tensor(a!) out) -> "
+      "Tensor(a!)",
+      t);
   lib.def("floor_divide(Tensor self, Tensor other) -> Tensor", t);
-  lib.composite("floor_divide", [](const Tensor& a, const Tensor& b) { return div(a, b, "floor"); });
+  lib.composite("floor_divide",
+                [](const Tensor& a, const Tensor& b) { return div(a, b, "floor"); });
 
   for (auto dev : {DeviceType::CPU, DeviceType::Meta}) {
-    lib.impl("div.Tensor", dev, [](const Tensor& a, const Tensor& b, std::optional<std::string_view> m) {
-      return pointwise(div_desc(m), {a, b}, result_type(a, b));
-    });
-    lib.impl("div.Scalar", dev, [](const Tensor& a, const Scalar& b, std::optional<std::string_view> m) {
-      const DType p = result_type(a, b);
-      return pointwise(div_desc(m), {a, scalar_tensor(b, p)}, p);
-    });
+    lib.impl("div.Tensor", dev,
+             [](const Tensor& a, const Tensor& b, std::optional<std::string_view> m) {
+               return pointwise(div_desc(m), {a, b}, result_type(a, b));
+             });
+    lib.impl("div.Scalar", dev,
+             [](const Tensor& a, const Scalar& b, std::optional<std::string_view> m) {
+               const DType p = result_type(a, b);
+               return pointwise(div_desc(m), {a, scalar_tensor(b, p)}, p);
+             });
     lib.impl("div.out", dev,
-             [](const Tensor& a, const Tensor& b, std::optional<std::string_view> m, Tensor& o) -> Tensor& {
+             [](const Tensor& a, const Tensor& b, std::optional<std::string_view> m,
+                Tensor& o) -> Tensor& {
                return pointwise_out(div_desc(m), {a, b}, result_type(a, b), o);
              });
-    lib.impl("div_.Tensor", dev, [](Tensor& self, const Tensor& b, std::optional<std::string_view> m) -> Tensor& {
-      pointwise_inplace(div_desc(m), self, {self, b}, result_type(self, b));
-      return self;
-    });
-    lib.impl("div_.Scalar", dev, [](Tensor& self, const Scalar& b, std::optional<std::string_view> m) -> Tensor& {
-      const DType p = result_type(self, b);
-      pointwise_inplace(div_desc(m), self, {self, scalar_tensor(b, p)}, p);
-      return self;
-    });
+    lib.impl("div_.Tensor", dev,
+             [](Tensor& self, const Tensor& b, std::optional<std::string_view> m) -> Tensor& {
+               pointwise_inplace(div_desc(m), self, {self, b}, result_type(self, b));
+               return self;
+             });
+    lib.impl("div_.Scalar", dev,
+             [](Tensor& self, const Scalar& b, std::optional<std::string_view> m) -> Tensor& {
+               const DType p = result_type(self, b);
+               pointwise_inplace(div_desc(m), self, {self, scalar_tensor(b, p)}, p);
+               return self;
+             });
     lib.impl("pow.Tensor_Tensor", dev, [](const Tensor& a, const Tensor& b) {
       return pointwise(kPow, {a, b}, result_type(a, b));
     });
@@ -341,9 +377,10 @@ TS_REGISTER_OPS(pointwise_binary) {
       const DType p = result_type(b, a);
       return pointwise(kPow, {scalar_tensor(a, p), b}, p);
     });
-    lib.impl("pow.Tensor_Tensor_out", dev, [](const Tensor& a, const Tensor& b, Tensor& o) -> Tensor& {
-      return pointwise_out(kPow, {a, b}, result_type(a, b), o);
-    });
+    lib.impl("pow.Tensor_Tensor_out", dev,
+             [](const Tensor& a, const Tensor& b, Tensor& o) -> Tensor& {
+               return pointwise_out(kPow, {a, b}, result_type(a, b), o);
+             });
     lib.impl("where.self", dev, where_impl);
     lib.impl("where.ScalarOther", dev, where_scalar_impl);
     lib.impl("where.self_out", dev, where_out_impl);
@@ -404,18 +441,19 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, SourceLoc loc
 }
 Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::where.ScalarOther", Tensor(const Tensor&, const Tensor&, const Scalar&), cond, a, b);
+  TS_CALL("aten::where.ScalarOther", Tensor(const Tensor&, const Tensor&, const Scalar&), cond, a,
+          b);
 }
 
-#define TS_BINARY_FN(name)                                         \
-  Tensor name(const Tensor& a, const Tensor& b, SourceLoc loc) {   \
-    UserLocGuard g(loc);                                           \
-    TS_CALL("aten::" #name ".Tensor", TT, a, b);                   \
+#define TS_BINARY_FN(name)                                       \
+  Tensor name(const Tensor& a, const Tensor& b, SourceLoc loc) { \
+    UserLocGuard g(loc);                                         \
+    TS_CALL("aten::" #name ".Tensor", TT, a, b);                 \
   }
-#define TS_BINARY_SCALAR_FN(name)                                  \
-  Tensor name(const Tensor& a, const Scalar& b, SourceLoc loc) {   \
-    UserLocGuard g(loc);                                           \
-    TS_CALL("aten::" #name ".Scalar", TS, a, b);                   \
+#define TS_BINARY_SCALAR_FN(name)                                \
+  Tensor name(const Tensor& a, const Scalar& b, SourceLoc loc) { \
+    UserLocGuard g(loc);                                         \
+    TS_CALL("aten::" #name ".Scalar", TS, a, b);                 \
   }
 TS_BINARY_FN(mul)
 TS_BINARY_SCALAR_FN(mul)
@@ -449,29 +487,32 @@ TS_BINARY_FN(bitwise_right_shift)
 using OutTT = Tensor&(const Tensor&, const Tensor&, Tensor&);
 Tensor& add_out(Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::add.out", Tensor&(const Tensor&, const Tensor&, const Scalar&, Tensor&), a, b, alpha, out);
+  TS_CALL("aten::add.out", Tensor & (const Tensor&, const Tensor&, const Scalar&, Tensor&), a, b,
+          alpha, out);
 }
 Tensor& sub_out(Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::sub.out", Tensor&(const Tensor&, const Tensor&, const Scalar&, Tensor&), a, b, alpha, out);
+  TS_CALL("aten::sub.out", Tensor & (const Tensor&, const Tensor&, const Scalar&, Tensor&), a, b,
+          alpha, out);
 }
 Tensor& div_out(Tensor& out, const Tensor& a, const Tensor& b, Mode mode, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::div.out", Tensor&(const Tensor&, const Tensor&, Mode, Tensor&), a, b, mode, out);
+  TS_CALL("aten::div.out", Tensor & (const Tensor&, const Tensor&, Mode, Tensor&), a, b, mode, out);
 }
 Tensor& pow_out(Tensor& out, const Tensor& a, const Tensor& b, SourceLoc loc) {
   UserLocGuard g(loc);
   TS_CALL("aten::pow.Tensor_Tensor_out", OutTT, a, b, out);
 }
-Tensor& where_out(Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b, SourceLoc loc) {
+Tensor& where_out(Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b,
+                  SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::where.self_out", Tensor&(const Tensor&, const Tensor&, const Tensor&, Tensor&), cond,
-          a, b, out);
+  TS_CALL("aten::where.self_out", Tensor & (const Tensor&, const Tensor&, const Tensor&, Tensor&),
+          cond, a, b, out);
 }
-#define TS_BINARY_OUT_FN(name)                                                              \
-  Tensor& name##_out(Tensor& out, const Tensor& a, const Tensor& b, SourceLoc loc) {        \
-    UserLocGuard g(loc);                                                                    \
-    TS_CALL("aten::" #name ".out", OutTT, a, b, out);                                       \
+#define TS_BINARY_OUT_FN(name)                                                       \
+  Tensor& name##_out(Tensor& out, const Tensor& a, const Tensor& b, SourceLoc loc) { \
+    UserLocGuard g(loc);                                                             \
+    TS_CALL("aten::" #name ".out", OutTT, a, b, out);                                \
   }
 TS_BINARY_OUT_FN(mul)
 TS_BINARY_OUT_FN(remainder)
@@ -483,85 +524,177 @@ TS_BINARY_OUT_FN(lt)
 
 // ---- Tensor methods and operators ---------------------------------------------------------------
 
-Tensor Tensor::add(const Tensor& o, const Scalar& alpha, SourceLoc loc) const { return tessera::add(*this, o, alpha, loc); }
-Tensor Tensor::sub(const Tensor& o, const Scalar& alpha, SourceLoc loc) const { return tessera::sub(*this, o, alpha, loc); }
-Tensor Tensor::mul(const Tensor& o, SourceLoc loc) const { return tessera::mul(*this, o, loc); }
-Tensor Tensor::div(const Tensor& o, SourceLoc loc) const { return tessera::div(*this, o, std::nullopt, loc); }
-Tensor Tensor::pow(const Scalar& e, SourceLoc loc) const { return tessera::pow(*this, e, loc); }
-Tensor Tensor::eq(const Tensor& o, SourceLoc loc) const { return tessera::eq(*this, o, loc); }
-Tensor Tensor::ne(const Tensor& o, SourceLoc loc) const { return tessera::ne(*this, o, loc); }
-Tensor Tensor::lt(const Tensor& o, SourceLoc loc) const { return tessera::lt(*this, o, loc); }
-Tensor Tensor::le(const Tensor& o, SourceLoc loc) const { return tessera::le(*this, o, loc); }
-Tensor Tensor::gt(const Tensor& o, SourceLoc loc) const { return tessera::gt(*this, o, loc); }
-Tensor Tensor::ge(const Tensor& o, SourceLoc loc) const { return tessera::ge(*this, o, loc); }
+Tensor Tensor::add(const Tensor& o, const Scalar& alpha, SourceLoc loc) const {
+  return tessera::add(*this, o, alpha, loc);
+}
+Tensor Tensor::sub(const Tensor& o, const Scalar& alpha, SourceLoc loc) const {
+  return tessera::sub(*this, o, alpha, loc);
+}
+Tensor Tensor::mul(const Tensor& o, SourceLoc loc) const {
+  return tessera::mul(*this, o, loc);
+}
+Tensor Tensor::div(const Tensor& o, SourceLoc loc) const {
+  return tessera::div(*this, o, std::nullopt, loc);
+}
+Tensor Tensor::pow(const Scalar& e, SourceLoc loc) const {
+  return tessera::pow(*this, e, loc);
+}
+Tensor Tensor::eq(const Tensor& o, SourceLoc loc) const {
+  return tessera::eq(*this, o, loc);
+}
+Tensor Tensor::ne(const Tensor& o, SourceLoc loc) const {
+  return tessera::ne(*this, o, loc);
+}
+Tensor Tensor::lt(const Tensor& o, SourceLoc loc) const {
+  return tessera::lt(*this, o, loc);
+}
+Tensor Tensor::le(const Tensor& o, SourceLoc loc) const {
+  return tessera::le(*this, o, loc);
+}
+Tensor Tensor::gt(const Tensor& o, SourceLoc loc) const {
+  return tessera::gt(*this, o, loc);
+}
+Tensor Tensor::ge(const Tensor& o, SourceLoc loc) const {
+  return tessera::ge(*this, o, loc);
+}
 
 Tensor& Tensor::add_(const Tensor& o, const Scalar& alpha, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::add_.Tensor", Tensor&(Tensor&, const Tensor&, const Scalar&), *this, o, alpha);
+  TS_CALL("aten::add_.Tensor", Tensor & (Tensor&, const Tensor&, const Scalar&), *this, o, alpha);
 }
 Tensor& Tensor::add_(const Scalar& o, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::add_.Scalar", Tensor&(Tensor&, const Scalar&, const Scalar&), *this, o, 1);
+  TS_CALL("aten::add_.Scalar", Tensor & (Tensor&, const Scalar&, const Scalar&), *this, o, 1);
 }
 Tensor& Tensor::sub_(const Tensor& o, const Scalar& alpha, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::sub_.Tensor", Tensor&(Tensor&, const Tensor&, const Scalar&), *this, o, alpha);
+  TS_CALL("aten::sub_.Tensor", Tensor & (Tensor&, const Tensor&, const Scalar&), *this, o, alpha);
 }
 Tensor& Tensor::mul_(const Tensor& o, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::mul_.Tensor", Tensor&(Tensor&, const Tensor&), *this, o);
+  TS_CALL("aten::mul_.Tensor", Tensor & (Tensor&, const Tensor&), *this, o);
 }
 Tensor& Tensor::mul_(const Scalar& o, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::mul_.Scalar", Tensor&(Tensor&, const Scalar&), *this, o);
+  TS_CALL("aten::mul_.Scalar", Tensor & (Tensor&, const Scalar&), *this, o);
 }
 Tensor& Tensor::div_(const Tensor& o, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::div_.Tensor", Tensor&(Tensor&, const Tensor&, Mode), *this, o, std::nullopt);
+  TS_CALL("aten::div_.Tensor", Tensor & (Tensor&, const Tensor&, Mode), *this, o, std::nullopt);
 }
 Tensor& Tensor::div_(const Scalar& o, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::div_.Scalar", Tensor&(Tensor&, const Scalar&, Mode), *this, o, std::nullopt);
+  TS_CALL("aten::div_.Scalar", Tensor & (Tensor&, const Scalar&, Mode), *this, o, std::nullopt);
 }
 
-Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, b); }
-Tensor operator+(const Scalar& a, const Tensor& b) { return add(b, a); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, b); }
-Tensor operator-(const Scalar& a, const Tensor& b) { return add(neg(b), a); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, b); }
-Tensor operator*(const Scalar& a, const Tensor& b) { return mul(b, a); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, const Tensor& b) {
+  return add(a, b);
+}
+Tensor operator+(const Tensor& a, const Scalar& b) {
+  return add(a, b);
+}
+Tensor operator+(const Scalar& a, const Tensor& b) {
+  return add(b, a);
+}
+Tensor operator-(const Tensor& a, const Tensor& b) {
+  return sub(a, b);
+}
+Tensor operator-(const Tensor& a, const Scalar& b) {
+  return sub(a, b);
+}
+Tensor operator-(const Scalar& a, const Tensor& b) {
+  return add(neg(b), a);
+}
+Tensor operator*(const Tensor& a, const Tensor& b) {
+  return mul(a, b);
+}
+Tensor operator*(const Tensor& a, const Scalar& b) {
+  return mul(a, b);
+}
+Tensor operator*(const Scalar& a, const Tensor& b) {
+  return mul(b, a);
+}
+Tensor operator/(const Tensor& a, const Tensor& b) {
+  return div(a, b);
+}
+Tensor operator/(const Tensor& a, const Scalar& b) {
+  return div(a, b);
+}
 Tensor operator/(const Scalar& a, const Tensor& b) {
   const DType p = ops_detail::result_type(b, a);
   return div(ops_detail::scalar_tensor(a, p).to(b.device()), b);
 }
-Tensor operator%(const Tensor& a, const Tensor& b) { return remainder(a, b); }
-Tensor operator%(const Tensor& a, const Scalar& b) { return remainder(a, b); }
-Tensor operator&(const Tensor& a, const Tensor& b) { return bitwise_and(a, b); }
-Tensor operator|(const Tensor& a, const Tensor& b) { return bitwise_or(a, b); }
-Tensor operator^(const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); }
-Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
-Tensor operator==(const Tensor& a, const Scalar& b) { return eq(a, b); }
-Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
-Tensor operator!=(const Tensor& a, const Scalar& b) { return ne(a, b); }
-Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
-Tensor operator<(const Tensor& a, const Scalar& b) { return lt(a, b); }
-Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
-Tensor operator<=(const Tensor& a, const Scalar& b) { return le(a, b); }
-Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
-Tensor operator>(const Tensor& a, const Scalar& b) { return gt(a, b); }
-Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
-Tensor operator>=(const Tensor& a, const Scalar& b) { return ge(a, b); }
-Tensor& operator+=(Tensor& a, const Tensor& b) { return a.add_(b); }
-Tensor& operator+=(Tensor& a, const Scalar& b) { return a.add_(b); }
-Tensor& operator-=(Tensor& a, const Tensor& b) { return a.sub_(b); }
-Tensor& operator*=(Tensor& a, const Tensor& b) { return a.mul_(b); }
-Tensor& operator*=(Tensor& a, const Scalar& b) { return a.mul_(b); }
-Tensor& operator/=(Tensor& a, const Tensor& b) { return a.div_(b); }
-Tensor& operator/=(Tensor& a, const Scalar& b) { return a.div_(b); }
+Tensor operator%(const Tensor& a, const Tensor& b) {
+  return remainder(a, b);
+}
+Tensor operator%(const Tensor& a, const Scalar& b) {
+  return remainder(a, b);
+}
+Tensor operator&(const Tensor& a, const Tensor& b) {
+  return bitwise_and(a, b);
+}
+Tensor operator|(const Tensor& a, const Tensor& b) {
+  return bitwise_or(a, b);
+}
+Tensor operator^(const Tensor& a, const Tensor& b) {
+  return bitwise_xor(a, b);
+}
+Tensor operator==(const Tensor& a, const Tensor& b) {
+  return eq(a, b);
+}
+Tensor operator==(const Tensor& a, const Scalar& b) {
+  return eq(a, b);
+}
+Tensor operator!=(const Tensor& a, const Tensor& b) {
+  return ne(a, b);
+}
+Tensor operator!=(const Tensor& a, const Scalar& b) {
+  return ne(a, b);
+}
+Tensor operator<(const Tensor& a, const Tensor& b) {
+  return lt(a, b);
+}
+Tensor operator<(const Tensor& a, const Scalar& b) {
+  return lt(a, b);
+}
+Tensor operator<=(const Tensor& a, const Tensor& b) {
+  return le(a, b);
+}
+Tensor operator<=(const Tensor& a, const Scalar& b) {
+  return le(a, b);
+}
+Tensor operator>(const Tensor& a, const Tensor& b) {
+  return gt(a, b);
+}
+Tensor operator>(const Tensor& a, const Scalar& b) {
+  return gt(a, b);
+}
+Tensor operator>=(const Tensor& a, const Tensor& b) {
+  return ge(a, b);
+}
+Tensor operator>=(const Tensor& a, const Scalar& b) {
+  return ge(a, b);
+}
+Tensor& operator+=(Tensor& a, const Tensor& b) {
+  return a.add_(b);
+}
+Tensor& operator+=(Tensor& a, const Scalar& b) {
+  return a.add_(b);
+}
+Tensor& operator-=(Tensor& a, const Tensor& b) {
+  return a.sub_(b);
+}
+Tensor& operator*=(Tensor& a, const Tensor& b) {
+  return a.mul_(b);
+}
+Tensor& operator*=(Tensor& a, const Scalar& b) {
+  return a.mul_(b);
+}
+Tensor& operator/=(Tensor& a, const Tensor& b) {
+  return a.div_(b);
+}
+Tensor& operator/=(Tensor& a, const Scalar& b) {
+  return a.div_(b);
+}
 
 }  // namespace tessera

@@ -84,8 +84,10 @@ inline V wrap_neg(V a) {
 struct Add {
   template <class V>
   V operator()(V a, V b) const {
-    if constexpr (std::is_same_v<V, bool>) return a || b;
-    else return wrap_add(a, b);
+    if constexpr (std::is_same_v<V, bool>)
+      return a || b;
+    else
+      return wrap_add(a, b);
   }
 };
 /** a + alpha * b. */
@@ -93,8 +95,10 @@ template <class V>
 struct AddScaled {
   V alpha;
   V operator()(V a, V b) const {
-    if constexpr (std::is_same_v<V, bool>) return a || (alpha && b);
-    else return wrap_add(a, wrap_mul(alpha, b));
+    if constexpr (std::is_same_v<V, bool>)
+      return a || (alpha && b);
+    else
+      return wrap_add(a, wrap_mul(alpha, b));
   }
 };
 struct Sub {
@@ -216,12 +220,12 @@ struct Minimum {
   }
 };
 
-#define TS_COMPARE_FUNCTOR(Name, op)       \
-  struct Name {                             \
-    template <class V>                      \
-    bool operator()(V a, V b) const {       \
-      return a op b;                        \
-    }                                       \
+#define TS_COMPARE_FUNCTOR(Name, op)  \
+  struct Name {                       \
+    template <class V>                \
+    bool operator()(V a, V b) const { \
+      return a op b;                  \
+    }                                 \
   };
 TS_COMPARE_FUNCTOR(Eq, ==)
 TS_COMPARE_FUNCTOR(Ne, !=)
@@ -272,7 +276,8 @@ struct ShiftLeft {
   V operator()(V a, V b) const {
     using U = std::make_unsigned_t<V>;
     constexpr int kBits = static_cast<int>(sizeof(V) * 8);
-    if (static_cast<std::make_signed_t<V>>(b) < 0 || static_cast<U>(b) >= static_cast<U>(kBits)) return 0;
+    if (static_cast<std::make_signed_t<V>>(b) < 0 || static_cast<U>(b) >= static_cast<U>(kBits))
+      return 0;
     return static_cast<V>(static_cast<U>(a) << static_cast<U>(b));
   }
 };
@@ -282,8 +287,10 @@ struct ShiftRight {
     using U = std::make_unsigned_t<V>;
     constexpr int kBits = static_cast<int>(sizeof(V) * 8);
     if (static_cast<std::make_signed_t<V>>(b) < 0 || static_cast<U>(b) >= static_cast<U>(kBits)) {
-      if constexpr (std::is_signed_v<V>) return a < 0 ? V(-1) : V(0);
-      else return 0;
+      if constexpr (std::is_signed_v<V>)
+        return a < 0 ? V(-1) : V(0);
+      else
+        return 0;
     }
     return static_cast<V>(a >> static_cast<U>(b));
   }
@@ -300,9 +307,12 @@ struct Neg {
 struct Abs {
   template <class V>
   V operator()(V a) const {
-    if constexpr (std::is_unsigned_v<V>) return a;
-    else if constexpr (is_int_v<V>) return a < 0 ? wrap_neg(a) : a;
-    else return abs(a);
+    if constexpr (std::is_unsigned_v<V>)
+      return a;
+    else if constexpr (is_int_v<V>)
+      return a < 0 ? wrap_neg(a) : a;
+    else
+      return abs(a);
   }
 };
 #define TS_MATH_FUNCTOR(Name, expr) \
@@ -348,8 +358,10 @@ struct LogicalNot {
 struct BitNot {
   template <class V>
   V operator()(V a) const {
-    if constexpr (std::is_same_v<V, bool>) return !a;
-    else return static_cast<V>(~a);
+    if constexpr (std::is_same_v<V, bool>)
+      return !a;
+    else
+      return static_cast<V>(~a);
   }
 };
 /** Clamps to [lo, hi]; either bound may be absent; NaN propagates. */

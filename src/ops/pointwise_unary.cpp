@@ -13,8 +13,9 @@ using namespace ops_detail;
 template <class F, DTypeSet Set, bool BoolOut = false>
 constexpr PointwiseRunner unary_runner = &run_functor<F, Set, BoolOut, 1>;
 
-#define TS_UNARY_DESC(var, name, rule, set, F) \
-  const PointwiseDesc var{name, ResultRule::rule, set, unary_runner<F, set, ResultRule::rule == ResultRule::LogicalOut>};
+#define TS_UNARY_DESC(var, name, rule, set, F)         \
+  const PointwiseDesc var{name, ResultRule::rule, set, \
+                          unary_runner<F, set, ResultRule::rule == ResultRule::LogicalOut>};
 TS_UNARY_DESC(kNeg, "neg", Same, kNumeric, pw::Neg)
 TS_UNARY_DESC(kAbs, "abs", Same, kNumeric, pw::Abs)
 TS_UNARY_DESC(kExp, "exp", ToFloat, kFloats, pw::Exp)
@@ -41,10 +42,22 @@ struct UnaryEntry {
   const PointwiseDesc* desc;
 };
 constexpr UnaryEntry kUnary[] = {
-    {"neg", &kNeg},       {"abs", &kAbs},       {"exp", &kExp},           {"exp2", &kExp2},
-    {"log", &kLog},       {"log2", &kLog2},     {"sqrt", &kSqrt},         {"rsqrt", &kRsqrt},
-    {"sin", &kSin},       {"cos", &kCos},       {"tanh", &kTanh},         {"sigmoid", &kSigmoid},
-    {"erf", &kErf},       {"relu", &kRelu},     {"silu", &kSilu},         {"logical_not", &kLogicalNot},
+    {"neg", &kNeg},
+    {"abs", &kAbs},
+    {"exp", &kExp},
+    {"exp2", &kExp2},
+    {"log", &kLog},
+    {"log2", &kLog2},
+    {"sqrt", &kSqrt},
+    {"rsqrt", &kRsqrt},
+    {"sin", &kSin},
+    {"cos", &kCos},
+    {"tanh", &kTanh},
+    {"sigmoid", &kSigmoid},
+    {"erf", &kErf},
+    {"relu", &kRelu},
+    {"silu", &kSilu},
+    {"logical_not", &kLogicalNot},
     {"bitwise_not", &kBitNot},
 };
 
@@ -55,7 +68,8 @@ void check_unary(const PointwiseDesc* d, const Tensor& a) {
         << "`logical_not()` operator instead";
   }
   if (d == &kAbs || d == &kRelu) {
-    TS_CHECK(a.dtype() != DType::Bool, DTypeError) << "[" << d->name << "] not implemented for 'bool'";
+    TS_CHECK(a.dtype() != DType::Bool, DTypeError)
+        << "[" << d->name << "] not implemented for 'bool'";
   }
 }
 
@@ -77,8 +91,10 @@ void run_clamp(const Tensor& out, ArrayRef<Tensor> in, DType compute, const void
   visit_dtype<kNumeric>(compute, "clamp", [&]<class T>() {
     using V = opmath_t<T>;
     auto as_v = [](const Scalar& s) -> V {
-      if constexpr (std::is_integral_v<V>) return static_cast<V>(s.to_int());
-      else return static_cast<V>(s.to_double());
+      if constexpr (std::is_integral_v<V>)
+        return static_cast<V>(s.to_int());
+      else
+        return static_cast<V>(s.to_double());
     };
     pw::Clamp<V> f{args.lo.has_value(), args.hi.has_value(), args.lo ? as_v(*args.lo) : V(0),
                    args.hi ? as_v(*args.hi) : V(0)};
@@ -89,7 +105,8 @@ void run_clamp(const Tensor& out, ArrayRef<Tensor> in, DType compute, const void
 const PointwiseDesc kClamp{"clamp", ResultRule::Same, kNumeric, &run_clamp};
 
 DType clamp_type(const Tensor& a, const ClampArgs& args) {
-  TS_CHECK(args.lo || args.hi, ValueError) << "[clamp] at least one of 'min' or 'max' must not be None";
+  TS_CHECK(args.lo || args.hi, ValueError)
+      << "[clamp] at least one of 'min' or 'max' must not be None";
   ResultType r;
   r.add(a.dtype(), operand_kind(a));
   if (args.lo) r.add(args.lo->dtype(), OperandKind::WrappedNumber);
@@ -134,10 +151,10 @@ TS_REGISTER_OPS(pointwise_unary) {
 
 // ---- public functions ---------------------------------------------------------------------------
 
-#define TS_UNARY_FN(name)                                     \
-  Tensor name(const Tensor& a, SourceLoc loc) {               \
-    UserLocGuard g(loc);                                      \
-    TS_CALL("aten::" #name, Tensor(const Tensor&), a);        \
+#define TS_UNARY_FN(name)                              \
+  Tensor name(const Tensor& a, SourceLoc loc) {        \
+    UserLocGuard g(loc);                               \
+    TS_CALL("aten::" #name, Tensor(const Tensor&), a); \
   }
 TS_UNARY_FN(neg)
 TS_UNARY_FN(abs)
@@ -166,12 +183,13 @@ Tensor clamp(const Tensor& a, const std::optional<Scalar>& lo, const std::option
              SourceLoc loc) {
   UserLocGuard g(loc);
   TS_CALL("aten::clamp",
-          Tensor(const Tensor&, const std::optional<Scalar>&, const std::optional<Scalar>&), a, lo, hi);
+          Tensor(const Tensor&, const std::optional<Scalar>&, const std::optional<Scalar>&), a, lo,
+          hi);
 }
 
-#define TS_UNARY_OUT_FN(name)                                          \
-  Tensor& name##_out(Tensor& out, const Tensor& a, SourceLoc loc) {    \
-    UserLocGuard g(loc);                                               \
+#define TS_UNARY_OUT_FN(name)                                                \
+  Tensor& name##_out(Tensor& out, const Tensor& a, SourceLoc loc) {          \
+    UserLocGuard g(loc);                                                     \
     TS_CALL("aten::" #name ".out", Tensor&(const Tensor&, Tensor&), a, out); \
   }
 TS_UNARY_OUT_FN(exp)
@@ -187,18 +205,44 @@ Tensor& pointwise_out(std::string_view op, Tensor& out, TensorList inputs, Sourc
   return out;
 }
 
-Tensor Tensor::neg(SourceLoc loc) const { return tessera::neg(*this, loc); }
-Tensor Tensor::abs(SourceLoc loc) const { return tessera::abs(*this, loc); }
-Tensor Tensor::exp(SourceLoc loc) const { return tessera::exp(*this, loc); }
-Tensor Tensor::log(SourceLoc loc) const { return tessera::log(*this, loc); }
-Tensor Tensor::sqrt(SourceLoc loc) const { return tessera::sqrt(*this, loc); }
-Tensor Tensor::rsqrt(SourceLoc loc) const { return tessera::rsqrt(*this, loc); }
-Tensor Tensor::sin(SourceLoc loc) const { return tessera::sin(*this, loc); }
-Tensor Tensor::cos(SourceLoc loc) const { return tessera::cos(*this, loc); }
-Tensor Tensor::tanh(SourceLoc loc) const { return tessera::tanh(*this, loc); }
-Tensor Tensor::sigmoid(SourceLoc loc) const { return tessera::sigmoid(*this, loc); }
-Tensor Tensor::relu(SourceLoc loc) const { return tessera::relu(*this, loc); }
-Tensor operator-(const Tensor& a) { return neg(a); }
-Tensor operator~(const Tensor& a) { return bitwise_not(a); }
+Tensor Tensor::neg(SourceLoc loc) const {
+  return tessera::neg(*this, loc);
+}
+Tensor Tensor::abs(SourceLoc loc) const {
+  return tessera::abs(*this, loc);
+}
+Tensor Tensor::exp(SourceLoc loc) const {
+  return tessera::exp(*this, loc);
+}
+Tensor Tensor::log(SourceLoc loc) const {
+  return tessera::log(*this, loc);
+}
+Tensor Tensor::sqrt(SourceLoc loc) const {
+  return tessera::sqrt(*this, loc);
+}
+Tensor Tensor::rsqrt(SourceLoc loc) const {
+  return tessera::rsqrt(*this, loc);
+}
+Tensor Tensor::sin(SourceLoc loc) const {
+  return tessera::sin(*this, loc);
+}
+Tensor Tensor::cos(SourceLoc loc) const {
+  return tessera::cos(*this, loc);
+}
+Tensor Tensor::tanh(SourceLoc loc) const {
+  return tessera::tanh(*this, loc);
+}
+Tensor Tensor::sigmoid(SourceLoc loc) const {
+  return tessera::sigmoid(*this, loc);
+}
+Tensor Tensor::relu(SourceLoc loc) const {
+  return tessera::relu(*this, loc);
+}
+Tensor operator-(const Tensor& a) {
+  return neg(a);
+}
+Tensor operator~(const Tensor& a) {
+  return bitwise_not(a);
+}
 
 }  // namespace tessera

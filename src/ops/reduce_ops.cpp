@@ -21,7 +21,8 @@ struct ReducePlan {
   DimVector kept;
 };
 
-ReducePlan plan_reduce(const Tensor& x, std::optional<IntArrayRef> dims, bool keepdim, const char* op) {
+ReducePlan plan_reduce(const Tensor& x, std::optional<IntArrayRef> dims, bool keepdim,
+                       const char* op) {
   ReducePlan p;
   const int64_t nd = x.dim();
   uint64_t mask = 0;
@@ -78,7 +79,8 @@ double sum_lanes(const T* x, int64_t n) {
   }
   double tail = 0;
   for (; i < n; ++i) tail += static_cast<double>(static_cast<opmath_t<T>>(x[i]));
-  return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7])) + tail;
+  return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7])) +
+         tail;
 }
 
 enum class SumKind { Sum, Mean, Prod };
@@ -116,7 +118,8 @@ Tensor sum_like(const Tensor& self, std::optional<IntArrayRef> dims, bool keepdi
       if constexpr (std::is_floating_point_v<opmath_t<T>>) {
         if (kind == SumKind::Prod) {
           double acc = 1;
-          for (int64_t i = 0; i < N; ++i) acc *= static_cast<double>(static_cast<opmath_t<T>>(row[i]));
+          for (int64_t i = 0; i < N; ++i)
+            acc *= static_cast<double>(static_cast<opmath_t<T>>(row[i]));
           o[r] = convert<T>(acc);
         } else {
           double s = sum_lanes(row, N);
@@ -150,8 +153,8 @@ inline bool better(V cand, V best) {
 
 // Reduces rows to the extreme value and/or its first index.
 template <bool IsMax>
-void extreme_rows(const Tensor& self, const ReducePlan& p, const Tensor* values, const Tensor* indices,
-                  const char* op) {
+void extreme_rows(const Tensor& self, const ReducePlan& p, const Tensor* values,
+                  const Tensor* indices, const char* op) {
   int64_t O, N;
   const Tensor rows = as_rows(self, p, O, N);
   TS_CHECK(N > 0, IndexError) << "[" << op << "] expected reduction dim to have non-zero size";
@@ -235,7 +238,8 @@ Tensor argmax_impl(const Tensor& self, std::optional<int64_t> dim, bool keepdim)
 
 // ---- var --------------------------------------------------------------------------------------
 
-Tensor var_impl(const Tensor& self, std::optional<IntArrayRef> dims, double correction, bool keepdim) {
+Tensor var_impl(const Tensor& self, std::optional<IntArrayRef> dims, double correction,
+                bool keepdim) {
   TS_CHECK(is_floating_point(self.dtype()), DTypeError)
       << "[var] expected a floating point input, got " << dtype_name(self.dtype());
   const ReducePlan p = plan_reduce(self, dims, keepdim, "var");
@@ -267,40 +271,55 @@ TS_REGISTER_OPS(reduce_ops) {
   Library lib("aten");
   const uint32_t t = kBuiltin | kTagReduction;
   lib.def("sum(Tensor self, *, ScalarType? dtype=None) -> Tensor", t);
-  lib.def("sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", t);
-  lib.def("sum.IntList_out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)", t);
+  lib.def(
+      "sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> "
+      "Tensor",
+      t);
+  lib.def(
+      "sum.IntList_out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, "
+      "Tensor(a!) out) -> Tensor(a!)",
+      t);
   lib.def("mean(Tensor self, *, ScalarType? dtype=None) -> Tensor", t);
-  lib.def("mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", t);
+  lib.def(
+      "mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+      t);
   lib.def("prod(Tensor self, *, ScalarType? dtype=None) -> Tensor", t);
-  lib.def("prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", t);
+  lib.def(
+      "prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+      t);
   lib.def("amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", t);
   lib.def("amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", t);
   lib.def("max(Tensor self) -> Tensor", t);
   lib.def("min(Tensor self) -> Tensor", t);
-  lib.def("max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", t);
-  lib.def("min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", t);
+  lib.def("max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
+          t);
+  lib.def("min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
+          t);
   lib.def("argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor", t);
   lib.def("argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor", t);
-  lib.def("var(Tensor self, int[1]? dim=None, float correction=1, bool keepdim=False) -> Tensor", t);
+  lib.def("var(Tensor self, int[1]? dim=None, float correction=1, bool keepdim=False) -> Tensor",
+          t);
 
   using OptDims = std::optional<IntArrayRef>;
   for (auto dev : {DeviceType::CPU, DeviceType::Meta}) {
     lib.impl("sum", dev, [](const Tensor& a, std::optional<DType> dt) {
       return sum_like(a, std::nullopt, false, dt, SumKind::Sum, "sum");
     });
-    lib.impl("sum.dim_IntList", dev, [](const Tensor& a, OptDims d, bool k, std::optional<DType> dt) {
-      return sum_like(a, d, k, dt, SumKind::Sum, "sum");
-    });
-    lib.impl("sum.IntList_out", dev,
-             [](const Tensor& a, OptDims d, bool k, std::optional<DType> dt, Tensor& out) -> Tensor& {
-               const Tensor r = sum_like(a, d, k, dt ? dt : std::optional<DType>(), SumKind::Sum, "sum");
-               prepare_out(out, r.sizes(), r.dtype(), "sum");
-               if (out.has_data()) {
-                 cpu_copy(out, r);
-                 bump_version(out);
-               }
-               return out;
+    lib.impl("sum.dim_IntList", dev,
+             [](const Tensor& a, OptDims d, bool k, std::optional<DType> dt) {
+               return sum_like(a, d, k, dt, SumKind::Sum, "sum");
              });
+    lib.impl(
+        "sum.IntList_out", dev,
+        [](const Tensor& a, OptDims d, bool k, std::optional<DType> dt, Tensor& out) -> Tensor& {
+          const Tensor r = sum_like(a, d, k, dt ? dt : std::optional<DType>(), SumKind::Sum, "sum");
+          prepare_out(out, r.sizes(), r.dtype(), "sum");
+          if (out.has_data()) {
+            cpu_copy(out, r);
+            bump_version(out);
+          }
+          return out;
+        });
     lib.impl("mean", dev, [](const Tensor& a, std::optional<DType> dt) {
       return sum_like(a, std::nullopt, false, dt, SumKind::Mean, "mean");
     });
@@ -339,7 +358,8 @@ Tensor sum(const Tensor& a, std::optional<DType> dtype, SourceLoc loc) {
   UserLocGuard g(loc);
   TS_CALL("aten::sum", Tensor(const Tensor&, std::optional<DType>), a, dtype);
 }
-Tensor sum(const Tensor& a, IntArrayRef dim, bool keepdim, std::optional<DType> dtype, SourceLoc loc) {
+Tensor sum(const Tensor& a, IntArrayRef dim, bool keepdim, std::optional<DType> dtype,
+           SourceLoc loc) {
   UserLocGuard g(loc);
   TS_CALL("aten::sum.dim_IntList",
           Tensor(const Tensor&, std::optional<IntArrayRef>, bool, std::optional<DType>), a,
@@ -349,14 +369,15 @@ Tensor& sum_out(Tensor& out, const Tensor& a, IntArrayRef dim, bool keepdim,
                 std::optional<DType> dtype, SourceLoc loc) {
   UserLocGuard g(loc);
   TS_CALL("aten::sum.IntList_out",
-          Tensor&(const Tensor&, std::optional<IntArrayRef>, bool, std::optional<DType>, Tensor&), a,
-          opt_dims(dim), keepdim, dtype, out);
+          Tensor & (const Tensor&, std::optional<IntArrayRef>, bool, std::optional<DType>, Tensor&),
+          a, opt_dims(dim), keepdim, dtype, out);
 }
 Tensor mean(const Tensor& a, std::optional<DType> dtype, SourceLoc loc) {
   UserLocGuard g(loc);
   TS_CALL("aten::mean", Tensor(const Tensor&, std::optional<DType>), a, dtype);
 }
-Tensor mean(const Tensor& a, IntArrayRef dim, bool keepdim, std::optional<DType> dtype, SourceLoc loc) {
+Tensor mean(const Tensor& a, IntArrayRef dim, bool keepdim, std::optional<DType> dtype,
+            SourceLoc loc) {
   UserLocGuard g(loc);
   TS_CALL("aten::mean.dim",
           Tensor(const Tensor&, std::optional<IntArrayRef>, bool, std::optional<DType>), a,
@@ -410,18 +431,30 @@ Tensor var(const Tensor& a, IntArrayRef dim, double correction, bool keepdim, So
           opt_dims(dim), correction, keepdim);
 }
 
-Tensor Tensor::sum(std::optional<DType> dtype, SourceLoc loc) const { return tessera::sum(*this, dtype, loc); }
+Tensor Tensor::sum(std::optional<DType> dtype, SourceLoc loc) const {
+  return tessera::sum(*this, dtype, loc);
+}
 Tensor Tensor::sum(IntArrayRef dim, bool keepdim, std::optional<DType> dtype, SourceLoc loc) const {
   return tessera::sum(*this, dim, keepdim, dtype, loc);
 }
-Tensor Tensor::mean(SourceLoc loc) const { return tessera::mean(*this, std::nullopt, loc); }
+Tensor Tensor::mean(SourceLoc loc) const {
+  return tessera::mean(*this, std::nullopt, loc);
+}
 Tensor Tensor::mean(IntArrayRef dim, bool keepdim, SourceLoc loc) const {
   return tessera::mean(*this, dim, keepdim, std::nullopt, loc);
 }
-Tensor Tensor::amax(IntArrayRef dim, bool keepdim, SourceLoc loc) const { return tessera::amax(*this, dim, keepdim, loc); }
-Tensor Tensor::amin(IntArrayRef dim, bool keepdim, SourceLoc loc) const { return tessera::amin(*this, dim, keepdim, loc); }
-Tensor Tensor::max(SourceLoc loc) const { return tessera::max(*this, loc); }
-Tensor Tensor::min(SourceLoc loc) const { return tessera::min(*this, loc); }
+Tensor Tensor::amax(IntArrayRef dim, bool keepdim, SourceLoc loc) const {
+  return tessera::amax(*this, dim, keepdim, loc);
+}
+Tensor Tensor::amin(IntArrayRef dim, bool keepdim, SourceLoc loc) const {
+  return tessera::amin(*this, dim, keepdim, loc);
+}
+Tensor Tensor::max(SourceLoc loc) const {
+  return tessera::max(*this, loc);
+}
+Tensor Tensor::min(SourceLoc loc) const {
+  return tessera::min(*this, loc);
+}
 Tensor Tensor::argmax(std::optional<int64_t> dim, bool keepdim, SourceLoc loc) const {
   return tessera::argmax(*this, dim, keepdim, loc);
 }

@@ -158,7 +158,9 @@ Tensor cumsum(const Tensor& a, int64_t dim, std::optional<DType> dtype, SourceLo
   UserLocGuard g(loc);
   TS_CALL("aten::cumsum", SoftmaxSig, a, dim, dtype);
 }
-Tensor Tensor::softmax(int64_t dim, SourceLoc loc) const { return tessera::softmax(*this, dim, std::nullopt, loc); }
+Tensor Tensor::softmax(int64_t dim, SourceLoc loc) const {
+  return tessera::softmax(*this, dim, std::nullopt, loc);
+}
 Tensor Tensor::log_softmax(int64_t dim, SourceLoc loc) const {
   return tessera::log_softmax(*this, dim, std::nullopt, loc);
 }

@@ -110,7 +110,8 @@ Tensor view_dtype_impl(const Tensor& self, DType dtype) {
     const int64_t ratio = new_size / old_size;
     TS_CHECK(mod(sizes.back(), ratio) == 0, ShapeError)
         << "[view] the last dimension (" << sizes.back() << ") must be divisible by " << ratio;
-    TS_CHECK(mod(offset, ratio) == 0, ShapeError) << "[view] storage offset must be divisible by " << ratio;
+    TS_CHECK(mod(offset, ratio) == 0, ShapeError)
+        << "[view] storage offset must be divisible by " << ratio;
     sizes.back() = floordiv(sizes.back(), ratio);
     for (size_t d = 0; d + 1 < strides.size(); ++d) {
       TS_CHECK(mod(strides[d], ratio) == 0, ShapeError)
@@ -161,7 +162,8 @@ Tensor narrow_impl(const Tensor& self, int64_t dim, SymInt start, SymInt length)
   const SymInt size = self.sizes()[dim];
   if (start < 0) start = start + size;
   TS_CHECK(start >= 0 && start <= size, IndexError)
-      << "[narrow] start (" << start << ") out of range for dimension " << dim << " of size " << size;
+      << "[narrow] start (" << start << ") out of range for dimension " << dim << " of size "
+      << size;
   TS_CHECK(length >= 0 && start + length <= size, IndexError)
       << "[narrow] start (" << start << ") + length (" << length << ") exceeds dimension size ("
       << size << ")";
@@ -210,7 +212,8 @@ Tensor expand_impl(const Tensor& self, SymIntArrayRef size) {
   const int64_t nd = static_cast<int64_t>(size.size());
   TS_CHECK(nd >= self.dim(), ShapeError)
       << "[expand] the number of sizes provided (" << nd
-      << ") must be greater or equal to the number of dimensions in the tensor (" << self.dim() << ")";
+      << ") must be greater or equal to the number of dimensions in the tensor (" << self.dim()
+      << ")";
   SymDimVector sizes(size.size(), SymInt(0)), strides(size.size(), SymInt(0));
   const int64_t lead = nd - self.dim();
   for (int64_t i = nd - 1; i >= 0; --i) {
@@ -295,8 +298,8 @@ Tensor flatten_composite(const Tensor& self, int64_t start, int64_t end) {
   if (self.dim() == 0) return self.reshape({1});
   start = detail::wrap_dim(start, self.dim(), "flatten");
   end = detail::wrap_dim(end, self.dim(), "flatten");
-  TS_CHECK(start <= end, ValueError) << "[flatten] start_dim (" << start
-                                     << ") cannot come after end_dim (" << end << ")";
+  TS_CHECK(start <= end, ValueError)
+      << "[flatten] start_dim (" << start << ") cannot come after end_dim (" << end << ")";
   if (start == end) return self;
   SymDimVector shape;
   SymInt merged = 1;
@@ -344,8 +347,8 @@ Tensor contiguous_composite(const Tensor& self) {
 }
 
 Tensor t_composite(const Tensor& self) {
-  TS_CHECK(self.dim() <= 2, ShapeError) << "[t] expects a tensor with <= 2 dimensions, but self is "
-                                        << self.dim() << "D";
+  TS_CHECK(self.dim() <= 2, ShapeError)
+      << "[t] expects a tensor with <= 2 dimensions, but self is " << self.dim() << "D";
   if (self.dim() < 2) return self.transpose(0, 0);
   return self.transpose(0, 1);
 }
@@ -366,7 +369,10 @@ TS_REGISTER_OPS(view_ops) {
   lib.impl_all("transpose.int", transpose_impl);
   lib.def("narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)", v);
   lib.impl_all("narrow", narrow_impl);
-  lib.def("slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)", v);
+  lib.def(
+      "slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt "
+      "step=1) -> Tensor(a)",
+      v);
   lib.impl_all("slice.Tensor", slice_impl);
   lib.def("select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)", v);
   lib.impl_all("select.int", select_impl);
@@ -378,7 +384,10 @@ TS_REGISTER_OPS(view_ops) {
   lib.impl_all("squeeze", squeeze_impl);
   lib.def("squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)", v);
   lib.impl_all("squeeze.dim", squeeze_dim_impl);
-  lib.def("as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)", v);
+  lib.def(
+      "as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> "
+      "Tensor(a)",
+      v);
   lib.impl_all("as_strided", as_strided_impl);
   lib.def("alias(Tensor(a) self) -> Tensor(a)", v);
   lib.impl_all("alias", alias_impl);
@@ -387,7 +396,8 @@ TS_REGISTER_OPS(view_ops) {
 
   lib.def("reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)", kBuiltin);
   lib.composite("reshape", reshape_composite);
-  lib.def("flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)", kBuiltin);
+  lib.def("flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)",
+          kBuiltin);
   lib.composite("flatten.using_ints", flatten_composite);
   lib.def("unflatten.int(Tensor(a) self, int dim, SymInt[] sizes) -> Tensor(a)", kBuiltin);
   lib.composite("unflatten.int", unflatten_composite);
@@ -427,7 +437,8 @@ Tensor Tensor::t(SourceLoc loc) const {
 }
 Tensor Tensor::narrow(int64_t dim, SymInt start, SymInt length, SourceLoc loc) const {
   UserLocGuard g(loc);
-  TS_CALL("aten::narrow", Tensor(const Tensor&, int64_t, SymInt, SymInt), *this, dim, start, length);
+  TS_CALL("aten::narrow", Tensor(const Tensor&, int64_t, SymInt, SymInt), *this, dim, start,
+          length);
 }
 Tensor Tensor::slice(int64_t dim, std::optional<SymInt> start, std::optional<SymInt> end,
                      SymInt step, SourceLoc loc) const {
@@ -461,7 +472,8 @@ Tensor Tensor::squeeze(int64_t dim, SourceLoc loc) const {
 }
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim, SourceLoc loc) const {
   UserLocGuard g(loc);
-  TS_CALL("aten::flatten.using_ints", Tensor(const Tensor&, int64_t, int64_t), *this, start_dim, end_dim);
+  TS_CALL("aten::flatten.using_ints", Tensor(const Tensor&, int64_t, int64_t), *this, start_dim,
+          end_dim);
 }
 Tensor Tensor::unflatten(int64_t dim, SymIntArrayRef sizes, SourceLoc loc) const {
   UserLocGuard g(loc);

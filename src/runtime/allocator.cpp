@@ -17,7 +17,9 @@ void* cpu_allocate(size_t nbytes, Device) {
   return p;
 }
 
-void cpu_release(void* p, Device) { std::free(p); }
+void cpu_release(void* p, Device) {
+  std::free(p);
+}
 
 Allocator* table() {
   static Allocator t[kNumDeviceTypes] = {Allocator{cpu_allocate, cpu_release}, {}, {}};
@@ -34,6 +36,8 @@ const Allocator& allocator_for(DeviceType type) {
   return a;
 }
 
-void register_allocator(DeviceType type, Allocator a) { table()[static_cast<int>(type)] = a; }
+void register_allocator(DeviceType type, Allocator a) {
+  table()[static_cast<int>(type)] = a;
+}
 
 }  // namespace tessera::runtime

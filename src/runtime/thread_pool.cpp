@@ -174,11 +174,17 @@ Pool& pool() {
 
 }  // namespace
 
-int num_threads() { return pool().size(); }
+int num_threads() {
+  return pool().size();
+}
 
-void set_num_threads(int n) { pool().resize(std::max(1, n)); }
+void set_num_threads(int n) {
+  pool().resize(std::max(1, n));
+}
 
-bool in_parallel_region() { return t_in_parallel; }
+bool in_parallel_region() {
+  return t_in_parallel;
+}
 
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   FunctionRef<void(int64_t, int64_t)> body) {

@@ -116,10 +116,14 @@ class Formatter {
  private:
   static std::string plain(const Value& v) {
     switch (v.kind) {
-      case Value::Bool: return v.i ? "True" : "False";
-      case Value::Int: return std::to_string(v.i);
-      case Value::UInt: return std::to_string(v.u);
-      case Value::Float: return fmt("%.*f", v.f);
+      case Value::Bool:
+        return v.i ? "True" : "False";
+      case Value::Int:
+        return std::to_string(v.i);
+      case Value::UInt:
+        return std::to_string(v.u);
+      case Value::Float:
+        return fmt("%.*f", v.f);
     }
     return "";
   }
@@ -229,16 +233,18 @@ std::string Tensor::str() const {
   const int indent = static_cast<int>(prefix.size());
   std::vector<std::string> suffixes;
   if (!device().is_cpu()) suffixes.push_back("device='" + device().str() + "'");
-  const bool default_dtype = dtype() == DType::Float32 || dtype() == DType::Int64 ||
-                             dtype() == DType::Bool;
+  const bool default_dtype =
+      dtype() == DType::Float32 || dtype() == DType::Int64 || dtype() == DType::Bool;
   std::string body;
   if (!has_data()) {
     suffixes.push_back("size=" + shape_tuple(*this));
-    if (dtype() != DType::Float32) suffixes.push_back("dtype=tessera." + std::string(dtype_name(dtype())));
+    if (dtype() != DType::Float32)
+      suffixes.push_back("dtype=tessera." + std::string(dtype_name(dtype())));
     body = "...";
   } else if (numel() == 0) {
     if (dim() != 1) suffixes.push_back("size=" + shape_tuple(*this));
-    if (dtype() != DType::Float32) suffixes.push_back("dtype=tessera." + std::string(dtype_name(dtype())));
+    if (dtype() != DType::Float32)
+      suffixes.push_back("dtype=tessera." + std::string(dtype_name(dtype())));
     body = "[]";
   } else {
     if (!default_dtype) suffixes.push_back("dtype=tessera." + std::string(dtype_name(dtype())));
@@ -257,6 +263,8 @@ std::string Tensor::str() const {
   return add_suffixes(prefix + body, suffixes, indent);
 }
 
-std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  return os << t.str();
+}
 
 }  // namespace tessera

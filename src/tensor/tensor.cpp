@@ -21,21 +21,21 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
 }  // namespace detail
 
 SymInt Tensor::size(int64_t dim) const {
-  TS_CHECK(this->dim() > 0, IndexError) << "[size] dimension specified as " << dim
-                                        << " but tensor has no dimensions";
+  TS_CHECK(this->dim() > 0, IndexError)
+      << "[size] dimension specified as " << dim << " but tensor has no dimensions";
   return impl_->sizes()[detail::wrap_dim(dim, this->dim(), "size")];
 }
 
 SymInt Tensor::stride(int64_t dim) const {
-  TS_CHECK(this->dim() > 0, IndexError) << "[stride] dimension specified as " << dim
-                                        << " but tensor has no dimensions";
+  TS_CHECK(this->dim() > 0, IndexError)
+      << "[stride] dimension specified as " << dim << " but tensor has no dimensions";
   return impl_->strides()[detail::wrap_dim(dim, this->dim(), "stride")];
 }
 
 void* Tensor::data_ptr() const {
   TS_CHECK(defined(), ValueError) << "[data_ptr] the tensor is undefined";
-  TS_CHECK(has_data(), ValueError) << "[data_ptr] a " << (is_fake() ? "fake" : "meta")
-                                   << " tensor has no data";
+  TS_CHECK(has_data(), ValueError)
+      << "[data_ptr] a " << (is_fake() ? "fake" : "meta") << " tensor has no data";
   return impl_->data();
 }
 
@@ -48,17 +48,20 @@ void Tensor::check_data_ptr_type(DType t) const {
 Scalar Tensor::item(SourceLoc loc) const {
   UserLocGuard g(loc);
   TS_CHECK(defined(), ValueError) << "[item] the tensor is undefined";
-  TS_CHECK(numel() == 1, ValueError) << "[item] a tensor with " << numel()
-                                     << " elements cannot be converted to a scalar";
-  TS_CHECK(has_data(), ValueError) << "[item] cannot read the value of a "
-                                   << (is_fake() ? "fake" : "meta") << " tensor";
+  TS_CHECK(numel() == 1, ValueError)
+      << "[item] a tensor with " << numel() << " elements cannot be converted to a scalar";
+  TS_CHECK(has_data(), ValueError)
+      << "[item] cannot read the value of a " << (is_fake() ? "fake" : "meta") << " tensor";
   TS_CHECK(device().is_cpu(), NotImplementedError) << "[item] on " << device();
   const void* p = impl_->data();
   return visit_dtype<kAllDTypes>(dtype(), "item", [&]<class T>() -> Scalar {
     const T v = *static_cast<const T*>(p);
-    if constexpr (std::is_same_v<T, bool>) return Scalar(v);
-    else if constexpr (std::is_integral_v<T>) return Scalar(static_cast<int64_t>(v));
-    else return Scalar(static_cast<double>(static_cast<opmath_t<T>>(v)));
+    if constexpr (std::is_same_v<T, bool>)
+      return Scalar(v);
+    else if constexpr (std::is_integral_v<T>)
+      return Scalar(static_cast<int64_t>(v));
+    else
+      return Scalar(static_cast<double>(static_cast<opmath_t<T>>(v)));
   });
 }
 
@@ -75,8 +78,8 @@ Tensor from_blob(void* data, IntArrayRef sizes, DType dtype, IntArrayRef strides
   if (extent != 0) {
     for (size_t d = 0; d < sizes.size(); ++d) extent += (sizes[d] - 1) * st[d];
   }
-  auto storage = StorageImpl::wrap(data, static_cast<size_t>(extent) * itemsize(dtype), kCPU,
-                                   deleter, ctx);
+  auto storage =
+      StorageImpl::wrap(data, static_cast<size_t>(extent) * itemsize(dtype), kCPU, deleter, ctx);
   IntrusivePtr<TensorImpl> impl(new TensorImpl(std::move(storage), dtype, kCPU));
   impl->set_geometry(to_sym(sizes), to_sym(IntArrayRef(st)), 0);
   return Tensor(std::move(impl));

@@ -53,7 +53,8 @@ TEST(DType, PromotionMatchesPyTorch) {
     for (int j = 0; j < kNumDTypes; ++j) {
       auto a = static_cast<DType>(i), b = static_cast<DType>(j);
       try {
-        EXPECT_EQ(promote_types(a, b), promote_types(b, a)) << dtype_name(a) << " " << dtype_name(b);
+        EXPECT_EQ(promote_types(a, b), promote_types(b, a))
+            << dtype_name(a) << " " << dtype_name(b);
       } catch (const DTypeError&) {
         EXPECT_THROW(promote_types(b, a), DTypeError);
       }
@@ -95,16 +96,17 @@ namespace {
 
 struct Format {
   const char* name;
-  int codes;                       // number of codes (2^bits)
-  float (*decode)(uint32_t);       // code -> float
-  uint32_t (*encode)(float);       // float -> code
+  int codes;                  // number of codes (2^bits)
+  float (*decode)(uint32_t);  // code -> float
+  uint32_t (*encode)(float);  // float -> code
   uint32_t sign_bit;
-  double overflow_to_special_at;   // |x| >= this -> special (inf or NaN)
+  double overflow_to_special_at;  // |x| >= this -> special (inf or NaN)
   bool has_inf;
 };
 
 // Nearest representable value, ties to the even code, for finite |x| below the overflow point.
-uint32_t reference_encode(const Format& f, float x, const std::vector<std::pair<double, uint32_t>>& pos) {
+uint32_t reference_encode(const Format& f, float x,
+                          const std::vector<std::pair<double, uint32_t>>& pos) {
   const double ax = std::fabs(static_cast<double>(x));
   auto it = std::lower_bound(pos.begin(), pos.end(), std::make_pair(ax, 0u));
   uint32_t code;
@@ -115,9 +117,12 @@ uint32_t reference_encode(const Format& f, float x, const std::vector<std::pair<
   } else {
     auto lo = std::prev(it);
     const double dlo = ax - lo->first, dhi = it->first - ax;
-    if (dlo < dhi) code = lo->second;
-    else if (dhi < dlo) code = it->second;
-    else code = (lo->second % 2 == 0) ? lo->second : it->second;
+    if (dlo < dhi)
+      code = lo->second;
+    else if (dhi < dlo)
+      code = it->second;
+    else
+      code = (lo->second % 2 == 0) ? lo->second : it->second;
   }
   return std::signbit(x) ? (code | f.sign_bit) : code;
 }
@@ -157,10 +162,28 @@ std::vector<float> samples() {
   // Exact ties and neighbours around every half / bf16 boundary region.
   std::uniform_real_distribution<float> small(-600.f, 600.f);
   for (int i = 0; i < 100000; ++i) s.push_back(small(rng));
-  for (float v : {0.f, -0.f, 1.f, 65504.f, 65519.f, 65520.f, 448.f, 464.f, 465.f, 479.f, 480.f,
-                  57344.f, 61439.f, 61440.f, 1e-8f, 5.96e-8f, 2.98e-8f, 2.99e-8f,
-                  std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                  std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::denorm_min()})
+  for (float v : {0.f,
+                  -0.f,
+                  1.f,
+                  65504.f,
+                  65519.f,
+                  65520.f,
+                  448.f,
+                  464.f,
+                  465.f,
+                  479.f,
+                  480.f,
+                  57344.f,
+                  61439.f,
+                  61440.f,
+                  1e-8f,
+                  5.96e-8f,
+                  2.98e-8f,
+                  2.99e-8f,
+                  std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN(),
+                  std::numeric_limits<float>::denorm_min()})
     s.push_back(v);
   return s;
 }
@@ -190,21 +213,23 @@ TEST(FloatTypes, KnownValues) {
 
 TEST(FloatTypes, RoundToNearestEvenEverywhere) {
   const auto s = samples();
-  check_format({"float16", 65536, [](uint32_t c) { return detail::half_bits_to_float(uint16_t(c)); },
-                [](float x) { return uint32_t(detail::float_to_half_bits(x)); }, 0x8000, 65520.0, true},
-               s);
-  check_format({"bfloat16", 65536,
-                [](uint32_t c) { return detail::bfloat16_bits_to_float(uint16_t(c)); },
-                [](float x) { return uint32_t(detail::float_to_bfloat16_bits(x)); }, 0x8000,
-                std::ldexp(1.0, 128) - std::ldexp(1.0, 119), true},
-               s);
+  check_format(
+      {"float16", 65536, [](uint32_t c) { return detail::half_bits_to_float(uint16_t(c)); },
+       [](float x) { return uint32_t(detail::float_to_half_bits(x)); }, 0x8000, 65520.0, true},
+      s);
+  check_format(
+      {"bfloat16", 65536, [](uint32_t c) { return detail::bfloat16_bits_to_float(uint16_t(c)); },
+       [](float x) { return uint32_t(detail::float_to_bfloat16_bits(x)); }, 0x8000,
+       std::ldexp(1.0, 128) - std::ldexp(1.0, 119), true},
+      s);
   check_format({"e4m3fn", 256, [](uint32_t c) { return detail::e4m3fn_bits_to_float(uint8_t(c)); },
-                [](float x) { return uint32_t(detail::float_to_e4m3fn_bits(x)); }, 0x80, 464.0 + 1e-9,
-                false},
+                [](float x) { return uint32_t(detail::float_to_e4m3fn_bits(x)); }, 0x80,
+                464.0 + 1e-9, false},
                s);
-  check_format({"e5m2", 256, [](uint32_t c) { return detail::e5m2_bits_to_float(uint8_t(c)); },
-                [](float x) { return uint32_t(detail::float_to_e5m2_bits(x)); }, 0x80, 61440.0, true},
-               s);
+  check_format(
+      {"e5m2", 256, [](uint32_t c) { return detail::e5m2_bits_to_float(uint8_t(c)); },
+       [](float x) { return uint32_t(detail::float_to_e5m2_bits(x)); }, 0x80, 61440.0, true},
+      s);
 }
 
 TEST(FloatTypes, DecodeEncodeRoundTrip) {
@@ -250,7 +275,8 @@ TEST(Convert, VisitDTypeRejectsOutsideSet) {
     visit_dtype<kFloats>(int32, "test_op", [&]<class T>() {});
     FAIL();
   } catch (const DTypeError& e) {
-    EXPECT_NE(std::string(e.what()).find("[test_op] not implemented for 'int32'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("[test_op] not implemented for 'int32'"),
+              std::string::npos);
   }
 }
 

@@ -8,8 +8,12 @@
 using namespace tessera;
 
 namespace {
-void check_positive(int v) { TS_CHECK(v > 0, IndexError) << "[my_op] value " << v << " must be positive"; }
-void plain_check(int v) { TS_CHECK(v > 0); }
+void check_positive(int v) {
+  TS_CHECK(v > 0, IndexError) << "[my_op] value " << v << " must be positive";
+}
+void plain_check(int v) {
+  TS_CHECK(v > 0);
+}
 }  // namespace
 
 TEST(Error, CheckThrowsTypedErrorWithMessage) {

@@ -30,12 +30,18 @@ void* operator new(size_t n) {
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
   throw std::bad_alloc();
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, size_t) noexcept {
+  std::free(p);
+}
 
 namespace {
 
-Tensor fvec_helper() { return from_vector(std::vector<float>{0.1f, 0.2f, 0.3f}); }
+Tensor fvec_helper() {
+  return from_vector(std::vector<float>{0.1f, 0.2f, 0.3f});
+}
 
 // ---- schemas ------------------------------------------------------------------------------------
 
@@ -44,8 +50,10 @@ TEST(Schema, ParsesAndPrintsRoundTrip) {
       "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
       "aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)",
       "aten::max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
-      "aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
-      "mylib::f(Tensor?[] xs, SymInt[] size, float eps=1e-05, str mode='mean', Device? d=None) -> Tensor[]",
+      "aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? "
+      "dtype=None) -> Tensor",
+      "mylib::f(Tensor?[] xs, SymInt[] size, float eps=1e-05, str mode='mean', Device? d=None) -> "
+      "Tensor[]",
       "mylib::g() -> ()",
       "mylib::h(int[2] stride=1, ScalarType t=float32, bool[] flags=[True, False]) -> int",
   };
@@ -69,11 +77,11 @@ TEST(Schema, ParsesAndPrintsRoundTrip) {
 }
 
 TEST(Schema, MalformedSchemasAreValueErrors) {
-  for (const char* bad : {"add(Tensor x) -> Tensor",            // no namespace
-                          "ns::f(Tensor x -> Tensor",           // unbalanced
-                          "ns::f(Foo x) -> Tensor",             // unknown type
+  for (const char* bad : {"add(Tensor x) -> Tensor",              // no namespace
+                          "ns::f(Tensor x -> Tensor",             // unbalanced
+                          "ns::f(Foo x) -> Tensor",               // unknown type
                           "ns::f(Tensor x, Tensor x) -> Tensor",  // duplicate name
-                          "ns::f(int x=1, int y) -> int",       // required after default
+                          "ns::f(int x=1, int y) -> int",         // required after default
                           "ns::f(Tensor x) -> Tensor extra junk", "ns::f(bool b=maybe) -> int",
                           "ns::f(int(a!) x) -> int"}) {
     const std::string msg = error_of<ValueError>([&] { FunctionSchema::parse(bad); });
@@ -87,8 +95,9 @@ TEST(Registry, DefineFindAndErrors) {
   define_op("test_reg::twice(Tensor x) -> Tensor");
   EXPECT_TRUE(find_op("test_reg::twice").has_value());
   EXPECT_TRUE(find_op("test_reg::twice.default").has_value());
-  EXPECT_NE(error_of<ValueError>([] { define_op("test_reg::twice(Tensor x) -> Tensor"); })
-                .find("already registered"),
+  EXPECT_NE(error_of<ValueError>([] {
+              define_op("test_reg::twice(Tensor x) -> Tensor");
+            }).find("already registered"),
             std::string::npos);
   const std::string msg = error_of<ValueError>([] { get_op("aten::mull.Tensor"); });
   EXPECT_NE(msg.find("unknown operator"), std::string::npos);
@@ -120,7 +129,8 @@ TEST(Registry, CallByNameWithDefaultsAndKeywords) {
   IValue mx = ops("aten::max.dim")(x.view({2, 2}), 1);
   ASSERT_TRUE(mx.is_tuple());
   EXPECT_EQ(mx.to_tuple()[1].to_tensor()[0].item<int64_t>(), 1);
-  EXPECT_EQ(ops("aten::sum.dim_IntList")(x.view({2, 2}), std::vector<int64_t>{1}).to_tensor().dim(), 1);
+  EXPECT_EQ(ops("aten::sum.dim_IntList")(x.view({2, 2}), std::vector<int64_t>{1}).to_tensor().dim(),
+            1);
   EXPECT_TRUE(ops("aten::equal")(x, x).to_bool());
   // Argument errors name the op and the argument.
   std::string e = error_of<TypeError>([&] { ops("aten::add.Tensor")(x, x, x, x); });
@@ -268,7 +278,9 @@ class TwoTensor : public WrapperTensorImpl {
  public:
   TwoTensor(Tensor a, Tensor b)
       : WrapperTensorImpl(a.sizes(), a.dtype(), a.device()), a_(std::move(a)), b_(std::move(b)) {}
-  static Tensor make(Tensor a, Tensor b) { return make_wrapper<TwoTensor>(std::move(a), std::move(b)); }
+  static Tensor make(Tensor a, Tensor b) {
+    return make_wrapper<TwoTensor>(std::move(a), std::move(b));
+  }
   std::string type_name() const override { return "TwoTensor"; }
 
   void dispatch(const OperatorHandle& op, Stack& stack) override {

@@ -8,12 +8,18 @@ namespace tessera::testing {
 double round_to(DType t, double v) {
   if (std::isnan(v)) return v;
   switch (t) {
-    case DType::Bool: return v != 0;
-    case DType::Float32: return static_cast<float>(v);
-    case DType::Float16: return static_cast<float>(Half(static_cast<float>(v)));
-    case DType::BFloat16: return static_cast<float>(BFloat16(static_cast<float>(v)));
-    case DType::Float64: return v;
-    default: break;
+    case DType::Bool:
+      return v != 0;
+    case DType::Float32:
+      return static_cast<float>(v);
+    case DType::Float16:
+      return static_cast<float>(Half(static_cast<float>(v)));
+    case DType::BFloat16:
+      return static_cast<float>(BFloat16(static_cast<float>(v)));
+    case DType::Float64:
+      return v;
+    default:
+      break;
   }
   if (!is_integral(t)) return v;
   const int bits = static_cast<int>(itemsize(t)) * 8;
@@ -82,9 +88,11 @@ Ref along_ref(const Ref& x, int64_t dim,
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
       std::vector<double> line(static_cast<size_t>(n));
-      for (int64_t j = 0; j < n; ++j) line[j] = x.data[static_cast<size_t>((o * n + j) * inner + i)];
+      for (int64_t j = 0; j < n; ++j)
+        line[j] = x.data[static_cast<size_t>((o * n + j) * inner + i)];
       const auto res = f(line);
-      for (int64_t j = 0; j < n; ++j) out.data[static_cast<size_t>((o * n + j) * inner + i)] = res[j];
+      for (int64_t j = 0; j < n; ++j)
+        out.data[static_cast<size_t>((o * n + j) * inner + i)] = res[j];
     }
   }
   return out;
@@ -111,7 +119,8 @@ void run_spec(const OpSpec& s) {
     for (const auto& shapes : s.shapes) {
       const auto in_dtypes = [&] {
         std::vector<DType> v;
-        for (size_t i = 0; i < shapes.size(); ++i) v.push_back(s.input_dtypes ? s.input_dtypes(dt, i) : dt);
+        for (size_t i = 0; i < shapes.size(); ++i)
+          v.push_back(s.input_dtypes ? s.input_dtypes(dt, i) : dt);
         return v;
       }();
       const DType out_dt = s.out_dtype ? s.out_dtype(dt) : dt;

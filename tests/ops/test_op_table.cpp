@@ -16,7 +16,8 @@ using V = std::vector<double>;
 
 const std::vector<DType> kFloatTypes = {float16, bfloat16, float32, float64};
 const std::vector<DType> kSignedInts = {int8, int16, int32, int64};
-const std::vector<DType> kNumericTypes = {int8, int16, int32, int64, uint8, float16, bfloat16, float32, float64};
+const std::vector<DType> kNumericTypes = {int8,    int16,    int32,   int64,  uint8,
+                                          float16, bfloat16, float32, float64};
 const std::vector<DType> kWideUnsigned = {uint16, uint32, uint64};
 
 std::vector<DType> concat(std::vector<DType> a, const std::vector<DType>& b) {
@@ -25,12 +26,15 @@ std::vector<DType> concat(std::vector<DType> a, const std::vector<DType>& b) {
 }
 
 const std::vector<std::vector<Shape>> kBinaryShapes = {
-    {{2, 3}, {2, 3}}, {{2, 3}, {3}}, {{4, 1, 3}, {1, 5, 1}}, {{}, {5}},
-    {{3, 0}, {3, 0}}, {{129, 257}, {129, 257}},
+    {{2, 3}, {2, 3}}, {{2, 3}, {3}},    {{4, 1, 3}, {1, 5, 1}},
+    {{}, {5}},        {{3, 0}, {3, 0}}, {{129, 257}, {129, 257}},
 };
-const std::vector<std::vector<Shape>> kUnaryShapes = {{{2, 3}}, {{}}, {{0}}, {{7, 1, 5}}, {{129, 257}}};
+const std::vector<std::vector<Shape>> kUnaryShapes = {
+    {{2, 3}}, {{}}, {{0}}, {{7, 1, 5}}, {{129, 257}}};
 
-DType to_float(DType t) { return is_floating_point(t) ? t : float32; }
+DType to_float(DType t) {
+  return is_floating_point(t) ? t : float32;
+}
 
 OpSpec binary(std::string name, std::vector<DType> dtypes,
               std::function<Tensor(const Tensor&, const Tensor&)> op,
@@ -75,66 +79,83 @@ double py_mod(double a, double b) {
 // ---- pointwise binary ---------------------------------------------------------------------------
 
 TEST(OpHarness, Add) {
-  run_spec(with_out(binary("add", concat(kNumericTypes, {bool_}), [](auto& a, auto& b) { return add(a, b); },
-                           [](double a, double b) { return a + b; }),
-                    [](Tensor& o, const std::vector<Tensor>& in) { add_out(o, in[0], in[1]); }));
-  run_spec(binary("add alpha=2", kNumericTypes, [](auto& a, auto& b) { return add(a, b, 2); },
-                  [](double a, double b) { return a + 2 * b; }));
-  run_spec(unary("add scalar", kNumericTypes, [](auto& a) { return a + 3; },
-                 [](double a) { return a + 3; }));
+  run_spec(with_out(
+      binary(
+          "add", concat(kNumericTypes, {bool_}), [](auto& a, auto& b) { return add(a, b); },
+          [](double a, double b) { return a + b; }),
+      [](Tensor& o, const std::vector<Tensor>& in) { add_out(o, in[0], in[1]); }));
+  run_spec(binary(
+      "add alpha=2", kNumericTypes, [](auto& a, auto& b) { return add(a, b, 2); },
+      [](double a, double b) { return a + 2 * b; }));
+  run_spec(unary(
+      "add scalar", kNumericTypes, [](auto& a) { return a + 3; }, [](double a) { return a + 3; }));
 }
 
 TEST(OpHarness, Sub) {
-  run_spec(with_out(binary("sub", kNumericTypes, [](auto& a, auto& b) { return sub(a, b); },
-                           [](double a, double b) { return a - b; }),
+  run_spec(with_out(binary(
+                        "sub", kNumericTypes, [](auto& a, auto& b) { return sub(a, b); },
+                        [](double a, double b) { return a - b; }),
                     [](Tensor& o, const std::vector<Tensor>& in) { sub_out(o, in[0], in[1]); }));
-  run_spec(unary("rsub scalar", kNumericTypes, [](auto& b) { return 5 - b; },
-                 [](double b) { return 5 - b; }));
+  run_spec(unary(
+      "rsub scalar", kNumericTypes, [](auto& b) { return 5 - b; }, [](double b) { return 5 - b; }));
 }
 
 TEST(OpHarness, Mul) {
-  run_spec(with_out(binary("mul", concat(kNumericTypes, {bool_}), [](auto& a, auto& b) { return mul(a, b); },
-                           [](double a, double b) { return a * b; }),
-                    [](Tensor& o, const std::vector<Tensor>& in) { mul_out(o, in[0], in[1]); }));
+  run_spec(with_out(
+      binary(
+          "mul", concat(kNumericTypes, {bool_}), [](auto& a, auto& b) { return mul(a, b); },
+          [](double a, double b) { return a * b; }),
+      [](Tensor& o, const std::vector<Tensor>& in) { mul_out(o, in[0], in[1]); }));
 }
 
 TEST(OpHarness, Div) {
-  auto s = with_out(binary("div", concat(kNumericTypes, {bool_}), [](auto& a, auto& b) { return div(a, b); },
-                           [](double a, double b) { return a / b; }, {Domain::Any, Domain::NonZero}),
-                    [](Tensor& o, const std::vector<Tensor>& in) { div_out(o, in[0], in[1]); });
+  auto s = with_out(
+      binary(
+          "div", concat(kNumericTypes, {bool_}), [](auto& a, auto& b) { return div(a, b); },
+          [](double a, double b) { return a / b; }, {Domain::Any, Domain::NonZero}),
+      [](Tensor& o, const std::vector<Tensor>& in) { div_out(o, in[0], in[1]); });
   s.dtypes = kNumericTypes;
   s.out_dtype = to_float;
   s.tol_scale = 2;
   run_spec(s);
-  run_spec(binary("div trunc", kNumericTypes, [](auto& a, auto& b) { return div(a, b, "trunc"); },
-                  [](double a, double b) { return std::trunc(a / b); }, {Domain::Any, Domain::NonZero}));
-  run_spec(binary("div floor", kNumericTypes, [](auto& a, auto& b) { return div(a, b, "floor"); },
-                  [](double a, double b) { return std::floor(a / b); }, {Domain::Any, Domain::NonZero}));
-  run_spec(binary("floor_divide", kSignedInts, [](auto& a, auto& b) { return floor_divide(a, b); },
-                  [](double a, double b) { return std::floor(a / b); }, {Domain::Any, Domain::NonZero}));
+  run_spec(binary(
+      "div trunc", kNumericTypes, [](auto& a, auto& b) { return div(a, b, "trunc"); },
+      [](double a, double b) { return std::trunc(a / b); }, {Domain::Any, Domain::NonZero}));
+  run_spec(binary(
+      "div floor", kNumericTypes, [](auto& a, auto& b) { return div(a, b, "floor"); },
+      [](double a, double b) { return std::floor(a / b); }, {Domain::Any, Domain::NonZero}));
+  run_spec(binary(
+      "floor_divide", kSignedInts, [](auto& a, auto& b) { return floor_divide(a, b); },
+      [](double a, double b) { return std::floor(a / b); }, {Domain::Any, Domain::NonZero}));
 }
 
 TEST(OpHarness, Remainder) {
-  run_spec(with_out(binary("remainder", kNumericTypes, [](auto& a, auto& b) { return remainder(a, b); },
-                           py_mod, {Domain::Any, Domain::NonZero}),
-                    [](Tensor& o, const std::vector<Tensor>& in) { remainder_out(o, in[0], in[1]); }));
+  run_spec(
+      with_out(binary("remainder", kNumericTypes, [](auto& a, auto& b) { return remainder(a, b); },
+                      py_mod, {Domain::Any, Domain::NonZero}),
+               [](Tensor& o, const std::vector<Tensor>& in) { remainder_out(o, in[0], in[1]); }));
 }
 
 TEST(OpHarness, Pow) {
-  auto s = binary("pow", kNumericTypes, [](auto& a, auto& b) { return pow(a, b); },
-                  [](double a, double b) { return std::pow(a, b); }, {Domain::Positive, Domain::Small});
+  auto s = binary(
+      "pow", kNumericTypes, [](auto& a, auto& b) { return pow(a, b); },
+      [](double a, double b) { return std::pow(a, b); }, {Domain::Positive, Domain::Small});
   s.tol_scale = 4;
   run_spec(with_out(s, [](Tensor& o, const std::vector<Tensor>& in) { pow_out(o, in[0], in[1]); }));
-  run_spec(unary("pow scalar", kFloatTypes, [](auto& a) { return pow(a, 2); },
-                 [](double a) { return a * a; }));
+  run_spec(unary(
+      "pow scalar", kFloatTypes, [](auto& a) { return pow(a, 2); },
+      [](double a) { return a * a; }));
 }
 
 TEST(OpHarness, MaximumMinimum) {
-  run_spec(with_out(binary("maximum", concat(kNumericTypes, {bool_}), [](auto& a, auto& b) { return maximum(a, b); },
-                           [](double a, double b) { return std::max(a, b); }),
-                    [](Tensor& o, const std::vector<Tensor>& in) { maximum_out(o, in[0], in[1]); }));
-  run_spec(binary("minimum", concat(kNumericTypes, {bool_}), [](auto& a, auto& b) { return minimum(a, b); },
-                  [](double a, double b) { return std::min(a, b); }));
+  run_spec(with_out(
+      binary(
+          "maximum", concat(kNumericTypes, {bool_}), [](auto& a, auto& b) { return maximum(a, b); },
+          [](double a, double b) { return std::max(a, b); }),
+      [](Tensor& o, const std::vector<Tensor>& in) { maximum_out(o, in[0], in[1]); }));
+  run_spec(binary(
+      "minimum", concat(kNumericTypes, {bool_}), [](auto& a, auto& b) { return minimum(a, b); },
+      [](double a, double b) { return std::min(a, b); }));
 }
 
 TEST(OpHarness, Comparisons) {
@@ -144,37 +165,43 @@ TEST(OpHarness, Comparisons) {
     std::function<bool(double, double)> f;
   };
   const std::vector<C> cases = {
-      {"eq", &eq, std::equal_to<double>()},      {"ne", &ne, std::not_equal_to<double>()},
-      {"lt", &lt, std::less<double>()},          {"le", &le, std::less_equal<double>()},
-      {"gt", &gt, std::greater<double>()},       {"ge", &ge, std::greater_equal<double>()},
+      {"eq", &eq, std::equal_to<double>()}, {"ne", &ne, std::not_equal_to<double>()},
+      {"lt", &lt, std::less<double>()},     {"le", &le, std::less_equal<double>()},
+      {"gt", &gt, std::greater<double>()},  {"ge", &ge, std::greater_equal<double>()},
   };
   for (const auto& c : cases) {
     auto op = c.op;
     auto f = c.f;
-    auto s = binary(c.name, concat(concat(kNumericTypes, kWideUnsigned), {bool_}),
-                    [op](auto& a, auto& b) { return op(a, b, SourceLoc{}); },
-                    [f](double a, double b) { return f(a, b) ? 1.0 : 0.0; }, {Domain::Small, Domain::Small});
+    auto s = binary(
+        c.name, concat(concat(kNumericTypes, kWideUnsigned), {bool_}),
+        [op](auto& a, auto& b) { return op(a, b, SourceLoc{}); },
+        [f](double a, double b) { return f(a, b) ? 1.0 : 0.0; }, {Domain::Small, Domain::Small});
     s.out_dtype = [](DType) { return bool_; };
     run_spec(s);
   }
 }
 
 TEST(OpHarness, Logical) {
-  for (const auto& c : std::vector<std::tuple<const char*, Tensor (*)(const Tensor&, const Tensor&, SourceLoc),
-                                             std::function<bool(bool, bool)>>>{
+  for (const auto& c :
+       std::vector<std::tuple<const char*, Tensor (*)(const Tensor&, const Tensor&, SourceLoc),
+                              std::function<bool(bool, bool)>>>{
            {"logical_and", &logical_and, [](bool a, bool b) { return a && b; }},
            {"logical_or", &logical_or, [](bool a, bool b) { return a || b; }},
            {"logical_xor", &logical_xor, [](bool a, bool b) { return a != b; }}}) {
     const char* name = std::get<0>(c);
     auto op = std::get<1>(c);
     auto f = std::get<2>(c);
-    auto s = binary(name, concat(kNumericTypes, {bool_}), [op](auto& a, auto& b) { return op(a, b, SourceLoc{}); },
-                    [f](double a, double b) { return f(a != 0, b != 0) ? 1.0 : 0.0; }, {Domain::Small, Domain::Small});
+    auto s = binary(
+        name, concat(kNumericTypes, {bool_}),
+        [op](auto& a, auto& b) { return op(a, b, SourceLoc{}); },
+        [f](double a, double b) { return f(a != 0, b != 0) ? 1.0 : 0.0; },
+        {Domain::Small, Domain::Small});
     s.out_dtype = [](DType) { return bool_; };
     run_spec(s);
   }
-  auto s = unary("logical_not", concat(kNumericTypes, {bool_}), [](auto& a) { return logical_not(a); },
-                 [](double a) { return a == 0 ? 1.0 : 0.0; }, Domain::Small);
+  auto s = unary(
+      "logical_not", concat(kNumericTypes, {bool_}), [](auto& a) { return logical_not(a); },
+      [](double a) { return a == 0 ? 1.0 : 0.0; }, Domain::Small);
   s.out_dtype = [](DType) { return bool_; };
   run_spec(s);
 }
@@ -182,19 +209,25 @@ TEST(OpHarness, Logical) {
 TEST(OpHarness, Bitwise) {
   const auto ints = concat(concat(kSignedInts, {uint8}), kWideUnsigned);
   auto as_i = [](double v) { return static_cast<int64_t>(v); };
-  run_spec(binary("bitwise_and", concat(ints, {bool_}), [](auto& a, auto& b) { return bitwise_and(a, b); },
-                  [=](double a, double b) { return static_cast<double>(as_i(a) & as_i(b)); }));
-  run_spec(binary("bitwise_or", concat(ints, {bool_}), [](auto& a, auto& b) { return a | b; },
-                  [=](double a, double b) { return static_cast<double>(as_i(a) | as_i(b)); }));
-  run_spec(binary("bitwise_xor", concat(ints, {bool_}), [](auto& a, auto& b) { return a ^ b; },
-                  [=](double a, double b) { return static_cast<double>(as_i(a) ^ as_i(b)); }));
-  run_spec(unary("bitwise_not", ints, [](auto& a) { return ~a; }, [](double a) { return -a - 1; }));
-  run_spec(binary("bitwise_left_shift", ints, [](auto& a, auto& b) { return bitwise_left_shift(a, b); },
-                  [](double a, double b) { return a * std::ldexp(1.0, static_cast<int>(b)); },
-                  {Domain::Any, Domain::Small}));
-  run_spec(binary("bitwise_right_shift", ints, [](auto& a, auto& b) { return bitwise_right_shift(a, b); },
-                  [](double a, double b) { return std::floor(a / std::ldexp(1.0, static_cast<int>(b))); },
-                  {Domain::Any, Domain::Small}));
+  run_spec(binary(
+      "bitwise_and", concat(ints, {bool_}), [](auto& a, auto& b) { return bitwise_and(a, b); },
+      [=](double a, double b) { return static_cast<double>(as_i(a) & as_i(b)); }));
+  run_spec(binary(
+      "bitwise_or", concat(ints, {bool_}), [](auto& a, auto& b) { return a | b; },
+      [=](double a, double b) { return static_cast<double>(as_i(a) | as_i(b)); }));
+  run_spec(binary(
+      "bitwise_xor", concat(ints, {bool_}), [](auto& a, auto& b) { return a ^ b; },
+      [=](double a, double b) { return static_cast<double>(as_i(a) ^ as_i(b)); }));
+  run_spec(unary(
+      "bitwise_not", ints, [](auto& a) { return ~a; }, [](double a) { return -a - 1; }));
+  run_spec(binary(
+      "bitwise_left_shift", ints, [](auto& a, auto& b) { return bitwise_left_shift(a, b); },
+      [](double a, double b) { return a * std::ldexp(1.0, static_cast<int>(b)); },
+      {Domain::Any, Domain::Small}));
+  run_spec(binary(
+      "bitwise_right_shift", ints, [](auto& a, auto& b) { return bitwise_right_shift(a, b); },
+      [](double a, double b) { return std::floor(a / std::ldexp(1.0, static_cast<int>(b))); },
+      {Domain::Any, Domain::Small}));
 }
 
 TEST(OpHarness, Where) {
@@ -232,53 +265,70 @@ TEST(OpHarness, UnaryMath) {
       {"sin", &tessera::sin, [](double x) { return std::sin(x); }, Domain::Any, 1},
       {"cos", &tessera::cos, [](double x) { return std::cos(x); }, Domain::Any, 1},
       {"tanh", &tessera::tanh, [](double x) { return std::tanh(x); }, Domain::Any, 1},
-      {"sigmoid", &tessera::sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }, Domain::Any, 1},
+      {"sigmoid", &tessera::sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }, Domain::Any,
+       1},
       {"erf", &tessera::erf, [](double x) { return std::erf(x); }, Domain::Any, 1},
   };
   for (const auto& c : cases) {
     auto f = c.f;
-    auto s = unary(c.name, floats_and_int, [op = c.op](auto& a) { return op(a, SourceLoc{}); }, f, c.domain);
+    auto s = unary(
+        c.name, floats_and_int, [op = c.op](auto& a) { return op(a, SourceLoc{}); }, f, c.domain);
     s.out_dtype = [](DType t) { return is_floating_point(t) ? t : float32; };
     s.tol_scale = c.tol;
     run_spec(s);
   }
-  auto s = with_out(unary("exp out", kFloatTypes, [](auto& a) { return tessera::exp(a); },
-                          [](double x) { return std::exp(x); }),
+  auto s = with_out(unary(
+                        "exp out", kFloatTypes, [](auto& a) { return tessera::exp(a); },
+                        [](double x) { return std::exp(x); }),
                     [](Tensor& o, const std::vector<Tensor>& in) { exp_out(o, in[0]); });
   run_spec(s);
 }
 
 TEST(OpHarness, UnaryArith) {
-  run_spec(with_out(unary("neg", kNumericTypes, [](auto& a) { return -a; }, [](double x) { return -x; }),
-                    [](Tensor& o, const std::vector<Tensor>& in) { neg_out(o, in[0]); }));
-  run_spec(unary("abs", kNumericTypes, [](auto& a) { return tessera::abs(a); },
-                 [](double x) { return std::fabs(x); }));
-  run_spec(unary("relu", kNumericTypes, [](auto& a) { return relu(a); },
-                 [](double x) { return x > 0 ? x : 0; }));
-  run_spec(unary("gelu", kFloatTypes, [](auto& a) { return gelu(a); },
-                 [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }));
-  run_spec(unary("gelu tanh", kFloatTypes, [](auto& a) { return gelu(a, "tanh"); }, [](double x) {
-    return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-  }));
-  run_spec(unary("silu", kFloatTypes, [](auto& a) { return silu(a); },
-                 [](double x) { return x / (1 + std::exp(-x)); }));
-  run_spec(unary("clamp", concat(kSignedInts, kFloatTypes), [](auto& a) { return clamp(a, -1, 2); },
-                 [](double x) { return std::min(std::max(x, -1.0), 2.0); }));
-  run_spec(unary("clamp max only", kFloatTypes, [](auto& a) { return clamp(a, std::nullopt, 0.5); },
-                 [](double x) { return std::min(x, 0.5); }));
+  run_spec(
+      with_out(unary(
+                   "neg", kNumericTypes, [](auto& a) { return -a; }, [](double x) { return -x; }),
+               [](Tensor& o, const std::vector<Tensor>& in) { neg_out(o, in[0]); }));
+  run_spec(unary(
+      "abs", kNumericTypes, [](auto& a) { return tessera::abs(a); },
+      [](double x) { return std::fabs(x); }));
+  run_spec(unary(
+      "relu", kNumericTypes, [](auto& a) { return relu(a); },
+      [](double x) { return x > 0 ? x : 0; }));
+  run_spec(unary(
+      "gelu", kFloatTypes, [](auto& a) { return gelu(a); },
+      [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }));
+  run_spec(unary(
+      "gelu tanh", kFloatTypes, [](auto& a) { return gelu(a, "tanh"); },
+      [](double x) {
+        return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+      }));
+  run_spec(unary(
+      "silu", kFloatTypes, [](auto& a) { return silu(a); },
+      [](double x) { return x / (1 + std::exp(-x)); }));
+  run_spec(unary(
+      "clamp", concat(kSignedInts, kFloatTypes), [](auto& a) { return clamp(a, -1, 2); },
+      [](double x) { return std::min(std::max(x, -1.0), 2.0); }));
+  run_spec(unary(
+      "clamp max only", kFloatTypes, [](auto& a) { return clamp(a, std::nullopt, 0.5); },
+      [](double x) { return std::min(x, 0.5); }));
 }
 
 TEST(OpHarness, Casts) {
-  const std::vector<DType> all = {bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-                                  float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2};
+  const std::vector<DType> all = {bool_,    int8,    int16,   int32,         int64,
+                                  uint8,    uint16,  uint32,  uint64,        float16,
+                                  bfloat16, float32, float64, float8_e4m3fn, float8_e5m2};
   for (DType to : all) {
-    auto s = unary(std::string("to ") + dtype_name(to), all, [to](auto& a) { return a.to(to); },
-                   [](double x) { return x; }, Domain::Small);
+    auto s = unary(
+        std::string("to ") + dtype_name(to), all, [to](auto& a) { return a.to(to); },
+        [](double x) { return x; }, Domain::Small);
     s.out_dtype = [to](DType) { return to; };
     s.ref = [to](const std::vector<Ref>& in, DType) {
       return pointwise_ref(in, [to](const V& a) {
-        if (to == DType::Float8_e4m3fn) return static_cast<double>(static_cast<float>(Float8_e4m3fn(static_cast<float>(a[0]))));
-        if (to == DType::Float8_e5m2) return static_cast<double>(static_cast<float>(Float8_e5m2(static_cast<float>(a[0]))));
+        if (to == DType::Float8_e4m3fn)
+          return static_cast<double>(static_cast<float>(Float8_e4m3fn(static_cast<float>(a[0]))));
+        if (to == DType::Float8_e5m2)
+          return static_cast<double>(static_cast<float>(Float8_e5m2(static_cast<float>(a[0]))));
         return round_to(to, a[0]);
       });
     };
@@ -288,17 +338,23 @@ TEST(OpHarness, Casts) {
 
 // ---- reductions ---------------------------------------------------------------------------------
 
-double sum_of(const V& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
+double sum_of(const V& v) {
+  return std::accumulate(v.begin(), v.end(), 0.0);
+}
 
-OpSpec reduction(std::string name, std::vector<DType> dtypes, std::vector<int64_t> dims, bool keepdim,
-                 std::function<Tensor(const Tensor&)> op, std::function<double(const V&)> f,
-                 std::vector<std::vector<Shape>> shapes = {{{3, 4, 5}}, {{2, 0, 3}}, {{1, 70000}}}) {
+OpSpec reduction(std::string name, std::vector<DType> dtypes, std::vector<int64_t> dims,
+                 bool keepdim, std::function<Tensor(const Tensor&)> op,
+                 std::function<double(const V&)> f,
+                 std::vector<std::vector<Shape>> shapes = {
+                     {{3, 4, 5}}, {{2, 0, 3}}, {{1, 70000}}}) {
   OpSpec s;
   s.name = std::move(name);
   s.dtypes = std::move(dtypes);
   s.shapes = std::move(shapes);
   s.run = [op](const std::vector<Tensor>& in) { return op(in[0]); };
-  s.ref = [dims, keepdim, f](const std::vector<Ref>& in, DType) { return reduce_ref(in[0], dims, keepdim, f); };
+  s.ref = [dims, keepdim, f](const std::vector<Ref>& in, DType) {
+    return reduce_ref(in[0], dims, keepdim, f);
+  };
   s.tol_scale = 4;
   return s;
 }
@@ -320,41 +376,52 @@ TEST(OpHarness, Sum) {
   for (const auto& c : configs) {
     const std::vector<int64_t> d = c.dims;
     const bool k = c.keepdim;
-    auto s = reduction("sum", concat(kNumericTypes, {bool_}), d, k,
-                       [d, k](const Tensor& a) { return sum(a, d, k); }, sum_of, c.shapes);
+    auto s = reduction(
+        "sum", concat(kNumericTypes, {bool_}), d, k,
+        [d, k](const Tensor& a) { return sum(a, d, k); }, sum_of, c.shapes);
     s.out_dtype = int64_out;
     s.run_out = [d, k](Tensor& o, const std::vector<Tensor>& in) { sum_out(o, in[0], d, k); };
     run_spec(s);
   }
-  auto s = reduction("sum all", kNumericTypes, {}, false, [](const Tensor& a) { return sum(a); }, sum_of);
+  auto s = reduction(
+      "sum all", kNumericTypes, {}, false, [](const Tensor& a) { return sum(a); }, sum_of);
   s.out_dtype = int64_out;
   run_spec(s);
 }
 
 TEST(OpHarness, MeanProdVar) {
-  run_spec(reduction("mean dim", kFloatTypes, {1}, false, [](const Tensor& a) { return mean(a, {1}); },
-                     [](const V& v) { return sum_of(v) / static_cast<double>(v.size()); },
-                     {{{3, 4, 5}}, {{1, 70000}}}));
-  run_spec(reduction("mean all", kFloatTypes, {}, false, [](const Tensor& a) { return mean(a); },
-                     [](const V& v) { return sum_of(v) / static_cast<double>(v.size()); },
-                     {{{3, 4, 5}}}));
-  auto p = reduction("prod", concat(kFloatTypes, {int32, int64}), {2}, true,
-                     [](const Tensor& a) { return prod(a, 2, true); }, [](const V& v) {
-                       double r = 1;
-                       for (double x : v) r *= x;
-                       return r;
-                     }, {{{3, 4, 5}}, {{2, 3, 0}}});
+  run_spec(reduction(
+      "mean dim", kFloatTypes, {1}, false, [](const Tensor& a) { return mean(a, {1}); },
+      [](const V& v) { return sum_of(v) / static_cast<double>(v.size()); },
+      {{{3, 4, 5}}, {{1, 70000}}}));
+  run_spec(reduction(
+      "mean all", kFloatTypes, {}, false, [](const Tensor& a) { return mean(a); },
+      [](const V& v) { return sum_of(v) / static_cast<double>(v.size()); }, {{{3, 4, 5}}}));
+  auto p = reduction(
+      "prod", concat(kFloatTypes, {int32, int64}), {2}, true,
+      [](const Tensor& a) { return prod(a, 2, true); },
+      [](const V& v) {
+        double r = 1;
+        for (double x : v) r *= x;
+        return r;
+      },
+      {{{3, 4, 5}}, {{2, 3, 0}}});
   p.out_dtype = [](DType t) { return is_integral(t) ? int64 : t; };
   p.domains = {Domain::Unit};
   run_spec(p);
   for (double corr : {1.0, 0.0}) {
-    run_spec(reduction("var", kFloatTypes, {0, 2}, false,
-                       [corr](const Tensor& a) { return var(a, {0, 2}, corr); }, [corr](const V& v) {
-                         const double m = sum_of(v) / static_cast<double>(v.size());
-                         double ss = 0;
-                         for (double x : v) ss += (x - m) * (x - m);
-                         return ss / (static_cast<double>(v.size()) - corr);
-                       }, {{{3, 4, 5}}, {{7, 2, 9}}}));
+    run_spec(reduction(
+        "var", kFloatTypes, {0, 2}, false,
+        [corr](const Tensor& a) {
+          return var(a, {0, 2}, corr);
+        },
+        [corr](const V& v) {
+          const double m = sum_of(v) / static_cast<double>(v.size());
+          double ss = 0;
+          for (double x : v) ss += (x - m) * (x - m);
+          return ss / (static_cast<double>(v.size()) - corr);
+        },
+        {{{3, 4, 5}}, {{7, 2, 9}}}));
   }
 }
 
@@ -363,12 +430,18 @@ TEST(OpHarness, MaxMinArg) {
   auto mx = [](const V& v) { return *std::max_element(v.begin(), v.end()); };
   auto mn = [](const V& v) { return *std::min_element(v.begin(), v.end()); };
   const std::vector<std::vector<Shape>> shapes = {{{3, 4, 5}}, {{1, 70000}}};
-  run_spec(reduction("amax", types, {1}, false, [](const Tensor& a) { return amax(a, {1}); }, mx, shapes));
-  run_spec(reduction("amin keepdim", types, {-1}, true, [](const Tensor& a) { return amin(a, {-1}, true); }, mn, shapes));
-  run_spec(reduction("max all", types, {}, false, [](const Tensor& a) { return max(a); }, mx, shapes));
-  run_spec(reduction("min all", types, {}, false, [](const Tensor& a) { return min(a); }, mn, shapes));
-  run_spec(reduction("max.dim values", types, {1}, false,
-                     [](const Tensor& a) { return std::get<0>(max(a, 1)); }, mx, shapes));
+  run_spec(reduction(
+      "amax", types, {1}, false, [](const Tensor& a) { return amax(a, {1}); }, mx, shapes));
+  run_spec(reduction(
+      "amin keepdim", types, {-1}, true, [](const Tensor& a) { return amin(a, {-1}, true); }, mn,
+      shapes));
+  run_spec(reduction(
+      "max all", types, {}, false, [](const Tensor& a) { return max(a); }, mx, shapes));
+  run_spec(reduction(
+      "min all", types, {}, false, [](const Tensor& a) { return min(a); }, mn, shapes));
+  run_spec(reduction(
+      "max.dim values", types, {1}, false, [](const Tensor& a) { return std::get<0>(max(a, 1)); },
+      mx, shapes));
   auto first_index = [](bool is_max) {
     return [is_max](const V& v) {
       size_t best = 0;
@@ -379,21 +452,26 @@ TEST(OpHarness, MaxMinArg) {
     };
   };
   for (bool is_max : {true, false}) {
-    auto s = reduction(is_max ? "argmax dim" : "argmin dim", types, {1}, false,
-                       [is_max](const Tensor& a) { return is_max ? argmax(a, 1) : argmin(a, 1); },
-                       first_index(is_max), shapes);
+    auto s = reduction(
+        is_max ? "argmax dim" : "argmin dim", types, {1}, false,
+        [is_max](const Tensor& a) { return is_max ? argmax(a, 1) : argmin(a, 1); },
+        first_index(is_max), shapes);
     s.domains = {Domain::Small};  // many ties: the first index must win
     s.out_dtype = [](DType) { return int64; };
     run_spec(s);
-    auto t = reduction(is_max ? "max.dim indices" : "min.dim indices", types, {1}, true,
-                       [is_max](const Tensor& a) { return std::get<1>(is_max ? max(a, 1, true) : min(a, 1, true)); },
-                       first_index(is_max), shapes);
+    auto t = reduction(
+        is_max ? "max.dim indices" : "min.dim indices", types, {1}, true,
+        [is_max](const Tensor& a) {
+          return std::get<1>(is_max ? max(a, 1, true) : min(a, 1, true));
+        },
+        first_index(is_max), shapes);
     t.domains = {Domain::Small};
     t.out_dtype = [](DType) { return int64; };
     run_spec(t);
   }
-  auto flat = reduction("argmax flat", types, {}, false, [](const Tensor& a) { return argmax(a); },
-                        first_index(true), shapes);
+  auto flat = reduction(
+      "argmax flat", types, {}, false, [](const Tensor& a) { return argmax(a); }, first_index(true),
+      shapes);
   flat.domains = {Domain::Small};
   flat.out_dtype = [](DType) { return int64; };
   run_spec(flat);
@@ -461,7 +539,8 @@ Ref matmul_ref(const Ref& a, const Ref& b) {
   if (av) A.shape.insert(A.shape.begin(), 1);
   if (bv) B.shape.push_back(1);
   const int64_t M = A.shape[A.shape.size() - 2], K = A.shape.back(), N = B.shape.back();
-  std::vector<int64_t> ab(A.shape.begin(), A.shape.end() - 2), bb(B.shape.begin(), B.shape.end() - 2);
+  std::vector<int64_t> ab(A.shape.begin(), A.shape.end() - 2),
+      bb(B.shape.begin(), B.shape.end() - 2);
   const size_t nb = std::max(ab.size(), bb.size());
   std::vector<int64_t> batch(nb, 1);
   for (size_t i = 0; i < ab.size(); ++i) batch[nb - ab.size() + i] = ab[i];
@@ -506,8 +585,10 @@ TEST(OpHarness, Matmul) {
   OpSpec s;
   s.name = "matmul";
   s.dtypes = {float16, bfloat16, float32, float64, int32, int64};
-  s.shapes = {{{3, 4}, {4, 5}}, {{4}, {4}}, {{4}, {4, 2}}, {{3, 4}, {4}}, {{2, 3, 4}, {4, 5}},
-              {{2, 1, 3, 4}, {5, 4, 2}}, {{0, 4}, {4, 3}}, {{65, 130}, {130, 67}}};
+  s.shapes = {{{3, 4}, {4, 5}},    {{4}, {4}},
+              {{4}, {4, 2}},       {{3, 4}, {4}},
+              {{2, 3, 4}, {4, 5}}, {{2, 1, 3, 4}, {5, 4, 2}},
+              {{0, 4}, {4, 3}},    {{65, 130}, {130, 67}}};
   s.domains = {Domain::Unit, Domain::Unit};
   s.run = [](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); };
   s.run_out = [](Tensor& o, const std::vector<Tensor>& in) { matmul_out(o, in[0], in[1]); };
@@ -547,7 +628,8 @@ TEST(OpHarness, Norms) {
     s.run = [rms](const std::vector<Tensor>& in) {
       std::vector<int64_t> shape;
       for (const auto& d : in[1].sizes()) shape.push_back(d.expect_int());
-      return rms ? rms_norm(in[0], shape, in[1], 1e-6) : layer_norm(in[0], shape, in[1], in[2], 1e-5);
+      return rms ? rms_norm(in[0], shape, in[1], 1e-6)
+                 : layer_norm(in[0], shape, in[1], in[2], 1e-5);
     };
     s.ref = [rms](const std::vector<Ref>& in, DType) {
       const int64_t n = in[1].numel();
@@ -655,15 +737,17 @@ TEST(OpHarness, IndexSelectEmbedding) {
     Ref out;
     out.shape = {2, 4, 3};
     for (double idx : in[1].data)
-      for (int64_t j = 0; j < 3; ++j) out.data.push_back(in[0].data[static_cast<int64_t>(idx) * 3 + j]);
+      for (int64_t j = 0; j < 3; ++j)
+        out.data.push_back(in[0].data[static_cast<int64_t>(idx) * 3 + j]);
     return out;
   };
   run_spec(e);
 }
 
 TEST(OpHarness, IsClose) {
-  auto s = binary("isclose", kFloatTypes, [](auto& a, auto& b) { return isclose(a, b, 0.1, 0.5); },
-                  [](double a, double b) { return std::fabs(a - b) <= 0.5 + 0.1 * std::fabs(b) ? 1.0 : 0.0; });
+  auto s = binary(
+      "isclose", kFloatTypes, [](auto& a, auto& b) { return isclose(a, b, 0.1, 0.5); },
+      [](double a, double b) { return std::fabs(a - b) <= 0.5 + 0.1 * std::fabs(b) ? 1.0 : 0.0; });
   s.out_dtype = [](DType) { return bool_; };
   run_spec(s);
 }
@@ -707,66 +791,118 @@ Ref reshaped(Ref r, Shape s) {
 }
 
 TEST(OpHarness, Views) {
-  run_spec(view_spec("permute", {2, 3, 4}, [](auto& x) { return x.permute({2, 0, 1}); },
-                     [](const Ref& r) { return permute_ref(r, {2, 0, 1}); }));
-  run_spec(view_spec("transpose", {2, 3, 4}, [](auto& x) { return x.transpose(0, 2); },
-                     [](const Ref& r) { return permute_ref(r, {2, 1, 0}); }));
-  run_spec(view_spec("t", {3, 5}, [](auto& x) { return x.t(); },
-                     [](const Ref& r) { return permute_ref(r, {1, 0}); }));
-  run_spec(view_spec("view", {2, 3, 4}, [](auto& x) { return x.contiguous().view({4, -1}); },
-                     [](const Ref& r) { return reshaped(r, {4, 6}); }));
-  run_spec(view_spec("reshape", {2, 3, 4}, [](auto& x) { return x.reshape({6, 4}); },
-                     [](const Ref& r) { return reshaped(r, {6, 4}); }));
-  run_spec(view_spec("flatten", {2, 3, 4}, [](auto& x) { return x.flatten(1); },
-                     [](const Ref& r) { return reshaped(r, {2, 12}); }));
-  run_spec(view_spec("unsqueeze", {2, 3}, [](auto& x) { return x.unsqueeze(1); },
-                     [](const Ref& r) { return reshaped(r, {2, 1, 3}); }));
-  run_spec(view_spec("squeeze", {2, 1, 3}, [](auto& x) { return x.squeeze(1); },
-                     [](const Ref& r) { return reshaped(r, {2, 3}); }));
-  run_spec(view_spec("expand", {3, 1}, [](auto& x) { return x.expand({2, 3, 4}); }, [](const Ref& r) {
-    Ref out;
-    out.shape = {2, 3, 4};
-    for (int a = 0; a < 2; ++a)
-      for (int64_t i = 0; i < 3; ++i)
-        for (int j = 0; j < 4; ++j) out.data.push_back(r.data[i]);
-    return out;
-  }));
-  run_spec(view_spec("narrow", {4, 5}, [](auto& x) { return x.narrow(1, 1, 3); }, [](const Ref& r) {
-    Ref out;
-    out.shape = {4, 3};
-    for (int64_t i = 0; i < 4; ++i)
-      for (int64_t j = 1; j < 4; ++j) out.data.push_back(r.data[i * 5 + j]);
-    return out;
-  }));
-  run_spec(view_spec("slice step", {4, 7}, [](auto& x) { return x.slice(1, 1, std::nullopt, 3); },
-                     [](const Ref& r) {
-                       Ref out;
-                       out.shape = {4, 2};
-                       for (int64_t i = 0; i < 4; ++i)
-                         for (int64_t j = 1; j < 7; j += 3) out.data.push_back(r.data[i * 7 + j]);
-                       return out;
-                     }));
-  run_spec(view_spec("select", {4, 5}, [](auto& x) { return x.select(0, -2); }, [](const Ref& r) {
-    Ref out;
-    out.shape = {5};
-    out.data.assign(r.data.begin() + 10, r.data.begin() + 15);
-    return out;
-  }));
-  run_spec(view_spec("movedim", {2, 3, 4}, [](auto& x) { return x.movedim(0, -1); },
-                     [](const Ref& r) { return permute_ref(r, {1, 2, 0}); }));
-  run_spec(view_spec("contiguous", {3, 4}, [](auto& x) { return x.contiguous(); },
-                     [](const Ref& r) { return r; }));
-  run_spec(view_spec("clone", {3, 4}, [](auto& x) { return x.clone(); }, [](const Ref& r) { return r; }));
-  run_spec(view_spec("full_like", {3, 4}, [](auto& x) { return full_like(x, 2); }, [](const Ref& r) {
-    Ref out = r;
-    for (auto& v : out.data) v = 2;
-    return out;
-  }));
-  run_spec(view_spec("zeros_like", {3, 4}, [](auto& x) { return zeros_like(x); }, [](const Ref& r) {
-    Ref out = r;
-    for (auto& v : out.data) v = 0;
-    return out;
-  }));
+  run_spec(view_spec(
+      "permute", {2, 3, 4},
+      [](auto& x) {
+        return x.permute({2, 0, 1});
+      },
+      [](const Ref& r) {
+        return permute_ref(r, {2, 0, 1});
+      }));
+  run_spec(view_spec(
+      "transpose", {2, 3, 4}, [](auto& x) { return x.transpose(0, 2); },
+      [](const Ref& r) {
+        return permute_ref(r, {2, 1, 0});
+      }));
+  run_spec(view_spec(
+      "t", {3, 5}, [](auto& x) { return x.t(); },
+      [](const Ref& r) {
+        return permute_ref(r, {1, 0});
+      }));
+  run_spec(view_spec(
+      "view", {2, 3, 4},
+      [](auto& x) {
+        return x.contiguous().view({4, -1});
+      },
+      [](const Ref& r) {
+        return reshaped(r, {4, 6});
+      }));
+  run_spec(view_spec(
+      "reshape", {2, 3, 4},
+      [](auto& x) {
+        return x.reshape({6, 4});
+      },
+      [](const Ref& r) {
+        return reshaped(r, {6, 4});
+      }));
+  run_spec(view_spec(
+      "flatten", {2, 3, 4}, [](auto& x) { return x.flatten(1); },
+      [](const Ref& r) {
+        return reshaped(r, {2, 12});
+      }));
+  run_spec(view_spec(
+      "unsqueeze", {2, 3}, [](auto& x) { return x.unsqueeze(1); },
+      [](const Ref& r) {
+        return reshaped(r, {2, 1, 3});
+      }));
+  run_spec(view_spec(
+      "squeeze", {2, 1, 3}, [](auto& x) { return x.squeeze(1); },
+      [](const Ref& r) {
+        return reshaped(r, {2, 3});
+      }));
+  run_spec(view_spec(
+      "expand", {3, 1},
+      [](auto& x) {
+        return x.expand({2, 3, 4});
+      },
+      [](const Ref& r) {
+        Ref out;
+        out.shape = {2, 3, 4};
+        for (int a = 0; a < 2; ++a)
+          for (int64_t i = 0; i < 3; ++i)
+            for (int j = 0; j < 4; ++j) out.data.push_back(r.data[i]);
+        return out;
+      }));
+  run_spec(view_spec(
+      "narrow", {4, 5}, [](auto& x) { return x.narrow(1, 1, 3); },
+      [](const Ref& r) {
+        Ref out;
+        out.shape = {4, 3};
+        for (int64_t i = 0; i < 4; ++i)
+          for (int64_t j = 1; j < 4; ++j) out.data.push_back(r.data[i * 5 + j]);
+        return out;
+      }));
+  run_spec(view_spec(
+      "slice step", {4, 7}, [](auto& x) { return x.slice(1, 1, std::nullopt, 3); },
+      [](const Ref& r) {
+        Ref out;
+        out.shape = {4, 2};
+        for (int64_t i = 0; i < 4; ++i)
+          for (int64_t j = 1; j < 7; j += 3) out.data.push_back(r.data[i * 7 + j]);
+        return out;
+      }));
+  run_spec(view_spec(
+      "select", {4, 5}, [](auto& x) { return x.select(0, -2); },
+      [](const Ref& r) {
+        Ref out;
+        out.shape = {5};
+        out.data.assign(r.data.begin() + 10, r.data.begin() + 15);
+        return out;
+      }));
+  run_spec(view_spec(
+      "movedim", {2, 3, 4}, [](auto& x) { return x.movedim(0, -1); },
+      [](const Ref& r) {
+        return permute_ref(r, {1, 2, 0});
+      }));
+  run_spec(view_spec(
+      "contiguous", {3, 4}, [](auto& x) { return x.contiguous(); },
+      [](const Ref& r) { return r; }));
+  run_spec(view_spec(
+      "clone", {3, 4}, [](auto& x) { return x.clone(); }, [](const Ref& r) { return r; }));
+  run_spec(view_spec(
+      "full_like", {3, 4}, [](auto& x) { return full_like(x, 2); },
+      [](const Ref& r) {
+        Ref out = r;
+        for (auto& v : out.data) v = 2;
+        return out;
+      }));
+  run_spec(view_spec(
+      "zeros_like", {3, 4}, [](auto& x) { return zeros_like(x); },
+      [](const Ref& r) {
+        Ref out = r;
+        for (auto& v : out.data) v = 0;
+        return out;
+      }));
 }
 
 }  // namespace

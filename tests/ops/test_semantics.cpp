@@ -10,10 +10,12 @@ using namespace tessera::testing;
 
 namespace {
 
-Tensor fvec(std::vector<float> v) { return from_vector(v); }
+Tensor fvec(std::vector<float> v) {
+  return from_vector(v);
+}
 
-const std::vector<DType> kPromotable = {bool_, int8, int16, int32, int64, uint8,
-                                        float16, bfloat16, float32, float64};
+const std::vector<DType> kPromotable = {bool_, int8,    int16,    int32,   int64,
+                                        uint8, float16, bfloat16, float32, float64};
 
 TEST(Promotion, BinaryOpsFollowPromoteTypesForEveryPair) {
   for (DType a : kPromotable) {
@@ -24,7 +26,8 @@ TEST(Promotion, BinaryOpsFollowPromoteTypesForEveryPair) {
       EXPECT_EQ(r.dtype(), want) << dtype_name(a) << " + " << dtype_name(b);
       const double expect = (a == bool_ && b == bool_) ? 1.0 : (a == bool_ ? 2.0 : 3.0);
       if (want != bool_) {
-        EXPECT_EQ(r[1].item<double>(), a == bool_ ? 1.0 + 1.0 : expect) << dtype_name(a) << " + " << dtype_name(b);
+        EXPECT_EQ(r[1].item<double>(), a == bool_ ? 1.0 + 1.0 : expect)
+            << dtype_name(a) << " + " << dtype_name(b);
       }
       EXPECT_EQ(mul(x, y).dtype(), want);
       EXPECT_EQ(lt(x, y).dtype(), bool_);
@@ -67,7 +70,8 @@ TEST(SpecialValues, NaNInfAndZeroDivision) {
   EXPECT_EQ(remainder(full({1}, -7), 2)[0].item<int64_t>(), 1);
   EXPECT_EQ(div(full({1}, -7), full({1}, 2), "trunc")[0].item<int64_t>(), -3);
   EXPECT_EQ(div(full({1}, INT64_MIN), full({1}, -1), "floor")[0].item<int64_t>(), INT64_MIN);
-  const std::string e = error_of<ValueError>([] { (void)div(full({1}, 5), full({1}, 0), "floor"); });
+  const std::string e =
+      error_of<ValueError>([] { (void)div(full({1}, 5), full({1}, 0), "floor"); });
   EXPECT_NE(e.find("ZeroDivisionError"), std::string::npos) << e;
   EXPECT_THROW((void)remainder(full({1}, 5), 0), ValueError);
   EXPECT_TRUE(std::isnan(softmax(fvec({NAN, 1}), 0)[1].item<double>()));
@@ -106,7 +110,9 @@ TEST(OutVariants, ResizeCastAndRefuse) {
   EXPECT_EQ(f64[0].item<double>(), 3.0);
   Tensor i64 = empty({3}, int64);
   const std::string e = error_of<DTypeError>([&] { add_out(i64, a, b); });
-  EXPECT_NE(e.find("[add] result type float32 can't be cast to the desired output type int64"), std::string::npos) << e;
+  EXPECT_NE(e.find("[add] result type float32 can't be cast to the desired output type int64"),
+            std::string::npos)
+      << e;
   // A strided (transposed) out= is written through its strides.
   Tensor base = zeros({3, 2});
   Tensor tview = base.t();
@@ -115,7 +121,8 @@ TEST(OutVariants, ResizeCastAndRefuse) {
   // Partial overlap between out and an input is refused.
   Tensor buf = arange(0, 6, 1, float32);
   Tensor o = buf.narrow(0, 1, 4);
-  const std::string ov = error_of<ValueError>([&] { add_out(o, buf.narrow(0, 0, 4), buf.narrow(0, 0, 4)); });
+  const std::string ov =
+      error_of<ValueError>([&] { add_out(o, buf.narrow(0, 0, 4), buf.narrow(0, 0, 4)); });
   EXPECT_NE(ov.find("refer to a single memory location"), std::string::npos) << ov;
   Tensor r = empty({2}, bool_);
   eq_out(r, fvec({1, 2}), fvec({1, 3}));
@@ -138,7 +145,9 @@ TEST(InPlace, RulesAndVersions) {
   EXPECT_EQ(x[0][0].item<double>(), 1.0);
   Tensor small = zeros({3});
   const std::string e = error_of<ShapeError>([&] { small.add_(zeros({2, 3})); });
-  EXPECT_NE(e.find("[add_] output with shape [3] doesn't match the broadcast shape [2, 3]"), std::string::npos) << e;
+  EXPECT_NE(e.find("[add_] output with shape [3] doesn't match the broadcast shape [2, 3]"),
+            std::string::npos)
+      << e;
   Tensor ints = zeros({3}, int64);
   const std::string d = error_of<DTypeError>([&] { ints.add_(fvec({1, 2, 3})); });
   EXPECT_NE(d.find("can't be cast"), std::string::npos) << d;
@@ -172,45 +181,79 @@ struct Diag {
   int line;
 };
 
-#define DIAG(what, code, expect) Diag{what, [] { code; }, expect, __LINE__}
+#define DIAG(what, code, expect)         \
+  Diag {                                 \
+    what, [] { code; }, expect, __LINE__ \
+  }
 
 TEST(Diagnostics, EveryUserErrorIsTypedAndNamesOpAndLine) {
   const Tensor a = zeros({2, 3}), b = zeros({4});
   const std::vector<Diag> diags = {
-      DIAG("broadcast", (void)add(zeros({2, 3}), zeros({4})), "[add] the size of tensor a (3) must match"),
-      DIAG("bitwise on float", (void)bitwise_and(zeros({2}), zeros({2})), "[bitwise_and] not implemented for 'float32'"),
-      DIAG("dim out of range", (void)sum(zeros({2, 3}), {5}), "dimension out of range (expected to be in range of [-2, 1], but got 5)"),
-      DIAG("matmul shapes", (void)matmul(zeros({2, 3}), zeros({4, 5})), "[matmul] mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)"),
-      DIAG("matmul dtypes", (void)matmul(zeros({2, 3}), zeros({3, 5}, float64)), "[matmul] expected both operands to have the same dtype"),
-      DIAG("cat ranks", (void)cat({zeros({2, 3}), zeros({3})}), "[cat] tensors must have same number of dimensions"),
-      DIAG("cat sizes", (void)cat({zeros({2, 3}), zeros({2, 4})}, 0), "[cat] sizes of tensors must match except in dimension 0"),
-      DIAG("select index", (void)zeros({2, 3}).select(1, 7), "[select] index 7 is out of bounds for dimension 1 with size 3"),
-      DIAG("view strides", (void)zeros({3, 4}).t().view({12}), "[view] view size is not compatible"),
-      DIAG("view numel", (void)zeros({3, 4}).view({5, 3}), "[view] shape '[5, 3]' is invalid for input of size 12"),
-      DIAG("expand", (void)zeros({3}).expand({2, 4}), "[expand] the expanded size of the tensor (4) must match the existing size (3)"),
-      DIAG("permute", (void)zeros({2, 3}).permute({0, 0}), "[permute] dim 0 appears multiple times"),
-      DIAG("gelu mode", (void)gelu(zeros({2}), "fast"), "[gelu] approximate argument must be either 'none' or 'tanh'"),
-      DIAG("div mode", (void)div(zeros({2}), zeros({2}), "round"), "[div] expected rounding_mode to be one of None, 'trunc', or 'floor'"),
-      DIAG("where cond", (void)where(zeros({2}), zeros({2}), zeros({2})), "[where] expected condition to be a boolean tensor"),
-      DIAG("sub bool", (void)sub(full({2}, true), full({2}, false)), "[sub] subtraction, the `-` operator, with two bool tensors"),
-      DIAG("neg bool", (void)neg(full({2}, true)), "[neg] negation, the `-` operator, on a bool tensor"),
-      DIAG("float8 math", (void)add(zeros({2}, float8_e4m3fn), zeros({2}, float8_e4m3fn)), "[add] not implemented for 'float8_e4m3fn'"),
-      DIAG("uint32 promotion", (void)add(zeros({2}, uint32), zeros({2}, int32)), "promotion for uint16, uint32, uint64 types is not supported"),
-      DIAG("layer_norm shape", (void)layer_norm(zeros({2, 3}), {4}), "[layer_norm] given normalized_shape=[4], expected input with shape [*, 4]"),
+      DIAG("broadcast", (void)add(zeros({2, 3}), zeros({4})),
+           "[add] the size of tensor a (3) must match"),
+      DIAG("bitwise on float", (void)bitwise_and(zeros({2}), zeros({2})),
+           "[bitwise_and] not implemented for 'float32'"),
+      DIAG("dim out of range", (void)sum(zeros({2, 3}), {5}),
+           "dimension out of range (expected to be in range of [-2, 1], but got 5)"),
+      DIAG("matmul shapes", (void)matmul(zeros({2, 3}), zeros({4, 5})),
+           "[matmul] mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)"),
+      DIAG("matmul dtypes", (void)matmul(zeros({2, 3}), zeros({3, 5}, float64)),
+           "[matmul] expected both operands to have the same dtype"),
+      DIAG("cat ranks", (void)cat({zeros({2, 3}), zeros({3})}),
+           "[cat] tensors must have same number of dimensions"),
+      DIAG("cat sizes", (void)cat({zeros({2, 3}), zeros({2, 4})}, 0),
+           "[cat] sizes of tensors must match except in dimension 0"),
+      DIAG("select index", (void)zeros({2, 3}).select(1, 7),
+           "[select] index 7 is out of bounds for dimension 1 with size 3"),
+      DIAG("view strides", (void)zeros({3, 4}).t().view({12}),
+           "[view] view size is not compatible"),
+      DIAG("view numel", (void)zeros({3, 4}).view({5, 3}),
+           "[view] shape '[5, 3]' is invalid for input of size 12"),
+      DIAG("expand", (void)zeros({3}).expand({2, 4}),
+           "[expand] the expanded size of the tensor (4) must match the existing size (3)"),
+      DIAG("permute", (void)zeros({2, 3}).permute({0, 0}),
+           "[permute] dim 0 appears multiple times"),
+      DIAG("gelu mode", (void)gelu(zeros({2}), "fast"),
+           "[gelu] approximate argument must be either 'none' or 'tanh'"),
+      DIAG("div mode", (void)div(zeros({2}), zeros({2}), "round"),
+           "[div] expected rounding_mode to be one of None, 'trunc', or 'floor'"),
+      DIAG("where cond", (void)where(zeros({2}), zeros({2}), zeros({2})),
+           "[where] expected condition to be a boolean tensor"),
+      DIAG("sub bool", (void)sub(full({2}, true), full({2}, false)),
+           "[sub] subtraction, the `-` operator, with two bool tensors"),
+      DIAG("neg bool", (void)neg(full({2}, true)),
+           "[neg] negation, the `-` operator, on a bool tensor"),
+      DIAG("float8 math", (void)add(zeros({2}, float8_e4m3fn), zeros({2}, float8_e4m3fn)),
+           "[add] not implemented for 'float8_e4m3fn'"),
+      DIAG("uint32 promotion", (void)add(zeros({2}, uint32), zeros({2}, int32)),
+           "promotion for uint16, uint32, uint64 types is not supported"),
+      DIAG("layer_norm shape", (void)layer_norm(zeros({2, 3}), {4}),
+           "[layer_norm] given normalized_shape=[4], expected input with shape [*, 4]"),
       DIAG("mean of ints", (void)mean(zeros({2}, int64)), "[mean] could not infer output dtype"),
       DIAG("rand dtype", (void)rand({2}, int32), "[rand] expected a floating point dtype"),
       DIAG("arange step", (void)arange(0, 5, 0), "[arange] step must be nonzero"),
       DIAG("negative size", (void)zeros({2, -1}), "[full] negative dimension -1"),
-      DIAG("item numel", (void)zeros({3}).item(), "[item] a tensor with 3 elements cannot be converted to a scalar"),
-      DIAG("index_select range", (void)index_select(zeros({3}), 0, full({1}, 5)), "[index_select] index 5 is out of range"),
-      DIAG("index dtype", (void)index_select(zeros({3}), 0, zeros({1})), "[index_select] expected index of dtype int64 or int32"),
-      DIAG("isclose dtypes", (void)isclose(zeros({2}), zeros({2}, float64)), "[isclose] expected both inputs to have the same dtype"),
-      DIAG("device mismatch", (void)add(zeros({2}), detail::make_fake({2}, float32, Device("cuda"))), "[add] expected all tensors to be on the same device"),
-      DIAG("pow negative int", (void)pow(full({2}, 2), -1), "[pow] integers to negative integer powers are not allowed"),
-      DIAG("alpha float on ints", (void)add(full({2}, 1), full({2}, 1), 0.5), "[add] for integral input tensors, argument alpha must not be a floating point number"),
-      DIAG("stack sizes", (void)stack({zeros({2}), zeros({3})}), "[stack] expects each tensor to be equal size"),
-      DIAG("clamp bounds", (void)clamp(zeros({2}), std::nullopt, std::nullopt), "[clamp] at least one of 'min' or 'max' must not be None"),
-      DIAG("softmax int", (void)softmax(zeros({2}, int64), 0), "[softmax] expected a floating point dtype"),
+      DIAG("item numel", (void)zeros({3}).item(),
+           "[item] a tensor with 3 elements cannot be converted to a scalar"),
+      DIAG("index_select range", (void)index_select(zeros({3}), 0, full({1}, 5)),
+           "[index_select] index 5 is out of range"),
+      DIAG("index dtype", (void)index_select(zeros({3}), 0, zeros({1})),
+           "[index_select] expected index of dtype int64 or int32"),
+      DIAG("isclose dtypes", (void)isclose(zeros({2}), zeros({2}, float64)),
+           "[isclose] expected both inputs to have the same dtype"),
+      DIAG("device mismatch",
+           (void)add(zeros({2}), detail::make_fake({2}, float32, Device("cuda"))),
+           "[add] expected all tensors to be on the same device"),
+      DIAG("pow negative int", (void)pow(full({2}, 2), -1),
+           "[pow] integers to negative integer powers are not allowed"),
+      DIAG("alpha float on ints", (void)add(full({2}, 1), full({2}, 1), 0.5),
+           "[add] for integral input tensors, argument alpha must not be a floating point number"),
+      DIAG("stack sizes", (void)stack({zeros({2}), zeros({3})}),
+           "[stack] expects each tensor to be equal size"),
+      DIAG("clamp bounds", (void)clamp(zeros({2}), std::nullopt, std::nullopt),
+           "[clamp] at least one of 'min' or 'max' must not be None"),
+      DIAG("softmax int", (void)softmax(zeros({2}, int64), 0),
+           "[softmax] expected a floating point dtype"),
   };
   for (const auto& d : diags) {
     std::string msg;

@@ -56,7 +56,8 @@ TEST(ThreadPool, UsesSeveralThreadsAndRespectsTheGrain) {
 
 TEST(ThreadPool, SmallAndNestedLoopsRunInline) {
   const auto caller = std::this_thread::get_id();
-  runtime::parallel_for(0, 10, 100, [&](int64_t, int64_t) { EXPECT_EQ(std::this_thread::get_id(), caller); });
+  runtime::parallel_for(0, 10, 100,
+                        [&](int64_t, int64_t) { EXPECT_EQ(std::this_thread::get_id(), caller); });
   std::atomic<int> nested_inline{0}, outer{0};
   runtime::parallel_for(0, 64, 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
@@ -97,7 +98,8 @@ TEST(ThreadPool, UserLocationFollowsIntoTasks) {
   });
   EXPECT_GT(seen.load(), 0);
   try {
-    runtime::parallel_for(0, 64, 1, [&](int64_t, int64_t) { TS_CHECK(false, ValueError) << "boom"; });
+    runtime::parallel_for(0, 64, 1,
+                          [&](int64_t, int64_t) { TS_CHECK(false, ValueError) << "boom"; });
   } catch (const Error& e) {
     EXPECT_EQ(e.user_loc().line, 77);
   }

@@ -10,8 +10,12 @@ using namespace tessera;
 using namespace tessera::testing;
 
 namespace {
-std::string str(const Tensor& t) { return t.str(); }
-Tensor fvec(std::vector<float> v) { return from_vector(v); }
+std::string str(const Tensor& t) {
+  return t.str();
+}
+Tensor fvec(std::vector<float> v) {
+  return from_vector(v);
+}
 }  // namespace
 
 TEST(Tensor, Metadata) {
@@ -54,9 +58,9 @@ TEST(Tensor, ViewOps) {
   EXPECT_EQ(x.narrow(2, 1, 2)[0][0][0].item<float>(), 1.0f);
   EXPECT_EQ(x.slice(2, 1, std::nullopt, 2).size(2).expect_int(), 2);
   EXPECT_EQ(x.slice(2, 1, std::nullopt, 2)[0][0][1].item<float>(), 3.0f);
-  EXPECT_EQ(x.slice(0, -1).size(0).expect_int(), 1);         // Python x[-1:]
-  EXPECT_EQ(x.slice(1, 0, 100).size(1).expect_int(), 3);     // clamped
-  EXPECT_EQ(x.slice(1, 2, 1).size(1).expect_int(), 0);       // empty
+  EXPECT_EQ(x.slice(0, -1).size(0).expect_int(), 1);      // Python x[-1:]
+  EXPECT_EQ(x.slice(1, 0, 100).size(1).expect_int(), 3);  // clamped
+  EXPECT_EQ(x.slice(1, 2, 1).size(1).expect_int(), 0);    // empty
   EXPECT_EQ(x.select(1, -1)[0][0].item<float>(), 8.0f);
   Tensor e = arange(0, 3, 1, float32).view({3, 1}).expand({3, 4});
   EXPECT_EQ(e.stride(1).expect_int(), 0);
@@ -256,7 +260,8 @@ TEST(TensorPrint, MatchesPyTorch) {
             "tensor([[[0., 1.],\n         [2., 3.]],\n\n        [[4., 5.],\n         [6., 7.]]])");
   EXPECT_EQ(str(zeros({2, 2}, int64)), "tensor([[0, 0],\n        [0, 0]])");
   // Non-contiguous tensors print their logical order.
-  EXPECT_EQ(str(arange(0, 4, 1, float32).view({2, 2}).t()), "tensor([[0., 2.],\n        [1., 3.]])");
+  EXPECT_EQ(str(arange(0, 4, 1, float32).view({2, 2}).t()),
+            "tensor([[0., 2.],\n        [1., 3.]])");
 }
 
 TEST(TensorPrint, SummarizesLargeMatrices) {

@@ -8,7 +8,9 @@
 namespace tessera::cli {
 namespace {
 
-void section(const char* title) { std::cout << "\n== " << title << " ==\n"; }
+void section(const char* title) {
+  std::cout << "\n== " << title << " ==\n";
+}
 
 // A dispatch mode that counts operator calls (the hook FLOP counting will use).
 struct CountingMode : DispatchMode {
@@ -23,7 +25,8 @@ struct CountingMode : DispatchMode {
 
 int demo() {
   std::cout << "tessera " << version() << " demo (device: cpu"
-            << (cuda_is_available() ? "; a CUDA GPU is present, the CUDA backend is not built yet" : "")
+            << (cuda_is_available() ? "; a CUDA GPU is present, the CUDA backend is not built yet"
+                                    : "")
             << ")\n";
 
   section("Basic usage: vector addition (eager operators for now)");
@@ -53,7 +56,9 @@ int demo() {
   }
   for (const auto& [name, n] : counter.calls) std::cout << "  " << name << ": " << n << "\n";
 
-  std::cout << "\n" << all_ops().size() << " operators registered; run `tessera doctor` for this machine.\n";
+  std::cout << "\n"
+            << all_ops().size()
+            << " operators registered; run `tessera doctor` for this machine.\n";
   return 0;
 }
 

@@ -87,10 +87,13 @@ int doctor() {
   std::cout << "\n";
   const std::string cxx = find_cxx();
   std::cout << "c++ compiler (kernel JIT): "
-            << (cxx.empty() ? "none found (set TESSERA_CXX)" : cxx + ": " + first_line_of(cxx + " --version"))
+            << (cxx.empty() ? "none found (set TESSERA_CXX)"
+                            : cxx + ": " + first_line_of(cxx + " --version"))
             << "\n";
   std::cout << "matmul:     " << matmul_backend() << "\n";
-  std::cout << "cuda driver: " << (cuda_is_available() ? "found, with a GPU" : "none (fine: everything runs on the CPU)")
+  std::cout << "cuda driver: "
+            << (cuda_is_available() ? "found, with a GPU"
+                                    : "none (fine: everything runs on the CPU)")
             << "\n";
   const std::string nvrtc = find_nvrtc();
   std::cout << "nvrtc:      " << (nvrtc.empty() ? std::string("none found") : nvrtc) << "\n";

@@ -42,7 +42,8 @@ class IntrusivePtr {
   }
   IntrusivePtr(IntrusivePtr&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
   template <class U>
-  IntrusivePtr(const IntrusivePtr<U>& o) noexcept : IntrusivePtr(static_cast<T*>(o.get())) {}  // NOLINT
+  IntrusivePtr(const IntrusivePtr<U>& o) noexcept
+      : IntrusivePtr(static_cast<T*>(o.get())) {}  // NOLINT
   ~IntrusivePtr() {
     if (p_) p_->decref();
   }

@@ -40,24 +40,48 @@ class ArrayRef {
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
-  template <class C, class = decltype(std::declval<const C&>().data()),
-            class = std::enable_if_t<std::is_same_v<
-                std::remove_cv_t<std::remove_pointer_t<decltype(std::declval<const C&>().data())>>,
-                T>>>
+  template <
+      class C, class = decltype(std::declval<const C&>().data()),
+      class = std::enable_if_t<std::is_same_v<
+          std::remove_cv_t<std::remove_pointer_t<decltype(std::declval<const C&>().data())>>, T>>>
   ArrayRef(const C& c) : data_(c.data()), size_(c.size()) {}  // NOLINT
 
-  constexpr const T* data() const { return data_; }
-  constexpr size_t size() const { return size_; }
-  constexpr bool empty() const { return size_ == 0; }
-  constexpr const T* begin() const { return data_; }
-  constexpr const T* end() const { return data_ + size_; }
-  constexpr const T& operator[](size_t i) const { return data_[i]; }
-  constexpr const T& front() const { return data_[0]; }
-  constexpr const T& back() const { return data_[size_ - 1]; }
-  ArrayRef slice(size_t begin, size_t n) const { return ArrayRef(data_ + begin, n); }
-  ArrayRef slice(size_t begin) const { return ArrayRef(data_ + begin, size_ - begin); }
-  std::vector<T> vec() const { return std::vector<T>(begin(), end()); }
-  bool equals(ArrayRef o) const { return size_ == o.size_ && std::equal(begin(), end(), o.begin()); }
+  constexpr const T* data() const {
+    return data_;
+  }
+  constexpr size_t size() const {
+    return size_;
+  }
+  constexpr bool empty() const {
+    return size_ == 0;
+  }
+  constexpr const T* begin() const {
+    return data_;
+  }
+  constexpr const T* end() const {
+    return data_ + size_;
+  }
+  constexpr const T& operator[](size_t i) const {
+    return data_[i];
+  }
+  constexpr const T& front() const {
+    return data_[0];
+  }
+  constexpr const T& back() const {
+    return data_[size_ - 1];
+  }
+  ArrayRef slice(size_t begin, size_t n) const {
+    return ArrayRef(data_ + begin, n);
+  }
+  ArrayRef slice(size_t begin) const {
+    return ArrayRef(data_ + begin, size_ - begin);
+  }
+  std::vector<T> vec() const {
+    return std::vector<T>(begin(), end());
+  }
+  bool equals(ArrayRef o) const {
+    return size_ == o.size_ && std::equal(begin(), end(), o.begin());
+  }
 
  private:
   const T* data_ = nullptr;
