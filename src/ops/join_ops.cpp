@@ -95,14 +95,11 @@ Tensor cat_impl(TensorList tensors, int64_t dim) {
 
 Tensor& cat_out_impl(TensorList tensors, int64_t dim, Tensor& out) {
   const CatPlan p = plan_cat(tensors, dim);
-  prepare_out(out, p.shape, p.dtype, "cat");
-  if (!out.has_data()) return out;
   for (const auto& t : tensors) {
     TS_CHECK(!out.is_alias_of(t), ValueError) << "[cat] out= must not alias an input";
   }
-  cat_into(out, tensors, p);
-  bump_version(out);
-  return out;
+  return write_out(out, p.shape, p.dtype, "cat", tensors,
+                   [&](const Tensor& target) { cat_into(target, tensors, p); });
 }
 
 Tensor stack_composite(TensorList tensors, int64_t dim) {

@@ -149,19 +149,14 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b) {
 Tensor& matmul_out_impl(const Tensor& a, const Tensor& b, Tensor& out) {
   check_matmul_dtypes(a, b);
   const MatmulShape s = matmul_shape(a, b);
-  prepare_out(out, s.out, a.dtype(), "matmul");
-  if (!out.has_data()) return out;
-  check_no_partial_overlap(out, a, "matmul");
-  check_no_partial_overlap(out, b, "matmul");
   TS_CHECK(!out.is_alias_of(a) && !out.is_alias_of(b), ValueError)
       << "[matmul] out= must not alias an input";
-  Tensor tmp = out.is_contiguous() && out.dtype() == a.dtype()
-                   ? out
-                   : detail::make_empty(s.out, a.dtype(), out.device());
-  if (tmp.impl()->int_numel() > 0) matmul_into(tmp, a, b, s, a.dtype());
-  if (!tmp.is_same(out)) cpu_copy(out, tmp);
-  bump_version(out);
-  return out;
+  return write_out(
+      out, s.out, a.dtype(), "matmul", {a, b},
+      [&](const Tensor& target) {
+        if (target.impl()->int_numel() > 0) matmul_into(target, a, b, s, a.dtype());
+      },
+      /*needs_contiguous=*/true);
 }
 
 Tensor linear_composite(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias) {

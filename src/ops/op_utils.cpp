@@ -98,6 +98,23 @@ void prepare_out(Tensor& out, SymIntArrayRef shape, DType result, const char* op
   out.resize_(shape);
 }
 
+Tensor& write_out(Tensor& out, SymIntArrayRef shape, DType result, const char* op,
+                  ArrayRef<Tensor> inputs, FunctionRef<void(const Tensor&)> fill,
+                  bool needs_contiguous) {
+  prepare_out(out, shape, result, op);
+  if (!out.has_data()) return out;
+  for (const auto& t : inputs) check_no_partial_overlap(out, t, op);
+  if (out.dtype() == result && (!needs_contiguous || out.is_contiguous())) {
+    fill(out);
+  } else {
+    Tensor tmp = detail::make_empty(shape, result, out.device());
+    fill(tmp);
+    cpu_copy(out, tmp);
+  }
+  bump_version(out);
+  return out;
+}
+
 namespace {
 int64_t extent_bytes(const Tensor& t, int64_t& lo) {
   // [lo, hi) byte range the tensor can touch, relative to storage start.

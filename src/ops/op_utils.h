@@ -8,6 +8,7 @@
 #include <string>
 
 #include "dispatch/boxing.h"
+#include "tessera/detail/function_ref.h"
 #include "tessera/tensor.h"
 
 namespace tessera::ops_detail {
@@ -33,6 +34,15 @@ void check_same_device(const char* op, std::initializer_list<const Tensor*> ts);
  * had elements, as PyTorch), and checks `result` can be cast to its dtype.
  */
 void prepare_out(Tensor& out, SymIntArrayRef shape, DType result, const char* op);
+/**
+ * Finishes an `out=` op: prepares `out` (prepare_out), refuses partial overlap with `inputs`, runs
+ * `fill(target)` where target is `out` itself or, when out's dtype differs from `result` (or it is
+ * not contiguous and `needs_contiguous`), a temporary that is then cast into `out`; bumps out's
+ * version. Meta and fake outputs only get their shape.
+ */
+Tensor& write_out(Tensor& out, SymIntArrayRef shape, DType result, const char* op,
+                  ArrayRef<Tensor> inputs, FunctionRef<void(const Tensor&)> fill,
+                  bool needs_contiguous = false);
 /** Errors when `out` partially overlaps `in` (the same memory read and written differently). */
 void check_no_partial_overlap(const Tensor& out, const Tensor& in, const char* op);
 

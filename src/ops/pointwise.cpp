@@ -84,18 +84,8 @@ Tensor& pointwise_out(const PointwiseDesc& d, ArrayRef<Tensor> inputs, DType pro
   const DType compute = compute_dtype(d, promoted);
   const DType result = result_dtype(d, compute);
   const SymDimVector shape = broadcast_all(d, inputs);
-  prepare_out(out, shape, result, d.name);
-  if (!out.has_data()) return out;
-  for (const auto& t : inputs) check_no_partial_overlap(out, t, d.name);
-  if (out.dtype() == result) {
-    run_into(d, out, inputs, compute, extra);
-  } else {
-    Tensor tmp = detail::make_empty(shape, result, out.device());
-    run_into(d, tmp, inputs, compute, extra);
-    cpu_copy(out, tmp);
-  }
-  bump_version(out);
-  return out;
+  return write_out(out, shape, result, d.name, inputs,
+                   [&](const Tensor& target) { run_into(d, target, inputs, compute, extra); });
 }
 
 void pointwise_inplace(const PointwiseDesc& d, Tensor& self, ArrayRef<Tensor> inputs,

@@ -274,18 +274,8 @@ Tensor& where_out_impl(const Tensor& cond, const Tensor& a, const Tensor& b, Ten
   check_same_device("where", {&cond, &a, &b, &out});
   const SymDimVector shape = where_shape(cond, a, b);
   const DType dt = result_type(a, b);
-  prepare_out(out, shape, dt, "where");
-  if (!out.has_data()) return out;
-  for (const Tensor* t : {&cond, &a, &b}) check_no_partial_overlap(out, *t, "where");
-  if (out.dtype() == dt) {
-    where_loop(out, cond, a, b, dt);
-  } else {
-    Tensor tmp = detail::make_empty(shape, dt, out.device());
-    where_loop(tmp, cond, a, b, dt);
-    cpu_copy(out, tmp);
-  }
-  bump_version(out);
-  return out;
+  return write_out(out, shape, dt, "where", {cond, a, b},
+                   [&](const Tensor& target) { where_loop(target, cond, a, b, dt); });
 }
 
 }  // namespace

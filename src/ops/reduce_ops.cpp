@@ -312,13 +312,9 @@ TS_REGISTER_OPS(reduce_ops) {
     lib.impl(
         "sum.IntList_out", dev,
         [](const Tensor& a, OptDims d, bool k, std::optional<DType> dt, Tensor& out) -> Tensor& {
-          const Tensor r = sum_like(a, d, k, dt ? dt : std::optional<DType>(), SumKind::Sum, "sum");
-          prepare_out(out, r.sizes(), r.dtype(), "sum");
-          if (out.has_data()) {
-            cpu_copy(out, r);
-            bump_version(out);
-          }
-          return out;
+          const Tensor r = sum_like(a, d, k, dt, SumKind::Sum, "sum");
+          return write_out(out, r.sizes(), r.dtype(), "sum", {a},
+                           [&](const Tensor& target) { cpu_copy(target, r); });
         });
     lib.impl("mean", dev, [](const Tensor& a, std::optional<DType> dt) {
       return sum_like(a, std::nullopt, false, dt, SumKind::Mean, "mean");
