@@ -246,7 +246,8 @@ inline Kwarg kw(std::string name, IValue v) {
  */
 class OpRef {
  public:
-  explicit OpRef(std::string_view name);
+  /** Looks the operator (or overload set) up; errors name `loc`, the caller's line. */
+  explicit OpRef(std::string_view name, SourceLoc loc = SourceLoc::current());
 
   template <class... A>
   IValue operator()(A&&... args) const {

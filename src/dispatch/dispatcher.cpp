@@ -409,7 +409,8 @@ Stack bind_arguments(const FunctionSchema& schema, Stack args, std::vector<Kwarg
   return out;
 }
 
-OpRef::OpRef(std::string_view name) : name_(name) {
+OpRef::OpRef(std::string_view name, SourceLoc loc) : name_(name), loc_(loc) {
+  UserLocGuard g(loc);
   if (auto op = find_op(name)) {
     ops_.push_back(*op);
   } else {
@@ -419,7 +420,7 @@ OpRef::OpRef(std::string_view name) : name_(name) {
 }
 
 IValue OpRef::call(Stack args, std::vector<Kwarg> kwargs) const {
-  UserLocGuard loc(UserLocGuard::current());
+  UserLocGuard g(loc_);
   const OperatorHandle* chosen = nullptr;
   Stack bound;
   std::string reasons;

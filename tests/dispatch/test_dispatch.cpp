@@ -143,6 +143,9 @@ TEST(Registry, CallByNameWithDefaultsAndKeywords) {
   EXPECT_NE(e.find("argument 'self' must be Tensor, not int"), std::string::npos) << e;
   e = error_of<TypeError>([&] { ops("aten::add")(x, "two"); });
   EXPECT_NE(e.find("no overload matches"), std::string::npos) << e;
+  const int line = __LINE__ + 1;
+  e = error_of<TypeError>([&] { ops("aten::add.Tensor")(x); });
+  EXPECT_NE(e.find("test_dispatch.cpp:" + std::to_string(line)), std::string::npos) << e;
   EXPECT_THROW(ops("aten::nonexistent_op"), ValueError);
 }
 
