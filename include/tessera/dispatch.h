@@ -271,11 +271,12 @@ class OpRef {
 
   std::string name_;
   std::vector<OperatorHandle> ops_;
+  SourceLoc loc_;
 };
 
 /** `ops("mylib::mysin")(x)`, `ops("aten::add.Tensor")(a, b)`. */
-inline OpRef ops(std::string_view name) {
-  return OpRef(name);
+inline OpRef ops(std::string_view name, SourceLoc loc = SourceLoc::current()) {
+  return OpRef(name, loc);
 }
 
 /**
