@@ -293,3 +293,18 @@ TEST(Scalar, KindsAndPrinting) {
   EXPECT_EQ(Scalar(3).dtype(), int64);
   EXPECT_EQ(Scalar(3.0).dtype(), float64);
 }
+
+#include "tessera/detail/hash.h"
+
+TEST(Hash, Sha256KnownAnswers) {
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  std::string million(1000000, 'a');
+  EXPECT_EQ(sha256_hex(million), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  Sha256 a, b;
+  a.field("ab").field("c");
+  b.field("a").field("bc");
+  EXPECT_NE(a.hex(), b.hex());
+}

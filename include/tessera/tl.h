@@ -1,0 +1,388 @@
+/** \file
+ * The kernel language (DESIGN.md D1-D3): Triton's programming model and semantics in C++.
+ *
+ *     TL_JIT(add_kernel, tl::Ptr x, tl::Ptr y, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+ *       auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+ *       auto mask = offs < n;
+ *       tl::store(out + offs, tl::load(x + offs, mask) + tl::load(y + offs, mask), mask);
+ *     }
+ *     add_kernel[{tl::cdiv(n, 1024)}](x, y, out, n, tl::meta("BLOCK", 1024));
+ *
+ * A launch binds the arguments (tensors become typed pointers), computes the specialization key
+ * (dtypes, constexpr values, divisible-by-16 and equal-to-1 bits), and on a miss traces the body
+ * with `Tile` handles into tile IR, optimizes it, generates C++ and compiles it (cached in memory
+ * and on disk). The grid then runs on the thread pool.
+ *
+ * Semantics follow triton.language: broadcasting, Triton's type promotion (a scalar of a lower or
+ * equal kind does not change a tile's type), C-style integer `/` and `%`, masks with `other`.
+ * C++ control flow runs at trace time (it unrolls); runtime control flow is `tl::range` and
+ * `tl::if_`, and values that change across iterations are `tl::Var`s.
+ */
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "tessera/detail/function_ref.h"
+#include "tessera/dtype.h"
+#include "tessera/error.h"
+#include "tessera/symint.h"
+#include "tessera/tensor.h"
+
+namespace tessera::tl {
+
+using namespace tessera::dtypes;  // tl::float32, tl::int32, ...
+
+class Tile;
+class Var;
+
+/** A subscript entry for `x[{tl::_, tl::None}]` (Python's `x[:, None]`). */
+enum class IndexSpec : uint8_t { All, NewAxis };
+inline constexpr IndexSpec _ = IndexSpec::All;
+inline constexpr IndexSpec None = IndexSpec::NewAxis;
+
+/** A traced value: a scalar, a pointer, or a tile (block) of either. Immutable; copying copies
+ * the handle. Assigning to a Tile declared outside the current `tl::range`/`tl::if_` region is
+ * an error: such values are `tl::Var`s. */
+class Tile {
+ public:
+  Tile() = default;
+  Tile(const Tile& o);
+  Tile& operator=(const Tile& o);
+
+  /** Element type (the pointee's for pointers). */
+  DType dtype() const;
+  bool is_ptr() const;
+  std::vector<int64_t> shape() const;
+  int64_t rank() const;
+  bool is_constant() const;
+  /** The value of a constant (a constexpr parameter, or arithmetic on constants). */
+  int64_t int_value(TS_HERE) const;
+  double float_value(TS_HERE) const;
+  /** Trace-time truth of a constant (C++ `if`/`for` on constexprs); an error for runtime values. */
+  explicit operator bool() const;
+
+  /** Converts the element type (`x.to(tl::float32)`). */
+  Tile to(DType dtype, TS_HERE) const;
+  /** `x[{tl::_, tl::None}]`: keep (`_`) or insert (`None`) dimensions. */
+  Tile operator[](std::initializer_list<IndexSpec> index) const;
+
+  int32_t id() const { return id_; }
+
+ private:
+  friend struct Access;
+  int32_t id_ = -1;
+  uint32_t trace_ = 0;
+  uint32_t scope_ = 0;
+};
+
+/** Parameter handle types: their names in a TL_JIT signature declare the parameter's kind. */
+using Ptr = Tile;
+using Int = Tile;
+using Float = Tile;
+using Const = Tile;
+
+/** An operand of a kernel-language function: a Tile, a Var, or a C++ number (a literal:
+ * integers are i32 when they fit, else i64; floating literals are fp32; bools are i1). It also
+ * records the caller's line, which errors and the IR keep. */
+struct Operand {
+  Operand(const Tile& t, SourceLoc loc = SourceLoc::current());       // NOLINT
+  Operand(const Var& v, SourceLoc loc = SourceLoc::current());        // NOLINT
+  template <class T>
+    requires std::is_arithmetic_v<T>
+  Operand(T v, SourceLoc loc = SourceLoc::current()) : loc(loc) {  // NOLINT
+    if constexpr (std::is_same_v<T, bool>) tile = literal_bool(v);
+    else if constexpr (std::is_integral_v<T>) tile = literal_int(static_cast<int64_t>(v), std::is_unsigned_v<T> && sizeof(T) == 8);
+    else tile = literal_float(static_cast<double>(v));
+  }
+
+  Tile tile;
+  SourceLoc loc;
+
+ private:
+  static Tile literal_int(int64_t v, bool unsigned64);
+  static Tile literal_float(double v);
+  static Tile literal_bool(bool v);
+};
+
+/** A value that changes across a region (loop-carried or assigned in a branch). Not copyable, so
+ * a lambda cannot capture a silent copy. */
+class Var {
+ public:
+  Var(Operand init);  // NOLINT
+  Var(const Var&) = delete;
+  Var& operator=(const Var&) = delete;
+  Var& operator=(Operand value);
+  /** The current value. */
+  Tile get() const;
+  operator Tile() const { return get(); }  // NOLINT
+
+ private:
+  int32_t index_;
+  uint32_t trace_;
+};
+
+// ---- program, creation --------------------------------------------------------------------------
+/** The index of this program along `axis` (0, 1, 2) of the launch grid. */
+Tile program_id(int axis, TS_HERE);
+/** The grid's size along `axis`. */
+Tile num_programs(int axis, TS_HERE);
+/** [start, end) as i32; end - start must be a power of 2 and both constexprs. */
+Tile arange(Operand start, Operand end, TS_HERE);
+Tile zeros(std::initializer_list<Operand> shape, DType dtype, TS_HERE);
+Tile full(std::initializer_list<Operand> shape, Operand value, DType dtype, TS_HERE);
+Tile cast(Operand x, DType dtype, TS_HERE);
+/** Inserts a size-1 dimension at `axis` (negative from the end). */
+Tile expand_dims(Operand x, int axis, TS_HERE);
+/** Broadcasts to `shape` (dims of size 1 stretch). */
+Tile broadcast_to(Operand x, std::initializer_list<Operand> shape, TS_HERE);
+
+// ---- arithmetic (operators below), math ----------------------------------------------------------
+Tile where(Operand cond, Operand a, Operand b, TS_HERE);
+Tile maximum(Operand a, Operand b, TS_HERE);
+Tile minimum(Operand a, Operand b, TS_HERE);
+Tile abs(Operand x, TS_HERE);
+Tile exp(Operand x, TS_HERE);
+Tile log(Operand x, TS_HERE);
+Tile sqrt(Operand x, TS_HERE);
+Tile rsqrt(Operand x, TS_HERE);
+Tile sin(Operand x, TS_HERE);
+Tile cos(Operand x, TS_HERE);
+/** Ceiling division of integers (tiles or constexprs). */
+Tile cdiv(Operand a, Operand b, TS_HERE);
+/** Host-side ceiling division, for grids. */
+inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline SymInt cdiv(const SymInt& a, const SymInt& b) { return tessera::cdiv(a, b); }
+inline SymInt cdiv(const SymInt& a, int64_t b) { return tessera::cdiv(a, SymInt(b)); }
+inline SymInt cdiv(int64_t a, const SymInt& b) { return tessera::cdiv(SymInt(a), b); }
+
+// ---- memory -----------------------------------------------------------------------------------
+/** Loads from a pointer (tile); masked-off elements read `other` (0 when absent). */
+Tile load(Operand ptr, TS_HERE);
+Tile load(Operand ptr, Operand mask, TS_HERE);
+Tile load(Operand ptr, Operand mask, Operand other, TS_HERE);
+/** Stores `value` (cast to the pointee type); masked-off elements are not written. */
+void store(Operand ptr, Operand value, TS_HERE);
+void store(Operand ptr, Operand value, Operand mask, TS_HERE);
+
+// ---- reductions -------------------------------------------------------------------------------
+/** Sum over `axis` (all dims when omitted). Integers narrower than 32 bits sum in (u)int32 and
+ * bfloat16 in float32, as Triton. */
+Tile sum(Operand x, TS_HERE);
+Tile sum(Operand x, int axis, TS_HERE);
+/** Maximum / minimum over `axis`; a NaN is ignored unless every element is NaN. */
+Tile max(Operand x, TS_HERE);
+Tile max(Operand x, int axis, TS_HERE);
+Tile min(Operand x, TS_HERE);
+Tile min(Operand x, int axis, TS_HERE);
+
+// ---- runtime control flow -----------------------------------------------------------------------
+/** A loop from lo to hi (exclusive) by step, executed at run time; `body` receives the index. */
+void range(Operand lo, Operand hi, Operand step, FunctionRef<void(Tile)> body, TS_HERE);
+void range(Operand lo, Operand hi, FunctionRef<void(Tile)> body, TS_HERE);
+/** A branch on a scalar condition, executed at run time. */
+void if_(Operand cond, FunctionRef<void()> then_body, TS_HERE);
+void if_(Operand cond, FunctionRef<void()> then_body, FunctionRef<void()> else_body, TS_HERE);
+
+// ---- operators (Triton's: C-style integer division, comparisons give i1 tiles) -------------------
+Tile operator+(Operand a, Operand b);
+Tile operator-(Operand a, Operand b);
+Tile operator*(Operand a, Operand b);
+Tile operator/(Operand a, Operand b);
+Tile operator%(Operand a, Operand b);
+Tile operator-(Operand a);
+Tile operator&(Operand a, Operand b);
+Tile operator|(Operand a, Operand b);
+Tile operator^(Operand a, Operand b);
+Tile operator~(Operand a);
+Tile operator!(Operand a);
+Tile operator&&(Operand a, Operand b);
+Tile operator||(Operand a, Operand b);
+Tile operator==(Operand a, Operand b);
+Tile operator!=(Operand a, Operand b);
+Tile operator<(Operand a, Operand b);
+Tile operator<=(Operand a, Operand b);
+Tile operator>(Operand a, Operand b);
+Tile operator>=(Operand a, Operand b);
+
+// ---- kernels and launches -----------------------------------------------------------------------
+
+/** A named constexpr argument: `tl::meta("BLOCK_SIZE", 1024)`. */
+struct MetaArg {
+  std::string_view name;
+  enum class Kind : uint8_t { Int, Float, Bool, DType } kind;
+  int64_t i = 0;
+  double f = 0;
+  DType dtype = DType::Float32;
+};
+inline MetaArg meta(std::string_view name, int64_t v) { return {name, MetaArg::Kind::Int, v}; }
+inline MetaArg meta(std::string_view name, int v) { return meta(name, int64_t(v)); }
+inline MetaArg meta(std::string_view name, double v) { return {name, MetaArg::Kind::Float, 0, v}; }
+inline MetaArg meta(std::string_view name, bool v) { return {name, MetaArg::Kind::Bool, v}; }
+inline MetaArg meta(std::string_view name, DType d) {
+  return {name, MetaArg::Kind::DType, 0, 0, d};
+}
+
+/** Launch options, as Triton's (accepted on the CPU, where they do not change the code). */
+struct LaunchOption {
+  enum class Kind : uint8_t { NumWarps, NumStages } kind;
+  int64_t value;
+};
+inline LaunchOption num_warps(int64_t n) { return {LaunchOption::Kind::NumWarps, n}; }
+inline LaunchOption num_stages(int64_t n) { return {LaunchOption::Kind::NumStages, n}; }
+
+/** One launch argument. Converting constructors record the launch's source line. */
+struct KernelArg {
+  enum class Kind : uint8_t { Tensor, Int, Float, Bool, DType, Meta, Option } kind;
+  const Tensor* tensor = nullptr;
+  int64_t i = 0;
+  double f = 0;
+  DType dtype = DType::Float32;
+  SymInt sym;
+  MetaArg meta;
+  LaunchOption option{LaunchOption::Kind::NumWarps, 0};
+  SourceLoc loc;
+
+  KernelArg(const Tensor& t, SourceLoc l = SourceLoc::current())  // NOLINT
+      : kind(Kind::Tensor), tensor(&t), loc(l) {}
+  KernelArg(const SymInt& s, SourceLoc l = SourceLoc::current())  // NOLINT
+      : kind(Kind::Int), sym(s), loc(l) {}
+  template <class T>
+    requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
+  KernelArg(T v, SourceLoc l = SourceLoc::current())  // NOLINT
+      : kind(Kind::Int), i(static_cast<int64_t>(v)), sym(static_cast<int64_t>(v)), loc(l) {}
+  template <class T>
+    requires std::is_floating_point_v<T>
+  KernelArg(T v, SourceLoc l = SourceLoc::current())  // NOLINT
+      : kind(Kind::Float), f(static_cast<double>(v)), loc(l) {}
+  KernelArg(bool v, SourceLoc l = SourceLoc::current())  // NOLINT
+      : kind(Kind::Bool), i(v), loc(l) {}
+  KernelArg(DType d, SourceLoc l = SourceLoc::current())  // NOLINT
+      : kind(Kind::DType), dtype(d), loc(l) {}
+  KernelArg(MetaArg m, SourceLoc l = SourceLoc::current())  // NOLINT
+      : kind(Kind::Meta), meta(m), loc(l) {}
+  KernelArg(LaunchOption o, SourceLoc l = SourceLoc::current())  // NOLINT
+      : kind(Kind::Option), option(o), loc(l) {}
+};
+
+/** The meta-parameters (constexpr values by name) a grid callable receives. */
+class Meta {
+ public:
+  /** The integer value of a constexpr; `ValueError` naming the known ones when missing. */
+  int64_t operator[](std::string_view name) const;
+  bool contains(std::string_view name) const;
+  double float_value(std::string_view name) const;
+
+  struct Entry {
+    std::string name;
+    MetaArg value;
+  };
+  std::vector<Entry> entries;
+};
+
+/** A launch grid of up to three dimensions. */
+struct Grid {
+  Grid() = default;
+  Grid(std::initializer_list<SymInt> dims);  // NOLINT: `kernel[{n}]`
+  Grid(const SymInt& x) : Grid({x}) {}       // NOLINT
+  Grid(int64_t x) : Grid({SymInt(x)}) {}     // NOLINT
+  Grid(int x) : Grid({SymInt(x)}) {}         // NOLINT
+  SymInt dims[3] = {1, 1, 1};
+  int ndim = 0;
+};
+
+class JITFunction;
+
+/** `kernel[grid]`: holds the grid until the call supplies the arguments. */
+class Launcher {
+ public:
+  Launcher(const JITFunction& fn, Grid grid) : fn_(fn), grid_(std::move(grid)) {}
+  Launcher(const JITFunction& fn, FunctionRef<Grid(const Meta&)> grid_fn)
+      : fn_(fn), grid_fn_(grid_fn), has_fn_(true) {}
+
+  template <class... A>
+  void operator()(A&&... args) const {
+    const KernelArg list[] = {KernelArg(std::forward<A>(args))...};
+    run(ArrayRef<KernelArg>(list, sizeof...(A)));
+  }
+  void run(ArrayRef<KernelArg> args) const;
+
+ private:
+  const JITFunction& fn_;
+  Grid grid_;
+  FunctionRef<Grid(const Meta&)> grid_fn_ = [](const Meta&) { return Grid(); };
+  bool has_fn_ = false;
+};
+
+namespace detail {
+struct KernelState;
+/** Calls a kernel body with parameter handles (type-erased by TL_JIT). */
+using BodyInvoker = void (*)(const void* body, const Tile* params);
+template <class... P, size_t... I>
+void invoke_body(void (*f)(P...), const Tile* params, std::index_sequence<I...>) {
+  f(params[I]...);
+}
+}  // namespace detail
+
+/** A kernel: its body, parameter names and kinds, and its caches. Made by `TL_JIT`. */
+class JITFunction {
+ public:
+  struct ParamSpec {
+    std::string name;
+    enum class Kind : uint8_t { Pointer, Int, Float, Constexpr } kind;
+  };
+
+  template <class... P>
+  JITFunction(const char* name, const char* param_text, void (*body)(P...), const char* file,
+              int line)
+      : JITFunction(name, param_text, reinterpret_cast<const void*>(body),
+                    [](const void* b, const Tile* params) {
+                      detail::invoke_body(reinterpret_cast<void (*)(P...)>(b), params,
+                                          std::index_sequence_for<P...>{});
+                    },
+                    sizeof...(P), file, line) {}
+  ~JITFunction();
+  JITFunction(const JITFunction&) = delete;
+  JITFunction& operator=(const JITFunction&) = delete;
+
+  const std::string& name() const;
+  const std::vector<ParamSpec>& params() const;
+  /** Where the kernel is defined. */
+  SourceLoc location() const;
+
+  Launcher operator[](Grid grid) const { return Launcher(*this, std::move(grid)); }
+  template <class F>
+    requires std::is_invocable_v<F&, const Meta&>
+  Launcher operator[](F&& grid_fn) const {
+    return Launcher(*this, FunctionRef<Grid(const Meta&)>(grid_fn));
+  }
+
+  /** Never specializes these integer parameters on ==1 or divisibility by 16. */
+  JITFunction& do_not_specialize(std::initializer_list<std::string_view> names);
+
+  /** Number of compiled specializations held in memory. */
+  size_t num_specializations() const;
+  /** The generated C++ and tile IR of the most recently compiled specialization (tests, tools). */
+  std::string last_source() const;
+  std::string last_ir() const;
+
+  detail::KernelState& state() const { return *state_; }
+
+ private:
+  JITFunction(const char* name, const char* param_text, const void* body,
+              detail::BodyInvoker invoke, size_t arity, const char* file, int line);
+  std::unique_ptr<detail::KernelState> state_;
+};
+
+}  // namespace tessera::tl
+
+/** Defines a kernel: `TL_JIT(name, tl::Ptr x, tl::Int n, tl::Const BLOCK) { body }`. */
+#define TL_JIT(kname, ...)                                                                 \
+  static void kname##_tl_body(__VA_ARGS__);                                                \
+  ::tessera::tl::JITFunction kname(#kname, #__VA_ARGS__, &kname##_tl_body, __FILE__, __LINE__); \
+  static void kname##_tl_body(__VA_ARGS__)

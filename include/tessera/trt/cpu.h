@@ -1,0 +1,271 @@
+/** \file
+ * The CPU tile runtime (`trt`): what generated kernels call. STL-free so a kernel compiles in
+ * about a tenth of a second; every function here is branch-light and vectorizes under
+ * `#pragma omp simd` (plain arithmetic, selects, bit casts), so the generated loops stay vector
+ * loops without -ffast-math.
+ *
+ * Precision contract (float32, checked by tests/tl/test_trt_math.cpp against double references):
+ * exp <= 2 ulp, log <= 2 ulp, sin/cos <= 2 ulp for |x| <= 1e4 (the reduction by pi/2 is done in
+ * double precision; larger arguments lose accuracy), sqrt and division correctly rounded, rsqrt = 1/sqrt.
+ * float16/bfloat16 values live in float registers and are rounded after every operation, so
+ * results equal native half-precision arithmetic for + - * /.
+ */
+#pragma once
+
+#include <stdint.h>
+#include <string.h>
+
+#include "tessera/trt/scalar_ops.h"
+
+#if defined(__GNUC__)
+#define TRT_INLINE inline __attribute__((always_inline))
+#define TRT_EXPORT __attribute__((visibility("default")))
+#else
+#define TRT_INLINE inline
+#define TRT_EXPORT
+#endif
+
+namespace trt {
+
+/** One kernel argument slot: a pointer, an integer or a floating value. */
+union Arg {
+  void* p;
+  int64_t i;
+  double f;
+};
+
+/** The launch grid (programs along x, y, z). */
+struct Grid {
+  int64_t x, y, z;
+};
+
+/** The entry point every generated kernel exports. */
+using KernelFn = void (*)(const Grid* grid, int64_t pid_begin, int64_t pid_end, const Arg* args);
+
+// ---- bit casts and narrow floats --------------------------------------------------------------
+
+TRT_INLINE uint32_t f2u(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+TRT_INLINE float u2f(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/** float16 bits -> float. */
+TRT_INLINE float half_to_float(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t man = h & 0x3ffu;
+  const float sub = (float)man * 5.9604644775390625e-08f;  // man * 2^-24
+  const uint32_t normal = sign | ((exp + 112u) << 23) | (man << 13);
+  const uint32_t special = sign | 0x7f800000u | (man << 13);
+  const float r = exp == 0 ? (sign ? -sub : sub) : u2f(exp == 31 ? special : normal);
+  return r;
+}
+
+/** float -> float16 bits, round to nearest even, overflow to infinity. */
+TRT_INLINE uint16_t float_to_half(float f) {
+  const uint32_t x = f2u(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t ax = x & 0x7fffffffu;
+  // Subnormal: let float addition quantize to 2^-24.
+  const uint32_t sub = f2u(u2f(ax) + 0.5f) - 0x3f000000u;
+  const uint32_t odd = (ax >> 13) & 1u;
+  const uint32_t nrm = (ax + 0xc8000fffu + odd) >> 13;  // rebias (15 - 127) << 23, round
+  uint32_t r = ax < 0x38800000u ? sub : nrm;
+  r = ax >= 0x477ff000u ? 0x7c00u : r;
+  r = ax > 0x7f800000u ? 0x7e00u : r;
+  return (uint16_t)(sign | r);
+}
+
+TRT_INLINE float bf16_to_float(uint16_t b) { return u2f((uint32_t)b << 16); }
+TRT_INLINE uint16_t float_to_bf16(float f) {
+  const uint32_t x = f2u(f);
+  const uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  return (x & 0x7fffffffu) > 0x7f800000u ? (uint16_t)0x7fc0u : (uint16_t)r;
+}
+
+/** Rounds a float to the nearest float16 / bfloat16 value (kept in a float register). */
+TRT_INLINE float round_f16(float f) { return half_to_float(float_to_half(f)); }
+TRT_INLINE float round_bf16(float f) { return bf16_to_float(float_to_bf16(f)); }
+
+// float8 (storage and casts): e5m2 is the top byte of float16; e4m3fn has no infinity.
+TRT_INLINE float e5m2_to_float(uint8_t c) { return half_to_float((uint16_t)((uint16_t)c << 8)); }
+TRT_INLINE uint8_t float_to_e5m2(float f) {
+  const uint32_t x = f2u(f);
+  const uint32_t sign = (x >> 24) & 0x80u;
+  const uint32_t ax = x & 0x7fffffffu;
+  const uint32_t sub = f2u(u2f(ax) + 128.0f) - 0x43000000u;
+  const uint32_t odd = (ax >> 21) & 1u;
+  const uint32_t nrm = (ax + 0xc80fffffu + odd) >> 21;
+  uint32_t r = ax < 0x38800000u ? sub : nrm;
+  r = r > 0x7cu ? 0x7cu : r;
+  r = ax >= 0x47800000u ? 0x7cu : r;
+  r = ax > 0x7f800000u ? 0x7fu : r;
+  return (uint8_t)(sign | r);
+}
+TRT_INLINE float e4m3_to_float(uint8_t c) {
+  const uint32_t sign = (uint32_t)(c & 0x80u) << 24;
+  const uint32_t exp = (c >> 3) & 0xfu;
+  const uint32_t man = c & 0x7u;
+  const float sub = (float)man * 0.001953125f;  // man * 2^-9
+  const float nrm = u2f(sign | ((exp + 120u) << 23) | (man << 20));
+  const float r = exp == 0 ? (sign ? -sub : sub) : nrm;
+  return (exp == 15 && man == 7) ? u2f(sign | 0x7fc00000u) : r;
+}
+TRT_INLINE uint8_t float_to_e4m3(float f) {
+  const uint32_t x = f2u(f);
+  const uint32_t sign = (x >> 24) & 0x80u;
+  const uint32_t ax = x & 0x7fffffffu;
+  const uint32_t sub = f2u(u2f(ax) + 16384.0f) - 0x46800000u;
+  const uint32_t odd = (ax >> 20) & 1u;
+  const uint32_t nrm = (ax + 0xc407ffffu + odd) >> 20;
+  uint32_t r = ax < 0x3c800000u ? sub : nrm;
+  r = r > 0x7eu ? 0x7fu : r;
+  r = ax >= 0x43f00000u ? 0x7fu : r;
+  return (uint8_t)(sign | r);
+}
+
+// ---- conversions with tessera's rules (no undefined behaviour) ---------------------------------
+
+/** Floating to integer: truncation; NaN and values outside int64 give INT64_MIN, then wrap. */
+template <class To>
+TRT_INLINE To f2i(double v) {
+  const int64_t i = (v >= -9223372036854775808.0 && v < 9223372036854775808.0) ? (int64_t)v
+                                                                              : (int64_t)(-9223372036854775807LL - 1);
+  return (To)i;
+}
+template <class To>
+TRT_INLINE To f2i(float v) {
+  return f2i<To>((double)v);
+}
+template <>
+TRT_INLINE uint64_t f2i<uint64_t>(double v) {
+  if (v >= 9223372036854775808.0 && v < 18446744073709551616.0) return (uint64_t)v;
+  const int64_t i = (v >= -9223372036854775808.0 && v < 9223372036854775808.0) ? (int64_t)v
+                                                                              : (int64_t)(-9223372036854775807LL - 1);
+  return (uint64_t)i;
+}
+
+// ---- math: float32 -------------------------------------------------------------------------------
+
+/** e^x: Cody-Waite reduction x = k ln2 + r, degree-6 polynomial on r, scale by 2^k. */
+TRT_INLINE float exp(float x) {
+  const float hi = 88.7228317f, lo = -103.972076f;
+  const float xc = x > hi ? hi : (x < lo ? lo : x);
+  const float k = __builtin_rintf(xc * 1.44269504088896341f);
+  const float r = (xc - k * 0.693145751953125f) - k * 1.42860682030941723212e-6f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  // 2^k in two steps so that k down to -150 (subnormal results) stays exact.
+  const int32_t ki = (int32_t)k;
+  const int32_t k1 = ki / 2, k2 = ki - k1;
+  const float s1 = u2f((uint32_t)(k1 + 127) << 23), s2 = u2f((uint32_t)(k2 + 127) << 23);
+  float res = p * s1 * s2;
+  res = x > hi ? __builtin_inff() : res;
+  res = x < lo ? 0.0f : res;
+  return x != x ? x : res;
+}
+
+/** ln(x): x = (1 + f) 2^e with 1 + f in [sqrt(1/2), sqrt(2)); log(1 + f) = 2 atanh(s) with
+ * s = f / (2 + f), arranged as f - f^2/2 + s (f^2/2 + R) so that the large terms are exact. */
+TRT_INLINE float log(float x) {
+  const uint32_t ux = f2u(x);
+  const bool subn = x < 1.17549435e-38f;
+  const uint32_t u = subn ? f2u(x * 8388608.0f) : ux;  // scale subnormals by 2^23
+  int32_t e = (int32_t)((u >> 23) & 0xffu) - 127 - (subn ? 23 : 0);
+  float m = u2f((u & 0x007fffffu) | 0x3f800000u);
+  const bool big = m > 1.41421356f;
+  m = big ? m * 0.5f : m;
+  e = big ? e + 1 : e;
+  const float f = m - 1.0f;
+  const float s = f / (2.0f + f);
+  const float z = s * s;
+  float R = 0.22222222f;  // 2/9
+  R = R * z + 0.28571429f;
+  R = R * z + 0.4f;
+  R = R * z + 0.66666667f;
+  R = R * z;
+  const float hfsq = 0.5f * f * f;
+  const float ef = (float)e;
+  // ln 2 = 0.693145751953125 + 1.428606820309417e-06 (the first part times e is exact).
+  float res = s * (hfsq + R) + ef * 1.42860682030941723212e-6f - hfsq + f + ef * 0.693145751953125f;
+  res = x == 0.0f ? -__builtin_inff() : res;
+  res = x < 0.0f ? __builtin_nanf("") : res;
+  res = ux == 0x7f800000u ? x : res;
+  return x != x ? x : res;
+}
+
+/** sin/cos: reduction by pi/2 in three parts, minimax polynomials on [-pi/4, pi/4]. */
+/** Reduces x by multiples of pi/2 in double precision (exact enough for |x| <= 1e4). */
+TRT_INLINE void sincos_reduce(float x, float& r, int32_t& q) {
+  const double xd = (double)x;
+  const double k = __builtin_rint(xd * 0.63661977236758134308);
+  q = (int32_t)k;
+  r = (float)((xd - k * 1.5707963267948966) - k * 6.123233995736766e-17);
+}
+TRT_INLINE float sin_poly(float r) {
+  const float r2 = r * r;
+  float p = -1.9515295891e-4f;
+  p = p * r2 + 8.3321608736e-3f;
+  p = p * r2 - 1.6666654611e-1f;
+  return r + r * r2 * p;
+}
+TRT_INLINE float cos_poly(float r) {
+  const float r2 = r * r;
+  float p = 2.443315711809948e-5f;
+  p = p * r2 - 1.388731625493765e-3f;
+  p = p * r2 + 4.166664568298827e-2f;
+  return 1.0f - 0.5f * r2 + r2 * r2 * p;
+}
+TRT_INLINE float sin(float x) {
+  float r;
+  int32_t q;
+  sincos_reduce(x, r, q);
+  const float s = sin_poly(r), c = cos_poly(r);
+  float v = (q & 1) ? c : s;
+  v = (q & 2) ? -v : v;
+  return (x != x || x - x != 0.0f) ? __builtin_nanf("") : v;
+}
+TRT_INLINE float cos(float x) {
+  float r;
+  int32_t q;
+  sincos_reduce(x, r, q);
+  const float s = sin_poly(r), c = cos_poly(r);
+  float v = (q & 1) ? s : c;
+  v = ((q + 1) & 2) ? -v : v;
+  return (x != x || x - x != 0.0f) ? __builtin_nanf("") : v;
+}
+
+TRT_INLINE float sqrt(float x) { return __builtin_sqrtf(x); }
+TRT_INLINE float rsqrt(float x) { return 1.0f / __builtin_sqrtf(x); }
+TRT_INLINE float abs(float x) { return u2f(f2u(x) & 0x7fffffffu); }
+
+// ---- math: float64 (rarely on the hot path: libm through builtins) ----------------------------------
+TRT_INLINE double exp(double x) { return __builtin_exp(x); }
+TRT_INLINE double log(double x) { return __builtin_log(x); }
+TRT_INLINE double sin(double x) { return __builtin_sin(x); }
+TRT_INLINE double cos(double x) { return __builtin_cos(x); }
+TRT_INLINE double sqrt(double x) { return __builtin_sqrt(x); }
+TRT_INLINE double rsqrt(double x) { return 1.0 / __builtin_sqrt(x); }
+TRT_INLINE double abs(double x) { return __builtin_fabs(x); }
+
+// ---- the program index ------------------------------------------------------------------------
+/** Splits a linear program index into (x, y, z), x fastest. */
+TRT_INLINE void program_coords(const Grid* g, int64_t p, int32_t& x, int32_t& y, int32_t& z) {
+  x = (int32_t)(p % g->x);
+  const int64_t q = p / g->x;
+  y = (int32_t)(q % g->y);
+  z = (int32_t)(q / g->y);
+}
+
+}  // namespace trt

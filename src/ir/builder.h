@@ -1,0 +1,87 @@
+/** \file
+ * Builds tile IR: owns an insertion point (restored by `InsertionGuard`, as LLVM's IRBuilder),
+ * stamps every op with the current source location, and folds constants on creation. Operands
+ * must already have matching types: promotion and broadcasting are the kernel language's job
+ * (src/tl/semantic.cpp).
+ */
+#pragma once
+
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace tessera::ir {
+
+class Builder {
+ public:
+  explicit Builder(Function& f) : f_(f), region_(&f.body) {}
+
+  Function& function() { return f_; }
+  const Type& type(ValueId v) const { return f_.type(v); }
+
+  void set_loc(SourceLoc loc) { loc_ = loc; }
+  SourceLoc loc() const { return loc_; }
+
+  Region* insertion_region() const { return region_; }
+  void set_insertion_region(Region* r) { region_ = r; }
+
+  /** Restores the insertion region on scope exit. */
+  class InsertionGuard {
+   public:
+    explicit InsertionGuard(Builder& b) : b_(b), saved_(b.region_) {}
+    ~InsertionGuard() { b_.region_ = saved_; }
+
+   private:
+    Builder& b_;
+    Region* saved_;
+  };
+
+  // ---- values -------------------------------------------------------------------------------
+  ValueId constant_int(int64_t v, const Type& t);
+  ValueId constant_float(double v, const Type& t);
+  /** A constant of type `t` with the numeric value `v` (int or float as the type says). */
+  ValueId constant(double v, const Type& t);
+  ValueId program_id(int axis);
+  ValueId num_programs(int axis);
+  ValueId arange(int64_t start, int64_t end);
+  ValueId splat(ValueId scalar, ArrayRef<int64_t> shape);
+  ValueId broadcast(ValueId v, ArrayRef<int64_t> shape);
+  ValueId expand_dims(ValueId v, int64_t axis);
+  ValueId binary(BinaryKind k, ValueId a, ValueId b);
+  ValueId compare(CmpKind k, ValueId a, ValueId b);
+  ValueId unary(UnaryKind k, ValueId a);
+  ValueId cast(ValueId a, DType to);
+  ValueId select(ValueId cond, ValueId a, ValueId b);
+  ValueId addptr(ValueId ptr, ValueId offset);
+  ValueId load(ValueId ptr, ValueId mask = kNoValue, ValueId other = kNoValue);
+  void store(ValueId ptr, ValueId value, ValueId mask = kNoValue);
+  ValueId reduce(ReduceKind k, ValueId v, int64_t axis);
+
+  // ---- structured control flow (the front end fills the regions) -----------------------------
+  /** A For op with lb/ub/step and carried initial values; its region has the iv and one
+   * argument per carried value. Results are created by `finish_for`. */
+  Op* create_for(ValueId lb, ValueId ub, ValueId step);
+  Op* create_if(ValueId cond);
+  void yield(const std::vector<ValueId>& values);
+  /** Appends an op to the insertion region. */
+  void insert(Op* op);
+
+  /** Folding helpers, exposed for canonicalization. */
+  static double fold_value(const Function& f, ValueId v);
+
+ private:
+  ValueId result(Op* op, Type t);
+  bool is_const(ValueId v) const { return f_.constant(v) != nullptr; }
+
+  Function& f_;
+  Region* region_;
+  SourceLoc loc_;
+};
+
+/** Wraps/rounds `v` to the value a constant of element type `d` holds. */
+double normalize_constant(double v, DType d);
+/** Evaluates a binary op on constants with the element type's semantics. */
+double fold_binary(BinaryKind k, double a, double b, DType d);
+bool fold_compare(CmpKind k, double a, double b);
+
+}  // namespace tessera::ir

@@ -1,0 +1,362 @@
+#include "ir/ir.h"
+
+#include <sstream>
+#include <unordered_set>
+
+namespace tessera::ir {
+
+int64_t Type::numel() const {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+const char* elem_name(DType d) {
+  switch (d) {
+    case DType::Bool: return "i1";
+    case DType::Int8: return "i8";
+    case DType::Int16: return "i16";
+    case DType::Int32: return "i32";
+    case DType::Int64: return "i64";
+    case DType::UInt8: return "u8";
+    case DType::UInt16: return "u16";
+    case DType::UInt32: return "u32";
+    case DType::UInt64: return "u64";
+    case DType::Float16: return "fp16";
+    case DType::BFloat16: return "bf16";
+    case DType::Float32: return "fp32";
+    case DType::Float64: return "fp64";
+    case DType::Float8_e4m3fn: return "fp8e4nv";
+    case DType::Float8_e5m2: return "fp8e5";
+  }
+  return "?";
+}
+
+std::string Type::str() const {
+  std::string e = std::string(ptr ? "*" : "") + elem_name(elem);
+  if (shape.empty()) return e;
+  std::string s = "<";
+  for (size_t i = 0; i < shape.size(); ++i) s += std::to_string(shape[i]) + "x";
+  return s + " " + e + ">";
+}
+
+const char* op_name(OpKind k) {
+  switch (k) {
+    case OpKind::Constant: return "const";
+    case OpKind::ProgramId: return "program_id";
+    case OpKind::NumPrograms: return "num_programs";
+    case OpKind::Arange: return "arange";
+    case OpKind::Splat: return "splat";
+    case OpKind::Broadcast: return "broadcast";
+    case OpKind::ExpandDims: return "expand_dims";
+    case OpKind::Binary: return "binary";
+    case OpKind::Compare: return "cmp";
+    case OpKind::Unary: return "unary";
+    case OpKind::Cast: return "cast";
+    case OpKind::Select: return "select";
+    case OpKind::AddPtr: return "addptr";
+    case OpKind::Load: return "load";
+    case OpKind::Store: return "store";
+    case OpKind::Reduce: return "reduce";
+    case OpKind::For: return "for";
+    case OpKind::If: return "if";
+    case OpKind::Yield: return "yield";
+  }
+  return "?";
+}
+
+const char* binary_name(BinaryKind k) {
+  static constexpr const char* kNames[] = {"add", "sub", "mul", "div", "rem",
+                                           "max", "min", "and", "or",  "xor"};
+  return kNames[static_cast<int>(k)];
+}
+const char* cmp_name(CmpKind k) {
+  static constexpr const char* kNames[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+  return kNames[static_cast<int>(k)];
+}
+const char* unary_name(UnaryKind k) {
+  static constexpr const char* kNames[] = {"neg", "not", "abs", "exp", "log",
+                                           "sqrt", "rsqrt", "sin", "cos"};
+  return kNames[static_cast<int>(k)];
+}
+const char* reduce_name(ReduceKind k) {
+  static constexpr const char* kNames[] = {"sum", "max", "min"};
+  return kNames[static_cast<int>(k)];
+}
+
+bool Op::has_side_effects() const {
+  if (kind == OpKind::Store) return true;
+  if (kind == OpKind::For || kind == OpKind::If) {
+    for (const auto& r : regions) {
+      for (const Op* op : r.ops) {
+        if (op->has_side_effects()) return true;
+      }
+    }
+  }
+  return false;
+}
+
+ValueId Function::new_value(Type t, Op* def, std::string name) {
+  values_.push_back(ValueInfo{std::move(t), def, std::move(name)});
+  return static_cast<ValueId>(values_.size() - 1);
+}
+
+Op* Function::new_op(OpKind kind) {
+  ops_.push_back(std::make_unique<Op>());
+  ops_.back()->kind = kind;
+  return ops_.back().get();
+}
+
+const Op* Function::constant(ValueId v) const {
+  const Op* d = def(v);
+  return d && d->kind == OpKind::Constant ? d : nullptr;
+}
+
+// ---- printer --------------------------------------------------------------------------------
+
+namespace {
+
+class Printer {
+ public:
+  explicit Printer(const Function& f) : f_(f) {}
+
+  std::string run() {
+    os_ << "kernel @" << f_.name << "(";
+    bool first = true;
+    for (const auto& p : f_.params) {
+      if (p.value == kNoValue) continue;
+      os_ << (first ? "" : ", ") << v(p.value) << ": " << f_.type(p.value).str() << " " << p.name;
+      if (p.divisible_by_16) os_ << " {div16}";
+      first = false;
+    }
+    os_ << ") {\n";
+    region(f_.body, 1);
+    os_ << "}\n";
+    return os_.str();
+  }
+
+ private:
+  std::string v(ValueId id) { return "%" + std::to_string(id); }
+
+  void region(const Region& r, int depth) {
+    for (const Op* op : r.ops) this->op(*op, depth);
+  }
+
+  void op(const Op& o, int depth) {
+    const std::string pad(static_cast<size_t>(depth) * 2, ' ');
+    os_ << pad;
+    if (!o.results.empty() && o.kind != OpKind::For && o.kind != OpKind::If) {
+      for (size_t i = 0; i < o.results.size(); ++i) os_ << (i ? ", " : "") << v(o.results[i]);
+      os_ << " = ";
+    }
+    switch (o.kind) {
+      case OpKind::Constant:
+        os_ << "const ";
+        if (f_.type(o.result()).is_float()) {
+          std::ostringstream num;
+          num.precision(17);
+          num << o.fval;
+          os_ << num.str();
+        } else {
+          os_ << o.ival;
+        }
+        break;
+      case OpKind::ProgramId:
+      case OpKind::NumPrograms: os_ << op_name(o.kind) << " " << "xyz"[o.ival]; break;
+      case OpKind::Arange: os_ << "arange " << o.ival << ", " << o.ival2; break;
+      case OpKind::ExpandDims: os_ << "expand_dims " << v(o.operands[0]) << ", axis " << o.ival; break;
+      case OpKind::Binary: os_ << binary_name(static_cast<BinaryKind>(o.sub)) << " " << args(o); break;
+      case OpKind::Compare: os_ << "cmp " << cmp_name(static_cast<CmpKind>(o.sub)) << " " << args(o); break;
+      case OpKind::Unary: os_ << unary_name(static_cast<UnaryKind>(o.sub)) << " " << args(o); break;
+      case OpKind::Reduce:
+        os_ << "reduce " << reduce_name(static_cast<ReduceKind>(o.sub)) << " " << args(o) << ", axis "
+            << o.ival;
+        break;
+      case OpKind::For: {
+        if (!o.results.empty()) {
+          for (size_t i = 0; i < o.results.size(); ++i) os_ << (i ? ", " : "") << v(o.results[i]);
+          os_ << " = ";
+        }
+        const Region& body = o.regions[0];
+        os_ << "for " << v(body.args[0]) << " = " << v(o.operands[0]) << " to " << v(o.operands[1])
+            << " step " << v(o.operands[2]);
+        if (o.operands.size() > 3) {
+          os_ << " iter_args(";
+          for (size_t i = 3; i < o.operands.size(); ++i) {
+            os_ << (i > 3 ? ", " : "") << v(body.args[i - 2]) << " = " << v(o.operands[i]);
+          }
+          os_ << ")";
+        }
+        os_ << " {" << loc(o) << "\n";
+        region(body, depth + 1);
+        os_ << pad << "}\n";
+        return;
+      }
+      case OpKind::If: {
+        if (!o.results.empty()) {
+          for (size_t i = 0; i < o.results.size(); ++i) os_ << (i ? ", " : "") << v(o.results[i]);
+          os_ << " = ";
+        }
+        os_ << "if " << v(o.operands[0]) << " {" << loc(o) << "\n";
+        region(o.regions[0], depth + 1);
+        os_ << pad << "} else {\n";
+        region(o.regions[1], depth + 1);
+        os_ << pad << "}\n";
+        return;
+      }
+      default: os_ << op_name(o.kind) << " " << args(o); break;
+    }
+    if (!o.results.empty()) os_ << " : " << f_.type(o.result()).str();
+    os_ << loc(o) << "\n";
+  }
+
+  std::string args(const Op& o) {
+    std::string s;
+    for (size_t i = 0; i < o.operands.size(); ++i) s += (i ? ", " : "") + v(o.operands[i]);
+    return s;
+  }
+
+  std::string loc(const Op& o) {
+    if (!o.loc.known()) return "";
+    std::ostringstream os;
+    os << "  // " << o.loc;
+    return os.str();
+  }
+
+  const Function& f_;
+  std::ostringstream os_;
+};
+
+}  // namespace
+
+std::string print(const Function& f) { return Printer(f).run(); }
+
+// ---- verifier -------------------------------------------------------------------------------
+
+namespace {
+
+class Verifier {
+ public:
+  explicit Verifier(const Function& f) : f_(f) {}
+
+  void run() {
+    std::vector<ValueId> params;
+    for (const auto& p : f_.params) {
+      if (p.value != kNoValue) params.push_back(p.value);
+    }
+    for (ValueId a : params) defined_.insert(a);
+    region(f_.body);
+  }
+
+ private:
+  [[noreturn]] void fail(const Op& o, const std::string& what) {
+    TS_INTERNAL_ASSERT(false) << "tile IR of kernel '" << f_.name << "' is malformed at "
+                              << op_name(o.kind) << " (" << o.loc << "): " << what << "\n"
+                              << print(f_);
+  }
+
+  // Values defined in a region are visible in it and its nested regions only.
+  void region(const Region& r) {
+    std::vector<ValueId> added;
+    auto define = [&](ValueId v) {
+      if (defined_.insert(v).second) added.push_back(v);
+    };
+    for (ValueId a : r.args) define(a);
+    for (size_t i = 0; i < r.ops.size(); ++i) {
+      const Op& o = *r.ops[i];
+      for (ValueId v : o.operands) {
+        if (!defined_.count(v)) fail(o, "operand %" + std::to_string(v) + " used outside its scope");
+      }
+      check(o);
+      if (o.kind == OpKind::Yield && i + 1 != r.ops.size()) fail(o, "yield is not the last op");
+      for (const auto& sub : o.regions) {
+        region(sub);
+        if (sub.ops.empty() || sub.ops.back()->kind != OpKind::Yield) fail(o, "region without yield");
+      }
+      for (ValueId res : o.results) {
+        if (f_.def(res) != &o) fail(o, "result's definition does not point at its op");
+        define(res);
+      }
+    }
+    for (ValueId v : added) defined_.erase(v);
+  }
+
+  void check(const Op& o) {
+    auto t = [&](ValueId v) -> const Type& { return f_.type(v); };
+    auto n_operands = [&](size_t n) {
+      if (o.operands.size() != n) fail(o, "expected " + std::to_string(n) + " operands");
+    };
+    switch (o.kind) {
+      case OpKind::Binary:
+        n_operands(2);
+        if (t(o.operands[0]) != t(o.operands[1]) || t(o.operands[0]) != t(o.result())) {
+          fail(o, "operand and result types differ");
+        }
+        break;
+      case OpKind::Compare:
+        n_operands(2);
+        if (t(o.operands[0]) != t(o.operands[1])) fail(o, "operand types differ");
+        if (t(o.result()).elem != DType::Bool || t(o.result()).shape != t(o.operands[0]).shape) {
+          fail(o, "result must be i1 of the operands' shape");
+        }
+        break;
+      case OpKind::Select:
+        n_operands(3);
+        if (t(o.operands[1]) != t(o.operands[2]) || t(o.operands[1]) != t(o.result())) {
+          fail(o, "branch types differ");
+        }
+        if (!t(o.operands[0]).is_bool() || t(o.operands[0]).shape != t(o.result()).shape) {
+          fail(o, "condition must be i1 of the result's shape");
+        }
+        break;
+      case OpKind::Load:
+        if (o.operands.empty() || o.operands.size() > 3) fail(o, "load takes ptr, mask, other");
+        if (!t(o.operands[0]).ptr) fail(o, "load of a non-pointer");
+        for (size_t i = 1; i < o.operands.size(); ++i) {
+          if (t(o.operands[i]).shape != t(o.operands[0]).shape) fail(o, "mask/other shape");
+        }
+        break;
+      case OpKind::Store:
+        if (o.operands.size() < 2 || o.operands.size() > 3) fail(o, "store takes ptr, value, mask");
+        if (!t(o.operands[0]).ptr) fail(o, "store to a non-pointer");
+        if (t(o.operands[1]).shape != t(o.operands[0]).shape) fail(o, "value shape");
+        if (t(o.operands[1]).elem != t(o.operands[0]).elem) fail(o, "value element type");
+        break;
+      case OpKind::AddPtr:
+        n_operands(2);
+        if (!t(o.operands[0]).ptr || !t(o.operands[1]).is_int()) fail(o, "addptr needs ptr, int");
+        if (t(o.operands[0]).shape != t(o.operands[1]).shape) fail(o, "addptr shapes differ");
+        break;
+      case OpKind::For: {
+        if (o.operands.size() < 3 || o.regions.size() != 1) fail(o, "for needs lb, ub, step and a body");
+        const Region& body = o.regions[0];
+        if (body.args.size() != o.operands.size() - 2 || o.results.size() != o.operands.size() - 3) {
+          fail(o, "for's carried values do not line up");
+        }
+        const Op& y = *body.ops.back();
+        if (y.operands.size() != o.results.size()) fail(o, "for's yield count");
+        for (size_t i = 0; i < o.results.size(); ++i) {
+          if (t(y.operands[i]) != t(o.results[i]) || t(o.operands[i + 3]) != t(o.results[i])) {
+            fail(o, "for's carried types differ");
+          }
+        }
+        break;
+      }
+      case OpKind::If:
+        if (o.regions.size() != 2 || !t(o.operands.at(0)).is_bool() || !t(o.operands[0]).is_scalar()) {
+          fail(o, "if needs a scalar i1 condition and two regions");
+        }
+        break;
+      default: break;
+    }
+  }
+
+  const Function& f_;
+  std::unordered_set<ValueId> defined_;
+};
+
+}  // namespace
+
+void verify(const Function& f) { Verifier(f).run(); }
+
+}  // namespace tessera::ir

@@ -1,0 +1,175 @@
+/** \file
+ * The tile IR (DESIGN.md D1, D3): what a traced kernel becomes, and what every backend consumes.
+ *
+ * Plain data in SSA form. A `Function` owns a table of values (each with a `Type`) and ops; ops
+ * live in regions (the function body, loop bodies, branches). A value is defined by an op result
+ * or a region argument. Types follow Triton: a scalar, a pointer to an element type, or a block
+ * (tile) of either with a static shape whose dimensions are powers of two. Ops keep the user's
+ * source line for diagnostics.
+ */
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/detail/small_vector.h"
+#include "tessera/dtype.h"
+#include "tessera/error.h"
+
+namespace tessera::ir {
+
+/** The type of a value: element dtype, pointer-ness and block shape (empty for scalars). */
+struct Type {
+  DType elem = DType::Int32;
+  bool ptr = false;
+  SmallVector<int64_t, 4> shape;
+
+  static Type scalar(DType d) { return Type{d, false, {}}; }
+  static Type pointer(DType d) { return Type{d, true, {}}; }
+  Type with_shape(ArrayRef<int64_t> s) const {
+    Type t = *this;
+    t.shape = SmallVector<int64_t, 4>(s);
+    return t;
+  }
+  Type scalar_type() const { return Type{elem, ptr, {}}; }
+
+  bool is_scalar() const { return shape.empty(); }
+  bool is_block() const { return !shape.empty(); }
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  int64_t numel() const;
+  bool is_float() const { return !ptr && is_floating_point(elem); }
+  bool is_int() const { return !ptr && is_integral(elem); }
+  bool is_bool() const { return !ptr && elem == DType::Bool; }
+
+  bool operator==(const Type& o) const { return elem == o.elem && ptr == o.ptr && shape == o.shape; }
+  bool operator!=(const Type& o) const { return !(*this == o); }
+  /** "fp32", "*fp16", "<4x8 x fp32>", "<128 x *fp32>". */
+  std::string str() const;
+};
+
+/** Triton's short element names: i1, i8, u8, fp16, bf16, fp32, fp8e4nv, ... */
+const char* elem_name(DType d);
+
+using ValueId = int32_t;
+inline constexpr ValueId kNoValue = -1;
+
+enum class OpKind : uint8_t {
+  Constant,     ///< attrs: ival (ints, bools) or fval (floats); a block type is a splat
+  ProgramId,    ///< attr: axis
+  NumPrograms,  ///< attr: axis
+  Arange,       ///< attrs: start, end; result <end-start x i32>
+  Splat,        ///< scalar -> block
+  Broadcast,    ///< block -> block of larger shape (size-1 dims stretched)
+  ExpandDims,   ///< attr: axis; inserts a size-1 dim
+  Binary,       ///< sub: BinaryKind; operands of the result's type
+  Compare,      ///< sub: CmpKind; result i1
+  Unary,        ///< sub: UnaryKind
+  Cast,         ///< element type conversion
+  Select,       ///< cond ? a : b
+  AddPtr,       ///< pointer + integer offset (in elements)
+  Load,         ///< ptr [, mask [, other]]
+  Store,        ///< ptr, value [, mask]
+  Reduce,       ///< sub: ReduceKind; attr: axis
+  For,          ///< operands: lb, ub, step, inits...; region args: iv, carried...
+  If,           ///< operands: cond; regions: then, else
+  Yield,        ///< terminator of For/If regions
+};
+
+enum class BinaryKind : uint8_t { Add, Sub, Mul, Div, Rem, Max, Min, And, Or, Xor };
+enum class CmpKind : uint8_t { EQ, NE, LT, LE, GT, GE };
+enum class UnaryKind : uint8_t { Neg, Not, Abs, Exp, Log, Sqrt, Rsqrt, Sin, Cos };
+enum class ReduceKind : uint8_t { Sum, Max, Min };
+
+const char* op_name(OpKind k);
+const char* binary_name(BinaryKind k);
+const char* cmp_name(CmpKind k);
+const char* unary_name(UnaryKind k);
+const char* reduce_name(ReduceKind k);
+
+struct Op;
+
+/** A straight-line list of ops with arguments (one block per region). */
+struct Region {
+  std::vector<ValueId> args;
+  std::vector<Op*> ops;
+};
+
+struct Op {
+  OpKind kind;
+  uint8_t sub = 0;  ///< BinaryKind / CmpKind / UnaryKind / ReduceKind
+  int64_t ival = 0;  ///< integer constant, axis, arange start
+  int64_t ival2 = 0;  ///< arange end
+  double fval = 0;   ///< float constant
+  std::vector<ValueId> operands;
+  std::vector<ValueId> results;
+  std::vector<Region> regions;
+  SourceLoc loc;
+
+  ValueId result() const { return results.at(0); }
+  bool has_side_effects() const;
+};
+
+/** A kernel parameter's role in the signature. */
+enum class ParamKind : uint8_t { Pointer, Int, Float, Constexpr };
+
+struct Param {
+  std::string name;
+  ParamKind kind;
+  ValueId value = kNoValue;  ///< the body's argument (kNoValue for constexprs and folded ints)
+  bool divisible_by_16 = false;
+};
+
+struct ValueInfo {
+  Type type;
+  Op* def = nullptr;  ///< null for region arguments
+  std::string name;   ///< parameter or user-visible name, for printing
+};
+
+class Function {
+ public:
+  std::string name;
+  std::vector<Param> params;
+  Region body;
+
+  ValueId new_value(Type t, Op* def = nullptr, std::string name = "");
+  const Type& type(ValueId v) const { return values_.at(static_cast<size_t>(v)).type; }
+  ValueInfo& info(ValueId v) { return values_.at(static_cast<size_t>(v)); }
+  const ValueInfo& info(ValueId v) const { return values_.at(static_cast<size_t>(v)); }
+  Op* def(ValueId v) const { return values_.at(static_cast<size_t>(v)).def; }
+  size_t num_values() const { return values_.size(); }
+
+  /** A new op owned by this function (not yet placed in a region). */
+  Op* new_op(OpKind kind);
+  /** The constant value of `v` when it is defined by a Constant op. */
+  const Op* constant(ValueId v) const;
+
+ private:
+  std::vector<ValueInfo> values_;
+  std::vector<std::unique_ptr<Op>> ops_;
+};
+
+/** Visits every op, depth first, in program order. */
+template <class F>
+void walk(Region& r, F&& f) {
+  for (Op* op : r.ops) {
+    f(op);
+    for (auto& sub : op->regions) walk(sub, f);
+  }
+}
+template <class F>
+void walk(const Region& r, F&& f) {
+  for (const Op* op : r.ops) {
+    f(op);
+    for (const auto& sub : op->regions) walk(sub, f);
+  }
+}
+
+/** Prints the function as text (`TESSERA_DUMP=ir`). */
+std::string print(const Function& f);
+
+/** Checks internal consistency (types, dominance, terminators); an InternalError on failure. */
+void verify(const Function& f);
+
+}  // namespace tessera::ir
