@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -51,7 +52,7 @@ inline constexpr IndexSpec None = IndexSpec::NewAxis;
  * an error: such values are `tl::Var`s. */
 class Tile {
  public:
-  Tile() = default;
+  Tile();
   Tile(const Tile& o);
   Tile& operator=(const Tile& o);
 
@@ -285,15 +286,25 @@ class Meta {
   std::vector<Entry> entries;
 };
 
-/** A launch grid of up to three dimensions. */
+/** A launch grid of up to three dimensions. Its constructors record the launch's source line. */
 struct Grid {
   Grid() = default;
-  Grid(std::initializer_list<SymInt> dims);  // NOLINT: `kernel[{n}]`
-  Grid(const SymInt& x) : Grid({x}) {}       // NOLINT
-  Grid(int64_t x) : Grid({SymInt(x)}) {}     // NOLINT
-  Grid(int x) : Grid({SymInt(x)}) {}         // NOLINT
+  Grid(std::initializer_list<SymInt> dims, SourceLoc loc = SourceLoc::current());  // NOLINT: `kernel[{n}]`
+  Grid(const SymInt& x, SourceLoc loc = SourceLoc::current()) : Grid({x}, loc) {}  // NOLINT
+  Grid(int64_t x, SourceLoc loc = SourceLoc::current()) : Grid({SymInt(x)}, loc) {}  // NOLINT
+  Grid(int x, SourceLoc loc = SourceLoc::current()) : Grid({SymInt(x)}, loc) {}     // NOLINT
   SymInt dims[3] = {1, 1, 1};
   int ndim = 0;
+  SourceLoc loc;
+};
+
+/** A grid computed from the meta-parameters: `kernel[[&](const tl::Meta& m) { ... }]`. */
+struct GridFn {
+  template <class F>
+    requires std::is_invocable_v<F&, const Meta&>
+  GridFn(F&& f, SourceLoc l = SourceLoc::current()) : fn(f), loc(l) {}  // NOLINT
+  FunctionRef<Grid(const Meta&)> fn;
+  SourceLoc loc;
 };
 
 class JITFunction;
@@ -301,22 +312,25 @@ class JITFunction;
 /** `kernel[grid]`: holds the grid until the call supplies the arguments. */
 class Launcher {
  public:
-  Launcher(const JITFunction& fn, Grid grid) : fn_(fn), grid_(std::move(grid)) {}
-  Launcher(const JITFunction& fn, FunctionRef<Grid(const Meta&)> grid_fn)
-      : fn_(fn), grid_fn_(grid_fn), has_fn_(true) {}
+  Launcher(const JITFunction& fn, Grid grid) : fn_(fn), grid_(std::move(grid)), loc_(grid_.loc) {}
+  Launcher(const JITFunction& fn, GridFn grid_fn) : fn_(fn), grid_fn_(grid_fn.fn), loc_(grid_fn.loc) {}
 
   template <class... A>
   void operator()(A&&... args) const {
-    const KernelArg list[] = {KernelArg(std::forward<A>(args))...};
-    run(ArrayRef<KernelArg>(list, sizeof...(A)));
+    if constexpr (sizeof...(A) == 0) {
+      run({});
+    } else {
+      const KernelArg list[] = {KernelArg(std::forward<A>(args), loc_)...};
+      run(ArrayRef<KernelArg>(list, sizeof...(A)));
+    }
   }
   void run(ArrayRef<KernelArg> args) const;
 
  private:
   const JITFunction& fn_;
   Grid grid_;
-  FunctionRef<Grid(const Meta&)> grid_fn_ = [](const Meta&) { return Grid(); };
-  bool has_fn_ = false;
+  std::optional<FunctionRef<Grid(const Meta&)>> grid_fn_;
+  SourceLoc loc_;
 };
 
 namespace detail {
@@ -356,11 +370,7 @@ class JITFunction {
   SourceLoc location() const;
 
   Launcher operator[](Grid grid) const { return Launcher(*this, std::move(grid)); }
-  template <class F>
-    requires std::is_invocable_v<F&, const Meta&>
-  Launcher operator[](F&& grid_fn) const {
-    return Launcher(*this, FunctionRef<Grid(const Meta&)>(grid_fn));
-  }
+  Launcher operator[](GridFn grid_fn) const { return Launcher(*this, grid_fn); }
 
   /** Never specializes these integer parameters on ==1 or divisibility by 16. */
   JITFunction& do_not_specialize(std::initializer_list<std::string_view> names);

@@ -1,0 +1,747 @@
+#include "codegen/cpp/emit.h"
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <sstream>
+
+#include "ir/passes.h"
+
+namespace tessera::codegen::cpp {
+namespace {
+
+using ir::Op;
+using ir::OpKind;
+using ir::Region;
+using ir::Type;
+using ir::ValueId;
+
+const char* storage_type(DType d) {
+  switch (d) {
+    case DType::Bool: return "bool";
+    case DType::Int8: return "int8_t";
+    case DType::Int16: return "int16_t";
+    case DType::Int32: return "int32_t";
+    case DType::Int64: return "int64_t";
+    case DType::UInt8: return "uint8_t";
+    case DType::UInt16: return "uint16_t";
+    case DType::UInt32: return "uint32_t";
+    case DType::UInt64: return "uint64_t";
+    case DType::Float16:
+    case DType::BFloat16: return "uint16_t";
+    case DType::Float32: return "float";
+    case DType::Float64: return "double";
+    case DType::Float8_e4m3fn:
+    case DType::Float8_e5m2: return "uint8_t";
+  }
+  return "?";
+}
+
+bool narrow_float(DType d) {
+  return d == DType::Float16 || d == DType::BFloat16 || is_float8(d);
+}
+
+const char* register_type(DType d) {
+  if (narrow_float(d)) return "float";
+  return storage_type(d);
+}
+
+std::string type_str(const Type& t) {
+  if (t.ptr) return std::string(storage_type(t.elem)) + "*";
+  return register_type(t.elem);
+}
+
+// Storage -> register value.
+std::string load_conv(DType d, const std::string& e) {
+  switch (d) {
+    case DType::Float16: return "trt::half_to_float(" + e + ")";
+    case DType::BFloat16: return "trt::bf16_to_float(" + e + ")";
+    case DType::Float8_e4m3fn: return "trt::e4m3_to_float(" + e + ")";
+    case DType::Float8_e5m2: return "trt::e5m2_to_float(" + e + ")";
+    default: return e;
+  }
+}
+
+// Register value -> storage.
+std::string store_conv(DType d, const std::string& e) {
+  switch (d) {
+    case DType::Float16: return "trt::float_to_half(" + e + ")";
+    case DType::BFloat16: return "trt::float_to_bf16(" + e + ")";
+    case DType::Float8_e4m3fn: return "trt::float_to_e4m3(" + e + ")";
+    case DType::Float8_e5m2: return "trt::float_to_e5m2(" + e + ")";
+    default: return e;
+  }
+}
+
+// Rounds a float register to a narrow float type's precision.
+std::string round_to(DType d, const std::string& e) {
+  switch (d) {
+    case DType::Float16: return "trt::round_f16(" + e + ")";
+    case DType::BFloat16: return "trt::round_bf16(" + e + ")";
+    case DType::Float8_e4m3fn: return "trt::e4m3_to_float(trt::float_to_e4m3(" + e + "))";
+    case DType::Float8_e5m2: return "trt::e5m2_to_float(trt::float_to_e5m2(" + e + "))";
+    default: return e;
+  }
+}
+
+std::string float_literal(double v, bool single) {
+  if (std::isnan(v)) return single ? "__builtin_nanf(\"\")" : "__builtin_nan(\"\")";
+  if (std::isinf(v)) {
+    return std::string(v < 0 ? "-" : "") + (single ? "__builtin_inff()" : "__builtin_inf()");
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", v);
+  return std::string("(") + buf + (single ? "f" : "") + ")";
+}
+
+std::string int_literal(int64_t v, DType d) {
+  if (d == DType::Bool) return v ? "true" : "false";
+  if (d == DType::UInt64) return "((uint64_t)" + std::to_string(static_cast<uint64_t>(v)) + "ULL)";
+  if (v == std::numeric_limits<int64_t>::min()) return "((int64_t)(-9223372036854775807LL - 1))";
+  return std::string("((") + storage_type(d) + ")" + std::to_string(v) + "LL)";
+}
+
+std::string cast_expr(const Type& src, const Type& dst, const std::string& e) {
+  const DType s = src.elem, d = dst.elem;
+  if (s == d) return e;
+  const std::string rt = register_type(d);
+  if (d == DType::Bool) return "((" + e + ") != 0)";
+  const bool sf = is_floating_point(s), df = is_floating_point(d);
+  if (sf && !df) return std::string("trt::f2i<") + storage_type(d) + ">(" + e + ")";
+  if (df) {
+    if (d == DType::Float64) return "((double)(" + e + "))";
+    return round_to(d, "((float)(" + e + "))");
+  }
+  return "((" + rt + ")(" + e + "))";
+}
+
+std::string reduce_init(ir::ReduceKind k, const Type& t) {
+  const DType d = t.elem;
+  const bool fl = is_floating_point(d);
+  switch (k) {
+    case ir::ReduceKind::Sum: return fl ? "0.0" : "0";
+    case ir::ReduceKind::Max:
+      if (fl) return d == DType::Float64 ? "-__builtin_inf()" : "-__builtin_inff()";
+      if (d == DType::Bool) return "false";
+      return std::string("((") + storage_type(d) + ")" +
+             (is_signed(d) ? "(" + int_literal(std::numeric_limits<int64_t>::min(), DType::Int64) + " >> (64 - 8 * sizeof(" + storage_type(d) + ")))"
+                           : "0") +
+             ")";
+    case ir::ReduceKind::Min:
+      if (fl) return d == DType::Float64 ? "__builtin_inf()" : "__builtin_inff()";
+      if (d == DType::Bool) return "true";
+      return std::string("((") + storage_type(d) + ")" +
+             (is_signed(d) ? "(((uint64_t)-1 >> 1) >> (64 - 8 * sizeof(" + std::string(storage_type(d)) + ")))"
+                           : "(~(uint64_t)0)") +
+             ")";
+  }
+  return "0";
+}
+
+std::string reduce_combine(ir::ReduceKind k, const Type& t, const std::string& a, const std::string& b) {
+  const DType d = t.elem;
+  const bool fl = is_floating_point(d);
+  const std::string rt = register_type(d);
+  switch (k) {
+    case ir::ReduceKind::Sum:
+      if (fl) return "(" + a + " + " + b + ")";
+      return "((" + rt + ")(" + a + " + " + b + "))";
+    case ir::ReduceKind::Max:
+      if (fl) return "trt::fmax_num(" + a + ", " + b + ")";
+      if (d == DType::Bool) return "(" + a + " || " + b + ")";
+      return "(" + b + " > " + a + " ? " + b + " : " + a + ")";
+    case ir::ReduceKind::Min:
+      if (fl) return "trt::fmin_num(" + a + ", " + b + ")";
+      if (d == DType::Bool) return "(" + a + " && " + b + ")";
+      return "(" + b + " < " + a + " ? " + b + " : " + a + ")";
+  }
+  return a;
+}
+
+enum class Storage : uint8_t { Inline, Scalar, Array };
+
+class Emitter {
+ public:
+  explicit Emitter(const ir::Function& f) : f_(f) {}
+
+  Kernel run() {
+    const size_t n = f_.num_values();
+    storage_.assign(n, Storage::Inline);
+    uses_.assign(n, {});
+    def_region_.assign(n, nullptr);
+    def_pos_.assign(n, -1);
+    analyze(f_.body);
+    for (const auto& p : f_.params) {
+      if (p.value != ir::kNoValue) storage_[static_cast<size_t>(p.value)] = Storage::Scalar;
+    }
+    classify(f_.body);
+    place_loads(f_.body);
+
+    header();
+    line("for (int64_t _p = _pb; _p < _pe; ++_p) {");
+    ++indent_;
+    line("int32_t _pid0, _pid1, _pid2;");
+    line("trt::program_coords(_g, _p, _pid0, _pid1, _pid2);");
+    line("(void)_pid0; (void)_pid1; (void)_pid2;");
+    region(f_.body);
+    --indent_;
+    line("}");
+    --indent_;
+    line("}");
+    Kernel k;
+    k.source = out_.str();
+    k.work_per_program = std::max<int64_t>(work_, 1);
+    return k;
+  }
+
+ private:
+  // ---- analysis ---------------------------------------------------------------------------
+
+  void analyze(const Region& r) {
+    for (ValueId a : r.args) def_region_[static_cast<size_t>(a)] = &r;
+    for (size_t i = 0; i < r.ops.size(); ++i) {
+      const Op* op = r.ops[i];
+      for (ValueId v : op->operands) uses_[static_cast<size_t>(v)].push_back({op, &r});
+      for (ValueId res : op->results) {
+        def_region_[static_cast<size_t>(res)] = &r;
+        def_pos_[static_cast<size_t>(res)] = static_cast<int>(i);
+      }
+      for (const auto& sub : op->regions) analyze(sub);
+    }
+  }
+
+  static bool cheap(const Op& op) {
+    switch (op.kind) {
+      case OpKind::Constant:
+      case OpKind::Arange:
+      case OpKind::Splat:
+      case OpKind::Broadcast:
+      case OpKind::ExpandDims:
+      case OpKind::Binary:
+      case OpKind::Compare:
+      case OpKind::Cast:
+      case OpKind::Select:
+      case OpKind::AddPtr: return true;
+      case OpKind::Unary: {
+        const auto k = static_cast<ir::UnaryKind>(op.sub);
+        return k == ir::UnaryKind::Neg || k == ir::UnaryKind::Not || k == ir::UnaryKind::Abs;
+      }
+      default: return false;
+    }
+  }
+
+  bool single_local_use(ValueId v) const {
+    const auto& u = uses_[static_cast<size_t>(v)];
+    return u.size() == 1 && u[0].region == def_region_[static_cast<size_t>(v)];
+  }
+
+  void classify(const Region& r) {
+    for (ValueId a : r.args) {
+      storage_[static_cast<size_t>(a)] = f_.type(a).is_scalar() ? Storage::Scalar : Storage::Array;
+    }
+    for (const Op* op : r.ops) {
+      for (const auto& sub : op->regions) classify(sub);
+      for (ValueId v : op->results) {
+        const Type& t = f_.type(v);
+        Storage s;
+        if (op->kind == OpKind::For || op->kind == OpKind::If) {
+          s = t.is_scalar() ? Storage::Scalar : Storage::Array;
+        } else if (t.is_scalar()) {
+          s = op->kind == OpKind::Constant ? Storage::Inline : Storage::Scalar;
+        } else if (cheap(*op)) {
+          s = Storage::Inline;
+        } else if (op->kind == OpKind::Unary || op->kind == OpKind::Load) {
+          s = single_local_use(v) ? Storage::Inline : Storage::Array;
+        } else {
+          s = Storage::Array;  // Reduce
+        }
+        storage_[static_cast<size_t>(v)] = s;
+      }
+    }
+  }
+
+  // A load stays inline only if the one place it is evaluated (the first non-inline consumer up
+  // a chain of single uses) comes before any op that may write memory.
+  void place_loads(const Region& r) {
+    for (size_t i = 0; i < r.ops.size(); ++i) {
+      const Op* op = r.ops[i];
+      for (const auto& sub : op->regions) place_loads(sub);
+      if (op->kind != OpKind::Load || op->results.empty()) continue;
+      const ValueId v0 = op->result();
+      if (storage_[static_cast<size_t>(v0)] != Storage::Inline) continue;
+      ValueId v = v0;
+      const Op* root = nullptr;
+      bool ok = true;
+      while (ok) {
+        if (!single_local_use(v)) {
+          ok = false;
+          break;
+        }
+        const Op* user = uses_[static_cast<size_t>(v)][0].user;
+        if (!user->results.empty() && user->kind != OpKind::For && user->kind != OpKind::If &&
+            storage_[static_cast<size_t>(user->result())] == Storage::Inline) {
+          v = user->result();
+          continue;
+        }
+        root = user;
+        break;
+      }
+      if (ok) {
+        for (size_t j = i + 1; j < r.ops.size() && r.ops[j] != root; ++j) {
+          if (r.ops[j]->has_side_effects()) ok = false;
+        }
+      }
+      if (!ok) storage_[static_cast<size_t>(v0)] = Storage::Array;
+    }
+  }
+
+  // ---- output helpers -----------------------------------------------------------------------
+
+  void line(const std::string& s) { out_ << std::string(static_cast<size_t>(indent_) * 2, ' ') << s << "\n"; }
+
+  std::string name(ValueId v) const { return "v" + std::to_string(v); }
+
+  std::string fresh(const char* prefix) { return std::string(prefix) + std::to_string(counter_++); }
+
+  void header() {
+    out_ << "// Generated by tessera for kernel '" << f_.name << "'.\n";
+    out_ << "// Specialization:";
+    for (const auto& p : f_.params) {
+      out_ << " " << p.name << "=";
+      if (p.value == ir::kNoValue) {
+        out_ << "constexpr";
+      } else {
+        out_ << f_.type(p.value).str() << (p.divisible_by_16 ? ":16" : "");
+      }
+    }
+    out_ << "\n#include \"tessera/trt/cpu.h\"\n\n";
+    out_ << "extern \"C\" TRT_EXPORT void tessera_kernel(const trt::Grid* _g, int64_t _pb, int64_t _pe, "
+            "const trt::Arg* _a) {\n";
+    indent_ = 1;
+    for (size_t i = 0; i < f_.params.size(); ++i) {
+      const auto& p = f_.params[i];
+      if (p.value == ir::kNoValue) continue;
+      const Type& t = f_.type(p.value);
+      const std::string ty = type_str(t);
+      std::string src;
+      if (t.ptr) {
+        src = "(" + ty + ")_a[" + std::to_string(i) + "].p";
+        if (p.divisible_by_16) src = "(" + ty + ")__builtin_assume_aligned(_a[" + std::to_string(i) + "].p, 16)";
+      } else if (t.is_float()) {
+        src = "(" + ty + ")_a[" + std::to_string(i) + "].f";
+      } else {
+        src = "(" + ty + ")_a[" + std::to_string(i) + "].i";
+      }
+      line(ty + " const " + name(p.value) + " = " + src + ";  // " + p.name);
+    }
+  }
+
+  // Row-major flat index of `idx` into an array of `shape`.
+  static std::string flat(const SmallVector<int64_t, 4>& shape, const std::vector<std::string>& idx) {
+    std::string s;
+    int64_t stride = 1;
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+      const std::string& i = idx[static_cast<size_t>(d)];
+      if (i != "0" && shape[d] != 1) {
+        std::string term = stride == 1 ? i : i + " * " + std::to_string(stride);
+        s = s.empty() ? term : term + " + " + s;
+      }
+      stride *= shape[d];
+    }
+    return s.empty() ? "0" : s;
+  }
+
+  // Emits nested loops over `shape` (simd on the innermost) and calls body with index names.
+  void loops(const SmallVector<int64_t, 4>& shape, bool simd,
+             const std::function<void(const std::vector<std::string>&)>& body) {
+    std::vector<std::string> idx;
+    int64_t n = 1;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      const std::string i = fresh("_i");
+      idx.push_back(i);
+      n *= shape[d];
+      if (simd && d + 1 == shape.size()) line("#pragma omp simd");
+      line("for (int32_t " + i + " = 0; " + i + " < " + std::to_string(shape[d]) + "; ++" + i + ") {");
+      ++indent_;
+    }
+    work_ += n * work_scale_;
+    body(idx);
+    for (size_t d = 0; d < shape.size(); ++d) {
+      --indent_;
+      line("}");
+    }
+  }
+
+  // ---- expressions --------------------------------------------------------------------------
+
+  std::string expr(ValueId v, const std::vector<std::string>& idx) {
+    switch (storage_[static_cast<size_t>(v)]) {
+      case Storage::Scalar: return name(v);
+      case Storage::Array: return name(v) + "[" + flat(f_.type(v).shape, idx) + "]";
+      case Storage::Inline: break;
+    }
+    const Op* op = f_.def(v);
+    TS_INTERNAL_ASSERT(op) << "inline value without a defining op";
+    return op_expr(*op, idx);
+  }
+
+  std::string op_expr(const Op& op, const std::vector<std::string>& idx) {
+    const Type& t = f_.type(op.result());
+    auto operand = [&](size_t i, const std::vector<std::string>& ix) { return expr(op.operands[i], ix); };
+    switch (op.kind) {
+      case OpKind::Constant:
+        if (t.is_float()) return float_literal(op.fval, t.elem != DType::Float64);
+        return int_literal(op.ival, t.elem);
+      case OpKind::ProgramId: return "_pid" + std::to_string(op.ival);
+      case OpKind::NumPrograms: return std::string("((int32_t)_g->") + "xyz"[op.ival] + ")";
+      case OpKind::Arange:
+        return "((int32_t)(" + std::to_string(op.ival) + " + " + idx.at(0) + "))";
+      case OpKind::Splat: return operand(0, {});
+      case OpKind::Broadcast: {
+        const auto& src = f_.type(op.operands[0]).shape;
+        std::vector<std::string> ix;
+        for (size_t d = 0; d < src.size(); ++d) ix.push_back(src[d] == 1 ? "0" : idx[d]);
+        return operand(0, ix);
+      }
+      case OpKind::ExpandDims: {
+        std::vector<std::string> ix;
+        for (size_t d = 0; d < idx.size(); ++d) {
+          if (static_cast<int64_t>(d) != op.ival) ix.push_back(idx[d]);
+        }
+        return operand(0, ix);
+      }
+      case OpKind::Binary: return binary(static_cast<ir::BinaryKind>(op.sub), t, operand(0, idx), operand(1, idx));
+      case OpKind::Compare: {
+        static constexpr const char* kOps[] = {"==", "!=", "<", "<=", ">", ">="};
+        return "(" + operand(0, idx) + " " + kOps[op.sub] + " " + operand(1, idx) + ")";
+      }
+      case OpKind::Unary: return unary(static_cast<ir::UnaryKind>(op.sub), t, operand(0, idx));
+      case OpKind::Cast: return cast_expr(f_.type(op.operands[0]), t, operand(0, idx));
+      case OpKind::Select:
+        return "(" + operand(0, idx) + " ? " + operand(1, idx) + " : " + operand(2, idx) + ")";
+      case OpKind::AddPtr: return "(" + operand(0, idx) + " + (int64_t)(" + operand(1, idx) + "))";
+      case OpKind::Load: {
+        const std::string v = load_conv(t.elem, "*" + operand(0, idx));
+        if (op.operands.size() == 1) return v;
+        const std::string other = op.operands.size() > 2 ? operand(2, idx) : "0";
+        return "(" + operand(1, idx) + " ? " + v + " : " + other + ")";
+      }
+      default: TS_INTERNAL_ASSERT(false) << "no inline expression for " << ir::op_name(op.kind);
+    }
+    return "";
+  }
+
+  static std::string binary(ir::BinaryKind k, const Type& t, const std::string& a, const std::string& b) {
+    const DType d = t.elem;
+    const std::string rt = register_type(d);
+    if (is_floating_point(d)) {
+      std::string e;
+      switch (k) {
+        case ir::BinaryKind::Add: e = "(" + a + " + " + b + ")"; break;
+        case ir::BinaryKind::Sub: e = "(" + a + " - " + b + ")"; break;
+        case ir::BinaryKind::Mul: e = "(" + a + " * " + b + ")"; break;
+        case ir::BinaryKind::Div: e = "(" + a + " / " + b + ")"; break;
+        case ir::BinaryKind::Rem:
+          e = (d == DType::Float64 ? "__builtin_fmod(" : "__builtin_fmodf(") + a + ", " + b + ")";
+          break;
+        case ir::BinaryKind::Max: e = "trt::fmax_num(" + a + ", " + b + ")"; break;
+        case ir::BinaryKind::Min: e = "trt::fmin_num(" + a + ", " + b + ")"; break;
+        default: TS_INTERNAL_ASSERT(false) << "bitwise op on floats";
+      }
+      return round_to(d, e);
+    }
+    if (d == DType::Bool) {
+      switch (k) {
+        case ir::BinaryKind::And:
+        case ir::BinaryKind::Mul:
+        case ir::BinaryKind::Min: return "(" + a + " && " + b + ")";
+        case ir::BinaryKind::Or:
+        case ir::BinaryKind::Add:
+        case ir::BinaryKind::Max: return "(" + a + " || " + b + ")";
+        case ir::BinaryKind::Xor:
+        case ir::BinaryKind::Sub: return "(" + a + " != " + b + ")";
+        case ir::BinaryKind::Div: return a;
+        case ir::BinaryKind::Rem: return "false";
+      }
+    }
+    switch (k) {
+      case ir::BinaryKind::Add: return "((" + rt + ")(" + a + " + " + b + "))";
+      case ir::BinaryKind::Sub: return "((" + rt + ")(" + a + " - " + b + "))";
+      case ir::BinaryKind::Mul: return "((" + rt + ")(" + a + " * " + b + "))";
+      case ir::BinaryKind::Div: return "trt::idiv<" + rt + ">(" + a + ", " + b + ")";
+      case ir::BinaryKind::Rem: return "trt::irem<" + rt + ">(" + a + ", " + b + ")";
+      case ir::BinaryKind::Max: return "(" + a + " > " + b + " ? " + a + " : " + b + ")";
+      case ir::BinaryKind::Min: return "(" + a + " < " + b + " ? " + a + " : " + b + ")";
+      case ir::BinaryKind::And: return "((" + rt + ")(" + a + " & " + b + "))";
+      case ir::BinaryKind::Or: return "((" + rt + ")(" + a + " | " + b + "))";
+      case ir::BinaryKind::Xor: return "((" + rt + ")(" + a + " ^ " + b + "))";
+    }
+    return a;
+  }
+
+  static std::string unary(ir::UnaryKind k, const Type& t, const std::string& a) {
+    const DType d = t.elem;
+    const std::string rt = register_type(d);
+    const bool fl = is_floating_point(d);
+    switch (k) {
+      case ir::UnaryKind::Neg: return fl ? "(-" + a + ")" : "((" + rt + ")(-" + a + "))";
+      case ir::UnaryKind::Not: return d == DType::Bool ? "(!" + a + ")" : "((" + rt + ")(~" + a + "))";
+      case ir::UnaryKind::Abs:
+        if (fl) return "trt::abs(" + a + ")";
+        if (!is_signed(d)) return a;
+        return "(" + a + " < 0 ? (" + rt + ")(-" + a + ") : " + a + ")";
+      default: break;
+    }
+    static constexpr const char* kFns[] = {"", "", "", "exp", "log", "sqrt", "rsqrt", "sin", "cos"};
+    return round_to(d, std::string("trt::") + kFns[static_cast<int>(k)] + "(" + a + ")");
+  }
+
+  // ---- statements ---------------------------------------------------------------------------
+
+  void declare_array(ValueId v) {
+    const Type& t = f_.type(v);
+    line("alignas(64) " + type_str(t) + " " + name(v) + "[" + std::to_string(t.numel()) + "];");
+  }
+
+  void region(const Region& r) {
+    for (const Op* op : r.ops) this->op(*op);
+  }
+
+  void op(const Op& op) {
+    switch (op.kind) {
+      case OpKind::Yield: return;  // the parent For/If handles it
+      case OpKind::Store: return store(op);
+      case OpKind::For: return for_op(op);
+      case OpKind::If: return if_op(op);
+      case OpKind::Reduce: return reduce(op);
+      default: break;
+    }
+    for (ValueId v : op.results) {
+      const Storage s = storage_[static_cast<size_t>(v)];
+      if (s == Storage::Scalar) {
+        line(type_str(f_.type(v)) + " const " + name(v) + " = " + op_expr(op, {}) + ";");
+      } else if (s == Storage::Array) {
+        declare_array(v);
+        loops(f_.type(v).shape, true, [&](const std::vector<std::string>& idx) {
+          line(name(v) + "[" + flat(f_.type(v).shape, idx) + "] = " + op_expr(op, idx) + ";");
+        });
+      }
+    }
+  }
+
+  void store(const Op& op) {
+    const Type& pt = f_.type(op.operands[0]);
+    loops(pt.shape, true, [&](const std::vector<std::string>& idx) {
+      const std::string value = store_conv(pt.elem, expr(op.operands[1], idx));
+      const std::string dst = "*" + expr(op.operands[0], idx) + " = " + value + ";";
+      if (op.operands.size() > 2) {
+        line("if (" + expr(op.operands[2], idx) + ") { " + dst + " }");
+      } else {
+        line(dst);
+      }
+    });
+  }
+
+  void reduce(const Op& op) {
+    const ValueId out = op.result();
+    const ValueId in = op.operands[0];
+    const Type& it = f_.type(in);
+    const Type& ot = f_.type(out);
+    const auto k = static_cast<ir::ReduceKind>(op.sub);
+    const int64_t axis = op.ival;
+    const int64_t rank = it.rank();
+    const std::string rt = register_type(ot.elem);
+    const bool scalar_out = ot.is_scalar();
+    if (scalar_out) {
+      line(rt + " " + name(out) + ";");
+    } else {
+      declare_array(out);
+    }
+    auto dest = [&](const std::vector<std::string>& idx) {
+      return scalar_out ? name(out) : name(out) + "[" + flat(ot.shape, idx) + "]";
+    };
+    const std::string init = reduce_init(k, ot);
+    if (axis == rank - 1) {
+      // Innermost axis: 16 independent lanes (vectorizes, fixed combination order).
+      SmallVector<int64_t, 4> outer(it.shape.begin(), it.shape.end() - 1);
+      const int64_t n = it.shape.back();
+      loops(outer, false, [&](const std::vector<std::string>& idx) {
+        const std::string lanes = fresh("_lanes"), j = fresh("_j"), l = fresh("_l");
+        line(rt + " " + lanes + "[16];");
+        line("for (int32_t " + l + " = 0; " + l + " < 16; ++" + l + ") " + lanes + "[" + l + "] = " + init + ";");
+        line("int32_t " + j + " = 0;");
+        line("for (; " + j + " + 16 <= " + std::to_string(n) + "; " + j + " += 16) {");
+        ++indent_;
+        line("#pragma omp simd");
+        line("for (int32_t " + l + " = 0; " + l + " < 16; ++" + l + ") {");
+        ++indent_;
+        std::vector<std::string> ix = idx;
+        ix.push_back("(" + j + " + " + l + ")");
+        line(lanes + "[" + l + "] = " + reduce_combine(k, ot, lanes + "[" + l + "]", expr(in, ix)) + ";");
+        --indent_;
+        line("}");
+        --indent_;
+        line("}");
+        std::vector<std::string> tail = idx;
+        tail.push_back(j);
+        line("for (; " + j + " < " + std::to_string(n) + "; ++" + j + ") " + lanes + "[0] = " +
+             reduce_combine(k, ot, lanes + "[0]", expr(in, tail)) + ";");
+        for (int width = 8; width >= 1; width /= 2) {
+          line("for (int32_t " + l + " = 0; " + l + " < " + std::to_string(width) + "; ++" + l + ") " + lanes +
+               "[" + l + "] = " +
+               reduce_combine(k, ot, lanes + "[" + l + "]", lanes + "[" + l + " + " + std::to_string(width) + "]") + ";");
+        }
+        line(dest(idx) + " = " + round_to(ot.elem, lanes + "[0]") + ";");
+        work_ += n * work_scale_;
+      });
+      return;
+    }
+    // Another axis: accumulate whole inner rows, in order along the axis.
+    SmallVector<int64_t, 4> outer(it.shape.begin(), it.shape.begin() + axis);
+    SmallVector<int64_t, 4> inner(it.shape.begin() + axis + 1, it.shape.end());
+    loops(outer, false, [&](const std::vector<std::string>& oidx) {
+      loops(inner, true, [&](const std::vector<std::string>& iidx) {
+        std::vector<std::string> d = oidx;
+        d.insert(d.end(), iidx.begin(), iidx.end());
+        line(dest(d) + " = " + init + ";");
+      });
+      const std::string kk = fresh("_k");
+      line("for (int32_t " + kk + " = 0; " + kk + " < " + std::to_string(it.shape[axis]) + "; ++" + kk + ") {");
+      ++indent_;
+      loops(inner, true, [&](const std::vector<std::string>& iidx) {
+        std::vector<std::string> d = oidx, s = oidx;
+        d.insert(d.end(), iidx.begin(), iidx.end());
+        s.push_back(kk);
+        s.insert(s.end(), iidx.begin(), iidx.end());
+        line(dest(d) + " = " + reduce_combine(k, ot, dest(d), expr(in, s)) + ";");
+      });
+      --indent_;
+      line("}");
+      if (narrow_float(ot.elem)) {
+        loops(inner, true, [&](const std::vector<std::string>& iidx) {
+          std::vector<std::string> d = oidx;
+          d.insert(d.end(), iidx.begin(), iidx.end());
+          line(dest(d) + " = " + round_to(ot.elem, dest(d)) + ";");
+        });
+      }
+    });
+  }
+
+  // Declares mutable storage for a carried or branch result value.
+  void declare_var(ValueId v) {
+    if (storage_[static_cast<size_t>(v)] == Storage::Array) {
+      declare_array(v);
+    } else {
+      line(type_str(f_.type(v)) + " " + name(v) + ";");
+    }
+  }
+
+  // dst = src elementwise (dst is Scalar or Array storage).
+  void assign(ValueId dst, const std::string& dst_name, ValueId src) {
+    const Type& t = f_.type(dst);
+    if (t.is_scalar()) {
+      line(dst_name + " = " + expr(src, {}) + ";");
+      return;
+    }
+    loops(t.shape, true, [&](const std::vector<std::string>& idx) {
+      line(dst_name + "[" + flat(t.shape, idx) + "] = " + expr(src, idx) + ";");
+    });
+  }
+
+  // Two-phase parallel assignment of `srcs` into the storage named by `dsts` (values may swap).
+  void parallel_assign(const std::vector<ValueId>& dsts, const std::vector<ValueId>& srcs) {
+    std::vector<std::string> temps;
+    for (size_t i = 0; i < dsts.size(); ++i) {
+      const Type& t = f_.type(dsts[i]);
+      const std::string tmp = fresh("_t");
+      temps.push_back(tmp);
+      if (t.is_scalar()) {
+        line(type_str(t) + " const " + tmp + " = " + expr(srcs[i], {}) + ";");
+      } else {
+        line("alignas(64) " + type_str(t) + " " + tmp + "[" + std::to_string(t.numel()) + "];");
+        assign(dsts[i], tmp, srcs[i]);
+      }
+    }
+    for (size_t i = 0; i < dsts.size(); ++i) {
+      const Type& t = f_.type(dsts[i]);
+      if (t.is_scalar()) {
+        line(name(dsts[i]) + " = " + temps[i] + ";");
+      } else {
+        loops(t.shape, true, [&](const std::vector<std::string>& idx) {
+          const std::string f = flat(t.shape, idx);
+          line(name(dsts[i]) + "[" + f + "] = " + temps[i] + "[" + f + "];");
+        });
+      }
+    }
+  }
+
+  void for_op(const Op& op) {
+    const Region& body = op.regions[0];
+    const ValueId iv = body.args[0];
+    // Carried values: the region argument and the op's result share one C++ variable.
+    std::vector<ValueId> carried(body.args.begin() + 1, body.args.end());
+    for (size_t k = 0; k < carried.size(); ++k) {
+      declare_var(carried[k]);
+      assign(carried[k], name(carried[k]), op.operands[3 + k]);
+    }
+    const std::string it = type_str(f_.type(iv));
+    line("for (" + it + " " + name(iv) + " = " + expr(op.operands[0], {}) + "; " + name(iv) + " < " +
+         expr(op.operands[1], {}) + "; " + name(iv) + " += " + expr(op.operands[2], {}) + ") {");
+    ++indent_;
+    const int64_t saved_scale = work_scale_;
+    work_scale_ *= 8;
+    region(body);
+    const Op& y = *body.ops.back();
+    parallel_assign(carried, y.operands);
+    work_scale_ = saved_scale;
+    --indent_;
+    line("}");
+    for (size_t k = 0; k < op.results.size(); ++k) alias(op.results[k], carried[k]);
+  }
+
+  void if_op(const Op& op) {
+    for (ValueId r : op.results) declare_var(r);
+    line("if (" + expr(op.operands[0], {}) + ") {");
+    for (int b = 0; b < 2; ++b) {
+      if (b == 1) line("} else {");
+      ++indent_;
+      const Region& reg = op.regions[static_cast<size_t>(b)];
+      region(reg);
+      parallel_assign(op.results, reg.ops.back()->operands);
+      --indent_;
+    }
+    line("}");
+  }
+
+  // Makes `v` refer to the storage of `target` (a For result reads its carried variable).
+  void alias(ValueId v, ValueId target) {
+    const Type& t = f_.type(v);
+    if (t.is_scalar()) {
+      line(type_str(t) + " const " + name(v) + " = " + name(target) + ";");
+    } else {
+      line(type_str(t) + "* const " + name(v) + " = " + name(target) + ";");
+    }
+  }
+
+  const ir::Function& f_;
+  std::vector<Storage> storage_;
+  struct Use {
+    const Op* user;
+    const Region* region;
+  };
+  std::vector<std::vector<Use>> uses_;
+  std::vector<const Region*> def_region_;
+  std::vector<int> def_pos_;
+  std::ostringstream out_;
+  int indent_ = 0;
+  int counter_ = 0;
+  int64_t work_ = 0;
+  int64_t work_scale_ = 1;
+};
+
+}  // namespace
+
+Kernel emit(const ir::Function& f) { return Emitter(f).run(); }
+
+}  // namespace tessera::codegen::cpp

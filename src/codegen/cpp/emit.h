@@ -1,0 +1,29 @@
+/** \file
+ * The CPU backend's emitter: tile IR -> C++ source that includes only `tessera/trt/cpu.h`.
+ *
+ * One extern "C" function runs a range of programs. Within a program, tile values do not become
+ * arrays unless they must: index, pointer and mask arithmetic and single-use loads are inlined
+ * into the loop of their consumer (a store, a reduction, or a value that is materialized), so
+ * `store(out + offs, load(x + offs, m) + load(y + offs, m), m)` is one vectorizable masked loop.
+ * Values that are reused, expensive (exp, log, ...), loaded before a store, reduced, or carried
+ * across a loop become 64-byte-aligned local arrays.
+ */
+#pragma once
+
+#include <string>
+
+#include "ir/ir.h"
+
+namespace tessera::codegen::cpp {
+
+struct Kernel {
+  std::string source;
+  /** The exported function (trt::KernelFn). */
+  std::string symbol = "tessera_kernel";
+  /** Elements processed per program (loop bodies counted once), to size thread-pool chunks. */
+  int64_t work_per_program = 1;
+};
+
+Kernel emit(const ir::Function& f);
+
+}  // namespace tessera::codegen::cpp

@@ -1,0 +1,23 @@
+/** \file
+ * Which pointer parameters a kernel reads and writes, from its tile IR (exactly: pointer
+ * provenance through addptr, broadcasts, selects and loop-carried values). The launcher bumps the
+ * version counters of written tensors only; the graph compiler builds on the same analysis.
+ */
+#pragma once
+
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace tessera::ir {
+
+struct ParamAccess {
+  bool read = false;
+  bool written = false;
+};
+
+/** One entry per `f.params` (non-pointer parameters stay unread/unwritten). A pointer loaded
+ * from memory could point anywhere: then every pointer parameter counts as read and written. */
+std::vector<ParamAccess> param_access(const Function& f);
+
+}  // namespace tessera::ir

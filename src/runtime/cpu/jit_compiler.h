@@ -1,0 +1,57 @@
+/** \file
+ * Compiles generated C++ kernels with the system compiler and loads them (DESIGN.md D2, D3).
+ *
+ * A kernel's binary is addressed by the SHA-256 of everything that determines it: the source,
+ * the tile runtime headers, tessera's build id, the compiler's identity, the flags and the CPU's
+ * features. Entries live under `$TESSERA_CACHE_DIR/cpu/<2 hex>/<key>/` (kernel.so, kernel.cpp,
+ * info); they are built in a private temporary directory and renamed into place, so concurrent
+ * processes never see a half-written entry and the first rename wins. An entry that fails to
+ * load or whose size does not match its record is rebuilt.
+ */
+#pragma once
+
+#include <cstdint>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "tessera/trt/cpu.h"
+
+namespace tessera::runtime::cpu {
+
+struct CompiledBinary {
+  trt::KernelFn fn = nullptr;
+  std::string key;
+  std::string path;        ///< the shared object
+  bool from_disk = false;  ///< found in the disk cache (no compiler run)
+  double compile_ms = 0;   ///< time spent in the compiler (0 on a cache hit)
+};
+
+/** Compiles (or finds in the caches) `source` and returns its entry point. `kernel` names it in
+ * messages. A compiler failure is an InternalError (generated code must compile) that keeps the
+ * source and the compiler's output for a bug report. */
+CompiledBinary compile(const std::string& source, const std::string& kernel);
+
+/** The compiler command and its `--version` line. */
+struct CompilerInfo {
+  std::string path;
+  std::string version;
+  std::vector<std::string> flags;
+  std::string target;  ///< a digest of the CPU's feature flags
+};
+const CompilerInfo& compiler();
+
+/** The disk cache, for `tessera cache`. */
+struct CacheEntry {
+  std::string key;
+  std::string kernel;
+  std::string dir;
+  uint64_t bytes = 0;
+  std::time_t mtime = 0;
+};
+std::string cache_root();
+std::vector<CacheEntry> cache_entries();
+/** Removes every CPU kernel; returns how many entries were removed. */
+size_t clear_cache();
+
+}  // namespace tessera::runtime::cpu

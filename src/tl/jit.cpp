@@ -1,0 +1,476 @@
+// Kernels: TL_JIT signatures, argument binding, specialization keys, the in-memory cache,
+// compilation (trace -> tile IR -> pipeline -> C++ -> system compiler) and launches on the
+// thread pool.
+#include "tl/jit.h"
+
+#include <cctype>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <sstream>
+
+#include "codegen/cpp/emit.h"
+#include "ir/access.h"
+#include "ir/passes.h"
+#include "runtime/cpu/jit_compiler.h"
+#include "runtime/thread_pool.h"
+#include "tessera/detail/hash.h"
+#include "tessera/env.h"
+#include "tl/trace.h"
+
+namespace tessera::tl {
+
+using Kind = JITFunction::ParamSpec::Kind;
+
+namespace detail {
+namespace {
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::Pointer: return "a pointer (tl::Ptr)";
+    case Kind::Int: return "an integer (tl::Int)";
+    case Kind::Float: return "a float (tl::Float)";
+    case Kind::Constexpr: return "a constexpr (tl::Const)";
+  }
+  return "?";
+}
+
+const char* arg_name(KernelArg::Kind k) {
+  switch (k) {
+    case KernelArg::Kind::Tensor: return "a tensor";
+    case KernelArg::Kind::Int: return "an integer";
+    case KernelArg::Kind::Float: return "a float";
+    case KernelArg::Kind::Bool: return "a bool";
+    case KernelArg::Kind::DType: return "a dtype";
+    case KernelArg::Kind::Meta: return "tl::meta";
+    case KernelArg::Kind::Option: return "a launch option";
+  }
+  return "?";
+}
+
+[[noreturn]] void launch_error(const KernelState& s, SourceLoc loc, const std::string& msg) {
+  std::ostringstream os;
+  os << "[kernel " << s.name << "] ";
+  if (loc.known()) os << loc << ": ";
+  os << msg;
+  throw CompileError(os.str(), loc);
+}
+
+std::string param_list(const KernelState& s) {
+  std::string r;
+  for (size_t i = 0; i < s.params.size(); ++i) r += (i ? ", " : "") + s.params[i].name;
+  return r;
+}
+
+DType int_type(int64_t v) {
+  return (v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max())
+             ? DType::Int32
+             : DType::Int64;
+}
+
+// Binds one positional value (or a meta value) to parameter `i`.
+void bind_value(const KernelState& s, size_t i, const KernelArg& a, BoundArg& b, SourceLoc loc) {
+  const auto& p = s.params[i];
+  b.kind = p.kind;
+  auto mismatch = [&] {
+    launch_error(s, loc, "parameter '" + p.name + "' is " + kind_name(p.kind) + " but got " + arg_name(a.kind));
+  };
+  switch (p.kind) {
+    case Kind::Pointer: {
+      if (a.kind != KernelArg::Kind::Tensor) mismatch();
+      const Tensor& t = *a.tensor;
+      if (!t.defined()) launch_error(s, loc, "parameter '" + p.name + "' got an undefined tensor");
+      if (!t.has_data()) {
+        launch_error(s, loc, "parameter '" + p.name + "' got a " + std::string(t.is_fake() ? "fake" : "meta") +
+                                 " tensor: kernels on tensors without data run under tessera::compile, "
+                                 "not eagerly");
+      }
+      if (!t.device().is_cpu()) {
+        launch_error(s, loc, "parameter '" + p.name + "' got a tensor on " + t.device().str() +
+                                 "; this build runs kernels on the CPU only");
+      }
+      b.tensor = &t;
+      b.dtype = t.dtype();
+      b.ptr = t.impl()->data();
+      b.div16 = (reinterpret_cast<uintptr_t>(b.ptr) % 16) == 0;
+      break;
+    }
+    case Kind::Int: {
+      int64_t v;
+      if (a.kind == KernelArg::Kind::Int) {
+        if (a.sym.is_symbolic()) {
+          launch_error(s, loc, "parameter '" + p.name + "' got a symbolic size outside tessera::compile");
+        }
+        v = a.sym.expect_int();
+        b.dtype = int_type(v);
+      } else if (a.kind == KernelArg::Kind::Bool) {
+        v = a.i;
+        b.dtype = DType::Bool;
+      } else {
+        mismatch();
+      }
+      b.i = v;
+      if (!s.no_specialize[i] && b.dtype != DType::Bool) {
+        b.folded_one = v == 1;
+        b.div16 = !b.folded_one && v % 16 == 0;
+      }
+      break;
+    }
+    case Kind::Float:
+      if (a.kind == KernelArg::Kind::Float) {
+        b.f = a.f;
+      } else if (a.kind == KernelArg::Kind::Int) {
+        b.f = static_cast<double>(a.sym.expect_int());
+      } else {
+        mismatch();
+      }
+      b.dtype = DType::Float32;
+      break;
+    case Kind::Constexpr:
+      switch (a.kind) {
+        case KernelArg::Kind::Int:
+          if (a.sym.is_symbolic()) {
+            launch_error(s, loc, "constexpr parameter '" + p.name + "' got a symbolic size outside tessera::compile");
+          }
+          b.constant = meta(p.name, a.sym.expect_int());
+          break;
+        case KernelArg::Kind::Float: b.constant = meta(p.name, a.f); break;
+        case KernelArg::Kind::Bool: b.constant = meta(p.name, a.i != 0); break;
+        case KernelArg::Kind::DType: b.constant = meta(p.name, a.dtype); break;
+        case KernelArg::Kind::Meta: b.constant = a.meta; break;
+        default: mismatch();
+      }
+      break;
+  }
+}
+
+}  // namespace
+
+size_t KeyHash::operator()(ArrayRef<uint64_t> k) const {
+  uint64_t h = 0x243f6a8885a308d3ull;
+  for (uint64_t w : k) h = hash_mix(h, w);
+  return static_cast<size_t>(h);
+}
+
+void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 16>& out,
+          int64_t& num_warps, int64_t& num_stages, SourceLoc loc) {
+  if (!s.param_error.empty()) launch_error(s, s.loc, s.param_error);
+  const size_t n = s.params.size();
+  TS_CHECK(n <= 64, CompileError) << "[kernel " << s.name << "] has " << n << " parameters; at most 64";
+  out.assign(n, BoundArg{});
+  SmallVector<bool, 16> set(n, false);
+  size_t positional = 0;
+  for (const auto& a : args) {
+    if (a.kind == KernelArg::Kind::Option) {
+      (a.option.kind == LaunchOption::Kind::NumWarps ? num_warps : num_stages) = a.option.value;
+      continue;
+    }
+    if (a.kind == KernelArg::Kind::Meta) {
+      size_t i = 0;
+      while (i < n && s.params[i].name != a.meta.name) ++i;
+      if (i == n) {
+        launch_error(s, loc, "tl::meta names unknown parameter '" + std::string(a.meta.name) +
+                                 "' (parameters: " + param_list(s) + ")");
+      }
+      if (set[i]) launch_error(s, loc, "parameter '" + s.params[i].name + "' is given twice");
+      KernelArg as_arg = a;
+      if (s.params[i].kind != Kind::Constexpr) {
+        // tl::meta on a runtime parameter binds its value as that parameter's kind.
+        switch (a.meta.kind) {
+          case MetaArg::Kind::Int: as_arg = KernelArg(a.meta.i, loc); break;
+          case MetaArg::Kind::Float: as_arg = KernelArg(a.meta.f, loc); break;
+          case MetaArg::Kind::Bool: as_arg = KernelArg(a.meta.i != 0, loc); break;
+          case MetaArg::Kind::DType: as_arg = KernelArg(a.meta.dtype, loc); break;
+        }
+      }
+      bind_value(s, i, as_arg, out[i], loc);
+      set[i] = true;
+      continue;
+    }
+    while (positional < n && set[positional]) ++positional;
+    if (positional >= n) {
+      launch_error(s, loc, "expected " + std::to_string(n) + " arguments (" + param_list(s) + "), got more");
+    }
+    bind_value(s, positional, a, out[positional], loc);
+    set[positional] = true;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (set[i]) continue;
+    const auto& p = s.params[i];
+    launch_error(s, loc, "missing argument for parameter '" + p.name + "' (" + kind_name(p.kind) +
+                             (p.kind == Kind::Constexpr ? "; pass it positionally or as tl::meta(\"" + p.name + "\", value)" : "") + ")");
+  }
+}
+
+void make_key(const SmallVector<BoundArg, 16>& bound, int64_t num_warps, int64_t num_stages, Key& key) {
+  key.clear();
+  for (const auto& b : bound) {
+    switch (b.kind) {
+      case Kind::Pointer: key.push_back(1u | (uint64_t(b.dtype) << 8) | (uint64_t(b.div16) << 16)); break;
+      case Kind::Int:
+        key.push_back(2u | (uint64_t(b.dtype) << 8) | (uint64_t(b.div16) << 16) | (uint64_t(b.folded_one) << 17));
+        break;
+      case Kind::Float: key.push_back(3u); break;
+      case Kind::Constexpr: {
+        key.push_back(4u | (uint64_t(b.constant.kind) << 8));
+        uint64_t w = 0;
+        switch (b.constant.kind) {
+          case MetaArg::Kind::Int:
+          case MetaArg::Kind::Bool: w = static_cast<uint64_t>(b.constant.i); break;
+          case MetaArg::Kind::Float: std::memcpy(&w, &b.constant.f, 8); break;
+          case MetaArg::Kind::DType: w = static_cast<uint64_t>(b.constant.dtype); break;
+        }
+        key.push_back(w);
+        break;
+      }
+    }
+  }
+  key.push_back(static_cast<uint64_t>(num_warps));
+  key.push_back(static_cast<uint64_t>(num_stages));
+}
+
+std::shared_ptr<CompiledKernel> compile(KernelState& s, const SmallVector<BoundArg, 16>& bound, SourceLoc loc) {
+  auto out = std::make_shared<CompiledKernel>();
+  ir::Function f;
+  f.name = s.name;
+  {
+    TraceContext ctx(f, s.name);
+    ir::Builder& b = ctx.builder();
+    b.set_loc(s.loc);
+    std::vector<Tile> handles;
+    for (size_t i = 0; i < s.params.size(); ++i) {
+      const auto& p = s.params[i];
+      const BoundArg& a = bound[i];
+      ir::Param param{p.name, static_cast<ir::ParamKind>(p.kind), ir::kNoValue, a.div16};
+      ir::ValueId v = ir::kNoValue;
+      switch (a.kind) {
+        case Kind::Pointer:
+          v = param.value = f.new_value(ir::Type::pointer(a.dtype), nullptr, p.name);
+          break;
+        case Kind::Int:
+          if (a.folded_one) {
+            v = b.constant_int(1, ir::Type::scalar(DType::Int32));
+          } else {
+            v = param.value = f.new_value(ir::Type::scalar(a.dtype), nullptr, p.name);
+          }
+          break;
+        case Kind::Float: v = param.value = f.new_value(ir::Type::scalar(DType::Float32), nullptr, p.name); break;
+        case Kind::Constexpr:
+          switch (a.constant.kind) {
+            case MetaArg::Kind::Int: v = b.constant_int(a.constant.i, ir::Type::scalar(int_type(a.constant.i))); break;
+            case MetaArg::Kind::Float: v = b.constant_float(a.constant.f, ir::Type::scalar(DType::Float32)); break;
+            case MetaArg::Kind::Bool: v = b.constant_int(a.constant.i, ir::Type::scalar(DType::Bool)); break;
+            case MetaArg::Kind::DType:
+              launch_error(s, loc, "constexpr parameter '" + p.name + "' got a dtype; dtype constexprs are not "
+                                   "supported by the kernel language yet");
+          }
+          break;
+      }
+      f.params.push_back(param);
+      handles.push_back(ctx.tile(v));
+      out->meta.entries.push_back({p.name, a.kind == Kind::Constexpr ? a.constant
+                                                                   : (a.kind == Kind::Int ? meta(p.name, a.i) : meta(p.name, a.f))});
+    }
+    s.invoke(s.body, handles.data());
+  }
+  ir::run_pipeline(f);
+  out->ir = ir::print(f);
+  for (const auto& a : ir::param_access(f)) out->written.push_back(a.written);
+  const auto k = codegen::cpp::emit(f);
+  if (knobs().dump_enabled("src")) std::cerr << "// ---- C++ of kernel " << s.name << " ----\n" << k.source;
+  const auto bin = runtime::cpu::compile(k.source, s.name);
+  out->fn = bin.fn;
+  out->work_per_program = k.work_per_program;
+  out->source = k.source;
+  out->cache_key = bin.key;
+  out->from_disk = bin.from_disk;
+  out->compile_ms = bin.compile_ms;
+  return out;
+}
+
+std::shared_ptr<CompiledKernel> get_kernel(KernelState& s, const SmallVector<BoundArg, 16>& bound,
+                                           int64_t num_warps, int64_t num_stages, SourceLoc loc) {
+  Key key;
+  make_key(bound, num_warps, num_stages, key);
+  const ArrayRef<uint64_t> k(key.data(), key.size());
+  {
+    std::lock_guard<std::mutex> g(s.mutex);
+    if (s.last && k.equals(s.last_key)) return s.last;
+    auto it = s.cache.find(k);
+    if (it != s.cache.end()) {
+      s.last = it->second;
+      s.last_key.assign(key.begin(), key.end());
+      return it->second;
+    }
+  }
+  auto compiled = compile(s, bound, loc);
+  std::lock_guard<std::mutex> g(s.mutex);
+  auto [it, inserted] = s.cache.emplace(std::vector<uint64_t>(key.begin(), key.end()), compiled);
+  s.last = it->second;
+  s.last_key.assign(key.begin(), key.end());
+  s.last_source = it->second->source;
+  s.last_ir = it->second->ir;
+  return it->second;
+}
+
+}  // namespace detail
+
+// ---- JITFunction ----------------------------------------------------------------------------------
+
+namespace {
+
+std::string trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.erase(s.begin());
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+JITFunction::JITFunction(const char* name, const char* param_text, const void* body,
+                         detail::BodyInvoker invoke, size_t arity, const char* file, int line)
+    : state_(std::make_unique<detail::KernelState>()) {
+  auto& s = *state_;
+  s.name = name;
+  s.body = body;
+  s.invoke = invoke;
+  s.loc = SourceLoc{file, line};
+  std::stringstream ss(param_text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item = trim(item);
+    if (item.empty()) continue;
+    const size_t sp = item.find_last_of(" \t&*");
+    const std::string pname = sp == std::string::npos ? item : trim(item.substr(sp + 1));
+    std::string type = sp == std::string::npos ? "" : trim(item.substr(0, sp));
+    const size_t colon = type.rfind("::");
+    const std::string base = colon == std::string::npos ? type : type.substr(colon + 2);
+    ParamSpec p{pname, ParamSpec::Kind::Int};
+    if (base == "Ptr") p.kind = ParamSpec::Kind::Pointer;
+    else if (base == "Int") p.kind = ParamSpec::Kind::Int;
+    else if (base == "Float") p.kind = ParamSpec::Kind::Float;
+    else if (base == "Const") p.kind = ParamSpec::Kind::Constexpr;
+    else if (s.param_error.empty()) {
+      s.param_error = "parameter '" + pname + "' has type '" + type +
+                      "'; kernel parameters are tl::Ptr, tl::Int, tl::Float or tl::Const";
+    }
+    s.params.push_back(p);
+  }
+  if (s.params.size() != arity && s.param_error.empty()) {
+    s.param_error = "could not read the parameter list of TL_JIT (" + std::to_string(s.params.size()) +
+                    " names for " + std::to_string(arity) + " parameters)";
+  }
+  s.no_specialize.assign(s.params.size(), false);
+}
+
+JITFunction::~JITFunction() = default;
+
+const std::string& JITFunction::name() const { return state_->name; }
+const std::vector<JITFunction::ParamSpec>& JITFunction::params() const { return state_->params; }
+SourceLoc JITFunction::location() const { return state_->loc; }
+
+JITFunction& JITFunction::do_not_specialize(std::initializer_list<std::string_view> names) {
+  for (auto n : names) {
+    size_t i = 0;
+    while (i < state_->params.size() && state_->params[i].name != n) ++i;
+    TS_CHECK(i < state_->params.size(), ValueError)
+        << "[kernel " << state_->name << "] do_not_specialize: no parameter named '" << n << "'";
+    state_->no_specialize[i] = true;
+  }
+  return *this;
+}
+
+size_t JITFunction::num_specializations() const {
+  std::lock_guard<std::mutex> g(state_->mutex);
+  return state_->cache.size();
+}
+
+std::string JITFunction::last_source() const {
+  std::lock_guard<std::mutex> g(state_->mutex);
+  return state_->last_source;
+}
+
+std::string JITFunction::last_ir() const {
+  std::lock_guard<std::mutex> g(state_->mutex);
+  return state_->last_ir;
+}
+
+// ---- Meta, Grid, launch -----------------------------------------------------------------------------
+
+int64_t Meta::operator[](std::string_view name) const {
+  for (const auto& e : entries) {
+    if (e.name != name) continue;
+    TS_CHECK(e.value.kind == MetaArg::Kind::Int || e.value.kind == MetaArg::Kind::Bool, TypeError)
+        << "meta-parameter '" << name << "' is not an integer";
+    return e.value.i;
+  }
+  std::string known;
+  for (const auto& e : entries) known += (known.empty() ? "" : ", ") + e.name;
+  TS_ERROR(ValueError) << "the grid asked for meta-parameter '" << name << "', which the launch does not "
+                       << "have (it has: " << known << ")";
+}
+
+bool Meta::contains(std::string_view name) const {
+  for (const auto& e : entries) {
+    if (e.name == name) return true;
+  }
+  return false;
+}
+
+double Meta::float_value(std::string_view name) const {
+  for (const auto& e : entries) {
+    if (e.name == name) return e.value.kind == MetaArg::Kind::Float ? e.value.f : static_cast<double>(e.value.i);
+  }
+  TS_ERROR(ValueError) << "no meta-parameter named '" << name << "'";
+}
+
+Grid::Grid(std::initializer_list<SymInt> dims, SourceLoc l) : loc(l) {
+  TS_CHECK(dims.size() >= 1 && dims.size() <= 3, ValueError)
+      << "a launch grid has 1 to 3 dimensions, got " << dims.size();
+  int i = 0;
+  for (const auto& d : dims) this->dims[i++] = d;
+  ndim = static_cast<int>(dims.size());
+}
+
+void Launcher::run(ArrayRef<KernelArg> args) const {
+  UserLocGuard guard(loc_);
+  auto& s = fn_.state();
+  SmallVector<detail::BoundArg, 16> bound;
+  int64_t num_warps = 4, num_stages = 3;
+  detail::bind(s, args, bound, num_warps, num_stages, loc_);
+  const auto kernel = detail::get_kernel(s, bound, num_warps, num_stages, loc_);
+  const Grid g = grid_fn_ ? (*grid_fn_)(kernel->meta) : grid_;
+  int64_t dims[3] = {1, 1, 1};
+  for (int d = 0; d < 3; ++d) {
+    if (g.dims[d].is_symbolic()) {
+      detail::launch_error(s, loc_, "the grid has a symbolic size outside tessera::compile");
+    }
+    dims[d] = g.dims[d].expect_int();
+    if (dims[d] < 0) detail::launch_error(s, loc_, "negative grid dimension " + std::to_string(dims[d]));
+  }
+  const int64_t total = dims[0] * dims[1] * dims[2];
+  if (total == 0) return;
+  trt::Arg slots[64];
+  for (size_t i = 0; i < bound.size(); ++i) {
+    const auto& b = bound[i];
+    switch (b.kind) {
+      case JITFunction::ParamSpec::Kind::Pointer: slots[i].p = b.ptr; break;
+      case JITFunction::ParamSpec::Kind::Int: slots[i].i = b.i; break;
+      case JITFunction::ParamSpec::Kind::Float: slots[i].f = b.f; break;
+      case JITFunction::ParamSpec::Kind::Constexpr: slots[i].i = 0; break;
+    }
+  }
+  const trt::Grid tg{dims[0], dims[1], dims[2]};
+  const trt::KernelFn fn = kernel->fn;
+  if (total == 1) {
+    fn(&tg, 0, 1, slots);
+  } else {
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(kernel->work_per_program, 1));
+    runtime::parallel_for(0, total, grain, [&](int64_t b, int64_t e) { fn(&tg, b, e, slots); });
+  }
+  for (size_t i = 0; i < bound.size(); ++i) {
+    if (bound[i].tensor && kernel->written[i]) bound[i].tensor->impl()->storage()->bump_version();
+  }
+}
+
+}  // namespace tessera::tl

@@ -1,0 +1,87 @@
+/** \file
+ * Internals of kernel launches shared with later layers (the graph compiler records launches
+ * instead of running them; the autotuner compiles many specializations at once).
+ */
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "tessera/detail/small_vector.h"
+#include "tessera/tl.h"
+#include "tessera/trt/cpu.h"
+
+namespace tessera::tl::detail {
+
+/** A launch argument bound to its parameter. */
+struct BoundArg {
+  JITFunction::ParamSpec::Kind kind;
+  DType dtype = DType::Int32;  ///< pointee (pointers) or value type (ints, floats)
+  void* ptr = nullptr;
+  int64_t i = 0;
+  double f = 0;
+  bool div16 = false;
+  bool folded_one = false;  ///< an int equal to 1, specialized to a constant
+  MetaArg constant;         ///< constexpr value
+  const Tensor* tensor = nullptr;
+};
+
+/** A compiled specialization. */
+struct CompiledKernel {
+  trt::KernelFn fn = nullptr;
+  int64_t work_per_program = 1;
+  std::string source;
+  std::string ir;
+  std::string cache_key;
+  bool from_disk = false;
+  double compile_ms = 0;
+  Meta meta;  ///< the constexpr values, for grid callables
+  std::vector<bool> written;  ///< per parameter: the kernel may store through it
+};
+
+using Key = SmallVector<uint64_t, 24>;
+
+struct KeyHash {
+  using is_transparent = void;
+  size_t operator()(ArrayRef<uint64_t> k) const;
+  size_t operator()(const std::vector<uint64_t>& k) const { return (*this)(ArrayRef<uint64_t>(k)); }
+};
+struct KeyEq {
+  using is_transparent = void;
+  bool operator()(ArrayRef<uint64_t> a, ArrayRef<uint64_t> b) const { return a.equals(b); }
+  bool operator()(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) const { return a == b; }
+  bool operator()(const std::vector<uint64_t>& a, ArrayRef<uint64_t> b) const { return b.equals(a); }
+  bool operator()(ArrayRef<uint64_t> a, const std::vector<uint64_t>& b) const { return a.equals(b); }
+};
+
+struct KernelState {
+  std::string name;
+  std::vector<JITFunction::ParamSpec> params;
+  std::string param_error;  ///< a malformed TL_JIT signature, reported at the first launch
+  const void* body = nullptr;
+  BodyInvoker invoke = nullptr;
+  SourceLoc loc;
+  std::vector<bool> no_specialize;
+
+  mutable std::mutex mutex;
+  std::unordered_map<std::vector<uint64_t>, std::shared_ptr<CompiledKernel>, KeyHash, KeyEq> cache;
+  std::shared_ptr<CompiledKernel> last;
+  std::vector<uint64_t> last_key;
+  std::string last_source, last_ir;
+};
+
+/** Binds launch arguments to parameters; a CompileError naming the parameter on a mismatch. */
+void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 16>& out,
+          int64_t& num_warps, int64_t& num_stages, SourceLoc loc);
+/** The specialization key of bound arguments. */
+void make_key(const SmallVector<BoundArg, 16>& bound, int64_t num_warps, int64_t num_stages, Key& key);
+/** Traces, optimizes, generates and compiles one specialization. */
+std::shared_ptr<CompiledKernel> compile(KernelState& s, const SmallVector<BoundArg, 16>& bound, SourceLoc loc);
+/** Finds or compiles the specialization for bound arguments (the in-memory cache). */
+std::shared_ptr<CompiledKernel> get_kernel(KernelState& s, const SmallVector<BoundArg, 16>& bound,
+                                           int64_t num_warps, int64_t num_stages, SourceLoc loc);
+
+}  // namespace tessera::tl::detail

@@ -1,0 +1,827 @@
+// The kernel language's functions and operators: Triton's semantics (semantic.py) over the tile
+// IR builder. Type promotion, broadcasting and every user-facing check live here, so errors name
+// the kernel and the user's line.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ir/passes.h"
+#include "tl/trace.h"
+
+namespace tessera::tl {
+namespace {
+
+using ir::BinaryKind;
+using ir::CmpKind;
+using ir::Type;
+using ir::UnaryKind;
+using ir::ValueId;
+
+TraceContext& ctx(SourceLoc loc) {
+  TraceContext& c = TraceContext::current(loc);
+  c.at(loc);
+  return c;
+}
+
+ValueId val(TraceContext& c, const Operand& o) { return c.value(o.tile, o.loc); }
+
+std::string shape_str(ArrayRef<int64_t> s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+// Kinds for Triton's scalar promotion rule: bool < uint < int < float.
+int kind_rank(const Type& t) {
+  if (t.elem == DType::Bool) return 0;
+  if (is_floating_point(t.elem)) return 3;
+  if (!is_signed(t.elem)) return 1;
+  return 2;
+}
+
+int int_width(DType d) { return static_cast<int>(itemsize(d)) * 8; }
+
+DType integer_promote(SourceLoc loc, TraceContext& c, DType a, DType b) {
+  (void)loc;
+  (void)c;
+  const bool as = is_signed(a) || a == DType::Bool, bs = is_signed(b) || b == DType::Bool;
+  const int aw = a == DType::Bool ? 1 : int_width(a), bw = b == DType::Bool ? 1 : int_width(b);
+  if (as == bs) return aw >= bw ? a : b;
+  if (!as) return aw >= bw ? a : b;
+  return bw >= aw ? b : a;
+}
+
+// Triton's computation_type_impl.
+DType computation_type(TraceContext& c, SourceLoc loc, const Type& a, const Type& b, bool div_or_mod) {
+  const bool a_scalar = a.is_scalar(), b_scalar = b.is_scalar();
+  if (a_scalar != b_scalar) {
+    const Type& s = a_scalar ? a : b;
+    const Type& t = a_scalar ? b : a;
+    if (kind_rank(s) <= kind_rank(t)) {
+      if (div_or_mod && (t.elem == DType::Float16 || t.elem == DType::BFloat16)) return DType::Float32;
+      return t.elem;
+    }
+  }
+  if (a.elem == DType::Float64 || b.elem == DType::Float64) return DType::Float64;
+  if (a.elem == DType::Float32 || b.elem == DType::Float32) return DType::Float32;
+  if (a.elem == DType::Float16 || b.elem == DType::Float16) {
+    return div_or_mod ? DType::Float32 : DType::Float16;
+  }
+  if (a.elem == DType::BFloat16 || b.elem == DType::BFloat16) {
+    if (div_or_mod) return DType::Float32;
+    return (a.elem == DType::BFloat16 && b.elem == DType::BFloat16) ? DType::BFloat16 : DType::Float32;
+  }
+  if (is_float8(a.elem) || is_float8(b.elem)) {
+    c.fail(loc, std::string("arithmetic on float8 values (") + ir::elem_name(a.elem) + ", " +
+                    ir::elem_name(b.elem) + "): cast them to a wider type first (.to(tl::float32))");
+  }
+  if (div_or_mod && a.elem != DType::Bool && b.elem != DType::Bool && is_signed(a.elem) != is_signed(b.elem)) {
+    c.fail(loc, std::string("cannot use / or % with ") + ir::elem_name(a.elem) + " and " +
+                    ir::elem_name(b.elem) + " because they have different signedness; cast them to "
+                    "the same signedness");
+  }
+  return integer_promote(loc, c, a.elem, b.elem);
+}
+
+// Broadcast shapes as Triton does: a scalar splats; blocks need the same rank, dims equal or 1.
+SmallVector<int64_t, 4> broadcast_shape(TraceContext& c, SourceLoc loc, const Type& a, const Type& b,
+                                        const char* what) {
+  if (a.is_scalar()) return b.shape;
+  if (b.is_scalar()) return a.shape;
+  if (a.rank() != b.rank()) {
+    c.fail(loc, std::string(what) + ": shape mismatch: " + shape_str(a.shape) + " and " +
+                    shape_str(b.shape) + " have different ranks (use tl::expand_dims or x[{tl::_, tl::None}])");
+  }
+  SmallVector<int64_t, 4> out = a.shape;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (a.shape[i] == b.shape[i]) continue;
+    if (a.shape[i] == 1) {
+      out[i] = b.shape[i];
+    } else if (b.shape[i] != 1) {
+      c.fail(loc, std::string(what) + ": shape mismatch: " + shape_str(a.shape) + " and " +
+                      shape_str(b.shape) + " cannot be broadcast (dimension " + std::to_string(i) + ")");
+    }
+  }
+  return out;
+}
+
+ValueId to_shape(TraceContext& c, ValueId v, ArrayRef<int64_t> shape) {
+  return c.builder().broadcast(v, shape);
+}
+
+ValueId cast_value(TraceContext& c, ValueId v, DType d) { return c.builder().cast(v, d); }
+
+ValueId to_bool(TraceContext& c, ValueId v) {
+  const Type t = c.type(v);
+  if (t.elem == DType::Bool && !t.ptr) return v;
+  if (t.ptr) c.fail(c.loc(), "a pointer cannot be used as a condition");
+  const ValueId zero = c.builder().constant(0, t.scalar_type());
+  return c.builder().compare(CmpKind::NE, v, to_shape(c, zero, t.shape));
+}
+
+Tile pointer_arith(TraceContext& c, SourceLoc loc, bool subtract, ValueId x, ValueId y, const char* op) {
+  const Type tx = c.type(x), ty = c.type(y);
+  if (tx.ptr && ty.ptr) {
+    c.fail(loc, std::string("invalid operands for ") + op + ": " + tx.str() + " and " + ty.str());
+  }
+  if (subtract && ty.ptr) c.fail(loc, std::string("invalid operands for ") + op + ": " + tx.str() + " and " + ty.str());
+  const ValueId p = tx.ptr ? x : y;
+  ValueId off = tx.ptr ? y : x;
+  const Type& toff = c.type(off);
+  if (!toff.is_int() || toff.elem == DType::Bool) {
+    c.fail(loc, std::string("pointer arithmetic needs an integer offset, got ") + toff.str());
+  }
+  const auto shape = broadcast_shape(c, loc, c.type(p), toff, op);
+  if (subtract) off = c.builder().unary(UnaryKind::Neg, off);
+  return c.tile(c.builder().addptr(to_shape(c, p, shape), to_shape(c, off, shape)));
+}
+
+Tile arith(BinaryKind k, const Operand& a, const Operand& b, const char* op) {
+  TraceContext& c = ctx(a.loc);
+  ValueId x = val(c, a), y = val(c, b);
+  const Type tx = c.type(x), ty = c.type(y);
+  if (tx.ptr || ty.ptr) {
+    if (k == BinaryKind::Add || k == BinaryKind::Sub) return pointer_arith(c, a.loc, k == BinaryKind::Sub, x, y, op);
+    c.fail(a.loc, std::string("invalid operands for ") + op + ": " + tx.str() + " and " + ty.str());
+  }
+  const bool bitwise = k == BinaryKind::And || k == BinaryKind::Or || k == BinaryKind::Xor;
+  if (bitwise && (tx.is_float() || ty.is_float())) {
+    c.fail(a.loc, std::string("bitwise operator ") + op + " needs integer operands, got " + tx.str() +
+                      " and " + ty.str());
+  }
+  const DType ct = computation_type(c, a.loc, tx, ty, k == BinaryKind::Div || k == BinaryKind::Rem);
+  const auto shape = broadcast_shape(c, a.loc, tx, ty, op);
+  x = to_shape(c, cast_value(c, x, ct), shape);
+  y = to_shape(c, cast_value(c, y, ct), shape);
+  return c.tile(c.builder().binary(k, x, y));
+}
+
+Tile compare(CmpKind k, const Operand& a, const Operand& b, const char* op) {
+  TraceContext& c = ctx(a.loc);
+  ValueId x = val(c, a), y = val(c, b);
+  const Type tx = c.type(x), ty = c.type(y);
+  const auto shape = broadcast_shape(c, a.loc, tx, ty, op);
+  if (tx.ptr || ty.ptr) {
+    if (tx != ty && !(tx.ptr && ty.ptr && tx.elem == ty.elem)) {
+      c.fail(a.loc, std::string("cannot compare ") + tx.str() + " with " + ty.str());
+    }
+  } else {
+    const DType ct = computation_type(c, a.loc, tx, ty, false);
+    x = cast_value(c, x, ct);
+    y = cast_value(c, y, ct);
+  }
+  return c.tile(c.builder().compare(k, to_shape(c, x, shape), to_shape(c, y, shape)));
+}
+
+Tile logical(BinaryKind k, const Operand& a, const Operand& b, const char* op) {
+  TraceContext& c = ctx(a.loc);
+  ValueId x = to_bool(c, val(c, a)), y = to_bool(c, val(c, b));
+  const auto shape = broadcast_shape(c, a.loc, c.type(x), c.type(y), op);
+  return c.tile(c.builder().binary(k, to_shape(c, x, shape), to_shape(c, y, shape)));
+}
+
+Tile float_unary(UnaryKind k, const Operand& x, const char* name) {
+  TraceContext& c = ctx(x.loc);
+  const ValueId v = val(c, x);
+  const Type& t = c.type(v);
+  if (!t.is_float() || is_float8(t.elem)) {
+    c.fail(x.loc, std::string("tl::") + name + " expects a floating point argument (fp16, bf16, fp32, fp64), got " +
+                      t.str());
+  }
+  return c.tile(c.builder().unary(k, v));
+}
+
+int64_t constant_int(TraceContext& c, const Operand& o, const char* what) {
+  const ValueId v = val(c, o);
+  const ir::Op* k = c.function().constant(v);
+  const Type& t = c.type(v);
+  if (!k || !t.is_scalar() || t.is_float()) {
+    c.fail(o.loc, std::string(what) + " must be a constexpr integer (a tl::Const parameter, a C++ "
+                      "number or arithmetic on them), got a runtime " + t.str());
+  }
+  return k->ival;
+}
+
+SmallVector<int64_t, 4> constant_shape(TraceContext& c, std::initializer_list<Operand> shape, const char* what) {
+  SmallVector<int64_t, 4> out;
+  for (const auto& o : shape) {
+    const int64_t d = constant_int(c, o, what);
+    if (!is_pow2(d)) {
+      c.fail(o.loc, std::string(what) + ": tile dimensions must be powers of 2, got " + std::to_string(d));
+    }
+    out.push_back(d);
+  }
+  return out;
+}
+
+Tile reduce(ir::ReduceKind k, const Operand& x, std::optional<int> axis, const char* name) {
+  TraceContext& c = ctx(x.loc);
+  ValueId v = val(c, x);
+  Type t = c.type(v);
+  if (t.ptr) c.fail(x.loc, std::string("tl::") + name + " of pointers");
+  if (t.is_scalar()) {
+    if (axis) c.fail(x.loc, std::string("tl::") + name + " with an axis needs a tile, got a scalar");
+    return c.tile(v);
+  }
+  if (is_float8(t.elem)) c.fail(x.loc, std::string("tl::") + name + " of float8 values: cast them first");
+  if (k == ir::ReduceKind::Sum) {
+    if (t.elem == DType::Bool) v = cast_value(c, v, DType::Int32);
+    else if (is_integral(t.elem) && int_width(t.elem) < 32) v = cast_value(c, v, is_signed(t.elem) ? DType::Int32 : DType::UInt32);
+    else if (t.elem == DType::BFloat16) v = cast_value(c, v, DType::Float32);
+  }
+  t = c.type(v);
+  if (axis) {
+    const int64_t r = t.rank();
+    int64_t a = *axis;
+    if (a < -r || a >= r) {
+      c.fail(x.loc, std::string("tl::") + name + ": axis " + std::to_string(a) +
+                        " is out of range for a tile of shape " + shape_str(t.shape));
+    }
+    if (a < 0) a += r;
+    return c.tile(c.builder().reduce(k, v, a));
+  }
+  for (int64_t a = t.rank() - 1; a >= 0; --a) v = c.builder().reduce(k, v, a);
+  return c.tile(v);
+}
+
+// Region SSA for Vars: see range() and if_() below.
+struct LiveVars {
+  std::vector<int32_t> index;
+  std::vector<ValueId> saved;
+};
+
+LiveVars snapshot(TraceContext& c) {
+  LiveVars lv;
+  auto& vars = c.vars();
+  for (size_t i = 0; i < vars.size(); ++i) {
+    if (vars[i].alive) {
+      lv.index.push_back(static_cast<int32_t>(i));
+      lv.saved.push_back(vars[i].value);
+    }
+  }
+  return lv;
+}
+
+void if_impl(const Operand& cond, FunctionRef<void()> then_body, const FunctionRef<void()>* else_body,
+             SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  ValueId cv = val(c, cond);
+  if (!c.type(cv).is_scalar()) {
+    c.fail(loc, "tl::if_ needs a scalar condition, got a tile of shape " + shape_str(c.type(cv).shape) +
+                    " (use tl::where for elementwise choices)");
+  }
+  cv = to_bool(c, cv);
+  ir::Builder& b = c.builder();
+  ir::Op* op = b.create_if(cv);
+  const LiveVars lv = snapshot(c);
+  std::vector<std::vector<ValueId>> branch_vals(2);
+  for (int branch = 0; branch < 2; ++branch) {
+    ir::Builder::InsertionGuard g(b);
+    b.set_insertion_region(&op->regions[static_cast<size_t>(branch)]);
+    c.push_scope();
+    if (branch == 0) {
+      then_body();
+    } else if (else_body) {
+      (*else_body)();
+    }
+    c.pop_scope();
+    for (size_t k = 0; k < lv.index.size(); ++k) {
+      auto& var = c.var(lv.index[k]);
+      branch_vals[static_cast<size_t>(branch)].push_back(var.value);
+      var.value = lv.saved[k];
+    }
+  }
+  c.at(loc);
+  std::vector<size_t> written;
+  for (size_t k = 0; k < lv.index.size(); ++k) {
+    if (branch_vals[0][k] != lv.saved[k] || branch_vals[1][k] != lv.saved[k]) written.push_back(k);
+  }
+  for (int branch = 0; branch < 2; ++branch) {
+    ir::Builder::InsertionGuard g(b);
+    b.set_insertion_region(&op->regions[static_cast<size_t>(branch)]);
+    std::vector<ValueId> ys;
+    for (size_t k : written) ys.push_back(branch_vals[static_cast<size_t>(branch)][k]);
+    b.yield(ys);
+  }
+  for (size_t k : written) {
+    auto& var = c.var(lv.index[k]);
+    const ValueId r = c.function().new_value(var.type, op);
+    op->results.push_back(r);
+    var.value = r;
+  }
+  b.insert(op);
+}
+
+}  // namespace
+
+// ---- Tile ---------------------------------------------------------------------------------------
+
+// A handle remembers the scope (region) it was declared in, so that assigning to it from a
+// nested region can be refused: region results are carried by tl::Var only.
+Tile::Tile() {
+  if (TraceContext* c = TraceContext::current_or_null()) {
+    trace_ = c->id();
+    scope_ = c->scope();
+  }
+}
+
+Tile::Tile(const Tile& o) : id_(o.id_), trace_(o.trace_), scope_(o.scope_) {
+  if (TraceContext* c = TraceContext::current_or_null()) {
+    trace_ = o.id_ >= 0 ? o.trace_ : c->id();
+    scope_ = c->scope();
+  }
+}
+
+Tile& Tile::operator=(const Tile& o) {
+  TraceContext* c = TraceContext::current_or_null();
+  if (c && trace_ == c->id() && scope_ != c->scope() && c->scope_active(scope_)) {
+    c->fail(c->loc(), "a tl::Tile declared outside this tl::range / tl::if_ region is assigned inside "
+                      "it; declare it as a tl::Var to carry a value out of the region");
+  }
+  id_ = o.id_;
+  trace_ = o.trace_;
+  return *this;
+}
+
+DType Tile::dtype() const { return TraceContext::current({}).type(id_).elem; }
+bool Tile::is_ptr() const { return TraceContext::current({}).type(id_).ptr; }
+std::vector<int64_t> Tile::shape() const {
+  const auto& s = TraceContext::current({}).type(id_).shape;
+  return std::vector<int64_t>(s.begin(), s.end());
+}
+int64_t Tile::rank() const { return TraceContext::current({}).type(id_).rank(); }
+bool Tile::is_constant() const {
+  TraceContext& c = TraceContext::current({});
+  return c.function().constant(c.value(*this, {})) != nullptr;
+}
+
+int64_t Tile::int_value(SourceLoc loc) const {
+  TraceContext& c = TraceContext::current(loc);
+  return constant_int(c, Operand(*this, loc), "the value");
+}
+
+double Tile::float_value(SourceLoc loc) const {
+  TraceContext& c = TraceContext::current(loc);
+  const ValueId v = c.value(*this, loc);
+  const ir::Op* k = c.function().constant(v);
+  if (!k || !c.type(v).is_scalar()) c.fail(loc, "expected a constexpr number, got a runtime value");
+  return c.type(v).is_float() ? k->fval : static_cast<double>(k->ival);
+}
+
+Tile::operator bool() const {
+  TraceContext& c = TraceContext::current({});
+  const ValueId v = c.value(*this, c.loc());
+  const ir::Op* k = c.function().constant(v);
+  if (!k || !c.type(v).is_scalar()) {
+    c.fail(c.loc(), "a runtime value is used as a C++ condition (if/for/while/?:); branches on runtime "
+                    "values are tl::if_, loops tl::range, elementwise choices tl::where");
+  }
+  return c.type(v).is_float() ? k->fval != 0 : k->ival != 0;
+}
+
+Tile Tile::to(DType dtype, SourceLoc loc) const { return cast(Operand(*this, loc), dtype, loc); }
+
+Tile Tile::operator[](std::initializer_list<IndexSpec> index) const {
+  TraceContext& c = TraceContext::current({});
+  ValueId v = c.value(*this, c.loc());
+  const int64_t rank = c.type(v).rank();
+  int64_t kept = 0;
+  for (IndexSpec s : index) kept += s == IndexSpec::All ? 1 : 0;
+  if (kept != rank) {
+    c.fail(c.loc(), "subscript x[{...}] names " + std::to_string(kept) + " existing dimensions (tl::_) "
+                    "but the tile has " + std::to_string(rank));
+  }
+  int64_t axis = 0;
+  for (IndexSpec s : index) {
+    if (s == IndexSpec::NewAxis) {
+      v = c.type(v).is_scalar() ? c.builder().splat(v, {1}) : c.builder().expand_dims(v, axis);
+    }
+    ++axis;
+  }
+  return c.tile(v);
+}
+
+// ---- Operand and Var ----------------------------------------------------------------------------
+
+Operand::Operand(const Tile& t, SourceLoc l) : tile(t), loc(l) {}
+Operand::Operand(const Var& v, SourceLoc l) : tile(v.get()), loc(l) {}
+
+Tile Operand::literal_int(int64_t v, bool unsigned64) {
+  TraceContext& c = TraceContext::current({});
+  DType d = DType::Int32;
+  if (unsigned64 && v < 0) d = DType::UInt64;
+  else if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) d = DType::Int64;
+  return c.tile(c.builder().constant_int(v, Type::scalar(d)));
+}
+
+Tile Operand::literal_float(double v) {
+  TraceContext& c = TraceContext::current({});
+  return c.tile(c.builder().constant_float(v, Type::scalar(DType::Float32)));
+}
+
+Tile Operand::literal_bool(bool v) {
+  TraceContext& c = TraceContext::current({});
+  return c.tile(c.builder().constant_int(v, Type::scalar(DType::Bool)));
+}
+
+Var::Var(Operand init) {
+  TraceContext& c = ctx(init.loc);
+  index_ = c.new_var(val(c, init), init.loc);
+  trace_ = c.id();
+}
+
+Var& Var::operator=(Operand value) {
+  TraceContext& c = ctx(value.loc);
+  if (trace_ != c.id()) c.fail(value.loc, "a tl::Var from another kernel trace was assigned");
+  auto& var = c.var(index_);
+  if (!var.alive) c.fail(value.loc, "assignment to a tl::Var whose region has ended");
+  const ValueId v = val(c, value);
+  const Type& t = c.type(v);
+  if (t != var.type) {
+    if (var.scope != c.scope()) {
+      std::ostringstream os;
+      os << "the tl::Var declared at " << var.loc << " holds " << var.type.str()
+         << " but is assigned " << t.str() << " inside a tl::range / tl::if_ region; values carried "
+         << "across a region keep their type (convert with .to(...) or tl::broadcast_to)";
+      c.fail(value.loc, os.str());
+    }
+    var.type = t;
+  }
+  var.value = v;
+  return *this;
+}
+
+Tile Var::get() const {
+  TraceContext& c = TraceContext::current({});
+  if (trace_ != c.id()) c.fail(c.loc(), "a tl::Var from another kernel trace was read");
+  const auto& var = c.var(index_);
+  if (!var.alive) c.fail(c.loc(), "read of a tl::Var whose region has ended");
+  return c.tile(var.value);
+}
+
+// ---- creation -------------------------------------------------------------------------------------
+
+Tile program_id(int axis, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  if (axis < 0 || axis > 2) c.fail(loc, "program_id axis must be 0, 1 or 2, got " + std::to_string(axis));
+  return c.tile(c.builder().program_id(axis));
+}
+
+Tile num_programs(int axis, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  if (axis < 0 || axis > 2) c.fail(loc, "num_programs axis must be 0, 1 or 2, got " + std::to_string(axis));
+  return c.tile(c.builder().num_programs(axis));
+}
+
+Tile arange(Operand start, Operand end, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const int64_t s = constant_int(c, start, "arange's start");
+  const int64_t e = constant_int(c, end, "arange's end");
+  const int64_t n = e - s;
+  if (n <= 0) c.fail(loc, "arange's end (" + std::to_string(e) + ") must be greater than its start (" + std::to_string(s) + ")");
+  if (!is_pow2(n)) c.fail(loc, "arange's range must be a power of 2, got " + std::to_string(n));
+  if (n > (int64_t(1) << 20)) c.fail(loc, "arange's range must be at most 1048576, got " + std::to_string(n));
+  if (s < std::numeric_limits<int32_t>::min() || e > std::numeric_limits<int32_t>::max()) {
+    c.fail(loc, "arange's bounds must fit in int32");
+  }
+  return c.tile(c.builder().arange(s, e));
+}
+
+Tile full(std::initializer_list<Operand> shape, Operand value, DType dtype, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const auto s = constant_shape(c, shape, "tl::full's shape");
+  const ValueId v = val(c, value);
+  if (!c.type(v).is_scalar()) c.fail(loc, "tl::full's value must be a scalar");
+  return c.tile(c.builder().splat(cast_value(c, v, dtype), s));
+}
+
+Tile zeros(std::initializer_list<Operand> shape, DType dtype, SourceLoc loc) {
+  return full(shape, Operand(0, loc), dtype, loc);
+}
+
+Tile cast(Operand x, DType dtype, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const ValueId v = val(c, x);
+  if (c.type(v).ptr) c.fail(loc, "cast of a pointer to " + std::string(ir::elem_name(dtype)));
+  return c.tile(cast_value(c, v, dtype));
+}
+
+Tile expand_dims(Operand x, int axis, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const ValueId v = val(c, x);
+  const int64_t r = c.type(v).rank();
+  if (axis < -(r + 1) || axis > r) {
+    c.fail(loc, "expand_dims axis " + std::to_string(axis) + " is out of range for a tile of rank " + std::to_string(r));
+  }
+  const int64_t a = axis < 0 ? axis + r + 1 : axis;
+  if (r == 0) return c.tile(c.builder().splat(v, {1}));
+  return c.tile(c.builder().expand_dims(v, a));
+}
+
+Tile broadcast_to(Operand x, std::initializer_list<Operand> shape, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const ValueId v = val(c, x);
+  const auto s = constant_shape(c, shape, "broadcast_to's shape");
+  Type target = c.type(v).with_shape(s);
+  const auto out = broadcast_shape(c, loc, c.type(v), target, "broadcast_to");
+  if (SmallVector<int64_t, 4>(out) != s) {
+    c.fail(loc, "cannot broadcast " + shape_str(c.type(v).shape) + " to " + shape_str(s));
+  }
+  return c.tile(to_shape(c, v, s));
+}
+
+// ---- math ---------------------------------------------------------------------------------------
+
+Tile where(Operand cond, Operand a, Operand b, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  ValueId k = to_bool(c, val(c, cond));
+  ValueId x = val(c, a), y = val(c, b);
+  const Type tx = c.type(x), ty = c.type(y);
+  if (tx.ptr || ty.ptr) {
+    if (tx != ty) c.fail(loc, "tl::where with pointer operands of different types");
+  } else {
+    const DType ct = computation_type(c, loc, tx, ty, false);
+    x = cast_value(c, x, ct);
+    y = cast_value(c, y, ct);
+  }
+  auto shape = broadcast_shape(c, loc, c.type(k), c.type(x), "tl::where");
+  shape = broadcast_shape(c, loc, c.type(x).with_shape(shape), c.type(y), "tl::where");
+  return c.tile(c.builder().select(to_shape(c, k, shape), to_shape(c, x, shape), to_shape(c, y, shape)));
+}
+
+Tile maximum(Operand a, Operand b, SourceLoc loc) {
+  a.loc = loc;
+  return arith(BinaryKind::Max, a, b, "tl::maximum");
+}
+Tile minimum(Operand a, Operand b, SourceLoc loc) {
+  a.loc = loc;
+  return arith(BinaryKind::Min, a, b, "tl::minimum");
+}
+
+Tile abs(Operand x, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const ValueId v = val(c, x);
+  if (c.type(v).ptr || is_float8(c.type(v).elem)) c.fail(loc, "tl::abs of " + c.type(v).str());
+  return c.tile(c.builder().unary(UnaryKind::Abs, v));
+}
+
+Tile exp(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Exp, x, "exp");
+}
+Tile log(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Log, x, "log");
+}
+Tile sqrt(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Sqrt, x, "sqrt");
+}
+Tile rsqrt(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Rsqrt, x, "rsqrt");
+}
+Tile sin(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Sin, x, "sin");
+}
+Tile cos(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Cos, x, "cos");
+}
+
+Tile cdiv(Operand a, Operand b, SourceLoc loc) {
+  a.loc = loc;
+  b.loc = loc;
+  TraceContext& c = ctx(loc);
+  for (const Operand* o : {&a, &b}) {
+    const Type& t = c.type(val(c, *o));
+    if (!t.is_int()) c.fail(loc, "tl::cdiv needs integers, got " + t.str());
+  }
+  Tile num = a + b;
+  Tile num1 = Operand(num, loc) - Operand(1, loc);
+  return Operand(num1, loc) / b;
+}
+
+// ---- memory ---------------------------------------------------------------------------------------
+
+Tile load(Operand ptr, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const ValueId p = val(c, ptr);
+  if (!c.type(p).ptr) c.fail(loc, "tl::load expects a pointer (or a tile of pointers), got " + c.type(p).str());
+  return c.tile(c.builder().load(p));
+}
+
+Tile load(Operand ptr, Operand mask, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const ValueId p = val(c, ptr);
+  const Type tp = c.type(p);
+  if (!tp.ptr) c.fail(loc, "tl::load expects a pointer (or a tile of pointers), got " + tp.str());
+  return load(ptr, mask, Operand(c.tile(c.builder().constant(0, Type::scalar(tp.elem))), loc), loc);
+}
+
+Tile load(Operand ptr, Operand mask, Operand other, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  ValueId p = val(c, ptr);
+  const Type tp = c.type(p);
+  if (!tp.ptr) c.fail(loc, "tl::load expects a pointer (or a tile of pointers), got " + tp.str());
+  ValueId m = val(c, mask);
+  const Type tm = c.type(m);
+  if (tm.ptr) c.fail(loc, "tl::load's mask must be a boolean tile, got " + tm.str());
+  if (tm.is_block() && tp.is_block() && tm.shape != tp.shape) {
+    bool ok = tm.rank() == tp.rank();
+    for (int64_t i = 0; ok && i < tm.rank(); ++i) ok = tm.shape[i] == tp.shape[i] || tm.shape[i] == 1 || tp.shape[i] == 1;
+    if (!ok) c.fail(loc, "tl::load's mask shape " + shape_str(tm.shape) + " does not match the pointer shape " + shape_str(tp.shape));
+  }
+  m = to_bool(c, m);
+  const auto shape = broadcast_shape(c, loc, tp, c.type(m), "tl::load's mask");
+  ValueId o = val(c, other);
+  if (c.type(o).ptr) c.fail(loc, "tl::load's other must be a value, got " + c.type(o).str());
+  o = cast_value(c, o, tp.elem);
+  const auto oshape = broadcast_shape(c, loc, tp.with_shape(shape), c.type(o), "tl::load's other");
+  if (SmallVector<int64_t, 4>(oshape) != shape) {
+    c.fail(loc, "tl::load's other of shape " + shape_str(c.type(o).shape) + " does not fit the pointer shape " + shape_str(shape));
+  }
+  p = to_shape(c, p, shape);
+  return c.tile(c.builder().load(p, to_shape(c, m, shape), to_shape(c, o, shape)));
+}
+
+namespace {
+void store_impl(TraceContext& c, SourceLoc loc, ValueId p, ValueId v, ValueId m) {
+  const Type tp = c.type(p);
+  if (!tp.ptr) c.fail(loc, "tl::store expects a pointer (or a tile of pointers), got " + tp.str());
+  if (c.type(v).ptr) c.fail(loc, "tl::store of a pointer value");
+  auto shape = broadcast_shape(c, loc, tp, c.type(v), "tl::store's value");
+  if (m != ir::kNoValue) {
+    const Type tm = c.type(m);
+    if (tm.is_block() && SmallVector<int64_t, 4>(shape) != tm.shape && tm.rank() != static_cast<int64_t>(shape.size())) {
+      c.fail(loc, "tl::store's mask shape " + shape_str(tm.shape) + " does not match the pointer shape " + shape_str(shape));
+    }
+    m = to_bool(c, m);
+    shape = broadcast_shape(c, loc, tp.with_shape(shape), c.type(m), "tl::store's mask");
+    m = to_shape(c, m, shape);
+  }
+  v = to_shape(c, cast_value(c, v, tp.elem), shape);
+  c.builder().store(to_shape(c, p, shape), v, m);
+}
+}  // namespace
+
+void store(Operand ptr, Operand value, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  store_impl(c, loc, val(c, ptr), val(c, value), ir::kNoValue);
+}
+
+void store(Operand ptr, Operand value, Operand mask, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  store_impl(c, loc, val(c, ptr), val(c, value), val(c, mask));
+}
+
+// ---- reductions ---------------------------------------------------------------------------------
+
+Tile sum(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return reduce(ir::ReduceKind::Sum, x, std::nullopt, "sum");
+}
+Tile sum(Operand x, int axis, SourceLoc loc) {
+  x.loc = loc;
+  return reduce(ir::ReduceKind::Sum, x, axis, "sum");
+}
+Tile max(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return reduce(ir::ReduceKind::Max, x, std::nullopt, "max");
+}
+Tile max(Operand x, int axis, SourceLoc loc) {
+  x.loc = loc;
+  return reduce(ir::ReduceKind::Max, x, axis, "max");
+}
+Tile min(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return reduce(ir::ReduceKind::Min, x, std::nullopt, "min");
+}
+Tile min(Operand x, int axis, SourceLoc loc) {
+  x.loc = loc;
+  return reduce(ir::ReduceKind::Min, x, axis, "min");
+}
+
+// ---- control flow ---------------------------------------------------------------------------------
+
+void range(Operand lo, Operand hi, Operand step, FunctionRef<void(Tile)> body, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  ValueId l = val(c, lo), h = val(c, hi), s = val(c, step);
+  for (auto [v, what] : {std::pair{l, "lower bound"}, std::pair{h, "upper bound"}, std::pair{s, "step"}}) {
+    const Type& t = c.type(v);
+    if (!t.is_scalar() || !t.is_int() || t.elem == DType::Bool) {
+      c.fail(loc, std::string("tl::range's ") + what + " must be a scalar integer, got " + t.str());
+    }
+  }
+  if (const ir::Op* k = c.function().constant(s); k && k->ival <= 0) {
+    c.fail(loc, "tl::range's step must be positive, got " + std::to_string(k->ival));
+  }
+  DType it = integer_promote(loc, c, integer_promote(loc, c, c.type(l).elem, c.type(h).elem), c.type(s).elem);
+  if (itemsize(it) < 4) it = DType::Int32;
+  ir::Builder& b = c.builder();
+  l = cast_value(c, l, it);
+  h = cast_value(c, h, it);
+  s = cast_value(c, s, it);
+  ir::Op* op = b.create_for(l, h, s);
+  ir::Region& region = op->regions[0];
+  const ValueId iv = region.args[0];
+  const LiveVars lv = snapshot(c);
+  std::vector<ValueId> placeholders;
+  for (size_t k = 0; k < lv.index.size(); ++k) {
+    auto& var = c.var(lv.index[k]);
+    const ValueId ph = c.function().new_value(var.type);
+    placeholders.push_back(ph);
+    var.value = ph;
+  }
+  std::vector<size_t> carried;
+  {
+    ir::Builder::InsertionGuard g(b);
+    b.set_insertion_region(&region);
+    c.push_scope();
+    body(c.tile(iv));
+    c.pop_scope();
+    c.at(loc);
+    std::vector<ValueId> yields;
+    for (size_t k = 0; k < lv.index.size(); ++k) {
+      if (c.var(lv.index[k]).value != placeholders[k]) {
+        carried.push_back(k);
+        yields.push_back(c.var(lv.index[k]).value);
+      }
+    }
+    b.yield(yields);
+  }
+  std::vector<bool> is_carried(lv.index.size(), false);
+  for (size_t k : carried) is_carried[k] = true;
+  for (size_t k = 0; k < lv.index.size(); ++k) {
+    if (!is_carried[k]) {
+      ir::replace_all_uses(region, placeholders[k], lv.saved[k]);
+      c.var(lv.index[k]).value = lv.saved[k];
+    }
+  }
+  for (size_t k : carried) {
+    region.args.push_back(placeholders[k]);
+    op->operands.push_back(lv.saved[k]);
+    auto& var = c.var(lv.index[k]);
+    const ValueId r = c.function().new_value(var.type, op);
+    op->results.push_back(r);
+    var.value = r;
+  }
+  b.insert(op);
+}
+
+void range(Operand lo, Operand hi, FunctionRef<void(Tile)> body, SourceLoc loc) {
+  range(lo, hi, Operand(1, loc), body, loc);
+}
+
+void if_(Operand cond, FunctionRef<void()> then_body, SourceLoc loc) {
+  if_impl(cond, then_body, nullptr, loc);
+}
+
+void if_(Operand cond, FunctionRef<void()> then_body, FunctionRef<void()> else_body, SourceLoc loc) {
+  if_impl(cond, then_body, &else_body, loc);
+}
+
+// ---- operators ------------------------------------------------------------------------------------
+
+Tile operator+(Operand a, Operand b) { return arith(BinaryKind::Add, a, b, "+"); }
+Tile operator-(Operand a, Operand b) { return arith(BinaryKind::Sub, a, b, "-"); }
+Tile operator*(Operand a, Operand b) { return arith(BinaryKind::Mul, a, b, "*"); }
+Tile operator/(Operand a, Operand b) { return arith(BinaryKind::Div, a, b, "/"); }
+Tile operator%(Operand a, Operand b) { return arith(BinaryKind::Rem, a, b, "%"); }
+Tile operator&(Operand a, Operand b) { return arith(BinaryKind::And, a, b, "&"); }
+Tile operator|(Operand a, Operand b) { return arith(BinaryKind::Or, a, b, "|"); }
+Tile operator^(Operand a, Operand b) { return arith(BinaryKind::Xor, a, b, "^"); }
+Tile operator&&(Operand a, Operand b) { return logical(BinaryKind::And, a, b, "&&"); }
+Tile operator||(Operand a, Operand b) { return logical(BinaryKind::Or, a, b, "||"); }
+Tile operator==(Operand a, Operand b) { return compare(CmpKind::EQ, a, b, "=="); }
+Tile operator!=(Operand a, Operand b) { return compare(CmpKind::NE, a, b, "!="); }
+Tile operator<(Operand a, Operand b) { return compare(CmpKind::LT, a, b, "<"); }
+Tile operator<=(Operand a, Operand b) { return compare(CmpKind::LE, a, b, "<="); }
+Tile operator>(Operand a, Operand b) { return compare(CmpKind::GT, a, b, ">"); }
+Tile operator>=(Operand a, Operand b) { return compare(CmpKind::GE, a, b, ">="); }
+
+Tile operator-(Operand a) {
+  TraceContext& c = ctx(a.loc);
+  const ValueId v = val(c, a);
+  const Type& t = c.type(v);
+  if (t.ptr || t.elem == DType::Bool || is_float8(t.elem)) c.fail(a.loc, "unary minus of " + t.str());
+  return c.tile(c.builder().unary(UnaryKind::Neg, v));
+}
+
+Tile operator~(Operand a) {
+  TraceContext& c = ctx(a.loc);
+  const ValueId v = val(c, a);
+  const Type& t = c.type(v);
+  if (!t.is_int()) c.fail(a.loc, "bitwise not (~) needs an integer operand, got " + t.str());
+  return c.tile(c.builder().unary(UnaryKind::Not, v));
+}
+
+Tile operator!(Operand a) {
+  TraceContext& c = ctx(a.loc);
+  return c.tile(c.builder().unary(UnaryKind::Not, to_bool(c, val(c, a))));
+}
+
+}  // namespace tessera::tl
