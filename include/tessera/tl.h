@@ -16,7 +16,10 @@
  * Semantics follow triton.language: broadcasting, Triton's type promotion (a scalar of a lower or
  * equal kind does not change a tile's type), C-style integer `/` and `%`, masks with `other`.
  * C++ control flow runs at trace time (it unrolls); runtime control flow is `tl::range` and
- * `tl::if_`, and values that change across iterations are `tl::Var`s.
+ * `tl::if_`, and values that change across iterations are `tl::Var`s. As in Triton, masks combine
+ * with `&`, `|` and `~` (C++'s `&&`, `||` and `!` test constexprs at trace time). A grid lambda
+ * written inline needs parentheses, `kernel[([&](const tl::Meta& m) {...})](...)`, because `[[`
+ * starts an attribute in C++; a named lambda needs none.
  */
 #pragma once
 
@@ -115,10 +118,20 @@ struct Operand {
  * a lambda cannot capture a silent copy. */
 class Var {
  public:
-  Var(Operand init);  // NOLINT
+  Var(Operand init);                                                  // NOLINT
+  Var(const Tile& init, SourceLoc loc = SourceLoc::current()) : Var(Operand(init, loc)) {}  // NOLINT
+  template <class T>
+    requires std::is_arithmetic_v<T>
+  Var(T init, SourceLoc loc = SourceLoc::current()) : Var(Operand(init, loc)) {}  // NOLINT
   Var(const Var&) = delete;
   Var& operator=(const Var&) = delete;
   Var& operator=(Operand value);
+  Var& operator=(const Tile& value) { return *this = Operand(value, SourceLoc{}); }
+  template <class T>
+    requires std::is_arithmetic_v<T>
+  Var& operator=(T value) {
+    return *this = Operand(value, SourceLoc{});
+  }
   /** The current value. */
   Tile get() const;
   operator Tile() const { return get(); }  // NOLINT
@@ -200,10 +213,8 @@ Tile operator-(Operand a);
 Tile operator&(Operand a, Operand b);
 Tile operator|(Operand a, Operand b);
 Tile operator^(Operand a, Operand b);
+/** Bitwise not; on i1 (masks) it is logical not, as Triton's `~mask`. */
 Tile operator~(Operand a);
-Tile operator!(Operand a);
-Tile operator&&(Operand a, Operand b);
-Tile operator||(Operand a, Operand b);
 Tile operator==(Operand a, Operand b);
 Tile operator!=(Operand a, Operand b);
 Tile operator<(Operand a, Operand b);
@@ -354,6 +365,7 @@ class JITFunction {
   template <class... P>
   JITFunction(const char* name, const char* param_text, void (*body)(P...), const char* file,
               int line)
+      requires((std::is_same_v<std::decay_t<P>, Tile> && ...))
       : JITFunction(name, param_text, reinterpret_cast<const void*>(body),
                     [](const void* b, const Tile* params) {
                       detail::invoke_body(reinterpret_cast<void (*)(P...)>(b), params,
@@ -377,6 +389,11 @@ class JITFunction {
 
   /** Number of compiled specializations held in memory. */
   size_t num_specializations() const;
+  /** Drops the in-memory specializations (the next launch finds them on disk, or recompiles). */
+  void clear_memory_cache() const;
+  /** Whether the most recent compile was served by the disk cache, and its compiler time. */
+  bool last_from_disk() const;
+  double last_compile_ms() const;
   /** The generated C++ and tile IR of the most recently compiled specialization (tests, tools). */
   std::string last_source() const;
   std::string last_ir() const;

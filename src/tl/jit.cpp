@@ -310,6 +310,8 @@ std::shared_ptr<CompiledKernel> get_kernel(KernelState& s, const SmallVector<Bou
   s.last_key.assign(key.begin(), key.end());
   s.last_source = it->second->source;
   s.last_ir = it->second->ir;
+  s.last_from_disk = compiled->from_disk;
+  s.last_compile_ms = compiled->compile_ms;
   return it->second;
 }
 
@@ -383,6 +385,23 @@ JITFunction& JITFunction::do_not_specialize(std::initializer_list<std::string_vi
 size_t JITFunction::num_specializations() const {
   std::lock_guard<std::mutex> g(state_->mutex);
   return state_->cache.size();
+}
+
+void JITFunction::clear_memory_cache() const {
+  std::lock_guard<std::mutex> g(state_->mutex);
+  state_->cache.clear();
+  state_->last.reset();
+  state_->last_key.clear();
+}
+
+bool JITFunction::last_from_disk() const {
+  std::lock_guard<std::mutex> g(state_->mutex);
+  return state_->last_from_disk;
+}
+
+double JITFunction::last_compile_ms() const {
+  std::lock_guard<std::mutex> g(state_->mutex);
+  return state_->last_compile_ms;
 }
 
 std::string JITFunction::last_source() const {

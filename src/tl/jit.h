@@ -71,6 +71,8 @@ struct KernelState {
   std::shared_ptr<CompiledKernel> last;
   std::vector<uint64_t> last_key;
   std::string last_source, last_ir;
+  bool last_from_disk = false;
+  double last_compile_ms = 0;
 };
 
 /** Binds launch arguments to parameters; a CompileError naming the parameter on a mismatch. */

@@ -175,13 +175,6 @@ Tile compare(CmpKind k, const Operand& a, const Operand& b, const char* op) {
   return c.tile(c.builder().compare(k, to_shape(c, x, shape), to_shape(c, y, shape)));
 }
 
-Tile logical(BinaryKind k, const Operand& a, const Operand& b, const char* op) {
-  TraceContext& c = ctx(a.loc);
-  ValueId x = to_bool(c, val(c, a)), y = to_bool(c, val(c, b));
-  const auto shape = broadcast_shape(c, a.loc, c.type(x), c.type(y), op);
-  return c.tile(c.builder().binary(k, to_shape(c, x, shape), to_shape(c, y, shape)));
-}
-
 Tile float_unary(UnaryKind k, const Operand& x, const char* name) {
   TraceContext& c = ctx(x.loc);
   const ValueId v = val(c, x);
@@ -434,6 +427,7 @@ Var::Var(Operand init) {
 
 Var& Var::operator=(Operand value) {
   TraceContext& c = ctx(value.loc);
+  if (!value.loc.known()) value.loc = c.loc();  // plain `var = tile`: the line that made the tile
   if (trace_ != c.id()) c.fail(value.loc, "a tl::Var from another kernel trace was assigned");
   auto& var = c.var(index_);
   if (!var.alive) c.fail(value.loc, "assignment to a tl::Var whose region has ended");
@@ -794,8 +788,6 @@ Tile operator%(Operand a, Operand b) { return arith(BinaryKind::Rem, a, b, "%");
 Tile operator&(Operand a, Operand b) { return arith(BinaryKind::And, a, b, "&"); }
 Tile operator|(Operand a, Operand b) { return arith(BinaryKind::Or, a, b, "|"); }
 Tile operator^(Operand a, Operand b) { return arith(BinaryKind::Xor, a, b, "^"); }
-Tile operator&&(Operand a, Operand b) { return logical(BinaryKind::And, a, b, "&&"); }
-Tile operator||(Operand a, Operand b) { return logical(BinaryKind::Or, a, b, "||"); }
 Tile operator==(Operand a, Operand b) { return compare(CmpKind::EQ, a, b, "=="); }
 Tile operator!=(Operand a, Operand b) { return compare(CmpKind::NE, a, b, "!="); }
 Tile operator<(Operand a, Operand b) { return compare(CmpKind::LT, a, b, "<"); }
@@ -815,13 +807,8 @@ Tile operator~(Operand a) {
   TraceContext& c = ctx(a.loc);
   const ValueId v = val(c, a);
   const Type& t = c.type(v);
-  if (!t.is_int()) c.fail(a.loc, "bitwise not (~) needs an integer operand, got " + t.str());
+  if (t.ptr || t.is_float()) c.fail(a.loc, "bitwise not (~) needs an integer or boolean operand, got " + t.str());
   return c.tile(c.builder().unary(UnaryKind::Not, v));
-}
-
-Tile operator!(Operand a) {
-  TraceContext& c = ctx(a.loc);
-  return c.tile(c.builder().unary(UnaryKind::Not, to_bool(c, val(c, a))));
 }
 
 }  // namespace tessera::tl

@@ -330,6 +330,11 @@ std::vector<CacheEntry> cache_entries() {
   return out;
 }
 
+void forget_loaded() {
+  std::lock_guard<std::mutex> g(loaded_mutex());
+  loaded().clear();
+}
+
 size_t clear_cache() {
   const size_t n = cache_entries().size();
   remove_tree(cache_root());

@@ -53,5 +53,7 @@ std::string cache_root();
 std::vector<CacheEntry> cache_entries();
 /** Removes every CPU kernel; returns how many entries were removed. */
 size_t clear_cache();
+/** Forgets the binaries loaded by this process (tests: the next compile goes to disk). */
+void forget_loaded();
 
 }  // namespace tessera::runtime::cpu

@@ -1,0 +1,199 @@
+// The kernel caches: in memory (a hot launch does no IR work) and on disk (content-addressed,
+// atomic, shared by processes, damaged entries rebuilt), and the generated code's quality.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "runtime/cpu/jit_compiler.h"
+#include "tessera/tl.h"
+#include "testing.h"
+
+using namespace tessera;
+namespace tl = tessera::tl;
+
+namespace {
+
+TL_JIT(cache_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = offs < n;
+  tl::store(out + offs, tl::load(x + offs, m) * 2 + 1, m);
+}
+
+// The same kernel with one operation changed (an "edited" kernel).
+TL_JIT(cache_kernel_edited, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = offs < n;
+  tl::store(out + offs, tl::load(x + offs, m) * 3 + 1, m);
+}
+
+bool run_cache_kernel(int64_t block = 64) {
+  Tensor x = arange(0, 100, 1, float32), out = zeros({100});
+  cache_kernel[{tl::cdiv(100, block)}](x, out, 100, tl::meta("BLOCK", block));
+  return equal(out, x * 2 + 1);
+}
+
+// Child mode: the test binary re-executed to act as a second process.
+[[maybe_unused]] const int kChild = [] {
+  if (const char* mode = std::getenv("TS_TEST_CHILD")) {
+    const bool ok = std::string(mode) == "compile" && run_cache_kernel();
+    std::_Exit(ok ? (cache_kernel.last_from_disk() ? 10 : 11) : 1);
+  }
+  return 0;
+}();
+
+class KernelCache : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    saved_ = knobs().cache_dir;
+    dir_ = "/tmp/tessera-cache-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++);
+    setenv("TESSERA_CACHE_DIR", dir_.c_str(), 1);
+    reload_knobs();
+    fresh_process_view();
+  }
+  void TearDown() override {
+    runtime::cpu::clear_cache();
+    setenv("TESSERA_CACHE_DIR", saved_.c_str(), 1);
+    reload_knobs();
+    fresh_process_view();
+  }
+  // Forget everything this process holds in memory, as a new process would.
+  static void fresh_process_view() {
+    cache_kernel.clear_memory_cache();
+    cache_kernel_edited.clear_memory_cache();
+    runtime::cpu::forget_loaded();
+  }
+  static size_t entries() { return runtime::cpu::cache_entries().size(); }
+
+  std::string dir_, saved_;
+  static inline int counter_ = 0;
+};
+
+TEST_F(KernelCache, SameKernelOneBinaryAndADiskHitAfterRestart) {
+  ASSERT_TRUE(run_cache_kernel());
+  EXPECT_FALSE(cache_kernel.last_from_disk());
+  EXPECT_GT(cache_kernel.last_compile_ms(), 0);
+  EXPECT_EQ(entries(), 1u);
+  ASSERT_TRUE(run_cache_kernel());  // hot: the in-memory cache
+  EXPECT_EQ(cache_kernel.num_specializations(), 1u);
+  fresh_process_view();
+  ASSERT_TRUE(run_cache_kernel());  // as a new process: found on disk, no compiler run
+  EXPECT_TRUE(cache_kernel.last_from_disk());
+  EXPECT_EQ(cache_kernel.last_compile_ms(), 0);
+  EXPECT_EQ(entries(), 1u);
+  const auto e = runtime::cpu::cache_entries();
+  EXPECT_EQ(e[0].kernel, "cache_kernel");
+  EXPECT_GT(e[0].bytes, 0u);
+}
+
+TEST_F(KernelCache, EditedKernelsAndNewConstexprsRecompile) {
+  ASSERT_TRUE(run_cache_kernel(64));
+  Tensor x = arange(0, 100, 1, float32), out = zeros({100});
+  cache_kernel_edited[{2}](x, out, 100, tl::meta("BLOCK", 64));
+  EXPECT_TRUE(equal(out, x * 3 + 1));
+  EXPECT_EQ(entries(), 2u);
+  ASSERT_TRUE(run_cache_kernel(128));
+  EXPECT_EQ(entries(), 3u);
+}
+
+// Runs the cache kernel in a child process; returns 10 (disk hit), 11 (compiled) or an error.
+int child_run() {
+  const pid_t p = ::fork();
+  if (p == 0) {
+    setenv("TS_TEST_CHILD", "compile", 1);
+    execl("/proc/self/exe", "child", static_cast<char*>(nullptr));
+    std::_Exit(2);
+  }
+  int status = 0;
+  ::waitpid(p, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Damage is made between processes: a file this process has mapped must never be truncated
+// (the cache itself only ever renames whole directories into place).
+TEST_F(KernelCache, DamagedEntryIsRebuilt) {
+  ASSERT_EQ(child_run(), 11);
+  const auto e = runtime::cpu::cache_entries();
+  ASSERT_EQ(e.size(), 1u);
+  {
+    std::ifstream in(e[0].dir + "/kernel.so", std::ios::binary);
+    std::string head(100, '\0');
+    in.read(head.data(), 100);
+    in.close();
+    std::ofstream outf(e[0].dir + "/kernel.so", std::ios::binary | std::ios::trunc);
+    outf.write(head.data(), 100);
+  }
+  EXPECT_EQ(child_run(), 11);  // truncated: rebuilt
+  EXPECT_EQ(entries(), 1u);
+  EXPECT_EQ(child_run(), 10);  // and found again
+  std::ofstream(e[0].dir + "/info", std::ios::trunc) << "garbage";
+  EXPECT_EQ(child_run(), 11);  // a damaged record: rebuilt
+  EXPECT_EQ(child_run(), 10);
+}
+
+TEST_F(KernelCache, TwoProcessesShareOneEntry) {
+  pid_t pids[2];
+  for (pid_t& p : pids) {
+    p = ::fork();
+    if (p == 0) {
+      setenv("TS_TEST_CHILD", "compile", 1);
+      execl("/proc/self/exe", "child", static_cast<char*>(nullptr));
+      std::_Exit(2);
+    }
+  }
+  for (pid_t p : pids) {
+    int status = 0;
+    ::waitpid(p, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_TRUE(WEXITSTATUS(status) == 10 || WEXITSTATUS(status) == 11) << WEXITSTATUS(status);
+  }
+  EXPECT_EQ(entries(), 1u);
+  EXPECT_EQ(child_run(), 10);  // a third process finds it on disk
+}
+
+TEST_F(KernelCache, ClearRemovesEverything) {
+  ASSERT_TRUE(run_cache_kernel(64));
+  ASSERT_TRUE(run_cache_kernel(32));
+  EXPECT_EQ(entries(), 2u);
+  EXPECT_EQ(runtime::cpu::clear_cache(), 2u);
+  EXPECT_EQ(entries(), 0u);
+  fresh_process_view();
+  ASSERT_TRUE(run_cache_kernel(64));  // the runtime headers are written again
+}
+
+TEST(GeneratedCode, InnerLoopsVectorize) {
+  ASSERT_TRUE(run_cache_kernel(1024));
+  const std::string src = "/tmp/tessera-vec-check-" + std::to_string(::getpid()) + ".cpp";
+  std::ofstream(src) << cache_kernel.last_source();
+  const auto& c = runtime::cpu::compiler();
+  // The runtime headers live under the cache root (written on the first compile).
+  std::string cmd = c.path;
+  for (const auto& f : c.flags) cmd += " " + f;
+  cmd += " -I " + runtime::cpu::cache_root() + "/include/* -fopt-info-vec-optimized -c -o /dev/null " + src + " 2>&1";
+  // The include directory name is a digest; let the shell expand it.
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  ::pclose(p);
+  ::unlink(src.c_str());
+  if (c.version.find("clang") == std::string::npos) {
+    EXPECT_NE(out.find("loop vectorized"), std::string::npos) << out;
+  }
+}
+
+TEST(GeneratedCode, HotLaunchDoesNoIrWork) {
+  Tensor x = arange(0, 100, 1, float32), out = zeros({100});
+  cache_kernel[{2}](x, out, 100, tl::meta("BLOCK", 64));
+  const std::string ir = cache_kernel.last_ir();
+  const size_t specs = cache_kernel.num_specializations();
+  for (int i = 0; i < 100; ++i) cache_kernel[{2}](x, out, 100, tl::meta("BLOCK", 64));
+  EXPECT_EQ(cache_kernel.num_specializations(), specs);
+  EXPECT_EQ(cache_kernel.last_ir(), ir);
+}
+
+}  // namespace

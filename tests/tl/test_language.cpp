@@ -1,0 +1,323 @@
+// The kernel language's first slice, feature by feature, against double-precision references on
+// fresh random inputs with poisoned outputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "tessera/tl.h"
+#include "testing.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+namespace tl = tessera::tl;
+
+namespace {
+
+TL_JIT(add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::Int n_elements, tl::Const BLOCK_SIZE) {
+  auto pid = tl::program_id(0);
+  auto offsets = pid * BLOCK_SIZE + tl::arange(0, BLOCK_SIZE);
+  auto mask = offsets < n_elements;
+  auto x = tl::load(in_ptr0 + offsets, mask);
+  auto y = tl::load(in_ptr1 + offsets, mask);
+  tl::store(out_ptr + offsets, x + y, mask);
+}
+
+Tensor poisoned_like(const Tensor& t) {
+  Tensor o = empty_like(t);
+  poison(o);
+  return o;
+}
+
+void launch_add(const Tensor& x, const Tensor& y, Tensor& out, int64_t block) {
+  const SymInt n = out.numel();
+  auto grid = [&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK_SIZE"])}; };
+  add_kernel[grid](x, y, out, n, tl::meta("BLOCK_SIZE", block));
+}
+
+TEST(TileLanguage, SeedAddAtEveryEdge) {
+  for (int64_t block : {4, 1024}) {
+    for (int64_t n : {1, 3, 4, 5, 1023, 1024, 1025, 100003}) {
+      Tensor x = randn({n}), y = randn({n});
+      Tensor out = poisoned_like(x);
+      launch_add(x, y, out, block);
+      ASSERT_TRUE(equal(out, x + y)) << "n=" << n << " BLOCK=" << block;
+    }
+  }
+}
+
+TEST(TileLanguage, GridFormsTupleIntAndCallable) {
+  Tensor x = randn({10}), y = randn({10});
+  Tensor a = poisoned_like(x), b = poisoned_like(x), c = poisoned_like(x);
+  add_kernel[{3}](x, y, a, 10, tl::meta("BLOCK_SIZE", 4));          // braced tuple
+  add_kernel[tl::cdiv(10, 4)](x, y, b, 10, tl::meta("BLOCK_SIZE", 4));  // an integer
+  add_kernel[([](const tl::Meta& m) { return tl::cdiv(10, m["BLOCK_SIZE"]); })](x, y, c, 10, 4);  // positional constexpr
+  EXPECT_TRUE(equal(a, x + y));
+  EXPECT_TRUE(equal(b, x + y));
+  EXPECT_TRUE(equal(c, x + y));
+}
+
+TEST(TileLanguage, TensorsPassAsTypedPointers) {
+  for (DType dt : {float16, bfloat16, float64, int32, int8, uint8, int64}) {
+    Tensor x = random_tensor({77}, dt), y = random_tensor({77}, dt);
+    Tensor out = poisoned_like(x);
+    launch_add(x, y, out, 16);
+    ASSERT_TRUE(equal(out, x + y)) << dtype_name(dt);  // same rounding / wrapping as eager
+  }
+  // A view with a storage offset points at its first element.
+  Tensor base = randn({20});
+  Tensor xv = base.narrow(0, 5, 8), yv = base.narrow(0, 11, 8);
+  Tensor out = poisoned_like(xv);
+  launch_add(xv, yv, out, 4);
+  EXPECT_TRUE(equal(out, xv + yv));
+}
+
+TEST(TileLanguage, WritesBumpOnlyWrittenTensors) {
+  Tensor x = randn({8}), y = randn({8}), out = zeros({8});
+  const auto vx = x.version(), vo = out.version();
+  launch_add(x, y, out, 8);
+  EXPECT_EQ(x.version(), vx);
+  EXPECT_GT(out.version(), vo);
+}
+
+// ---- arithmetic and promotion -------------------------------------------------------------------
+
+TL_JIT(arith_kernel, tl::Ptr a, tl::Ptr b, tl::Ptr out_div, tl::Ptr out_rem, tl::Ptr out_mix, tl::Int n,
+       tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = offs < n;
+  auto x = tl::load(a + offs, m, 1);
+  auto y = tl::load(b + offs, m, 1);
+  tl::store(out_div + offs, x / y, m);  // C-style division on integers
+  tl::store(out_rem + offs, x % y, m);
+  tl::store(out_mix + offs, (x * 3 - y) + (-x) / 2, m);
+}
+
+TEST(TileLanguage, IntegerDivisionAndRemainderAreCStyle) {
+  const int64_t n = 200;
+  Tensor a = randint(-50, 50, {n}, int32), b = randint(-9, 10, {n}, int32);
+  b = where(b == 0, full({}, 7, int32), b);
+  Tensor d = poisoned_like(a), r = poisoned_like(a), m = poisoned_like(a);
+  arith_kernel[{tl::cdiv(n, 64)}](a, b, d, r, m, n, tl::meta("BLOCK", 64));
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t x = a[i].item<int32_t>(), y = b[i].item<int32_t>();
+    ASSERT_EQ(d[i].item<int32_t>(), x / y) << x << " / " << y;
+    ASSERT_EQ(r[i].item<int32_t>(), x % y) << x << " % " << y;
+    ASSERT_EQ(m[i].item<int32_t>(), (x * 3 - y) + (-x) / 2);
+  }
+}
+
+TL_JIT(promote_kernel, tl::Ptr i8, tl::Ptr f16, tl::Ptr i32, tl::Ptr o_i8, tl::Ptr o_f16, tl::Ptr o_f32,
+       tl::Ptr o_div, tl::Const BLOCK) {
+  auto offs = tl::arange(0, BLOCK);
+  auto a = tl::load(i8 + offs);
+  auto h = tl::load(f16 + offs);
+  auto w = tl::load(i32 + offs);
+  auto r8 = a * 2;          // a scalar of the same kind keeps int8
+  auto rh = h * 2.5;        // a float scalar keeps float16
+  auto rf = w + 1.5;        // an int tile with a float scalar becomes fp32
+  auto rd = h / h;          // fp16 division computes in fp32
+  static_assert(std::is_same_v<decltype(r8), tl::Tile>);
+  if (r8.dtype() != tessera::int8 || rh.dtype() != tessera::float16 || rf.dtype() != tessera::float32 ||
+      rd.dtype() != tessera::float32) {
+    throw std::runtime_error("promotion mismatch");
+  }
+  tl::store(o_i8 + offs, r8);
+  tl::store(o_f16 + offs, rh);
+  tl::store(o_f32 + offs, rf);
+  tl::store(o_div + offs, rd);
+}
+
+TEST(TileLanguage, TritonPromotionRules) {
+  Tensor i8 = randint(-60, 60, {16}, int8), f16 = (randn({16}) + 3).to(float16), i32 = randint(-9, 9, {16}, int32);
+  Tensor o8 = empty({16}, int8), oh = empty({16}, float16), of = empty({16}), od = empty({16});
+  promote_kernel[{1}](i8, f16, i32, o8, oh, of, od, tl::meta("BLOCK", 16));
+  EXPECT_TRUE(equal(o8, mul(i8, 2)));
+  EXPECT_TRUE(equal(oh, (f16.to(float32) * 2.5).to(float16)));
+  EXPECT_TRUE(equal(of, i32.to(float32) + 1.5));
+  EXPECT_TRUE(allclose(od, ones({16})));
+}
+
+// ---- math, comparisons, where --------------------------------------------------------------------
+
+TL_JIT(math_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const WHICH, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = offs < n;
+  auto v = tl::load(x + offs, m, 1.0);
+  tl::Tile r;
+  switch (WHICH.int_value()) {  // C++ control flow on a constexpr runs at trace time
+    case 0: r = tl::exp(v); break;
+    case 1: r = tl::log(v); break;
+    case 2: r = tl::sqrt(v); break;
+    case 3: r = tl::rsqrt(v); break;
+    case 4: r = tl::sin(v); break;
+    case 5: r = tl::cos(v); break;
+    case 6: r = tl::abs(v - 2); break;
+    case 7: r = tl::maximum(v, 1.5); break;
+    case 8: r = tl::minimum(v, 1.5); break;
+    default: r = tl::where((v > 1) & ~(v > 3), v * v, -v); break;
+  }
+  tl::store(out + offs, r, m);
+}
+
+TEST(TileLanguage, MathAgainstDoubleReferences) {
+  const int64_t n = 5000;
+  Tensor x = rand({n}) * 4 + 0.01;
+  const std::vector<std::function<double(double)>> refs = {
+      [](double v) { return std::exp(v); },   [](double v) { return std::log(v); },
+      [](double v) { return std::sqrt(v); },  [](double v) { return 1 / std::sqrt(v); },
+      [](double v) { return std::sin(v); },   [](double v) { return std::cos(v); },
+      [](double v) { return std::fabs(v - 2); }, [](double v) { return std::max(v, 1.5); },
+      [](double v) { return std::min(v, 1.5); },
+      [](double v) { return (v > 1 && !(v > 3)) ? v * v : -v; },
+  };
+  const Ref xr = to_ref(x);
+  for (int which = 0; which < static_cast<int>(refs.size()); ++which) {
+    Tensor out = poisoned_like(x);
+    math_kernel[{tl::cdiv(n, 256)}](x, out, n, which, tl::meta("BLOCK", 256));
+    Ref want = xr;
+    for (auto& v : want.data) v = refs[static_cast<size_t>(which)](v);
+    EXPECT_TRUE(close_to(out, want, {3e-7, 3e-7})) << "case " << which;
+  }
+}
+
+// ---- 2-D tiles, broadcasting, reductions ---------------------------------------------------------
+
+TL_JIT(rows_kernel, tl::Ptr x, tl::Ptr sums, tl::Ptr maxes, tl::Ptr mins, tl::Ptr colmax, tl::Int M,
+       tl::Int N, tl::Int stride, tl::Const BM, tl::Const BN) {
+  auto rows = tl::program_id(0) * BM + tl::arange(0, BM);
+  auto cols = tl::arange(0, BN);
+  auto mask = (rows[{tl::_, tl::None}] < M) & (cols[{tl::None, tl::_}] < N);
+  auto ptrs = x + rows[{tl::_, tl::None}] * stride + tl::expand_dims(cols, 0);
+  auto v = tl::load(ptrs, mask, 0.0);
+  auto rmask = rows < M;
+  tl::store(sums + rows, tl::sum(v, 1), rmask);
+  tl::store(maxes + rows, tl::max(tl::where(mask, v, -1e30), 1), rmask);
+  tl::store(mins + rows, tl::min(tl::where(mask, v, 1e30), -1), rmask);
+  // A reduction over the other axis, written by program 0 only (a scalar branch).
+  tl::if_(tl::program_id(0) == 0, [&] {
+    tl::store(colmax + cols, tl::max(tl::where(mask, v, -1e30), 0), cols < N);
+  });
+}
+
+TEST(TileLanguage, TwoDimensionalTilesAndReductions) {
+  const int64_t M = 37, N = 13;
+  Tensor x = randn({M, N});
+  Tensor s = poisoned_like(x.select(1, 0)), mx = poisoned_like(s), mn = poisoned_like(s), cm = empty({16});
+  rows_kernel[{tl::cdiv(M, 8)}](x, s, mx, mn, cm, M, N, x.stride(0), tl::meta("BM", 8), tl::meta("BN", 16));
+  EXPECT_TRUE(allclose(s, x.sum({1}), 1e-5, 1e-5));
+  EXPECT_TRUE(equal(mx, amax(x, {1})));
+  EXPECT_TRUE(equal(mn, amin(x, {1})));
+  EXPECT_TRUE(equal(cm.narrow(0, 0, N), amax(x.narrow(0, 0, 8), {0})));
+}
+
+TL_JIT(softmax_kernel, tl::Ptr out, tl::Ptr in, tl::Int in_stride, tl::Int out_stride, tl::Int n_cols,
+       tl::Const BLOCK) {
+  auto row = tl::program_id(0);
+  auto cols = tl::arange(0, BLOCK);
+  auto mask = cols < n_cols;
+  auto x = tl::load(in + row * in_stride + cols, mask, -INFINITY);
+  auto z = x - tl::max(x, 0);
+  auto num = tl::exp(z);
+  tl::store(out + row * out_stride + cols, num / tl::sum(num, 0), mask);
+}
+
+TEST(TileLanguage, FusedSoftmaxMatchesEager) {
+  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {7, 5}, {64, 1000}, {3, 4096}}) {
+    Tensor x = randn({rows, cols}) * 3;
+    Tensor y = poisoned_like(x);
+    int64_t block = 1;
+    while (block < cols) block *= 2;
+    softmax_kernel[{rows}](y, x, x.stride(0), y.stride(0), cols, tl::meta("BLOCK", block));
+    EXPECT_TRUE(allclose(y, softmax(x, 1), 1e-5, 1e-7)) << rows << "x" << cols;
+  }
+}
+
+// ---- runtime loops, Vars, branches ----------------------------------------------------------------
+
+TL_JIT(row_sum_loop, tl::Ptr x, tl::Ptr out, tl::Int n_cols, tl::Int stride, tl::Const BLOCK) {
+  auto row = tl::program_id(0);
+  tl::Var acc = tl::zeros({BLOCK}, tl::float32);
+  tl::Var count = 0;
+  tl::range(0, n_cols, BLOCK, [&](tl::Tile start) {
+    auto cols = start + tl::arange(0, BLOCK);
+    acc = acc + tl::load(x + row * stride + cols, cols < n_cols, 0.0);
+    count = count + 1;
+  });
+  auto total = tl::sum(acc, 0);
+  tl::Var result = total;
+  tl::if_(count > 2, [&] { result = total * 2; }, [&] { result = total - 1; });
+  tl::store(out + row, result);
+}
+
+TEST(TileLanguage, RuntimeLoopsCarryVarsAndBranchesMergeThem) {
+  for (int64_t cols : {5, 64, 200}) {
+    Tensor x = randn({6, cols});
+    Tensor out = poisoned_like(x.select(1, 0));
+    row_sum_loop[{6}](x, out, cols, x.stride(0), tl::meta("BLOCK", 32));
+    const int64_t trips = (cols + 31) / 32;
+    Tensor want = trips > 2 ? x.sum({1}) * 2 : x.sum({1}) - 1;
+    EXPECT_TRUE(allclose(out, want, 1e-5, 1e-5)) << cols;
+  }
+}
+
+TL_JIT(unrolled_kernel, tl::Ptr x, tl::Ptr out, tl::Const REPEAT, tl::Const BLOCK) {
+  auto offs = tl::arange(0, BLOCK);
+  auto v = tl::load(x + offs);
+  tl::Tile acc = tl::zeros({BLOCK}, tl::float32);
+  for (int i = 0; i < REPEAT.int_value(); ++i) acc = acc + v * (i + 1);  // unrolled while tracing
+  if (REPEAT) acc = acc + 0.5;  // constexpr condition
+  tl::store(out + offs, acc);
+}
+
+TEST(TileLanguage, CxxControlFlowUnrollsAtTraceTime) {
+  Tensor x = randn({8}), out = empty({8});
+  unrolled_kernel[{1}](x, out, 3, tl::meta("BLOCK", 8));
+  EXPECT_TRUE(allclose(out, x * 6 + 0.5));
+  EXPECT_EQ(unrolled_kernel.last_ir().find("for "), std::string::npos);  // no runtime loop
+}
+
+// ---- strided views, 2-D grids, num_programs --------------------------------------------------------
+
+TL_JIT(copy2d_kernel, tl::Ptr src, tl::Ptr dst, tl::Int rows, tl::Int cols, tl::Int s0, tl::Int s1,
+       tl::Const BR, tl::Const BC) {
+  auto r = tl::program_id(0) * BR + tl::arange(0, BR);
+  auto c = tl::program_id(1) * BC + tl::arange(0, BC);
+  auto mask = (r[{tl::_, tl::None}] < rows) & (c[{tl::None, tl::_}] < cols);
+  auto v = tl::load(src + r[{tl::_, tl::None}] * s0 + c[{tl::None, tl::_}] * s1, mask);
+  tl::store(dst + r[{tl::_, tl::None}] * cols + c[{tl::None, tl::_}], v + tl::num_programs(1), mask);
+}
+
+TEST(TileLanguage, StridedInputsAndTwoDimensionalGrids) {
+  Tensor x = randn({9, 14}).t();  // 14 x 9, transposed strides
+  Tensor out = poisoned_like(x.contiguous());
+  copy2d_kernel[{tl::cdiv(14, 4), tl::cdiv(9, 4)}](x, out, 14, 9, x.stride(0), x.stride(1),
+                                                   tl::meta("BR", 4), tl::meta("BC", 4));
+  EXPECT_TRUE(equal(out, x + 3));
+}
+
+// ---- specialization ------------------------------------------------------------------------------
+
+TL_JIT(scale_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Int factor, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  tl::store(out + offs, tl::load(x + offs, offs < n) * factor, offs < n);
+}
+
+TEST(TileLanguage, SpecializesOnDivisibilityAndOne) {
+  Tensor x = randn({64});
+  Tensor out = empty({64});
+  scale_kernel.clear_memory_cache();
+  scale_kernel[{4}](x, out, 64, 3, tl::meta("BLOCK", 16));  // n % 16 == 0
+  scale_kernel[{4}](x, out, 63, 3, tl::meta("BLOCK", 16));  // n not divisible
+  scale_kernel[{4}](x, out, 64, 5, tl::meta("BLOCK", 16));  // same key as the first
+  EXPECT_EQ(scale_kernel.num_specializations(), 2u);
+  scale_kernel[{4}](x, out, 64, 1, tl::meta("BLOCK", 16));  // factor == 1 folds to a constant
+  EXPECT_EQ(scale_kernel.num_specializations(), 3u);
+  EXPECT_EQ(scale_kernel.last_ir().find("factor"), std::string::npos);
+  EXPECT_TRUE(equal(out, x));
+  scale_kernel[{4}](x, out, 64, 2, tl::meta("BLOCK", 32));  // a new constexpr
+  EXPECT_EQ(scale_kernel.num_specializations(), 4u);
+  EXPECT_TRUE(equal(out.narrow(0, 0, 64), x * 2));
+}
+
+}  // namespace
