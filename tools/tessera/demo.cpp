@@ -3,7 +3,23 @@
 #include <iostream>
 #include <map>
 
+#include "tessera/tl.h"
 #include "tools/tessera/commands.h"
+
+namespace tl = tessera::tl;
+
+// The seed's kernel, as the recipe writes it.
+TL_JIT(add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::Int n_elements,
+       tl::Const BLOCK_SIZE) {
+  auto pid = tl::program_id(0);
+  auto block_start = pid * BLOCK_SIZE;
+  auto offsets = block_start + tl::arange(0, BLOCK_SIZE);
+  auto mask = offsets < n_elements;
+  auto x = tl::load(in_ptr0 + offsets, mask);
+  auto y = tl::load(in_ptr1 + offsets, mask);
+  auto output = x + y;
+  tl::store(out_ptr + offsets, output, mask);
+}
 
 namespace tessera::cli {
 namespace {
@@ -29,14 +45,20 @@ int demo() {
                                     : "")
             << ")\n";
 
-  section("Basic usage: vector addition (eager operators for now)");
-  manual_seed(0);
+  section("Basic usage: a user-defined kernel (add_kernel, BLOCK_SIZE=4)");
   Tensor x = randn({4});
   Tensor y = randn({4});
-  Tensor out = x + y;
+  Tensor out = zeros_like(x);
+  auto n_elements = out.numel();
+  auto grid = [&](const tl::Meta& meta) { return tl::Grid{tl::cdiv(n_elements, meta["BLOCK_SIZE"])}; };
+  add_kernel[grid](x, y, out, n_elements, tl::meta("BLOCK_SIZE", 4));
   std::cout << "Vector addition of\nX:\t" << x << "\nY:\t" << y << "\nis equal to\n" << out << "\n";
+  std::cout << "(" << (add_kernel.last_from_disk() ? "loaded from the kernel cache"
+                                                    : "compiled in " + std::to_string(static_cast<int>(add_kernel.last_compile_ms())) + " ms")
+            << "; equals x + y: " << (equal(out, x + y) ? "yes" : "NO") << ")\n";
 
   section("Calling an operator by name (torch.ops.aten.add.Tensor)");
+  manual_seed(0);
   Tensor z = ops("aten::add.Tensor")(x, y, kw("alpha", 2));
   std::cout << "ops(\"aten::add.Tensor\")(x, y, alpha=2) = " << z << "\n";
   std::cout << "schema: " << get_op("aten::add.Tensor").schema() << "\n";

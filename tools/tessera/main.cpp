@@ -12,6 +12,7 @@ void usage() {
                "commands:\n"
                "  doctor    version, CPU, compilers, CUDA driver and NVRTC found on this machine\n"
                "  demo      the seed walkthrough (what `make demo` runs)\n"
+               "  cache ls|stats|clear   the compiled-kernel cache ($TESSERA_CACHE_DIR)\n"
                "  version   the version of tessera\n";
 }
 
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "doctor") return tessera::cli::doctor();
     if (cmd == "demo") return tessera::cli::demo();
+    if (cmd == "cache") return tessera::cli::cache(argc > 2 ? argv[2] : "stats");
     if (cmd == "version") {
       std::cout << "tessera " << tessera::version() << "\n";
       return 0;
