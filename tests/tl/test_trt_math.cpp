@@ -45,7 +45,22 @@ TEST(TrtMath, ExpWithinTwoUlp) {
                     400000, &wx), 2.0) << "worst at " << wx;
   EXPECT_LE(max_ulp([](float x) { return trt::exp(x); }, [](double x) { return std::exp(x); }, -103, -87,
                     100000, &wx), 2.0) << "subnormal results, worst at " << wx;
+  // Every float near the overflow and underflow edges.
+  for (const auto& [lo, hi] : {std::pair<float, float>{88.0f, 89.5f}, {-105.0f, -103.0f}}) {
+    double worst = 0;
+    for (float x = lo; x <= hi; x = std::nextafter(x, INFINITY)) {
+      const double e = ulp_error(trt::exp(x), std::exp(static_cast<double>(x)));
+      if (e > worst) {
+        worst = e;
+        wx = x;
+      }
+    }
+    EXPECT_LE(worst, 2.0) << "edge [" << lo << ", " << hi << "], worst at " << wx;
+  }
   EXPECT_EQ(trt::exp(-INFINITY), 0.0f);
+  EXPECT_EQ(trt::exp(-1e30f), 0.0f);
+  EXPECT_EQ(trt::exp(1e30f), INFINITY);
+  EXPECT_TRUE(std::isnan(trt::exp(-NAN)));
   EXPECT_EQ(trt::exp(INFINITY), INFINITY);
   EXPECT_EQ(trt::exp(100.0f), INFINITY);
   EXPECT_TRUE(std::isnan(trt::exp(NAN)));

@@ -151,14 +151,49 @@ TRT_INLINE uint64_t f2i<uint64_t>(double v) {
   return (uint64_t)i;
 }
 
+// ---- 16-lane vectors -----------------------------------------------------------------------------
+
+/** 16 lanes of T as one GCC/Clang vector value: the accumulator of innermost-axis reductions stays
+ * in registers (an array of 16 would go through the stack on every step). */
+template <class T>
+struct Lanes16 {
+  typedef T type __attribute__((vector_size(16 * sizeof(T))));
+};
+template <class T>
+using lanes16 = typename Lanes16<T>::type;
+
+template <class T>
+TRT_INLINE lanes16<T> splat16(T x) {
+  return lanes16<T>{} + x;
+}
+template <class T>
+TRT_INLINE lanes16<T> load16(const T* p) {
+  lanes16<T> v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+
+/** Whether 1/d is a normal float, so that x * (1/d) is within 1.5 ulp of x / d (the generated
+ * code divides a tile by a scalar through its reciprocal when this holds). */
+TRT_INLINE bool recip_ok(float d) {
+  const float a = d < 0 ? -d : d;
+  return a >= 0x1p-126f && a <= 0x1p126f;
+}
+
 // ---- math: float32 -------------------------------------------------------------------------------
 
-/** e^x: Cody-Waite reduction x = k ln2 + r, degree-6 polynomial on r, scale by 2^k. */
+/** e^x: Cody-Waite reduction x = k ln2 + r, degree-7 polynomial on r, scale by 2^k. k is rounded
+ * by the 1.5 * 2^23 trick and read from the float's bits (defined for every input, a NaN included,
+ * unlike a float-to-int conversion), then clamped as an integer to [-150, 128], where 2^k alone
+ * underflows to 0 or overflows to inf; inputs beyond [-104, 89] take 0 or inf by a select, and a
+ * NaN passes through the polynomial. */
 TRT_INLINE float exp(float x) {
-  const float hi = 88.7228317f, lo = -103.972076f;
-  const float xc = x > hi ? hi : (x < lo ? lo : x);
-  const float k = __builtin_rintf(xc * 1.44269504088896341f);
-  const float r = (xc - k * 0.693145751953125f) - k * 1.42860682030941723212e-6f;
+  const float kf = x * 1.44269504088896341f + 12582912.0f;
+  int32_t ki = (int32_t)(f2u(kf) - 0x4b400000u);
+  ki = ki < -150 ? -150 : ki;
+  ki = ki > 128 ? 128 : ki;
+  const float k = (float)ki;
+  const float r = (x - k * 0.693145751953125f) - k * 1.42860682030941723212e-6f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -166,14 +201,11 @@ TRT_INLINE float exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  // 2^k in two steps so that k down to -150 (subnormal results) stays exact.
-  const int32_t ki = (int32_t)k;
-  const int32_t k1 = ki / 2, k2 = ki - k1;
+  // 2^k in two steps so that subnormal results round once and 2^128 overflows only at the end.
+  const int32_t k1 = ki >> 1, k2 = ki - k1;  // both in [-75, 64]
   const float s1 = u2f((uint32_t)(k1 + 127) << 23), s2 = u2f((uint32_t)(k2 + 127) << 23);
-  float res = p * s1 * s2;
-  res = x > hi ? __builtin_inff() : res;
-  res = x < lo ? 0.0f : res;
-  return x != x ? x : res;
+  const float res = p * s1 * s2;
+  return x > 89.0f ? __builtin_inff() : (x < -104.0f ? 0.0f : res);
 }
 
 /** ln(x): x = (1 + f) 2^e with 1 + f in [sqrt(1/2), sqrt(2)); log(1 + f) = 2 atanh(s) with

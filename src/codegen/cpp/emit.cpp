@@ -1,9 +1,11 @@
 #include "codegen/cpp/emit.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "ir/passes.h"
@@ -139,13 +141,15 @@ std::string reduce_init(ir::ReduceKind k, const Type& t) {
   return "0";
 }
 
-std::string reduce_combine(ir::ReduceKind k, const Type& t, const std::string& a, const std::string& b) {
+// `vec`: a and b are lanes16 values (integer lanes do not promote, so no narrowing cast).
+std::string reduce_combine(ir::ReduceKind k, const Type& t, const std::string& a, const std::string& b,
+                           bool vec = false) {
   const DType d = t.elem;
   const bool fl = is_floating_point(d);
   const std::string rt = register_type(d);
   switch (k) {
     case ir::ReduceKind::Sum:
-      if (fl) return "(" + a + " + " + b + ")";
+      if (fl || vec) return "(" + a + " + " + b + ")";
       return "((" + rt + ")(" + a + " + " + b + "))";
     case ir::ReduceKind::Max:
       if (fl) return "trt::fmax_num(" + a + ", " + b + ")";
@@ -168,6 +172,7 @@ class Emitter {
   Kernel run() {
     const size_t n = f_.num_values();
     storage_.assign(n, Storage::Inline);
+    fused_.assign(n, false);
     uses_.assign(n, {});
     def_region_.assign(n, nullptr);
     def_pos_.assign(n, -1);
@@ -177,6 +182,7 @@ class Emitter {
     }
     classify(f_.body);
     place_loads(f_.body);
+    fuse_into_reductions(f_.body);
 
     header();
     line("for (int64_t _p = _pb; _p < _pe; ++_p) {");
@@ -296,6 +302,44 @@ class Emitter {
     }
   }
 
+  // An array computed by an elementwise op and then reduced along its innermost axis is written
+  // by the reduction's loop instead of a loop of its own (one pass over the tile, not two), when
+  // nothing between the two ops reads the array or has side effects.
+  void fuse_into_reductions(const Region& r) {
+    for (size_t i = 0; i < r.ops.size(); ++i) {
+      const Op* red = r.ops[i];
+      for (const auto& sub : red->regions) fuse_into_reductions(sub);
+      if (red->kind != OpKind::Reduce) continue;
+      const ValueId in = red->operands[0];
+      const Type& it = f_.type(in);
+      if (red->ival != it.rank() - 1 || it.elem == DType::Bool || f_.type(red->result()).elem != it.elem) continue;
+      if (storage_[static_cast<size_t>(in)] != Storage::Array || def_region_[static_cast<size_t>(in)] != &r) continue;
+      const Op* prod = f_.def(in);
+      if (!prod || prod->kind == OpKind::For || prod->kind == OpKind::If || prod->kind == OpKind::Reduce ||
+          prod->results.size() != 1) {
+        continue;
+      }
+      bool ok = true;
+      for (int j = def_pos_[static_cast<size_t>(in)] + 1; ok && j < static_cast<int>(i); ++j) {
+        const Op* mid = r.ops[static_cast<size_t>(j)];
+        if (mid->has_side_effects() || !mid->regions.empty()) ok = false;
+        for (ValueId u : mid->operands) ok = ok && u != in;
+      }
+      if (ok) fused_[static_cast<size_t>(in)] = true;
+    }
+  }
+
+  // The element of reduction input `in` at `ix`, written to its array first when the reduction
+  // materializes it (fuse_into_reductions); `tmp` names a register for the value.
+  void reduce_input(ValueId in, const std::vector<std::string>& ix, const std::string& tmp) {
+    if (!fused_[static_cast<size_t>(in)]) {
+      line(tmp + " = " + expr(in, ix) + ";");
+      return;
+    }
+    line(tmp + " = " + op_expr(*f_.def(in), ix) + ";");
+    line(name(in) + "[" + flat(f_.type(in).shape, ix) + "] = " + tmp + ";");
+  }
+
   // ---- output helpers -----------------------------------------------------------------------
 
   void line(const std::string& s) { out_ << std::string(static_cast<size_t>(indent_) * 2, ' ') << s << "\n"; }
@@ -355,6 +399,52 @@ class Emitter {
   // Emits nested loops over `shape` (simd on the innermost) and calls body with index names.
   void loops(const SmallVector<int64_t, 4>& shape, bool simd,
              const std::function<void(const std::vector<std::string>&)>& body) {
+    versioned([&] { plain_loops(shape, simd, body); });
+  }
+
+  // Emits `gen` with fast paths allowed. If one was taken under a uniform guard (a condition on
+  // scalars, fixed for the whole loop nest), emits `if (guards) { fast } else { gen again with
+  // fast paths off }`: the test runs once per nest, not per element. Nested calls emit plainly
+  // inside the outermost one.
+  void versioned(const std::function<void()>& gen) {
+    if (fast_ != Fast::Unset) {
+      gen();
+      return;
+    }
+    const int64_t work0 = work_;
+    std::ostringstream outer;
+    out_.swap(outer);
+    fast_ = Fast::On;
+    guards_.clear();
+    ++indent_;
+    gen();
+    --indent_;
+    const std::string fast = out_.str();
+    const std::vector<std::string> guards = guards_;
+    out_.swap(outer);
+    if (guards.empty()) {
+      // Emitted one level deeper than needed: take the indentation back off.
+      std::istringstream lines(fast);
+      for (std::string l; std::getline(lines, l);) out_ << (l.size() >= 2 ? l.substr(2) : l) << "\n";
+      fast_ = Fast::Unset;
+      return;
+    }
+    std::string cond;
+    for (const auto& g : guards) cond += (cond.empty() ? "" : " && ") + g;
+    line("if (" + cond + ") {");
+    out_ << fast;
+    line("} else {");
+    fast_ = Fast::Off;
+    work_ = work0;  // both versions do the same work; count it once
+    ++indent_;
+    gen();
+    --indent_;
+    line("}");
+    fast_ = Fast::Unset;
+  }
+
+  void plain_loops(const SmallVector<int64_t, 4>& shape, bool simd,
+                   const std::function<void(const std::vector<std::string>&)>& body) {
     std::vector<std::string> idx;
     int64_t n = 1;
     for (size_t d = 0; d < shape.size(); ++d) {
@@ -398,20 +488,15 @@ class Emitter {
       case OpKind::Arange:
         return "((int32_t)(" + std::to_string(op.ival) + " + " + idx.at(0) + "))";
       case OpKind::Splat: return operand(0, {});
-      case OpKind::Broadcast: {
-        const auto& src = f_.type(op.operands[0]).shape;
-        std::vector<std::string> ix;
-        for (size_t d = 0; d < src.size(); ++d) ix.push_back(src[d] == 1 ? "0" : idx[d]);
-        return operand(0, ix);
-      }
-      case OpKind::ExpandDims: {
-        std::vector<std::string> ix;
-        for (size_t d = 0; d < idx.size(); ++d) {
-          if (static_cast<int64_t>(d) != op.ival) ix.push_back(idx[d]);
+      case OpKind::Broadcast:
+      case OpKind::ExpandDims: return operand(0, source_index(op, idx));
+      case OpKind::Binary: {
+        const auto k = static_cast<ir::BinaryKind>(op.sub);
+        if (k == ir::BinaryKind::Div) {
+          if (auto q = div_by_uniform(op, t, idx)) return *q;
         }
-        return operand(0, ix);
+        return binary(k, t, operand(0, idx), operand(1, idx));
       }
-      case OpKind::Binary: return binary(static_cast<ir::BinaryKind>(op.sub), t, operand(0, idx), operand(1, idx));
       case OpKind::Compare: {
         static constexpr const char* kOps[] = {"==", "!=", "<", "<=", ">", ">="};
         return "(" + operand(0, idx) + " " + kOps[op.sub] + " " + operand(1, idx) + ")";
@@ -420,7 +505,7 @@ class Emitter {
       case OpKind::Cast: return cast_expr(f_.type(op.operands[0]), t, operand(0, idx));
       case OpKind::Select:
         return "(" + operand(0, idx) + " ? " + operand(1, idx) + " : " + operand(2, idx) + ")";
-      case OpKind::AddPtr: return "(" + operand(0, idx) + " + (int64_t)(" + operand(1, idx) + "))";
+      case OpKind::AddPtr: return "(" + operand(0, idx) + " + " + offset_expr(op.operands[1], idx) + ")";
       case OpKind::Load: {
         const std::string v = load_conv(t.elem, "*" + operand(0, idx));
         if (op.operands.size() == 1) return v;
@@ -430,6 +515,88 @@ class Emitter {
       default: TS_INTERNAL_ASSERT(false) << "no inline expression for " << ir::op_name(op.kind);
     }
     return "";
+  }
+
+  // The rank-0 value a tile is a splat of (through Broadcast and ExpandDims), or kNoValue.
+  ValueId uniform_source(ValueId v) const {
+    for (;;) {
+      if (f_.type(v).is_scalar()) return v;
+      if (storage_[static_cast<size_t>(v)] != Storage::Inline) return ir::kNoValue;
+      const Op* op = f_.def(v);
+      if (!op) return ir::kNoValue;
+      if (op->kind == OpKind::Splat || op->kind == OpKind::Broadcast || op->kind == OpKind::ExpandDims) {
+        v = op->operands[0];
+        continue;
+      }
+      return ir::kNoValue;
+    }
+  }
+
+  // Float `/` is Triton's (within 2 ulp, as div.full.f32; docs/kernels.md): a tile divided by one
+  // scalar for the whole tile is a multiplication by its reciprocal, about 3x faster than a
+  // vector division. That is within 1.5 ulp while the reciprocal is a normal float, so a runtime
+  // divisor guards a versioned loop (versioned()); a constant one is checked here.
+  std::optional<std::string> div_by_uniform(const Op& op, const Type& t, const std::vector<std::string>& idx) {
+    if (t.elem == DType::Float64 || !is_floating_point(t.elem) || f_.type(op.operands[0]).is_scalar()) {
+      return std::nullopt;
+    }
+    const ValueId d = uniform_source(op.operands[1]);
+    if (d == ir::kNoValue) return std::nullopt;
+    const Op* dop = f_.def(d);
+    const std::string a = expr(op.operands[0], idx);
+    if (dop && dop->kind == OpKind::Constant) {
+      const double r = 1.0 / static_cast<double>(static_cast<float>(dop->fval));
+      if (!(std::fabs(r) >= 0x1p-126 && std::fabs(r) <= 0x1p126)) return std::nullopt;
+      return round_to(t.elem, "(" + a + " * " + float_literal(static_cast<double>(static_cast<float>(r)), true) + ")");
+    }
+    if (fast_ == Fast::Unset) return std::nullopt;  // not inside a loop nest
+    const std::string dv = expr(d, {});
+    if (fast_ == Fast::Off) return std::nullopt;
+    const std::string guard = "trt::recip_ok(" + dv + ")";
+    if (std::find(guards_.begin(), guards_.end(), guard) == guards_.end()) guards_.push_back(guard);
+    return round_to(t.elem, "(" + a + " * (1.0f / " + dv + "))");
+  }
+
+  // The index into the operand of a Broadcast or ExpandDims for the result index `idx`.
+  std::vector<std::string> source_index(const Op& op, const std::vector<std::string>& idx) const {
+    std::vector<std::string> ix;
+    if (op.kind == OpKind::Broadcast) {
+      const auto& src = f_.type(op.operands[0]).shape;
+      for (size_t d = 0; d < src.size(); ++d) ix.push_back(src[d] == 1 ? "0" : idx[d]);
+    } else {
+      for (size_t d = 0; d < idx.size(); ++d) {
+        if (static_cast<int64_t>(d) != op.ival) ix.push_back(idx[d]);
+      }
+    }
+    return ix;
+  }
+
+  // A pointer offset as a 64-bit expression. Chains of +, - and * over signed integers of at most
+  // 32 bits are evaluated in 64 bits, so the compiler sees addresses affine in the loop index and
+  // emits contiguous vector loads and stores instead of gathers; the result differs from 32-bit
+  // wrapping arithmetic only where that arithmetic overflows, which addresses memory outside
+  // the tensor anyway (docs/decisions.md, "pointer offsets").
+  std::string offset_expr(ValueId v, const std::vector<std::string>& idx) {
+    const Type& t = f_.type(v);
+    const bool narrow_signed = is_signed(t.elem) && !is_floating_point(t.elem) && t.elem != DType::Int64;
+    const Op* op = f_.def(v);
+    if (narrow_signed && op && storage_[static_cast<size_t>(v)] == Storage::Inline) {
+      switch (op->kind) {
+        case OpKind::Constant: return int_literal(op->ival, DType::Int64);
+        case OpKind::Arange: return "((int64_t)" + std::to_string(op->ival) + " + " + idx.at(0) + ")";
+        case OpKind::Splat: return offset_expr(op->operands[0], {});
+        case OpKind::Broadcast:
+        case OpKind::ExpandDims: return offset_expr(op->operands[0], source_index(*op, idx));
+        case OpKind::Binary: {
+          const auto k = static_cast<ir::BinaryKind>(op->sub);
+          const char* sym = k == ir::BinaryKind::Add ? " + " : k == ir::BinaryKind::Sub ? " - " : k == ir::BinaryKind::Mul ? " * " : nullptr;
+          if (sym) return "(" + offset_expr(op->operands[0], idx) + sym + offset_expr(op->operands[1], idx) + ")";
+          break;
+        }
+        default: break;
+      }
+    }
+    return "(int64_t)(" + expr(v, idx) + ")";
   }
 
   static std::string binary(ir::BinaryKind k, const Type& t, const std::string& a, const std::string& b) {
@@ -523,6 +690,7 @@ class Emitter {
         line(type_str(f_.type(v)) + " const " + name(v) + " = " + op_expr(op, {}) + ";");
       } else if (s == Storage::Array) {
         declare_array(v);
+        if (fused_[static_cast<size_t>(v)]) continue;  // the reduction writes it
         loops(f_.type(v).shape, true, [&](const std::vector<std::string>& idx) {
           line(name(v) + "[" + flat(f_.type(v).shape, idx) + "] = " + op_expr(op, idx) + ";");
         });
@@ -563,30 +731,43 @@ class Emitter {
     };
     const std::string init = reduce_init(k, ot);
     if (axis == rank - 1) {
-      // Innermost axis: 16 independent lanes (vectorizes, fixed combination order).
+      // Innermost axis: lanes that vectorize, combined in a fixed order (the same on every host).
       SmallVector<int64_t, 4> outer(it.shape.begin(), it.shape.end() - 1);
       const int64_t n = it.shape.back();
       loops(outer, false, [&](const std::vector<std::string>& idx) {
         const std::string lanes = fresh("_lanes"), j = fresh("_j"), l = fresh("_l");
         line(rt + " " + lanes + "[16];");
-        line("for (int32_t " + l + " = 0; " + l + " < 16; ++" + l + ") " + lanes + "[" + l + "] = " + init + ";");
         line("int32_t " + j + " = 0;");
-        line("for (; " + j + " + 16 <= " + std::to_string(n) + "; " + j + " += 16) {");
-        ++indent_;
-        line("#pragma omp simd");
-        line("for (int32_t " + l + " = 0; " + l + " < 16; ++" + l + ") {");
-        ++indent_;
-        std::vector<std::string> ix = idx;
-        ix.push_back("(" + j + " + " + l + ")");
-        line(lanes + "[" + l + "] = " + reduce_combine(k, ot, lanes + "[" + l + "]", expr(in, ix)) + ";");
-        --indent_;
-        line("}");
-        --indent_;
-        line("}");
+        if (ot.elem == DType::Bool) {
+          // No vector type for bool: 16 lanes in an array.
+          line("for (int32_t " + l + " = 0; " + l + " < 16; ++" + l + ") " + lanes + "[" + l + "] = " + init + ";");
+          line("for (; " + j + " + 16 <= " + std::to_string(n) + "; " + j + " += 16) {");
+          ++indent_;
+          std::vector<std::string> ix = idx;
+          ix.push_back("(" + j + " + " + l + ")");
+          line("#pragma omp simd");
+          line("for (int32_t " + l + " = 0; " + l + " < 16; ++" + l + ") " + lanes + "[" + l + "] = " +
+               reduce_combine(k, ot, lanes + "[" + l + "]", expr(in, ix)) + ";");
+          --indent_;
+          line("}");
+        } else {
+          inner_reduce_vectors(k, ot, in, idx, n, init, lanes, j);
+        }
         std::vector<std::string> tail = idx;
         tail.push_back(j);
-        line("for (; " + j + " < " + std::to_string(n) + "; ++" + j + ") " + lanes + "[0] = " +
-             reduce_combine(k, ot, lanes + "[0]", expr(in, tail)) + ";");
+        if (fused_[static_cast<size_t>(in)]) {
+          line("for (; " + j + " < " + std::to_string(n) + "; ++" + j + ") {");
+          ++indent_;
+          const std::string t = fresh("_t");
+          line(rt + " " + t + ";");
+          reduce_input(in, tail, t);
+          line(lanes + "[0] = " + reduce_combine(k, ot, lanes + "[0]", t) + ";");
+          --indent_;
+          line("}");
+        } else {
+          line("for (; " + j + " < " + std::to_string(n) + "; ++" + j + ") " + lanes + "[0] = " +
+               reduce_combine(k, ot, lanes + "[0]", expr(in, tail)) + ";");
+        }
         for (int width = 8; width >= 1; width /= 2) {
           line("for (int32_t " + l + " = 0; " + l + " < " + std::to_string(width) + "; ++" + l + ") " + lanes +
                "[" + l + "] = " +
@@ -626,6 +807,49 @@ class Emitter {
         });
       }
     });
+  }
+
+  // The vector part of an innermost-axis reduction: blocks of 64 elements into four 16-lane
+  // accumulators (independent dependency chains, in registers), then blocks of 16 into the first,
+  // then the four folded pairwise into `lanes`; `j` is left at the first element not consumed.
+  void inner_reduce_vectors(ir::ReduceKind k, const Type& ot, ValueId in, const std::vector<std::string>& idx,
+                            int64_t n, const std::string& init, const std::string& lanes, const std::string& j) {
+    const std::string rt = register_type(ot.elem);
+    const std::string vt = "trt::lanes16<" + rt + ">";
+    const std::string acc = fresh("_acc"), x = fresh("_x"), l = fresh("_l");
+    const int blocks = n >= 64 ? 4 : 1;
+    for (int b = 0; b < blocks; ++b) {
+      line(vt + " " + acc + "_" + std::to_string(b) + " = trt::splat16<" + rt + ">(" + init + ");");
+    }
+    line("alignas(64) " + rt + " " + x + "[" + std::to_string(16 * blocks) + "];");
+    std::vector<std::string> ix = idx;
+    ix.push_back("(" + j + " + " + l + ")");
+    auto step = [&](int width) {
+      line("for (; " + j + " + " + std::to_string(width) + " <= " + std::to_string(n) + "; " + j +
+           " += " + std::to_string(width) + ") {");
+      ++indent_;
+      line("#pragma omp simd");
+      line("for (int32_t " + l + " = 0; " + l + " < " + std::to_string(width) + "; ++" + l + ") {");
+      ++indent_;
+      reduce_input(in, ix, x + "[" + l + "]");
+      --indent_;
+      line("}");
+      for (int b = 0; b < width / 16; ++b) {
+        const std::string a = acc + "_" + std::to_string(b);
+        line(a + " = " + reduce_combine(k, ot, a, "trt::load16(" + x + " + " + std::to_string(16 * b) + ")", true) +
+             ";");
+      }
+      --indent_;
+      line("}");
+    };
+    if (blocks == 4) step(64);
+    step(16);
+    if (blocks == 4) {
+      auto a = [&](int b) { return acc + "_" + std::to_string(b); };
+      line(a(0) + " = " + reduce_combine(k, ot, reduce_combine(k, ot, a(0), a(1), true),
+                                         reduce_combine(k, ot, a(2), a(3), true), true) + ";");
+    }
+    line("__builtin_memcpy(" + lanes + ", &" + acc + "_0, sizeof " + lanes + ");");
   }
 
   // Declares mutable storage for a carried or branch result value.
@@ -724,8 +948,13 @@ class Emitter {
     }
   }
 
+  enum class Fast : uint8_t { Unset, On, Off };
+
   const ir::Function& f_;
+  Fast fast_ = Fast::Unset;
+  std::vector<std::string> guards_;
   std::vector<Storage> storage_;
+  std::vector<bool> fused_;  // arrays written by the reduction that consumes them
   struct Use {
     const Op* user;
     const Region* region;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <climits>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -136,6 +137,40 @@ std::string cpu_features_digest() {
   return sha256_hex(model + "\n" + flags).substr(0, 16);
 }
 
+// The compiler's `--version` line. Asking costs a process (about 1.5 ms, most of a warm
+// process's first launch), so the answer is remembered under the cache root, keyed by the
+// compiler binary's identity (resolved path, inode, size, modification time): an upgraded
+// compiler is a different file and is asked again.
+std::string compiler_version(const std::string& path) {
+  char real[PATH_MAX];
+  struct stat st;
+  std::string memo;
+  if (::realpath(path.c_str(), real) && ::stat(real, &st) == 0) {
+    std::ostringstream id;
+    id << real << "\n" << st.st_ino << "\n" << st.st_size << "\n" << st.st_mtim.tv_sec << "." << st.st_mtim.tv_nsec;
+    memo = cache_root() + "/compilers/" + sha256_hex(id.str()).substr(0, 32);
+    const std::string known = first_line(read_file(memo));
+    if (!known.empty()) return known;
+  }
+  char tmpl[] = "/tmp/tessera-cxx-version-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  if (fd >= 0) ::close(fd);
+  run({path, "--version"}, tmpl);
+  const std::string version = first_line(read_file(tmpl));
+  ::unlink(tmpl);
+  if (!memo.empty() && !version.empty()) {
+    // Best effort: an unwritable cache only costs the next process the same question.
+    try {
+      make_dirs(cache_root() + "/compilers");
+      const std::string tmp = memo + ".tmp-" + unique_suffix();
+      write_file(tmp, version + "\n");
+      if (::rename(tmp.c_str(), memo.c_str()) != 0) ::unlink(tmp.c_str());
+    } catch (const Error&) {
+    }
+  }
+  return version;
+}
+
 CompilerInfo discover() {
   CompilerInfo info;
   std::vector<std::string> candidates;
@@ -148,14 +183,9 @@ CompilerInfo discover() {
   TS_CHECK(!info.path.empty(), RuntimeError)
       << "no C++ compiler found for kernels (looked for " << (knobs().cxx.empty() ? "" : knobs().cxx + ", ")
       << "c++, g++, clang++ on PATH); install g++ or set TESSERA_CXX";
-  char tmpl[] = "/tmp/tessera-cxx-version-XXXXXX";
-  const int fd = ::mkstemp(tmpl);
-  if (fd >= 0) ::close(fd);
-  run({info.path, "--version"}, tmpl);
-  info.version = first_line(read_file(tmpl));
-  ::unlink(tmpl);
+  info.version = compiler_version(info.path);
   info.flags = {"-std=c++17", "-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno",
-                "-fwrapv", "-fopenmp-simd", "-fno-exceptions", "-fno-rtti", "-fvisibility=hidden",
+                "-fwrapv", "-fno-trapping-math", "-fopenmp-simd", "-fno-exceptions", "-fno-rtti", "-fvisibility=hidden",
                 "-fno-plt", "-w"};
   info.target = cpu_features_digest();
   return info;

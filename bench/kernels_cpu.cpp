@@ -1,0 +1,147 @@
+// tessera's kernels on the CPU: the seed's add, fused softmax and layer norm (the examples'
+// kernels), with the eager operators beside them, and the launch overhead of a one-program grid
+// against calling the compiled function directly. `make bench` runs it; bench/compare_cpu.py puts
+// PyTorch and Halide beside it in one run.
+//
+//   bench_kernels_cpu                    Google Benchmark run
+//   bench_kernels_cpu --first-result-ms  prints the milliseconds from the first launch of the seed
+//                                        kernel (x, y of 4 elements, BLOCK_SIZE=4) to its result:
+//                                        the cold compile with an empty TESSERA_CACHE_DIR, the
+//                                        disk-cache load with a warm one
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "tessera/tessera.h"
+#include "tessera/tl.h"
+#include "tl/jit.h"
+
+using namespace tessera;
+namespace tl = tessera::tl;
+
+namespace {
+
+// The seed's kernel, as examples/seed_basic_usage.cpp writes it.
+TL_JIT(add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::Int n_elements, tl::Const BLOCK_SIZE) {
+  auto pid = tl::program_id(0);
+  auto block_start = pid * BLOCK_SIZE;
+  auto offsets = block_start + tl::arange(0, BLOCK_SIZE);
+  auto mask = offsets < n_elements;
+  auto x = tl::load(in_ptr0 + offsets, mask);
+  auto y = tl::load(in_ptr1 + offsets, mask);
+  auto output = x + y;
+  tl::store(out_ptr + offsets, output, mask);
+}
+
+TL_JIT(softmax_kernel, tl::Ptr out, tl::Ptr in, tl::Int in_stride, tl::Int out_stride, tl::Int n_cols, tl::Const BLOCK) {
+  auto row = tl::program_id(0);
+  auto cols = tl::arange(0, BLOCK);
+  auto mask = cols < n_cols;
+  auto x = tl::load(in + row * in_stride + cols, mask, -INFINITY);
+  auto num = tl::exp(x - tl::max(x, 0));
+  tl::store(out + row * out_stride + cols, num / tl::sum(num, 0), mask);
+}
+
+TL_JIT(layer_norm_kernel, tl::Ptr X, tl::Ptr Y, tl::Ptr W, tl::Ptr B, tl::Int stride, tl::Int N, tl::Float eps,
+       tl::Const BLOCK) {
+  auto row = tl::program_id(0);
+  auto cols = tl::arange(0, BLOCK);
+  auto mask = cols < N;
+  auto x = tl::load(X + row * stride + cols, mask, 0.0);
+  auto mean = tl::sum(x, 0) / N;
+  auto d = tl::where(mask, x - mean, 0.0);
+  auto rstd = tl::rsqrt(tl::sum(d * d, 0) / N + eps);
+  tl::store(Y + row * stride + cols, d * rstd * tl::load(W + cols, mask) + tl::load(B + cols, mask), mask);
+}
+
+TL_JIT(tiny_kernel, tl::Ptr x, tl::Const BLOCK) {
+  auto offs = tl::arange(0, BLOCK);
+  tl::store(x + offs, tl::load(x + offs) + 1);
+}
+
+void BM_AddKernel(benchmark::State& s) {
+  const int64_t n = int64_t(1) << 24, block = s.range(0);
+  Tensor a = rand({n}), b = rand({n}), out = empty({n});
+  for (auto _ : s) add_kernel[{tl::cdiv(n, block)}](a, b, out, n, tl::meta("BLOCK_SIZE", block));
+  s.SetBytesProcessed(s.iterations() * n * 12);
+}
+BENCHMARK(BM_AddKernel)->Arg(1024)->Arg(4096)->Arg(16384)->UseRealTime();
+
+void BM_AddEager(benchmark::State& s) {
+  const int64_t n = int64_t(1) << 24;
+  Tensor a = rand({n}), b = rand({n}), out = empty({n});
+  for (auto _ : s) add_out(out, a, b);
+  s.SetBytesProcessed(s.iterations() * n * 12);
+}
+BENCHMARK(BM_AddEager)->UseRealTime();
+
+void BM_SoftmaxKernel(benchmark::State& s) {
+  Tensor x = randn({4096, 1024}), y = empty({4096, 1024});
+  for (auto _ : s) softmax_kernel[{4096}](y, x, 1024, 1024, 1024, tl::meta("BLOCK", 1024));
+  s.SetBytesProcessed(s.iterations() * 4096 * 1024 * 8);
+}
+BENCHMARK(BM_SoftmaxKernel)->UseRealTime();
+
+void BM_SoftmaxEager(benchmark::State& s) {
+  Tensor x = randn({4096, 1024});
+  for (auto _ : s) benchmark::DoNotOptimize(softmax(x, 1));
+  s.SetBytesProcessed(s.iterations() * 4096 * 1024 * 8);
+}
+BENCHMARK(BM_SoftmaxEager)->UseRealTime();
+
+void BM_LayerNormKernel(benchmark::State& s) {
+  Tensor x = randn({4096, 4096}), y = empty({4096, 4096}), w = rand({4096}), b = randn({4096});
+  for (auto _ : s) layer_norm_kernel[{4096}](x, y, w, b, 4096, 4096, 1e-5, tl::meta("BLOCK", 4096));
+  s.SetBytesProcessed(s.iterations() * 4096 * 4096 * 8);
+}
+BENCHMARK(BM_LayerNormKernel)->UseRealTime();
+
+void BM_LayerNormEager(benchmark::State& s) {
+  Tensor x = randn({4096, 4096}), w = rand({4096}), b = randn({4096});
+  for (auto _ : s) benchmark::DoNotOptimize(layer_norm(x, {4096}, w, b));
+  s.SetBytesProcessed(s.iterations() * 4096 * 4096 * 8);
+}
+BENCHMARK(BM_LayerNormEager)->UseRealTime();
+
+void BM_HotLaunch(benchmark::State& s) {
+  Tensor x = zeros({16});
+  tiny_kernel[{1}](x, tl::meta("BLOCK", 16));
+  for (auto _ : s) tiny_kernel[{1}](x, tl::meta("BLOCK", 16));
+}
+BENCHMARK(BM_HotLaunch);
+
+void BM_DirectCall(benchmark::State& s) {
+  Tensor x = zeros({16});
+  tiny_kernel[{1}](x, tl::meta("BLOCK", 16));
+  const auto fn = tiny_kernel.state().last->fn;
+  trt::Arg args[2];
+  args[0].p = x.data_ptr();
+  const trt::Grid g{1, 1, 1};
+  for (auto _ : s) {
+    fn(&g, 0, 1, args);
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_DirectCall);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--first-result-ms") == 0) {
+    Tensor x = randn({4}), y = randn({4}), out = zeros({4});
+    const auto t0 = std::chrono::steady_clock::now();
+    auto grid = [&](const tl::Meta& meta) { return tl::Grid{tl::cdiv(4, meta["BLOCK_SIZE"])}; };
+    add_kernel[grid](x, y, out, 4, tl::meta("BLOCK_SIZE", 4));
+    const auto t1 = std::chrono::steady_clock::now();
+    if (!equal(out, x + y)) return 1;
+    std::printf("%.2f\n", std::chrono::duration<double, std::milli>(t1 - t0).count());
+    return 0;
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,85 @@
+"""PyTorch on the CPU workloads of bench/kernels_cpu.cpp: eager and torch.compile (Inductor, which
+generates C++ for the CPU). Every variant writes into a preallocated output, as tessera's kernels
+do. Prints one JSON object of GB/s (bytes read + written per second) to stdout; each result is
+checked against eager first. Run by bench/compare_cpu.py; usable alone:
+
+    python3 bench/peers/torch_cpu.py [--min-time 0.5]
+"""
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+
+warnings.filterwarnings("ignore")
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+def rate(fn, nbytes, min_time):
+    """Bytes per second over a window of at least min_time seconds after warm-up (the mean, as
+    Google Benchmark reports for tessera and Halide)."""
+    for _ in range(3):
+        fn()
+    iters, t0 = 0, time.perf_counter()
+    while True:
+        fn()
+        iters += 1
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_time and iters >= 5:
+            return nbytes * iters / elapsed / 1e9
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--min-time", type=float, default=0.5)
+    args = ap.parse_args()
+    torch.set_num_threads(os.cpu_count())
+    torch.manual_seed(0)
+    out = {"torch_version": torch.__version__, "threads": torch.get_num_threads()}
+
+    n = 1 << 24
+    a, b, c = torch.rand(n), torch.rand(n), torch.empty(n)
+
+    def add_into(a, b, c):
+        c.copy_(a + b)
+
+    add_c = torch.compile(add_into, fullgraph=True)
+    add_c(a, b, c)
+    assert torch.equal(c, a + b)
+    out["add_eager"] = rate(lambda: torch.add(a, b, out=c), n * 12, args.min_time)
+    out["add_compile"] = rate(lambda: add_c(a, b, c), n * 12, args.min_time)
+
+    x, y = torch.randn(4096, 1024), torch.empty(4096, 1024)
+
+    def softmax_into(x, y):
+        y.copy_(torch.softmax(x, 1))
+
+    softmax_c = torch.compile(softmax_into, fullgraph=True)
+    softmax_c(x, y)
+    torch.testing.assert_close(y, torch.softmax(x, 1))
+    out["softmax_eager"] = rate(lambda: torch.ops.aten._softmax.out(x, 1, False, out=y), 4096 * 1024 * 8,
+                                args.min_time)
+    out["softmax_compile"] = rate(lambda: softmax_c(x, y), 4096 * 1024 * 8, args.min_time)
+
+    x, y = torch.randn(4096, 4096), torch.empty(4096, 4096)
+    w, bias = torch.rand(4096), torch.randn(4096)
+    mean, rstd = torch.empty(4096, 1), torch.empty(4096, 1)
+
+    def layer_norm_into(x, w, bias, y):
+        y.copy_(F.layer_norm(x, (4096,), w, bias, 1e-5))
+
+    ln_c = torch.compile(layer_norm_into, fullgraph=True)
+    ln_c(x, w, bias, y)
+    torch.testing.assert_close(y, F.layer_norm(x, (4096,), w, bias, 1e-5))
+    out["layer_norm_eager"] = rate(
+        lambda: torch.ops.aten.native_layer_norm.out(x, (4096,), w, bias, 1e-5, out0=y, out1=mean, out2=rstd),
+        4096 * 4096 * 8, args.min_time)
+    out["layer_norm_compile"] = rate(lambda: ln_c(x, w, bias, y), 4096 * 4096 * 8, args.min_time)
+    json.dump(out, sys.stdout)
+    print()
+
+
+if __name__ == "__main__":
+    main()
