@@ -233,6 +233,84 @@ TEST(TileLanguage, FusedSoftmaxMatchesEager) {
   }
 }
 
+// ---- division ---------------------------------------------------------------------------------------
+
+TL_JIT(div_kernel, tl::Ptr x, tl::Ptr y, tl::Ptr out, tl::Float s, tl::Int n, tl::Const WHICH, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = offs < n;
+  auto v = tl::load(x + offs, m);
+  tl::Tile r = v;
+  if (WHICH == 0) r = v / s;             // by a runtime scalar: a reciprocal under a guard
+  if (WHICH == 1) r = v / 3.0;           // by a constant
+  if (WHICH == 2) r = v / tl::load(y + offs, m);  // tile by tile
+  tl::store(out + offs, r, m);
+}
+
+// Distance in float ulps between a float result and the exact quotient (0 when both are the same
+// special value).
+double ulps(float got, double want) {
+  if (std::isnan(want)) return std::isnan(got) ? 0 : 1e30;
+  const float w = static_cast<float>(want);
+  if (std::isinf(w)) return got == w ? 0 : (std::isinf(got) ? 1e30 : 2);  // past FLT_MAX: rounds to inf
+  double ulp = std::fabs(static_cast<double>(std::nextafter(std::fabs(w), INFINITY)) - std::fabs(double(w)));
+  if (ulp == 0) ulp = std::numeric_limits<float>::denorm_min();
+  return std::fabs(static_cast<double>(got) - want) / ulp;
+}
+
+// Float `/` is Triton's: within 2 ulp (div.full.f32). Divisors whose reciprocal is not a normal
+// float (subnormal, huge, zero, inf, NaN) must take the exact division.
+TEST(TileLanguage, FloatDivisionWithinTwoUlpForEveryDivisor) {
+  const int64_t n = 3000;
+  Tensor x = randn({n}) * 1000;
+  float* xp = x.data_ptr<float>();
+  const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f, 3e38f, -1e-30f, 1e30f};
+  for (size_t i = 0; i < std::size(specials); ++i) xp[i] = specials[i];
+  Tensor y = randn({n});
+  const float divisors[] = {3.7f, -2.5f, 1e-40f, 3e38f, 0x1p126f, 0x1p127f, 0x1p-126f, 0x1p-127f, 0.0f,
+                            INFINITY, NAN, 1e-20f};
+  for (int which = 0; which < 3; ++which) {
+    for (float d : divisors) {
+      if (which != 0 && d != divisors[0]) continue;
+      Tensor out = poisoned_like(x);
+      div_kernel[{tl::cdiv(n, 512)}](x, y, out, static_cast<double>(d), n, tl::meta("WHICH", which),
+                                    tl::meta("BLOCK", 512));
+      const float* o = out.data_ptr<float>();
+      const float* yp = y.data_ptr<float>();
+      double worst = 0;
+      int64_t at = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double den = which == 0 ? d : which == 1 ? 3.0 : yp[i];
+        const double e = ulps(o[i], static_cast<double>(xp[i]) / den);
+        if (e > worst) worst = e, at = i;
+      }
+      EXPECT_LE(worst, 2.0) << "case " << which << ", divisor " << d << ": " << xp[at] << " gave " << o[at];
+    }
+  }
+}
+
+// ---- reductions that write their producer's array --------------------------------------------
+
+TL_JIT(sum_after_store, tl::Ptr p, tl::Ptr out, tl::Const BLOCK) {
+  auto offs = tl::arange(0, BLOCK);
+  auto x = tl::load(p + offs);
+  tl::store(p + offs, tl::zeros({BLOCK}, tl::float32));  // x must be read before this
+  tl::store(out, tl::sum(x, 0));
+  auto e = tl::exp(x);                                   // reduced, then stored
+  tl::store(out + 1, tl::sum(e, 0));
+  tl::store(p + offs, e);
+}
+
+TEST(TileLanguage, ReductionsSeeValuesFromBeforeLaterStores) {
+  for (int64_t block : {4, 16, 32, 128}) {
+    Tensor p = randn({block}), before = p.clone(), out = empty({2});
+    poison(out);
+    sum_after_store[{1}](p, out, tl::meta("BLOCK", block));
+    EXPECT_NEAR(out.data_ptr<float>()[0], before.sum().item<double>(), 1e-4) << block;
+    EXPECT_NEAR(out.data_ptr<float>()[1], exp(before).sum().item<double>(), 1e-3) << block;
+    EXPECT_TRUE(allclose(p, exp(before), 1e-6, 1e-7)) << block;
+  }
+}
+
 // ---- runtime loops, Vars, branches ----------------------------------------------------------------
 
 TL_JIT(row_sum_loop, tl::Ptr x, tl::Ptr out, tl::Int n_cols, tl::Int stride, tl::Const BLOCK) {
