@@ -1,16 +1,15 @@
 /** \file
  * Knobs (DESIGN.md D10): environment variables with the `TESSERA_` prefix, read in one place.
  *
- * | variable | meaning |
- * |---|---|
- * | `TESSERA_CACHE_DIR` | on-disk cache root (default `~/.cache/tessera`) |
- * | `TESSERA_NUM_THREADS` | size of the CPU thread pool (default: all cores) |
- * | `TESSERA_LOGS` | comma list of log channels: `recompiles`, `graph`, `graph_breaks`, `dispatch`,
- * `cache`, `all` | | `TESSERA_DUMP` | comma list of dumps: `ir`, `src` | | `TESSERA_DEBUG` | `1`:
- * bounds checks in kernels, `device_assert` active | | `TESSERA_INTERPRET` | `1`: run kernels in
- * the reference interpreter | | `TESSERA_PRINT_AUTOTUNING` | `1`: print autotuning results | |
- * `TESSERA_DEVICE` | default device for the demo and examples (`cpu`, `cuda`) | | `TESSERA_CXX` |
- * the C++ compiler used for JIT kernels (default: found on PATH) |
+ * - `TESSERA_CACHE_DIR`: on-disk cache root (default `~/.cache/tessera`).
+ * - `TESSERA_NUM_THREADS`: size of the CPU thread pool (default: all cores).
+ * - `TESSERA_LOGS`: comma list of log channels (`cache`, `all`; `recompiles`, `graph`,
+ *   `graph_breaks`, `dispatch` once the graph compiler lands).
+ * - `TESSERA_DUMP`: comma list of dumps: `ir` (tile IR after optimization), `src` (generated C++).
+ * - `TESSERA_CXX`: the C++ compiler for JIT kernels (default: `c++`, `g++`, `clang++` on PATH).
+ * - `TESSERA_DEVICE`, `TESSERA_DEBUG`, `TESSERA_INTERPRET`, `TESSERA_PRINT_AUTOTUNING`: reserved
+ *   for the CUDA backend, the bounds checker, the reference interpreter and autotuning; they are
+ *   read but change nothing yet.
  *
  * An unknown `TESSERA_*` variable gets a one-time warning naming the known ones, so a typo does
  * not silently do nothing.

@@ -169,11 +169,9 @@ TEST(GeneratedCode, InnerLoopsVectorize) {
   const std::string src = "/tmp/tessera-vec-check-" + std::to_string(::getpid()) + ".cpp";
   std::ofstream(src) << cache_kernel.last_source();
   const auto& c = runtime::cpu::compiler();
-  // The runtime headers live under the cache root (written on the first compile).
   std::string cmd = c.path;
   for (const auto& f : c.flags) cmd += " " + f;
-  cmd += " -I " + runtime::cpu::cache_root() + "/include/* -fopt-info-vec-optimized -c -o /dev/null " + src + " 2>&1";
-  // The include directory name is a digest; let the shell expand it.
+  cmd += " -I " + runtime::cpu::include_dir() + " -fopt-info-vec-optimized -c -o /dev/null " + src + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;

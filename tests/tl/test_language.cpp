@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "tessera/tl.h"
@@ -284,6 +285,45 @@ TEST(TileLanguage, FloatDivisionWithinTwoUlpForEveryDivisor) {
         if (e > worst) worst = e, at = i;
       }
       EXPECT_LE(worst, 2.0) << "case " << which << ", divisor " << d << ": " << xp[at] << " gave " << o[at];
+    }
+  }
+}
+
+// ---- masks decided once per loop nest --------------------------------------------------------
+
+TL_JIT(mask_forms, tl::Ptr out, tl::Int base, tl::Int n, tl::Const BLOCK) {
+  auto i = tl::arange(0, BLOCK);
+  auto offs = base + i;     // increasing
+  auto rev = base - i * 2;  // decreasing
+  // One store per mask: each is its own loop nest with its own test.
+  tl::store(out + i, tl::where(offs < n, 1, 0));
+  tl::store(out + BLOCK + i, tl::where(offs >= n, 2, 0));
+  tl::store(out + 2 * BLOCK + i, tl::where(rev > n, 4, 0));
+  tl::store(out + 3 * BLOCK + i, tl::where(rev <= n, 8, 0));
+  tl::store(out + 4 * BLOCK + i, tl::where(offs > 0, 16, 0));
+  tl::store(out + 5 * BLOCK + i, tl::where(i < 40, 32, 0));
+}
+
+// A mask that holds for the whole tile is tested once and the loop runs unmasked; the test must
+// agree with the lane-by-lane comparison in 32-bit wrapping arithmetic, including where the
+// offsets wrap (then no shortcut applies).
+TEST(TileLanguage, MasksAgreeWithLaneByLaneComparison) {
+  const int32_t big = std::numeric_limits<int32_t>::max(), small = std::numeric_limits<int32_t>::min();
+  const std::vector<std::pair<int32_t, int32_t>> cases = {
+      {0, 5}, {0, 1000}, {10, 3}, {-100, -50}, {big - 2, 0}, {big - 63, 0}, {small + 3, 0}, {small + 200, 7}, {5, 5}};
+  for (auto [base, n] : cases) {
+    Tensor out = empty({6 * 64}, int32);
+    poison(out);
+    mask_forms[{1}](out, int64_t(base), int64_t(n), tl::meta("BLOCK", 64));
+    const int32_t* o = out.data_ptr<int32_t>();
+    for (int32_t i = 0; i < 64; ++i) {
+      const auto offs = static_cast<int32_t>(static_cast<uint32_t>(base) + static_cast<uint32_t>(i));
+      const auto rev = static_cast<int32_t>(static_cast<uint32_t>(base) - static_cast<uint32_t>(i * 2));
+      const int32_t want[] = {offs < n ? 1 : 0, offs >= n ? 2 : 0, rev > n ? 4 : 0,
+                              rev <= n ? 8 : 0, offs > 0 ? 16 : 0, i < 40 ? 32 : 0};
+      for (int k = 0; k < 6; ++k) {
+        ASSERT_EQ(o[k * 64 + i], want[k]) << "mask " << k << ", base " << base << ", n " << n << ", lane " << i;
+      }
     }
   }
 }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -456,11 +457,138 @@ class Emitter {
       ++indent_;
     }
     work_ += n * work_scale_;
+    for (size_t d = 0; d < shape.size(); ++d) extents_[idx[d]] = shape[d];
     body(idx);
     for (size_t d = 0; d < shape.size(); ++d) {
+      extents_.erase(idx[d]);
       --indent_;
       line("}");
     }
+  }
+
+  // ---- masks proven true for a whole loop nest ------------------------------------------------
+  //
+  // A bounds mask such as `offsets < n` is an integer comparison of expressions affine in the
+  // loop indices. Over the loop nest's box its extremes lie at corners, so one uniform test
+  // decides whether it holds everywhere; when it does (every block but the last, usually), the
+  // versioned loop runs without the mask: plain vector loads and stores, no blends.
+
+  struct Affine {
+    std::map<std::string, int64_t> coef;  // loop index -> coefficient
+    std::string base = "0";               // a uniform int64 expression
+    std::optional<int64_t> base_value;    // base's value when known at compile time
+    std::optional<int64_t> constant() const { return coef.empty() ? base_value : std::nullopt; }
+  };
+
+  int64_t spread(const Affine& a, bool max) const {
+    int64_t s = 0;
+    for (const auto& [i, c] : a.coef) {
+      const int64_t far = c * (extents_.at(i) - 1);
+      if ((far > 0) == max) s += far;
+    }
+    return s;
+  }
+
+  static Affine combine(const Affine& a, const Affine& b, int64_t sign) {
+    Affine r = a;
+    for (const auto& [i, c] : b.coef) {
+      if ((r.coef[i] += sign * c) == 0) r.coef.erase(i);
+    }
+    r.base = "(" + a.base + (sign > 0 ? " + " : " - ") + b.base + ")";
+    r.base_value.reset();
+    if (a.base_value && b.base_value) r.base_value = *a.base_value + sign * *b.base_value;
+    return r;
+  }
+
+  // The affine form of an int32/int64 value at `idx`, or nullopt. `checks` receives the uniform
+  // conditions under which no 32-bit step of it wraps (then 64-bit evaluation agrees with it).
+  std::optional<Affine> affine(ValueId v, const std::vector<std::string>& idx, std::vector<std::string>& checks) {
+    const Type& t = f_.type(v);
+    if (t.elem != DType::Int32 && t.elem != DType::Int64) return std::nullopt;
+    const Storage st = storage_[static_cast<size_t>(v)];
+    if (st == Storage::Array) return std::nullopt;
+    Affine r;
+    const Op* op = f_.def(v);
+    if (st == Storage::Scalar || !op) {
+      r.base = "(int64_t)" + name(v);
+      return r;
+    }
+    switch (op->kind) {
+      case OpKind::Constant:
+        r.base = int_literal(op->ival, DType::Int64);
+        r.base_value = op->ival;
+        return r;
+      case OpKind::Arange: {
+        const std::string& i = idx.at(0);
+        r.base = int_literal(op->ival, DType::Int64);
+        r.base_value = op->ival;
+        if (i != "0") {
+          if (!extents_.count(i)) return std::nullopt;
+          r.coef[i] = 1;
+        }
+        return r;
+      }
+      case OpKind::Splat: return affine(op->operands[0], {}, checks);
+      case OpKind::Broadcast:
+      case OpKind::ExpandDims: return affine(op->operands[0], source_index(*op, idx), checks);
+      case OpKind::Binary: {
+        const auto k = static_cast<ir::BinaryKind>(op->sub);
+        if (k != ir::BinaryKind::Add && k != ir::BinaryKind::Sub && k != ir::BinaryKind::Mul) return std::nullopt;
+        auto a = affine(op->operands[0], idx, checks);
+        auto b = a ? affine(op->operands[1], idx, checks) : std::nullopt;
+        if (!b) return std::nullopt;
+        if (k == ir::BinaryKind::Mul) {
+          if (!a->coef.empty() && !b->coef.empty()) return std::nullopt;
+          if (!b->coef.empty()) std::swap(a, b);
+          if (!a->coef.empty() && !b->constant()) return std::nullopt;  // index * runtime value
+          r.coef = a->coef;
+          for (auto& [i, c] : r.coef) c *= *b->constant();
+          r.base = "(" + a->base + " * " + b->base + ")";
+          if (a->base_value && b->base_value) r.base_value = *a->base_value * *b->base_value;
+        } else {
+          r = combine(*a, *b, k == ir::BinaryKind::Add ? 1 : -1);
+        }
+        break;
+      }
+      default: return std::nullopt;
+    }
+    if (t.elem == DType::Int32) {
+      const int64_t lo = spread(r, false), hi = spread(r, true);
+      if (r.base_value) {  // known at compile time: decide now
+        if (*r.base_value + lo < INT32_MIN || *r.base_value + hi > INT32_MAX) return std::nullopt;
+      } else {
+        checks.push_back("trt::fits_i32(" + r.base + ", " + std::to_string(lo) + ", " + std::to_string(hi) + ")");
+      }
+    }
+    return r;
+  }
+
+  // "true" when the comparison `op` holds over the whole loop nest: at once if that is known at
+  // compile time, else under a guard added for versioned(). nullopt when it cannot be shown.
+  std::optional<std::string> mask_always_true(const Op& op, const std::vector<std::string>& idx) {
+    if (extents_.empty() || fast_ == Fast::Off) return std::nullopt;
+    const auto k = static_cast<int>(op.sub);  // ==, !=, <, <=, >, >=
+    if (k < 2) return std::nullopt;
+    std::vector<std::string> checks;
+    auto a = affine(op.operands[0], idx, checks);
+    auto b = a ? affine(op.operands[1], idx, checks) : std::nullopt;
+    if (!b) return std::nullopt;
+    const Affine d = combine(*a, *b, -1);  // a - b
+    const bool upper = k == 2 || k == 3;   // a - b < 0 or <= 0: its maximum decides
+    const int64_t far = spread(d, upper);
+    const char* rel = k == 2 ? " < 0" : k == 3 ? " <= 0" : k == 4 ? " > 0" : " >= 0";
+    if (d.base_value && checks.empty()) {
+      const int64_t e = *d.base_value + far;
+      const bool holds = k == 2 ? e < 0 : k == 3 ? e <= 0 : k == 4 ? e > 0 : e >= 0;
+      if (holds) return std::string("true");
+      return std::nullopt;
+    }
+    if (fast_ != Fast::On) return std::nullopt;
+    checks.push_back("(" + d.base + " + " + std::to_string(far) + "LL" + rel + ")");
+    for (const auto& c : checks) {
+      if (std::find(guards_.begin(), guards_.end(), c) == guards_.end()) guards_.push_back(c);
+    }
+    return std::string("true");
   }
 
   // ---- expressions --------------------------------------------------------------------------
@@ -498,6 +626,7 @@ class Emitter {
         return binary(k, t, operand(0, idx), operand(1, idx));
       }
       case OpKind::Compare: {
+        if (auto always = mask_always_true(op, idx)) return *always;
         static constexpr const char* kOps[] = {"==", "!=", "<", "<=", ">", ">="};
         return "(" + operand(0, idx) + " " + kOps[op.sub] + " " + operand(1, idx) + ")";
       }
@@ -731,11 +860,16 @@ class Emitter {
     };
     const std::string init = reduce_init(k, ot);
     if (axis == rank - 1) {
+      // Innermost-axis reductions index the axis as `j`, `(j + l)`: both range over [0, n), which
+      // is all mask_always_true() needs to know.
       // Innermost axis: lanes that vectorize, combined in a fixed order (the same on every host).
       SmallVector<int64_t, 4> outer(it.shape.begin(), it.shape.end() - 1);
       const int64_t n = it.shape.back();
       loops(outer, false, [&](const std::vector<std::string>& idx) {
         const std::string lanes = fresh("_lanes"), j = fresh("_j"), l = fresh("_l");
+        const std::string jl = "(" + j + " + " + l + ")";
+        extents_[j] = n;
+        extents_[jl] = n;
         line(rt + " " + lanes + "[16];");
         line("int32_t " + j + " = 0;");
         if (ot.elem == DType::Bool) {
@@ -744,7 +878,7 @@ class Emitter {
           line("for (; " + j + " + 16 <= " + std::to_string(n) + "; " + j + " += 16) {");
           ++indent_;
           std::vector<std::string> ix = idx;
-          ix.push_back("(" + j + " + " + l + ")");
+          ix.push_back(jl);
           line("#pragma omp simd");
           line("for (int32_t " + l + " = 0; " + l + " < 16; ++" + l + ") " + lanes + "[" + l + "] = " +
                reduce_combine(k, ot, lanes + "[" + l + "]", expr(in, ix)) + ";");
@@ -774,6 +908,8 @@ class Emitter {
                reduce_combine(k, ot, lanes + "[" + l + "]", lanes + "[" + l + " + " + std::to_string(width) + "]") + ";");
         }
         line(dest(idx) + " = " + round_to(ot.elem, lanes + "[0]") + ";");
+        extents_.erase(j);
+        extents_.erase(jl);
         work_ += n * work_scale_;
       });
       return;
@@ -824,6 +960,7 @@ class Emitter {
     line("alignas(64) " + rt + " " + x + "[" + std::to_string(16 * blocks) + "];");
     std::vector<std::string> ix = idx;
     ix.push_back("(" + j + " + " + l + ")");
+    extents_[ix.back()] = n;  // see reduce()
     auto step = [&](int width) {
       line("for (; " + j + " + " + std::to_string(width) + " <= " + std::to_string(n) + "; " + j +
            " += " + std::to_string(width) + ") {");
@@ -850,6 +987,7 @@ class Emitter {
                                          reduce_combine(k, ot, a(2), a(3), true), true) + ";");
     }
     line("__builtin_memcpy(" + lanes + ", &" + acc + "_0, sizeof " + lanes + ");");
+    extents_.erase(ix.back());
   }
 
   // Declares mutable storage for a carried or branch result value.
@@ -953,6 +1091,7 @@ class Emitter {
   const ir::Function& f_;
   Fast fast_ = Fast::Unset;
   std::vector<std::string> guards_;
+  std::map<std::string, int64_t> extents_;  // loop index -> trip count, inside plain_loops
   std::vector<Storage> storage_;
   std::vector<bool> fused_;  // arrays written by the reduction that consumes them
   struct Use {

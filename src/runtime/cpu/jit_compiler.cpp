@@ -195,7 +195,7 @@ std::string headers_digest();
 
 // The embedded runtime headers, written once per content under the cache root (re-created if the
 // cache was cleared).
-std::string include_dir() {
+std::string headers_dir() {
   const std::string root = cache_root() + "/include/" + headers_digest().substr(0, 16);
   if (exists(root + "/.complete")) return root;
   const std::string tmp = cache_root() + "/tmp/include-" + unique_suffix();
@@ -271,6 +271,8 @@ const CompilerInfo& compiler() {
 }
 
 std::string cache_root() { return knobs().cache_dir + "/cpu"; }
+
+std::string include_dir() { return headers_dir(); }
 
 CompiledBinary compile(const std::string& source, const std::string& kernel) {
   CompiledBinary out;

@@ -50,6 +50,9 @@ struct CacheEntry {
   std::time_t mtime = 0;
 };
 std::string cache_root();
+/** The directory holding this build's runtime headers (written under the cache root on first
+ * use); generated kernels compile with `-I` it. */
+std::string include_dir();
 std::vector<CacheEntry> cache_entries();
 /** Removes every CPU kernel; returns how many entries were removed. */
 size_t clear_cache();
