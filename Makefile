@@ -4,7 +4,7 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test demo bench format clean
+.PHONY: all deps configure build test demo bench bench-compare format clean
 
 all: build
 
@@ -27,6 +27,11 @@ demo: build
 
 bench: build
 	@for b in $(BUILD_DIR)/bench/bench_*; do echo "== $$b"; $$b || exit 1; done
+
+# tessera beside PyTorch (pip, in .venv-bench) and Halide 14 (apt), ratios in one table.
+# docs/benchmarks.md explains the set-up; a missing peer is reported, not skipped silently.
+bench-compare: build
+	python3 bench/compare_cpu.py --build $(BUILD_DIR)
 
 format:
 	@find include src tests tools examples bench -name '*.h' -o -name '*.cpp' | xargs clang-format -i

@@ -328,6 +328,28 @@ TEST(TileLanguage, MasksAgreeWithLaneByLaneComparison) {
   }
 }
 
+TL_JIT(nan_reductions, tl::Ptr x, tl::Ptr out, tl::Const BLOCK) {
+  auto v = tl::load(x + tl::arange(0, BLOCK));
+  tl::store(out, tl::max(v, 0));
+  tl::store(out + 1, tl::min(v, 0));
+  tl::store(out + 2, tl::sum(v, 0));
+}
+
+// max/min skip NaNs (IEEE maxNum/minNum over the tile); only an all-NaN tile gives NaN. sum
+// propagates them.
+TEST(TileLanguage, MaxAndMinSkipNaNsUnlessAllAreNaN) {
+  for (int64_t block : {1, 8, 16, 128}) {
+    Tensor x = full({block}, NAN), out = empty({3});
+    nan_reductions[{1}](x, out, tl::meta("BLOCK", block));
+    for (int k = 0; k < 3; ++k) EXPECT_TRUE(std::isnan(out.data_ptr<float>()[k])) << block << " " << k;
+    x.data_ptr<float>()[block / 2] = -3.0f;
+    nan_reductions[{1}](x, out, tl::meta("BLOCK", block));
+    EXPECT_EQ(out.data_ptr<float>()[0], -3.0f) << block;
+    EXPECT_EQ(out.data_ptr<float>()[1], -3.0f) << block;
+    EXPECT_EQ(std::isnan(out.data_ptr<float>()[2]), block > 1) << block;
+  }
+}
+
 // ---- reductions that write their producer's array --------------------------------------------
 
 TL_JIT(sum_after_store, tl::Ptr p, tl::Ptr out, tl::Const BLOCK) {

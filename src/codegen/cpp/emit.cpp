@@ -125,14 +125,16 @@ std::string reduce_init(ir::ReduceKind k, const Type& t) {
   switch (k) {
     case ir::ReduceKind::Sum: return fl ? "0.0" : "0";
     case ir::ReduceKind::Max:
-      if (fl) return d == DType::Float64 ? "-__builtin_inf()" : "-__builtin_inff()";
+      // NaN: fmax_num takes the other operand, so NaNs are skipped and only an all-NaN input
+      // gives NaN (IEEE maxNum over the tile, as Triton's max on NVIDIA GPUs).
+      if (fl) return d == DType::Float64 ? "__builtin_nan(\"\")" : "__builtin_nanf(\"\")";
       if (d == DType::Bool) return "false";
       return std::string("((") + storage_type(d) + ")" +
              (is_signed(d) ? "(" + int_literal(std::numeric_limits<int64_t>::min(), DType::Int64) + " >> (64 - 8 * sizeof(" + storage_type(d) + ")))"
                            : "0") +
              ")";
     case ir::ReduceKind::Min:
-      if (fl) return d == DType::Float64 ? "__builtin_inf()" : "__builtin_inff()";
+      if (fl) return d == DType::Float64 ? "__builtin_nan(\"\")" : "__builtin_nanf(\"\")";
       if (d == DType::Bool) return "true";
       return std::string("((") + storage_type(d) + ")" +
              (is_signed(d) ? "(((uint64_t)-1 >> 1) >> (64 - 8 * sizeof(" + std::string(storage_type(d)) + ")))"
