@@ -25,7 +25,8 @@ namespace tl = tessera::tl;
 namespace {
 
 // The seed's kernel, as examples/seed_basic_usage.cpp writes it.
-TL_JIT(add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::Int n_elements, tl::Const BLOCK_SIZE) {
+TL_JIT(add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::Int n_elements,
+       tl::Const BLOCK_SIZE) {
   auto pid = tl::program_id(0);
   auto block_start = pid * BLOCK_SIZE;
   auto offsets = block_start + tl::arange(0, BLOCK_SIZE);
@@ -36,7 +37,8 @@ TL_JIT(add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::Int n_
   tl::store(out_ptr + offsets, output, mask);
 }
 
-TL_JIT(softmax_kernel, tl::Ptr out, tl::Ptr in, tl::Int in_stride, tl::Int out_stride, tl::Int n_cols, tl::Const BLOCK) {
+TL_JIT(softmax_kernel, tl::Ptr out, tl::Ptr in, tl::Int in_stride, tl::Int out_stride,
+       tl::Int n_cols, tl::Const BLOCK) {
   auto row = tl::program_id(0);
   auto cols = tl::arange(0, BLOCK);
   auto mask = cols < n_cols;
@@ -45,8 +47,8 @@ TL_JIT(softmax_kernel, tl::Ptr out, tl::Ptr in, tl::Int in_stride, tl::Int out_s
   tl::store(out + row * out_stride + cols, num / tl::sum(num, 0), mask);
 }
 
-TL_JIT(layer_norm_kernel, tl::Ptr X, tl::Ptr Y, tl::Ptr W, tl::Ptr B, tl::Int stride, tl::Int N, tl::Float eps,
-       tl::Const BLOCK) {
+TL_JIT(layer_norm_kernel, tl::Ptr X, tl::Ptr Y, tl::Ptr W, tl::Ptr B, tl::Int stride, tl::Int N,
+       tl::Float eps, tl::Const BLOCK) {
   auto row = tl::program_id(0);
   auto cols = tl::arange(0, BLOCK);
   auto mask = cols < N;
@@ -54,7 +56,8 @@ TL_JIT(layer_norm_kernel, tl::Ptr X, tl::Ptr Y, tl::Ptr W, tl::Ptr B, tl::Int st
   auto mean = tl::sum(x, 0) / N;
   auto d = tl::where(mask, x - mean, 0.0);
   auto rstd = tl::rsqrt(tl::sum(d * d, 0) / N + eps);
-  tl::store(Y + row * stride + cols, d * rstd * tl::load(W + cols, mask) + tl::load(B + cols, mask), mask);
+  tl::store(Y + row * stride + cols, d * rstd * tl::load(W + cols, mask) + tl::load(B + cols, mask),
+            mask);
 }
 
 TL_JIT(tiny_kernel, tl::Ptr x, tl::Const BLOCK) {

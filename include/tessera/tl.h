@@ -347,7 +347,9 @@ class Launcher {
 namespace detail {
 struct KernelState;
 /** Calls a kernel body with parameter handles (type-erased by TL_JIT). */
-using BodyInvoker = void (*)(const void* body, const Tile* params);
+/** A kernel body with its parameter list erased (cast back by the invoker that knows it). */
+using ErasedBody = void (*)();
+using BodyInvoker = void (*)(ErasedBody body, const Tile* params);
 template <class... P, size_t... I>
 void invoke_body(void (*f)(P...), const Tile* params, std::index_sequence<I...>) {
   f(params[I]...);
@@ -366,8 +368,8 @@ class JITFunction {
   JITFunction(const char* name, const char* param_text, void (*body)(P...), const char* file,
               int line)
       requires((std::is_same_v<std::decay_t<P>, Tile> && ...))
-      : JITFunction(name, param_text, reinterpret_cast<const void*>(body),
-                    [](const void* b, const Tile* params) {
+      : JITFunction(name, param_text, reinterpret_cast<detail::ErasedBody>(body),
+                    [](detail::ErasedBody b, const Tile* params) {
                       detail::invoke_body(reinterpret_cast<void (*)(P...)>(b), params,
                                           std::index_sequence_for<P...>{});
                     },
@@ -401,7 +403,7 @@ class JITFunction {
   detail::KernelState& state() const { return *state_; }
 
  private:
-  JITFunction(const char* name, const char* param_text, const void* body,
+  JITFunction(const char* name, const char* param_text, detail::ErasedBody body,
               detail::BodyInvoker invoke, size_t arity, const char* file, int line);
   std::unique_ptr<detail::KernelState> state_;
 };

@@ -96,7 +96,7 @@ void bind_value(const KernelState& s, size_t i, const KernelArg& a, BoundArg& b,
       break;
     }
     case Kind::Int: {
-      int64_t v;
+      int64_t v = 0;
       if (a.kind == KernelArg::Kind::Int) {
         if (a.sym.is_symbolic()) {
           launch_error(s, loc, "parameter '" + p.name + "' got a symbolic size outside tessera::compile");
@@ -329,7 +329,7 @@ std::string trim(std::string s) {
 
 }  // namespace
 
-JITFunction::JITFunction(const char* name, const char* param_text, const void* body,
+JITFunction::JITFunction(const char* name, const char* param_text, detail::ErasedBody body,
                          detail::BodyInvoker invoke, size_t arity, const char* file, int line)
     : state_(std::make_unique<detail::KernelState>()) {
   auto& s = *state_;

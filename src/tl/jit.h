@@ -61,7 +61,7 @@ struct KernelState {
   std::string name;
   std::vector<JITFunction::ParamSpec> params;
   std::string param_error;  ///< a malformed TL_JIT signature, reported at the first launch
-  const void* body = nullptr;
+  detail::ErasedBody body = nullptr;
   BodyInvoker invoke = nullptr;
   SourceLoc loc;
   std::vector<bool> no_specialize;

@@ -49,7 +49,8 @@ class KernelCache : public ::testing::Test {
  protected:
   void SetUp() override {
     saved_ = knobs().cache_dir;
-    dir_ = "/tmp/tessera-cache-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++);
+    dir_ =
+        "/tmp/tessera-cache-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++);
     setenv("TESSERA_CACHE_DIR", dir_.c_str(), 1);
     reload_knobs();
     fresh_process_view();
@@ -171,7 +172,8 @@ TEST(GeneratedCode, InnerLoopsVectorize) {
   const auto& c = runtime::cpu::compiler();
   std::string cmd = c.path;
   for (const auto& f : c.flags) cmd += " " + f;
-  cmd += " -I " + runtime::cpu::include_dir() + " -fopt-info-vec-optimized -c -o /dev/null " + src + " 2>&1";
+  cmd += " -I " + runtime::cpu::include_dir() + " -fopt-info-vec-optimized -c -o /dev/null " + src +
+         " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;

@@ -15,7 +15,8 @@ namespace tl = tessera::tl;
 
 namespace {
 
-TL_JIT(add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::Int n_elements, tl::Const BLOCK_SIZE) {
+TL_JIT(add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::Int n_elements,
+       tl::Const BLOCK_SIZE) {
   auto pid = tl::program_id(0);
   auto offsets = pid * BLOCK_SIZE + tl::arange(0, BLOCK_SIZE);
   auto mask = offsets < n_elements;
@@ -50,9 +51,10 @@ TEST(TileLanguage, SeedAddAtEveryEdge) {
 TEST(TileLanguage, GridFormsTupleIntAndCallable) {
   Tensor x = randn({10}), y = randn({10});
   Tensor a = poisoned_like(x), b = poisoned_like(x), c = poisoned_like(x);
-  add_kernel[{3}](x, y, a, 10, tl::meta("BLOCK_SIZE", 4));          // braced tuple
+  add_kernel[{3}](x, y, a, 10, tl::meta("BLOCK_SIZE", 4));              // braced tuple
   add_kernel[tl::cdiv(10, 4)](x, y, b, 10, tl::meta("BLOCK_SIZE", 4));  // an integer
-  add_kernel[([](const tl::Meta& m) { return tl::cdiv(10, m["BLOCK_SIZE"]); })](x, y, c, 10, 4);  // positional constexpr
+  add_kernel[([](const tl::Meta& m) { return tl::cdiv(10, m["BLOCK_SIZE"]); })](
+      x, y, c, 10, 4);  // positional constexpr
   EXPECT_TRUE(equal(a, x + y));
   EXPECT_TRUE(equal(b, x + y));
   EXPECT_TRUE(equal(c, x + y));
@@ -83,8 +85,8 @@ TEST(TileLanguage, WritesBumpOnlyWrittenTensors) {
 
 // ---- arithmetic and promotion -------------------------------------------------------------------
 
-TL_JIT(arith_kernel, tl::Ptr a, tl::Ptr b, tl::Ptr out_div, tl::Ptr out_rem, tl::Ptr out_mix, tl::Int n,
-       tl::Const BLOCK) {
+TL_JIT(arith_kernel, tl::Ptr a, tl::Ptr b, tl::Ptr out_div, tl::Ptr out_rem, tl::Ptr out_mix,
+       tl::Int n, tl::Const BLOCK) {
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
   auto m = offs < n;
   auto x = tl::load(a + offs, m, 1);
@@ -108,19 +110,19 @@ TEST(TileLanguage, IntegerDivisionAndRemainderAreCStyle) {
   }
 }
 
-TL_JIT(promote_kernel, tl::Ptr i8, tl::Ptr f16, tl::Ptr i32, tl::Ptr o_i8, tl::Ptr o_f16, tl::Ptr o_f32,
-       tl::Ptr o_div, tl::Const BLOCK) {
+TL_JIT(promote_kernel, tl::Ptr i8, tl::Ptr f16, tl::Ptr i32, tl::Ptr o_i8, tl::Ptr o_f16,
+       tl::Ptr o_f32, tl::Ptr o_div, tl::Const BLOCK) {
   auto offs = tl::arange(0, BLOCK);
   auto a = tl::load(i8 + offs);
   auto h = tl::load(f16 + offs);
   auto w = tl::load(i32 + offs);
-  auto r8 = a * 2;          // a scalar of the same kind keeps int8
-  auto rh = h * 2.5;        // a float scalar keeps float16
-  auto rf = w + 1.5;        // an int tile with a float scalar becomes fp32
-  auto rd = h / h;          // fp16 division computes in fp32
+  auto r8 = a * 2;    // a scalar of the same kind keeps int8
+  auto rh = h * 2.5;  // a float scalar keeps float16
+  auto rf = w + 1.5;  // an int tile with a float scalar becomes fp32
+  auto rd = h / h;    // fp16 division computes in fp32
   static_assert(std::is_same_v<decltype(r8), tl::Tile>);
-  if (r8.dtype() != tessera::int8 || rh.dtype() != tessera::float16 || rf.dtype() != tessera::float32 ||
-      rd.dtype() != tessera::float32) {
+  if (r8.dtype() != tessera::int8 || rh.dtype() != tessera::float16 ||
+      rf.dtype() != tessera::float32 || rd.dtype() != tessera::float32) {
     throw std::runtime_error("promotion mismatch");
   }
   tl::store(o_i8 + offs, r8);
@@ -130,7 +132,8 @@ TL_JIT(promote_kernel, tl::Ptr i8, tl::Ptr f16, tl::Ptr i32, tl::Ptr o_i8, tl::P
 }
 
 TEST(TileLanguage, TritonPromotionRules) {
-  Tensor i8 = randint(-60, 60, {16}, int8), f16 = (randn({16}) + 3).to(float16), i32 = randint(-9, 9, {16}, int32);
+  Tensor i8 = randint(-60, 60, {16}, int8), f16 = (randn({16}) + 3).to(float16),
+         i32 = randint(-9, 9, {16}, int32);
   Tensor o8 = empty({16}, int8), oh = empty({16}, float16), of = empty({16}), od = empty({16});
   promote_kernel[{1}](i8, f16, i32, o8, oh, of, od, tl::meta("BLOCK", 16));
   EXPECT_TRUE(equal(o8, mul(i8, 2)));
@@ -139,7 +142,8 @@ TEST(TileLanguage, TritonPromotionRules) {
   EXPECT_TRUE(allclose(od, ones({16})));
 }
 
-// ---- math, comparisons, where --------------------------------------------------------------------
+// ---- math, comparisons, where
+// --------------------------------------------------------------------
 
 TL_JIT(math_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const WHICH, tl::Const BLOCK) {
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
@@ -147,16 +151,36 @@ TL_JIT(math_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const WHICH, tl::Cons
   auto v = tl::load(x + offs, m, 1.0);
   tl::Tile r;
   switch (WHICH.int_value()) {  // C++ control flow on a constexpr runs at trace time
-    case 0: r = tl::exp(v); break;
-    case 1: r = tl::log(v); break;
-    case 2: r = tl::sqrt(v); break;
-    case 3: r = tl::rsqrt(v); break;
-    case 4: r = tl::sin(v); break;
-    case 5: r = tl::cos(v); break;
-    case 6: r = tl::abs(v - 2); break;
-    case 7: r = tl::maximum(v, 1.5); break;
-    case 8: r = tl::minimum(v, 1.5); break;
-    default: r = tl::where((v > 1) & ~(v > 3), v * v, -v); break;
+    case 0:
+      r = tl::exp(v);
+      break;
+    case 1:
+      r = tl::log(v);
+      break;
+    case 2:
+      r = tl::sqrt(v);
+      break;
+    case 3:
+      r = tl::rsqrt(v);
+      break;
+    case 4:
+      r = tl::sin(v);
+      break;
+    case 5:
+      r = tl::cos(v);
+      break;
+    case 6:
+      r = tl::abs(v - 2);
+      break;
+    case 7:
+      r = tl::maximum(v, 1.5);
+      break;
+    case 8:
+      r = tl::minimum(v, 1.5);
+      break;
+    default:
+      r = tl::where((v > 1) & ~(v > 3), v * v, -v);
+      break;
   }
   tl::store(out + offs, r, m);
 }
@@ -165,10 +189,14 @@ TEST(TileLanguage, MathAgainstDoubleReferences) {
   const int64_t n = 5000;
   Tensor x = rand({n}) * 4 + 0.01;
   const std::vector<std::function<double(double)>> refs = {
-      [](double v) { return std::exp(v); },   [](double v) { return std::log(v); },
-      [](double v) { return std::sqrt(v); },  [](double v) { return 1 / std::sqrt(v); },
-      [](double v) { return std::sin(v); },   [](double v) { return std::cos(v); },
-      [](double v) { return std::fabs(v - 2); }, [](double v) { return std::max(v, 1.5); },
+      [](double v) { return std::exp(v); },
+      [](double v) { return std::log(v); },
+      [](double v) { return std::sqrt(v); },
+      [](double v) { return 1 / std::sqrt(v); },
+      [](double v) { return std::sin(v); },
+      [](double v) { return std::cos(v); },
+      [](double v) { return std::fabs(v - 2); },
+      [](double v) { return std::max(v, 1.5); },
       [](double v) { return std::min(v, 1.5); },
       [](double v) { return (v > 1 && !(v > 3)) ? v * v : -v; },
   };
@@ -182,7 +210,8 @@ TEST(TileLanguage, MathAgainstDoubleReferences) {
   }
 }
 
-// ---- 2-D tiles, broadcasting, reductions ---------------------------------------------------------
+// ---- 2-D tiles, broadcasting, reductions
+// ---------------------------------------------------------
 
 TL_JIT(rows_kernel, tl::Ptr x, tl::Ptr sums, tl::Ptr maxes, tl::Ptr mins, tl::Ptr colmax, tl::Int M,
        tl::Int N, tl::Int stride, tl::Const BM, tl::Const BN) {
@@ -196,24 +225,25 @@ TL_JIT(rows_kernel, tl::Ptr x, tl::Ptr sums, tl::Ptr maxes, tl::Ptr mins, tl::Pt
   tl::store(maxes + rows, tl::max(tl::where(mask, v, -1e30), 1), rmask);
   tl::store(mins + rows, tl::min(tl::where(mask, v, 1e30), -1), rmask);
   // A reduction over the other axis, written by program 0 only (a scalar branch).
-  tl::if_(tl::program_id(0) == 0, [&] {
-    tl::store(colmax + cols, tl::max(tl::where(mask, v, -1e30), 0), cols < N);
-  });
+  tl::if_(tl::program_id(0) == 0,
+          [&] { tl::store(colmax + cols, tl::max(tl::where(mask, v, -1e30), 0), cols < N); });
 }
 
 TEST(TileLanguage, TwoDimensionalTilesAndReductions) {
   const int64_t M = 37, N = 13;
   Tensor x = randn({M, N});
-  Tensor s = poisoned_like(x.select(1, 0)), mx = poisoned_like(s), mn = poisoned_like(s), cm = empty({16});
-  rows_kernel[{tl::cdiv(M, 8)}](x, s, mx, mn, cm, M, N, x.stride(0), tl::meta("BM", 8), tl::meta("BN", 16));
+  Tensor s = poisoned_like(x.select(1, 0)), mx = poisoned_like(s), mn = poisoned_like(s),
+         cm = empty({16});
+  rows_kernel[{tl::cdiv(M, 8)}](x, s, mx, mn, cm, M, N, x.stride(0), tl::meta("BM", 8),
+                                tl::meta("BN", 16));
   EXPECT_TRUE(allclose(s, x.sum({1}), 1e-5, 1e-5));
   EXPECT_TRUE(equal(mx, amax(x, {1})));
   EXPECT_TRUE(equal(mn, amin(x, {1})));
   EXPECT_TRUE(equal(cm.narrow(0, 0, N), amax(x.narrow(0, 0, 8), {0})));
 }
 
-TL_JIT(softmax_kernel, tl::Ptr out, tl::Ptr in, tl::Int in_stride, tl::Int out_stride, tl::Int n_cols,
-       tl::Const BLOCK) {
+TL_JIT(softmax_kernel, tl::Ptr out, tl::Ptr in, tl::Int in_stride, tl::Int out_stride,
+       tl::Int n_cols, tl::Const BLOCK) {
   auto row = tl::program_id(0);
   auto cols = tl::arange(0, BLOCK);
   auto mask = cols < n_cols;
@@ -224,7 +254,8 @@ TL_JIT(softmax_kernel, tl::Ptr out, tl::Ptr in, tl::Int in_stride, tl::Int out_s
 }
 
 TEST(TileLanguage, FusedSoftmaxMatchesEager) {
-  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {7, 5}, {64, 1000}, {3, 4096}}) {
+  for (auto [rows, cols] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {7, 5}, {64, 1000}, {3, 4096}}) {
     Tensor x = randn({rows, cols}) * 3;
     Tensor y = poisoned_like(x);
     int64_t block = 1;
@@ -234,15 +265,17 @@ TEST(TileLanguage, FusedSoftmaxMatchesEager) {
   }
 }
 
-// ---- division ---------------------------------------------------------------------------------------
+// ---- division
+// ---------------------------------------------------------------------------------------
 
-TL_JIT(div_kernel, tl::Ptr x, tl::Ptr y, tl::Ptr out, tl::Float s, tl::Int n, tl::Const WHICH, tl::Const BLOCK) {
+TL_JIT(div_kernel, tl::Ptr x, tl::Ptr y, tl::Ptr out, tl::Float s, tl::Int n, tl::Const WHICH,
+       tl::Const BLOCK) {
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
   auto m = offs < n;
   auto v = tl::load(x + offs, m);
   tl::Tile r = v;
-  if (WHICH == 0) r = v / s;             // by a runtime scalar: a reciprocal under a guard
-  if (WHICH == 1) r = v / 3.0;           // by a constant
+  if (WHICH == 0) r = v / s;                      // by a runtime scalar: a reciprocal under a guard
+  if (WHICH == 1) r = v / 3.0;                    // by a constant
   if (WHICH == 2) r = v / tl::load(y + offs, m);  // tile by tile
   tl::store(out + offs, r, m);
 }
@@ -252,8 +285,10 @@ TL_JIT(div_kernel, tl::Ptr x, tl::Ptr y, tl::Ptr out, tl::Float s, tl::Int n, tl
 double ulps(float got, double want) {
   if (std::isnan(want)) return std::isnan(got) ? 0 : 1e30;
   const float w = static_cast<float>(want);
-  if (std::isinf(w)) return got == w ? 0 : (std::isinf(got) ? 1e30 : 2);  // past FLT_MAX: rounds to inf
-  double ulp = std::fabs(static_cast<double>(std::nextafter(std::fabs(w), INFINITY)) - std::fabs(double(w)));
+  if (std::isinf(w))
+    return got == w ? 0 : (std::isinf(got) ? 1e30 : 2);  // past FLT_MAX: rounds to inf
+  double ulp =
+      std::fabs(static_cast<double>(std::nextafter(std::fabs(w), INFINITY)) - std::fabs(double(w)));
   if (ulp == 0) ulp = std::numeric_limits<float>::denorm_min();
   return std::fabs(static_cast<double>(got) - want) / ulp;
 }
@@ -267,14 +302,14 @@ TEST(TileLanguage, FloatDivisionWithinTwoUlpForEveryDivisor) {
   const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f, 3e38f, -1e-30f, 1e30f};
   for (size_t i = 0; i < std::size(specials); ++i) xp[i] = specials[i];
   Tensor y = randn({n});
-  const float divisors[] = {3.7f, -2.5f, 1e-40f, 3e38f, 0x1p126f, 0x1p127f, 0x1p-126f, 0x1p-127f, 0.0f,
-                            INFINITY, NAN, 1e-20f};
+  const float divisors[] = {3.7f,      -2.5f,     1e-40f, 3e38f,    0x1p126f, 0x1p127f,
+                            0x1p-126f, 0x1p-127f, 0.0f,   INFINITY, NAN,      1e-20f};
   for (int which = 0; which < 3; ++which) {
     for (float d : divisors) {
       if (which != 0 && d != divisors[0]) continue;
       Tensor out = poisoned_like(x);
       div_kernel[{tl::cdiv(n, 512)}](x, y, out, static_cast<double>(d), n, tl::meta("WHICH", which),
-                                    tl::meta("BLOCK", 512));
+                                     tl::meta("BLOCK", 512));
       const float* o = out.data_ptr<float>();
       const float* yp = y.data_ptr<float>();
       double worst = 0;
@@ -284,7 +319,8 @@ TEST(TileLanguage, FloatDivisionWithinTwoUlpForEveryDivisor) {
         const double e = ulps(o[i], static_cast<double>(xp[i]) / den);
         if (e > worst) worst = e, at = i;
       }
-      EXPECT_LE(worst, 2.0) << "case " << which << ", divisor " << d << ": " << xp[at] << " gave " << o[at];
+      EXPECT_LE(worst, 2.0) << "case " << which << ", divisor " << d << ": " << xp[at] << " gave "
+                            << o[at];
     }
   }
 }
@@ -308,21 +344,26 @@ TL_JIT(mask_forms, tl::Ptr out, tl::Int base, tl::Int n, tl::Const BLOCK) {
 // agree with the lane-by-lane comparison in 32-bit wrapping arithmetic, including where the
 // offsets wrap (then no shortcut applies).
 TEST(TileLanguage, MasksAgreeWithLaneByLaneComparison) {
-  const int32_t big = std::numeric_limits<int32_t>::max(), small = std::numeric_limits<int32_t>::min();
+  const int32_t big = std::numeric_limits<int32_t>::max(),
+                small = std::numeric_limits<int32_t>::min();
   const std::vector<std::pair<int32_t, int32_t>> cases = {
-      {0, 5}, {0, 1000}, {10, 3}, {-100, -50}, {big - 2, 0}, {big - 63, 0}, {small + 3, 0}, {small + 200, 7}, {5, 5}};
+      {0, 5},        {0, 1000},      {10, 3},          {-100, -50}, {big - 2, 0},
+      {big - 63, 0}, {small + 3, 0}, {small + 200, 7}, {5, 5}};
   for (auto [base, n] : cases) {
     Tensor out = empty({6 * 64}, int32);
     poison(out);
     mask_forms[{1}](out, int64_t(base), int64_t(n), tl::meta("BLOCK", 64));
     const int32_t* o = out.data_ptr<int32_t>();
     for (int32_t i = 0; i < 64; ++i) {
-      const auto offs = static_cast<int32_t>(static_cast<uint32_t>(base) + static_cast<uint32_t>(i));
-      const auto rev = static_cast<int32_t>(static_cast<uint32_t>(base) - static_cast<uint32_t>(i * 2));
+      const auto offs =
+          static_cast<int32_t>(static_cast<uint32_t>(base) + static_cast<uint32_t>(i));
+      const auto rev =
+          static_cast<int32_t>(static_cast<uint32_t>(base) - static_cast<uint32_t>(i * 2));
       const int32_t want[] = {offs < n ? 1 : 0, offs >= n ? 2 : 0, rev > n ? 4 : 0,
                               rev <= n ? 8 : 0, offs > 0 ? 16 : 0, i < 40 ? 32 : 0};
       for (int k = 0; k < 6; ++k) {
-        ASSERT_EQ(o[k * 64 + i], want[k]) << "mask " << k << ", base " << base << ", n " << n << ", lane " << i;
+        ASSERT_EQ(o[k * 64 + i], want[k])
+            << "mask " << k << ", base " << base << ", n " << n << ", lane " << i;
       }
     }
   }
@@ -341,7 +382,8 @@ TEST(TileLanguage, MaxAndMinSkipNaNsUnlessAllAreNaN) {
   for (int64_t block : {1, 8, 16, 128}) {
     Tensor x = full({block}, NAN), out = empty({3});
     nan_reductions[{1}](x, out, tl::meta("BLOCK", block));
-    for (int k = 0; k < 3; ++k) EXPECT_TRUE(std::isnan(out.data_ptr<float>()[k])) << block << " " << k;
+    for (int k = 0; k < 3; ++k)
+      EXPECT_TRUE(std::isnan(out.data_ptr<float>()[k])) << block << " " << k;
     x.data_ptr<float>()[block / 2] = -3.0f;
     nan_reductions[{1}](x, out, tl::meta("BLOCK", block));
     EXPECT_EQ(out.data_ptr<float>()[0], -3.0f) << block;
@@ -357,7 +399,7 @@ TL_JIT(sum_after_store, tl::Ptr p, tl::Ptr out, tl::Const BLOCK) {
   auto x = tl::load(p + offs);
   tl::store(p + offs, tl::zeros({BLOCK}, tl::float32));  // x must be read before this
   tl::store(out, tl::sum(x, 0));
-  auto e = tl::exp(x);                                   // reduced, then stored
+  auto e = tl::exp(x);  // reduced, then stored
   tl::store(out + 1, tl::sum(e, 0));
   tl::store(p + offs, e);
 }
@@ -373,7 +415,8 @@ TEST(TileLanguage, ReductionsSeeValuesFromBeforeLaterStores) {
   }
 }
 
-// ---- runtime loops, Vars, branches ----------------------------------------------------------------
+// ---- runtime loops, Vars, branches
+// ----------------------------------------------------------------
 
 TL_JIT(row_sum_loop, tl::Ptr x, tl::Ptr out, tl::Int n_cols, tl::Int stride, tl::Const BLOCK) {
   auto row = tl::program_id(0);
@@ -386,7 +429,8 @@ TL_JIT(row_sum_loop, tl::Ptr x, tl::Ptr out, tl::Int n_cols, tl::Int stride, tl:
   });
   auto total = tl::sum(acc, 0);
   tl::Var result = total;
-  tl::if_(count > 2, [&] { result = total * 2; }, [&] { result = total - 1; });
+  tl::if_(
+      count > 2, [&] { result = total * 2; }, [&] { result = total - 1; });
   tl::store(out + row, result);
 }
 
@@ -406,7 +450,7 @@ TL_JIT(unrolled_kernel, tl::Ptr x, tl::Ptr out, tl::Const REPEAT, tl::Const BLOC
   auto v = tl::load(x + offs);
   tl::Tile acc = tl::zeros({BLOCK}, tl::float32);
   for (int i = 0; i < REPEAT.int_value(); ++i) acc = acc + v * (i + 1);  // unrolled while tracing
-  if (REPEAT) acc = acc + 0.5;  // constexpr condition
+  if (REPEAT) acc = acc + 0.5;                                           // constexpr condition
   tl::store(out + offs, acc);
 }
 
@@ -417,7 +461,8 @@ TEST(TileLanguage, CxxControlFlowUnrollsAtTraceTime) {
   EXPECT_EQ(unrolled_kernel.last_ir().find("for "), std::string::npos);  // no runtime loop
 }
 
-// ---- strided views, 2-D grids, num_programs --------------------------------------------------------
+// ---- strided views, 2-D grids, num_programs
+// --------------------------------------------------------
 
 TL_JIT(copy2d_kernel, tl::Ptr src, tl::Ptr dst, tl::Int rows, tl::Int cols, tl::Int s0, tl::Int s1,
        tl::Const BR, tl::Const BC) {
@@ -425,7 +470,8 @@ TL_JIT(copy2d_kernel, tl::Ptr src, tl::Ptr dst, tl::Int rows, tl::Int cols, tl::
   auto c = tl::program_id(1) * BC + tl::arange(0, BC);
   auto mask = (r[{tl::_, tl::None}] < rows) & (c[{tl::None, tl::_}] < cols);
   auto v = tl::load(src + r[{tl::_, tl::None}] * s0 + c[{tl::None, tl::_}] * s1, mask);
-  tl::store(dst + r[{tl::_, tl::None}] * cols + c[{tl::None, tl::_}], v + tl::num_programs(1), mask);
+  tl::store(dst + r[{tl::_, tl::None}] * cols + c[{tl::None, tl::_}], v + tl::num_programs(1),
+            mask);
 }
 
 TEST(TileLanguage, StridedInputsAndTwoDimensionalGrids) {
@@ -436,7 +482,8 @@ TEST(TileLanguage, StridedInputsAndTwoDimensionalGrids) {
   EXPECT_TRUE(equal(out, x + 3));
 }
 
-// ---- specialization ------------------------------------------------------------------------------
+// ---- specialization
+// ------------------------------------------------------------------------------
 
 TL_JIT(scale_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Int factor, tl::Const BLOCK) {
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);

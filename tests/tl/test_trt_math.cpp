@@ -41,10 +41,14 @@ double max_ulp(F f, R ref, float lo, float hi, int n, float* worst_x = nullptr) 
 
 TEST(TrtMath, ExpWithinTwoUlp) {
   float wx = 0;
-  EXPECT_LE(max_ulp([](float x) { return trt::exp(x); }, [](double x) { return std::exp(x); }, -87, 88,
-                    400000, &wx), 2.0) << "worst at " << wx;
-  EXPECT_LE(max_ulp([](float x) { return trt::exp(x); }, [](double x) { return std::exp(x); }, -103, -87,
-                    100000, &wx), 2.0) << "subnormal results, worst at " << wx;
+  EXPECT_LE(max_ulp([](float x) { return trt::exp(x); }, [](double x) { return std::exp(x); }, -87,
+                    88, 400000, &wx),
+            2.0)
+      << "worst at " << wx;
+  EXPECT_LE(max_ulp([](float x) { return trt::exp(x); }, [](double x) { return std::exp(x); }, -103,
+                    -87, 100000, &wx),
+            2.0)
+      << "subnormal results, worst at " << wx;
   // Every float near the overflow and underflow edges.
   for (const auto& [lo, hi] : {std::pair<float, float>{88.0f, 89.5f}, {-105.0f, -103.0f}}) {
     double worst = 0;
@@ -69,12 +73,18 @@ TEST(TrtMath, ExpWithinTwoUlp) {
 
 TEST(TrtMath, LogWithinTwoUlp) {
   float wx = 0;
-  EXPECT_LE(max_ulp([](float x) { return trt::log(x); }, [](double x) { return std::log(x); }, 1e-30f, 1e30f,
-                    400000, &wx), 2.0) << "worst at " << wx;
-  EXPECT_LE(max_ulp([](float x) { return trt::log(x); }, [](double x) { return std::log(x); }, 0.5f, 2.0f,
-                    400000, &wx), 2.0) << "worst at " << wx;
-  EXPECT_LE(max_ulp([](float x) { return trt::log(x); }, [](double x) { return std::log(x); }, 1e-44f, 1e-38f,
-                    100000, &wx), 2.0) << "subnormal inputs, worst at " << wx;
+  EXPECT_LE(max_ulp([](float x) { return trt::log(x); }, [](double x) { return std::log(x); },
+                    1e-30f, 1e30f, 400000, &wx),
+            2.0)
+      << "worst at " << wx;
+  EXPECT_LE(max_ulp([](float x) { return trt::log(x); }, [](double x) { return std::log(x); }, 0.5f,
+                    2.0f, 400000, &wx),
+            2.0)
+      << "worst at " << wx;
+  EXPECT_LE(max_ulp([](float x) { return trt::log(x); }, [](double x) { return std::log(x); },
+                    1e-44f, 1e-38f, 100000, &wx),
+            2.0)
+      << "subnormal inputs, worst at " << wx;
   EXPECT_EQ(trt::log(0.0f), -INFINITY);
   EXPECT_TRUE(std::isnan(trt::log(-1.0f)));
   EXPECT_EQ(trt::log(INFINITY), INFINITY);
@@ -84,10 +94,14 @@ TEST(TrtMath, LogWithinTwoUlp) {
 TEST(TrtMath, SinCosWithinTwoUlp) {
   float wx = 0;
   for (auto range : {std::pair<float, float>{-3.2f, 3.2f}, {-100.0f, 100.0f}, {-1e4f, 1e4f}}) {
-    EXPECT_LE(max_ulp([](float x) { return trt::sin(x); }, [](double x) { return std::sin(x); }, range.first,
-                      range.second, 300000, &wx), 2.0) << "sin, worst at " << wx;
-    EXPECT_LE(max_ulp([](float x) { return trt::cos(x); }, [](double x) { return std::cos(x); }, range.first,
-                      range.second, 300000, &wx), 2.0) << "cos, worst at " << wx;
+    EXPECT_LE(max_ulp([](float x) { return trt::sin(x); }, [](double x) { return std::sin(x); },
+                      range.first, range.second, 300000, &wx),
+              2.0)
+        << "sin, worst at " << wx;
+    EXPECT_LE(max_ulp([](float x) { return trt::cos(x); }, [](double x) { return std::cos(x); },
+                      range.first, range.second, 300000, &wx),
+              2.0)
+        << "cos, worst at " << wx;
   }
   EXPECT_TRUE(std::isnan(trt::sin(INFINITY)));
   EXPECT_TRUE(std::isnan(trt::cos(NAN)));

@@ -6,8 +6,8 @@
  *
  * Precision contract (float32, checked by tests/tl/test_trt_math.cpp against double references):
  * exp <= 2 ulp, log <= 2 ulp, sin/cos <= 2 ulp for |x| <= 1e4 (the reduction by pi/2 is done in
- * double precision; larger arguments lose accuracy), sqrt and division correctly rounded, rsqrt = 1/sqrt.
- * float16/bfloat16 values live in float registers and are rounded after every operation, so
+ * double precision; larger arguments lose accuracy), sqrt and division correctly rounded, rsqrt =
+ * 1/sqrt. float16/bfloat16 values live in float registers and are rounded after every operation, so
  * results equal native half-precision arithmetic for + - * /.
  */
 #pragma once
@@ -82,7 +82,9 @@ TRT_INLINE uint16_t float_to_half(float f) {
   return (uint16_t)(sign | r);
 }
 
-TRT_INLINE float bf16_to_float(uint16_t b) { return u2f((uint32_t)b << 16); }
+TRT_INLINE float bf16_to_float(uint16_t b) {
+  return u2f((uint32_t)b << 16);
+}
 TRT_INLINE uint16_t float_to_bf16(float f) {
   const uint32_t x = f2u(f);
   const uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
@@ -90,11 +92,17 @@ TRT_INLINE uint16_t float_to_bf16(float f) {
 }
 
 /** Rounds a float to the nearest float16 / bfloat16 value (kept in a float register). */
-TRT_INLINE float round_f16(float f) { return half_to_float(float_to_half(f)); }
-TRT_INLINE float round_bf16(float f) { return bf16_to_float(float_to_bf16(f)); }
+TRT_INLINE float round_f16(float f) {
+  return half_to_float(float_to_half(f));
+}
+TRT_INLINE float round_bf16(float f) {
+  return bf16_to_float(float_to_bf16(f));
+}
 
 // float8 (storage and casts): e5m2 is the top byte of float16; e4m3fn has no infinity.
-TRT_INLINE float e5m2_to_float(uint8_t c) { return half_to_float((uint16_t)((uint16_t)c << 8)); }
+TRT_INLINE float e5m2_to_float(uint8_t c) {
+  return half_to_float((uint16_t)((uint16_t)c << 8));
+}
 TRT_INLINE uint8_t float_to_e5m2(float f) {
   const uint32_t x = f2u(f);
   const uint32_t sign = (x >> 24) & 0x80u;
@@ -135,8 +143,9 @@ TRT_INLINE uint8_t float_to_e4m3(float f) {
 /** Floating to integer: truncation; NaN and values outside int64 give INT64_MIN, then wrap. */
 template <class To>
 TRT_INLINE To f2i(double v) {
-  const int64_t i = (v >= -9223372036854775808.0 && v < 9223372036854775808.0) ? (int64_t)v
-                                                                              : (int64_t)(-9223372036854775807LL - 1);
+  const int64_t i = (v >= -9223372036854775808.0 && v < 9223372036854775808.0)
+                        ? (int64_t)v
+                        : (int64_t)(-9223372036854775807LL - 1);
   return (To)i;
 }
 template <class To>
@@ -146,12 +155,14 @@ TRT_INLINE To f2i(float v) {
 template <>
 TRT_INLINE uint64_t f2i<uint64_t>(double v) {
   if (v >= 9223372036854775808.0 && v < 18446744073709551616.0) return (uint64_t)v;
-  const int64_t i = (v >= -9223372036854775808.0 && v < 9223372036854775808.0) ? (int64_t)v
-                                                                              : (int64_t)(-9223372036854775807LL - 1);
+  const int64_t i = (v >= -9223372036854775808.0 && v < 9223372036854775808.0)
+                        ? (int64_t)v
+                        : (int64_t)(-9223372036854775807LL - 1);
   return (uint64_t)i;
 }
 
-// ---- 16-lane vectors -----------------------------------------------------------------------------
+// ---- 16-lane vectors
+// -----------------------------------------------------------------------------
 
 /** 16 lanes of T as one GCC/Clang vector value: the accumulator of innermost-axis reductions stays
  * in registers (an array of 16 would go through the stack on every step). */
@@ -186,7 +197,8 @@ TRT_INLINE bool fits_i32(int64_t base, int64_t lo, int64_t hi) {
   return base + lo >= -2147483648LL && base + hi <= 2147483647LL;
 }
 
-// ---- math: float32 -------------------------------------------------------------------------------
+// ---- math: float32
+// -------------------------------------------------------------------------------
 
 /** e^x: Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2, then 1 + r + r^2 q(r) with q a
  * degree-4 minimax fit (approximation error 0.05 ulp), scaled by 2^k. k is rounded by the
@@ -287,18 +299,39 @@ TRT_INLINE float cos(float x) {
   return (x != x || x - x != 0.0f) ? __builtin_nanf("") : v;
 }
 
-TRT_INLINE float sqrt(float x) { return __builtin_sqrtf(x); }
-TRT_INLINE float rsqrt(float x) { return 1.0f / __builtin_sqrtf(x); }
-TRT_INLINE float abs(float x) { return u2f(f2u(x) & 0x7fffffffu); }
+TRT_INLINE float sqrt(float x) {
+  return __builtin_sqrtf(x);
+}
+TRT_INLINE float rsqrt(float x) {
+  return 1.0f / __builtin_sqrtf(x);
+}
+TRT_INLINE float abs(float x) {
+  return u2f(f2u(x) & 0x7fffffffu);
+}
 
-// ---- math: float64 (rarely on the hot path: libm through builtins) ----------------------------------
-TRT_INLINE double exp(double x) { return __builtin_exp(x); }
-TRT_INLINE double log(double x) { return __builtin_log(x); }
-TRT_INLINE double sin(double x) { return __builtin_sin(x); }
-TRT_INLINE double cos(double x) { return __builtin_cos(x); }
-TRT_INLINE double sqrt(double x) { return __builtin_sqrt(x); }
-TRT_INLINE double rsqrt(double x) { return 1.0 / __builtin_sqrt(x); }
-TRT_INLINE double abs(double x) { return __builtin_fabs(x); }
+// ---- math: float64 (rarely on the hot path: libm through builtins)
+// ----------------------------------
+TRT_INLINE double exp(double x) {
+  return __builtin_exp(x);
+}
+TRT_INLINE double log(double x) {
+  return __builtin_log(x);
+}
+TRT_INLINE double sin(double x) {
+  return __builtin_sin(x);
+}
+TRT_INLINE double cos(double x) {
+  return __builtin_cos(x);
+}
+TRT_INLINE double sqrt(double x) {
+  return __builtin_sqrt(x);
+}
+TRT_INLINE double rsqrt(double x) {
+  return 1.0 / __builtin_sqrt(x);
+}
+TRT_INLINE double abs(double x) {
+  return __builtin_fabs(x);
+}
 
 // ---- the program index ------------------------------------------------------------------------
 /** Splits a linear program index into (x, y, z), x fastest. */

@@ -22,21 +22,34 @@ using ir::ValueId;
 
 const char* storage_type(DType d) {
   switch (d) {
-    case DType::Bool: return "bool";
-    case DType::Int8: return "int8_t";
-    case DType::Int16: return "int16_t";
-    case DType::Int32: return "int32_t";
-    case DType::Int64: return "int64_t";
-    case DType::UInt8: return "uint8_t";
-    case DType::UInt16: return "uint16_t";
-    case DType::UInt32: return "uint32_t";
-    case DType::UInt64: return "uint64_t";
+    case DType::Bool:
+      return "bool";
+    case DType::Int8:
+      return "int8_t";
+    case DType::Int16:
+      return "int16_t";
+    case DType::Int32:
+      return "int32_t";
+    case DType::Int64:
+      return "int64_t";
+    case DType::UInt8:
+      return "uint8_t";
+    case DType::UInt16:
+      return "uint16_t";
+    case DType::UInt32:
+      return "uint32_t";
+    case DType::UInt64:
+      return "uint64_t";
     case DType::Float16:
-    case DType::BFloat16: return "uint16_t";
-    case DType::Float32: return "float";
-    case DType::Float64: return "double";
+    case DType::BFloat16:
+      return "uint16_t";
+    case DType::Float32:
+      return "float";
+    case DType::Float64:
+      return "double";
     case DType::Float8_e4m3fn:
-    case DType::Float8_e5m2: return "uint8_t";
+    case DType::Float8_e5m2:
+      return "uint8_t";
   }
   return "?";
 }
@@ -58,33 +71,48 @@ std::string type_str(const Type& t) {
 // Storage -> register value.
 std::string load_conv(DType d, const std::string& e) {
   switch (d) {
-    case DType::Float16: return "trt::half_to_float(" + e + ")";
-    case DType::BFloat16: return "trt::bf16_to_float(" + e + ")";
-    case DType::Float8_e4m3fn: return "trt::e4m3_to_float(" + e + ")";
-    case DType::Float8_e5m2: return "trt::e5m2_to_float(" + e + ")";
-    default: return e;
+    case DType::Float16:
+      return "trt::half_to_float(" + e + ")";
+    case DType::BFloat16:
+      return "trt::bf16_to_float(" + e + ")";
+    case DType::Float8_e4m3fn:
+      return "trt::e4m3_to_float(" + e + ")";
+    case DType::Float8_e5m2:
+      return "trt::e5m2_to_float(" + e + ")";
+    default:
+      return e;
   }
 }
 
 // Register value -> storage.
 std::string store_conv(DType d, const std::string& e) {
   switch (d) {
-    case DType::Float16: return "trt::float_to_half(" + e + ")";
-    case DType::BFloat16: return "trt::float_to_bf16(" + e + ")";
-    case DType::Float8_e4m3fn: return "trt::float_to_e4m3(" + e + ")";
-    case DType::Float8_e5m2: return "trt::float_to_e5m2(" + e + ")";
-    default: return e;
+    case DType::Float16:
+      return "trt::float_to_half(" + e + ")";
+    case DType::BFloat16:
+      return "trt::float_to_bf16(" + e + ")";
+    case DType::Float8_e4m3fn:
+      return "trt::float_to_e4m3(" + e + ")";
+    case DType::Float8_e5m2:
+      return "trt::float_to_e5m2(" + e + ")";
+    default:
+      return e;
   }
 }
 
 // Rounds a float register to a narrow float type's precision.
 std::string round_to(DType d, const std::string& e) {
   switch (d) {
-    case DType::Float16: return "trt::round_f16(" + e + ")";
-    case DType::BFloat16: return "trt::round_bf16(" + e + ")";
-    case DType::Float8_e4m3fn: return "trt::e4m3_to_float(trt::float_to_e4m3(" + e + "))";
-    case DType::Float8_e5m2: return "trt::e5m2_to_float(trt::float_to_e5m2(" + e + "))";
-    default: return e;
+    case DType::Float16:
+      return "trt::round_f16(" + e + ")";
+    case DType::BFloat16:
+      return "trt::round_bf16(" + e + ")";
+    case DType::Float8_e4m3fn:
+      return "trt::e4m3_to_float(trt::float_to_e4m3(" + e + "))";
+    case DType::Float8_e5m2:
+      return "trt::e5m2_to_float(trt::float_to_e5m2(" + e + "))";
+    default:
+      return e;
   }
 }
 
@@ -123,21 +151,24 @@ std::string reduce_init(ir::ReduceKind k, const Type& t) {
   const DType d = t.elem;
   const bool fl = is_floating_point(d);
   switch (k) {
-    case ir::ReduceKind::Sum: return fl ? "0.0" : "0";
+    case ir::ReduceKind::Sum:
+      return fl ? "0.0" : "0";
     case ir::ReduceKind::Max:
       // NaN: fmax_num takes the other operand, so NaNs are skipped and only an all-NaN input
       // gives NaN (IEEE maxNum over the tile, as Triton's max on NVIDIA GPUs).
       if (fl) return d == DType::Float64 ? "__builtin_nan(\"\")" : "__builtin_nanf(\"\")";
       if (d == DType::Bool) return "false";
       return std::string("((") + storage_type(d) + ")" +
-             (is_signed(d) ? "(" + int_literal(std::numeric_limits<int64_t>::min(), DType::Int64) + " >> (64 - 8 * sizeof(" + storage_type(d) + ")))"
+             (is_signed(d) ? "(" + int_literal(std::numeric_limits<int64_t>::min(), DType::Int64) +
+                                 " >> (64 - 8 * sizeof(" + storage_type(d) + ")))"
                            : "0") +
              ")";
     case ir::ReduceKind::Min:
       if (fl) return d == DType::Float64 ? "__builtin_nan(\"\")" : "__builtin_nanf(\"\")";
       if (d == DType::Bool) return "true";
       return std::string("((") + storage_type(d) + ")" +
-             (is_signed(d) ? "(((uint64_t)-1 >> 1) >> (64 - 8 * sizeof(" + std::string(storage_type(d)) + ")))"
+             (is_signed(d) ? "(((uint64_t)-1 >> 1) >> (64 - 8 * sizeof(" +
+                                 std::string(storage_type(d)) + ")))"
                            : "(~(uint64_t)0)") +
              ")";
   }
@@ -145,8 +176,8 @@ std::string reduce_init(ir::ReduceKind k, const Type& t) {
 }
 
 // `vec`: a and b are lanes16 values (integer lanes do not promote, so no narrowing cast).
-std::string reduce_combine(ir::ReduceKind k, const Type& t, const std::string& a, const std::string& b,
-                           bool vec = false) {
+std::string reduce_combine(ir::ReduceKind k, const Type& t, const std::string& a,
+                           const std::string& b, bool vec = false) {
   const DType d = t.elem;
   const bool fl = is_floating_point(d);
   const std::string rt = register_type(d);
@@ -231,12 +262,14 @@ class Emitter {
       case OpKind::Compare:
       case OpKind::Cast:
       case OpKind::Select:
-      case OpKind::AddPtr: return true;
+      case OpKind::AddPtr:
+        return true;
       case OpKind::Unary: {
         const auto k = static_cast<ir::UnaryKind>(op.sub);
         return k == ir::UnaryKind::Neg || k == ir::UnaryKind::Not || k == ir::UnaryKind::Abs;
       }
-      default: return false;
+      default:
+        return false;
     }
   }
 
@@ -315,11 +348,15 @@ class Emitter {
       if (red->kind != OpKind::Reduce) continue;
       const ValueId in = red->operands[0];
       const Type& it = f_.type(in);
-      if (red->ival != it.rank() - 1 || it.elem == DType::Bool || f_.type(red->result()).elem != it.elem) continue;
-      if (storage_[static_cast<size_t>(in)] != Storage::Array || def_region_[static_cast<size_t>(in)] != &r) continue;
+      if (red->ival != it.rank() - 1 || it.elem == DType::Bool ||
+          f_.type(red->result()).elem != it.elem)
+        continue;
+      if (storage_[static_cast<size_t>(in)] != Storage::Array ||
+          def_region_[static_cast<size_t>(in)] != &r)
+        continue;
       const Op* prod = f_.def(in);
-      if (!prod || prod->kind == OpKind::For || prod->kind == OpKind::If || prod->kind == OpKind::Reduce ||
-          prod->results.size() != 1) {
+      if (!prod || prod->kind == OpKind::For || prod->kind == OpKind::If ||
+          prod->kind == OpKind::Reduce || prod->results.size() != 1) {
         continue;
       }
       bool ok = true;
@@ -345,7 +382,9 @@ class Emitter {
 
   // ---- output helpers -----------------------------------------------------------------------
 
-  void line(const std::string& s) { out_ << std::string(static_cast<size_t>(indent_) * 2, ' ') << s << "\n"; }
+  void line(const std::string& s) {
+    out_ << std::string(static_cast<size_t>(indent_) * 2, ' ') << s << "\n";
+  }
 
   std::string name(ValueId v) const { return "v" + std::to_string(v); }
 
@@ -363,7 +402,8 @@ class Emitter {
       }
     }
     out_ << "\n#include \"tessera/trt/cpu.h\"\n\n";
-    out_ << "extern \"C\" TRT_EXPORT void tessera_kernel(const trt::Grid* _g, int64_t _pb, int64_t _pe, "
+    out_ << "extern \"C\" TRT_EXPORT void tessera_kernel(const trt::Grid* _g, int64_t _pb, int64_t "
+            "_pe, "
             "const trt::Arg* _a) {\n";
     indent_ = 1;
     for (size_t i = 0; i < f_.params.size(); ++i) {
@@ -374,7 +414,8 @@ class Emitter {
       std::string src;
       if (t.ptr) {
         src = "(" + ty + ")_a[" + std::to_string(i) + "].p";
-        if (p.divisible_by_16) src = "(" + ty + ")__builtin_assume_aligned(_a[" + std::to_string(i) + "].p, 16)";
+        if (p.divisible_by_16)
+          src = "(" + ty + ")__builtin_assume_aligned(_a[" + std::to_string(i) + "].p, 16)";
       } else if (t.is_float()) {
         src = "(" + ty + ")_a[" + std::to_string(i) + "].f";
       } else {
@@ -385,7 +426,8 @@ class Emitter {
   }
 
   // Row-major flat index of `idx` into an array of `shape`.
-  static std::string flat(const SmallVector<int64_t, 4>& shape, const std::vector<std::string>& idx) {
+  static std::string flat(const SmallVector<int64_t, 4>& shape,
+                          const std::vector<std::string>& idx) {
     std::string s;
     int64_t stride = 1;
     for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
@@ -428,7 +470,8 @@ class Emitter {
     if (guards.empty()) {
       // Emitted one level deeper than needed: take the indentation back off.
       std::istringstream lines(fast);
-      for (std::string l; std::getline(lines, l);) out_ << (l.size() >= 2 ? l.substr(2) : l) << "\n";
+      for (std::string l; std::getline(lines, l);)
+        out_ << (l.size() >= 2 ? l.substr(2) : l) << "\n";
       fast_ = Fast::Unset;
       return;
     }
@@ -455,7 +498,8 @@ class Emitter {
       idx.push_back(i);
       n *= shape[d];
       if (simd && d + 1 == shape.size()) line("#pragma omp simd");
-      line("for (int32_t " + i + " = 0; " + i + " < " + std::to_string(shape[d]) + "; ++" + i + ") {");
+      line("for (int32_t " + i + " = 0; " + i + " < " + std::to_string(shape[d]) + "; ++" + i +
+           ") {");
       ++indent_;
     }
     work_ += n * work_scale_;
@@ -504,7 +548,8 @@ class Emitter {
 
   // The affine form of an int32/int64 value at `idx`, or nullopt. `checks` receives the uniform
   // conditions under which no 32-bit step of it wraps (then 64-bit evaluation agrees with it).
-  std::optional<Affine> affine(ValueId v, const std::vector<std::string>& idx, std::vector<std::string>& checks) {
+  std::optional<Affine> affine(ValueId v, const std::vector<std::string>& idx,
+                               std::vector<std::string>& checks) {
     const Type& t = f_.type(v);
     if (t.elem != DType::Int32 && t.elem != DType::Int64) return std::nullopt;
     const Storage st = storage_[static_cast<size_t>(v)];
@@ -530,12 +575,15 @@ class Emitter {
         }
         return r;
       }
-      case OpKind::Splat: return affine(op->operands[0], {}, checks);
+      case OpKind::Splat:
+        return affine(op->operands[0], {}, checks);
       case OpKind::Broadcast:
-      case OpKind::ExpandDims: return affine(op->operands[0], source_index(*op, idx), checks);
+      case OpKind::ExpandDims:
+        return affine(op->operands[0], source_index(*op, idx), checks);
       case OpKind::Binary: {
         const auto k = static_cast<ir::BinaryKind>(op->sub);
-        if (k != ir::BinaryKind::Add && k != ir::BinaryKind::Sub && k != ir::BinaryKind::Mul) return std::nullopt;
+        if (k != ir::BinaryKind::Add && k != ir::BinaryKind::Sub && k != ir::BinaryKind::Mul)
+          return std::nullopt;
         auto a = affine(op->operands[0], idx, checks);
         auto b = a ? affine(op->operands[1], idx, checks) : std::nullopt;
         if (!b) return std::nullopt;
@@ -552,14 +600,16 @@ class Emitter {
         }
         break;
       }
-      default: return std::nullopt;
+      default:
+        return std::nullopt;
     }
     if (t.elem == DType::Int32) {
       const int64_t lo = spread(r, false), hi = spread(r, true);
       if (r.base_value) {  // known at compile time: decide now
         if (*r.base_value + lo < INT32_MIN || *r.base_value + hi > INT32_MAX) return std::nullopt;
       } else {
-        checks.push_back("trt::fits_i32(" + r.base + ", " + std::to_string(lo) + ", " + std::to_string(hi) + ")");
+        checks.push_back("trt::fits_i32(" + r.base + ", " + std::to_string(lo) + ", " +
+                         std::to_string(hi) + ")");
       }
     }
     return r;
@@ -597,9 +647,12 @@ class Emitter {
 
   std::string expr(ValueId v, const std::vector<std::string>& idx) {
     switch (storage_[static_cast<size_t>(v)]) {
-      case Storage::Scalar: return name(v);
-      case Storage::Array: return name(v) + "[" + flat(f_.type(v).shape, idx) + "]";
-      case Storage::Inline: break;
+      case Storage::Scalar:
+        return name(v);
+      case Storage::Array:
+        return name(v) + "[" + flat(f_.type(v).shape, idx) + "]";
+      case Storage::Inline:
+        break;
     }
     const Op* op = f_.def(v);
     TS_INTERNAL_ASSERT(op) << "inline value without a defining op";
@@ -608,18 +661,24 @@ class Emitter {
 
   std::string op_expr(const Op& op, const std::vector<std::string>& idx) {
     const Type& t = f_.type(op.result());
-    auto operand = [&](size_t i, const std::vector<std::string>& ix) { return expr(op.operands[i], ix); };
+    auto operand = [&](size_t i, const std::vector<std::string>& ix) {
+      return expr(op.operands[i], ix);
+    };
     switch (op.kind) {
       case OpKind::Constant:
         if (t.is_float()) return float_literal(op.fval, t.elem != DType::Float64);
         return int_literal(op.ival, t.elem);
-      case OpKind::ProgramId: return "_pid" + std::to_string(op.ival);
-      case OpKind::NumPrograms: return std::string("((int32_t)_g->") + "xyz"[op.ival] + ")";
+      case OpKind::ProgramId:
+        return "_pid" + std::to_string(op.ival);
+      case OpKind::NumPrograms:
+        return std::string("((int32_t)_g->") + "xyz"[op.ival] + ")";
       case OpKind::Arange:
         return "((int32_t)(" + std::to_string(op.ival) + " + " + idx.at(0) + "))";
-      case OpKind::Splat: return operand(0, {});
+      case OpKind::Splat:
+        return operand(0, {});
       case OpKind::Broadcast:
-      case OpKind::ExpandDims: return operand(0, source_index(op, idx));
+      case OpKind::ExpandDims:
+        return operand(0, source_index(op, idx));
       case OpKind::Binary: {
         const auto k = static_cast<ir::BinaryKind>(op.sub);
         if (k == ir::BinaryKind::Div) {
@@ -632,18 +691,22 @@ class Emitter {
         static constexpr const char* kOps[] = {"==", "!=", "<", "<=", ">", ">="};
         return "(" + operand(0, idx) + " " + kOps[op.sub] + " " + operand(1, idx) + ")";
       }
-      case OpKind::Unary: return unary(static_cast<ir::UnaryKind>(op.sub), t, operand(0, idx));
-      case OpKind::Cast: return cast_expr(f_.type(op.operands[0]), t, operand(0, idx));
+      case OpKind::Unary:
+        return unary(static_cast<ir::UnaryKind>(op.sub), t, operand(0, idx));
+      case OpKind::Cast:
+        return cast_expr(f_.type(op.operands[0]), t, operand(0, idx));
       case OpKind::Select:
         return "(" + operand(0, idx) + " ? " + operand(1, idx) + " : " + operand(2, idx) + ")";
-      case OpKind::AddPtr: return "(" + operand(0, idx) + " + " + offset_expr(op.operands[1], idx) + ")";
+      case OpKind::AddPtr:
+        return "(" + operand(0, idx) + " + " + offset_expr(op.operands[1], idx) + ")";
       case OpKind::Load: {
         const std::string v = load_conv(t.elem, "*" + operand(0, idx));
         if (op.operands.size() == 1) return v;
         const std::string other = op.operands.size() > 2 ? operand(2, idx) : "0";
         return "(" + operand(1, idx) + " ? " + v + " : " + other + ")";
       }
-      default: TS_INTERNAL_ASSERT(false) << "no inline expression for " << ir::op_name(op.kind);
+      default:
+        TS_INTERNAL_ASSERT(false) << "no inline expression for " << ir::op_name(op.kind);
     }
     return "";
   }
@@ -655,7 +718,8 @@ class Emitter {
       if (storage_[static_cast<size_t>(v)] != Storage::Inline) return ir::kNoValue;
       const Op* op = f_.def(v);
       if (!op) return ir::kNoValue;
-      if (op->kind == OpKind::Splat || op->kind == OpKind::Broadcast || op->kind == OpKind::ExpandDims) {
+      if (op->kind == OpKind::Splat || op->kind == OpKind::Broadcast ||
+          op->kind == OpKind::ExpandDims) {
         v = op->operands[0];
         continue;
       }
@@ -667,8 +731,10 @@ class Emitter {
   // scalar for the whole tile is a multiplication by its reciprocal, about 3x faster than a
   // vector division. That is within 1.5 ulp while the reciprocal is a normal float, so a runtime
   // divisor guards a versioned loop (versioned()); a constant one is checked here.
-  std::optional<std::string> div_by_uniform(const Op& op, const Type& t, const std::vector<std::string>& idx) {
-    if (t.elem == DType::Float64 || !is_floating_point(t.elem) || f_.type(op.operands[0]).is_scalar()) {
+  std::optional<std::string> div_by_uniform(const Op& op, const Type& t,
+                                            const std::vector<std::string>& idx) {
+    if (t.elem == DType::Float64 || !is_floating_point(t.elem) ||
+        f_.type(op.operands[0]).is_scalar()) {
       return std::nullopt;
     }
     const ValueId d = uniform_source(op.operands[1]);
@@ -678,7 +744,9 @@ class Emitter {
     if (dop && dop->kind == OpKind::Constant) {
       const double r = 1.0 / static_cast<double>(static_cast<float>(dop->fval));
       if (!(std::fabs(r) >= 0x1p-126 && std::fabs(r) <= 0x1p126)) return std::nullopt;
-      return round_to(t.elem, "(" + a + " * " + float_literal(static_cast<double>(static_cast<float>(r)), true) + ")");
+      return round_to(
+          t.elem,
+          "(" + a + " * " + float_literal(static_cast<double>(static_cast<float>(r)), true) + ")");
     }
     if (fast_ == Fast::Unset) return std::nullopt;  // not inside a loop nest
     const std::string dv = expr(d, {});
@@ -709,43 +777,68 @@ class Emitter {
   // the tensor anyway (docs/decisions.md, "pointer offsets").
   std::string offset_expr(ValueId v, const std::vector<std::string>& idx) {
     const Type& t = f_.type(v);
-    const bool narrow_signed = is_signed(t.elem) && !is_floating_point(t.elem) && t.elem != DType::Int64;
+    const bool narrow_signed =
+        is_signed(t.elem) && !is_floating_point(t.elem) && t.elem != DType::Int64;
     const Op* op = f_.def(v);
     if (narrow_signed && op && storage_[static_cast<size_t>(v)] == Storage::Inline) {
       switch (op->kind) {
-        case OpKind::Constant: return int_literal(op->ival, DType::Int64);
-        case OpKind::Arange: return "((int64_t)" + std::to_string(op->ival) + " + " + idx.at(0) + ")";
-        case OpKind::Splat: return offset_expr(op->operands[0], {});
+        case OpKind::Constant:
+          return int_literal(op->ival, DType::Int64);
+        case OpKind::Arange:
+          return "((int64_t)" + std::to_string(op->ival) + " + " + idx.at(0) + ")";
+        case OpKind::Splat:
+          return offset_expr(op->operands[0], {});
         case OpKind::Broadcast:
-        case OpKind::ExpandDims: return offset_expr(op->operands[0], source_index(*op, idx));
+        case OpKind::ExpandDims:
+          return offset_expr(op->operands[0], source_index(*op, idx));
         case OpKind::Binary: {
           const auto k = static_cast<ir::BinaryKind>(op->sub);
-          const char* sym = k == ir::BinaryKind::Add ? " + " : k == ir::BinaryKind::Sub ? " - " : k == ir::BinaryKind::Mul ? " * " : nullptr;
-          if (sym) return "(" + offset_expr(op->operands[0], idx) + sym + offset_expr(op->operands[1], idx) + ")";
+          const char* sym = k == ir::BinaryKind::Add   ? " + "
+                            : k == ir::BinaryKind::Sub ? " - "
+                            : k == ir::BinaryKind::Mul ? " * "
+                                                       : nullptr;
+          if (sym)
+            return "(" + offset_expr(op->operands[0], idx) + sym +
+                   offset_expr(op->operands[1], idx) + ")";
           break;
         }
-        default: break;
+        default:
+          break;
       }
     }
     return "(int64_t)(" + expr(v, idx) + ")";
   }
 
-  static std::string binary(ir::BinaryKind k, const Type& t, const std::string& a, const std::string& b) {
+  static std::string binary(ir::BinaryKind k, const Type& t, const std::string& a,
+                            const std::string& b) {
     const DType d = t.elem;
     const std::string rt = register_type(d);
     if (is_floating_point(d)) {
       std::string e;
       switch (k) {
-        case ir::BinaryKind::Add: e = "(" + a + " + " + b + ")"; break;
-        case ir::BinaryKind::Sub: e = "(" + a + " - " + b + ")"; break;
-        case ir::BinaryKind::Mul: e = "(" + a + " * " + b + ")"; break;
-        case ir::BinaryKind::Div: e = "(" + a + " / " + b + ")"; break;
+        case ir::BinaryKind::Add:
+          e = "(" + a + " + " + b + ")";
+          break;
+        case ir::BinaryKind::Sub:
+          e = "(" + a + " - " + b + ")";
+          break;
+        case ir::BinaryKind::Mul:
+          e = "(" + a + " * " + b + ")";
+          break;
+        case ir::BinaryKind::Div:
+          e = "(" + a + " / " + b + ")";
+          break;
         case ir::BinaryKind::Rem:
           e = (d == DType::Float64 ? "__builtin_fmod(" : "__builtin_fmodf(") + a + ", " + b + ")";
           break;
-        case ir::BinaryKind::Max: e = "trt::fmax_num(" + a + ", " + b + ")"; break;
-        case ir::BinaryKind::Min: e = "trt::fmin_num(" + a + ", " + b + ")"; break;
-        default: TS_INTERNAL_ASSERT(false) << "bitwise op on floats";
+        case ir::BinaryKind::Max:
+          e = "trt::fmax_num(" + a + ", " + b + ")";
+          break;
+        case ir::BinaryKind::Min:
+          e = "trt::fmin_num(" + a + ", " + b + ")";
+          break;
+        default:
+          TS_INTERNAL_ASSERT(false) << "bitwise op on floats";
       }
       return round_to(d, e);
     }
@@ -753,27 +846,42 @@ class Emitter {
       switch (k) {
         case ir::BinaryKind::And:
         case ir::BinaryKind::Mul:
-        case ir::BinaryKind::Min: return "(" + a + " && " + b + ")";
+        case ir::BinaryKind::Min:
+          return "(" + a + " && " + b + ")";
         case ir::BinaryKind::Or:
         case ir::BinaryKind::Add:
-        case ir::BinaryKind::Max: return "(" + a + " || " + b + ")";
+        case ir::BinaryKind::Max:
+          return "(" + a + " || " + b + ")";
         case ir::BinaryKind::Xor:
-        case ir::BinaryKind::Sub: return "(" + a + " != " + b + ")";
-        case ir::BinaryKind::Div: return a;
-        case ir::BinaryKind::Rem: return "false";
+        case ir::BinaryKind::Sub:
+          return "(" + a + " != " + b + ")";
+        case ir::BinaryKind::Div:
+          return a;
+        case ir::BinaryKind::Rem:
+          return "false";
       }
     }
     switch (k) {
-      case ir::BinaryKind::Add: return "((" + rt + ")(" + a + " + " + b + "))";
-      case ir::BinaryKind::Sub: return "((" + rt + ")(" + a + " - " + b + "))";
-      case ir::BinaryKind::Mul: return "((" + rt + ")(" + a + " * " + b + "))";
-      case ir::BinaryKind::Div: return "trt::idiv<" + rt + ">(" + a + ", " + b + ")";
-      case ir::BinaryKind::Rem: return "trt::irem<" + rt + ">(" + a + ", " + b + ")";
-      case ir::BinaryKind::Max: return "(" + a + " > " + b + " ? " + a + " : " + b + ")";
-      case ir::BinaryKind::Min: return "(" + a + " < " + b + " ? " + a + " : " + b + ")";
-      case ir::BinaryKind::And: return "((" + rt + ")(" + a + " & " + b + "))";
-      case ir::BinaryKind::Or: return "((" + rt + ")(" + a + " | " + b + "))";
-      case ir::BinaryKind::Xor: return "((" + rt + ")(" + a + " ^ " + b + "))";
+      case ir::BinaryKind::Add:
+        return "((" + rt + ")(" + a + " + " + b + "))";
+      case ir::BinaryKind::Sub:
+        return "((" + rt + ")(" + a + " - " + b + "))";
+      case ir::BinaryKind::Mul:
+        return "((" + rt + ")(" + a + " * " + b + "))";
+      case ir::BinaryKind::Div:
+        return "trt::idiv<" + rt + ">(" + a + ", " + b + ")";
+      case ir::BinaryKind::Rem:
+        return "trt::irem<" + rt + ">(" + a + ", " + b + ")";
+      case ir::BinaryKind::Max:
+        return "(" + a + " > " + b + " ? " + a + " : " + b + ")";
+      case ir::BinaryKind::Min:
+        return "(" + a + " < " + b + " ? " + a + " : " + b + ")";
+      case ir::BinaryKind::And:
+        return "((" + rt + ")(" + a + " & " + b + "))";
+      case ir::BinaryKind::Or:
+        return "((" + rt + ")(" + a + " | " + b + "))";
+      case ir::BinaryKind::Xor:
+        return "((" + rt + ")(" + a + " ^ " + b + "))";
     }
     return a;
   }
@@ -783,13 +891,16 @@ class Emitter {
     const std::string rt = register_type(d);
     const bool fl = is_floating_point(d);
     switch (k) {
-      case ir::UnaryKind::Neg: return fl ? "(-" + a + ")" : "((" + rt + ")(-" + a + "))";
-      case ir::UnaryKind::Not: return d == DType::Bool ? "(!" + a + ")" : "((" + rt + ")(~" + a + "))";
+      case ir::UnaryKind::Neg:
+        return fl ? "(-" + a + ")" : "((" + rt + ")(-" + a + "))";
+      case ir::UnaryKind::Not:
+        return d == DType::Bool ? "(!" + a + ")" : "((" + rt + ")(~" + a + "))";
       case ir::UnaryKind::Abs:
         if (fl) return "trt::abs(" + a + ")";
         if (!is_signed(d)) return a;
         return "(" + a + " < 0 ? (" + rt + ")(-" + a + ") : " + a + ")";
-      default: break;
+      default:
+        break;
     }
     static constexpr const char* kFns[] = {"", "", "", "exp", "log", "sqrt", "rsqrt", "sin", "cos"};
     return round_to(d, std::string("trt::") + kFns[static_cast<int>(k)] + "(" + a + ")");
@@ -808,12 +919,18 @@ class Emitter {
 
   void op(const Op& op) {
     switch (op.kind) {
-      case OpKind::Yield: return;  // the parent For/If handles it
-      case OpKind::Store: return store(op);
-      case OpKind::For: return for_op(op);
-      case OpKind::If: return if_op(op);
-      case OpKind::Reduce: return reduce(op);
-      default: break;
+      case OpKind::Yield:
+        return;  // the parent For/If handles it
+      case OpKind::Store:
+        return store(op);
+      case OpKind::For:
+        return for_op(op);
+      case OpKind::If:
+        return if_op(op);
+      case OpKind::Reduce:
+        return reduce(op);
+      default:
+        break;
     }
     for (ValueId v : op.results) {
       const Storage s = storage_[static_cast<size_t>(v)];
@@ -876,14 +993,15 @@ class Emitter {
         line("int32_t " + j + " = 0;");
         if (ot.elem == DType::Bool) {
           // No vector type for bool: 16 lanes in an array.
-          line("for (int32_t " + l + " = 0; " + l + " < 16; ++" + l + ") " + lanes + "[" + l + "] = " + init + ";");
+          line("for (int32_t " + l + " = 0; " + l + " < 16; ++" + l + ") " + lanes + "[" + l +
+               "] = " + init + ";");
           line("for (; " + j + " + 16 <= " + std::to_string(n) + "; " + j + " += 16) {");
           ++indent_;
           std::vector<std::string> ix = idx;
           ix.push_back(jl);
           line("#pragma omp simd");
-          line("for (int32_t " + l + " = 0; " + l + " < 16; ++" + l + ") " + lanes + "[" + l + "] = " +
-               reduce_combine(k, ot, lanes + "[" + l + "]", expr(in, ix)) + ";");
+          line("for (int32_t " + l + " = 0; " + l + " < 16; ++" + l + ") " + lanes + "[" + l +
+               "] = " + reduce_combine(k, ot, lanes + "[" + l + "]", expr(in, ix)) + ";");
           --indent_;
           line("}");
         } else {
@@ -901,13 +1019,15 @@ class Emitter {
           --indent_;
           line("}");
         } else {
-          line("for (; " + j + " < " + std::to_string(n) + "; ++" + j + ") " + lanes + "[0] = " +
-               reduce_combine(k, ot, lanes + "[0]", expr(in, tail)) + ";");
+          line("for (; " + j + " < " + std::to_string(n) + "; ++" + j + ") " + lanes +
+               "[0] = " + reduce_combine(k, ot, lanes + "[0]", expr(in, tail)) + ";");
         }
         for (int width = 8; width >= 1; width /= 2) {
-          line("for (int32_t " + l + " = 0; " + l + " < " + std::to_string(width) + "; ++" + l + ") " + lanes +
-               "[" + l + "] = " +
-               reduce_combine(k, ot, lanes + "[" + l + "]", lanes + "[" + l + " + " + std::to_string(width) + "]") + ";");
+          line("for (int32_t " + l + " = 0; " + l + " < " + std::to_string(width) + "; ++" + l +
+               ") " + lanes + "[" + l + "] = " +
+               reduce_combine(k, ot, lanes + "[" + l + "]",
+                              lanes + "[" + l + " + " + std::to_string(width) + "]") +
+               ";");
         }
         line(dest(idx) + " = " + round_to(ot.elem, lanes + "[0]") + ";");
         extents_.erase(j);
@@ -926,7 +1046,8 @@ class Emitter {
         line(dest(d) + " = " + init + ";");
       });
       const std::string kk = fresh("_k");
-      line("for (int32_t " + kk + " = 0; " + kk + " < " + std::to_string(it.shape[axis]) + "; ++" + kk + ") {");
+      line("for (int32_t " + kk + " = 0; " + kk + " < " + std::to_string(it.shape[axis]) + "; ++" +
+           kk + ") {");
       ++indent_;
       loops(inner, true, [&](const std::vector<std::string>& iidx) {
         std::vector<std::string> d = oidx, s = oidx;
@@ -950,8 +1071,9 @@ class Emitter {
   // The vector part of an innermost-axis reduction: blocks of 64 elements into four 16-lane
   // accumulators (independent dependency chains, in registers), then blocks of 16 into the first,
   // then the four folded pairwise into `lanes`; `j` is left at the first element not consumed.
-  void inner_reduce_vectors(ir::ReduceKind k, const Type& ot, ValueId in, const std::vector<std::string>& idx,
-                            int64_t n, const std::string& init, const std::string& lanes, const std::string& j) {
+  void inner_reduce_vectors(ir::ReduceKind k, const Type& ot, ValueId in,
+                            const std::vector<std::string>& idx, int64_t n, const std::string& init,
+                            const std::string& lanes, const std::string& j) {
     const std::string rt = register_type(ot.elem);
     const std::string vt = "trt::lanes16<" + rt + ">";
     const std::string acc = fresh("_acc"), x = fresh("_x"), l = fresh("_l");
@@ -975,7 +1097,9 @@ class Emitter {
       line("}");
       for (int b = 0; b < width / 16; ++b) {
         const std::string a = acc + "_" + std::to_string(b);
-        line(a + " = " + reduce_combine(k, ot, a, "trt::load16(" + x + " + " + std::to_string(16 * b) + ")", true) +
+        line(a + " = " +
+             reduce_combine(k, ot, a, "trt::load16(" + x + " + " + std::to_string(16 * b) + ")",
+                            true) +
              ";");
       }
       --indent_;
@@ -985,8 +1109,10 @@ class Emitter {
     step(16);
     if (blocks == 4) {
       auto a = [&](int b) { return acc + "_" + std::to_string(b); };
-      line(a(0) + " = " + reduce_combine(k, ot, reduce_combine(k, ot, a(0), a(1), true),
-                                         reduce_combine(k, ot, a(2), a(3), true), true) + ";");
+      line(a(0) + " = " +
+           reduce_combine(k, ot, reduce_combine(k, ot, a(0), a(1), true),
+                          reduce_combine(k, ot, a(2), a(3), true), true) +
+           ";");
     }
     line("__builtin_memcpy(" + lanes + ", &" + acc + "_0, sizeof " + lanes + ");");
     extents_.erase(ix.back());
@@ -1050,8 +1176,9 @@ class Emitter {
       assign(carried[k], name(carried[k]), op.operands[3 + k]);
     }
     const std::string it = type_str(f_.type(iv));
-    line("for (" + it + " " + name(iv) + " = " + expr(op.operands[0], {}) + "; " + name(iv) + " < " +
-         expr(op.operands[1], {}) + "; " + name(iv) + " += " + expr(op.operands[2], {}) + ") {");
+    line("for (" + it + " " + name(iv) + " = " + expr(op.operands[0], {}) + "; " + name(iv) +
+         " < " + expr(op.operands[1], {}) + "; " + name(iv) + " += " + expr(op.operands[2], {}) +
+         ") {");
     ++indent_;
     const int64_t saved_scale = work_scale_;
     work_scale_ *= 8;
@@ -1112,6 +1239,8 @@ class Emitter {
 
 }  // namespace
 
-Kernel emit(const ir::Function& f) { return Emitter(f).run(); }
+Kernel emit(const ir::Function& f) {
+  return Emitter(f).run();
+}
 
 }  // namespace tessera::codegen::cpp

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <climits>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -50,7 +50,8 @@ void make_dirs(const std::string& path) {
     if (part.empty()) continue;
     cur += part + "/";
     if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
-      TS_ERROR(RuntimeError) << "cannot create the cache directory " << cur << ": " << std::strerror(errno)
+      TS_ERROR(RuntimeError) << "cannot create the cache directory " << cur << ": "
+                             << std::strerror(errno)
                              << " (set TESSERA_CACHE_DIR to a writable directory)";
     }
   }
@@ -113,7 +114,9 @@ int run(const std::vector<std::string>& argv, const std::string& log) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+std::string first_line(const std::string& s) {
+  return s.substr(0, s.find('\n'));
+}
 
 std::string find_in_path(const std::string& name) {
   if (name.find('/') != std::string::npos) return exists(name) ? name : "";
@@ -147,7 +150,10 @@ std::string compiler_version(const std::string& path) {
   std::string memo;
   if (::realpath(path.c_str(), real) && ::stat(real, &st) == 0) {
     std::ostringstream id;
-    id << real << "\n" << st.st_ino << "\n" << st.st_size << "\n" << st.st_mtim.tv_sec << "." << st.st_mtim.tv_nsec;
+    id << real << "\n"
+       << st.st_ino << "\n"
+       << st.st_size << "\n"
+       << st.st_mtim.tv_sec << "." << st.st_mtim.tv_nsec;
     memo = cache_root() + "/compilers/" + sha256_hex(id.str()).substr(0, 32);
     const std::string known = first_line(read_file(memo));
     if (!known.empty()) return known;
@@ -181,12 +187,17 @@ CompilerInfo discover() {
     if (!info.path.empty()) break;
   }
   TS_CHECK(!info.path.empty(), RuntimeError)
-      << "no C++ compiler found for kernels (looked for " << (knobs().cxx.empty() ? "" : knobs().cxx + ", ")
+      << "no C++ compiler found for kernels (looked for "
+      << (knobs().cxx.empty() ? "" : knobs().cxx + ", ")
       << "c++, g++, clang++ on PATH); install g++ or set TESSERA_CXX";
   info.version = compiler_version(info.path);
-  info.flags = {"-std=c++17", "-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno",
-                "-fwrapv", "-fno-trapping-math", "-fopenmp-simd", "-fno-exceptions", "-fno-rtti", "-fvisibility=hidden",
-                "-fno-plt", "-w"};
+  info.flags = {"-std=c++17",    "-O3",
+                "-march=native", "-fPIC",
+                "-shared",       "-fno-math-errno",
+                "-fwrapv",       "-fno-trapping-math",
+                "-fopenmp-simd", "-fno-exceptions",
+                "-fno-rtti",     "-fvisibility=hidden",
+                "-fno-plt",      "-w"};
   info.target = cpu_features_digest();
   return info;
 }
@@ -200,7 +211,8 @@ std::string headers_dir() {
   if (exists(root + "/.complete")) return root;
   const std::string tmp = cache_root() + "/tmp/include-" + unique_suffix();
   make_dirs(tmp + "/tessera/trt");
-  for (int i = 0; i < kNumTrtHeaders; ++i) write_file(tmp + "/" + kTrtHeaders[i].path, kTrtHeaders[i].text);
+  for (int i = 0; i < kNumTrtHeaders; ++i)
+    write_file(tmp + "/" + kTrtHeaders[i].path, kTrtHeaders[i].text);
   write_file(tmp + "/.complete", "");
   make_dirs(cache_root() + "/include");
   if (::rename(tmp.c_str(), root.c_str()) != 0) remove_tree(tmp);  // another process won
@@ -210,7 +222,8 @@ std::string headers_dir() {
 std::string headers_digest() {
   static const std::string d = [] {
     Sha256 h;
-    for (int i = 0; i < kNumTrtHeaders; ++i) h.field(kTrtHeaders[i].path).field(kTrtHeaders[i].text);
+    for (int i = 0; i < kNumTrtHeaders; ++i)
+      h.field(kTrtHeaders[i].path).field(kTrtHeaders[i].text);
     return h.hex();
   }();
   return d;
@@ -219,13 +232,19 @@ std::string headers_digest() {
 std::string key_of(const std::string& source) {
   const CompilerInfo& c = compiler();
   Sha256 h;
-  h.field("tessera-cpu-kernel-v1").field(build_id()).field(headers_digest()).field(c.path).field(c.version);
+  h.field("tessera-cpu-kernel-v1")
+      .field(build_id())
+      .field(headers_digest())
+      .field(c.path)
+      .field(c.version);
   for (const auto& f : c.flags) h.field(f);
   h.field(c.target).field(source);
   return h.hex();
 }
 
-std::string entry_dir(const std::string& key) { return cache_root() + "/" + key.substr(0, 2) + "/" + key; }
+std::string entry_dir(const std::string& key) {
+  return cache_root() + "/" + key.substr(0, 2) + "/" + key;
+}
 
 // Loads a complete entry; nullopt (after removing it) when it is missing or damaged.
 trt::KernelFn try_load(const std::string& dir, std::string& why) {
@@ -236,7 +255,8 @@ trt::KernelFn try_load(const std::string& dir, std::string& why) {
     return nullptr;
   }
   const auto pos = info.find("bytes=");
-  const uint64_t want = pos == std::string::npos ? 0 : std::strtoull(info.c_str() + pos + 6, nullptr, 10);
+  const uint64_t want =
+      pos == std::string::npos ? 0 : std::strtoull(info.c_str() + pos + 6, nullptr, 10);
   if (want == 0 || file_size(so) != want) {
     why = "size mismatch";
     return nullptr;
@@ -270,9 +290,13 @@ const CompilerInfo& compiler() {
   return info;
 }
 
-std::string cache_root() { return knobs().cache_dir + "/cpu"; }
+std::string cache_root() {
+  return knobs().cache_dir + "/cpu";
+}
 
-std::string include_dir() { return headers_dir(); }
+std::string include_dir() {
+  return headers_dir();
+}
 
 CompiledBinary compile(const std::string& source, const std::string& kernel) {
   CompiledBinary out;
@@ -310,22 +334,26 @@ CompiledBinary compile(const std::string& source, const std::string& kernel) {
     argv.insert(argv.end(), {"-I", include_dir(), "-o", tmp + "/kernel.so", tmp + "/kernel.cpp"});
     const auto t0 = std::chrono::steady_clock::now();
     const int rc = run(argv, tmp + "/compiler.log");
-    out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    out.compile_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (rc != 0) {
       const std::string log_text = read_file(tmp + "/compiler.log");
-      TS_ERROR(InternalError) << "the generated C++ of kernel '" << kernel
-                              << "' failed to compile (a tessera bug, please report it); source and "
-                              << "compiler output kept in " << tmp << "\n"
-                              << log_text.substr(0, 4000);
+      TS_ERROR(InternalError)
+          << "the generated C++ of kernel '" << kernel
+          << "' failed to compile (a tessera bug, please report it); source and "
+          << "compiler output kept in " << tmp << "\n"
+          << log_text.substr(0, 4000);
     }
-    write_file(tmp + "/info", "kernel=" + kernel + "\nbytes=" + std::to_string(file_size(tmp + "/kernel.so")) +
+    write_file(tmp + "/info", "kernel=" + kernel +
+                                  "\nbytes=" + std::to_string(file_size(tmp + "/kernel.so")) +
                                   "\ncompile_ms=" + std::to_string(out.compile_ms) + "\n");
     ::unlink((tmp + "/compiler.log").c_str());
     make_dirs(cache_root() + "/" + out.key.substr(0, 2));
-    if (::rename(tmp.c_str(), dir.c_str()) != 0) remove_tree(tmp);  // another process won: use its entry
+    if (::rename(tmp.c_str(), dir.c_str()) != 0)
+      remove_tree(tmp);  // another process won: use its entry
     out.fn = try_load(dir, why);
-    TS_CHECK(out.fn != nullptr, RuntimeError) << "cannot load the compiled kernel '" << kernel << "' from "
-                                              << dir << ": " << why;
+    TS_CHECK(out.fn != nullptr, RuntimeError)
+        << "cannot load the compiled kernel '" << kernel << "' from " << dir << ": " << why;
   }
   std::lock_guard<std::mutex> g(loaded_mutex());
   loaded().emplace(out.key, out.fn);
