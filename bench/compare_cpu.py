@@ -62,8 +62,8 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     default_py = os.path.join(ROOT, ".venv-bench", "bin", "python")
     ap.add_argument("--python", default=default_py if os.path.exists(default_py) else sys.executable)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--min-time", type=float, default=0.5)
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--min-time", type=float, default=0.3)
     args = ap.parse_args()
 
     tessera = os.path.join(args.build, "bench", "bench_kernels_cpu")
@@ -83,6 +83,14 @@ def main():
         samples.setdefault(key, []).append(value)
 
     torch_info = {}
+    torch_proc = None
+    if have_torch:
+        torch_proc = subprocess.Popen([args.python, torch_script, "--serve", "--min-time", str(args.min_time)],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                      text=True)
+        while torch_proc.stdout.readline().strip() != "ready":
+            if torch_proc.poll() is not None:
+                sys.exit("bench/peers/torch_cpu.py failed to start")
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
         t = gbench(tessera, "AddKernel/4096|SoftmaxKernel|LayerNormKernel|HotLaunch|DirectCall", args.min_time)
@@ -91,13 +99,18 @@ def main():
         if have_halide:
             for k, v in gbench(halide, ".", args.min_time).items():
                 add(("halide", k), v)
-        if have_torch:
-            out = subprocess.run([args.python, torch_script, "--min-time", str(args.min_time)], check=True,
-                                 capture_output=True, text=True).stdout
-            res = json.loads(out.strip().splitlines()[-1])
+        if torch_proc:
+            torch_proc.stdin.write("go\n")
+            torch_proc.stdin.flush()
+            res = json.loads(torch_proc.stdout.readline())
             torch_info = {k: res.pop(k) for k in ("torch_version", "threads")}
             for k, v in res.items():
                 add(("torch", k), v)
+
+    if torch_proc:
+        torch_proc.stdin.write("quit\n")
+        torch_proc.stdin.flush()
+        torch_proc.wait()
 
     # Latency: cold compile and warm disk cache in fresh processes, Halide's JIT compile likewise.
     cold, warm, hcomp = [], [], []

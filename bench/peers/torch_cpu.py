@@ -1,9 +1,13 @@
 """PyTorch on the CPU workloads of bench/kernels_cpu.cpp: eager and torch.compile (Inductor, which
 generates C++ for the CPU). Every variant writes into a preallocated output, as tessera's kernels
 do. Prints one JSON object of GB/s (bytes read + written per second) to stdout; each result is
-checked against eager first. Run by bench/compare_cpu.py; usable alone:
+checked against eager first. Usable alone:
 
     python3 bench/peers/torch_cpu.py [--min-time 0.5]
+
+With --serve it sets up (and compiles) once, then measures once per line read from stdin and
+prints a JSON line each time: bench/compare_cpu.py interleaves those rounds with tessera's and
+Halide's without paying torch.compile's start-up every round.
 """
 import argparse
 import json
@@ -34,10 +38,11 @@ def rate(fn, nbytes, min_time):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--min-time", type=float, default=0.5)
+    ap.add_argument("--serve", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(os.cpu_count())
     torch.manual_seed(0)
-    out = {"torch_version": torch.__version__, "threads": torch.get_num_threads()}
+    info = {"torch_version": torch.__version__, "threads": torch.get_num_threads()}
 
     n = 1 << 24
     a, b, c = torch.rand(n), torch.rand(n), torch.empty(n)
@@ -48,8 +53,6 @@ def main():
     add_c = torch.compile(add_into, fullgraph=True)
     add_c(a, b, c)
     assert torch.equal(c, a + b)
-    out["add_eager"] = rate(lambda: torch.add(a, b, out=c), n * 12, args.min_time)
-    out["add_compile"] = rate(lambda: add_c(a, b, c), n * 12, args.min_time)
 
     x, y = torch.randn(4096, 1024), torch.empty(4096, 1024)
 
@@ -59,11 +62,8 @@ def main():
     softmax_c = torch.compile(softmax_into, fullgraph=True)
     softmax_c(x, y)
     torch.testing.assert_close(y, torch.softmax(x, 1))
-    out["softmax_eager"] = rate(lambda: torch.ops.aten._softmax.out(x, 1, False, out=y), 4096 * 1024 * 8,
-                                args.min_time)
-    out["softmax_compile"] = rate(lambda: softmax_c(x, y), 4096 * 1024 * 8, args.min_time)
 
-    x, y = torch.randn(4096, 4096), torch.empty(4096, 4096)
+    xl, yl = torch.randn(4096, 4096), torch.empty(4096, 4096)
     w, bias = torch.rand(4096), torch.randn(4096)
     mean, rstd = torch.empty(4096, 1), torch.empty(4096, 1)
 
@@ -71,14 +71,31 @@ def main():
         y.copy_(F.layer_norm(x, (4096,), w, bias, 1e-5))
 
     ln_c = torch.compile(layer_norm_into, fullgraph=True)
-    ln_c(x, w, bias, y)
-    torch.testing.assert_close(y, F.layer_norm(x, (4096,), w, bias, 1e-5))
-    out["layer_norm_eager"] = rate(
-        lambda: torch.ops.aten.native_layer_norm.out(x, (4096,), w, bias, 1e-5, out0=y, out1=mean, out2=rstd),
-        4096 * 4096 * 8, args.min_time)
-    out["layer_norm_compile"] = rate(lambda: ln_c(x, w, bias, y), 4096 * 4096 * 8, args.min_time)
-    json.dump(out, sys.stdout)
-    print()
+    ln_c(xl, w, bias, yl)
+    torch.testing.assert_close(yl, F.layer_norm(xl, (4096,), w, bias, 1e-5))
+
+    def measure():
+        t = args.min_time
+        out = dict(info)
+        out["add_eager"] = rate(lambda: torch.add(a, b, out=c), n * 12, t)
+        out["add_compile"] = rate(lambda: add_c(a, b, c), n * 12, t)
+        out["softmax_eager"] = rate(lambda: torch.ops.aten._softmax.out(x, 1, False, out=y), 4096 * 1024 * 8, t)
+        out["softmax_compile"] = rate(lambda: softmax_c(x, y), 4096 * 1024 * 8, t)
+        out["layer_norm_eager"] = rate(
+            lambda: torch.ops.aten.native_layer_norm.out(xl, (4096,), w, bias, 1e-5, out0=yl, out1=mean, out2=rstd),
+            4096 * 4096 * 8, t)
+        out["layer_norm_compile"] = rate(lambda: ln_c(xl, w, bias, yl), 4096 * 4096 * 8, t)
+        json.dump(out, sys.stdout)
+        print(flush=True)
+
+    if not args.serve:
+        measure()
+        return
+    print("ready", flush=True)
+    for line in sys.stdin:
+        if line.strip() == "quit":
+            break
+        measure()
 
 
 if __name__ == "__main__":
