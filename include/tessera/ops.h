@@ -193,6 +193,9 @@ Tensor cat(TensorList tensors, int64_t dim = 0, TS_HERE);
 Tensor& cat_out(Tensor& out, TensorList tensors, int64_t dim = 0, TS_HERE);
 Tensor stack(TensorList tensors, int64_t dim = 0, TS_HERE);
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index, TS_HERE);
+/** `self` with `alpha * source` added at `index` along `dim`; repeated indices accumulate. */
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                 const Scalar& alpha = 1, TS_HERE);
 /** Rows of `weight` picked by `indices` (any shape). */
 Tensor embedding(const Tensor& weight, const Tensor& indices, TS_HERE);
 

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +29,10 @@
 #define TS_HERE ::tessera::SourceLoc loc = ::tessera::SourceLoc::current()
 
 namespace tessera {
+
+namespace autograd {
+class Node;
+}
 
 /** dtype, device and requires_grad for factories: `TensorOptions().dtype(float64)`. */
 class TensorOptions {
@@ -213,6 +218,25 @@ class Tensor {
   Tensor ge(const Tensor& other, TS_HERE) const;
   bool equal(const Tensor& other, TS_HERE) const;
   bool allclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false,
+                TS_HERE) const;
+
+  // ---- autograd (autograd.h) ------------------------------------------------------------------
+  /** Whether gradients flow to this tensor: a leaf that requires grad, or a recorded result. */
+  bool requires_grad() const;
+  /** Makes a leaf require grad (floating-point dtypes only). */
+  Tensor& requires_grad_(bool requires_grad = true, TS_HERE);
+  /** The gradient accumulated by `backward()` (undefined until then). */
+  const Tensor& grad() const;
+  /** The gradient slot itself (to reset it: `x.mutable_grad() = Tensor()`). */
+  Tensor& mutable_grad();
+  /** The backward node that produced this tensor; null for leaves. */
+  std::shared_ptr<autograd::Node> grad_fn() const;
+  /** Whether no recorded operator produced this tensor. */
+  bool is_leaf() const;
+  /** Which result of `grad_fn()` this tensor is. */
+  uint32_t output_nr() const;
+  /** Computes gradients of this tensor into the leaves (`gradient` defaults to 1 for one element). */
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false, bool create_graph = false,
                 TS_HERE) const;
 
  private:

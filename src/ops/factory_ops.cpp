@@ -303,6 +303,13 @@ TS_REGISTER_OPS(factory_ops) {
   lib.composite("randn_like", randn_like_composite);
 }
 
+namespace {
+Tensor with_grad(const TensorOptions& o, Tensor t) {
+  if (o.requires_grad()) t.requires_grad_();
+  return t;
+}
+}  // namespace
+
 void manual_seed(uint64_t seed) {
   g_seed.store(seed);
   g_offset.store(0);
@@ -314,9 +321,12 @@ uint64_t reserve_random_offset(uint64_t n) {
   return g_offset.fetch_add(n);
 }
 
-#define TS_FACTORY(name, ...) \
-  UserLocGuard g(loc);        \
-  TS_CALL(name, Tensor(SymIntArrayRef, std::optional<DType>, std::optional<Device>), __VA_ARGS__)
+// Factories honour TensorOptions::requires_grad by making the new tensor a leaf that requires it.
+#define TS_FACTORY(name, ...)                                                                         \
+  UserLocGuard g(loc);                                                                                \
+  return with_grad(o, [&]() -> Tensor {                                                               \
+    TS_CALL(name, Tensor(SymIntArrayRef, std::optional<DType>, std::optional<Device>), __VA_ARGS__); \
+  }())
 
 Tensor empty(SymIntArrayRef size, TensorOptions o, SourceLoc loc) {
   TS_FACTORY("aten::empty", size, o.dtype_opt(), o.device_opt());
@@ -337,15 +347,19 @@ Tensor randn(SymIntArrayRef size, TensorOptions o, SourceLoc loc) {
 
 Tensor empty_strided(SymIntArrayRef size, SymIntArrayRef stride, TensorOptions o, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::empty_strided",
-          Tensor(SymIntArrayRef, SymIntArrayRef, std::optional<DType>, std::optional<Device>), size,
-          stride, o.dtype_opt(), o.device_opt());
+  return with_grad(o, [&]() -> Tensor {
+    TS_CALL("aten::empty_strided",
+            Tensor(SymIntArrayRef, SymIntArrayRef, std::optional<DType>, std::optional<Device>), size,
+            stride, o.dtype_opt(), o.device_opt());
+  }());
 }
 Tensor full(SymIntArrayRef size, const Scalar& value, TensorOptions o, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::full",
-          Tensor(SymIntArrayRef, const Scalar&, std::optional<DType>, std::optional<Device>), size,
-          value, o.dtype_opt(), o.device_opt());
+  return with_grad(o, [&]() -> Tensor {
+    TS_CALL("aten::full",
+            Tensor(SymIntArrayRef, const Scalar&, std::optional<DType>, std::optional<Device>), size,
+            value, o.dtype_opt(), o.device_opt());
+  }());
 }
 Tensor arange(const Scalar& end, TensorOptions o, SourceLoc loc) {
   return arange(0, end, 1, o, loc);
@@ -353,21 +367,27 @@ Tensor arange(const Scalar& end, TensorOptions o, SourceLoc loc) {
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions o,
               SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::arange.start_step",
-          Tensor(const Scalar&, const Scalar&, const Scalar&, std::optional<DType>,
-                 std::optional<Device>),
-          start, end, step, o.dtype_opt(), o.device_opt());
+  return with_grad(o, [&]() -> Tensor {
+    TS_CALL("aten::arange.start_step",
+            Tensor(const Scalar&, const Scalar&, const Scalar&, std::optional<DType>,
+                   std::optional<Device>),
+            start, end, step, o.dtype_opt(), o.device_opt());
+  }());
 }
 Tensor randint(int64_t low, int64_t high, SymIntArrayRef size, TensorOptions o, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::randint.low",
-          Tensor(int64_t, int64_t, SymIntArrayRef, std::optional<DType>, std::optional<Device>),
-          low, high, size, o.dtype_opt(), o.device_opt());
+  return with_grad(o, [&]() -> Tensor {
+    TS_CALL("aten::randint.low",
+            Tensor(int64_t, int64_t, SymIntArrayRef, std::optional<DType>, std::optional<Device>),
+            low, high, size, o.dtype_opt(), o.device_opt());
+  }());
 }
 
-#define TS_LIKE(name, ...) \
-  UserLocGuard g(loc);     \
-  TS_CALL(name, Tensor(const Tensor&, std::optional<DType>, std::optional<Device>), __VA_ARGS__)
+#define TS_LIKE(name, ...)                                                                          \
+  UserLocGuard g(loc);                                                                              \
+  return with_grad(o, [&]() -> Tensor {                                                             \
+    TS_CALL(name, Tensor(const Tensor&, std::optional<DType>, std::optional<Device>), __VA_ARGS__); \
+  }())
 Tensor empty_like(const Tensor& t, TensorOptions o, SourceLoc loc) {
   TS_LIKE("aten::empty_like", t, o.dtype_opt(), o.device_opt());
 }
@@ -386,9 +406,11 @@ Tensor randn_like(const Tensor& t, TensorOptions o, SourceLoc loc) {
 #undef TS_LIKE
 Tensor full_like(const Tensor& t, const Scalar& value, TensorOptions o, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::full_like",
-          Tensor(const Tensor&, const Scalar&, std::optional<DType>, std::optional<Device>), t,
-          value, o.dtype_opt(), o.device_opt());
+  return with_grad(o, [&]() -> Tensor {
+    TS_CALL("aten::full_like",
+            Tensor(const Tensor&, const Scalar&, std::optional<DType>, std::optional<Device>), t,
+            value, o.dtype_opt(), o.device_opt());
+  }());
 }
 
 }  // namespace tessera

@@ -1,4 +1,4 @@
-// cat, stack, index_select, embedding.
+// cat, stack, index_select, index_add, embedding.
 #include <cstring>
 
 #include "ops/cpu_loops.h"
@@ -154,6 +154,62 @@ Tensor index_select_impl(const Tensor& self, int64_t dim, const Tensor& index) {
   return out;
 }
 
+// out = self with alpha * source added at `index` along `dim` (repeated indices accumulate).
+Tensor index_add_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                      const Scalar& alpha) {
+  TS_CHECK(index.dim() <= 1, ShapeError)
+      << "[index_add] index must be 0-D or 1-D, got " << index.dim() << "-D";
+  TS_CHECK(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, DTypeError)
+      << "[index_add] expected index of dtype int64 or int32, got " << dtype_name(index.dtype());
+  TS_CHECK(source.dtype() == self.dtype(), DTypeError)
+      << "[index_add] source has dtype " << dtype_name(source.dtype()) << ", self has "
+      << dtype_name(self.dtype());
+  dim = detail::wrap_dim(dim, std::max<int64_t>(self.dim(), 1), "index_add");
+  TS_CHECK(source.dim() == std::max<int64_t>(self.dim(), 1) || (self.dim() == 0 && source.dim() <= 1), ShapeError)
+      << "[index_add] source must have as many dimensions as self (" << self.dim() << "), got "
+      << source.dim();
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    const SymInt want = d == dim ? index.numel() : self.sizes()[d];
+    TS_CHECK(source.sizes()[d] == want, ShapeError)
+        << "[index_add] source has shape " << source.sizes() << "; expected size " << want << " in dimension "
+        << d << " (self " << self.sizes() << ", " << index.numel() << " indices)";
+  }
+  Tensor out = new_output(self, self.sizes(), self.dtype());
+  if (!out.has_data() || !self.has_data()) return out;
+  out.copy_(self);
+  const Tensor src = cpu_contiguous(source);
+  const Tensor idx = cpu_contiguous(cpu_to_dtype(index, DType::Int64));
+  const auto sizes = out.impl()->int_sizes();
+  int64_t A = 1, B = 1;
+  for (int64_t d = 0; d < dim; ++d) A *= sizes[d];
+  for (int64_t d = dim + 1; d < out.dim(); ++d) B *= sizes[d];
+  const int64_t S = out.dim() > 0 ? sizes[dim] : 1;
+  const int64_t I = idx.impl()->int_numel();
+  const int64_t* ip = static_cast<const int64_t*>(idx.impl()->data());
+  for (int64_t i = 0; i < I; ++i) {
+    TS_CHECK(ip[i] >= -S && ip[i] < S, IndexError)
+        << "[index_add] index " << ip[i] << " is out of range for dimension " << dim << " with size " << S;
+  }
+  visit_dtype<kNumeric>(out.dtype(), "index_add", [&]<class T>() {
+    using Acc = std::conditional_t<is_narrow_float_v<T>, float, T>;
+    const Acc a = alpha.to<Acc>();
+    const T* sp = static_cast<const T*>(src.impl()->data());
+    T* op = static_cast<T*>(out.impl()->data());
+    // Rows of different `a` never collide: parallel over them, indices in order within one.
+    runtime::parallel_for(0, A, std::max<int64_t>(1, 4096 / std::max<int64_t>(I * B, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        for (int64_t i = 0; i < I; ++i) {
+          const int64_t s = ip[i] < 0 ? ip[i] + S : ip[i];
+          T* dst = op + (r * S + s) * B;
+          const T* from = sp + (r * I + i) * B;
+          for (int64_t k = 0; k < B; ++k) dst[k] = static_cast<T>(static_cast<Acc>(dst[k]) + a * static_cast<Acc>(from[k]));
+        }
+      }
+    });
+  });
+  return out;
+}
+
 Tensor embedding_composite(const Tensor& weight, const Tensor& indices) {
   TS_CHECK(weight.dim() == 2, ShapeError)
       << "[embedding] weight must be 2-D, got " << weight.dim() << "-D";
@@ -170,11 +226,13 @@ TS_REGISTER_OPS(join_ops) {
   lib.def("cat.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out) -> Tensor(a!)", kBuiltin);
   lib.def("stack(Tensor[] tensors, int dim=0) -> Tensor", kBuiltin);
   lib.def("index_select(Tensor self, int dim, Tensor index) -> Tensor", kBuiltin);
+  lib.def("index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor", kBuiltin);
   lib.def("embedding(Tensor weight, Tensor indices) -> Tensor", kBuiltin);
   for (auto dev : {DeviceType::CPU, DeviceType::Meta}) {
     lib.impl("cat", dev, cat_impl);
     lib.impl("cat.out", dev, cat_out_impl);
     lib.impl("index_select", dev, index_select_impl);
+    lib.impl("index_add", dev, index_add_impl);
   }
   lib.composite("stack", stack_composite);
   lib.composite("embedding", embedding_composite);
@@ -195,6 +253,12 @@ Tensor stack(TensorList tensors, int64_t dim, SourceLoc loc) {
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index, SourceLoc loc) {
   UserLocGuard g(loc);
   TS_CALL("aten::index_select", Tensor(const Tensor&, int64_t, const Tensor&), a, dim, index);
+}
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha,
+                 SourceLoc loc) {
+  UserLocGuard g(loc);
+  TS_CALL("aten::index_add", Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&, const Scalar&), self, dim,
+          index, source, alpha);
 }
 Tensor embedding(const Tensor& weight, const Tensor& indices, SourceLoc loc) {
   UserLocGuard g(loc);
