@@ -145,8 +145,8 @@ R matmul_backward(Ctx& c, const Grads& g) {
   const Tensor A = a1 ? a.unsqueeze(0) : a;
   const Tensor B = b1 ? b.unsqueeze(-1) : b;
   Tensor G = g[0];
-  if (a1) G = G.unsqueeze(-2);
   if (b1) G = G.unsqueeze(-1);
+  if (a1) G = G.unsqueeze(-2);
   Tensor ga, gb;
   if (c.needs_input_grad(0)) {
     ga = sum_to(matmul(G, B.transpose(-1, -2)), A.sizes());

@@ -92,7 +92,7 @@ bool gradcheck(const std::function<std::vector<Tensor>(const std::vector<Tensor>
           *p = v;
           NoGradGuard ng;
           auto r = float_outputs(fn(inputs));
-          return r.at(oi).to(DType::Float64).contiguous();
+          return r.at(oi).to(DType::Float64).clone();  // not a view of the input being perturbed
         };
         const Tensor plus = eval(orig + o.eps), minus = eval(orig - o.eps);
         *p = orig;

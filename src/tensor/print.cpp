@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/autograd.h"
 #include "core/dtype_visit.h"
 #include "tessera/tensor.h"
 
@@ -259,6 +260,12 @@ std::string Tensor::str() const {
     } else {
       body = p.str(0, 0, indent, summarize, f);
     }
+  }
+  // As PyTorch: the backward node of a recorded result, or a leaf's requires_grad.
+  if (auto fn = grad_fn()) {
+    suffixes.push_back("grad_fn=<" + fn->name() + ">");
+  } else if (requires_grad()) {
+    suffixes.push_back("requires_grad=True");
   }
   return add_suffixes(prefix + body, suffixes, indent);
 }
