@@ -43,11 +43,13 @@ enum OpTag : uint32_t {
   kTagRandom = 1u << 5,         ///< reads the global generator
   kTagDataDependent = 1u << 6,  ///< its result depends on tensor values (item, equal, ...)
   kTagBuiltin = 1u << 7,
+  kTagCustomOp = 1u << 8,  ///< defined by `library::custom_op` or `triton_op`
+  kTagTritonOp = 1u << 9,  ///< a `triton_op`: the graph compiler traces into its body
 };
 
 /**
  * A kernel as both an unboxed function (`R(*)(const void* functor, Args...)`) and a boxed one
- * (arguments on a `Stack`). Made by `make_kernel` in `dispatch/boxing.h`.
+ * (arguments on a `Stack`). Made by `make_kernel` in `tessera/detail/boxing.h`.
  */
 struct KernelFunction {
   using Boxed = void (*)(const OperatorEntry& op, const void* functor, Stack& stack);

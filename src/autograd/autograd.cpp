@@ -7,7 +7,7 @@
 #include <unordered_map>
 
 #include "autograd/internal.h"
-#include "dispatch/boxing.h"
+#include "tessera/detail/boxing.h"
 #include "tessera/ops.h"
 
 namespace tessera::autograd {

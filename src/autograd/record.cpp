@@ -2,7 +2,7 @@
 // whose inputs require grad. In-place operators are recorded as their out-of-place form followed
 // by a copy, so that every formula is written once.
 #include "autograd/internal.h"
-#include "dispatch/boxing.h"
+#include "tessera/detail/boxing.h"
 #include "ops/register.h"
 #include "tessera/ops.h"
 

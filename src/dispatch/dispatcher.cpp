@@ -2,7 +2,7 @@
 // by name.
 #include <sstream>
 
-#include "dispatch/boxing.h"
+#include "tessera/detail/boxing.h"
 #include "tessera/dispatch.h"
 
 namespace tessera {

@@ -6,7 +6,7 @@
 #include <shared_mutex>
 #include <sstream>
 
-#include "dispatch/boxing.h"
+#include "tessera/detail/boxing.h"
 #include "tessera/dispatch.h"
 
 namespace tessera {

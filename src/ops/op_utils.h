@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "dispatch/boxing.h"
+#include "tessera/detail/boxing.h"
 #include "tessera/detail/function_ref.h"
 #include "tessera/tensor.h"
 

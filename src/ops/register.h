@@ -5,7 +5,7 @@
  */
 #pragma once
 
-#include "dispatch/boxing.h"
+#include "tessera/detail/boxing.h"
 #include "ops/op_utils.h"
 #include "tessera/ops.h"
 

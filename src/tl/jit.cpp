@@ -454,6 +454,11 @@ Grid::Grid(std::initializer_list<SymInt> dims, SourceLoc l) : loc(l) {
 void Launcher::run(ArrayRef<KernelArg> args) const {
   UserLocGuard guard(loc_);
   auto& s = fn_.state();
+  // Tensors without data (meta, fake): nothing to compute. A triton_op's body is its own shape
+  // function this way.
+  for (const auto& a : args) {
+    if (a.kind == KernelArg::Kind::Tensor && a.tensor->defined() && !a.tensor->has_data()) return;
+  }
   SmallVector<detail::BoundArg, 16> bound;
   int64_t num_warps = 4, num_stages = 3;
   detail::bind(s, args, bound, num_warps, num_stages, loc_);

@@ -7,7 +7,7 @@
 #include <set>
 #include <thread>
 
-#include "dispatch/boxing.h"
+#include "tessera/detail/boxing.h"
 #include "runtime/thread_pool.h"
 #include "sym_test_node.h"
 #include "testing.h"

@@ -2,7 +2,8 @@
  * Templates that connect typed C++ kernels to the boxed dispatcher: `ArgTraits` (box, unbox,
  * check against a schema type, collect dispatch flags), `make_kernel` (a `KernelFunction` from a
  * function or lambda) and `TypedOp` (a typed handle whose call takes the allocation-free fast
- * path when no mode, wrapper or autograd is involved). Include from .cpp files only.
+ * path when no mode, wrapper or autograd is involved). Heavy: include it from .cpp files and
+ * from `library.h` only.
  */
 #pragma once
 
