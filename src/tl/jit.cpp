@@ -81,9 +81,11 @@ void bind_value(const KernelState& s, size_t i, const KernelArg& a, BoundArg& b,
       const Tensor& t = *a.tensor;
       if (!t.defined()) launch_error(s, loc, "parameter '" + p.name + "' got an undefined tensor");
       if (!t.has_data()) {
-        launch_error(s, loc, "parameter '" + p.name + "' got a " + std::string(t.is_fake() ? "fake" : "meta") +
-                                 " tensor: kernels on tensors without data run under tessera::compile, "
-                                 "not eagerly");
+        // Meta or fake: the launch is checked, then does nothing (Launcher::run).
+        b.tensor = &t;
+        b.dtype = t.dtype();
+        b.div16 = true;
+        break;
       }
       if (!t.device().is_cpu()) {
         launch_error(s, loc, "parameter '" + p.name + "' got a tensor on " + t.device().str() +
@@ -454,14 +456,15 @@ Grid::Grid(std::initializer_list<SymInt> dims, SourceLoc l) : loc(l) {
 void Launcher::run(ArrayRef<KernelArg> args) const {
   UserLocGuard guard(loc_);
   auto& s = fn_.state();
-  // Tensors without data (meta, fake): nothing to compute. A triton_op's body is its own shape
-  // function this way.
-  for (const auto& a : args) {
-    if (a.kind == KernelArg::Kind::Tensor && a.tensor->defined() && !a.tensor->has_data()) return;
-  }
+
   SmallVector<detail::BoundArg, 16> bound;
   int64_t num_warps = 4, num_stages = 3;
   detail::bind(s, args, bound, num_warps, num_stages, loc_);
+  // Tensors without data (meta, fake): the arguments are checked, nothing is computed. A
+  // triton_op's body is its own shape function this way.
+  for (const auto& b : bound) {
+    if (b.tensor && !b.tensor->has_data()) return;
+  }
   const auto kernel = detail::get_kernel(s, bound, num_warps, num_stages, loc_);
   const Grid g = grid_fn_ ? (*grid_fn_)(kernel->meta) : grid_;
   int64_t dims[3] = {1, 1, 1};

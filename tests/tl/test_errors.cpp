@@ -172,8 +172,10 @@ TEST(KernelDiagnostics, LaunchErrorsNameTheParameter) {
   expect_launch_error([&] { ok_kernel[{1}](x, 4, tl::meta("BLOCK", 16)); }, __LINE__,
                       "tl::meta names unknown parameter 'BLOCK' (parameters: x, n, B)");
   expect_launch_error([&] { ok_kernel[{1}](x, 4, 16, tl::meta("B", 16)); }, __LINE__, "parameter 'B' is given twice");
-  expect_launch_error([&] { ok_kernel[{1}](zeros({4}, Device("meta")), 4, 16); }, __LINE__,
-                      "got a meta tensor");
+  // On a meta tensor the arguments are still checked; nothing runs.
+  expect_launch_error([&] { ok_kernel[{1}](zeros({4}, Device("meta")), x, 16); }, __LINE__,
+                      "parameter 'n' is an integer (tl::Int) but got a tensor");
+  ok_kernel[{1}](zeros({4}, Device("meta")), 4, 16);
   expect_launch_error([&] { ok_kernel[{1}](x, 4, x); }, __LINE__, "parameter 'B' is a constexpr (tl::Const) but got a tensor");
   // A grid callable that asks for a meta-parameter the launch lacks.
   auto grid = [](const tl::Meta& m) { return m["BLOCK"]; };
