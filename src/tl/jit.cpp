@@ -233,7 +233,8 @@ void make_key(const SmallVector<BoundArg, 16>& bound, int64_t num_warps, int64_t
 
 std::shared_ptr<CompiledKernel> compile(KernelState& s, const SmallVector<BoundArg, 16>& bound, SourceLoc loc) {
   auto out = std::make_shared<CompiledKernel>();
-  ir::Function f;
+  auto function = std::make_shared<ir::Function>();
+  ir::Function& f = *function;
   f.name = s.name;
   {
     TraceContext ctx(f, s.name);
@@ -287,6 +288,7 @@ std::shared_ptr<CompiledKernel> compile(KernelState& s, const SmallVector<BoundA
   out->cache_key = bin.key;
   out->from_disk = bin.from_disk;
   out->compile_ms = bin.compile_ms;
+  out->function = std::move(function);
   return out;
 }
 
@@ -416,6 +418,21 @@ std::string JITFunction::last_ir() const {
   return state_->last_ir;
 }
 
+// ---- launch observers ---------------------------------------------------------------------------------
+
+namespace detail {
+std::vector<LaunchObserver*>& observers() {
+  thread_local std::vector<LaunchObserver*> v;
+  return v;
+}
+LaunchObserverGuard::LaunchObserverGuard(LaunchObserver* o) {
+  observers().push_back(o);
+}
+LaunchObserverGuard::~LaunchObserverGuard() {
+  observers().pop_back();
+}
+}  // namespace detail
+
 // ---- Meta, Grid, launch -----------------------------------------------------------------------------
 
 int64_t Meta::operator[](std::string_view name) const {
@@ -477,6 +494,7 @@ void Launcher::run(ArrayRef<KernelArg> args) const {
   }
   const int64_t total = dims[0] * dims[1] * dims[2];
   if (total == 0) return;
+  for (detail::LaunchObserver* o : detail::observers()) o->on_launch(s, *kernel, bound, dims);
   trt::Arg slots[64];
   for (size_t i = 0; i < bound.size(); ++i) {
     const auto& b = bound[i];

@@ -14,6 +14,10 @@
 #include "tessera/tl.h"
 #include "tessera/trt/cpu.h"
 
+namespace tessera::ir {
+class Function;
+}
+
 namespace tessera::tl::detail {
 
 /** A launch argument bound to its parameter. */
@@ -40,6 +44,7 @@ struct CompiledKernel {
   double compile_ms = 0;
   Meta meta;  ///< the constexpr values, for grid callables
   std::vector<bool> written;  ///< per parameter: the kernel may store through it
+  std::shared_ptr<const ir::Function> function;  ///< the optimized tile IR (cost analysis)
 };
 
 using Key = SmallVector<uint64_t, 24>;
@@ -73,6 +78,24 @@ struct KernelState {
   std::string last_source, last_ir;
   bool last_from_disk = false;
   double last_compile_ms = 0;
+};
+
+/** Sees every kernel launch on its thread (FLOP counting; the graph compiler's capture later). */
+class LaunchObserver {
+ public:
+  virtual ~LaunchObserver() = default;
+  virtual void on_launch(const KernelState& s, const CompiledKernel& k, const SmallVector<BoundArg, 16>& args,
+                         const int64_t grid[3]) = 0;
+};
+/** This thread's observers (innermost last). */
+std::vector<LaunchObserver*>& observers();
+/** Adds an observer on this thread for the guard's lifetime (innermost last). */
+class LaunchObserverGuard {
+ public:
+  explicit LaunchObserverGuard(LaunchObserver* o);
+  ~LaunchObserverGuard();
+  LaunchObserverGuard(const LaunchObserverGuard&) = delete;
+  LaunchObserverGuard& operator=(const LaunchObserverGuard&) = delete;
 };
 
 /** Binds launch arguments to parameters; a CompileError naming the parameter on a mismatch. */
