@@ -124,6 +124,7 @@ struct FlopCounterMode::Impl : tl::detail::LaunchObserver {
   struct Frame {
     std::string op;
     bool declared;
+    bool launched = false;  ///< a kernel launch was counted for it
   };
   std::vector<Frame> frames;  // operators running under this counter, innermost last
   std::unique_ptr<ModeGuard> mode;
@@ -149,6 +150,7 @@ struct FlopCounterMode::Impl : tl::detail::LaunchObserver {
     for (const auto& a : args) params.push_back({a.i, a.f});
     const ir::KernelCost c = ir::launch_cost(*k.function, params, grid);
     const std::string name = frames.empty() ? "kernel " + s.name : frames.back().op;
+    if (!frames.empty()) frames.back().launched = true;
     const bool backward = autograd::in_backward();
     update(name, [&](OpCount& n) {
       (backward ? n.backward_flops : n.forward_flops) += static_cast<int64_t>(std::llround(c.flops));
@@ -188,7 +190,10 @@ void FlopCounterMode::handle(const OperatorHandle& op, Stack& stack) {
   } pop{impl_.get()};
   const bool backward = autograd::in_backward();
   op.redispatch(stack);
-  if (!slot) return;
+  if (!slot) {
+    if (impl_->frames.back().launched) impl_->update(op.name(), [](OpCount& n) { ++n.calls; });
+    return;
+  }
   const size_t nret = op.schema().returns().size();
   const Stack outputs(stack.end() - static_cast<std::ptrdiff_t>(nret), stack.end());
   const int64_t flops = slot->raw ? slot->raw(inputs, outputs)
