@@ -3,6 +3,7 @@
 #include <iostream>
 #include <map>
 
+#include "examples/seed_composability.h"
 #include "tessera/tl.h"
 #include "tools/tessera/commands.h"
 
@@ -28,7 +29,7 @@ void section(const char* title) {
   std::cout << "\n== " << title << " ==\n";
 }
 
-// A dispatch mode that counts operator calls (the hook FLOP counting will use).
+// A dispatch mode that counts operator calls (the hook FlopCounterMode is built on).
 struct CountingMode : DispatchMode {
   std::map<std::string, int> calls;
   void handle(const OperatorHandle& op, Stack& stack) override {
@@ -78,10 +79,12 @@ int demo() {
   }
   for (const auto& [name, n] : counter.calls) std::cout << "  " << name << ": " << n << "\n";
 
+  const bool composed = seed_composability::run(std::cout);
+
   std::cout << "\n"
             << all_ops().size()
             << " operators registered; run `tessera doctor` for this machine.\n";
-  return 0;
+  return composed ? 0 : 1;
 }
 
 }  // namespace tessera::cli
