@@ -5,8 +5,8 @@
  *
  * Counting rules: each element of a float-valued binary or unary op (other than negation and
  * absolute value) is one FLOP; a reduction is one FLOP per input element; loads and stores move
- * their tile's elements. Masks are not evaluated (full tiles are counted, so the last block of a
- * ragged grid counts in full). Loop trip counts and branch conditions are evaluated from the
+ * their tile's elements. Masks are not evaluated: FLOPs are the work the kernel executes (masked
+ * lanes compute too, on every backend), and bytes are an upper bound (masked lanes move none). Loop trip counts and branch conditions are evaluated from the
  * launch's scalar arguments and each program's id where they depend only on those; otherwise a
  * loop counts once and a branch counts its costlier side, and the result is marked inexact.
  */
