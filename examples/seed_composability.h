@@ -43,24 +43,24 @@ inline bool run(std::ostream& os) {
   };
 
   os << "\n== Composability: a triton_op (mylib::mysin) calling wrap_triton(sin_kernel) ==\n";
-  auto mysin = library::triton_op(
-      "mylib::mysin",
-      [](const Tensor& x) {
-        Tensor out = empty_like(x);
-        auto n_elements = x.numel();
-        library::wrap_triton(sin_kernel)[{n_elements}](x, out, n_elements, tl::meta("BLOCK_SIZE", 4));
-        return out;
-      },
-      {.mutates_args = {}, .arg_names = {"x"}});
-  auto mycos = library::triton_op(
-      "mylib::mycos",
-      [](const Tensor& x) {
-        Tensor out = empty_like(x);
-        auto n_elements = x.numel();
-        library::wrap_triton(cos_kernel)[{n_elements}](x, out, n_elements, tl::meta("BLOCK_SIZE", 4));
-        return out;
-      },
-      {.mutates_args = {}, .arg_names = {"x"}});
+  auto mysin = library::triton_op("mylib::mysin",
+                                  [](const Tensor& x) {
+                                    Tensor out = empty_like(x);
+                                    auto n_elements = x.numel();
+                                    library::wrap_triton(sin_kernel)[{n_elements}](
+                                        x, out, n_elements, tl::meta("BLOCK_SIZE", 4));
+                                    return out;
+                                  },
+                                  {.mutates_args = {}, .arg_names = {"x"}});
+  auto mycos = library::triton_op("mylib::mycos",
+                                  [](const Tensor& x) {
+                                    Tensor out = empty_like(x);
+                                    auto n_elements = x.numel();
+                                    library::wrap_triton(cos_kernel)[{n_elements}](
+                                        x, out, n_elements, tl::meta("BLOCK_SIZE", 4));
+                                    return out;
+                                  },
+                                  {.mutates_args = {}, .arg_names = {"x"}});
   os << "schema: " << mysin.schema() << "\n";
   Tensor x = randn({3});
   Tensor y = mysin(x);
@@ -76,7 +76,9 @@ inline bool run(std::ostream& os) {
         Tensor xs = ctx.saved(0);
         return grad * mycos(xs);
       },
-      [](autograd::AutogradContext& ctx, const Tensor& x, const Tensor& /*output*/) { ctx.save_for_backward({x}); });
+      [](autograd::AutogradContext& ctx, const Tensor& x, const Tensor& /*output*/) {
+        ctx.save_for_backward({x});
+      });
   Tensor w = randn({3}).requires_grad_();
   Tensor loss = mysin(w).sum();
   loss.backward();
@@ -91,8 +93,10 @@ inline bool run(std::ostream& os) {
   mysin.set_kernel_enabled("cpu", false);  // back to the kernel
 
   os << "\n== FLOP counting: FlopCounterMode ==\n";
-  os << "Without a formula, tessera derives the count from the kernel's IR. The seed's grid launches\n"
-        "n_elements programs of BLOCK_SIZE=4 lanes, so the kernel executes 4 sines per element (most\n"
+  os << "Without a formula, tessera derives the count from the kernel's IR. The seed's grid "
+        "launches\n"
+        "n_elements programs of BLOCK_SIZE=4 lanes, so the kernel executes 4 sines per element "
+        "(most\n"
         "lanes masked off); the derived count shows the work as executed:\n";
   Tensor big = randn({1024});
   {
@@ -109,7 +113,8 @@ inline bool run(std::ostream& os) {
     o.out = &os;
     FlopCounterMode counter(o);
     mysin(wb).sum().backward();
-    check("forward count equals numel", counter.counts().at("Global").at("mylib::mysin").forward_flops == 1024);
+    check("forward count equals numel",
+          counter.counts().at("Global").at("mylib::mysin").forward_flops == 1024);
   }
   return ok;
 }

@@ -119,5 +119,4 @@ class TwoTensor : public WrapperTensorImpl {
   Tensor a_, b_;
 };
 
-
 }  // namespace tessera::testing

@@ -169,7 +169,8 @@ struct GradcheckOptions {
   double eps = 1e-6;   ///< finite-difference step
   double atol = 1e-5;  ///< absolute tolerance
   double rtol = 1e-3;  ///< relative tolerance
-  bool raise = true;   ///< throw a ValueError describing the first mismatch instead of returning false
+  bool raise =
+      true;  ///< throw a ValueError describing the first mismatch instead of returning false
 };
 
 /**

@@ -3,7 +3,8 @@
  * an operator's count from its shapes; `FlopCounterMode` counts every operator call while it is
  * alive, forward and backward, and prints a table when it ends.
  *
- *     register_flop_formula("mylib::mysin", [](const std::vector<Shape>& in) { return numel(in[0]); });
+ *     register_flop_formula("mylib::mysin", [](const std::vector<Shape>& in) { return numel(in[0]);
+ * });
  *     {
  *       FlopCounterMode counter;            // prints on destruction
  *       Tensor y = mysin(x);
@@ -38,7 +39,8 @@ int64_t numel(const Shape& s);
 
 /** A FLOP formula over the shapes of the operator's tensor arguments and tensor results (in
  * schema order; an absent optional tensor is skipped). */
-using FlopFormula = std::function<int64_t(const std::vector<Shape>& inputs, const std::vector<Shape>& outputs)>;
+using FlopFormula =
+    std::function<int64_t(const std::vector<Shape>& inputs, const std::vector<Shape>& outputs)>;
 /** A FLOP formula over the boxed arguments and results themselves (`get_raw=True`). */
 using RawFlopFormula = std::function<int64_t(const Stack& inputs, const Stack& outputs)>;
 
@@ -46,12 +48,15 @@ void register_flop_formula(std::string_view op, FlopFormula f);
 void register_raw_flop_formula(std::string_view op, RawFlopFormula f);
 /** Also accepts `f(inputs)` (the seed's `def _(x_shape)`). */
 template <class F>
-  requires(std::is_invocable_r_v<int64_t, F&, const std::vector<Shape>&> &&
-           !std::is_invocable_v<F&, const std::vector<Shape>&, const std::vector<Shape>&>)
-void register_flop_formula(std::string_view op, F f) {
-  register_flop_formula(op, FlopFormula([f = std::move(f)](const std::vector<Shape>& in, const std::vector<Shape>&) {
-                          return static_cast<int64_t>(f(in));
-                        }));
+requires(
+    std::is_invocable_r_v<int64_t, F&, const std::vector<Shape>&> &&
+    !std::is_invocable_v<F&, const std::vector<Shape>&,
+                         const std::vector<Shape>&>) void register_flop_formula(std::string_view op,
+                                                                                F f) {
+  register_flop_formula(
+      op, FlopFormula([f = std::move(f)](const std::vector<Shape>& in, const std::vector<Shape>&) {
+        return static_cast<int64_t>(f(in));
+      }));
 }
 /** Whether `op` has a declared FLOP formula. */
 bool has_flop_formula(const OperatorHandle& op);
@@ -64,18 +69,18 @@ bool has_flop_formula(const OperatorHandle& op);
 class FlopCounterMode : public DispatchMode {
  public:
   struct Options {
-    int depth = 2;               ///< scope levels shown in the table
-    bool display = true;         ///< print the table when the counter ends
-    std::ostream* out = nullptr; ///< where to print (default std::cout)
+    int depth = 2;                ///< scope levels shown in the table
+    bool display = true;          ///< print the table when the counter ends
+    std::ostream* out = nullptr;  ///< where to print (default std::cout)
   };
   /** Counts of one operator within one scope. */
   struct OpCount {
     int64_t forward_flops = 0, backward_flops = 0;
-    double bytes = 0;        ///< bytes loaded and stored by derived (kernel) counts
+    double bytes = 0;  ///< bytes loaded and stored by derived (kernel) counts
     int64_t calls = 0;
-    bool declared = false;   ///< from a registered formula
-    bool derived = false;    ///< from launched kernels' IR
-    bool inexact = false;    ///< a derived count with loop bounds it could not evaluate
+    bool declared = false;  ///< from a registered formula
+    bool derived = false;   ///< from launched kernels' IR
+    bool inexact = false;   ///< a derived count with loop bounds it could not evaluate
     int64_t flops() const { return forward_flops + backward_flops; }
   };
 

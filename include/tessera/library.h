@@ -2,7 +2,8 @@
  * User-defined operators (the seed's "composability" section; torch.library's `custom_op`,
  * `triton_op`, `wrap_triton`), on the one operator registry built-ins use (DESIGN.md D6).
  *
- *     TL_JIT(sin_kernel, tl::Ptr in_ptr0, tl::Ptr out_ptr, tl::Int n_elements, tl::Const BLOCK_SIZE) {...}
+ *     TL_JIT(sin_kernel, tl::Ptr in_ptr0, tl::Ptr out_ptr, tl::Int n_elements, tl::Const
+ * BLOCK_SIZE) {...}
  *
  *     auto mysin = library::triton_op("mylib::mysin", [](const Tensor& x) {
  *       Tensor out = empty_like(x);
@@ -63,11 +64,11 @@ template <class T, class = void>
 struct Canon {
   static_assert(!sizeof(T), "unsupported parameter type for a custom operator");
 };
-#define TS_CANON(User, CanonT, Schema, Expr)            \
-  template <>                                           \
-  struct Canon<User> {                                  \
-    using type = CanonT;                                \
-    static constexpr const char* schema = Schema;       \
+#define TS_CANON(User, CanonT, Schema, Expr)              \
+  template <>                                             \
+  struct Canon<User> {                                    \
+    using type = CanonT;                                  \
+    static constexpr const char* schema = Schema;         \
     static decltype(auto) from(CanonT v) { return Expr; } \
   };
 TS_CANON(Tensor, const Tensor&, "Tensor", v)
@@ -173,15 +174,18 @@ std::vector<std::string> schema_types(std::tuple<A...>*) {
 }
 
 /** Defines the operator (inferring the schema when none is given); errors name the op. */
-OperatorHandle define(std::string_view name, const CustomOpOptions& o, const std::vector<std::string>& arg_types,
-                      const std::string& ret, uint32_t tags);
+OperatorHandle define(std::string_view name, const CustomOpOptions& o,
+                      const std::vector<std::string>& arg_types, const std::string& ret,
+                      uint32_t tags);
 /** Registers `k` as the kernel of `op` for the option's device types (all with data by default). */
-void set_default_kernels(const OperatorHandle& op, const CustomOpOptions& o, KernelFunction k, bool also_fake);
+void set_default_kernels(const OperatorHandle& op, const CustomOpOptions& o, KernelFunction k,
+                         bool also_fake);
 /** `register_kernel`: a per-device override, kept beside the default for set_kernel_enabled. */
 void set_device_kernel(const OperatorHandle& op, std::string_view device, KernelFunction k);
 void enable_device_kernel(const OperatorHandle& op, std::string_view device, bool enabled);
 /** `register_autograd` after the checks (a functional op, a backward given). */
-void set_autograd(const OperatorHandle& op, autograd::SetupContextFn setup, autograd::BackwardFn backward);
+void set_autograd(const OperatorHandle& op, autograd::SetupContextFn setup,
+                  autograd::BackwardFn backward);
 [[noreturn]] void kernel_mismatch(const OperatorHandle& op, const char* what);
 
 }  // namespace detail
@@ -217,7 +221,8 @@ class CustomOp<R(Args...)> {
   /** The fake kernel: computes result shapes for meta and fake tensors. */
   template <class F>
   CustomOp& register_fake(F fn) {
-    op_.entry().set_kernel(DeviceType::Meta, checked(detail::canonical(std::move(fn)), "fake kernel"));
+    op_.entry().set_kernel(DeviceType::Meta,
+                           checked(detail::canonical(std::move(fn)), "fake kernel"));
     return *this;
   }
 
@@ -230,7 +235,8 @@ class CustomOp<R(Args...)> {
    */
   template <class B, class S = std::nullptr_t>
   CustomOp& register_autograd(B backward, S setup_context = nullptr) {
-    detail::set_autograd(op_, make_setup(std::move(setup_context)), make_backward(std::move(backward)));
+    detail::set_autograd(op_, make_setup(std::move(setup_context)),
+                         make_backward(std::move(backward)));
     return *this;
   }
 
@@ -245,11 +251,13 @@ class CustomOp<R(Args...)> {
   autograd::SetupContextFn make_setup(S s) const {
     if constexpr (std::is_same_v<S, std::nullptr_t>) {
       return nullptr;
-    } else if constexpr (std::is_invocable_v<S&, autograd::AutogradContext&, const Stack&, const Stack&>) {
+    } else if constexpr (std::is_invocable_v<S&, autograd::AutogradContext&, const Stack&,
+                                             const Stack&>) {
       return s;
     } else {
-      static_assert(!std::is_void_v<R> && !std::is_same_v<R, Tensor&>,
-                    "setup_context(ctx, args..., result) needs a result; use (ctx, inputs, outputs)");
+      static_assert(
+          !std::is_void_v<R> && !std::is_same_v<R, Tensor&>,
+          "setup_context(ctx, args..., result) needs a result; use (ctx, inputs, outputs)");
       return [s = std::move(s)](autograd::AutogradContext& ctx, const Stack& in, const Stack& out) {
         Stack args = in;
         IValue* base = args.data();
@@ -257,14 +265,16 @@ class CustomOp<R(Args...)> {
         std::decay_t<R> r = ReturnTraits<std::decay_t<R>>::pop(outs);
         [&]<size_t... I>(std::index_sequence<I...>) {
           s(ctx, ArgTraits<Args>::unbox(base[I])..., r);
-        }(std::index_sequence_for<Args...>{});
+        }
+        (std::index_sequence_for<Args...>{});
       };
     }
   }
 
   template <class B>
   autograd::BackwardFn make_backward(B b) const {
-    return [b = std::move(b)](autograd::AutogradContext& ctx, const std::vector<Tensor>& grads) -> std::vector<IValue> {
+    return [b = std::move(b)](autograd::AutogradContext& ctx,
+                              const std::vector<Tensor>& grads) -> std::vector<IValue> {
       auto pack = [](auto&& r) -> std::vector<IValue> {
         using T = std::decay_t<decltype(r)>;
         if constexpr (std::is_same_v<T, Tensor>) {
@@ -277,7 +287,8 @@ class CustomOp<R(Args...)> {
           return r;
         }
       };
-      if constexpr (std::is_invocable_v<B&, autograd::AutogradContext&, const std::vector<Tensor>&>) {
+      if constexpr (std::is_invocable_v<B&, autograd::AutogradContext&,
+                                        const std::vector<Tensor>&>) {
         return pack(b(ctx, grads));
       } else {
         return pack(b(ctx, grads.at(0)));
@@ -294,7 +305,8 @@ template <class F>
 using OpOf = CustomOp<typename UserSig<F>::Canonical>;
 
 template <class F>
-OpOf<F> make_op(std::string_view name, F fn, const CustomOpOptions& o, uint32_t tags, bool fake_from_fn) {
+OpOf<F> make_op(std::string_view name, F fn, const CustomOpOptions& o, uint32_t tags,
+                bool fake_from_fn) {
   using S = UserSig<F>;
   auto f = canonical(std::move(fn));
   const OperatorHandle op = define(name, o, schema_types(static_cast<typename S::Args*>(nullptr)),

@@ -235,9 +235,10 @@ class Tensor {
   bool is_leaf() const;
   /** Which result of `grad_fn()` this tensor is. */
   uint32_t output_nr() const;
-  /** Computes gradients of this tensor into the leaves (`gradient` defaults to 1 for one element). */
-  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false, bool create_graph = false,
-                TS_HERE) const;
+  /** Computes gradients of this tensor into the leaves (`gradient` defaults to 1 for one element).
+   */
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false,
+                bool create_graph = false, TS_HERE) const;
 
  private:
   void check_data_ptr_type(DType t) const;

@@ -145,7 +145,8 @@ void AutogradContext::save_for_backward(std::vector<Tensor> tensors) {
 Tensor AutogradContext::saved(size_t i) const {
   const Impl& s = *impl_;
   TS_CHECK(!s.released, RuntimeError)
-      << "[" << s.op_name << "] trying to run the backward through the graph a second time (or to read "
+      << "[" << s.op_name
+      << "] trying to run the backward through the graph a second time (or to read "
       << "saved tensors after they were freed): pass retain_graph=true to the first backward";
   TS_CHECK(i < s.saved.size(), IndexError)
       << "[" << s.op_name << "] saved tensor " << i << " of " << s.saved.size() << " requested";
@@ -155,9 +156,10 @@ Tensor AutogradContext::saved(size_t i) const {
     std::ostringstream where;
     where << "saved tensor " << i << (v.is_output ? ", a result" : ", an input");
     if (s.loc.known()) where << " of the call at " << s.loc;
-    TS_ERROR(RuntimeError) << "[" << s.op_name << "] a tensor saved for the backward (" << where.str()
-                           << ") was modified by an in-place operation: it was at version " << v.version
-                           << " and is now at version " << v.data.version()
+    TS_ERROR(RuntimeError) << "[" << s.op_name << "] a tensor saved for the backward ("
+                           << where.str()
+                           << ") was modified by an in-place operation: it was at version "
+                           << v.version << " and is now at version " << v.data.version()
                            << "; clone it before modifying it, or modify it after the backward";
   }
   if (!v.is_output) return v.data;
@@ -193,7 +195,7 @@ const IValue& AutogradContext::get(std::string_view key) const {
     if (k == key) return v;
   }
   TS_ERROR(ValueError) << "[" << impl_->op_name << "] the autograd context has no value '" << key
-                     << "' (set it in setup_context with ctx.set)";
+                       << "' (set it in setup_context with ctx.set)";
 }
 
 const std::string& AutogradContext::op_name() const {
@@ -220,7 +222,8 @@ std::shared_ptr<const Formula> formula_of(const OperatorEntry& op) {
 }
 
 void set_formula(const OperatorHandle& op, SetupContextFn setup, BackwardFn backward) {
-  TS_CHECK(backward != nullptr, ValueError) << "[" << op.name() << "] register_formula needs a backward function";
+  TS_CHECK(backward != nullptr, ValueError)
+      << "[" << op.name() << "] register_formula needs a backward function";
   auto f = std::make_shared<Formula>();
   f->setup = std::move(setup);
   f->backward = std::move(backward);
@@ -262,7 +265,8 @@ bool is_nondifferentiable(const OperatorHandle& op) {
 
 // ---- nodes --------------------------------------------------------------------------------------
 
-FormulaNode::FormulaNode(const OperatorEntry& op, std::shared_ptr<const Formula> formula, SourceLoc loc)
+FormulaNode::FormulaNode(const OperatorEntry& op, std::shared_ptr<const Formula> formula,
+                         SourceLoc loc)
     : op_(op), name_(backward_name(op.name())), formula_(std::move(formula)) {
   set_forward_location(loc);
   ctx_.impl().op_name = op.name();
@@ -277,7 +281,8 @@ void FormulaNode::release_variables() {
 std::vector<Tensor> FormulaNode::apply(std::vector<Tensor>&& grads) {
   auto& outs = output_meta();
   for (size_t i = 0; i < grads.size() && i < outs.size(); ++i) {
-    if (!grads[i].defined() && outs[i].defined && is_floating_point(outs[i].dtype)) grads[i] = outs[i].zeros();
+    if (!grads[i].defined() && outs[i].defined && is_floating_point(outs[i].dtype))
+      grads[i] = outs[i].zeros();
   }
   std::vector<IValue> result = formula_->backward(ctx_, grads);
   const auto& args = op_.schema().arguments();
@@ -291,8 +296,8 @@ std::vector<Tensor> FormulaNode::apply(std::vector<Tensor>&& grads) {
     if (!g.defined() || !want.defined) return Tensor();
     if (!same_sizes(g.sizes(), want.sizes)) {
       std::ostringstream os;
-      os << "[" << op_.name() << "] the backward returned a gradient of shape " << g.sizes() << " for argument '"
-         << arg.name << "' of shape " << SymIntArrayRef(want.sizes);
+      os << "[" << op_.name() << "] the backward returned a gradient of shape " << g.sizes()
+         << " for argument '" << arg.name << "' of shape " << SymIntArrayRef(want.sizes);
       TS_ERROR(ValueError) << os.str();
     }
     return g.dtype() == want.dtype || !is_floating_point(want.dtype) ? g : g.to(want.dtype);
@@ -304,20 +309,22 @@ std::vector<Tensor> FormulaNode::apply(std::vector<Tensor>&& grads) {
     if (none) continue;
     switch (s.kind) {
       case ArgSlot::Kind::Other:
-        TS_ERROR(ValueError) << "[" << op_.name() << "] the backward returned a gradient for argument '"
-                             << args[a].name << "', which is not a tensor (return None there)";
+        TS_ERROR(ValueError) << "[" << op_.name()
+                             << "] the backward returned a gradient for argument '" << args[a].name
+                             << "', which is not a tensor (return None there)";
       case ArgSlot::Kind::Tensor:
-        TS_CHECK(r.is_tensor(), ValueError) << "[" << op_.name() << "] the gradient for argument '" << args[a].name
-                                            << "' must be a Tensor";
+        TS_CHECK(r.is_tensor(), ValueError) << "[" << op_.name() << "] the gradient for argument '"
+                                            << args[a].name << "' must be a Tensor";
         if (s.count) input_grads[s.first_edge] = check_shape(r.to_tensor(), s.first_edge, args[a]);
         break;
       case ArgSlot::Kind::TensorList: {
         TS_CHECK(r.is_tensor_list(), ValueError)
-            << "[" << op_.name() << "] the gradient for argument '" << args[a].name << "' must be a list of tensors";
+            << "[" << op_.name() << "] the gradient for argument '" << args[a].name
+            << "' must be a list of tensors";
         const auto& list = r.to_tensor_list();
         TS_CHECK(list.size() == s.count, ValueError)
-            << "[" << op_.name() << "] the gradient for argument '" << args[a].name << "' has " << list.size()
-            << " tensors, the argument had " << s.count;
+            << "[" << op_.name() << "] the gradient for argument '" << args[a].name << "' has "
+            << list.size() << " tensors, the argument had " << s.count;
         for (uint32_t k = 0; k < s.count; ++k) {
           input_grads[s.first_edge + k] = check_shape(list[k], s.first_edge + k, args[a]);
         }
@@ -345,7 +352,8 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
 
 }  // namespace tessera::autograd
 
-// ---- Tensor's autograd methods ----------------------------------------------------------------------
+// ---- Tensor's autograd methods
+// ----------------------------------------------------------------------
 
 namespace tessera {
 
@@ -359,7 +367,8 @@ Tensor& Tensor::requires_grad_(bool r, SourceLoc loc) {
   UserLocGuard g(loc);
   AutogradMeta* m = autograd::meta_of(*this);
   TS_CHECK(!(m && m->grad_fn) || r, RuntimeError)
-      << "requires_grad_(false) on a tensor computed from others (not a leaf): use detach() instead";
+      << "requires_grad_(false) on a tensor computed from others (not a leaf): use detach() "
+         "instead";
   TS_CHECK(!r || tessera::is_floating_point(dtype()), DTypeError)
       << "only tensors of floating-point dtype can require gradients, not " << dtype_name(dtype());
   if (m && m->grad_fn) return *this;
@@ -392,8 +401,10 @@ uint32_t Tensor::output_nr() const {
   return m ? m->output_nr : 0;
 }
 
-void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_graph, SourceLoc loc) const {
-  autograd::backward({*this}, gradient.defined() ? std::vector<Tensor>{gradient} : std::vector<Tensor>{},
+void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_graph,
+                      SourceLoc loc) const {
+  autograd::backward({*this},
+                     gradient.defined() ? std::vector<Tensor>{gradient} : std::vector<Tensor>{},
                      retain_graph, create_graph, loc);
 }
 

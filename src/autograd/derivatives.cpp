@@ -26,9 +26,12 @@ std::string key(char kind, size_t i) {
 /** A setup that saves tensor arguments `args` and results `results`, and records every argument's
  * shape ("s<i>") and every non-tensor argument ("a<i>") for the backward. */
 SetupContextFn keep(std::vector<int> args = {}, std::vector<int> results = {}) {
-  return [args = std::move(args), results = std::move(results)](Ctx& c, const Stack& in, const Stack& out) {
+  return [args = std::move(args), results = std::move(results)](Ctx& c, const Stack& in,
+                                                                const Stack& out) {
     std::vector<Tensor> ts;
-    for (int a : args) ts.push_back(in[static_cast<size_t>(a)].is_tensor() ? in[static_cast<size_t>(a)].to_tensor() : Tensor());
+    for (int a : args)
+      ts.push_back(in[static_cast<size_t>(a)].is_tensor() ? in[static_cast<size_t>(a)].to_tensor()
+                                                          : Tensor());
     for (int r : results) ts.push_back(out[static_cast<size_t>(r)].to_tensor());
     if (!ts.empty()) c.save_for_backward(std::move(ts));
     for (size_t i = 0; i < in.size(); ++i) {
@@ -66,7 +69,8 @@ Tensor sum_to(const Tensor& g, SymIntArrayRef target) {
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < lead; ++d) dims.push_back(d);
   for (size_t d = 0; d < target.size(); ++d) {
-    if (static_cast<bool>(target[d] == 1) && !static_cast<bool>(g.sizes()[lead + static_cast<int64_t>(d)] == 1)) {
+    if (static_cast<bool>(target[d] == 1) &&
+        !static_cast<bool>(g.sizes()[lead + static_cast<int64_t>(d)] == 1)) {
       dims.push_back(lead + static_cast<int64_t>(d));
     }
   }
@@ -105,8 +109,8 @@ Tensor unsqueeze_reduced(Tensor g, const std::vector<int64_t>& dims, bool keepdi
 }
 
 /** Gradient of an all-elements-equal-to-the-extreme reduction: split evenly among the ties. */
-Tensor extreme_grad(const Tensor& g, const Tensor& x, const Tensor& y, const std::vector<int64_t>& dims,
-                    bool keepdim) {
+Tensor extreme_grad(const Tensor& g, const Tensor& x, const Tensor& y,
+                    const std::vector<int64_t>& dims, bool keepdim) {
   const Tensor yk = unsqueeze_reduced(y, dims, keepdim, x.dim());
   const Tensor gk = unsqueeze_reduced(g, dims, keepdim, x.dim());
   const Tensor mask = (x == yk).to(g.dtype());
@@ -128,7 +132,8 @@ double to_double(const IValue& v) {
   return v.is_int() ? static_cast<double>(v.to_int()) : v.to_double();
 }
 
-Tensor as_strided(const Tensor& t, const std::vector<SymInt>& sizes, const std::vector<SymInt>& strides, SymInt offset) {
+Tensor as_strided(const Tensor& t, const std::vector<SymInt>& sizes,
+                  const std::vector<SymInt>& strides, SymInt offset) {
   static const OpRef op("aten::as_strided");
   return op(t, sizes, strides, offset).to_tensor();
 }
@@ -137,7 +142,8 @@ void def(const char* op, SetupContextFn setup, BackwardFn backward) {
   set_formula(get_op(op), std::move(setup), std::move(backward));
 }
 
-// ---- matmul ---------------------------------------------------------------------------------------
+// ---- matmul
+// ---------------------------------------------------------------------------------------
 
 R matmul_backward(Ctx& c, const Grads& g) {
   const Tensor a = c.saved(0), b = c.saved(1);
@@ -159,7 +165,8 @@ R matmul_backward(Ctx& c, const Grads& g) {
   return {ga, gb};
 }
 
-// ---- norms ----------------------------------------------------------------------------------------
+// ---- norms
+// ----------------------------------------------------------------------------------------
 
 /** Normalized dims of layer_norm / rms_norm: the last `k`. */
 std::vector<int64_t> norm_dims(int64_t ndim, size_t k) {
@@ -189,7 +196,8 @@ R layer_norm_backward(Ctx& c, const Grads& g) {
   if (c.needs_input_grad(0)) {
     gx = rstd * (gxh - gxh.mean(dims, true) - xhat * (gxh * xhat).mean(dims, true));
   }
-  const Tensor gw = w.defined() && c.needs_input_grad(2) ? affine_grad(g[0] * xhat, x.dim(), k) : Tensor();
+  const Tensor gw =
+      w.defined() && c.needs_input_grad(2) ? affine_grad(g[0] * xhat, x.dim(), k) : Tensor();
   const Tensor gb = c.needs_input_grad(3) ? affine_grad(g[0], x.dim(), k) : Tensor();
   return {gx, IValue(), gw, gb, IValue()};
 }
@@ -198,10 +206,10 @@ R rms_norm_backward(Ctx& c, const Grads& g) {
   const Tensor x = c.saved(0), w = c.saved(1);
   const auto k = arg(c, 1).to_int_list().size();
   const IValue& e = arg(c, 3);
-  const double eps = e.is_none() ? (x.dtype() == DType::Float64 ? 2.220446049250313e-16
-                                                               : x.dtype() == DType::Float16   ? 0.0009765625
-                                                               : x.dtype() == DType::BFloat16 ? 0.0078125
-                                                                                              : 1.1920928955078125e-07)
+  const double eps = e.is_none() ? (x.dtype() == DType::Float64    ? 2.220446049250313e-16
+                                    : x.dtype() == DType::Float16  ? 0.0009765625
+                                    : x.dtype() == DType::BFloat16 ? 0.0078125
+                                                                   : 1.1920928955078125e-07)
                                  : e.to_double();
   const auto dims = norm_dims(x.dim(), k);
   const Tensor r = rsqrt((x * x).mean(dims, true) + eps);
@@ -209,11 +217,13 @@ R rms_norm_backward(Ctx& c, const Grads& g) {
   const Tensor gxh = w.defined() ? g[0] * w : g[0];
   Tensor gx;
   if (c.needs_input_grad(0)) gx = r * (gxh - xhat * (gxh * xhat).mean(dims, true));
-  const Tensor gw = w.defined() && c.needs_input_grad(2) ? affine_grad(g[0] * xhat, x.dim(), k) : Tensor();
+  const Tensor gw =
+      w.defined() && c.needs_input_grad(2) ? affine_grad(g[0] * xhat, x.dim(), k) : Tensor();
   return {gx, IValue(), gw, IValue()};
 }
 
-// ---- views ----------------------------------------------------------------------------------------
+// ---- views
+// ----------------------------------------------------------------------------------------
 
 /** Python's slice bounds, normalized as the forward does. */
 int64_t slice_start(const IValue& v, int64_t size) {
@@ -224,17 +234,20 @@ int64_t slice_start(const IValue& v, int64_t size) {
 
 R slice_backward(Ctx& c, const Grads& g) {
   const auto in = shape(c, 0);
-  const int64_t dim = detail::wrap_dim(arg(c, 1).to_int(), static_cast<int64_t>(in.size()), "slice");
+  const int64_t dim =
+      detail::wrap_dim(arg(c, 1).to_int(), static_cast<int64_t>(in.size()), "slice");
   const int64_t size = in[static_cast<size_t>(dim)].expect_int();
   const int64_t start = slice_start(arg(c, 2), size);
   const int64_t step = arg(c, 4).to_symint().expect_int();
   const int64_t n = g[0].sizes()[dim].expect_int();
-  return {scatter_back(g[0], in, dim, range_index(start, n, step)), IValue(), IValue(), IValue(), IValue()};
+  return {scatter_back(g[0], in, dim, range_index(start, n, step)), IValue(), IValue(), IValue(),
+          IValue()};
 }
 
 R narrow_backward(Ctx& c, const Grads& g) {
   const auto in = shape(c, 0);
-  const int64_t dim = detail::wrap_dim(arg(c, 1).to_int(), static_cast<int64_t>(in.size()), "narrow");
+  const int64_t dim =
+      detail::wrap_dim(arg(c, 1).to_int(), static_cast<int64_t>(in.size()), "narrow");
   int64_t start = arg(c, 2).to_symint().expect_int();
   if (start < 0) start += in[static_cast<size_t>(dim)].expect_int();
   const int64_t n = g[0].sizes()[dim].expect_int();
@@ -243,7 +256,8 @@ R narrow_backward(Ctx& c, const Grads& g) {
 
 R select_backward(Ctx& c, const Grads& g) {
   const auto in = shape(c, 0);
-  const int64_t dim = detail::wrap_dim(arg(c, 1).to_int(), static_cast<int64_t>(in.size()), "select");
+  const int64_t dim =
+      detail::wrap_dim(arg(c, 1).to_int(), static_cast<int64_t>(in.size()), "select");
   int64_t index = arg(c, 2).to_symint().expect_int();
   if (index < 0) index += in[static_cast<size_t>(dim)].expect_int();
   return {scatter_back(g[0].unsqueeze(dim), in, dim, range_index(index, 1, 1)), IValue(), IValue()};
@@ -257,30 +271,34 @@ R as_strided_backward(Ctx& c, const Grads& g) {
   const auto strides = arg(c, 2).to_symint_list();
   std::vector<std::pair<int64_t, int64_t>> dims;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i].expect_int() > 1) dims.emplace_back(strides[i].expect_int(), sizes[i].expect_int());
+    if (sizes[i].expect_int() > 1)
+      dims.emplace_back(strides[i].expect_int(), sizes[i].expect_int());
   }
   std::sort(dims.begin(), dims.end());
   int64_t span = 1;
   for (auto [st, sz] : dims) {
-    TS_CHECK(st >= span, NotImplementedError)
-        << "[aten::as_strided] the backward of an as_strided view whose elements overlap is not supported";
+    TS_CHECK(st >= span, NotImplementedError) << "[aten::as_strided] the backward of an as_strided "
+                                                 "view whose elements overlap is not supported";
     span = st * sz;
   }
   const int64_t base = x.storage_offset().expect_int();
   const IValue& off = arg(c, 3);
   const int64_t out_offset = off.is_none() ? base : off.to_symint().expect_int();
   int64_t extent = base + 1;
-  for (int64_t d = 0; d < x.dim(); ++d) extent += (x.sizes()[d].expect_int() - 1) * x.strides()[d].expect_int();
+  for (int64_t d = 0; d < x.dim(); ++d)
+    extent += (x.sizes()[d].expect_int() - 1) * x.strides()[d].expect_int();
   extent = std::max(extent, out_offset + span);
   Tensor buffer = zeros({extent}, g[0].options());
   {
     NoGradGuard ng;
     as_strided(buffer, sizes, strides, out_offset).copy_(g[0]);
   }
-  return {as_strided(buffer, x.sizes().vec(), x.strides().vec(), x.storage_offset()).clone(), IValue(), IValue(), IValue()};
+  return {as_strided(buffer, x.sizes().vec(), x.strides().vec(), x.storage_offset()).clone(),
+          IValue(), IValue(), IValue()};
 }
 
-// ---- the table ------------------------------------------------------------------------------------
+// ---- the table
+// ------------------------------------------------------------------------------------
 
 }  // namespace
 
@@ -289,18 +307,23 @@ void register_builtin_derivatives() {
 
   // Pointwise, unary.
   def("aten::neg", keep(), [](Ctx&, const Grads& g) -> R { return {-g[0]}; });
-  def("aten::abs", keep({0}), [](Ctx& c, const Grads& g) -> R { return {g[0] * sign(c.saved(0))}; });
+  def("aten::abs", keep({0}),
+      [](Ctx& c, const Grads& g) -> R { return {g[0] * sign(c.saved(0))}; });
   def("aten::exp", keep({}, {0}), [](Ctx& c, const Grads& g) -> R { return {g[0] * c.saved(0)}; });
-  def("aten::exp2", keep({}, {0}), [=](Ctx& c, const Grads& g) -> R { return {g[0] * c.saved(0) * kLn2}; });
+  def("aten::exp2", keep({}, {0}),
+      [=](Ctx& c, const Grads& g) -> R { return {g[0] * c.saved(0) * kLn2}; });
   def("aten::log", keep({0}), [](Ctx& c, const Grads& g) -> R { return {g[0] / c.saved(0)}; });
-  def("aten::log2", keep({0}), [=](Ctx& c, const Grads& g) -> R { return {g[0] / (c.saved(0) * kLn2)}; });
-  def("aten::sqrt", keep({}, {0}), [](Ctx& c, const Grads& g) -> R { return {g[0] / (c.saved(0) * 2)}; });
+  def("aten::log2", keep({0}),
+      [=](Ctx& c, const Grads& g) -> R { return {g[0] / (c.saved(0) * kLn2)}; });
+  def("aten::sqrt", keep({}, {0}),
+      [](Ctx& c, const Grads& g) -> R { return {g[0] / (c.saved(0) * 2)}; });
   def("aten::rsqrt", keep({}, {0}), [](Ctx& c, const Grads& g) -> R {
     const Tensor y = c.saved(0);
     return {g[0] * (y * y * y) * -0.5};
   });
   def("aten::sin", keep({0}), [](Ctx& c, const Grads& g) -> R { return {g[0] * cos(c.saved(0))}; });
-  def("aten::cos", keep({0}), [](Ctx& c, const Grads& g) -> R { return {-(g[0] * sin(c.saved(0)))}; });
+  def("aten::cos", keep({0}),
+      [](Ctx& c, const Grads& g) -> R { return {-(g[0] * sin(c.saved(0)))}; });
   def("aten::tanh", keep({}, {0}), [](Ctx& c, const Grads& g) -> R {
     const Tensor y = c.saved(0);
     return {g[0] * (1 - y * y)};
@@ -313,13 +336,15 @@ void register_builtin_derivatives() {
     const Tensor x = c.saved(0);
     return {g[0] * exp(-(x * x)) * (2 / std::sqrt(std::numbers::pi))};
   });
-  def("aten::relu", keep({}, {0}), [](Ctx& c, const Grads& g) -> R { return {where(c.saved(0) > 0, g[0], 0)}; });
+  def("aten::relu", keep({}, {0}),
+      [](Ctx& c, const Grads& g) -> R { return {where(c.saved(0) > 0, g[0], 0)}; });
   def("aten::gelu", keep({0}), [](Ctx& c, const Grads& g) -> R {
     const Tensor x = c.saved(0);
     if (arg(c, 1).to_string() == "tanh") {
       const double k = std::sqrt(2 / std::numbers::pi);
       const Tensor t = tanh((x + x * x * x * 0.044715) * k);
-      return {g[0] * ((1 + t) * 0.5 + x * 0.5 * (1 - t * t) * k * (1 + x * x * (3 * 0.044715))), IValue()};
+      return {g[0] * ((1 + t) * 0.5 + x * 0.5 * (1 - t * t) * k * (1 + x * x * (3 * 0.044715))),
+              IValue()};
     }
     const Tensor cdf = (1 + erf(x * std::numbers::sqrt2 * 0.5)) * 0.5;
     const Tensor pdf = exp(x * x * -0.5) * (1 / std::sqrt(2 * std::numbers::pi));
@@ -338,7 +363,9 @@ void register_builtin_derivatives() {
     return {where(keep_mask, g[0], 0), IValue(), IValue()};
   });
   def("aten::clone", keep(), [](Ctx&, const Grads& g) -> R { return {g[0]}; });
-  def("aten::_to_copy", keep(), [](Ctx&, const Grads& g) -> R { return {g[0], IValue(), IValue()}; });
+  def("aten::_to_copy", keep(), [](Ctx&, const Grads& g) -> R {
+    return {g[0], IValue(), IValue()};
+  });
   def("aten::cumsum", keep(), [](Ctx& c, const Grads& g) -> R {
     // The reversed cumulative sum: total - cumsum(g) + g.
     const int64_t dim = arg(c, 1).to_int();
@@ -350,20 +377,27 @@ void register_builtin_derivatives() {
   def("aten::add.Tensor", keep(), [](Ctx& c, const Grads& g) -> R {
     return {sum_to(g[0], shape(c, 0)), sum_to(g[0] * scalar_arg(c, 2), shape(c, 1)), IValue()};
   });
-  def("aten::add.Scalar", keep(), [](Ctx&, const Grads& g) -> R { return {g[0], IValue(), IValue()}; });
+  def("aten::add.Scalar", keep(), [](Ctx&, const Grads& g) -> R {
+    return {g[0], IValue(), IValue()};
+  });
   def("aten::sub.Tensor", keep(), [](Ctx& c, const Grads& g) -> R {
     return {sum_to(g[0], shape(c, 0)), sum_to(-(g[0] * scalar_arg(c, 2)), shape(c, 1)), IValue()};
   });
-  def("aten::sub.Scalar", keep(), [](Ctx&, const Grads& g) -> R { return {g[0], IValue(), IValue()}; });
+  def("aten::sub.Scalar", keep(), [](Ctx&, const Grads& g) -> R {
+    return {g[0], IValue(), IValue()};
+  });
   def("aten::mul.Tensor", keep({0, 1}), [](Ctx& c, const Grads& g) -> R {
     Tensor ga, gb;
     if (c.needs_input_grad(0)) ga = sum_to(g[0] * c.saved(1), shape(c, 0));
     if (c.needs_input_grad(1)) gb = sum_to(g[0] * c.saved(0), shape(c, 1));
     return {ga, gb};
   });
-  def("aten::mul.Scalar", keep(), [](Ctx& c, const Grads& g) -> R { return {g[0] * scalar_arg(c, 1), IValue()}; });
+  def("aten::mul.Scalar", keep(), [](Ctx& c, const Grads& g) -> R {
+    return {g[0] * scalar_arg(c, 1), IValue()};
+  });
   def("aten::div.Tensor", keep({0, 1}), [](Ctx& c, const Grads& g) -> R {
-    if (!arg(c, 2).is_none()) return {IValue(), IValue(), IValue()};  // rounding: piecewise constant
+    if (!arg(c, 2).is_none())
+      return {IValue(), IValue(), IValue()};  // rounding: piecewise constant
     const Tensor a = c.saved(0), b = c.saved(1);
     Tensor ga, gb;
     if (c.needs_input_grad(0)) ga = sum_to(g[0] / b, shape(c, 0));
@@ -376,7 +410,8 @@ void register_builtin_derivatives() {
   });
   def("aten::remainder.Tensor", keep({0, 1}), [](Ctx& c, const Grads& g) -> R {
     Tensor gb;
-    if (c.needs_input_grad(1)) gb = sum_to(-(g[0] * div(c.saved(0), c.saved(1), "floor")), shape(c, 1));
+    if (c.needs_input_grad(1))
+      gb = sum_to(-(g[0] * div(c.saved(0), c.saved(1), "floor")), shape(c, 1));
     return {sum_to(g[0], shape(c, 0)), gb};
   });
   def("aten::remainder.Scalar", keep(), [](Ctx&, const Grads& g) -> R { return {g[0], IValue()}; });
@@ -391,7 +426,8 @@ void register_builtin_derivatives() {
     if (c.needs_input_grad(0)) ga = sum_to(where(e != 0, g[0] * e * pow(a, e - 1), 0), shape(c, 0));
     if (c.needs_input_grad(1)) {
       // d/de a^e = a^e log a; where a == 0 and e >= 0 the limit is 0.
-      ge = sum_to(where(logical_not(logical_and(a == 0, e >= 0)), g[0] * y * log(a), 0), shape(c, 1));
+      ge = sum_to(where(logical_not(logical_and(a == 0, e >= 0)), g[0] * y * log(a), 0),
+                  shape(c, 1));
     }
     return {ga, ge};
   });
@@ -407,7 +443,8 @@ void register_builtin_derivatives() {
       const bool mx = c.op_name().find("maximum") != std::string::npos;
       const Tensor wins = mx ? a > b : a < b;
       const Tensor half = where(a == b, g[0] * 0.5, 0);
-      return {sum_to(where(wins, g[0], half), shape(c, 0)), sum_to(where(logical_or(wins, a == b), half, g[0]), shape(c, 1))};
+      return {sum_to(where(wins, g[0], half), shape(c, 0)),
+              sum_to(where(logical_or(wins, a == b), half, g[0]), shape(c, 1))};
     });
   }
   for (const char* op : {"aten::maximum.Scalar", "aten::minimum.Scalar"}) {
@@ -420,19 +457,23 @@ void register_builtin_derivatives() {
   }
   def("aten::where.self", keep({0}), [](Ctx& c, const Grads& g) -> R {
     const Tensor cond = c.saved(0);
-    return {IValue(), sum_to(where(cond, g[0], 0), shape(c, 1)), sum_to(where(logical_not(cond), g[0], 0), shape(c, 2))};
+    return {IValue(), sum_to(where(cond, g[0], 0), shape(c, 1)),
+            sum_to(where(logical_not(cond), g[0], 0), shape(c, 2))};
   });
   def("aten::where.ScalarOther", keep({0}), [](Ctx& c, const Grads& g) -> R {
     return {IValue(), sum_to(where(c.saved(0), g[0], 0), shape(c, 1)), IValue()};
   });
 
   // Reductions.
-  def("aten::sum", keep(), [](Ctx& c, const Grads& g) -> R { return {g[0].expand(shape(c, 0)), IValue()}; });
+  def("aten::sum", keep(), [](Ctx& c, const Grads& g) -> R {
+    return {g[0].expand(shape(c, 0)), IValue()};
+  });
   def("aten::sum.dim_IntList", keep(), [](Ctx& c, const Grads& g) -> R {
     const auto in = shape(c, 0);
     const auto dims = reduced_dims(arg(c, 1), static_cast<int64_t>(in.size()));
-    return {unsqueeze_reduced(g[0], dims, arg(c, 2).to_bool(), static_cast<int64_t>(in.size())).expand(in), IValue(),
-            IValue(), IValue()};
+    return {unsqueeze_reduced(g[0], dims, arg(c, 2).to_bool(), static_cast<int64_t>(in.size()))
+                .expand(in),
+            IValue(), IValue(), IValue()};
   });
   def("aten::mean", keep(), [](Ctx& c, const Grads& g) -> R {
     const auto in = shape(c, 0);
@@ -443,14 +484,17 @@ void register_builtin_derivatives() {
     const auto dims = reduced_dims(arg(c, 1), static_cast<int64_t>(in.size()));
     int64_t n = 1;
     for (int64_t d : dims) n *= in.empty() ? 1 : in[static_cast<size_t>(d)].expect_int();
-    const Tensor gk = unsqueeze_reduced(g[0], dims, arg(c, 2).to_bool(), static_cast<int64_t>(in.size()));
+    const Tensor gk =
+        unsqueeze_reduced(g[0], dims, arg(c, 2).to_bool(), static_cast<int64_t>(in.size()));
     return {gk.expand(in) / n, IValue(), IValue(), IValue()};
   });
   for (const char* op : {"aten::amax", "aten::amin"}) {
     def(op, keep({0}, {0}), [](Ctx& c, const Grads& g) -> R {
       const Tensor x = c.saved(0);
-      const auto dims = reduced_dims(arg(c, 1).to_int_list().empty() ? IValue() : arg(c, 1), x.dim());
-      return {extreme_grad(g[0], x, c.saved(1), dims, arg(c, 2).to_bool() || x.dim() == 0), IValue(), IValue()};
+      const auto dims =
+          reduced_dims(arg(c, 1).to_int_list().empty() ? IValue() : arg(c, 1), x.dim());
+      return {extreme_grad(g[0], x, c.saved(1), dims, arg(c, 2).to_bool() || x.dim() == 0),
+              IValue(), IValue()};
     });
   }
   for (const char* op : {"aten::max", "aten::min"}) {
@@ -473,22 +517,26 @@ void register_builtin_derivatives() {
       const Tensor gk = unsqueeze_reduced(g[0], {dim}, keepdim, nd);
       std::vector<SymInt> ar_shape(static_cast<size_t>(nd), SymInt(1));
       ar_shape[static_cast<size_t>(dim)] = in[static_cast<size_t>(dim)];
-      const Tensor positions = arange(in[static_cast<size_t>(dim)].expect_int(), TensorOptions().dtype(DType::Int64)).view(ar_shape);
+      const Tensor positions =
+          arange(in[static_cast<size_t>(dim)].expect_int(), TensorOptions().dtype(DType::Int64))
+              .view(ar_shape);
       return {where(positions == idx, gk, 0).expand(in), IValue(), IValue()};
     });
   }
-  auto prod_backward = [](const Tensor& g, const Tensor& x, const Tensor& y, const std::vector<int64_t>& dims,
-                          bool keepdim) {
+  auto prod_backward = [](const Tensor& g, const Tensor& x, const Tensor& y,
+                          const std::vector<int64_t>& dims, bool keepdim) {
     // y / x, except where x has zeros: one zero gets the product of the others; two or more, 0.
     const Tensor yk = unsqueeze_reduced(y, dims, keepdim, x.dim());
     const Tensor gk = unsqueeze_reduced(g, dims, keepdim, x.dim());
     const Tensor is_zero = x == 0;
-    const Tensor zeros_n = dims.size() == static_cast<size_t>(x.dim()) ? is_zero.sum() : is_zero.sum(dims, true);
+    const Tensor zeros_n =
+        dims.size() == static_cast<size_t>(x.dim()) ? is_zero.sum() : is_zero.sum(dims, true);
     const Tensor nonzero = where(logical_not(is_zero), x, 1);
     const Tensor others = dims.size() == static_cast<size_t>(x.dim())
                               ? prod(nonzero)
                               : prod(nonzero, dims[0], /*keepdim=*/true);
-    const Tensor safe = where(zeros_n == 0, yk / nonzero, where(logical_and(zeros_n == 1, is_zero), others, 0));
+    const Tensor safe =
+        where(zeros_n == 0, yk / nonzero, where(logical_and(zeros_n == 1, is_zero), others, 0));
     return gk * safe;
   };
   def("aten::prod", keep({0}, {0}), [=](Ctx& c, const Grads& g) -> R {
@@ -501,7 +549,8 @@ void register_builtin_derivatives() {
     const Tensor x = c.saved(0);
     if (x.dim() == 0) return {g[0], IValue(), IValue(), IValue()};
     const int64_t dim = detail::wrap_dim(arg(c, 1).to_int(), x.dim(), "prod");
-    return {prod_backward(g[0], x, c.saved(1), {dim}, arg(c, 2).to_bool()), IValue(), IValue(), IValue()};
+    return {prod_backward(g[0], x, c.saved(1), {dim}, arg(c, 2).to_bool()), IValue(), IValue(),
+            IValue()};
   });
   def("aten::var", keep({0}), [](Ctx& c, const Grads& g) -> R {
     const Tensor x = c.saved(0);
@@ -538,12 +587,14 @@ void register_builtin_derivatives() {
     std::vector<std::vector<SymInt>> shapes;
     for (size_t i = 0; i < packed.size();) {
       const int64_t rank = packed[i].expect_int();
-      shapes.emplace_back(packed.begin() + static_cast<int64_t>(i) + 1, packed.begin() + static_cast<int64_t>(i) + 1 + rank);
+      shapes.emplace_back(packed.begin() + static_cast<int64_t>(i) + 1,
+                          packed.begin() + static_cast<int64_t>(i) + 1 + rank);
       i += static_cast<size_t>(rank) + 1;
     }
     int64_t dim = 0;
     for (const auto& s : shapes) {
-      if (!s.empty()) dim = detail::wrap_dim(arg(c, 1).to_int(), static_cast<int64_t>(s.size()), "cat");
+      if (!s.empty())
+        dim = detail::wrap_dim(arg(c, 1).to_int(), static_cast<int64_t>(s.size()), "cat");
     }
     int64_t offset = 0;
     for (const auto& s : shapes) {
@@ -559,12 +610,14 @@ void register_builtin_derivatives() {
   });
   def("aten::index_select", keep({2}), [](Ctx& c, const Grads& g) -> R {
     const auto in = shape(c, 0);
-    const int64_t dim = detail::wrap_dim(arg(c, 1).to_int(), std::max<int64_t>(static_cast<int64_t>(in.size()), 1), "index_select");
+    const int64_t dim = detail::wrap_dim(
+        arg(c, 1).to_int(), std::max<int64_t>(static_cast<int64_t>(in.size()), 1), "index_select");
     return {scatter_back(g[0], in, dim, c.saved(0)), IValue(), IValue()};
   });
   def("aten::index_add", keep({2}), [](Ctx& c, const Grads& g) -> R {
     const auto in = shape(c, 0);
-    const int64_t dim = detail::wrap_dim(arg(c, 1).to_int(), std::max<int64_t>(static_cast<int64_t>(in.size()), 1), "index_add");
+    const int64_t dim = detail::wrap_dim(
+        arg(c, 1).to_int(), std::max<int64_t>(static_cast<int64_t>(in.size()), 1), "index_add");
     Tensor gs;
     if (c.needs_input_grad(3)) gs = index_select(g[0], dim, c.saved(0)) * scalar_arg(c, 4);
     return {g[0], IValue(), IValue(), gs, IValue()};
@@ -572,23 +625,32 @@ void register_builtin_derivatives() {
 
   // Views.
   def("aten::alias", keep(), [](Ctx&, const Grads& g) -> R { return {g[0]}; });
-  def("aten::view", keep(), [](Ctx& c, const Grads& g) -> R { return {g[0].reshape(shape(c, 0)), IValue()}; });
-  def("aten::expand", keep(), [](Ctx& c, const Grads& g) -> R { return {sum_to(g[0], shape(c, 0)), IValue()}; });
+  def("aten::view", keep(), [](Ctx& c, const Grads& g) -> R {
+    return {g[0].reshape(shape(c, 0)), IValue()};
+  });
+  def("aten::expand", keep(), [](Ctx& c, const Grads& g) -> R {
+    return {sum_to(g[0], shape(c, 0)), IValue()};
+  });
   def("aten::permute", keep(), [](Ctx& c, const Grads& g) -> R {
     const auto dims = arg(c, 1).to_int_list();
     std::vector<int64_t> inverse(dims.size());
     for (size_t i = 0; i < dims.size(); ++i) {
-      inverse[static_cast<size_t>(detail::wrap_dim(dims[i], static_cast<int64_t>(dims.size()), "permute"))] =
-          static_cast<int64_t>(i);
+      inverse[static_cast<size_t>(detail::wrap_dim(dims[i], static_cast<int64_t>(dims.size()),
+                                                   "permute"))] = static_cast<int64_t>(i);
     }
     return {g[0].permute(inverse), IValue()};
   });
   def("aten::transpose.int", keep(), [](Ctx& c, const Grads& g) -> R {
     return {g[0].transpose(arg(c, 1).to_int(), arg(c, 2).to_int()), IValue(), IValue()};
   });
-  def("aten::squeeze", keep(), [](Ctx& c, const Grads& g) -> R { return {g[0].reshape(shape(c, 0))}; });
-  def("aten::squeeze.dim", keep(), [](Ctx& c, const Grads& g) -> R { return {g[0].reshape(shape(c, 0)), IValue()}; });
-  def("aten::unsqueeze", keep(), [](Ctx& c, const Grads& g) -> R { return {g[0].reshape(shape(c, 0)), IValue()}; });
+  def("aten::squeeze", keep(),
+      [](Ctx& c, const Grads& g) -> R { return {g[0].reshape(shape(c, 0))}; });
+  def("aten::squeeze.dim", keep(), [](Ctx& c, const Grads& g) -> R {
+    return {g[0].reshape(shape(c, 0)), IValue()};
+  });
+  def("aten::unsqueeze", keep(), [](Ctx& c, const Grads& g) -> R {
+    return {g[0].reshape(shape(c, 0)), IValue()};
+  });
   def("aten::narrow", keep(), narrow_backward);
   def("aten::slice.Tensor", keep(), slice_backward);
   def("aten::select.int", keep(), select_backward);
@@ -596,17 +658,52 @@ void register_builtin_derivatives() {
 
   // Not differentiable: comparisons, logical and bitwise ops, integer results, factories,
   // whole-tensor predicates, detach and reinterpreting views.
-  for (const char* op :
-       {"aten::eq.Scalar", "aten::eq.Tensor", "aten::ne.Scalar", "aten::ne.Tensor", "aten::lt.Scalar", "aten::lt.Tensor",
-        "aten::le.Scalar", "aten::le.Tensor", "aten::gt.Scalar", "aten::gt.Tensor", "aten::ge.Scalar", "aten::ge.Tensor",
-        "aten::logical_and.Scalar", "aten::logical_and.Tensor", "aten::logical_or.Scalar", "aten::logical_or.Tensor",
-        "aten::logical_xor.Scalar", "aten::logical_xor.Tensor", "aten::logical_not", "aten::bitwise_and.Scalar",
-        "aten::bitwise_and.Tensor", "aten::bitwise_or.Scalar", "aten::bitwise_or.Tensor", "aten::bitwise_xor.Scalar",
-        "aten::bitwise_xor.Tensor", "aten::bitwise_not", "aten::bitwise_left_shift.Scalar",
-        "aten::bitwise_left_shift.Tensor", "aten::bitwise_right_shift.Scalar", "aten::bitwise_right_shift.Tensor",
-        "aten::argmax", "aten::argmin", "aten::isclose", "aten::allclose", "aten::equal", "aten::detach",
-        "aten::view.dtype", "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::full", "aten::full_like",
-        "aten::arange.start_step", "aten::rand", "aten::randn", "aten::randint.low"}) {
+  for (const char* op : {"aten::eq.Scalar",
+                         "aten::eq.Tensor",
+                         "aten::ne.Scalar",
+                         "aten::ne.Tensor",
+                         "aten::lt.Scalar",
+                         "aten::lt.Tensor",
+                         "aten::le.Scalar",
+                         "aten::le.Tensor",
+                         "aten::gt.Scalar",
+                         "aten::gt.Tensor",
+                         "aten::ge.Scalar",
+                         "aten::ge.Tensor",
+                         "aten::logical_and.Scalar",
+                         "aten::logical_and.Tensor",
+                         "aten::logical_or.Scalar",
+                         "aten::logical_or.Tensor",
+                         "aten::logical_xor.Scalar",
+                         "aten::logical_xor.Tensor",
+                         "aten::logical_not",
+                         "aten::bitwise_and.Scalar",
+                         "aten::bitwise_and.Tensor",
+                         "aten::bitwise_or.Scalar",
+                         "aten::bitwise_or.Tensor",
+                         "aten::bitwise_xor.Scalar",
+                         "aten::bitwise_xor.Tensor",
+                         "aten::bitwise_not",
+                         "aten::bitwise_left_shift.Scalar",
+                         "aten::bitwise_left_shift.Tensor",
+                         "aten::bitwise_right_shift.Scalar",
+                         "aten::bitwise_right_shift.Tensor",
+                         "aten::argmax",
+                         "aten::argmin",
+                         "aten::isclose",
+                         "aten::allclose",
+                         "aten::equal",
+                         "aten::detach",
+                         "aten::view.dtype",
+                         "aten::empty",
+                         "aten::empty_like",
+                         "aten::empty_strided",
+                         "aten::full",
+                         "aten::full_like",
+                         "aten::arange.start_step",
+                         "aten::rand",
+                         "aten::randn",
+                         "aten::randint.low"}) {
     set_nondifferentiable(op);
   }
 }

@@ -81,8 +81,8 @@ void execute(const std::vector<Edge>& roots, const std::vector<Tensor>& root_gra
     NodeState& s = state[n];
     if (slot >= s.buffer.size()) s.buffer.resize(slot + 1);
     const auto& metas = n->output_meta();
-    if (g.defined() && slot < metas.size() && metas[slot].defined && g.dtype() != metas[slot].dtype &&
-        is_floating_point(metas[slot].dtype)) {
+    if (g.defined() && slot < metas.size() && metas[slot].defined &&
+        g.dtype() != metas[slot].dtype && is_floating_point(metas[slot].dtype)) {
       g = g.to(metas[slot].dtype);
     }
     s.buffer[slot] = add_grads(s.buffer[slot], g);
@@ -104,16 +104,19 @@ void execute(const std::vector<Edge>& roots, const std::vector<Tensor>& root_gra
     NodeState& s = state[n];
     std::vector<Tensor> grads = std::move(s.buffer);
     for (const Capture& c : task.captures) {
-      if (c.node == n && c.slot < grads.size()) task.captured[c.index] = add_grads(task.captured[c.index], grads[c.slot]);
+      if (c.node == n && c.slot < grads.size())
+        task.captured[c.index] = add_grads(task.captured[c.index], grads[c.slot]);
     }
     const bool is_leaf_acc = dynamic_cast<AccumulateGrad*>(n) != nullptr;
-    const bool run = s.needed && !(is_leaf_acc && !task.accumulate) &&
-                     std::any_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); });
+    const bool run =
+        s.needed && !(is_leaf_acc && !task.accumulate) &&
+        std::any_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); });
     std::vector<Tensor> outs;
     if (run) {
       outs = n->apply(std::move(grads));
       TS_INTERNAL_ASSERT(outs.size() == n->next_edges().size() || outs.empty())
-          << n->name() << " returned " << outs.size() << " gradients for " << n->next_edges().size() << " edges";
+          << n->name() << " returned " << outs.size() << " gradients for " << n->next_edges().size()
+          << " edges";
       if (!task.keep_graph) n->release_variables();
     }
     const auto& edges = n->next_edges();
@@ -128,14 +131,15 @@ void execute(const std::vector<Edge>& roots, const std::vector<Tensor>& root_gra
 
 Tensor default_grad(const Tensor& t, size_t i) {
   TS_CHECK(t.numel() == 1, RuntimeError)
-      << "a gradient can be created implicitly only for single-element outputs; output " << i << " has shape "
-      << t.sizes() << ": pass its gradient explicitly";
+      << "a gradient can be created implicitly only for single-element outputs; output " << i
+      << " has shape " << t.sizes() << ": pass its gradient explicitly";
   return ones_like(t);
 }
 
 void check_grad_arg(const Tensor& out, const Tensor& g, size_t i) {
   TS_CHECK(same_sizes(g.sizes(), out.sizes()), ValueError)
-      << "the gradient for output " << i << " has shape " << g.sizes() << ", the output has shape " << out.sizes();
+      << "the gradient for output " << i << " has shape " << g.sizes() << ", the output has shape "
+      << out.sizes();
 }
 
 std::vector<Edge> root_edges(const std::vector<Tensor>& tensors, const char* what) {
@@ -143,14 +147,16 @@ std::vector<Edge> root_edges(const std::vector<Tensor>& tensors, const char* wha
   for (size_t i = 0; i < tensors.size(); ++i) {
     TS_CHECK(tensors[i].defined(), ValueError) << what << ": output " << i << " is undefined";
     Edge e = gradient_edge(tensors[i]);
-    TS_CHECK(e.valid(), RuntimeError) << what << ": output " << i
-                                      << " does not require grad and has no grad_fn (nothing to differentiate)";
+    TS_CHECK(e.valid(), RuntimeError)
+        << what << ": output " << i
+        << " does not require grad and has no grad_fn (nothing to differentiate)";
     roots.push_back(std::move(e));
   }
   return roots;
 }
 
-std::vector<Tensor> root_grads(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grads) {
+std::vector<Tensor> root_grads(const std::vector<Tensor>& tensors,
+                               const std::vector<Tensor>& grads) {
   TS_CHECK(grads.empty() || grads.size() == tensors.size(), ValueError)
       << "got " << grads.size() << " gradients for " << tensors.size() << " outputs";
   std::vector<Tensor> out;
@@ -167,8 +173,8 @@ std::vector<Tensor> root_grads(const std::vector<Tensor>& tensors, const std::ve
 
 }  // namespace
 
-void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors, bool retain_graph,
-              bool create_graph, SourceLoc loc) {
+void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors,
+              bool retain_graph, bool create_graph, SourceLoc loc) {
   UserLocGuard g(loc);
   Task task;
   task.keep_graph = retain_graph || create_graph;
@@ -178,8 +184,8 @@ void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& gra
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool create_graph,
-                         bool allow_unused, SourceLoc loc) {
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph,
+                         bool create_graph, bool allow_unused, SourceLoc loc) {
   UserLocGuard g(loc);
   Task task;
   task.keep_graph = retain_graph || create_graph;
@@ -197,7 +203,8 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   execute(roots, root_grads(outputs, grad_outputs), task);
   for (size_t i = 0; i < inputs.size(); ++i) {
     TS_CHECK(task.captured[i].defined() || allow_unused, RuntimeError)
-        << "grad: input " << i << " was not used to compute the outputs (pass allow_unused=true to get an "
+        << "grad: input " << i
+        << " was not used to compute the outputs (pass allow_unused=true to get an "
         << "undefined gradient for it)";
   }
   return task.captured;

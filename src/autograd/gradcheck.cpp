@@ -37,7 +37,8 @@ bool gradcheck(const std::function<std::vector<Tensor>(const std::vector<Tensor>
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined() || !inputs[i].requires_grad()) continue;
     TS_CHECK(inputs[i].dtype() == DType::Float64 && inputs[i].is_cpu(), DTypeError)
-        << "gradcheck: input " << i << " must be a float64 CPU tensor (finite differences need the precision), got "
+        << "gradcheck: input " << i
+        << " must be a float64 CPU tensor (finite differences need the precision), got "
         << dtype_name(inputs[i].dtype());
     TS_CHECK(inputs[i].is_leaf(), ValueError) << "gradcheck: input " << i << " must be a leaf";
     wrt.push_back(i);
@@ -60,7 +61,8 @@ bool gradcheck(const std::function<std::vector<Tensor>(const std::vector<Tensor>
     // analytical[k][j][e]: d out[j] / d input k element e.
     std::vector<std::vector<std::vector<double>>> analytical(wrt.size());
     for (size_t k = 0; k < wrt.size(); ++k) {
-      analytical[k].assign(static_cast<size_t>(n_out), std::vector<double>(static_cast<size_t>(inputs[wrt[k]].numel()), 0.0));
+      analytical[k].assign(static_cast<size_t>(n_out),
+                           std::vector<double>(static_cast<size_t>(inputs[wrt[k]].numel()), 0.0));
     }
     if (out.requires_grad()) {
       for (int64_t j = 0; j < n_out; ++j) {
@@ -69,7 +71,8 @@ bool gradcheck(const std::function<std::vector<Tensor>(const std::vector<Tensor>
           NoGradGuard ng;
           seed.reshape({-1}).narrow(0, j, 1).fill_(1);
         }
-        const auto grads = grad({out}, wrt_inputs, {seed}, /*retain_graph=*/true, false, /*allow_unused=*/true);
+        const auto grads =
+            grad({out}, wrt_inputs, {seed}, /*retain_graph=*/true, false, /*allow_unused=*/true);
         for (size_t k = 0; k < wrt.size(); ++k) {
           if (!grads[k].defined()) continue;
           TS_CHECK(same_sizes(grads[k].sizes(), inputs[wrt[k]].sizes()), ValueError)
@@ -77,7 +80,8 @@ bool gradcheck(const std::function<std::vector<Tensor>(const std::vector<Tensor>
               << ", the input has shape " << inputs[wrt[k]].sizes();
           const Tensor gk = grads[k].to(DType::Float64);
           for (int64_t e = 0; e < gk.numel(); ++e) {
-            analytical[k][static_cast<size_t>(j)][static_cast<size_t>(e)] = detail::read_double(gk, e);
+            analytical[k][static_cast<size_t>(j)][static_cast<size_t>(e)] =
+                detail::read_double(gk, e);
           }
         }
       }
@@ -97,12 +101,14 @@ bool gradcheck(const std::function<std::vector<Tensor>(const std::vector<Tensor>
         const Tensor plus = eval(orig + o.eps), minus = eval(orig - o.eps);
         *p = orig;
         for (int64_t j = 0; j < n_out; ++j) {
-          const double num = (detail::read_double(plus, j) - detail::read_double(minus, j)) / (2 * o.eps);
+          const double num =
+              (detail::read_double(plus, j) - detail::read_double(minus, j)) / (2 * o.eps);
           const double ana = analytical[k][static_cast<size_t>(j)][static_cast<size_t>(e)];
           if (!(std::fabs(num - ana) <= o.atol + o.rtol * std::fabs(num))) {
             std::ostringstream os;
-            os << "Jacobian mismatch for output " << oi << " with respect to input " << wrt[k] << " (output element "
-               << j << ", input element " << e << "): numerical " << num << ", analytical " << ana;
+            os << "Jacobian mismatch for output " << oi << " with respect to input " << wrt[k]
+               << " (output element " << j << ", input element " << e << "): numerical " << num
+               << ", analytical " << ana;
             return fail(os.str());
           }
         }

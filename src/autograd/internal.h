@@ -28,7 +28,8 @@ AutogradMeta& ensure_meta(const Tensor& t);
 void refresh_flag(const Tensor& t);
 /** Whether `t` requires grad (a leaf that does, or a result with a grad_fn). */
 bool requires_grad(const Tensor& t);
-/** The edge a gradient for `t` flows into (its grad_fn, or its leaf accumulator); invalid if none. */
+/** The edge a gradient for `t` flows into (its grad_fn, or its leaf accumulator); invalid if none.
+ */
 Edge gradient_edge(const Tensor& t);
 /** Whether two shapes are equal (symbolic sizes are guarded). */
 inline bool same_sizes(SymIntArrayRef a, SymIntArrayRef b) {

@@ -2,8 +2,8 @@
 // whose inputs require grad. In-place operators are recorded as their out-of-place form followed
 // by a copy, so that every formula is written once.
 #include "autograd/internal.h"
-#include "tessera/detail/boxing.h"
 #include "ops/register.h"
+#include "tessera/detail/boxing.h"
 #include "tessera/ops.h"
 
 namespace tessera::autograd {
@@ -38,9 +38,10 @@ std::shared_ptr<const Formula> missing_formula() {
   static const auto f = [] {
     auto m = std::make_shared<Formula>();
     m->backward = [](AutogradContext& ctx, const std::vector<Tensor>&) -> std::vector<IValue> {
-      TS_ERROR(NotImplementedError) << "[" << ctx.op_name()
-                                    << "] has no autograd formula, so no gradient flows through it: "
-                                       "register one with register_autograd (or call it under NoGradGuard)";
+      TS_ERROR(NotImplementedError)
+          << "[" << ctx.op_name()
+          << "] has no autograd formula, so no gradient flows through it: "
+             "register one with register_autograd (or call it under NoGradGuard)";
     };
     return m;
   }();
@@ -56,7 +57,8 @@ void record_inplace(const OperatorHandle& op, Stack& stack, size_t nargs) {
       << "[" << name << "] a leaf tensor that requires grad is used in an in-place operation; "
       << "do it under NoGradGuard, or on a clone";
   TS_CHECK(!(m && m->is_view), NotImplementedError)
-      << "[" << name << "] in-place operations on views of tensors that require grad are not supported "
+      << "[" << name
+      << "] in-place operations on views of tensors that require grad are not supported "
       << "yet; use the out-of-place operator";
   const FunctionSchema& s = op.schema();
   if (s.name() == "fill_" || s.name() == "zero_") {
@@ -105,14 +107,16 @@ void record(const OperatorHandle& op, Stack& stack) {
   const size_t nargs = schema.arguments().size();
   IValue* args = &stack[stack.size() - nargs];
   bool any = false;
-  for (size_t i = 0; i < nargs; ++i) for_each_tensor(args[i], [&](const Tensor& t) { any = any || requires_grad(t); });
+  for (size_t i = 0; i < nargs; ++i)
+    for_each_tensor(args[i], [&](const Tensor& t) { any = any || requires_grad(t); });
   std::shared_ptr<const Formula> f = formula_of(e);
   if (!any || (f && f->nondifferentiable)) {
     op.redispatch(stack);
     return;
   }
   TS_CHECK(!is_out_variant(schema), RuntimeError)
-      << "[" << e.name() << "] out= arguments do not support automatic differentiation, but an input requires "
+      << "[" << e.name()
+      << "] out= arguments do not support automatic differentiation, but an input requires "
       << "grad: use the functional form, or call it under NoGradGuard";
   if (is_inplace(schema)) return record_inplace(op, stack, nargs);
   if (!f) f = missing_formula();

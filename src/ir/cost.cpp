@@ -55,8 +55,12 @@ class Evaluator {
         r.i = op->ival;
         r.f = op->fval;
         break;
-      case OpKind::ProgramId: r = {true, false, pid_[op->ival], 0}; break;
-      case OpKind::NumPrograms: r = {true, false, grid_[op->ival], 0}; break;
+      case OpKind::ProgramId:
+        r = {true, false, pid_[op->ival], 0};
+        break;
+      case OpKind::NumPrograms:
+        r = {true, false, grid_[op->ival], 0};
+        break;
       case OpKind::Cast: {
         const Scalar a = eval(op->operands[0]);
         if (!a.known) break;
@@ -78,27 +82,60 @@ class Evaluator {
         if (r.is_float) {
           const double x = a.as_double(), y = b.as_double();
           switch (k) {
-            case BinaryKind::Add: r.f = x + y; break;
-            case BinaryKind::Sub: r.f = x - y; break;
-            case BinaryKind::Mul: r.f = x * y; break;
-            case BinaryKind::Div: r.f = x / y; break;
-            case BinaryKind::Max: r.f = std::max(x, y); break;
-            case BinaryKind::Min: r.f = std::min(x, y); break;
-            default: r.known = false;
+            case BinaryKind::Add:
+              r.f = x + y;
+              break;
+            case BinaryKind::Sub:
+              r.f = x - y;
+              break;
+            case BinaryKind::Mul:
+              r.f = x * y;
+              break;
+            case BinaryKind::Div:
+              r.f = x / y;
+              break;
+            case BinaryKind::Max:
+              r.f = std::max(x, y);
+              break;
+            case BinaryKind::Min:
+              r.f = std::min(x, y);
+              break;
+            default:
+              r.known = false;
           }
         } else {
           const int64_t x = a.i, y = b.i;
           switch (k) {
-            case BinaryKind::Add: r.i = x + y; break;
-            case BinaryKind::Sub: r.i = x - y; break;
-            case BinaryKind::Mul: r.i = x * y; break;
-            case BinaryKind::Div: r.i = y == 0 ? -1 : x / y; break;
-            case BinaryKind::Rem: r.i = y == 0 ? x : x % y; break;
-            case BinaryKind::Max: r.i = std::max(x, y); break;
-            case BinaryKind::Min: r.i = std::min(x, y); break;
-            case BinaryKind::And: r.i = x & y; break;
-            case BinaryKind::Or: r.i = x | y; break;
-            case BinaryKind::Xor: r.i = x ^ y; break;
+            case BinaryKind::Add:
+              r.i = x + y;
+              break;
+            case BinaryKind::Sub:
+              r.i = x - y;
+              break;
+            case BinaryKind::Mul:
+              r.i = x * y;
+              break;
+            case BinaryKind::Div:
+              r.i = y == 0 ? -1 : x / y;
+              break;
+            case BinaryKind::Rem:
+              r.i = y == 0 ? x : x % y;
+              break;
+            case BinaryKind::Max:
+              r.i = std::max(x, y);
+              break;
+            case BinaryKind::Min:
+              r.i = std::min(x, y);
+              break;
+            case BinaryKind::And:
+              r.i = x & y;
+              break;
+            case BinaryKind::Or:
+              r.i = x | y;
+              break;
+            case BinaryKind::Xor:
+              r.i = x ^ y;
+              break;
           }
         }
         break;
@@ -109,12 +146,24 @@ class Evaluator {
         const double x = a.as_double(), y = b.as_double();
         bool t = false;
         switch (static_cast<CmpKind>(op->sub)) {
-          case CmpKind::EQ: t = x == y; break;
-          case CmpKind::NE: t = x != y; break;
-          case CmpKind::LT: t = x < y; break;
-          case CmpKind::LE: t = x <= y; break;
-          case CmpKind::GT: t = x > y; break;
-          case CmpKind::GE: t = x >= y; break;
+          case CmpKind::EQ:
+            t = x == y;
+            break;
+          case CmpKind::NE:
+            t = x != y;
+            break;
+          case CmpKind::LT:
+            t = x < y;
+            break;
+          case CmpKind::LE:
+            t = x <= y;
+            break;
+          case CmpKind::GT:
+            t = x > y;
+            break;
+          case CmpKind::GE:
+            t = x >= y;
+            break;
         }
         r = {true, false, t ? 1 : 0, 0};
         break;
@@ -124,7 +173,8 @@ class Evaluator {
         if (c.known) r = eval(op->operands[c.i ? 1 : 2]);
         break;
       }
-      default: break;
+      default:
+        break;
     }
     m = r;
     return r;
@@ -141,7 +191,8 @@ class Evaluator {
         case OpKind::Unary: {
           const Type& t = f_.type(op->result());
           const auto k = static_cast<UnaryKind>(op->sub);
-          if (t.is_float() && k != UnaryKind::Neg && k != UnaryKind::Abs) c.flops += static_cast<double>(t.numel()) * mult;
+          if (t.is_float() && k != UnaryKind::Neg && k != UnaryKind::Abs)
+            c.flops += static_cast<double>(t.numel()) * mult;
           break;
         }
         case OpKind::Reduce: {
@@ -151,16 +202,19 @@ class Evaluator {
         }
         case OpKind::Load: {
           const Type& t = f_.type(op->result());
-          c.bytes_read += static_cast<double>(t.numel() * static_cast<int64_t>(itemsize(t.elem))) * mult;
+          c.bytes_read +=
+              static_cast<double>(t.numel() * static_cast<int64_t>(itemsize(t.elem))) * mult;
           break;
         }
         case OpKind::Store: {
           const Type& p = f_.type(op->operands[0]);
-          c.bytes_written += static_cast<double>(p.numel() * static_cast<int64_t>(itemsize(p.elem))) * mult;
+          c.bytes_written +=
+              static_cast<double>(p.numel() * static_cast<int64_t>(itemsize(p.elem))) * mult;
           break;
         }
         case OpKind::For: {
-          const Scalar lb = eval(op->operands[0]), ub = eval(op->operands[1]), st = eval(op->operands[2]);
+          const Scalar lb = eval(op->operands[0]), ub = eval(op->operands[1]),
+                       st = eval(op->operands[2]);
           double trips = 1;
           if (lb.known && ub.known && st.known && st.as_double() > 0) {
             trips = std::max(0.0, std::ceil((ub.as_double() - lb.as_double()) / st.as_double()));
@@ -183,7 +237,8 @@ class Evaluator {
           }
           break;
         }
-        default: break;
+        default:
+          break;
       }
     }
   }
@@ -197,13 +252,15 @@ class Evaluator {
 
 bool has_control_flow(const Function& f) {
   bool any = false;
-  walk(f.body, [&](const Op* op) { any = any || op->kind == OpKind::For || op->kind == OpKind::If; });
+  walk(f.body,
+       [&](const Op* op) { any = any || op->kind == OpKind::For || op->kind == OpKind::If; });
   return any;
 }
 
 }  // namespace
 
-KernelCost launch_cost(const Function& f, const std::vector<ParamValue>& params, const int64_t grid[3]) {
+KernelCost launch_cost(const Function& f, const std::vector<ParamValue>& params,
+                       const int64_t grid[3]) {
   const int64_t total = grid[0] * grid[1] * grid[2];
   KernelCost sum;
   if (total <= 0) return sum;

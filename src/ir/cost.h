@@ -6,9 +6,10 @@
  * Counting rules: each element of a float-valued binary or unary op (other than negation and
  * absolute value) is one FLOP; a reduction is one FLOP per input element; loads and stores move
  * their tile's elements. Masks are not evaluated: FLOPs are the work the kernel executes (masked
- * lanes compute too, on every backend), and bytes are an upper bound (masked lanes move none). Loop trip counts and branch conditions are evaluated from the
- * launch's scalar arguments and each program's id where they depend only on those; otherwise a
- * loop counts once and a branch counts its costlier side, and the result is marked inexact.
+ * lanes compute too, on every backend), and bytes are an upper bound (masked lanes move none). Loop
+ * trip counts and branch conditions are evaluated from the launch's scalar arguments and each
+ * program's id where they depend only on those; otherwise a loop counts once and a branch counts
+ * its costlier side, and the result is marked inexact.
  */
 #pragma once
 
@@ -41,6 +42,7 @@ struct ParamValue {
 };
 
 /** The cost of launching `f` on a grid with these parameter values. */
-KernelCost launch_cost(const Function& f, const std::vector<ParamValue>& params, const int64_t grid[3]);
+KernelCost launch_cost(const Function& f, const std::vector<ParamValue>& params,
+                       const int64_t grid[3]);
 
 }  // namespace tessera::ir

@@ -67,7 +67,8 @@ void register_builtin_flop_formulas() {
                                 nullptr});
   set_slot("aten::layer_norm", {nullptr, [](const Stack& in, const Stack&) -> int64_t {
                                   const int64_t n = in[0].to_tensor().numel().expect_int();
-                                  const int64_t affine = (in[2].is_none() ? 0 : 1) + (in[3].is_none() ? 0 : 1);
+                                  const int64_t affine =
+                                      (in[2].is_none() ? 0 : 1) + (in[3].is_none() ? 0 : 1);
                                   return (5 + affine) * n;
                                 }});
   set_slot("aten::rms_norm", {nullptr, [](const Stack& in, const Stack&) -> int64_t {
@@ -143,7 +144,8 @@ struct FlopCounterMode::Impl : tl::detail::LaunchObserver {
   }
 
   void on_launch(const tl::detail::KernelState& s, const tl::detail::CompiledKernel& k,
-                 const SmallVector<tl::detail::BoundArg, 16>& args, const int64_t grid[3]) override {
+                 const SmallVector<tl::detail::BoundArg, 16>& args,
+                 const int64_t grid[3]) override {
     if (!frames.empty() && frames.back().declared) return;  // its formula counts it
     if (!k.function) return;
     std::vector<ir::ParamValue> params;
@@ -153,7 +155,8 @@ struct FlopCounterMode::Impl : tl::detail::LaunchObserver {
     if (!frames.empty()) frames.back().launched = true;
     const bool backward = autograd::in_backward();
     update(name, [&](OpCount& n) {
-      (backward ? n.backward_flops : n.forward_flops) += static_cast<int64_t>(std::llround(c.flops));
+      (backward ? n.backward_flops : n.forward_flops) +=
+          static_cast<int64_t>(std::llround(c.flops));
       n.bytes += c.bytes_read + c.bytes_written;
       n.derived = true;
       n.inexact = n.inexact || !c.exact;
@@ -174,7 +177,8 @@ FlopCounterMode::FlopCounterMode(Options options) : impl_(std::make_unique<Impl>
 FlopCounterMode::~FlopCounterMode() {
   impl_->observer.reset();
   impl_->mode.reset();
-  if (impl_->options.display) (impl_->options.out ? *impl_->options.out : std::cout) << table() << std::flush;
+  if (impl_->options.display)
+    (impl_->options.out ? *impl_->options.out : std::cout) << table() << std::flush;
 }
 
 void FlopCounterMode::handle(const OperatorHandle& op, Stack& stack) {
@@ -222,7 +226,8 @@ std::map<std::string, std::map<std::string, int64_t>> FlopCounterMode::get_flop_
   return out;
 }
 
-const std::map<std::string, std::map<std::string, FlopCounterMode::OpCount>>& FlopCounterMode::counts() const {
+const std::map<std::string, std::map<std::string, FlopCounterMode::OpCount>>&
+FlopCounterMode::counts() const {
   return impl_->counts;
 }
 
@@ -230,9 +235,10 @@ std::string FlopCounterMode::table() const {
   const double total = static_cast<double>(get_total_flops());
   std::ostringstream os;
   os << "FLOP counts (tessera::FlopCounterMode)\n";
-  os << std::left << std::setw(34) << "Scope / operator" << std::right << std::setw(10) << "Forward" << std::setw(10)
-     << "Backward" << std::setw(10) << "Bytes" << "  " << std::left << std::setw(9) << "Source" << std::right
-     << std::setw(9) << "% Total" << "\n";
+  os << std::left << std::setw(34) << "Scope / operator" << std::right << std::setw(10) << "Forward"
+     << std::setw(10) << "Backward" << std::setw(10) << "Bytes"
+     << "  " << std::left << std::setw(9) << "Source" << std::right << std::setw(9) << "% Total"
+     << "\n";
   // Scopes in order: Global first, then by name (nesting follows from the dotted names).
   std::vector<std::string> scopes;
   if (impl_->counts.count("Global")) scopes.push_back("Global");
@@ -254,18 +260,21 @@ std::string FlopCounterMode::table() const {
       f += c.forward_flops;
       b += c.backward_flops;
     }
-    const std::string label = s == "Global" ? s : s.substr(s.rfind('.') == std::string::npos ? 0 : s.rfind('.') + 1);
-    os << std::left << std::setw(34) << (indent + label) << std::right << std::setw(10) << human(static_cast<double>(f))
-       << std::setw(10) << (b ? human(static_cast<double>(b)) : "-") << std::setw(10) << "" << "  " << std::left
-       << std::setw(9) << "" << std::right << std::setw(9) << pct(static_cast<double>(f + b)) << "\n";
+    const std::string label =
+        s == "Global" ? s : s.substr(s.rfind('.') == std::string::npos ? 0 : s.rfind('.') + 1);
+    os << std::left << std::setw(34) << (indent + label) << std::right << std::setw(10)
+       << human(static_cast<double>(f)) << std::setw(10)
+       << (b ? human(static_cast<double>(b)) : "-") << std::setw(10) << ""
+       << "  " << std::left << std::setw(9) << "" << std::right << std::setw(9)
+       << pct(static_cast<double>(f + b)) << "\n";
     for (const auto& [op, c] : impl_->counts.at(s)) {
       if (c.flops() == 0 && !c.derived) continue;
       const std::string src = c.declared ? "formula" : (c.inexact ? "derived~" : "derived");
       os << std::left << std::setw(34) << (indent + "  " + op) << std::right << std::setw(10)
          << human(static_cast<double>(c.forward_flops)) << std::setw(10)
          << (c.backward_flops ? human(static_cast<double>(c.backward_flops)) : "-") << std::setw(10)
-         << (c.derived ? human(c.bytes) : "-") << "  " << std::left << std::setw(9) << src << std::right << std::setw(9)
-         << pct(static_cast<double>(c.flops())) << "\n";
+         << (c.derived ? human(c.bytes) : "-") << "  " << std::left << std::setw(9) << src
+         << std::right << std::setw(9) << pct(static_cast<double>(c.flops())) << "\n";
     }
   }
   return os.str();

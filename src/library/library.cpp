@@ -24,14 +24,16 @@ DeviceType device_type_of(const OperatorHandle& op, std::string_view device) {
   try {
     return Device(std::string(device)).type();
   } catch (const Error&) {
-    TS_ERROR(ValueError) << "[" << op.name() << "] unknown device type '" << device << "' (expected cpu, cuda or meta)";
+    TS_ERROR(ValueError) << "[" << op.name() << "] unknown device type '" << device
+                         << "' (expected cpu, cuda or meta)";
   }
 }
 
 }  // namespace
 
-OperatorHandle define(std::string_view name, const CustomOpOptions& o, const std::vector<std::string>& arg_types,
-                      const std::string& ret, uint32_t tags) {
+OperatorHandle define(std::string_view name, const CustomOpOptions& o,
+                      const std::vector<std::string>& arg_types, const std::string& ret,
+                      uint32_t tags) {
   const std::string full(name);
   TS_CHECK(full.find("::") != std::string::npos, ValueError)
       << "custom operator names are 'namespace::name', got '" << full << "'";
@@ -40,8 +42,8 @@ OperatorHandle define(std::string_view name, const CustomOpOptions& o, const std
   std::string schema = o.schema;
   if (schema.empty()) {
     TS_CHECK(o.arg_names.empty() || o.arg_names.size() == arg_types.size(), ValueError)
-        << "[" << full << "] arg_names has " << o.arg_names.size() << " names for " << arg_types.size()
-        << " arguments";
+        << "[" << full << "] arg_names has " << o.arg_names.size() << " names for "
+        << arg_types.size() << " arguments";
     const bool all = o.mutates_args.size() == 1 && o.mutates_args[0] == "unknown";
     std::vector<std::string> names;
     for (size_t i = 0; i < arg_types.size(); ++i) {
@@ -54,12 +56,14 @@ OperatorHandle define(std::string_view name, const CustomOpOptions& o, const std
         if (names[i] != m) continue;
         found = true;
         TS_CHECK(arg_types[i] == "Tensor", ValueError)
-            << "[" << full << "] mutates_args names '" << m << "', which is a " << arg_types[i] << ", not a Tensor";
+            << "[" << full << "] mutates_args names '" << m << "', which is a " << arg_types[i]
+            << ", not a Tensor";
       }
       if (!found) {
         std::string known;
         for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
-        TS_ERROR(ValueError) << "[" << full << "] mutates_args names '" << m << "', which is not an argument ("
+        TS_ERROR(ValueError) << "[" << full << "] mutates_args names '" << m
+                             << "', which is not an argument ("
                              << "arguments: " << known << "; name them with arg_names)";
       }
     }
@@ -69,7 +73,8 @@ OperatorHandle define(std::string_view name, const CustomOpOptions& o, const std
     for (size_t i = 0; i < arg_types.size(); ++i) {
       if (i) os << ", ";
       const bool written = arg_types[i] == "Tensor" &&
-                           (all || std::find(o.mutates_args.begin(), o.mutates_args.end(), names[i]) != o.mutates_args.end());
+                           (all || std::find(o.mutates_args.begin(), o.mutates_args.end(),
+                                             names[i]) != o.mutates_args.end());
       os << arg_types[i];
       if (written) os << "(" << alias++ << "!)";
       os << " " << names[i];
@@ -87,7 +92,8 @@ OperatorHandle define(std::string_view name, const CustomOpOptions& o, const std
   return op;
 }
 
-void set_default_kernels(const OperatorHandle& op, const CustomOpOptions& o, KernelFunction k, bool also_fake) {
+void set_default_kernels(const OperatorHandle& op, const CustomOpOptions& o, KernelFunction k,
+                         bool also_fake) {
   LibraryData& d = data_of(op);
   std::vector<DeviceType> devices;
   if (o.device_types.empty()) {
@@ -112,24 +118,27 @@ void enable_device_kernel(const OperatorHandle& op, std::string_view device, boo
   const DeviceType t = device_type_of(op, device);
   LibraryData& d = data_of(op);
   const KernelFunction& o = d.overrides[static_cast<int>(t)];
-  TS_CHECK(o.valid(), ValueError) << "[" << op.name() << "] has no kernel registered for '" << device
-                                  << "' with register_kernel";
+  TS_CHECK(o.valid(), ValueError) << "[" << op.name() << "] has no kernel registered for '"
+                                  << device << "' with register_kernel";
   op.entry().set_kernel(t, enabled ? o : d.defaults[static_cast<int>(t)]);
 }
 
-void set_autograd(const OperatorHandle& op, autograd::SetupContextFn setup, autograd::BackwardFn backward) {
+void set_autograd(const OperatorHandle& op, autograd::SetupContextFn setup,
+                  autograd::BackwardFn backward) {
   for (const auto& a : op.schema().arguments()) {
     TS_CHECK(!a.is_written(), ValueError)
-        << "[" << op.name() << "] register_autograd is only for operators that write none of their arguments, "
+        << "[" << op.name()
+        << "] register_autograd is only for operators that write none of their arguments, "
         << "but this one writes '" << a.name << "'";
   }
-  TS_CHECK(backward != nullptr, ValueError) << "[" << op.name() << "] register_autograd needs a backward function";
+  TS_CHECK(backward != nullptr, ValueError)
+      << "[" << op.name() << "] register_autograd needs a backward function";
   autograd::register_formula(op, std::move(setup), std::move(backward));
 }
 
 void kernel_mismatch(const OperatorHandle& op, const char* what) {
-  TS_ERROR(TypeError) << "[" << op.name() << "] the " << what << "'s C++ signature does not match the schema "
-                      << op.schema();
+  TS_ERROR(TypeError) << "[" << op.name() << "] the " << what
+                      << "'s C++ signature does not match the schema " << op.schema();
 }
 
 }  // namespace tessera::library::detail

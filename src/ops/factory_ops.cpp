@@ -322,10 +322,11 @@ uint64_t reserve_random_offset(uint64_t n) {
 }
 
 // Factories honour TensorOptions::requires_grad by making the new tensor a leaf that requires it.
-#define TS_FACTORY(name, ...)                                                                         \
-  UserLocGuard g(loc);                                                                                \
-  return with_grad(o, [&]() -> Tensor {                                                               \
-    TS_CALL(name, Tensor(SymIntArrayRef, std::optional<DType>, std::optional<Device>), __VA_ARGS__); \
+#define TS_FACTORY(name, ...)                                                          \
+  UserLocGuard g(loc);                                                                 \
+  return with_grad(o, [&]() -> Tensor {                                                \
+    TS_CALL(name, Tensor(SymIntArrayRef, std::optional<DType>, std::optional<Device>), \
+            __VA_ARGS__);                                                              \
   }())
 
 Tensor empty(SymIntArrayRef size, TensorOptions o, SourceLoc loc) {
@@ -349,16 +350,16 @@ Tensor empty_strided(SymIntArrayRef size, SymIntArrayRef stride, TensorOptions o
   UserLocGuard g(loc);
   return with_grad(o, [&]() -> Tensor {
     TS_CALL("aten::empty_strided",
-            Tensor(SymIntArrayRef, SymIntArrayRef, std::optional<DType>, std::optional<Device>), size,
-            stride, o.dtype_opt(), o.device_opt());
+            Tensor(SymIntArrayRef, SymIntArrayRef, std::optional<DType>, std::optional<Device>),
+            size, stride, o.dtype_opt(), o.device_opt());
   }());
 }
 Tensor full(SymIntArrayRef size, const Scalar& value, TensorOptions o, SourceLoc loc) {
   UserLocGuard g(loc);
   return with_grad(o, [&]() -> Tensor {
     TS_CALL("aten::full",
-            Tensor(SymIntArrayRef, const Scalar&, std::optional<DType>, std::optional<Device>), size,
-            value, o.dtype_opt(), o.device_opt());
+            Tensor(SymIntArrayRef, const Scalar&, std::optional<DType>, std::optional<Device>),
+            size, value, o.dtype_opt(), o.device_opt());
   }());
 }
 Tensor arange(const Scalar& end, TensorOptions o, SourceLoc loc) {
@@ -383,10 +384,11 @@ Tensor randint(int64_t low, int64_t high, SymIntArrayRef size, TensorOptions o, 
   }());
 }
 
-#define TS_LIKE(name, ...)                                                                          \
-  UserLocGuard g(loc);                                                                              \
-  return with_grad(o, [&]() -> Tensor {                                                             \
-    TS_CALL(name, Tensor(const Tensor&, std::optional<DType>, std::optional<Device>), __VA_ARGS__); \
+#define TS_LIKE(name, ...)                                                            \
+  UserLocGuard g(loc);                                                                \
+  return with_grad(o, [&]() -> Tensor {                                               \
+    TS_CALL(name, Tensor(const Tensor&, std::optional<DType>, std::optional<Device>), \
+            __VA_ARGS__);                                                             \
   }())
 Tensor empty_like(const Tensor& t, TensorOptions o, SourceLoc loc) {
   TS_LIKE("aten::empty_like", t, o.dtype_opt(), o.device_opt());

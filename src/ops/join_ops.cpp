@@ -115,30 +115,49 @@ Tensor stack_composite(TensorList tensors, int64_t dim) {
   return cat(parts, dim);
 }
 
-Tensor index_select_impl(const Tensor& self, int64_t dim, const Tensor& index) {
+// The geometry an index_select / index_add loop needs: A outer rows, S positions along `dim`, B
+// inner elements, and the checked (int64, contiguous) indices.
+struct IndexedDim {
+  int64_t A = 1, S = 1, B = 1, I = 0;
+  Tensor idx;
+  const int64_t* ip = nullptr;
+};
+
+void check_index_arg(const char* op, const Tensor& index) {
   TS_CHECK(index.dim() <= 1, ShapeError)
-      << "[index_select] index must be 0-D or 1-D, got " << index.dim() << "-D";
+      << "[" << op << "] index must be 0-D or 1-D, got " << index.dim() << "-D";
   TS_CHECK(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, DTypeError)
-      << "[index_select] expected index of dtype int64 or int32, got " << dtype_name(index.dtype());
+      << "[" << op << "] expected index of dtype int64 or int32, got " << dtype_name(index.dtype());
+}
+
+IndexedDim indexed_dim(const char* op, const Tensor& t, int64_t dim, const Tensor& index) {
+  IndexedDim r;
+  r.idx = cpu_contiguous(cpu_to_dtype(index, DType::Int64));
+  const auto sizes = t.impl()->int_sizes();
+  for (int64_t d = 0; d < dim; ++d) r.A *= sizes[d];
+  for (int64_t d = dim + 1; d < t.dim(); ++d) r.B *= sizes[d];
+  r.S = t.dim() > 0 ? sizes[dim] : 1;
+  r.I = r.idx.impl()->int_numel();
+  r.ip = static_cast<const int64_t*>(r.idx.impl()->data());
+  for (int64_t i = 0; i < r.I; ++i) {
+    TS_CHECK(r.ip[i] >= -r.S && r.ip[i] < r.S, IndexError)
+        << "[" << op << "] index " << r.ip[i] << " is out of range for dimension " << dim
+        << " with size " << r.S;
+  }
+  return r;
+}
+
+Tensor index_select_impl(const Tensor& self, int64_t dim, const Tensor& index) {
+  check_index_arg("index_select", index);
   dim = detail::wrap_dim(dim, self.dim(), "index_select");
   SymDimVector shape(self.sizes());
   if (self.dim() > 0) shape[dim] = index.numel();
   Tensor out = new_output(self.has_data() ? index : self, shape, self.dtype());
   if (!out.has_data() || !self.has_data()) return out;
   const Tensor src = cpu_contiguous(self);
-  const Tensor idx = cpu_contiguous(cpu_to_dtype(index, DType::Int64));
-  const auto sizes = src.impl()->int_sizes();
-  int64_t A = 1, B = 1;
-  for (int64_t d = 0; d < dim; ++d) A *= sizes[d];
-  for (int64_t d = dim + 1; d < src.dim(); ++d) B *= sizes[d];
-  const int64_t S = src.dim() > 0 ? sizes[dim] : 1;
-  const int64_t I = idx.impl()->int_numel();
-  const int64_t* ip = static_cast<const int64_t*>(idx.impl()->data());
-  for (int64_t i = 0; i < I; ++i) {
-    TS_CHECK(ip[i] >= -S && ip[i] < S, IndexError)
-        << "[index_select] index " << ip[i] << " is out of range for dimension " << dim
-        << " with size " << S;
-  }
+  const IndexedDim g = indexed_dim("index_select", src, dim, index);
+  const int64_t A = g.A, B = g.B, S = g.S, I = g.I;
+  const int64_t* ip = g.ip;
   const size_t row = static_cast<size_t>(B) * src.itemsize();
   const char* sp = static_cast<const char*>(src.impl()->data());
   char* op = static_cast<char*>(out.impl()->data());
@@ -157,55 +176,48 @@ Tensor index_select_impl(const Tensor& self, int64_t dim, const Tensor& index) {
 // out = self with alpha * source added at `index` along `dim` (repeated indices accumulate).
 Tensor index_add_impl(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
                       const Scalar& alpha) {
-  TS_CHECK(index.dim() <= 1, ShapeError)
-      << "[index_add] index must be 0-D or 1-D, got " << index.dim() << "-D";
-  TS_CHECK(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, DTypeError)
-      << "[index_add] expected index of dtype int64 or int32, got " << dtype_name(index.dtype());
+  check_index_arg("index_add", index);
   TS_CHECK(source.dtype() == self.dtype(), DTypeError)
       << "[index_add] source has dtype " << dtype_name(source.dtype()) << ", self has "
       << dtype_name(self.dtype());
   dim = detail::wrap_dim(dim, std::max<int64_t>(self.dim(), 1), "index_add");
-  TS_CHECK(source.dim() == std::max<int64_t>(self.dim(), 1) || (self.dim() == 0 && source.dim() <= 1), ShapeError)
+  TS_CHECK(
+      source.dim() == std::max<int64_t>(self.dim(), 1) || (self.dim() == 0 && source.dim() <= 1),
+      ShapeError)
       << "[index_add] source must have as many dimensions as self (" << self.dim() << "), got "
       << source.dim();
   for (int64_t d = 0; d < self.dim(); ++d) {
     const SymInt want = d == dim ? index.numel() : self.sizes()[d];
     TS_CHECK(source.sizes()[d] == want, ShapeError)
-        << "[index_add] source has shape " << source.sizes() << "; expected size " << want << " in dimension "
-        << d << " (self " << self.sizes() << ", " << index.numel() << " indices)";
+        << "[index_add] source has shape " << source.sizes() << "; expected size " << want
+        << " in dimension " << d << " (self " << self.sizes() << ", " << index.numel()
+        << " indices)";
   }
   Tensor out = new_output(self, self.sizes(), self.dtype());
   if (!out.has_data() || !self.has_data()) return out;
   out.copy_(self);
   const Tensor src = cpu_contiguous(source);
-  const Tensor idx = cpu_contiguous(cpu_to_dtype(index, DType::Int64));
-  const auto sizes = out.impl()->int_sizes();
-  int64_t A = 1, B = 1;
-  for (int64_t d = 0; d < dim; ++d) A *= sizes[d];
-  for (int64_t d = dim + 1; d < out.dim(); ++d) B *= sizes[d];
-  const int64_t S = out.dim() > 0 ? sizes[dim] : 1;
-  const int64_t I = idx.impl()->int_numel();
-  const int64_t* ip = static_cast<const int64_t*>(idx.impl()->data());
-  for (int64_t i = 0; i < I; ++i) {
-    TS_CHECK(ip[i] >= -S && ip[i] < S, IndexError)
-        << "[index_add] index " << ip[i] << " is out of range for dimension " << dim << " with size " << S;
-  }
+  const IndexedDim g = indexed_dim("index_add", out, dim, index);
+  const int64_t A = g.A, B = g.B, S = g.S, I = g.I;
+  const int64_t* ip = g.ip;
   visit_dtype<kNumeric>(out.dtype(), "index_add", [&]<class T>() {
     using Acc = std::conditional_t<is_narrow_float_v<T>, float, T>;
     const Acc a = alpha.to<Acc>();
     const T* sp = static_cast<const T*>(src.impl()->data());
     T* op = static_cast<T*>(out.impl()->data());
     // Rows of different `a` never collide: parallel over them, indices in order within one.
-    runtime::parallel_for(0, A, std::max<int64_t>(1, 4096 / std::max<int64_t>(I * B, 1)), [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r) {
-        for (int64_t i = 0; i < I; ++i) {
-          const int64_t s = ip[i] < 0 ? ip[i] + S : ip[i];
-          T* dst = op + (r * S + s) * B;
-          const T* from = sp + (r * I + i) * B;
-          for (int64_t k = 0; k < B; ++k) dst[k] = static_cast<T>(static_cast<Acc>(dst[k]) + a * static_cast<Acc>(from[k]));
-        }
-      }
-    });
+    runtime::parallel_for(
+        0, A, std::max<int64_t>(1, 4096 / std::max<int64_t>(I * B, 1)), [&](int64_t b, int64_t e) {
+          for (int64_t r = b; r < e; ++r) {
+            for (int64_t i = 0; i < I; ++i) {
+              const int64_t s = ip[i] < 0 ? ip[i] + S : ip[i];
+              T* dst = op + (r * S + s) * B;
+              const T* from = sp + (r * I + i) * B;
+              for (int64_t k = 0; k < B; ++k)
+                dst[k] = static_cast<T>(static_cast<Acc>(dst[k]) + a * static_cast<Acc>(from[k]));
+            }
+          }
+        });
   });
   return out;
 }
@@ -226,7 +238,9 @@ TS_REGISTER_OPS(join_ops) {
   lib.def("cat.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out) -> Tensor(a!)", kBuiltin);
   lib.def("stack(Tensor[] tensors, int dim=0) -> Tensor", kBuiltin);
   lib.def("index_select(Tensor self, int dim, Tensor index) -> Tensor", kBuiltin);
-  lib.def("index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor", kBuiltin);
+  lib.def(
+      "index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor",
+      kBuiltin);
   lib.def("embedding(Tensor weight, Tensor indices) -> Tensor", kBuiltin);
   for (auto dev : {DeviceType::CPU, DeviceType::Meta}) {
     lib.impl("cat", dev, cat_impl);
@@ -254,10 +268,11 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index, SourceLoc
   UserLocGuard g(loc);
   TS_CALL("aten::index_select", Tensor(const Tensor&, int64_t, const Tensor&), a, dim, index);
 }
-Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha,
-                 SourceLoc loc) {
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                 const Scalar& alpha, SourceLoc loc) {
   UserLocGuard g(loc);
-  TS_CALL("aten::index_add", Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&, const Scalar&), self, dim,
+  TS_CALL("aten::index_add",
+          Tensor(const Tensor&, int64_t, const Tensor&, const Tensor&, const Scalar&), self, dim,
           index, source, alpha);
 }
 Tensor embedding(const Tensor& weight, const Tensor& indices, SourceLoc loc) {

@@ -5,8 +5,8 @@
  */
 #pragma once
 
-#include "tessera/detail/boxing.h"
 #include "ops/op_utils.h"
+#include "tessera/detail/boxing.h"
 #include "tessera/ops.h"
 
 /** Runs the following block at library load time. */

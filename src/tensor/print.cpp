@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "tessera/autograd.h"
 #include "core/dtype_visit.h"
+#include "tessera/autograd.h"
 #include "tessera/tensor.h"
 
 namespace tessera {

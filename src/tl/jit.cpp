@@ -27,23 +27,34 @@ namespace {
 
 const char* kind_name(Kind k) {
   switch (k) {
-    case Kind::Pointer: return "a pointer (tl::Ptr)";
-    case Kind::Int: return "an integer (tl::Int)";
-    case Kind::Float: return "a float (tl::Float)";
-    case Kind::Constexpr: return "a constexpr (tl::Const)";
+    case Kind::Pointer:
+      return "a pointer (tl::Ptr)";
+    case Kind::Int:
+      return "an integer (tl::Int)";
+    case Kind::Float:
+      return "a float (tl::Float)";
+    case Kind::Constexpr:
+      return "a constexpr (tl::Const)";
   }
   return "?";
 }
 
 const char* arg_name(KernelArg::Kind k) {
   switch (k) {
-    case KernelArg::Kind::Tensor: return "a tensor";
-    case KernelArg::Kind::Int: return "an integer";
-    case KernelArg::Kind::Float: return "a float";
-    case KernelArg::Kind::Bool: return "a bool";
-    case KernelArg::Kind::DType: return "a dtype";
-    case KernelArg::Kind::Meta: return "tl::meta";
-    case KernelArg::Kind::Option: return "a launch option";
+    case KernelArg::Kind::Tensor:
+      return "a tensor";
+    case KernelArg::Kind::Int:
+      return "an integer";
+    case KernelArg::Kind::Float:
+      return "a float";
+    case KernelArg::Kind::Bool:
+      return "a bool";
+    case KernelArg::Kind::DType:
+      return "a dtype";
+    case KernelArg::Kind::Meta:
+      return "tl::meta";
+    case KernelArg::Kind::Option:
+      return "a launch option";
   }
   return "?";
 }
@@ -73,7 +84,9 @@ void bind_value(const KernelState& s, size_t i, const KernelArg& a, BoundArg& b,
   const auto& p = s.params[i];
   b.kind = p.kind;
   auto mismatch = [&] {
-    launch_error(s, loc, "parameter '" + p.name + "' is " + kind_name(p.kind) + " but got " + arg_name(a.kind));
+    launch_error(
+        s, loc,
+        "parameter '" + p.name + "' is " + kind_name(p.kind) + " but got " + arg_name(a.kind));
   };
   switch (p.kind) {
     case Kind::Pointer: {
@@ -88,8 +101,9 @@ void bind_value(const KernelState& s, size_t i, const KernelArg& a, BoundArg& b,
         break;
       }
       if (!t.device().is_cpu()) {
-        launch_error(s, loc, "parameter '" + p.name + "' got a tensor on " + t.device().str() +
-                                 "; this build runs kernels on the CPU only");
+        launch_error(s, loc,
+                     "parameter '" + p.name + "' got a tensor on " + t.device().str() +
+                         "; this build runs kernels on the CPU only");
       }
       b.tensor = &t;
       b.dtype = t.dtype();
@@ -101,7 +115,8 @@ void bind_value(const KernelState& s, size_t i, const KernelArg& a, BoundArg& b,
       int64_t v = 0;
       if (a.kind == KernelArg::Kind::Int) {
         if (a.sym.is_symbolic()) {
-          launch_error(s, loc, "parameter '" + p.name + "' got a symbolic size outside tessera::compile");
+          launch_error(s, loc,
+                       "parameter '" + p.name + "' got a symbolic size outside tessera::compile");
         }
         v = a.sym.expect_int();
         b.dtype = int_type(v);
@@ -132,15 +147,26 @@ void bind_value(const KernelState& s, size_t i, const KernelArg& a, BoundArg& b,
       switch (a.kind) {
         case KernelArg::Kind::Int:
           if (a.sym.is_symbolic()) {
-            launch_error(s, loc, "constexpr parameter '" + p.name + "' got a symbolic size outside tessera::compile");
+            launch_error(s, loc,
+                         "constexpr parameter '" + p.name +
+                             "' got a symbolic size outside tessera::compile");
           }
           b.constant = meta(p.name, a.sym.expect_int());
           break;
-        case KernelArg::Kind::Float: b.constant = meta(p.name, a.f); break;
-        case KernelArg::Kind::Bool: b.constant = meta(p.name, a.i != 0); break;
-        case KernelArg::Kind::DType: b.constant = meta(p.name, a.dtype); break;
-        case KernelArg::Kind::Meta: b.constant = a.meta; break;
-        default: mismatch();
+        case KernelArg::Kind::Float:
+          b.constant = meta(p.name, a.f);
+          break;
+        case KernelArg::Kind::Bool:
+          b.constant = meta(p.name, a.i != 0);
+          break;
+        case KernelArg::Kind::DType:
+          b.constant = meta(p.name, a.dtype);
+          break;
+        case KernelArg::Kind::Meta:
+          b.constant = a.meta;
+          break;
+        default:
+          mismatch();
       }
       break;
   }
@@ -158,7 +184,8 @@ void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 
           int64_t& num_warps, int64_t& num_stages, SourceLoc loc) {
   if (!s.param_error.empty()) launch_error(s, s.loc, s.param_error);
   const size_t n = s.params.size();
-  TS_CHECK(n <= 64, CompileError) << "[kernel " << s.name << "] has " << n << " parameters; at most 64";
+  TS_CHECK(n <= 64, CompileError) << "[kernel " << s.name << "] has " << n
+                                  << " parameters; at most 64";
   out.assign(n, BoundArg{});
   SmallVector<bool, 16> set(n, false);
   size_t positional = 0;
@@ -171,18 +198,27 @@ void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 
       size_t i = 0;
       while (i < n && s.params[i].name != a.meta.name) ++i;
       if (i == n) {
-        launch_error(s, loc, "tl::meta names unknown parameter '" + std::string(a.meta.name) +
-                                 "' (parameters: " + param_list(s) + ")");
+        launch_error(s, loc,
+                     "tl::meta names unknown parameter '" + std::string(a.meta.name) +
+                         "' (parameters: " + param_list(s) + ")");
       }
       if (set[i]) launch_error(s, loc, "parameter '" + s.params[i].name + "' is given twice");
       KernelArg as_arg = a;
       if (s.params[i].kind != Kind::Constexpr) {
         // tl::meta on a runtime parameter binds its value as that parameter's kind.
         switch (a.meta.kind) {
-          case MetaArg::Kind::Int: as_arg = KernelArg(a.meta.i, loc); break;
-          case MetaArg::Kind::Float: as_arg = KernelArg(a.meta.f, loc); break;
-          case MetaArg::Kind::Bool: as_arg = KernelArg(a.meta.i != 0, loc); break;
-          case MetaArg::Kind::DType: as_arg = KernelArg(a.meta.dtype, loc); break;
+          case MetaArg::Kind::Int:
+            as_arg = KernelArg(a.meta.i, loc);
+            break;
+          case MetaArg::Kind::Float:
+            as_arg = KernelArg(a.meta.f, loc);
+            break;
+          case MetaArg::Kind::Bool:
+            as_arg = KernelArg(a.meta.i != 0, loc);
+            break;
+          case MetaArg::Kind::DType:
+            as_arg = KernelArg(a.meta.dtype, loc);
+            break;
         }
       }
       bind_value(s, i, as_arg, out[i], loc);
@@ -191,7 +227,8 @@ void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 
     }
     while (positional < n && set[positional]) ++positional;
     if (positional >= n) {
-      launch_error(s, loc, "expected " + std::to_string(n) + " arguments (" + param_list(s) + "), got more");
+      launch_error(
+          s, loc, "expected " + std::to_string(n) + " arguments (" + param_list(s) + "), got more");
     }
     bind_value(s, positional, a, out[positional], loc);
     set[positional] = true;
@@ -199,28 +236,44 @@ void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 
   for (size_t i = 0; i < n; ++i) {
     if (set[i]) continue;
     const auto& p = s.params[i];
-    launch_error(s, loc, "missing argument for parameter '" + p.name + "' (" + kind_name(p.kind) +
-                             (p.kind == Kind::Constexpr ? "; pass it positionally or as tl::meta(\"" + p.name + "\", value)" : "") + ")");
+    launch_error(s, loc,
+                 "missing argument for parameter '" + p.name + "' (" + kind_name(p.kind) +
+                     (p.kind == Kind::Constexpr
+                          ? "; pass it positionally or as tl::meta(\"" + p.name + "\", value)"
+                          : "") +
+                     ")");
   }
 }
 
-void make_key(const SmallVector<BoundArg, 16>& bound, int64_t num_warps, int64_t num_stages, Key& key) {
+void make_key(const SmallVector<BoundArg, 16>& bound, int64_t num_warps, int64_t num_stages,
+              Key& key) {
   key.clear();
   for (const auto& b : bound) {
     switch (b.kind) {
-      case Kind::Pointer: key.push_back(1u | (uint64_t(b.dtype) << 8) | (uint64_t(b.div16) << 16)); break;
-      case Kind::Int:
-        key.push_back(2u | (uint64_t(b.dtype) << 8) | (uint64_t(b.div16) << 16) | (uint64_t(b.folded_one) << 17));
+      case Kind::Pointer:
+        key.push_back(1u | (uint64_t(b.dtype) << 8) | (uint64_t(b.div16) << 16));
         break;
-      case Kind::Float: key.push_back(3u); break;
+      case Kind::Int:
+        key.push_back(2u | (uint64_t(b.dtype) << 8) | (uint64_t(b.div16) << 16) |
+                      (uint64_t(b.folded_one) << 17));
+        break;
+      case Kind::Float:
+        key.push_back(3u);
+        break;
       case Kind::Constexpr: {
         key.push_back(4u | (uint64_t(b.constant.kind) << 8));
         uint64_t w = 0;
         switch (b.constant.kind) {
           case MetaArg::Kind::Int:
-          case MetaArg::Kind::Bool: w = static_cast<uint64_t>(b.constant.i); break;
-          case MetaArg::Kind::Float: std::memcpy(&w, &b.constant.f, 8); break;
-          case MetaArg::Kind::DType: w = static_cast<uint64_t>(b.constant.dtype); break;
+          case MetaArg::Kind::Bool:
+            w = static_cast<uint64_t>(b.constant.i);
+            break;
+          case MetaArg::Kind::Float:
+            std::memcpy(&w, &b.constant.f, 8);
+            break;
+          case MetaArg::Kind::DType:
+            w = static_cast<uint64_t>(b.constant.dtype);
+            break;
         }
         key.push_back(w);
         break;
@@ -231,7 +284,8 @@ void make_key(const SmallVector<BoundArg, 16>& bound, int64_t num_warps, int64_t
   key.push_back(static_cast<uint64_t>(num_stages));
 }
 
-std::shared_ptr<CompiledKernel> compile(KernelState& s, const SmallVector<BoundArg, 16>& bound, SourceLoc loc) {
+std::shared_ptr<CompiledKernel> compile(KernelState& s, const SmallVector<BoundArg, 16>& bound,
+                                        SourceLoc loc) {
   auto out = std::make_shared<CompiledKernel>();
   auto function = std::make_shared<ir::Function>();
   ir::Function& f = *function;
@@ -257,22 +311,34 @@ std::shared_ptr<CompiledKernel> compile(KernelState& s, const SmallVector<BoundA
             v = param.value = f.new_value(ir::Type::scalar(a.dtype), nullptr, p.name);
           }
           break;
-        case Kind::Float: v = param.value = f.new_value(ir::Type::scalar(DType::Float32), nullptr, p.name); break;
+        case Kind::Float:
+          v = param.value = f.new_value(ir::Type::scalar(DType::Float32), nullptr, p.name);
+          break;
         case Kind::Constexpr:
           switch (a.constant.kind) {
-            case MetaArg::Kind::Int: v = b.constant_int(a.constant.i, ir::Type::scalar(int_type(a.constant.i))); break;
-            case MetaArg::Kind::Float: v = b.constant_float(a.constant.f, ir::Type::scalar(DType::Float32)); break;
-            case MetaArg::Kind::Bool: v = b.constant_int(a.constant.i, ir::Type::scalar(DType::Bool)); break;
+            case MetaArg::Kind::Int:
+              v = b.constant_int(a.constant.i, ir::Type::scalar(int_type(a.constant.i)));
+              break;
+            case MetaArg::Kind::Float:
+              v = b.constant_float(a.constant.f, ir::Type::scalar(DType::Float32));
+              break;
+            case MetaArg::Kind::Bool:
+              v = b.constant_int(a.constant.i, ir::Type::scalar(DType::Bool));
+              break;
             case MetaArg::Kind::DType:
-              launch_error(s, loc, "constexpr parameter '" + p.name + "' got a dtype; dtype constexprs are not "
-                                   "supported by the kernel language yet");
+              launch_error(s, loc,
+                           "constexpr parameter '" + p.name +
+                               "' got a dtype; dtype constexprs are not "
+                               "supported by the kernel language yet");
           }
           break;
       }
       f.params.push_back(param);
       handles.push_back(ctx.tile(v));
-      out->meta.entries.push_back({p.name, a.kind == Kind::Constexpr ? a.constant
-                                                                   : (a.kind == Kind::Int ? meta(p.name, a.i) : meta(p.name, a.f))});
+      out->meta.entries.push_back(
+          {p.name, a.kind == Kind::Constexpr
+                       ? a.constant
+                       : (a.kind == Kind::Int ? meta(p.name, a.i) : meta(p.name, a.f))});
     }
     s.invoke(s.body, handles.data());
   }
@@ -280,7 +346,8 @@ std::shared_ptr<CompiledKernel> compile(KernelState& s, const SmallVector<BoundA
   out->ir = ir::print(f);
   for (const auto& a : ir::param_access(f)) out->written.push_back(a.written);
   const auto k = codegen::cpp::emit(f);
-  if (knobs().dump_enabled("src")) std::cerr << "// ---- C++ of kernel " << s.name << " ----\n" << k.source;
+  if (knobs().dump_enabled("src"))
+    std::cerr << "// ---- C++ of kernel " << s.name << " ----\n" << k.source;
   const auto bin = runtime::cpu::compile(k.source, s.name);
   out->fn = bin.fn;
   out->work_per_program = k.work_per_program;
@@ -321,7 +388,8 @@ std::shared_ptr<CompiledKernel> get_kernel(KernelState& s, const SmallVector<Bou
 
 }  // namespace detail
 
-// ---- JITFunction ----------------------------------------------------------------------------------
+// ---- JITFunction
+// ----------------------------------------------------------------------------------
 
 namespace {
 
@@ -352,10 +420,14 @@ JITFunction::JITFunction(const char* name, const char* param_text, detail::Erase
     const size_t colon = type.rfind("::");
     const std::string base = colon == std::string::npos ? type : type.substr(colon + 2);
     ParamSpec p{pname, ParamSpec::Kind::Int};
-    if (base == "Ptr") p.kind = ParamSpec::Kind::Pointer;
-    else if (base == "Int") p.kind = ParamSpec::Kind::Int;
-    else if (base == "Float") p.kind = ParamSpec::Kind::Float;
-    else if (base == "Const") p.kind = ParamSpec::Kind::Constexpr;
+    if (base == "Ptr")
+      p.kind = ParamSpec::Kind::Pointer;
+    else if (base == "Int")
+      p.kind = ParamSpec::Kind::Int;
+    else if (base == "Float")
+      p.kind = ParamSpec::Kind::Float;
+    else if (base == "Const")
+      p.kind = ParamSpec::Kind::Constexpr;
     else if (s.param_error.empty()) {
       s.param_error = "parameter '" + pname + "' has type '" + type +
                       "'; kernel parameters are tl::Ptr, tl::Int, tl::Float or tl::Const";
@@ -363,17 +435,24 @@ JITFunction::JITFunction(const char* name, const char* param_text, detail::Erase
     s.params.push_back(p);
   }
   if (s.params.size() != arity && s.param_error.empty()) {
-    s.param_error = "could not read the parameter list of TL_JIT (" + std::to_string(s.params.size()) +
-                    " names for " + std::to_string(arity) + " parameters)";
+    s.param_error = "could not read the parameter list of TL_JIT (" +
+                    std::to_string(s.params.size()) + " names for " + std::to_string(arity) +
+                    " parameters)";
   }
   s.no_specialize.assign(s.params.size(), false);
 }
 
 JITFunction::~JITFunction() = default;
 
-const std::string& JITFunction::name() const { return state_->name; }
-const std::vector<JITFunction::ParamSpec>& JITFunction::params() const { return state_->params; }
-SourceLoc JITFunction::location() const { return state_->loc; }
+const std::string& JITFunction::name() const {
+  return state_->name;
+}
+const std::vector<JITFunction::ParamSpec>& JITFunction::params() const {
+  return state_->params;
+}
+SourceLoc JITFunction::location() const {
+  return state_->loc;
+}
 
 JITFunction& JITFunction::do_not_specialize(std::initializer_list<std::string_view> names) {
   for (auto n : names) {
@@ -418,7 +497,8 @@ std::string JITFunction::last_ir() const {
   return state_->last_ir;
 }
 
-// ---- launch observers ---------------------------------------------------------------------------------
+// ---- launch observers
+// ---------------------------------------------------------------------------------
 
 namespace detail {
 std::vector<LaunchObserver*>& observers() {
@@ -433,7 +513,8 @@ LaunchObserverGuard::~LaunchObserverGuard() {
 }
 }  // namespace detail
 
-// ---- Meta, Grid, launch -----------------------------------------------------------------------------
+// ---- Meta, Grid, launch
+// -----------------------------------------------------------------------------
 
 int64_t Meta::operator[](std::string_view name) const {
   for (const auto& e : entries) {
@@ -444,7 +525,8 @@ int64_t Meta::operator[](std::string_view name) const {
   }
   std::string known;
   for (const auto& e : entries) known += (known.empty() ? "" : ", ") + e.name;
-  TS_ERROR(ValueError) << "the grid asked for meta-parameter '" << name << "', which the launch does not "
+  TS_ERROR(ValueError) << "the grid asked for meta-parameter '" << name
+                       << "', which the launch does not "
                        << "have (it has: " << known << ")";
 }
 
@@ -457,7 +539,8 @@ bool Meta::contains(std::string_view name) const {
 
 double Meta::float_value(std::string_view name) const {
   for (const auto& e : entries) {
-    if (e.name == name) return e.value.kind == MetaArg::Kind::Float ? e.value.f : static_cast<double>(e.value.i);
+    if (e.name == name)
+      return e.value.kind == MetaArg::Kind::Float ? e.value.f : static_cast<double>(e.value.i);
   }
   TS_ERROR(ValueError) << "no meta-parameter named '" << name << "'";
 }
@@ -490,7 +573,8 @@ void Launcher::run(ArrayRef<KernelArg> args) const {
       detail::launch_error(s, loc_, "the grid has a symbolic size outside tessera::compile");
     }
     dims[d] = g.dims[d].expect_int();
-    if (dims[d] < 0) detail::launch_error(s, loc_, "negative grid dimension " + std::to_string(dims[d]));
+    if (dims[d] < 0)
+      detail::launch_error(s, loc_, "negative grid dimension " + std::to_string(dims[d]));
   }
   const int64_t total = dims[0] * dims[1] * dims[2];
   if (total == 0) return;
@@ -499,10 +583,18 @@ void Launcher::run(ArrayRef<KernelArg> args) const {
   for (size_t i = 0; i < bound.size(); ++i) {
     const auto& b = bound[i];
     switch (b.kind) {
-      case JITFunction::ParamSpec::Kind::Pointer: slots[i].p = b.ptr; break;
-      case JITFunction::ParamSpec::Kind::Int: slots[i].i = b.i; break;
-      case JITFunction::ParamSpec::Kind::Float: slots[i].f = b.f; break;
-      case JITFunction::ParamSpec::Kind::Constexpr: slots[i].i = 0; break;
+      case JITFunction::ParamSpec::Kind::Pointer:
+        slots[i].p = b.ptr;
+        break;
+      case JITFunction::ParamSpec::Kind::Int:
+        slots[i].i = b.i;
+        break;
+      case JITFunction::ParamSpec::Kind::Float:
+        slots[i].f = b.f;
+        break;
+      case JITFunction::ParamSpec::Kind::Constexpr:
+        slots[i].i = 0;
+        break;
     }
   }
   const trt::Grid tg{dims[0], dims[1], dims[2]};
@@ -510,7 +602,8 @@ void Launcher::run(ArrayRef<KernelArg> args) const {
   if (total == 1) {
     fn(&tg, 0, 1, slots);
   } else {
-    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(kernel->work_per_program, 1));
+    const int64_t grain =
+        std::max<int64_t>(1, 16384 / std::max<int64_t>(kernel->work_per_program, 1));
     runtime::parallel_for(0, total, grain, [&](int64_t b, int64_t e) { fn(&tg, b, e, slots); });
   }
   for (size_t i = 0; i < bound.size(); ++i) {

@@ -42,8 +42,8 @@ struct CompiledKernel {
   std::string cache_key;
   bool from_disk = false;
   double compile_ms = 0;
-  Meta meta;  ///< the constexpr values, for grid callables
-  std::vector<bool> written;  ///< per parameter: the kernel may store through it
+  Meta meta;                                     ///< the constexpr values, for grid callables
+  std::vector<bool> written;                     ///< per parameter: the kernel may store through it
   std::shared_ptr<const ir::Function> function;  ///< the optimized tile IR (cost analysis)
 };
 
@@ -57,9 +57,15 @@ struct KeyHash {
 struct KeyEq {
   using is_transparent = void;
   bool operator()(ArrayRef<uint64_t> a, ArrayRef<uint64_t> b) const { return a.equals(b); }
-  bool operator()(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) const { return a == b; }
-  bool operator()(const std::vector<uint64_t>& a, ArrayRef<uint64_t> b) const { return b.equals(a); }
-  bool operator()(ArrayRef<uint64_t> a, const std::vector<uint64_t>& b) const { return a.equals(b); }
+  bool operator()(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) const {
+    return a == b;
+  }
+  bool operator()(const std::vector<uint64_t>& a, ArrayRef<uint64_t> b) const {
+    return b.equals(a);
+  }
+  bool operator()(ArrayRef<uint64_t> a, const std::vector<uint64_t>& b) const {
+    return a.equals(b);
+  }
 };
 
 struct KernelState {
@@ -84,8 +90,8 @@ struct KernelState {
 class LaunchObserver {
  public:
   virtual ~LaunchObserver() = default;
-  virtual void on_launch(const KernelState& s, const CompiledKernel& k, const SmallVector<BoundArg, 16>& args,
-                         const int64_t grid[3]) = 0;
+  virtual void on_launch(const KernelState& s, const CompiledKernel& k,
+                         const SmallVector<BoundArg, 16>& args, const int64_t grid[3]) = 0;
 };
 /** This thread's observers (innermost last). */
 std::vector<LaunchObserver*>& observers();
@@ -102,9 +108,11 @@ class LaunchObserverGuard {
 void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 16>& out,
           int64_t& num_warps, int64_t& num_stages, SourceLoc loc);
 /** The specialization key of bound arguments. */
-void make_key(const SmallVector<BoundArg, 16>& bound, int64_t num_warps, int64_t num_stages, Key& key);
+void make_key(const SmallVector<BoundArg, 16>& bound, int64_t num_warps, int64_t num_stages,
+              Key& key);
 /** Traces, optimizes, generates and compiles one specialization. */
-std::shared_ptr<CompiledKernel> compile(KernelState& s, const SmallVector<BoundArg, 16>& bound, SourceLoc loc);
+std::shared_ptr<CompiledKernel> compile(KernelState& s, const SmallVector<BoundArg, 16>& bound,
+                                        SourceLoc loc);
 /** Finds or compiles the specialization for bound arguments (the in-memory cache). */
 std::shared_ptr<CompiledKernel> get_kernel(KernelState& s, const SmallVector<BoundArg, 16>& bound,
                                            int64_t num_warps, int64_t num_stages, SourceLoc loc);

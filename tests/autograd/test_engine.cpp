@@ -70,7 +70,10 @@ TEST(Autograd, GradReturnsWithoutAccumulating) {
   auto g = autograd::grad({y}, {x});
   EXPECT_TRUE(allclose(g[0], from_vector(std::vector<double>{3, 12, 27})));
   EXPECT_FALSE(x.grad().defined());
-  EXPECT_NE(error_of([&] { autograd::grad({(x * 2).sum()}, {x, u}); }).find("allow_unused"), std::string::npos);
+  EXPECT_NE(error_of([&] {
+              autograd::grad({(x * 2).sum()}, {x, u});
+            }).find("allow_unused"),
+            std::string::npos);
   auto g2 = autograd::grad({(x * 2).sum()}, {x, u}, {}, false, false, /*allow_unused=*/true);
   EXPECT_FALSE(g2[1].defined());
 }
@@ -95,12 +98,14 @@ TEST(Autograd, NonScalarOutputsNeedAGradient) {
   EXPECT_NE(error_of([&] { y.backward(); }).find("single-element"), std::string::npos);
   y.backward(from_vector(std::vector<double>{1, 10}));
   EXPECT_TRUE(allclose(x.grad(), from_vector(std::vector<double>{3, 30})));
-  EXPECT_NE(error_of([&] { (x.detach() * 2).sum().backward(); }).find("does not require grad"), std::string::npos);
+  EXPECT_NE(error_of([&] { (x.detach() * 2).sum().backward(); }).find("does not require grad"),
+            std::string::npos);
 }
 
 TEST(Autograd, RequiresGradRules) {
   Tensor i = arange(3);
-  EXPECT_NE(error_of<DTypeError>([&] { i.requires_grad_(); }).find("floating-point"), std::string::npos);
+  EXPECT_NE(error_of<DTypeError>([&] { i.requires_grad_(); }).find("floating-point"),
+            std::string::npos);
   Tensor x = leaf({1});
   Tensor y = x * 2;
   EXPECT_NE(error_of([&] { y.requires_grad_(false); }).find("detach"), std::string::npos);
@@ -111,10 +116,10 @@ TEST(Autograd, RequiresGradRules) {
 
 TEST(Autograd, SavedTensorModifiedInPlaceIsAnError) {
   Tensor x = leaf({1, 2});
-  Tensor a = x * 1;   // a non-leaf
+  Tensor a = x * 1;      // a non-leaf
   Tensor y = mul(a, a);  // saves a (the function form takes the caller's line; operators cannot)
   const int line = __LINE__ - 1;
-  a.add_(1);          // bumps a's version
+  a.add_(1);  // bumps a's version
   const std::string msg = error_of([&] { y.sum().backward(); });
   EXPECT_NE(msg.find("aten::mul.Tensor"), std::string::npos) << msg;
   EXPECT_NE(msg.find("modified by an in-place operation"), std::string::npos) << msg;
@@ -139,8 +144,8 @@ TEST(Autograd, InPlaceOnLeavesAndViewsIsRefused) {
 TEST(Autograd, InPlaceOnIntermediatesIsDifferentiated) {
   Tensor x = leaf({1, 2, 3}), w = leaf({0.5, 0.25, 2});
   Tensor a = x * 2;
-  a.mul_(w);   // a = 2 x w
-  a.add_(x);   // a = 2 x w + x
+  a.mul_(w);  // a = 2 x w
+  a.add_(x);  // a = 2 x w + x
   a.sum().backward();
   EXPECT_TRUE(allclose(x.grad(), w.detach() * 2 + 1));
   EXPECT_TRUE(allclose(w.grad(), x.detach() * 2));
@@ -152,8 +157,9 @@ TEST(Autograd, InPlaceOnIntermediatesIsDifferentiated) {
 }
 
 TEST(Autograd, BroadcastGradientsAreSummedBackAndCastToTheInputDtype) {
-  Tensor a = leaf({1, 2, 3});                                         // [3]
-  Tensor b = randn({2, 1}, TensorOptions().dtype(DType::Float32)).requires_grad_();  // [2, 1], float32
+  Tensor a = leaf({1, 2, 3});  // [3]
+  Tensor b =
+      randn({2, 1}, TensorOptions().dtype(DType::Float32)).requires_grad_();  // [2, 1], float32
   Tensor y = (a * b).sum();
   y.backward();
   ASSERT_TRUE(b.grad().sizes().equals(b.sizes()));

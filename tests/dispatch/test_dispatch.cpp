@@ -7,9 +7,9 @@
 #include <set>
 #include <thread>
 
-#include "tessera/detail/boxing.h"
 #include "runtime/thread_pool.h"
 #include "sym_test_node.h"
+#include "tessera/detail/boxing.h"
 #include "testing.h"
 
 using namespace tessera;

@@ -46,16 +46,21 @@ Tensor launch_unary(const tl::JITFunction& k, const Tensor& x) {
 
 // The seed's operators, defined once for the whole test binary.
 auto& mycos() {
-  static auto op = library::triton_op("testlib::mycos", [](const Tensor& x) { return launch_unary(cos_kernel, x); },
+  static auto op = library::triton_op("testlib::mycos",
+                                      [](const Tensor& x) { return launch_unary(cos_kernel, x); },
                                       {.arg_names = {"x"}});
   return op;
 }
 auto& mysin() {
   static auto op = [] {
-    auto o = library::triton_op("testlib::mysin", [](const Tensor& x) { return launch_unary(sin_kernel, x); },
+    auto o = library::triton_op("testlib::mysin",
+                                [](const Tensor& x) { return launch_unary(sin_kernel, x); },
                                 {.arg_names = {"x"}});
-    o.register_autograd([](autograd::AutogradContext& ctx, const Tensor& grad) { return grad * mycos()(ctx.saved(0)); },
-                        [](autograd::AutogradContext& ctx, const Tensor& x, const Tensor&) { ctx.save_for_backward({x}); });
+    o.register_autograd([](autograd::AutogradContext& ctx,
+                           const Tensor& grad) { return grad * mycos()(ctx.saved(0)); },
+                        [](autograd::AutogradContext& ctx, const Tensor& x, const Tensor&) {
+                          ctx.save_for_backward({x});
+                        });
     return o;
   }();
   return op;
@@ -91,8 +96,9 @@ TEST(CustomOps, TrainingThroughABackwardThatCallsAnotherTritonOp) {
     z.backward();
   }
   EXPECT_EQ(seen.mycos, 1);
-  EXPECT_TRUE(autograd::gradcheck([](const std::vector<Tensor>& v) { return std::vector<Tensor>{mysin()(v[0])}; },
-                                  {randn({7}, TensorOptions().dtype(DType::Float64)).requires_grad_()}));
+  EXPECT_TRUE(autograd::gradcheck(
+      [](const std::vector<Tensor>& v) { return std::vector<Tensor>{mysin()(v[0])}; },
+      {randn({7}, TensorOptions().dtype(DType::Float64)).requires_grad_()}));
 }
 
 TEST(CustomOps, RegisterKernelOverridesADeviceAndCanBeDisabled) {
@@ -105,10 +111,13 @@ TEST(CustomOps, RegisterKernelOverridesADeviceAndCanBeDisabled) {
   EXPECT_TRUE(equal(op(x), x * 2));
   op.set_kernel_enabled("cpu", true);
   EXPECT_TRUE(equal(op(x), x * 3));
-  EXPECT_NE(error_of<ValueError>([&] { op.register_kernel("tpu", [](const Tensor& t) { return t; }); }).find("tpu"),
+  EXPECT_NE(error_of<ValueError>([&] {
+              op.register_kernel("tpu", [](const Tensor& t) { return t; });
+            }).find("tpu"),
             std::string::npos);
-  EXPECT_NE(error_of<TypeError>([&] { op.register_kernel("cpu", [](const Tensor& t, int64_t) { return t; }); })
-                .find("does not match the schema"),
+  EXPECT_NE(error_of<TypeError>([&] {
+              op.register_kernel("cpu", [](const Tensor& t, int64_t) { return t; });
+            }).find("does not match the schema"),
             std::string::npos);
 }
 
@@ -119,9 +128,12 @@ TEST(CustomOps, FakeKernels) {
   EXPECT_TRUE(r.is_meta());
   EXPECT_TRUE(r.sizes().equals(m.sizes()));
   // A custom_op needs register_fake.
-  auto op = library::custom_op("testlib::rowsum", [](const Tensor& x) { return x.sum({1}); }, {.arg_names = {"x"}});
-  EXPECT_NE(error_of<NotImplementedError>([&] { op(m); }).find("testlib::rowsum"), std::string::npos);
-  op.register_fake([](const Tensor& x) { return empty({x.sizes()[0]}, TensorOptions().device(x.device())); });
+  auto op = library::custom_op("testlib::rowsum", [](const Tensor& x) { return x.sum({1}); },
+                               {.arg_names = {"x"}});
+  EXPECT_NE(error_of<NotImplementedError>([&] { op(m); }).find("testlib::rowsum"),
+            std::string::npos);
+  op.register_fake(
+      [](const Tensor& x) { return empty({x.sizes()[0]}, TensorOptions().device(x.device())); });
   Tensor f = op(m);
   EXPECT_TRUE(f.is_meta());
   EXPECT_EQ(f.sizes()[0], 5);
@@ -130,8 +142,8 @@ TEST(CustomOps, FakeKernels) {
 TEST(CustomOps, SchemaInferenceCoversTheArgumentTypes) {
   auto op = library::custom_op(
       "testlib::many",
-      [](const Tensor& x, int64_t k, double s, bool flag, std::optional<Tensor> bias, std::vector<Tensor> extra,
-         std::string mode, std::vector<int64_t> dims) {
+      [](const Tensor& x, int64_t k, double s, bool flag, std::optional<Tensor> bias,
+         std::vector<Tensor> extra, std::string mode, std::vector<int64_t> dims) {
         Tensor r = x * s + static_cast<double>(k);
         if (bias) r = r + *bias;
         for (const auto& e : extra) r = r + e;
@@ -140,25 +152,28 @@ TEST(CustomOps, SchemaInferenceCoversTheArgumentTypes) {
       },
       {.arg_names = {"x", "k", "s", "flag", "bias", "extra", "mode", "dims"}});
   EXPECT_EQ(op.schema().str(),
-            "testlib::many(Tensor x, int k, float s, bool flag, Tensor? bias, Tensor[] extra, str mode, int[] dims) -> "
+            "testlib::many(Tensor x, int k, float s, bool flag, Tensor? bias, Tensor[] extra, str "
+            "mode, int[] dims) -> "
             "(Tensor, Tensor)");
   Tensor x = ones({2, 3});
-  auto [r, s] = op(x, 2, 3.0, true, zeros({3}), std::vector<Tensor>{ones({2, 3})}, "neg", std::vector<int64_t>{1});
+  auto [r, s] = op(x, 2, 3.0, true, zeros({3}), std::vector<Tensor>{ones({2, 3})}, "neg",
+                   std::vector<int64_t>{1});
   EXPECT_TRUE(equal(r, full({2, 3}, -6.0)));
   EXPECT_TRUE(equal(s, full({2}, -18.0)));
   // By name with keyword arguments and defaults filled from the schema.
-  IValue t = ops("testlib::many")(x, 0, 1.0, false, IValue(), std::vector<Tensor>{}, "pos", std::vector<int64_t>{0});
+  IValue t = ops("testlib::many")(x, 0, 1.0, false, IValue(), std::vector<Tensor>{}, "pos",
+                                  std::vector<int64_t>{0});
   EXPECT_TRUE(t.is_tensor_list() || t.is_tuple());
 }
 
 TEST(CustomOps, MutatingOperators) {
-  auto op = library::triton_op(
-      "testlib::scale_into",
-      [](const Tensor& x, const Tensor& out, double s) {
-        auto n = x.numel();
-        library::wrap_triton(scale_kernel)[{tl::cdiv(n, 32)}](x, out, s, n, tl::meta("BLOCK", 32));
-      },
-      {.mutates_args = {"out"}, .arg_names = {"x", "out", "s"}});
+  auto op = library::triton_op("testlib::scale_into",
+                               [](const Tensor& x, const Tensor& out, double s) {
+                                 auto n = x.numel();
+                                 library::wrap_triton(scale_kernel)[{tl::cdiv(n, 32)}](
+                                     x, out, s, n, tl::meta("BLOCK", 32));
+                               },
+                               {.mutates_args = {"out"}, .arg_names = {"x", "out", "s"}});
   EXPECT_EQ(op.schema().str(), "testlib::scale_into(Tensor x, Tensor(a!) out, float s) -> ()");
   Tensor x = arange(10).to(DType::Float32), out = zeros({10});
   const uint32_t v = out.version();
@@ -181,15 +196,18 @@ TEST(CustomOps, RegistrationErrors) {
             }).find("'y', which is not an argument"),
             std::string::npos);
   EXPECT_NE(error_of<ValueError>([] {
-              library::custom_op("testlib::bad_mut2", [](const Tensor& x, int64_t) { return x.clone(); },
+              library::custom_op("testlib::bad_mut2",
+                                 [](const Tensor& x, int64_t) { return x.clone(); },
                                  {.mutates_args = {"k"}, .arg_names = {"x", "k"}});
             }).find("not a Tensor"),
             std::string::npos);
-  EXPECT_NE(error_of<ValueError>([] { library::custom_op("aten::mine", [](const Tensor& x) { return x; }); })
-                .find("reserved"),
+  EXPECT_NE(error_of<ValueError>([] {
+              library::custom_op("aten::mine", [](const Tensor& x) { return x; });
+            }).find("reserved"),
             std::string::npos);
-  EXPECT_NE(error_of<ValueError>([] { library::custom_op("nonamespace", [](const Tensor& x) { return x; }); })
-                .find("namespace::name"),
+  EXPECT_NE(error_of<ValueError>([] {
+              library::custom_op("nonamespace", [](const Tensor& x) { return x; });
+            }).find("namespace::name"),
             std::string::npos);
   EXPECT_NE(error_of<TypeError>([] {
               library::custom_op("testlib::wrong_schema", [](const Tensor& x) { return x; },
@@ -199,27 +217,35 @@ TEST(CustomOps, RegistrationErrors) {
 }
 
 TEST(CustomOps, WrongGradientCountAndShapeAreErrorsAtBackward) {
-  auto two = library::custom_op("testlib::grad_count", [](const Tensor& x) { return x * 1; }, {.arg_names = {"x"}});
-  two.register_autograd([](autograd::AutogradContext&, const Tensor& g) { return std::vector<Tensor>{g, g}; });
+  auto two = library::custom_op("testlib::grad_count", [](const Tensor& x) { return x * 1; },
+                                {.arg_names = {"x"}});
+  two.register_autograd([](autograd::AutogradContext&, const Tensor& g) {
+    return std::vector<Tensor>{g, g};
+  });
   Tensor x = randn({3}).requires_grad_();
   const std::string msg = error_of<ValueError>([&] { two(x).sum().backward(); });
   EXPECT_NE(msg.find("testlib::grad_count"), std::string::npos) << msg;
   EXPECT_NE(msg.find("returned 2 gradients, expected 1"), std::string::npos) << msg;
 
-  auto shape = library::custom_op("testlib::grad_shape", [](const Tensor& x) { return x * 1; }, {.arg_names = {"x"}});
+  auto shape = library::custom_op("testlib::grad_shape", [](const Tensor& x) { return x * 1; },
+                                  {.arg_names = {"x"}});
   shape.register_autograd([](autograd::AutogradContext&, const Tensor& g) { return g.sum(); });
-  EXPECT_NE(error_of<ValueError>([&] { shape(x).sum().backward(); }).find("of shape [] for argument 'x' of shape [3]"),
+  EXPECT_NE(error_of<ValueError>([&] {
+              shape(x).sum().backward();
+            }).find("of shape [] for argument 'x' of shape [3]"),
             std::string::npos);
 
   auto none = library::custom_op("testlib::no_formula", [](const Tensor& x) { return x * 1; });
   Tensor y = none(x);
   EXPECT_TRUE(y.requires_grad());  // the error comes when a gradient is needed
-  EXPECT_NE(error_of<NotImplementedError>([&] { y.sum().backward(); }).find("register_autograd"), std::string::npos);
+  EXPECT_NE(error_of<NotImplementedError>([&] { y.sum().backward(); }).find("register_autograd"),
+            std::string::npos);
 }
 
 TEST(CustomOps, BoxedSetupAndNeedsInputGrad) {
-  auto op = library::custom_op("testlib::mul2", [](const Tensor& a, const Tensor& b) { return a * b; },
-                               {.arg_names = {"a", "b"}});
+  auto op =
+      library::custom_op("testlib::mul2", [](const Tensor& a, const Tensor& b) { return a * b; },
+                         {.arg_names = {"a", "b"}});
   std::vector<bool> seen;
   op.register_autograd(
       [&](autograd::AutogradContext& ctx, const std::vector<Tensor>& g) {
@@ -247,8 +273,19 @@ TEST(CustomOps, WrapperTensorTypesSeeTritonOps) {
   EXPECT_TRUE(allclose(w->b_, (base * 2).sin(), 1e-6, 1e-6));
 }
 
+TEST(CustomOps, DeviceTypesRestrictTheFunction) {
+  auto op = library::custom_op("testlib::cuda_only", [](const Tensor& x) { return x + 1; },
+                               {.device_types = {"cuda"}, .arg_names = {"x"}});
+  const std::string msg = error_of<NotImplementedError>([&] { op(zeros({2})); });
+  EXPECT_NE(msg.find("testlib::cuda_only"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'cpu'"), std::string::npos) << msg;
+  op.register_kernel("cpu", [](const Tensor& x) { return x + 2; });
+  EXPECT_TRUE(equal(op(zeros({2})), full({2}, 2.0)));
+}
+
 TEST(CustomOps, CpuFallbackOfTheSeed) {
-  auto op = library::triton_op("testlib::mysin_fallback", [](const Tensor& x) { return launch_unary(sin_kernel, x); });
+  auto op = library::triton_op("testlib::mysin_fallback",
+                               [](const Tensor& x) { return launch_unary(sin_kernel, x); });
   op.register_kernel("cpu", [](const Tensor& x) { return tessera::sin(x); });
   Tensor x = randn({3});
   EXPECT_TRUE(allclose(op(x), x.sin()));

@@ -144,7 +144,8 @@ TEST(FlopCounter, DerivedCountsEvaluateRuntimeLoopBounds) {
 
 TEST(FlopCounter, AFormulaReplacesTheDerivedCount) {
   auto op = library::triton_op("flopslib::myexp2", [](const Tensor& x) { return myexp()(x) * 1; });
-  register_flop_formula("flopslib::myexp2", [](const std::vector<Shape>& in) { return numel(in[0]); });
+  register_flop_formula("flopslib::myexp2",
+                        [](const std::vector<Shape>& in) { return numel(in[0]); });
   Tensor x = randn({1000});
   FlopCounterMode counter(quiet());
   op(x);

@@ -726,6 +726,28 @@ TEST(OpHarness, IndexSelectEmbedding) {
     };
     run_spec(s);
   }
+  for (int64_t dim : {0, 1}) {
+    OpSpec s;
+    s.name = "index_add dim=" + std::to_string(dim);
+    s.dtypes = {float32, float64, int32, int64, bfloat16};
+    s.input_dtypes = [](DType dt, size_t i) { return i == 1 ? int64 : dt; };
+    s.shapes = {dim == 0 ? std::vector<std::vector<int64_t>>{{5, 4}, {7}, {7, 4}}
+                         : std::vector<std::vector<int64_t>>{{4, 5}, {7}, {4, 7}}};
+    s.domains = {Domain::Small, Domain::Small, Domain::Small};
+    s.run = [dim](const std::vector<Tensor>& in) { return index_add(in[0], dim, in[1], in[2], 2); };
+    s.ref = [dim](const std::vector<Ref>& in, DType) {
+      Ref out = in[0];
+      const int64_t A = dim == 0 ? 1 : 4, S = 5, B = dim == 0 ? 4 : 1, I = 7;
+      for (int64_t a = 0; a < A; ++a)
+        for (int64_t i = 0; i < I; ++i)
+          for (int64_t b = 0; b < B; ++b)
+            out.data[static_cast<size_t>(
+                (a * S + static_cast<int64_t>(in[1].data[static_cast<size_t>(i)])) * B + b)] +=
+                2 * in[2].data[static_cast<size_t>((a * I + i) * B + b)];
+      return out;
+    };
+    run_spec(s);
+  }
   OpSpec e;
   e.name = "embedding";
   e.dtypes = {float32, bfloat16};

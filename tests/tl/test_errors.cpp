@@ -112,7 +112,8 @@ TL_JIT(err_param_type, tl::Ptr x, tl::Tile n) {
   tl::store(x + n, 1.0);
 }
 
-void expect_trace_error(const std::function<void()>& launch, const std::string& kernel, const std::string& what) {
+void expect_trace_error(const std::function<void()>& launch, const std::string& kernel,
+                        const std::string& what) {
   g_line = 0;
   try {
     launch();
@@ -129,26 +130,38 @@ void expect_trace_error(const std::function<void()>& launch, const std::string& 
 }
 
 TEST(KernelDiagnostics, TraceErrorsNameKernelAndLine) {
-  Tensor x = zeros({16}), xi = zeros({16}, int32), xu = zeros({16}, uint32), x8 = zeros({16}, float8_e4m3fn);
-  expect_trace_error([&] { err_shape[{1}](x); }, "err_shape", "shape mismatch: [4] and [8] cannot be broadcast");
+  Tensor x = zeros({16}), xi = zeros({16}, int32), xu = zeros({16}, uint32),
+         x8 = zeros({16}, float8_e4m3fn);
+  expect_trace_error([&] { err_shape[{1}](x); }, "err_shape",
+                     "shape mismatch: [4] and [8] cannot be broadcast");
   expect_trace_error([&] { err_rank[{1}](x); }, "err_rank", "have different ranks");
-  expect_trace_error([&] { err_mask[{1}](x); }, "err_mask", "mask shape [4] does not match the pointer shape [8]");
-  expect_trace_error([&] { err_arange[{1}](x); }, "err_arange", "arange's range must be a power of 2, got 3");
+  expect_trace_error([&] { err_mask[{1}](x); }, "err_mask",
+                     "mask shape [4] does not match the pointer shape [8]");
+  expect_trace_error([&] { err_arange[{1}](x); }, "err_arange",
+                     "arange's range must be a power of 2, got 3");
   expect_trace_error([&] { err_runtime_constexpr[{1}](x, 4); }, "err_runtime_constexpr",
                      "arange's end must be a constexpr integer");
-  expect_trace_error([&] { err_bitwise_float[{1}](x); }, "err_bitwise_float", "needs integer operands");
-  expect_trace_error([&] { err_ptr_float[{1}](x); }, "err_ptr_float", "pointer arithmetic needs an integer offset");
+  expect_trace_error([&] { err_bitwise_float[{1}](x); }, "err_bitwise_float",
+                     "needs integer operands");
+  expect_trace_error([&] { err_ptr_float[{1}](x); }, "err_ptr_float",
+                     "pointer arithmetic needs an integer offset");
   expect_trace_error([&] { err_outer_tile[{1}](x, 4); }, "err_outer_tile",
                      "declared outside this tl::range / tl::if_ region is assigned inside");
-  expect_trace_error([&] { err_var_type[{1}](x, 4); }, "err_var_type", "values carried across a region keep their type");
-  expect_trace_error([&] { err_cxx_if[{1}](x, 4); }, "err_cxx_if", "a runtime value is used as a C++ condition");
-  expect_trace_error([&] { err_if_tile[{1}](x); }, "err_if_tile", "tl::if_ needs a scalar condition");
+  expect_trace_error([&] { err_var_type[{1}](x, 4); }, "err_var_type",
+                     "values carried across a region keep their type");
+  expect_trace_error([&] { err_cxx_if[{1}](x, 4); }, "err_cxx_if",
+                     "a runtime value is used as a C++ condition");
+  expect_trace_error([&] { err_if_tile[{1}](x); }, "err_if_tile",
+                     "tl::if_ needs a scalar condition");
   expect_trace_error([&] { err_range_step[{1}](x, 4); }, "err_range_step", "step must be positive");
-  expect_trace_error([&] { err_load_value[{1}](x, 4); }, "err_load_value", "tl::load expects a pointer");
-  expect_trace_error([&] { err_exp_int[{1}](x, 4); }, "err_exp_int", "tl::exp expects a floating point argument");
+  expect_trace_error([&] { err_load_value[{1}](x, 4); }, "err_load_value",
+                     "tl::load expects a pointer");
+  expect_trace_error([&] { err_exp_int[{1}](x, 4); }, "err_exp_int",
+                     "tl::exp expects a floating point argument");
   expect_trace_error([&] { err_axis[{1}](x); }, "err_axis", "axis 2 is out of range");
   expect_trace_error([&] { err_fp8_math[{1}](x8); }, "err_fp8_math", "arithmetic on float8 values");
-  expect_trace_error([&] { err_udiv_mixed[{1}](xi, xu); }, "err_udiv_mixed", "different signedness");
+  expect_trace_error([&] { err_udiv_mixed[{1}](xi, xu); }, "err_udiv_mixed",
+                     "different signedness");
 }
 
 void expect_launch_error(const std::function<void()>& launch, int line, const std::string& what) {
@@ -165,18 +178,24 @@ void expect_launch_error(const std::function<void()>& launch, int line, const st
 
 TEST(KernelDiagnostics, LaunchErrorsNameTheParameter) {
   Tensor x = zeros({16});
-  expect_launch_error([&] { ok_kernel[{1}](x, 4, 16, 5); }, __LINE__, "expected 3 arguments (x, n, B), got more");
-  expect_launch_error([&] { ok_kernel[{1}](x, 4); }, __LINE__, "missing argument for parameter 'B'");
-  expect_launch_error([&] { ok_kernel[{1}](x, x, 16); }, __LINE__, "parameter 'n' is an integer (tl::Int) but got a tensor");
-  expect_launch_error([&] { ok_kernel[{1}](4, 4, 16); }, __LINE__, "parameter 'x' is a pointer (tl::Ptr) but got an integer");
+  expect_launch_error([&] { ok_kernel[{1}](x, 4, 16, 5); }, __LINE__,
+                      "expected 3 arguments (x, n, B), got more");
+  expect_launch_error([&] { ok_kernel[{1}](x, 4); }, __LINE__,
+                      "missing argument for parameter 'B'");
+  expect_launch_error([&] { ok_kernel[{1}](x, x, 16); }, __LINE__,
+                      "parameter 'n' is an integer (tl::Int) but got a tensor");
+  expect_launch_error([&] { ok_kernel[{1}](4, 4, 16); }, __LINE__,
+                      "parameter 'x' is a pointer (tl::Ptr) but got an integer");
   expect_launch_error([&] { ok_kernel[{1}](x, 4, tl::meta("BLOCK", 16)); }, __LINE__,
                       "tl::meta names unknown parameter 'BLOCK' (parameters: x, n, B)");
-  expect_launch_error([&] { ok_kernel[{1}](x, 4, 16, tl::meta("B", 16)); }, __LINE__, "parameter 'B' is given twice");
+  expect_launch_error([&] { ok_kernel[{1}](x, 4, 16, tl::meta("B", 16)); }, __LINE__,
+                      "parameter 'B' is given twice");
   // On a meta tensor the arguments are still checked; nothing runs.
   expect_launch_error([&] { ok_kernel[{1}](zeros({4}, Device("meta")), x, 16); }, __LINE__,
                       "parameter 'n' is an integer (tl::Int) but got a tensor");
   ok_kernel[{1}](zeros({4}, Device("meta")), 4, 16);
-  expect_launch_error([&] { ok_kernel[{1}](x, 4, x); }, __LINE__, "parameter 'B' is a constexpr (tl::Const) but got a tensor");
+  expect_launch_error([&] { ok_kernel[{1}](x, 4, x); }, __LINE__,
+                      "parameter 'B' is a constexpr (tl::Const) but got a tensor");
   // A grid callable that asks for a meta-parameter the launch lacks.
   auto grid = [](const tl::Meta& m) { return m["BLOCK"]; };
   try {
@@ -190,7 +209,8 @@ TEST(KernelDiagnostics, LaunchErrorsNameTheParameter) {
     err_param_type[{1}](x, 4);
     ADD_FAILURE();
   } catch (const CompileError& e) {
-    EXPECT_NE(std::string(e.what()).find("parameter 'n' has type 'tl::Tile'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("parameter 'n' has type 'tl::Tile'"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -51,11 +51,16 @@ int demo() {
   Tensor y = randn({4});
   Tensor out = zeros_like(x);
   auto n_elements = out.numel();
-  auto grid = [&](const tl::Meta& meta) { return tl::Grid{tl::cdiv(n_elements, meta["BLOCK_SIZE"])}; };
+  auto grid = [&](const tl::Meta& meta) {
+    return tl::Grid{tl::cdiv(n_elements, meta["BLOCK_SIZE"])};
+  };
   add_kernel[grid](x, y, out, n_elements, tl::meta("BLOCK_SIZE", 4));
   std::cout << "Vector addition of\nX:\t" << x << "\nY:\t" << y << "\nis equal to\n" << out << "\n";
-  std::cout << "(" << (add_kernel.last_from_disk() ? "loaded from the kernel cache"
-                                                    : "compiled in " + std::to_string(static_cast<int>(add_kernel.last_compile_ms())) + " ms")
+  std::cout << "("
+            << (add_kernel.last_from_disk()
+                    ? "loaded from the kernel cache"
+                    : "compiled in " +
+                          std::to_string(static_cast<int>(add_kernel.last_compile_ms())) + " ms")
             << "; equals x + y: " << (equal(out, x + y) ? "yes" : "NO") << ")\n";
 
   section("Calling an operator by name (torch.ops.aten.add.Tensor)");
