@@ -31,6 +31,23 @@ void BM_AddTinyByName(benchmark::State& s) {
 }
 BENCHMARK(BM_AddTinyByName);
 
+// Autograd: recording one op (a node, its edges, saved inputs), and a forward + backward of a
+// small graph.
+void BM_MulTinyRecorded(benchmark::State& s) {
+  Tensor a = ones({4}).requires_grad_(), b = ones({4});
+  for (auto _ : s) benchmark::DoNotOptimize(mul(a, b));
+}
+BENCHMARK(BM_MulTinyRecorded);
+
+void BM_ForwardBackwardTiny(benchmark::State& s) {
+  Tensor w = ones({4}).requires_grad_(), x = ones({4});
+  for (auto _ : s) {
+    (w * x + w).sin().sum().backward();
+    w.mutable_grad() = Tensor();
+  }
+}
+BENCHMARK(BM_ForwardBackwardTiny);
+
 void BM_ViewTiny(benchmark::State& s) {
   Tensor a = ones({4, 4});
   for (auto _ : s) benchmark::DoNotOptimize(a.view({16}));
