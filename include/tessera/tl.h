@@ -293,6 +293,8 @@ class Meta {
   struct Entry {
     std::string name;
     MetaArg value;
+    SymInt symbolic;  ///< while tracing: the symbolic value of an integer argument (read guards it)
+    bool is_symbolic = false;
   };
   std::vector<Entry> entries;
 };
@@ -336,6 +338,10 @@ class Launcher {
     }
   }
   void run(ArrayRef<KernelArg> args) const;
+  const Grid& grid() const { return grid_; }
+  const std::optional<FunctionRef<Grid(const Meta&)>>& grid_fn() const { return grid_fn_; }
+  const JITFunction& function() const { return fn_; }
+  SourceLoc location() const { return loc_; }
 
  private:
   const JITFunction& fn_;

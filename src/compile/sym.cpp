@@ -6,7 +6,7 @@
 
 #include "tessera/error.h"
 
-namespace tessera::compile::sym {
+namespace tessera::compiler::sym {
 
 int64_t floordiv(int64_t a, int64_t b) {
   TS_CHECK(b != 0, ValueError) << "integer division by zero in a size expression";
@@ -667,4 +667,4 @@ bool Program::run(const int64_t* sym, int64_t* outputs) const {
   return true;
 }
 
-}  // namespace tessera::compile::sym
+}  // namespace tessera::compiler::sym

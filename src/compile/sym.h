@@ -22,7 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace tessera::compile::sym {
+namespace tessera::compiler::sym {
 
 enum class Kind : uint8_t {
   // integers
@@ -172,4 +172,4 @@ class Program {
 int64_t floordiv(int64_t a, int64_t b);
 int64_t pymod(int64_t a, int64_t b);
 
-}  // namespace tessera::compile::sym
+}  // namespace tessera::compiler::sym

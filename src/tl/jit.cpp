@@ -501,6 +501,10 @@ std::string JITFunction::last_ir() const {
 // ---------------------------------------------------------------------------------
 
 namespace detail {
+CaptureHook*& capture_hook() {
+  thread_local CaptureHook* h = nullptr;
+  return h;
+}
 std::vector<LaunchObserver*>& observers() {
   thread_local std::vector<LaunchObserver*> v;
   return v;
@@ -519,6 +523,7 @@ LaunchObserverGuard::~LaunchObserverGuard() {
 int64_t Meta::operator[](std::string_view name) const {
   for (const auto& e : entries) {
     if (e.name != name) continue;
+    if (e.is_symbolic) return static_cast<int64_t>(e.symbolic);  // specializes, with a guard
     TS_CHECK(e.value.kind == MetaArg::Kind::Int || e.value.kind == MetaArg::Kind::Bool, TypeError)
         << "meta-parameter '" << name << "' is not an integer";
     return e.value.i;
@@ -555,6 +560,10 @@ Grid::Grid(std::initializer_list<SymInt> dims, SourceLoc l) : loc(l) {
 
 void Launcher::run(ArrayRef<KernelArg> args) const {
   UserLocGuard guard(loc_);
+  if (detail::CaptureHook* hook = detail::capture_hook()) {
+    hook->on_launch(*this, args);  // the graph compiler records the launch instead
+    return;
+  }
   auto& s = fn_.state();
 
   SmallVector<detail::BoundArg, 16> bound;

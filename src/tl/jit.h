@@ -93,6 +93,15 @@ class LaunchObserver {
   virtual void on_launch(const KernelState& s, const CompiledKernel& k,
                          const SmallVector<BoundArg, 16>& args, const int64_t grid[3]) = 0;
 };
+/** Receives kernel launches while the graph compiler traces, instead of running them. */
+class CaptureHook {
+ public:
+  virtual ~CaptureHook() = default;
+  virtual void on_launch(const Launcher& launch, ArrayRef<KernelArg> args) = 0;
+};
+/** This thread's capture hook (null when not tracing). */
+CaptureHook*& capture_hook();
+
 /** This thread's observers (innermost last). */
 std::vector<LaunchObserver*>& observers();
 /** Adds an observer on this thread for the guard's lifetime (innermost last). */

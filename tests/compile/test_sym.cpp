@@ -11,7 +11,7 @@
 #include "compile/sym.h"
 #include "tessera/error.h"
 
-using namespace tessera::compile::sym;
+using namespace tessera::compiler::sym;
 
 namespace {
 

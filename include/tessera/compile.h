@@ -1,0 +1,209 @@
+/** \file
+ * The graph compiler's entry point (DESIGN.md D7): `tessera::compile(fn, options)`.
+ *
+ *     Tensor add_fn(const Tensor& x, const Tensor& y) {...}   // launches add_kernel
+ *     auto compiled = tessera::compile(add_fn, {.fullgraph = true});
+ *     Tensor out = compiled(x, y);
+ *
+ * Semantics are `jax.jit`'s, with torch.compile's guards: the tensor arguments are the inputs;
+ * on a cache miss `fn` runs once on fake tensors (no data, sizes that may be symbolic) under the
+ * capture mode, which records every operator call and every kernel launch as a graph node; later
+ * calls check the guards (dtype, device, sizes or their symbolic relations, strides, aliasing,
+ * scalar arguments, every specialization the trace made) and replay the graph. C++ control flow
+ * and other arguments are fixed by the trace, so `fn` must be a pure function of its arguments.
+ *
+ * Arguments and results may be tensors, integers, floats and bools, and `std::optional`,
+ * `std::vector` and `std::tuple` of them. Sizes are static on the first call; a later call with
+ * other sizes recompiles once with those dimensions symbolic, and then no more (as torch.compile's
+ * automatic dynamic shapes). `TESSERA_LOGS=recompiles` explains each recompile, `graph` prints
+ * each graph, `graph_breaks` each reason to run eagerly.
+ */
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tessera/ivalue.h"
+#include "tessera/tensor.h"
+
+namespace tessera {
+
+struct CompileOptions {
+  /** Every graph break is a CompileError naming the cause and line (else: run eagerly). */
+  bool fullgraph = false;
+  /** nullopt: automatic (static first, dynamic after a size changes); true: every dimension of
+   * every tensor argument symbolic from the start; false: never (recompile per size). */
+  std::optional<bool> dynamic = std::nullopt;
+  /** Recompiles allowed before giving up (an error under fullgraph; else eager, warned once). */
+  int recompile_limit = 8;
+  /** (tensor argument position, dimension) pairs symbolic from the start (`mark_dynamic`). */
+  std::vector<std::pair<int, int>> dynamic_dims = {};
+  /** A name for logs and errors (default "compiled function"). */
+  std::string name = {};
+};
+
+namespace compile_detail {
+
+/** Flattens arguments and results to leaves (tensors and scalars as IValues) and back. */
+template <class T, class = void>
+struct Tree {
+  static_assert(!sizeof(T), "compile: unsupported argument or result type");
+};
+template <>
+struct Tree<Tensor> {
+  static void flatten(const Tensor& t, std::vector<IValue>& out) { out.emplace_back(t); }
+  static Tensor unflatten(const std::vector<IValue>& in, size_t& i) {
+    const IValue& v = in.at(i++);
+    return v.is_none() ? Tensor() : v.to_tensor();
+  }
+};
+template <class T>
+struct Tree<T, std::enable_if_t<std::is_arithmetic_v<T>>> {
+  static void flatten(T v, std::vector<IValue>& out) {
+    if constexpr (std::is_same_v<T, bool>) {
+      out.emplace_back(v);
+    } else if constexpr (std::is_integral_v<T>) {
+      out.emplace_back(static_cast<int64_t>(v));
+    } else {
+      out.emplace_back(static_cast<double>(v));
+    }
+  }
+  static T unflatten(const std::vector<IValue>& in, size_t& i) {
+    const IValue& v = in.at(i++);
+    if constexpr (std::is_same_v<T, bool>) {
+      return v.to_bool();
+    } else if constexpr (std::is_integral_v<T>) {
+      return static_cast<T>(v.to_int());
+    } else {
+      return static_cast<T>(v.to_double());
+    }
+  }
+};
+template <class T>
+struct Tree<std::optional<T>> {
+  static void flatten(const std::optional<T>& v, std::vector<IValue>& out) {
+    out.emplace_back(v.has_value());
+    if (v) Tree<T>::flatten(*v, out);
+  }
+  static std::optional<T> unflatten(const std::vector<IValue>& in, size_t& i) {
+    if (!in.at(i++).to_bool()) return std::nullopt;
+    return Tree<T>::unflatten(in, i);
+  }
+};
+template <class T>
+struct Tree<std::vector<T>> {
+  static void flatten(const std::vector<T>& v, std::vector<IValue>& out) {
+    out.emplace_back(static_cast<int64_t>(v.size()));
+    for (const auto& e : v) Tree<T>::flatten(e, out);
+  }
+  static std::vector<T> unflatten(const std::vector<IValue>& in, size_t& i) {
+    const int64_t n = in.at(i++).to_int();
+    std::vector<T> r;
+    for (int64_t k = 0; k < n; ++k) r.push_back(Tree<T>::unflatten(in, i));
+    return r;
+  }
+};
+template <class... T>
+struct Tree<std::tuple<T...>> {
+  static void flatten(const std::tuple<T...>& v, std::vector<IValue>& out) {
+    std::apply([&](const auto&... e) { (Tree<std::decay_t<decltype(e)>>::flatten(e, out), ...); }, v);
+  }
+  static std::tuple<T...> unflatten(const std::vector<IValue>& in, size_t& i) {
+    return std::tuple<T...>{Tree<T>::unflatten(in, i)...};  // braces: left to right
+  }
+};
+template <class A, class B>
+struct Tree<std::pair<A, B>> {
+  static void flatten(const std::pair<A, B>& v, std::vector<IValue>& out) {
+    Tree<A>::flatten(v.first, out);
+    Tree<B>::flatten(v.second, out);
+  }
+  static std::pair<A, B> unflatten(const std::vector<IValue>& in, size_t& i) {
+    A a = Tree<A>::unflatten(in, i);
+    B b = Tree<B>::unflatten(in, i);
+    return {std::move(a), std::move(b)};
+  }
+};
+
+/** The type-erased compiled function (cache of guarded graphs). */
+class CompiledFunction;
+using Traced = std::function<std::vector<IValue>(const std::vector<IValue>& args)>;
+std::shared_ptr<CompiledFunction> make_compiled(CompileOptions options, Traced fn, SourceLoc loc);
+std::vector<IValue> call_compiled(CompiledFunction& f, const std::vector<IValue>& args);
+
+/** How many graphs the function has compiled, and how many times it fell back to eager. */
+struct Stats {
+  int graphs = 0;
+  int recompiles = 0;
+  bool eager = false;  ///< running eagerly (a graph break without fullgraph, or the limit)
+  std::string last_graph;  ///< the newest graph, printed
+};
+Stats stats(const CompiledFunction& f);
+
+template <class F>
+struct FnSig : FnSig<decltype(&std::decay_t<F>::operator())> {};
+template <class R, class... A>
+struct FnSig<R (*)(A...)> {
+  using Ret = R;
+  using Args = std::tuple<std::decay_t<A>...>;
+};
+template <class R, class... A>
+struct FnSig<R(A...)> : FnSig<R (*)(A...)> {};
+template <class C, class R, class... A>
+struct FnSig<R (C::*)(A...) const> : FnSig<R (*)(A...)> {};
+template <class C, class R, class... A>
+struct FnSig<R (C::*)(A...)> : FnSig<R (*)(A...)> {};
+
+}  // namespace compile_detail
+
+/** A compiled function: call it like the original. */
+template <class R, class Args>
+class Compiled;
+
+template <class R, class... A>
+class Compiled<R, std::tuple<A...>> {
+ public:
+  Compiled(std::shared_ptr<compile_detail::CompiledFunction> f) : f_(std::move(f)) {}  // NOLINT
+
+  R operator()(const A&... args) const {
+    std::vector<IValue> leaves;
+    (compile_detail::Tree<A>::flatten(args, leaves), ...);
+    std::vector<IValue> out = compile_detail::call_compiled(*f_, leaves);
+    if constexpr (!std::is_void_v<R>) {
+      size_t i = 0;
+      return compile_detail::Tree<std::decay_t<R>>::unflatten(out, i);
+    }
+  }
+  compile_detail::Stats stats() const { return compile_detail::stats(*f_); }
+
+ private:
+  std::shared_ptr<compile_detail::CompiledFunction> f_;
+};
+
+/** Compiles `fn` (a function, function pointer or lambda). */
+template <class F>
+auto compile(F fn, CompileOptions options = {}, SourceLoc loc = SourceLoc::current()) {
+  using S = compile_detail::FnSig<std::decay_t<F>>;
+  using R = typename S::Ret;
+  using Args = typename S::Args;
+  compile_detail::Traced traced = [fn = std::move(fn)](const std::vector<IValue>& leaves) -> std::vector<IValue> {
+    size_t i = 0;
+    Args args = compile_detail::Tree<Args>::unflatten(leaves, i);
+    std::vector<IValue> out;
+    if constexpr (std::is_void_v<R>) {
+      std::apply(fn, args);
+    } else {
+      compile_detail::Tree<std::decay_t<R>>::flatten(std::apply(fn, args), out);
+    }
+    return out;
+  };
+  return Compiled<R, Args>(compile_detail::make_compiled(std::move(options), std::move(traced), loc));
+}
+
+}  // namespace tessera

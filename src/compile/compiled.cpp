@@ -1,0 +1,757 @@
+// tessera::compile: tracing on fake tensors into a graph, guards, the interpreted executor, and
+// the cache of guarded graphs with automatic dynamic shapes and explained recompiles.
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "compile/graph.h"
+#include "tessera/compile.h"
+#include "tessera/detail/boxing.h"
+#include "tessera/env.h"
+#include "tessera/tl.h"
+#include "tl/jit.h"
+
+namespace tessera::compile_detail {
+
+using namespace tessera::compiler;
+
+namespace {
+
+/** Something the trace cannot capture (a graph break). */
+class GraphBreakError : public CompileError {
+ public:
+  using CompileError::CompileError;
+};
+
+[[noreturn]] void graph_break(const std::string& cause, SourceLoc loc) {
+  std::ostringstream os;
+  os << "graph break: " << cause;
+  throw GraphBreakError(os.str(), loc);
+}
+
+// ---- tracing ------------------------------------------------------------------------------------
+
+class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
+ public:
+  Tracer(Graph& g, bool grad_inputs) : g_(g), grad_inputs_(grad_inputs) {}
+
+  int add_tensor(const Tensor& t, int producer) {
+    Value v;
+    v.kind = Value::Kind::Tensor;
+    v.tensor.dtype = t.dtype();
+    v.tensor.device = t.device();
+    for (const auto& s : t.sizes()) v.tensor.sizes.push_back(g_.env->expr_of(s));
+    for (const auto& s : t.strides()) v.tensor.strides.push_back(g_.env->expr_of(s));
+    v.tensor.offset = g_.env->expr_of(t.storage_offset());
+    v.tensor.storage = storage_of(t);
+    v.producer = producer;
+    const int id = g_.add_value(std::move(v));
+    by_impl_[t.impl()] = id;
+    keep_.push_back(t);
+    return id;
+  }
+
+  int value_of(const Tensor& t) {
+    if (auto it = by_impl_.find(t.impl()); it != by_impl_.end()) return it->second;
+    TS_CHECK(t.has_data(), CompileError) << "a fake tensor from outside this trace reached the graph";
+    // A real tensor the function closes over: an implicit input, guarded by identity.
+    const int id = add_tensor(t, -1);
+    g_.captured.push_back(t);
+    g_.captured_values.push_back(id);
+    return id;
+  }
+
+  Arg arg_of(const IValue& v) {
+    Arg a;
+    if (v.is_tensor()) {
+      if (!v.to_tensor().defined()) {
+        a.kind = Arg::Kind::Constant;
+        return a;
+      }
+      a.kind = Arg::Kind::Value;
+      a.value = value_of(v.to_tensor());
+    } else if (v.is_tensor_list()) {
+      a.kind = Arg::Kind::ValueList;
+      for (const auto& t : v.to_tensor_list()) a.values.push_back(value_of(t));
+    } else if (v.is_optional_tensor_list()) {
+      a.kind = Arg::Kind::ValueList;
+      a.optional_list = true;
+      for (const auto& t : v.to_optional_tensor_list()) a.values.push_back(t && t->defined() ? value_of(*t) : -1);
+    } else if (v.is_symint() && v.to_symint().is_symbolic()) {
+      a.kind = Arg::Kind::Sym;
+      a.expr = g_.env->expr_of(v.to_symint());
+    } else if (v.is_symint_list() && any_symbolic(v.to_symint_list())) {
+      a.kind = Arg::Kind::SymList;
+      for (const auto& s : v.to_symint_list()) a.exprs.push_back(g_.env->expr_of(s));
+    } else {
+      a.kind = Arg::Kind::Constant;
+      a.constant = v;
+    }
+    return a;
+  }
+
+  void handle(const OperatorHandle& op, Stack& stack) override {
+    const auto& schema = op.schema();
+    const size_t nargs = schema.arguments().size();
+    const SourceLoc loc = UserLocGuard::current();
+    IValue* args = &stack[stack.size() - nargs];
+    if (op.has_tag(kTagDataDependent)) graph_break("reading tensor data (" + op.name() + ")", loc);
+    if (op.has_tag(kTagTritonOp) && !grad_inputs_) {
+      // Trace into the body: its operators and kernel launches become the graph's nodes. The
+      // body is the op's fake kernel; run it with this mode visible again.
+      ModeGuard again(this, ModeKind::Dispatch);
+      const KernelFunction& k = op.entry().kernel(DeviceType::Meta);
+      k.boxed(op.entry(), k.functor, stack);
+      return;
+    }
+    Node n;
+    n.kind = op.has_tag(kTagCustomOp) ? Node::Kind::Extern : Node::Kind::Op;
+    n.op = op;
+    n.loc = loc;
+    for (size_t i = 0; i < nargs; ++i) {
+      Arg a = arg_of(args[i]);
+      a.name = schema.arguments()[i].name;
+      if (schema.arguments()[i].is_written() && a.kind == Arg::Kind::Value) n.writes.push_back(a.value);
+      n.args.push_back(std::move(a));
+    }
+    // The shape function runs; kernels its body launches record nothing.
+    tl::detail::CaptureHook* hook = tl::detail::capture_hook();
+    tl::detail::capture_hook() = nullptr;
+    try {
+      op.redispatch(stack);
+    } catch (const NotImplementedError& e) {
+      tl::detail::capture_hook() = hook;
+      if (op.has_tag(kTagCustomOp)) {
+        graph_break("the custom operator " + op.name() + " has no fake kernel to compute its result shapes "
+                    "(register one with register_fake)", loc);
+      }
+      graph_break(std::string("the operator cannot run on fake tensors: ") + e.message(), loc);
+    } catch (...) {
+      tl::detail::capture_hook() = hook;
+      throw;
+    }
+    tl::detail::capture_hook() = hook;
+    const size_t nret = schema.returns().size();
+    const int index = static_cast<int>(g_.nodes.size());
+    for (size_t i = 0; i < nret; ++i) {
+      const IValue& r = stack[stack.size() - nret + i];
+      if (r.is_tensor() && r.to_tensor().defined()) {
+        const Tensor& t = r.to_tensor();
+        auto it = by_impl_.find(t.impl());
+        n.outputs.push_back(it != by_impl_.end() ? it->second : add_tensor(t, index));
+        n.constant_outputs.emplace_back();
+      } else {
+        TS_CHECK(!r.is_tensor_list(), NotImplementedError)
+            << "[" << op.name() << "] operators returning tensor lists are not supported by the graph compiler yet";
+        n.outputs.push_back(-1);
+        n.constant_outputs.push_back(r);
+      }
+    }
+    g_.nodes.push_back(std::move(n));
+  }
+
+  void on_launch(const tl::Launcher& launch, ArrayRef<tl::KernelArg> args) override {
+    const tl::JITFunction& fn = launch.function();
+    const SourceLoc loc = launch.location();
+    Node n;
+    n.kind = Node::Kind::Kernel;
+    n.kernel = &fn;
+    n.loc = loc;
+    // The same arguments with symbolic integers replaced by their values while tracing: the
+    // launch is bound and its specialization compiled now, for the IR's write set.
+    std::vector<tl::KernelArg> hinted(args.begin(), args.end());
+    std::vector<bool> symbolic(args.size(), false);
+    for (size_t i = 0; i < args.size(); ++i) {
+      const tl::KernelArg& k = args[i];
+      Arg a;
+      switch (k.kind) {
+        case tl::KernelArg::Kind::Tensor:
+          if (!k.tensor->defined()) break;
+          a.kind = Arg::Kind::Value;
+          a.value = value_of(*k.tensor);
+          break;
+        case tl::KernelArg::Kind::Int:
+          if (k.sym.is_symbolic()) {
+            a.kind = Arg::Kind::Sym;
+            a.expr = g_.env->expr_of(k.sym);
+            hinted[i] = tl::KernelArg(g_.env->hint(a.expr), loc);
+            symbolic[i] = true;
+          } else {
+            a.constant = IValue(k.sym.expect_int());
+          }
+          break;
+        case tl::KernelArg::Kind::Float: a.constant = IValue(k.f); break;
+        case tl::KernelArg::Kind::Bool: a.constant = IValue(k.i != 0); break;
+        case tl::KernelArg::Kind::DType: a.constant = IValue(k.dtype); break;
+        case tl::KernelArg::Kind::Meta:
+          a.role = Arg::Role::Meta;
+          a.name = std::string(k.meta.name);
+          switch (k.meta.kind) {
+            case tl::MetaArg::Kind::Int: a.constant = IValue(k.meta.i); break;
+            case tl::MetaArg::Kind::Float: a.constant = IValue(k.meta.f); break;
+            case tl::MetaArg::Kind::Bool: a.constant = IValue(k.meta.i != 0); break;
+            case tl::MetaArg::Kind::DType: a.constant = IValue(k.meta.dtype); break;
+          }
+          break;
+        case tl::KernelArg::Kind::Option:
+          a.role = k.option.kind == tl::LaunchOption::Kind::NumWarps ? Arg::Role::NumWarps : Arg::Role::NumStages;
+          a.name = a.role == Arg::Role::NumWarps ? "num_warps" : "num_stages";
+          a.constant = IValue(k.option.value);
+          break;
+      }
+      n.args.push_back(std::move(a));
+    }
+    auto& state = fn.state();
+    SmallVector<tl::detail::BoundArg, 16> bound;
+    int64_t num_warps = 4, num_stages = 3;
+    tl::detail::bind(state, ArrayRef<tl::KernelArg>(hinted.data(), hinted.size()), bound, num_warps, num_stages, loc);
+    const auto kernel = tl::detail::get_kernel(state, bound, num_warps, num_stages, loc);
+    // Exact write set from the kernel's IR; a written argument must not overlap itself.
+    for (size_t p = 0; p < bound.size(); ++p) {
+      if (!bound[p].tensor || !kernel->written[p]) continue;
+      for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i].kind != tl::KernelArg::Kind::Tensor || hinted[i].tensor != bound[p].tensor) continue;
+        Arg& a = n.args[i];
+        a.written = true;
+        n.writes.push_back(a.value);
+        const Tensor& t = *args[i].tensor;
+        for (int64_t d = 0; d < t.dim(); ++d) {
+          const int64_t size = g_.env->hint(g_.env->expr_of(t.sizes()[d]));
+          const int64_t stride = g_.env->hint(g_.env->expr_of(t.strides()[d]));
+          if (size > 1 && stride == 0) {
+            TS_ERROR(CompileError) << "[kernel " << fn.name() << "] stores through parameter '" << state.params[p].name
+                                   << "', whose tensor overlaps itself (dimension " << d
+                                   << " is expanded): clone it before the launch";
+          }
+        }
+      }
+    }
+    // The grid, symbolically: a grid function sees symbolic integer arguments (reading one
+    // specializes it, with a guard).
+    tl::Grid grid;
+    if (launch.grid_fn()) {
+      tl::Meta meta = kernel->meta;
+      for (size_t i = 0, p = 0; i < args.size() && p < meta.entries.size(); ++i) {
+        if (args[i].kind == tl::KernelArg::Kind::Meta || args[i].kind == tl::KernelArg::Kind::Option) continue;
+        if (symbolic[i]) {
+          meta.entries[p].symbolic = args[i].sym;
+          meta.entries[p].is_symbolic = true;
+        }
+        ++p;
+      }
+      grid = (*launch.grid_fn())(meta);
+    } else {
+      grid = launch.grid();
+    }
+    for (int d = 0; d < 3; ++d) n.grid[d] = g_.env->expr_of(grid.dims[d]);
+    g_.nodes.push_back(std::move(n));
+  }
+
+ private:
+  int storage_of(const Tensor& t) {
+    auto [it, fresh] = storages_.emplace(t.impl()->storage(), static_cast<int>(storages_.size()));
+    return it->second;
+  }
+
+  Graph& g_;
+  bool grad_inputs_;
+  std::unordered_map<const TensorImpl*, int> by_impl_;
+  std::unordered_map<const StorageImpl*, int> storages_;
+  std::vector<Tensor> keep_;
+};
+
+void throw_fake_read(const char* what) {
+  graph_break(std::string("reading tensor data (") + what + " of a traced tensor)", UserLocGuard::current());
+}
+
+// Installs the tracer for the duration of a trace.
+struct TraceScope {
+  TraceScope(Tracer& t) : mode(&t, ModeKind::Dispatch) {
+    prev_hook = tl::detail::capture_hook();
+    tl::detail::capture_hook() = &t;
+    prev_fake = detail::fake_data_hook();
+    detail::fake_data_hook() = &throw_fake_read;
+  }
+  ~TraceScope() {
+    tl::detail::capture_hook() = prev_hook;
+    detail::fake_data_hook() = prev_fake;
+  }
+  ModeGuard mode;
+  tl::detail::CaptureHook* prev_hook;
+  detail::FakeDataHook prev_fake;
+};
+
+// ---- guards ---------------------------------------------------------------------------------------
+
+/** What one argument leaf must look like. */
+struct LeafGuard {
+  bool tensor = false;
+  IValue constant;  ///< non-tensor leaves: the exact value
+  DType dtype = DType::Float32;
+  Device device;
+  int64_t dim = 0;
+  bool requires_grad = false;
+  bool contiguous = false;           ///< dynamic sizes: strides must be contiguous
+  std::vector<int64_t> sizes;        ///< static size, or -1 when symbolic
+  std::vector<int> size_symbol;      ///< symbol index per dim (-1 static)
+  std::vector<int64_t> strides;      ///< static strides (empty when `contiguous`)
+  int64_t offset = 0;
+  const void* storage = nullptr;     ///< captured tensors: identity
+};
+
+std::string leaf_name(size_t i) {
+  return "arg" + std::to_string(i);
+}
+
+}  // namespace
+
+// ---- a compiled graph and its guards -------------------------------------------------------------------
+
+struct Entry {
+  std::unique_ptr<Graph> graph;
+  std::vector<LeafGuard> leaves;
+  std::vector<std::pair<size_t, size_t>> alias_pairs;  ///< leaf pairs that shared storage
+  std::vector<std::pair<size_t, int>> symbol_sources;    ///< per symbol: (leaf, dim)
+  std::unique_ptr<sym::Program> program;  ///< env guards first, then every expression the run needs
+  size_t num_guards = 0;
+  std::unordered_map<sym::ExprPtr, size_t> slot;  ///< expression -> program output
+  std::vector<std::pair<size_t, size_t>> captured_checks;
+
+  struct Scratch {
+    std::vector<int64_t> symbols, values;
+  };
+
+  int64_t value_of(sym::ExprPtr e, const Scratch& s) const {
+    if (auto c = e->constant()) return *c;
+    return s.values[slot.at(e)];
+  }
+
+  /** Checks every guard; on failure writes the first failed one to `why` (when given). */
+  bool match(const std::vector<IValue>& args, Scratch& s, std::string* why) const {
+    auto fail = [&](const std::string& msg) {
+      if (why) *why = msg;
+      return false;
+    };
+    if (args.size() != leaves.size()) return fail("the arguments' structure changed");
+    s.symbols.assign(symbol_sources.size(), 0);
+    std::vector<bool> bound(symbol_sources.size(), false);
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      const LeafGuard& g = leaves[i];
+      const IValue& a = args[i];
+      if (!g.tensor) {
+        if (a.is_tensor() || !ivalue_equal(a, g.constant)) {
+          if (!why) return false;
+          std::ostringstream os;
+          os << leaf_name(i) << " == " << g.constant << " failed (got " << a << ")";
+          return fail(os.str());
+        }
+        continue;
+      }
+      if (!a.is_tensor() || !a.to_tensor().defined()) return fail(leaf_name(i) + " is a tensor");
+      const Tensor& t = a.to_tensor();
+      const TensorImpl* impl = t.impl();
+      if (t.dtype() != g.dtype) {
+        return fail(leaf_name(i) + ".dtype == " + dtype_name(g.dtype) + " failed (got " + dtype_name(t.dtype()) + ")");
+      }
+      if (!(t.device() == g.device)) return fail(leaf_name(i) + ".device == " + g.device.str() + " failed");
+      if (impl->dim() != g.dim) {
+        return fail(leaf_name(i) + ".dim() == " + std::to_string(g.dim) + " failed (got " + std::to_string(impl->dim()) + ")");
+      }
+      if (t.requires_grad() != g.requires_grad) {
+        return fail(leaf_name(i) + ".requires_grad == " + (g.requires_grad ? "true" : "false") + " failed");
+      }
+      if (impl->has_symbolic_shape() || !impl->has_data()) return fail(leaf_name(i) + " has data and plain sizes");
+      const auto sizes = impl->int_sizes();
+      for (int64_t d = 0; d < g.dim; ++d) {
+        const int sym_index = g.size_symbol[static_cast<size_t>(d)];
+        const std::string dn = leaf_name(i) + ".size(" + std::to_string(d) + ")";
+        if (sym_index < 0) {
+          if (sizes[d] != g.sizes[static_cast<size_t>(d)]) {
+            return fail(dn + " == " + std::to_string(g.sizes[static_cast<size_t>(d)]) + " failed (got " +
+                        std::to_string(sizes[d]) + ")");
+          }
+          continue;
+        }
+        if (sizes[d] < 2) return fail(dn + " >= 2 failed (got " + std::to_string(sizes[d]) + "; sizes 0 and 1 are specialized)");
+        const size_t s_idx = static_cast<size_t>(sym_index);
+        if (!bound[s_idx]) {
+          s.symbols[s_idx] = sizes[d];
+          bound[s_idx] = true;
+        } else if (s.symbols[s_idx] != sizes[d]) {
+          return fail(dn + " == " + graph->env->symbols[s_idx].source + " failed (got " + std::to_string(sizes[d]) +
+                      " and " + std::to_string(s.symbols[s_idx]) + ")");
+        }
+      }
+      if (g.contiguous) {
+        if (!impl->is_contiguous()) return fail(leaf_name(i) + " is contiguous");
+      } else {
+        const auto strides = impl->int_strides();
+        for (int64_t d = 0; d < g.dim; ++d) {
+          if (strides[d] != g.strides[static_cast<size_t>(d)]) {
+            return fail(leaf_name(i) + ".stride(" + std::to_string(d) + ") == " +
+                        std::to_string(g.strides[static_cast<size_t>(d)]) + " failed (got " + std::to_string(strides[d]) + ")");
+          }
+        }
+      }
+      if (impl->int_offset() != g.offset) {
+        return fail(leaf_name(i) + ".storage_offset() == " + std::to_string(g.offset) + " failed (got " +
+                    std::to_string(impl->int_offset()) + ")");
+      }
+    }
+    // Aliasing between tensor arguments must be as traced.
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      if (!leaves[i].tensor) continue;
+      for (size_t j = i + 1; j < leaves.size(); ++j) {
+        if (!leaves[j].tensor) continue;
+        const bool shared = args[i].to_tensor().impl()->storage() == args[j].to_tensor().impl()->storage();
+        const bool was = std::find(alias_pairs.begin(), alias_pairs.end(), std::make_pair(i, j)) != alias_pairs.end();
+        if (shared != was) {
+          return fail(leaf_name(i) + " and " + leaf_name(j) + (was ? " share memory" : " do not share memory") + " failed");
+        }
+      }
+    }
+    s.values.assign(program->num_outputs(), 0);
+    if (!program->run(s.symbols.data(), s.values.data())) return fail("a size expression divides by zero");
+    for (size_t k = 0; k < num_guards; ++k) {
+      if (s.values[k] == 0) {
+        const auto& gd = graph->env->guards[k];
+        std::ostringstream os;
+        os << graph->env->ctx.str(gd.condition) << " failed (" << gd.why;
+        if (gd.loc.known()) os << ", guard from " << gd.loc;
+        os << ")";
+        return fail(os.str());
+      }
+    }
+    return true;
+  }
+
+  static bool ivalue_equal(const IValue& a, const IValue& b) {
+    if (a.is_none() || b.is_none()) return a.is_none() && b.is_none();
+    if (a.is_bool() && b.is_bool()) return a.to_bool() == b.to_bool();
+    if (a.is_int() && b.is_int()) return a.to_int() == b.to_int();
+    if (a.is_double() && b.is_double()) return a.to_double() == b.to_double();
+    return false;
+  }
+
+  /** Runs the graph on real arguments (after `match`). */
+  std::vector<IValue> run(const std::vector<IValue>& args, const Scratch& s) const {
+    const Graph& g = *graph;
+    std::vector<Tensor> vals(g.values.size());
+    for (size_t i = 0; i < g.inputs.size(); ++i) {
+      if (g.inputs[i] >= 0) vals[static_cast<size_t>(g.inputs[i])] = args[i].to_tensor();
+    }
+    for (size_t c = 0; c < g.captured.size(); ++c) vals[static_cast<size_t>(g.captured_values[c])] = g.captured[c];
+    auto sym_value = [&](sym::ExprPtr e) { return value_of(e, s); };
+    for (const Node& n : g.nodes) {
+      if (n.dead) continue;
+      UserLocGuard loc(n.loc);
+      if (n.kind == Node::Kind::Kernel) {
+        std::vector<tl::KernelArg> kargs;
+        kargs.reserve(n.args.size());
+        for (const Arg& a : n.args) {
+          switch (a.role) {
+            case Arg::Role::Meta: {
+              const IValue& c = a.constant;
+              kargs.emplace_back(c.is_bool() ? tl::meta(a.name, c.to_bool())
+                                 : c.is_int() ? tl::meta(a.name, c.to_int())
+                                 : c.is_dtype() ? tl::meta(a.name, c.to_dtype())
+                                                : tl::meta(a.name, c.to_double()),
+                                 n.loc);
+              continue;
+            }
+            case Arg::Role::NumWarps: kargs.emplace_back(tl::num_warps(a.constant.to_int()), n.loc); continue;
+            case Arg::Role::NumStages: kargs.emplace_back(tl::num_stages(a.constant.to_int()), n.loc); continue;
+            case Arg::Role::Positional: break;
+          }
+          switch (a.kind) {
+            case Arg::Kind::Value: kargs.emplace_back(vals[static_cast<size_t>(a.value)], n.loc); break;
+            case Arg::Kind::Sym: kargs.emplace_back(sym_value(a.expr), n.loc); break;
+            case Arg::Kind::Constant: {
+              const IValue& c = a.constant;
+              if (c.is_bool()) {
+                kargs.emplace_back(c.to_bool(), n.loc);
+              } else if (c.is_int()) {
+                kargs.emplace_back(c.to_int(), n.loc);
+              } else if (c.is_double()) {
+                kargs.emplace_back(c.to_double(), n.loc);
+              } else if (c.is_dtype()) {
+                kargs.emplace_back(c.to_dtype(), n.loc);
+              } else {
+                kargs.emplace_back(vals[0], n.loc);  // an undefined tensor argument
+              }
+              break;
+            }
+            default: TS_INTERNAL_ASSERT(false) << "a list argument to a kernel";
+          }
+        }
+        tl::Grid grid({SymInt(sym_value(n.grid[0])), SymInt(sym_value(n.grid[1])), SymInt(sym_value(n.grid[2]))}, n.loc);
+        tl::Launcher(*n.kernel, grid).run(ArrayRef<tl::KernelArg>(kargs.data(), kargs.size()));
+        continue;
+      }
+      Stack st;
+      st.reserve(n.args.size());
+      for (const Arg& a : n.args) {
+        switch (a.kind) {
+          case Arg::Kind::Value: st.emplace_back(vals[static_cast<size_t>(a.value)]); break;
+          case Arg::Kind::ValueList:
+            if (a.optional_list) {
+              std::vector<std::optional<Tensor>> l;
+              for (int v : a.values) l.push_back(v < 0 ? std::nullopt : std::optional<Tensor>(vals[static_cast<size_t>(v)]));
+              st.emplace_back(std::move(l));
+            } else {
+              std::vector<Tensor> l;
+              for (int v : a.values) l.push_back(vals[static_cast<size_t>(v)]);
+              st.emplace_back(std::move(l));
+            }
+            break;
+          case Arg::Kind::Sym: st.emplace_back(SymInt(sym_value(a.expr))); break;
+          case Arg::Kind::SymList: {
+            std::vector<SymInt> l;
+            for (auto* e : a.exprs) l.emplace_back(sym_value(e));
+            st.emplace_back(std::move(l));
+            break;
+          }
+          case Arg::Kind::Constant: st.push_back(a.constant); break;
+        }
+      }
+      n.op.call(st);
+      for (size_t k = 0; k < n.outputs.size(); ++k) {
+        if (n.outputs[k] >= 0) vals[static_cast<size_t>(n.outputs[k])] = st[k].to_tensor();
+      }
+    }
+    std::vector<IValue> out;
+    for (size_t i = 0; i < g.outputs.size(); ++i) {
+      if (g.outputs[i] >= 0) {
+        out.emplace_back(vals[static_cast<size_t>(g.outputs[i])]);
+      } else {
+        out.push_back(g.constant_outputs[i]);
+      }
+    }
+    return out;
+  }
+};
+
+// ---- the compiled function ------------------------------------------------------------------------------
+
+class CompiledFunction {
+ public:
+  CompiledFunction(CompileOptions o, Traced fn, SourceLoc loc) : opts_(std::move(o)), fn_(std::move(fn)), loc_(loc) {
+    if (opts_.name.empty()) opts_.name = "compiled function";
+    for (auto [leaf, dim] : opts_.dynamic_dims) dynamic_.insert({leaf, dim});
+  }
+
+  std::vector<IValue> call(const std::vector<IValue>& args) {
+    if (eager_) return fn_(args);
+    Entry::Scratch s;
+    for (const auto& e : entries_) {
+      if (e->match(args, s, nullptr)) return e->run(args, s);
+    }
+    // A miss: explain it, learn dynamic dimensions, compile again.
+    std::string why;
+    if (!entries_.empty()) {
+      entries_.back()->match(args, s, &why);
+      ++recompiles_;
+      if (knobs().log_enabled("recompiles")) {
+        log("recompiles", opts_.name + " #" + std::to_string(entries_.size() + 1) + ": " + why);
+      }
+      if (recompiles_ > opts_.recompile_limit) {
+        TS_CHECK(!opts_.fullgraph, CompileError)
+            << "[" << opts_.name << "] recompiled more than recompile_limit=" << opts_.recompile_limit
+            << " times; the last guard that failed: " << why;
+        warn_once("tessera::compile: " + opts_.name + " hit recompile_limit=" + std::to_string(opts_.recompile_limit) +
+                  " (last failed guard: " + why + "); running it eagerly from now on");
+        eager_ = true;
+        return fn_(args);
+      }
+      if (opts_.dynamic != false) learn_dynamic(*entries_.back(), args);
+    }
+    std::unique_ptr<Entry> entry;
+    try {
+      entry = trace(args);
+    } catch (const GraphBreakError& e) {
+      if (opts_.fullgraph) throw CompileError("[" + opts_.name + "] " + e.message() + " (fullgraph=true)", e.user_loc());
+      log("graph_breaks", opts_.name + ": " + e.what() + "; running the function eagerly");
+      eager_ = true;
+      return fn_(args);
+    }
+    entries_.push_back(std::move(entry));
+    Entry& e = *entries_.back();
+    TS_INTERNAL_ASSERT(e.match(args, s, &why)) << opts_.name << ": a fresh graph fails its own guards: " << why;
+    return e.run(args, s);
+  }
+
+  Stats stats() const {
+    Stats st;
+    st.graphs = static_cast<int>(entries_.size());
+    st.recompiles = recompiles_;
+    st.eager = eager_;
+    if (!entries_.empty()) st.last_graph = entries_.back()->graph->str();
+    return st;
+  }
+
+ private:
+  void learn_dynamic(const Entry& last, const std::vector<IValue>& args) {
+    size_t tensor_index = 0;
+    for (size_t i = 0; i < last.leaves.size() && i < args.size(); ++i) {
+      const LeafGuard& g = last.leaves[i];
+      if (!g.tensor) continue;
+      const size_t k = tensor_index++;
+      if (!args[i].is_tensor() || !args[i].to_tensor().defined()) continue;
+      const Tensor& t = args[i].to_tensor();
+      if (t.dim() != g.dim) continue;
+      for (int64_t d = 0; d < g.dim; ++d) {
+        const int64_t now = t.impl()->int_sizes()[d];
+        if (g.size_symbol[static_cast<size_t>(d)] < 0 && now != g.sizes[static_cast<size_t>(d)]) {
+          dynamic_.insert({static_cast<int>(k), static_cast<int>(d)});
+        }
+      }
+    }
+  }
+
+  std::unique_ptr<Entry> trace(const std::vector<IValue>& args) {
+    auto entry = std::make_unique<Entry>();
+    entry->graph = std::make_unique<Graph>();
+    Graph& g = *entry->graph;
+    g.name = opts_.name;
+    g.env = IntrusivePtr<ShapeEnv>(new ShapeEnv());
+    ShapeEnv& env = *g.env;
+    Tracer tracer(g, /*grad_inputs=*/false);
+    std::vector<IValue> fakes;
+    std::map<int64_t, SymInt> duck;  // equal sizes share a symbol (duck sizing)
+    bool any_grad = false;
+    size_t tensor_index = 0;
+    for (size_t i = 0; i < args.size(); ++i) {
+      const IValue& a = args[i];
+      LeafGuard lg;
+      if (!a.is_tensor() || !a.to_tensor().defined()) {
+        lg.constant = a.is_tensor() ? IValue() : a;
+        entry->leaves.push_back(lg);
+        fakes.push_back(a);
+        g.inputs.push_back(-1);
+        continue;
+      }
+      const Tensor& t = a.to_tensor();
+      TS_CHECK(t.has_data() && !t.impl()->has_symbolic_shape(), CompileError)
+          << "[" << opts_.name << "] argument " << i << " has no data (compile real tensors)";
+      const size_t k = tensor_index++;
+      lg.tensor = true;
+      lg.dtype = t.dtype();
+      lg.device = t.device();
+      lg.dim = t.dim();
+      lg.requires_grad = t.requires_grad();
+      any_grad = any_grad || lg.requires_grad;
+      lg.offset = t.impl()->int_offset();
+      const auto sizes = t.impl()->int_sizes();
+      const bool contiguous = t.is_contiguous();
+      SymDimVector fsizes;
+      for (int64_t d = 0; d < t.dim(); ++d) {
+        const bool dyn = contiguous && sizes[d] >= 2 &&
+                         (opts_.dynamic == true || dynamic_.count({static_cast<int>(k), static_cast<int>(d)}));
+        lg.sizes.push_back(dyn ? -1 : sizes[d]);
+        if (!dyn) {
+          lg.size_symbol.push_back(-1);
+          fsizes.push_back(sizes[d]);
+          continue;
+        }
+        auto it = duck.find(sizes[d]);
+        if (it == duck.end()) {
+          SymInt s = env.create_symbol(leaf_name(i) + ".size(" + std::to_string(d) + ")", sizes[d]);
+          it = duck.emplace(sizes[d], s).first;
+          entry->symbol_sources.push_back({i, static_cast<int>(d)});
+        }
+        const auto* node = dynamic_cast<SymExprNode*>(it->second.node().get());
+        lg.size_symbol.push_back(node->expr()->symbol);
+        fsizes.push_back(it->second);
+      }
+      lg.contiguous = contiguous && std::any_of(lg.size_symbol.begin(), lg.size_symbol.end(), [](int s) { return s >= 0; });
+      if (!lg.contiguous) {
+        for (const auto& st : t.impl()->int_strides()) lg.strides.push_back(st);
+      }
+      Tensor fake = lg.contiguous ? detail::make_fake(fsizes, t.dtype(), t.device())
+                                  : detail::make_fake(fsizes, t.dtype(), t.device(), t.strides());
+      if (lg.offset != 0 || !lg.contiguous) {
+        fake = detail::make_view(fake, fake.sizes(), lg.contiguous ? fake.strides() : t.strides(), lg.offset);
+      }
+      entry->leaves.push_back(lg);
+      g.inputs.push_back(tracer.add_tensor(fake, -1));
+      fakes.emplace_back(fake);
+    }
+    // Aliasing among tensor arguments.
+    for (size_t i = 0; i < args.size(); ++i) {
+      for (size_t j = i + 1; j < args.size(); ++j) {
+        if (!entry->leaves[i].tensor || !entry->leaves[j].tensor) continue;
+        if (args[i].to_tensor().impl()->storage() == args[j].to_tensor().impl()->storage()) {
+          entry->alias_pairs.push_back({i, j});
+          TS_CHECK(false, NotImplementedError)
+              << "[" << opts_.name << "] arguments " << i << " and " << j
+              << " share memory; the graph compiler does not support aliased arguments yet";
+        }
+      }
+    }
+    (void)any_grad;
+    std::vector<IValue> outs;
+    {
+      TraceScope scope(tracer);
+      outs = fn_(fakes);
+    }
+    for (const IValue& o : outs) {
+      if (o.is_tensor() && o.to_tensor().defined()) {
+        g.outputs.push_back(tracer.value_of(o.to_tensor()));
+        g.constant_outputs.emplace_back();
+      } else {
+        g.outputs.push_back(-1);
+        g.constant_outputs.push_back(o.is_tensor() ? IValue() : o);
+      }
+    }
+    g.verify();
+    g.eliminate_dead_code();
+    g.eliminate_common_subexpressions();
+    g.eliminate_dead_code();
+    g.verify();
+    // One program for the guards and every expression the run needs.
+    std::vector<sym::ExprPtr> roots;
+    for (const auto& gd : env.guards) roots.push_back(gd.condition);
+    entry->num_guards = roots.size();
+    auto need = [&](sym::ExprPtr e) {
+      if (!e || e->constant() || entry->slot.count(e)) return;
+      entry->slot[e] = roots.size();
+      roots.push_back(e);
+    };
+    for (const Node& n : g.nodes) {
+      if (n.dead) continue;
+      for (const Arg& a : n.args) {
+        if (a.kind == Arg::Kind::Sym) need(a.expr);
+        for (auto* e : a.exprs) need(e);
+      }
+      for (auto* e : n.grid) need(e);
+    }
+    entry->program = std::make_unique<sym::Program>(env.ctx, roots);
+    if (knobs().log_enabled("graph")) log("graph", g.str());
+    return entry;
+  }
+
+  CompileOptions opts_;
+  Traced fn_;
+  SourceLoc loc_;
+  std::vector<std::unique_ptr<Entry>> entries_;
+  std::set<std::pair<int, int>> dynamic_;
+  int recompiles_ = 0;
+  bool eager_ = false;
+};
+
+std::shared_ptr<CompiledFunction> make_compiled(CompileOptions options, Traced fn, SourceLoc loc) {
+  return std::make_shared<CompiledFunction>(std::move(options), std::move(fn), loc);
+}
+
+std::vector<IValue> call_compiled(CompiledFunction& f, const std::vector<IValue>& args) {
+  return f.call(args);
+}
+
+Stats stats(const CompiledFunction& f) {
+  return f.stats();
+}
+
+}  // namespace tessera::compile_detail

@@ -1,0 +1,251 @@
+#include "compile/graph.h"
+
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "tessera/tl.h"
+
+namespace tessera::compiler {
+
+int Graph::add_value(Value v) {
+  values.push_back(std::move(v));
+  return static_cast<int>(values.size() - 1);
+}
+
+size_t Graph::live_nodes() const {
+  size_t n = 0;
+  for (const auto& node : nodes) n += !node.dead;
+  return n;
+}
+
+std::string Graph::str() const {
+  std::ostringstream os;
+  auto& ctx = env->ctx;
+  auto value_str = [&](int id) {
+    if (id < 0) return std::string("None");
+    return "%" + std::to_string(id);
+  };
+  auto type_str = [&](int id) {
+    const Value& v = values[static_cast<size_t>(id)];
+    if (v.kind == Value::Kind::Int) return std::string("int");
+    std::string s = std::string(dtype_name(v.tensor.dtype)) + "[";
+    for (size_t i = 0; i < v.tensor.sizes.size(); ++i) s += (i ? ", " : "") + ctx.str(v.tensor.sizes[i]);
+    return s + "]";
+  };
+  auto arg_str = [&](const Arg& a) {
+    std::string s = a.role == Arg::Role::Positional ? "" : a.name + "=";
+    switch (a.kind) {
+      case Arg::Kind::Value: s += value_str(a.value) + (a.written ? "!" : ""); break;
+      case Arg::Kind::ValueList: {
+        s += "[";
+        for (size_t i = 0; i < a.values.size(); ++i) s += (i ? ", " : "") + value_str(a.values[i]);
+        s += "]";
+        break;
+      }
+      case Arg::Kind::Sym: s += ctx.str(a.expr); break;
+      case Arg::Kind::SymList: {
+        s += "[";
+        for (size_t i = 0; i < a.exprs.size(); ++i) s += (i ? ", " : "") + ctx.str(a.exprs[i]);
+        s += "]";
+        break;
+      }
+      case Arg::Kind::Constant: {
+        std::ostringstream c;
+        c << a.constant;
+        s += c.str();
+        break;
+      }
+    }
+    return s;
+  };
+  os << "graph " << name << "(";
+  bool first = true;
+  for (int in : inputs) {
+    if (in < 0) continue;
+    os << (first ? "" : ", ") << value_str(in) << ": " << type_str(in);
+    first = false;
+  }
+  for (int c : captured_values) {
+    os << (first ? "" : ", ") << value_str(c) << ": " << type_str(c) << " (captured)";
+    first = false;
+  }
+  os << ") {\n";
+  for (const auto& n : nodes) {
+    if (n.dead) continue;
+    os << "  ";
+    std::vector<std::string> outs;
+    for (int o : n.outputs) {
+      if (o >= 0) outs.push_back(value_str(o) + ": " + type_str(o));
+    }
+    for (size_t i = 0; i < outs.size(); ++i) os << (i ? ", " : "") << outs[i];
+    if (!outs.empty()) os << " = ";
+    if (n.kind == Node::Kind::Kernel) {
+      os << "kernel " << n.kernel->name() << "[" << ctx.str(n.grid[0]) << ", " << ctx.str(n.grid[1]) << ", "
+         << ctx.str(n.grid[2]) << "](";
+    } else {
+      os << (n.kind == Node::Kind::Extern ? "extern " : "") << n.op.name() << "(";
+    }
+    for (size_t i = 0; i < n.args.size(); ++i) os << (i ? ", " : "") << arg_str(n.args[i]);
+    os << ")";
+    if (!n.writes.empty()) {
+      os << "  writes";
+      for (int w : n.writes) os << " " << value_str(w);
+    }
+    if (n.loc.known()) os << "  # " << n.loc;
+    os << "\n";
+  }
+  os << "  return";
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    os << (i ? ", " : " ");
+    if (outputs[i] >= 0) {
+      os << value_str(outputs[i]);
+    } else {
+      os << constant_outputs[i];
+    }
+  }
+  os << "\n}\n";
+  // Guards on symbolic sizes.
+  for (const auto& g : env->guards) os << "guard " << ctx.str(g.condition) << "  # " << g.why << ", " << g.loc << "\n";
+  return os.str();
+}
+
+void Graph::verify() const {
+  std::vector<bool> defined(values.size(), false);
+  for (int in : inputs) {
+    if (in >= 0) defined[static_cast<size_t>(in)] = true;
+  }
+  for (int c : captured_values) defined[static_cast<size_t>(c)] = true;
+  auto use = [&](int v, const Node& n) {
+    TS_INTERNAL_ASSERT(v < 0 || (v < static_cast<int>(values.size()) && defined[static_cast<size_t>(v)]))
+        << "graph " << name << ": value %" << v << " used by " << (n.kernel ? "a kernel" : n.op.name())
+        << " before it is defined";
+  };
+  for (const auto& n : nodes) {
+    if (n.dead) continue;
+    for (const auto& a : n.args) {
+      if (a.kind == Arg::Kind::Value) use(a.value, n);
+      if (a.kind == Arg::Kind::ValueList) {
+        for (int v : a.values) use(v, n);
+      }
+      if (a.kind == Arg::Kind::Sym) TS_INTERNAL_ASSERT(a.expr != nullptr) << "a symbolic argument without an expression";
+    }
+    for (int w : n.writes) use(w, n);
+    if (n.kind == Node::Kind::Kernel) {
+      for (auto* g : n.grid) TS_INTERNAL_ASSERT(g != nullptr) << "a kernel launch without a grid";
+    }
+    for (int o : n.outputs) {
+      if (o >= 0) defined[static_cast<size_t>(o)] = true;
+    }
+  }
+  for (int o : outputs) {
+    TS_INTERNAL_ASSERT(o < 0 || defined[static_cast<size_t>(o)]) << "graph " << name << ": output %" << o << " undefined";
+  }
+}
+
+int Graph::eliminate_dead_code() {
+  std::set<int> live_values, live_storages;
+  auto mark = [&](int v) {
+    if (v < 0) return;
+    live_values.insert(v);
+    const Value& val = values[static_cast<size_t>(v)];
+    if (val.kind == Value::Kind::Tensor) live_storages.insert(val.tensor.storage);
+  };
+  for (int o : outputs) mark(o);
+  // Writes to the inputs' (and captured tensors') memory are observable after the call.
+  for (int in : inputs) {
+    if (in >= 0) live_storages.insert(values[static_cast<size_t>(in)].tensor.storage);
+  }
+  for (int c : captured_values) live_storages.insert(values[static_cast<size_t>(c)].tensor.storage);
+  int removed = 0;
+  for (size_t i = nodes.size(); i-- > 0;) {
+    Node& n = nodes[i];
+    if (n.dead) continue;
+    bool live = false;
+    for (int o : n.outputs) live = live || (o >= 0 && live_values.count(o));
+    for (int w : n.writes) live = live || live_storages.count(values[static_cast<size_t>(w)].tensor.storage);
+    if (!live) {
+      n.dead = true;
+      ++removed;
+      continue;
+    }
+    for (const auto& a : n.args) {
+      if (a.kind == Arg::Kind::Value) mark(a.value);
+      if (a.kind == Arg::Kind::ValueList) {
+        for (int v : a.values) mark(v);
+      }
+    }
+    for (int w : n.writes) mark(w);
+  }
+  return removed;
+}
+
+int Graph::eliminate_common_subexpressions() {
+  std::set<int> written;  // storages any node writes
+  for (const auto& n : nodes) {
+    if (n.dead) continue;
+    for (int w : n.writes) written.insert(values[static_cast<size_t>(w)].tensor.storage);
+  }
+  std::map<int, int> version;  // storage -> writes so far
+  std::map<std::string, size_t> seen;
+  std::map<int, int> remap;  // value -> replacement
+  auto resolve = [&](int v) {
+    auto it = remap.find(v);
+    return it == remap.end() ? v : it->second;
+  };
+  int merged = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Node& n = nodes[i];
+    if (n.dead) continue;
+    for (auto& a : n.args) {
+      if (a.kind == Arg::Kind::Value) a.value = resolve(a.value);
+      if (a.kind == Arg::Kind::ValueList) {
+        for (int& v : a.values) v = resolve(v);
+      }
+    }
+    for (int& w : n.writes) w = resolve(w);
+    const bool pure = n.kind == Node::Kind::Op && n.writes.empty() &&
+                      !(n.op.entry().tags() & (kTagRandom | kTagFactory | kTagDataDependent));
+    bool outputs_written = false;
+    for (int o : n.outputs) {
+      if (o >= 0 && written.count(values[static_cast<size_t>(o)].tensor.storage)) outputs_written = true;
+    }
+    if (pure && !outputs_written) {
+      std::ostringstream key;
+      key << n.op.name();
+      for (const auto& a : n.args) {
+        key << "|" << static_cast<int>(a.kind) << ":";
+        switch (a.kind) {
+          case Arg::Kind::Value: {
+            key << a.value;
+            if (a.value >= 0) key << "@" << version[values[static_cast<size_t>(a.value)].tensor.storage];
+            break;
+          }
+          case Arg::Kind::ValueList:
+            for (int v : a.values) key << v << (v >= 0 ? "@" + std::to_string(version[values[static_cast<size_t>(v)].tensor.storage]) : "") << ",";
+            break;
+          case Arg::Kind::Sym: key << a.expr; break;
+          case Arg::Kind::SymList:
+            for (auto* e : a.exprs) key << e << ",";
+            break;
+          case Arg::Kind::Constant: key << a.constant; break;
+        }
+      }
+      auto [it, fresh] = seen.emplace(key.str(), i);
+      if (!fresh) {
+        const Node& first = nodes[it->second];
+        for (size_t k = 0; k < n.outputs.size(); ++k) {
+          if (n.outputs[k] >= 0) remap[n.outputs[k]] = first.outputs[k];
+        }
+        n.dead = true;
+        ++merged;
+        continue;
+      }
+    }
+    for (int w : n.writes) ++version[values[static_cast<size_t>(w)].tensor.storage];
+  }
+  for (int& o : outputs) o = o >= 0 ? resolve(o) : o;
+  return merged;
+}
+
+}  // namespace tessera::compiler

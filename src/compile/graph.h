@@ -1,0 +1,93 @@
+/** \file
+ * The graph IR of a compiled function (DESIGN.md D7): plain data.
+ *
+ * Values are tensors (with symbolic metadata and the storage they live in) or symbolic integers.
+ * Nodes are operator calls, opaque user operators (extern), tile-kernel launches and the inputs;
+ * they run in order. A node's `writes` lists the tensors it mutates (in-place operators, written
+ * `custom_op` arguments, the arguments a kernel's IR stores through): the functional view the
+ * passes reason with, as storages and their versions.
+ */
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compile/shape_env.h"
+#include "tessera/dispatch.h"
+#include "tessera/ivalue.h"
+
+namespace tessera::tl {
+class JITFunction;
+}
+
+namespace tessera::compiler {
+
+struct TensorInfo {
+  DType dtype = DType::Float32;
+  Device device;
+  std::vector<sym::ExprPtr> sizes, strides;
+  sym::ExprPtr offset = nullptr;
+  int storage = -1;  ///< values with the same storage alias
+};
+
+struct Value {
+  enum class Kind : uint8_t { Tensor, Int } kind = Kind::Tensor;
+  TensorInfo tensor;
+  sym::ExprPtr expr = nullptr;  ///< Int
+  int producer = -1;            ///< node index, -1 for inputs
+};
+
+/** One argument of a node. */
+struct Arg {
+  enum class Kind : uint8_t { Value, ValueList, Sym, SymList, Constant } kind = Kind::Constant;
+  /** Kernel launches: a positional argument, a `tl::meta`, or a launch option. */
+  enum class Role : uint8_t { Positional, Meta, NumWarps, NumStages } role = Role::Positional;
+  int value = -1;                    ///< Value
+  std::vector<int> values;           ///< ValueList (-1 for None entries)
+  bool optional_list = false;        ///< ValueList of optional tensors
+  sym::ExprPtr expr = nullptr;       ///< Sym: an integer computed at call start
+  std::vector<sym::ExprPtr> exprs;   ///< SymList
+  IValue constant;                   ///< Constant (scalars, strings, dtypes, None, ...)
+  std::string name;                  ///< the schema's argument name, or the meta/option name
+  bool written = false;              ///< kernel launches: the IR stores through it
+};
+
+struct Node {
+  enum class Kind : uint8_t { Op, Extern, Kernel } kind = Kind::Op;
+  OperatorHandle op;                       ///< Op, Extern
+  const tl::JITFunction* kernel = nullptr; ///< Kernel
+  std::vector<Arg> args;
+  sym::ExprPtr grid[3] = {nullptr, nullptr, nullptr};  ///< Kernel
+  std::vector<int> outputs;       ///< value ids (tensors; -1 for non-tensor results)
+  std::vector<IValue> constant_outputs;  ///< non-tensor results, per output position
+  std::vector<int> writes;        ///< value ids of mutated tensors
+  SourceLoc loc;
+  bool dead = false;
+};
+
+struct Graph {
+  std::string name;
+  IntrusivePtr<ShapeEnv> env;
+  std::vector<Value> values;
+  std::vector<Node> nodes;
+  std::vector<int> inputs;  ///< value ids of tensor inputs, in argument order (-1: not a tensor)
+  std::vector<int> outputs; ///< value ids of tensor results (-1: a constant result)
+  std::vector<IValue> constant_outputs;
+  std::vector<Tensor> captured;  ///< real tensors the function closed over (inputs after `inputs`)
+  std::vector<int> captured_values;
+
+  int add_value(Value v);
+  /** A readable listing (`TESSERA_LOGS=graph`). */
+  std::string str() const;
+  /** Checks that every value is defined before use; an InternalError otherwise. */
+  void verify() const;
+  /** Removes nodes whose results are unused and whose writes nobody observes. */
+  int eliminate_dead_code();
+  /** Merges repeated pure operator calls on the same (unchanged) values. */
+  int eliminate_common_subexpressions();
+  /** Nodes that will run. */
+  size_t live_nodes() const;
+};
+
+}  // namespace tessera::compiler
