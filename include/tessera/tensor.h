@@ -124,8 +124,8 @@ class Tensor {
   /** The value of a one-element tensor. */
   Scalar item(TS_HERE) const;
   template <class T>
-  T item() const {
-    return item().to<T>();
+  T item(TS_HERE) const {
+    return item(loc).to<T>();
   }
 
   /** PyTorch's format: `tensor([1., 2.])`. */

@@ -97,6 +97,7 @@ class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
     const auto& schema = op.schema();
     const size_t nargs = schema.arguments().size();
     const SourceLoc loc = UserLocGuard::current();
+    if (loc.known()) g_.env->last_loc = loc;
     IValue* args = &stack[stack.size() - nargs];
     if (op.has_tag(kTagDataDependent)) graph_break("reading tensor data (" + op.name() + ")", loc);
     if (op.has_tag(kTagTritonOp) && !grad_inputs_) {
@@ -156,6 +157,7 @@ class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
   void on_launch(const tl::Launcher& launch, ArrayRef<tl::KernelArg> args) override {
     const tl::JITFunction& fn = launch.function();
     const SourceLoc loc = launch.location();
+    if (loc.known()) g_.env->last_loc = loc;
     Node n;
     n.kind = Node::Kind::Kernel;
     n.kernel = &fn;
@@ -420,7 +422,7 @@ struct Entry {
         const auto& gd = graph->env->guards[k];
         std::ostringstream os;
         os << graph->env->ctx.str(gd.condition) << " failed (" << gd.why;
-        if (gd.loc.known()) os << ", guard from " << gd.loc;
+        if (gd.loc.known()) os << (gd.why.find("after the call at") != std::string::npos ? " " : ", guard from ") << gd.loc;
         os << ")";
         return fail(os.str());
       }

@@ -32,6 +32,10 @@ int64_t ShapeEnv::hint(sym::ExprPtr e) {
 
 void ShapeEnv::add_guard(sym::ExprPtr condition, SourceLoc loc, std::string why) {
   if (condition->kind == sym::Kind::BoolConst) return;  // decided by the ranges
+  if (!loc.known() && last_loc.known()) {
+    loc = last_loc;
+    why += ", after the call at";
+  }
   for (const auto& g : guards) {
     if (g.condition == condition) return;
   }

@@ -30,6 +30,9 @@ class ShapeEnv : public RefCounted {
   sym::Context ctx;
   std::vector<Symbol> symbols;
   std::vector<Guard> guards;
+  /** The last traced call: where a guard made by an implicit conversion (which cannot take a
+   * location) is reported, as "after" that line. `guard_int()` gives the exact line. */
+  SourceLoc last_loc;
 
   /** A new size symbol (values >= 2: sizes 0 and 1 are specialized). */
   SymInt create_symbol(std::string source, int64_t hint);

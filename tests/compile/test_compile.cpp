@@ -1,0 +1,330 @@
+// tessera::compile, after PyTorch's test_triton_kernels.py behaviours: grids of every form,
+// constexprs, static and dynamic shapes, views and offsets, exact write sets, the expanded-write
+// error, aligned and unaligned sizes in one graph, explained recompiles, the recompile limit,
+// triton_op traced into and custom_op kept opaque, graph breaks, DCE and CSE; results always equal
+// eager on fresh random inputs.
+#include <gtest/gtest.h>
+
+#include "tessera/compile.h"
+#include "tessera/library.h"
+#include "tessera/tessera.h"
+#include "testing.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+namespace tl = tessera::tl;
+
+namespace {
+
+TL_JIT(add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::Int n_elements, tl::Const BLOCK_SIZE) {
+  auto pid = tl::program_id(0);
+  auto offsets = pid * BLOCK_SIZE + tl::arange(0, BLOCK_SIZE);
+  auto mask = offsets < n_elements;
+  auto x = tl::load(in_ptr0 + offsets, mask);
+  auto y = tl::load(in_ptr1 + offsets, mask);
+  tl::store(out_ptr + offsets, x + y, mask);
+}
+
+Tensor add_fn(const Tensor& x, const Tensor& y) {
+  Tensor output = zeros_like(x);
+  auto n_elements = output.numel();
+  auto grid = [&](const tl::Meta& meta) { return tl::Grid{tl::cdiv(n_elements, meta["BLOCK_SIZE"])}; };
+  add_kernel[grid](x, y, output, n_elements, tl::meta("BLOCK_SIZE", 4));
+  return output;
+}
+
+CompileOptions full(std::string name = "fn") {
+  CompileOptions o;
+  o.fullgraph = true;
+  o.name = std::move(name);
+  return o;
+}
+
+TEST(Compile, SeedAddFnStaticThenDynamic) {
+  auto compiled = compile(add_fn, full("add_fn"));
+  for (int64_t n : {4, 5, 6, 7, 4096, 3}) {
+    Tensor x = randn({n}), y = randn({n});
+    EXPECT_TRUE(equal(compiled(x, y), x + y)) << n;
+  }
+  // Static on the first call, dynamic after one recompile, then no more.
+  EXPECT_EQ(compiled.stats().graphs, 2);
+  EXPECT_EQ(compiled.stats().recompiles, 1);
+  const std::string g = compiled.stats().last_graph;
+  EXPECT_NE(g.find("kernel add_kernel[(s0 + 3)//4, 1, 1]"), std::string::npos) << g;
+  EXPECT_NE(g.find("writes"), std::string::npos) << g;
+}
+
+TEST(Compile, EveryGridFormAndConstexprForm) {
+  auto tuple_grid = [](const Tensor& x, const Tensor& y) {
+    Tensor out = empty_like(x);
+    auto n = x.numel();
+    add_kernel[tl::Grid{tl::cdiv(n, 32)}](x, y, out, n, tl::meta("BLOCK_SIZE", 32));
+    return out;
+  };
+  auto int_grid_positional_constexpr = [](const Tensor& x, const Tensor& y) {
+    Tensor out = empty_like(x);
+    auto n = x.numel();
+    add_kernel[tl::cdiv(n, 16)](x, y, out, n, 16);  // BLOCK_SIZE given positionally
+    return out;
+  };
+  struct GridOf {
+    static tl::Grid make(const tl::Meta& m, const SymInt& n) { return tl::Grid{tl::cdiv(n, m["BLOCK_SIZE"])}; }
+  };
+  auto function_grid = [](const Tensor& x, const Tensor& y) {
+    Tensor out = empty_like(x);
+    auto n = x.numel();
+    auto grid = [n](const tl::Meta& m) { return GridOf::make(m, n); };
+    add_kernel[grid](x, y, out, n, tl::meta("BLOCK_SIZE", 64));
+    return out;
+  };
+  auto a = compile(tuple_grid, full()), b = compile(int_grid_positional_constexpr, full()),
+       c = compile(function_grid, full());
+  for (int64_t n : {40, 41, 1000}) {
+    Tensor x = randn({n}), y = randn({n});
+    EXPECT_TRUE(equal(a(x, y), x + y));
+    EXPECT_TRUE(equal(b(x, y), x + y));
+    EXPECT_TRUE(equal(c(x, y), x + y));
+  }
+  EXPECT_EQ(a.stats().graphs, 2);
+}
+
+TEST(Compile, DynamicFromTheStartSharesOneGraphForAlignedAndUnalignedSizes) {
+  CompileOptions o = full();
+  o.dynamic = true;
+  auto compiled = compile(add_fn, o);
+  for (int64_t n : {16, 17, 32, 33, 2}) {  // divisible by 16 or not: a kernel variant, not a guard
+    Tensor x = randn({n}), y = randn({n});
+    EXPECT_TRUE(equal(compiled(x, y), x + y)) << n;
+  }
+  EXPECT_EQ(compiled.stats().graphs, 1);
+  EXPECT_GE(add_kernel.num_specializations(), 2u);
+}
+
+TL_JIT(strided_copy, tl::Ptr src, tl::Ptr dst, tl::Int rows, tl::Int cols, tl::Int src_stride, tl::Const BLOCK) {
+  auto r = tl::program_id(0);
+  auto c = tl::arange(0, BLOCK);
+  auto m = c < cols;
+  tl::store(dst + r * cols + c, tl::load(src + r * src_stride + c, m) * 2.0, m);
+}
+
+TEST(Compile, ViewsStridesAndStorageOffsets) {
+  auto fn = [](const Tensor& x) {
+    Tensor v = x.narrow(1, 1, 5);  // a view with an offset and row stride 8
+    Tensor out = empty({v.size(0), v.size(1)});
+    strided_copy[{v.size(0)}](v, out, v.size(0), v.size(1), v.stride(0), tl::meta("BLOCK", 8));
+    return out;
+  };
+  auto compiled = compile(fn, full());
+  for (int64_t rows : {3, 4, 9}) {
+    Tensor x = randn({rows, 8});
+    EXPECT_TRUE(equal(compiled(x), x.narrow(1, 1, 5) * 2)) << rows;
+  }
+  // An argument that is itself a view with an offset.
+  auto g = compile([](const Tensor& v) { return add_fn(v, v); }, full());
+  Tensor base = randn({20});
+  Tensor v = base.narrow(0, 3, 10);
+  EXPECT_TRUE(equal(g(v), v + v));
+}
+
+TL_JIT(write_set_kernel, tl::Ptr a, tl::Ptr b, tl::Ptr c, tl::Ptr d, tl::Int n, tl::Const B) {
+  // Reads a; writes b in a loop; writes c in one branch only; reduces into d; never writes a.
+  auto offs = tl::arange(0, B);
+  tl::Var acc = tl::zeros({B}, tl::float32);
+  tl::range(0, n, B, [&](tl::Tile start) {
+    auto o = start + offs;
+    auto v = tl::load(a + o, o < n, 0.0);
+    tl::store(b + o, v + 1.0, o < n);
+    acc = acc + v;
+  });
+  tl::if_(n > 100, [&] { tl::store(c + offs, acc); });
+  tl::store(d, tl::sum(acc, 0));
+}
+
+TEST(Compile, WriteSetsComeExactlyFromTheKernelIr) {
+  auto fn = [](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) {
+    write_set_kernel[{1}](a, b, c, d, a.numel(), tl::meta("B", 16));
+    return d.clone();
+  };
+  auto compiled = compile(fn, full());
+  Tensor a = randn({50}), b = zeros({50}), c = zeros({16}), d = zeros({1});
+  Tensor r = compiled(a, b, c, d);
+  EXPECT_NEAR(r.item<double>(), a.sum().item<double>(), 1e-4);
+  EXPECT_TRUE(allclose(b, a + 1));
+  const std::string g = compiled.stats().last_graph;
+  EXPECT_NE(g.find("(%0, %1!, %2!, %3!,"), std::string::npos) << g;  // a read, b/c/d written
+}
+
+TEST(Compile, WritingAnExpandedTensorIsAnError) {
+  auto fn = [](const Tensor& x) {
+    Tensor out = zeros({1}).expand({x.size(0)});
+    add_kernel[{1}](x, x, out, x.numel(), tl::meta("BLOCK_SIZE", 16));
+    return out;
+  };
+  auto compiled = compile(fn, full());
+  const std::string msg = error_of<CompileError>([&] { compiled(randn({8})); });
+  EXPECT_NE(msg.find("overlaps itself"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("out_ptr"), std::string::npos) << msg;
+}
+
+TEST(Compile, AConstexprFedByASizeRecompilesWithAnExplanation) {
+  auto fn = [](const Tensor& x, const Tensor& y) {
+    Tensor out = empty_like(x);
+    const int64_t block = x.size(0).guard_int();  // specializes the symbol: a guard on this line
+    add_kernel[{1}](x, y, out, x.numel(), tl::meta("BLOCK_SIZE", block));
+    return out;
+  };
+  const int line = __LINE__ - 4;
+  CompileOptions o = full();
+  o.dynamic = true;
+  auto compiled = compile(fn, o);
+  setenv("TESSERA_LOGS", "recompiles", 1);
+  reload_knobs();
+  ::testing::internal::CaptureStderr();
+  Tensor x = randn({8}), y = randn({8});
+  EXPECT_TRUE(equal(compiled(x, y), x + y));
+  Tensor x2 = randn({16}), y2 = randn({16});
+  EXPECT_TRUE(equal(compiled(x2, y2), x2 + y2));
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  unsetenv("TESSERA_LOGS");
+  reload_knobs();
+  EXPECT_EQ(compiled.stats().graphs, 2);
+  EXPECT_NE(log.find("s0 == 8 failed"), std::string::npos) << log;
+  EXPECT_NE(log.find("test_compile.cpp:" + std::to_string(line)), std::string::npos) << log;
+  // An implicit conversion cannot take a location: the guard names the last traced call.
+  auto implicit = compile([](const Tensor& x) {
+    Tensor y = mul(x, 2.0);  // a function call carries its line; operators cannot
+    const int64_t n = x.size(0);
+    return y + static_cast<double>(n);
+  }, o);
+  const int implicit_line = __LINE__ - 4;
+  implicit(randn({5}));
+  setenv("TESSERA_LOGS", "recompiles", 1);
+  reload_knobs();
+  ::testing::internal::CaptureStderr();
+  implicit(randn({6}));
+  const std::string log2 = ::testing::internal::GetCapturedStderr();
+  unsetenv("TESSERA_LOGS");
+  reload_knobs();
+  EXPECT_NE(log2.find("after the call at test_compile.cpp:" + std::to_string(implicit_line)), std::string::npos) << log2;
+}
+
+TEST(Compile, ADynamicGridDoesNotRecompileUnderALimitOfOne) {
+  CompileOptions o = full();
+  o.recompile_limit = 1;
+  auto compiled = compile(add_fn, o);
+  for (int64_t n : {10, 11, 12, 100, 1000, 7}) {
+    Tensor x = randn({n}), y = randn({n});
+    EXPECT_TRUE(equal(compiled(x, y), x + y));
+  }
+  EXPECT_EQ(compiled.stats().recompiles, 1);
+  // Past the limit: an error under fullgraph, eager otherwise.
+  auto dtype_fn = compile([](const Tensor& x) { return x * 2; }, o);
+  dtype_fn(randn({4}));
+  dtype_fn(randn({4}, TensorOptions().dtype(DType::Float64)));
+  const std::string msg = error_of<CompileError>([&] { dtype_fn(randn({4}, TensorOptions().dtype(DType::BFloat16))); });
+  EXPECT_NE(msg.find("recompile_limit=1"), std::string::npos) << msg;
+  CompileOptions lenient;
+  lenient.recompile_limit = 0;
+  auto eager = compile([](const Tensor& x) { return x * 2; }, lenient);
+  eager(randn({4}));
+  Tensor x64 = randn({4}, TensorOptions().dtype(DType::Float64));
+  EXPECT_TRUE(equal(eager(x64), x64 * 2));
+  EXPECT_TRUE(eager.stats().eager);
+}
+
+TL_JIT(sin_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+  auto o = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  tl::store(out + o, tl::sin(tl::load(x + o, o < n)), o < n);
+}
+
+TEST(Compile, TritonOpsAreTracedIntoCustomOpsStayOpaque) {
+  static auto mysin = library::triton_op("compilelib::mysin", [](const Tensor& x) {
+    Tensor out = empty_like(x);
+    auto n = x.numel();
+    library::wrap_triton(sin_kernel)[{tl::cdiv(n, 32)}](x, out, n, tl::meta("BLOCK", 32));
+    return out;
+  });
+  static auto opaque = library::custom_op("compilelib::opaque", [](const Tensor& x) { return x * 3; });
+  opaque.register_fake([](const Tensor& x) { return empty_like(x); });
+  auto fn = compile([](const Tensor& x) { return opaque(mysin(x)); }, full());
+  Tensor x = randn({100});
+  EXPECT_TRUE(allclose(fn(x), x.sin() * 3, 1e-6, 1e-6));
+  const std::string g = fn.stats().last_graph;
+  EXPECT_EQ(g.find("compilelib::mysin"), std::string::npos) << g;
+  EXPECT_NE(g.find("kernel sin_kernel"), std::string::npos) << g;
+  EXPECT_NE(g.find("extern compilelib::opaque"), std::string::npos) << g;
+  // Without a fake kernel, a custom_op cannot be traced.
+  static auto nofake = library::custom_op("compilelib::nofake", [](const Tensor& x) { return x * 3; });
+  auto bad = compile([](const Tensor& x) { return nofake(x); }, full());
+  const std::string msg = error_of<CompileError>([&] { bad(x); });
+  EXPECT_NE(msg.find("register_fake"), std::string::npos) << msg;
+}
+
+TEST(Compile, GraphBreaksNameCauseAndLine) {
+  auto reads = [](const Tensor& x) {
+    const double s = x.sum().item<double>();  // reads data
+    return x * s;
+  };
+  const int line = __LINE__ - 3;
+  auto strict = compile(reads, full("reads"));
+  const std::string msg = error_of<CompileError>([&] { strict(randn({4})); });
+  EXPECT_NE(msg.find("reading tensor data"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("test_compile.cpp:" + std::to_string(line)), std::string::npos) << msg;
+  EXPECT_NE(msg.find("fullgraph"), std::string::npos) << msg;
+  // Without fullgraph the function runs eagerly, correctly.
+  auto lenient = compile(reads);
+  Tensor x = randn({4});
+  EXPECT_TRUE(allclose(lenient(x), x * x.sum().item<double>()));
+  EXPECT_TRUE(lenient.stats().eager);
+}
+
+TEST(Compile, GuardsOnDtypeScalarsAndMutatedInputs) {
+  auto fn = compile([](const Tensor& x, double alpha, const Tensor& out) {
+    Tensor t = x * alpha;
+    add_kernel[{tl::cdiv(x.numel(), 64)}](t, x, out, x.numel(), tl::meta("BLOCK_SIZE", 64));
+    return t.sum();
+  }, full());
+  Tensor x = randn({30}), out = zeros({30});
+  fn(x, 2.0, out);
+  EXPECT_TRUE(allclose(out, x * 3));  // the write into an input persists
+  fn(x, 3.0, out);                    // a new scalar: a recompile
+  EXPECT_TRUE(allclose(out, x * 4));
+  EXPECT_EQ(fn.stats().graphs, 2);
+  Tensor x64 = randn({30}, TensorOptions().dtype(DType::Float64));
+  Tensor out64 = zeros({30}, TensorOptions().dtype(DType::Float64));
+  fn(x64, 3.0, out64);
+  EXPECT_TRUE(allclose(out64, x64 * 4));
+  EXPECT_EQ(fn.stats().graphs, 3);
+}
+
+TEST(Compile, DeadCodeAndCommonSubexpressionsAreRemoved) {
+  auto fn = compile([](const Tensor& x) {
+    Tensor unused = x.exp() * 7;  // dead
+    (void)unused;
+    return x.sin() + x.sin();     // one sin
+  }, full());
+  Tensor x = randn({16});
+  EXPECT_TRUE(allclose(fn(x), x.sin() * 2));
+  const std::string g = fn.stats().last_graph;
+  EXPECT_EQ(g.find("aten::exp"), std::string::npos) << g;
+  const size_t first = g.find("aten::sin");
+  ASSERT_NE(first, std::string::npos) << g;
+  EXPECT_EQ(g.find("aten::sin", first + 1), std::string::npos) << g;
+}
+
+TEST(Compile, TuplesVectorsAndOptionalsFlatten) {
+  auto fn = compile([](const std::vector<Tensor>& xs, std::optional<Tensor> bias) {
+    Tensor s = xs[0] + xs[1];
+    if (bias) s = s + *bias;
+    return std::make_tuple(s, s.sum());
+  }, full());
+  Tensor a = randn({3}), b = randn({3}), c = randn({3});
+  auto [s, total] = fn(std::vector<Tensor>{a, b}, std::optional<Tensor>(c));
+  EXPECT_TRUE(allclose(s, a + b + c));
+  EXPECT_NEAR(total.item<double>(), (a + b + c).sum().item<double>(), 1e-5);
+  auto [s2, t2] = fn(std::vector<Tensor>{a, b}, std::nullopt);
+  EXPECT_TRUE(allclose(s2, a + b));
+  EXPECT_EQ(fn.stats().graphs, 2);  // the optional's presence is part of the guard
+}
+
+}  // namespace
