@@ -145,6 +145,8 @@ struct Stats {
   std::string last_graph;  ///< the newest graph, printed
 };
 Stats stats(const CompiledFunction& f);
+/** Whether some compiled graph's guards accept `args` (benchmarks and tests). */
+bool guards_pass(const CompiledFunction& f, const std::vector<IValue>& args);
 
 template <class F>
 struct FnSig : FnSig<decltype(&std::decay_t<F>::operator())> {};
@@ -181,6 +183,14 @@ class Compiled<R, std::tuple<A...>> {
     }
   }
   compile_detail::Stats stats() const { return compile_detail::stats(*f_); }
+  /** Only the guard check of a call (for benchmarks). */
+  bool guards_pass(const A&... args) const {
+    std::vector<IValue> leaves;
+    (compile_detail::Tree<A>::flatten(args, leaves), ...);
+    return compile_detail::guards_pass(*f_, leaves);
+  }
+  /** The guard check on already flattened arguments. */
+  bool guards_pass_flat(const std::vector<IValue>& leaves) const { return compile_detail::guards_pass(*f_, leaves); }
 
  private:
   std::shared_ptr<compile_detail::CompiledFunction> f_;

@@ -302,7 +302,18 @@ struct LeafGuard {
   std::vector<int64_t> strides;      ///< static strides (empty when `contiguous`)
   int64_t offset = 0;
   const void* storage = nullptr;     ///< captured tensors: identity
+  uint64_t key = 0;                  ///< dtype, device, rank and grad packed (one compare)
 };
+
+/** dtype, device, rank, autograd flag and "plain sizes with data" in one word. */
+inline uint64_t pack_key(const TensorImpl* t) {
+  const Device d = t->device();
+  const uint64_t flags = t->flags();
+  const bool plain = !t->has_symbolic_shape() && t->has_data();
+  return static_cast<uint64_t>(t->dtype()) | (static_cast<uint64_t>(d.type()) << 8) |
+         (static_cast<uint64_t>(static_cast<uint8_t>(d.index())) << 16) | (static_cast<uint64_t>(t->dim()) << 24) |
+         (static_cast<uint64_t>((flags & kTensorAutograd) != 0) << 40) | (static_cast<uint64_t>(plain) << 41);
+}
 
 std::string leaf_name(size_t i) {
   return "arg" + std::to_string(i);
@@ -320,7 +331,7 @@ struct Entry {
   std::unique_ptr<sym::Program> program;  ///< env guards first, then every expression the run needs
   size_t num_guards = 0;
   std::unordered_map<sym::ExprPtr, size_t> slot;  ///< expression -> program output
-  std::vector<std::pair<size_t, size_t>> captured_checks;
+  std::vector<size_t> tensor_leaves;  ///< positions of the tensor arguments
 
   struct Scratch {
     std::vector<int64_t> symbols, values;
@@ -338,8 +349,7 @@ struct Entry {
       return false;
     };
     if (args.size() != leaves.size()) return fail("the arguments' structure changed");
-    s.symbols.assign(symbol_sources.size(), 0);
-    std::vector<bool> bound(symbol_sources.size(), false);
+    s.symbols.assign(symbol_sources.size(), -1);  // unbound (sizes bound to symbols are >= 2)
     for (size_t i = 0; i < leaves.size(); ++i) {
       const LeafGuard& g = leaves[i];
       const IValue& a = args[i];
@@ -355,6 +365,33 @@ struct Entry {
       if (!a.is_tensor() || !a.to_tensor().defined()) return fail(leaf_name(i) + " is a tensor");
       const Tensor& t = a.to_tensor();
       const TensorImpl* impl = t.impl();
+      if (__builtin_expect(pack_key(impl) == g.key, 1)) {
+        // dtype, device, rank and requires_grad as traced; sizes plain: compare the raw words.
+        const SymInt* sz = impl->sizes().data();
+        for (int64_t d = 0; d < g.dim; ++d) {
+          const int sym_index = g.size_symbol[static_cast<size_t>(d)];
+          const int64_t v = sz[d].raw();
+          if (sym_index < 0) {
+            if (v != g.sizes[static_cast<size_t>(d)]) goto slow;
+          } else {
+            int64_t& bound = s.symbols[static_cast<size_t>(sym_index)];
+            if (v < 2 || (bound >= 0 && bound != v)) goto slow;
+            bound = v;
+          }
+        }
+        if (g.contiguous) {
+          if (!impl->is_contiguous()) goto slow;
+        } else {
+          const SymInt* st = impl->strides().data();
+          for (int64_t d = 0; d < g.dim; ++d) {
+            if (st[d].raw() != g.strides[static_cast<size_t>(d)]) goto slow;
+          }
+        }
+        if (impl->storage_offset().raw() != g.offset) goto slow;
+        continue;
+      }
+    slow:
+      if (!why) return false;
       if (t.dtype() != g.dtype) {
         return fail(leaf_name(i) + ".dtype == " + dtype_name(g.dtype) + " failed (got " + dtype_name(t.dtype()) + ")");
       }
@@ -369,21 +406,20 @@ struct Entry {
       const auto sizes = impl->int_sizes();
       for (int64_t d = 0; d < g.dim; ++d) {
         const int sym_index = g.size_symbol[static_cast<size_t>(d)];
-        const std::string dn = leaf_name(i) + ".size(" + std::to_string(d) + ")";
+        auto dn = [&] { return leaf_name(i) + ".size(" + std::to_string(d) + ")"; };
         if (sym_index < 0) {
           if (sizes[d] != g.sizes[static_cast<size_t>(d)]) {
-            return fail(dn + " == " + std::to_string(g.sizes[static_cast<size_t>(d)]) + " failed (got " +
+            return fail(dn() + " == " + std::to_string(g.sizes[static_cast<size_t>(d)]) + " failed (got " +
                         std::to_string(sizes[d]) + ")");
           }
           continue;
         }
-        if (sizes[d] < 2) return fail(dn + " >= 2 failed (got " + std::to_string(sizes[d]) + "; sizes 0 and 1 are specialized)");
+        if (sizes[d] < 2) return fail(dn() + " >= 2 failed (got " + std::to_string(sizes[d]) + "; sizes 0 and 1 are specialized)");
         const size_t s_idx = static_cast<size_t>(sym_index);
-        if (!bound[s_idx]) {
+        if (s.symbols[s_idx] < 0) {
           s.symbols[s_idx] = sizes[d];
-          bound[s_idx] = true;
         } else if (s.symbols[s_idx] != sizes[d]) {
-          return fail(dn + " == " + graph->env->symbols[s_idx].source + " failed (got " + std::to_string(sizes[d]) +
+          return fail(dn() + " == " + graph->env->symbols[s_idx].source + " failed (got " + std::to_string(sizes[d]) +
                       " and " + std::to_string(s.symbols[s_idx]) + ")");
         }
       }
@@ -403,19 +439,18 @@ struct Entry {
                     std::to_string(impl->int_offset()) + ")");
       }
     }
-    // Aliasing between tensor arguments must be as traced.
-    for (size_t i = 0; i < leaves.size(); ++i) {
-      if (!leaves[i].tensor) continue;
-      for (size_t j = i + 1; j < leaves.size(); ++j) {
-        if (!leaves[j].tensor) continue;
-        const bool shared = args[i].to_tensor().impl()->storage() == args[j].to_tensor().impl()->storage();
-        const bool was = std::find(alias_pairs.begin(), alias_pairs.end(), std::make_pair(i, j)) != alias_pairs.end();
-        if (shared != was) {
-          return fail(leaf_name(i) + " and " + leaf_name(j) + (was ? " share memory" : " do not share memory") + " failed");
+    // Tensor arguments must not share memory (as when traced).
+    for (size_t a = 0; a < tensor_leaves.size(); ++a) {
+      const StorageImpl* sa = args[tensor_leaves[a]].to_tensor().impl()->storage();
+      for (size_t b = a + 1; b < tensor_leaves.size(); ++b) {
+        if (sa == args[tensor_leaves[b]].to_tensor().impl()->storage()) {
+          return fail(leaf_name(tensor_leaves[a]) + " and " + leaf_name(tensor_leaves[b]) +
+                      " do not share memory failed");
         }
       }
     }
-    s.values.assign(program->num_outputs(), 0);
+    if (program->size() == 0) return true;
+    s.values.resize(program->num_outputs());
     if (!program->run(s.symbols.data(), s.values.data())) return fail("a size expression divides by zero");
     for (size_t k = 0; k < num_guards; ++k) {
       if (s.values[k] == 0) {
@@ -547,7 +582,7 @@ class CompiledFunction {
 
   std::vector<IValue> call(const std::vector<IValue>& args) {
     if (eager_) return fn_(args);
-    Entry::Scratch s;
+    thread_local Entry::Scratch s;  // no allocation on the hot path
     for (const auto& e : entries_) {
       if (e->match(args, s, nullptr)) return e->run(args, s);
     }
@@ -583,6 +618,14 @@ class CompiledFunction {
     Entry& e = *entries_.back();
     TS_INTERNAL_ASSERT(e.match(args, s, &why)) << opts_.name << ": a fresh graph fails its own guards: " << why;
     return e.run(args, s);
+  }
+
+  bool guards_pass(const std::vector<IValue>& args) const {
+    thread_local Entry::Scratch s;
+    for (const auto& e : entries_) {
+      if (e->match(args, s, nullptr)) return true;
+    }
+    return false;
   }
 
   Stats stats() const {
@@ -646,6 +689,7 @@ class CompiledFunction {
       lg.requires_grad = t.requires_grad();
       any_grad = any_grad || lg.requires_grad;
       lg.offset = t.impl()->int_offset();
+      lg.key = pack_key(t.impl());
       const auto sizes = t.impl()->int_sizes();
       const bool contiguous = t.is_contiguous();
       SymDimVector fsizes;
@@ -680,6 +724,9 @@ class CompiledFunction {
       entry->leaves.push_back(lg);
       g.inputs.push_back(tracer.add_tensor(fake, -1));
       fakes.emplace_back(fake);
+    }
+    for (size_t i = 0; i < entry->leaves.size(); ++i) {
+      if (entry->leaves[i].tensor) entry->tensor_leaves.push_back(i);
     }
     // Aliasing among tensor arguments.
     for (size_t i = 0; i < args.size(); ++i) {
@@ -754,6 +801,10 @@ std::vector<IValue> call_compiled(CompiledFunction& f, const std::vector<IValue>
 
 Stats stats(const CompiledFunction& f) {
   return f.stats();
+}
+
+bool guards_pass(const CompiledFunction& f, const std::vector<IValue>& args) {
+  return f.guards_pass(args);
 }
 
 }  // namespace tessera::compile_detail
