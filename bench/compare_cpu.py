@@ -64,6 +64,7 @@ def main():
     ap.add_argument("--python", default=default_py if os.path.exists(default_py) else sys.executable)
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--min-time", type=float, default=0.3)
+    ap.add_argument("--skip-compile", action="store_true", help="skip the tessera::compile vs torch.compile table")
     args = ap.parse_args()
 
     tessera = os.path.join(args.build, "bench", "bench_kernels_cpu")
@@ -157,8 +158,56 @@ def main():
           f"{fmt(w / c, 'x')} | ≤0.05x |")
     print(f"| hot launch, one-program grid | {fmt(hot, ' ns')} | direct call of the compiled function: "
           f"{fmt(direct, ' ns')} | +{fmt(None if hot is None else hot - direct, ' ns')} | within 1 µs |")
+    if not args.skip_compile:
+        compile_section(args, have_torch)
     for n in notes:
         print(f"\nNote: {n}")
+
+
+def compile_section(args, have_torch):
+    """tessera::compile vs torch.compile on the seed's add_fn (see bench/peers/torch_compile_cpu.py)."""
+    exe = os.path.join(args.build, "bench", "bench_compile_cpu")
+    peer = os.path.join(ROOT, "bench", "peers", "torch_compile_cpu.py")
+    rounds = max(1, min(args.rounds, 3))
+    t_cold, t_warm, t_recompile, p_cold, p_warm, p_call, p_recompile = [], [], [], [], [], [], []
+    for r in range(rounds):
+        print(f"compile round {r + 1}/{rounds}", file=sys.stderr)
+        cache = tempfile.mkdtemp(prefix="tessera-bench-compile-")
+        env = dict(os.environ, TESSERA_CACHE_DIR=cache)
+        t_cold.append(first_line_ms([exe, "--first-call-ms"], env))
+        t_warm.append(first_line_ms([exe, "--first-call-ms"], env))
+        t_recompile.append(first_line_ms([exe, "--recompile-ms"], env))
+        shutil.rmtree(cache, ignore_errors=True)
+        if have_torch:
+            tcache = tempfile.mkdtemp(prefix="torch-bench-compile-")
+            tenv = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=tcache, TRITON_CACHE_DIR=os.path.join(tcache, "triton"))
+            run = lambda mode: float(subprocess.run([args.python, peer, mode], check=True, capture_output=True,
+                                                    text=True, env=tenv).stdout.strip().splitlines()[-1])
+            p_cold.append(run("first-call") * 1e3)
+            p_warm.append(run("first-call") * 1e3)
+            p_call.append(run("per-call"))
+            p_recompile.append(run("recompile") * 1e3)
+            shutil.rmtree(tcache, ignore_errors=True)
+    calls = gbench(exe, "CompiledAddFnN4|EagerAddFnN4|GuardCheckFourInputs|GuardCheckFourDynamicInputs", args.min_time)
+    per_call = calls.get("BM_CompiledAddFnN4") / 1e3 if calls.get("BM_CompiledAddFnN4") else None
+    m = median
+    print(f"\n## tessera::compile vs torch.compile, the seed's add_fn on CPU (median of {rounds} fresh processes)\n")
+    print("torch.compile runs the same computation in PyTorch ops: on a machine without a GPU, Triton cannot run "
+          "the user kernel.\n")
+    print("| measure | tessera | torch.compile | ratio | target |")
+    print("|---|---|---|---|---|")
+
+    def row(name, t, p, unit, target):
+        ratio = None if (t is None or p is None) else t / p
+        print(f"| {name} | {fmt(t, unit)} | {fmt(p, unit)} | {fmt(ratio, 'x')} | {target} |")
+
+    row("first call, cold caches", m(t_cold), m(p_cold), " ms", "≤0.1x")
+    row("first call, new process, warm caches", m(t_warm), m(p_warm), " ms", "≤0.1x")
+    row("per call at n = 4", per_call, m(p_call), " µs", "≤0.1x")
+    row("recompile to a dynamic size (n = 5)", m(t_recompile), m(p_recompile), " ms", "≤0.1x")
+    print(f"\nEager add_fn at n = 4: {fmt(calls.get('BM_EagerAddFnN4'), ' ns')}; guard check of four tensor "
+          f"arguments: {fmt(calls.get('BM_GuardCheckFourInputs'), ' ns')} static, "
+          f"{fmt(calls.get('BM_GuardCheckFourDynamicInputs'), ' ns')} dynamic (target ≤100 ns).")
 
 
 if __name__ == "__main__":

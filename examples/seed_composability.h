@@ -5,6 +5,7 @@
 
 #include <iostream>
 
+#include <tessera/compile.h>
 #include <tessera/library.h>
 #include <tessera/tessera.h>
 
@@ -69,6 +70,12 @@ inline bool run(std::ostream& os) {
   os << "z = ops(\"mylib::mysin.default\")(x) = " << z << "\n";
   check("allclose(y, x.sin())", allclose(y, x.sin()));
   check("allclose(z, x.sin())", allclose(z, x.sin()));
+  auto compiled_mysin = tessera::compile(mysin, {.fullgraph = true, .name = "mysin"});
+  Tensor yc = compiled_mysin(x);
+  os << "y = tessera::compile(mysin)(x)      = " << yc << "\n";
+  check("allclose(compiled y, x.sin())", allclose(yc, x.sin()));
+  os << "The graph traces into the triton_op (its name is gone; its kernel is a node):\n"
+     << compiled_mysin.stats().last_graph;
 
   os << "\n== Training support: register_autograd, whose backward calls the mycos triton_op ==\n";
   mysin.register_autograd(

@@ -663,10 +663,14 @@ class CompiledFunction {
     g.name = opts_.name;
     g.env = IntrusivePtr<ShapeEnv>(new ShapeEnv());
     ShapeEnv& env = *g.env;
-    Tracer tracer(g, /*grad_inputs=*/false);
+    // With inputs that require grad, triton_ops stay whole so that their autograd formulas
+    // apply when the graph runs (autograd under compile is the next slice's).
+    bool grad_inputs = false;
+    for (const IValue& a : args) grad_inputs = grad_inputs || (a.is_tensor() && a.to_tensor().defined() && a.to_tensor().requires_grad());
+    grad_inputs = grad_inputs && grad_enabled();
+    Tracer tracer(g, grad_inputs);
     std::vector<IValue> fakes;
     std::map<int64_t, SymInt> duck;  // equal sizes share a symbol (duck sizing)
-    bool any_grad = false;
     size_t tensor_index = 0;
     for (size_t i = 0; i < args.size(); ++i) {
       const IValue& a = args[i];
@@ -687,7 +691,6 @@ class CompiledFunction {
       lg.device = t.device();
       lg.dim = t.dim();
       lg.requires_grad = t.requires_grad();
-      any_grad = any_grad || lg.requires_grad;
       lg.offset = t.impl()->int_offset();
       lg.key = pack_key(t.impl());
       const auto sizes = t.impl()->int_sizes();
@@ -740,7 +743,6 @@ class CompiledFunction {
         }
       }
     }
-    (void)any_grad;
     std::vector<IValue> outs;
     {
       TraceScope scope(tracer);

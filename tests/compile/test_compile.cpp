@@ -260,6 +260,25 @@ TEST(Compile, TritonOpsAreTracedIntoCustomOpsStayOpaque) {
   EXPECT_NE(msg.find("register_fake"), std::string::npos) << msg;
 }
 
+TEST(Compile, InputsThatRequireGradKeepTritonOpsWholeForAutograd) {
+  static auto mysin2 = [] {
+    auto op = library::triton_op("compilelib::mysin2", [](const Tensor& x) {
+      Tensor out = empty_like(x);
+      auto n = x.numel();
+      library::wrap_triton(sin_kernel)[{tl::cdiv(n, 32)}](x, out, n, tl::meta("BLOCK", 32));
+      return out;
+    });
+    op.register_autograd([](autograd::AutogradContext& ctx, const Tensor& g) { return g * ctx.saved(0).cos(); },
+                         [](autograd::AutogradContext& ctx, const Tensor& x, const Tensor&) { ctx.save_for_backward({x}); });
+    return op;
+  }();
+  auto fn = compile([](const Tensor& x) { return mysin2(x * 2).sum(); }, full());
+  Tensor x = randn({20}, TensorOptions().dtype(DType::Float64)).requires_grad_();
+  fn(x).backward();
+  EXPECT_TRUE(allclose(x.grad(), (x.detach() * 2).cos() * 2, 1e-12, 1e-12));
+  EXPECT_NE(fn.stats().last_graph.find("compilelib::mysin2"), std::string::npos);
+}
+
 TEST(Compile, GraphBreaksNameCauseAndLine) {
   auto reads = [](const Tensor& x) {
     const double s = x.sum().item<double>();  // reads data

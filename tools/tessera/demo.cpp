@@ -4,6 +4,7 @@
 #include <map>
 
 #include "examples/seed_composability.h"
+#include "tessera/compile.h"
 #include "tessera/tl.h"
 #include "tools/tessera/commands.h"
 
@@ -62,6 +63,25 @@ int demo() {
                     : "compiled in " +
                           std::to_string(static_cast<int>(add_kernel.last_compile_ms())) + " ms")
             << "; equals x + y: " << (equal(out, x + y) ? "yes" : "NO") << ")\n";
+
+  section("torch.compile: tessera::compile(add_fn, {.fullgraph = true})");
+  auto add_fn = [](const Tensor& a, const Tensor& b) {
+    Tensor output = zeros_like(a);
+    auto n = output.numel();
+    auto g = [&](const tl::Meta& meta) { return tl::Grid{tl::cdiv(n, meta["BLOCK_SIZE"])}; };
+    add_kernel[g](a, b, output, n, tl::meta("BLOCK_SIZE", 4));
+    return output;
+  };
+  auto compiled = compile(add_fn, {.fullgraph = true, .name = "add_fn"});
+  Tensor out2 = compiled(x, y);
+  std::cout << "Vector addition of\nX:\t" << x << "\nY:\t" << y << "\nis equal to\n" << out2 << "\n";
+  std::cout << "(equals x + y: " << (equal(out2, x + y) ? "yes" : "NO") << ")\n";
+  for (int64_t n : {5, 6, 4096}) {
+    Tensor a = randn({n}), b = randn({n});
+    std::cout << "n = " << n << ": equals a + b: " << (equal(compiled(a, b), a + b) ? "yes" : "NO")
+              << ", graphs compiled so far: " << compiled.stats().graphs << "\n";
+  }
+  std::cout << "The graph, dynamic after the size changed once:\n" << compiled.stats().last_graph;
 
   section("Calling an operator by name (torch.ops.aten.add.Tensor)");
   manual_seed(0);
