@@ -65,6 +65,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--min-time", type=float, default=0.3)
     ap.add_argument("--skip-compile", action="store_true", help="skip the tessera::compile vs torch.compile table")
+    ap.add_argument("--only-compile", action="store_true", help="only the tessera::compile vs torch.compile table")
     args = ap.parse_args()
 
     tessera = os.path.join(args.build, "bench", "bench_kernels_cpu")
@@ -72,6 +73,9 @@ def main():
     have_halide = os.path.exists(halide)
     torch_script = os.path.join(ROOT, "bench", "peers", "torch_cpu.py")
     have_torch = subprocess.run([args.python, "-c", "import torch"], capture_output=True).returncode == 0
+    if args.only_compile:
+        compile_section(args, have_torch)
+        return
     notes = []
     if not have_halide:
         notes.append("Halide: not built (install libhalide14-0-dev and re-run CMake)")

@@ -337,6 +337,82 @@ struct Entry {
     std::vector<int64_t> symbols, values;
   };
 
+  /** An integer known at call start: a constant or an output of `program`. */
+  struct SymRef {
+    int64_t constant = 0;
+    int64_t slot = -1;
+    int64_t get(const Scratch& s) const { return slot < 0 ? constant : s.values[static_cast<size_t>(slot)]; }
+  };
+  /** A kernel node's launch arguments, built once: constants, metas and options filled in; tensors
+   * and symbolic integers patched per call. */
+  struct KernelPlan {
+    std::vector<tl::KernelArg> args;
+    std::vector<std::pair<size_t, int>> tensors;    ///< (argument, value id)
+    std::vector<std::pair<size_t, SymRef>> ints;    ///< (argument, integer)
+    SymRef grid[3];
+  };
+  std::vector<KernelPlan> kernel_plans;  ///< per node (empty for other nodes)
+
+  SymRef ref_of(sym::ExprPtr e) const {
+    if (auto c = e->constant()) return {*c, -1};
+    return {0, static_cast<int64_t>(slot.at(e))};
+  }
+
+  void plan_kernels() {
+    static const Tensor undefined;
+    const Graph& g = *graph;
+    kernel_plans.resize(g.nodes.size());
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+      const Node& n = g.nodes[k];
+      if (n.dead || n.kind != Node::Kind::Kernel) continue;
+      KernelPlan& plan = kernel_plans[k];
+      for (const Arg& a : n.args) {
+        const size_t i = plan.args.size();
+        switch (a.role) {
+          case Arg::Role::Meta: {
+            const IValue& c = a.constant;
+            plan.args.emplace_back(c.is_bool() ? tl::meta(a.name, c.to_bool())
+                                   : c.is_int() ? tl::meta(a.name, c.to_int())
+                                   : c.is_dtype() ? tl::meta(a.name, c.to_dtype())
+                                                  : tl::meta(a.name, c.to_double()),
+                                   n.loc);
+            continue;
+          }
+          case Arg::Role::NumWarps: plan.args.emplace_back(tl::num_warps(a.constant.to_int()), n.loc); continue;
+          case Arg::Role::NumStages: plan.args.emplace_back(tl::num_stages(a.constant.to_int()), n.loc); continue;
+          case Arg::Role::Positional: break;
+        }
+        switch (a.kind) {
+          case Arg::Kind::Value:
+            plan.args.emplace_back(undefined, n.loc);
+            plan.tensors.emplace_back(i, a.value);
+            break;
+          case Arg::Kind::Sym:
+            plan.args.emplace_back(SymInt(0), n.loc);
+            plan.ints.emplace_back(i, ref_of(a.expr));
+            break;
+          case Arg::Kind::Constant: {
+            const IValue& c = a.constant;
+            if (c.is_bool()) {
+              plan.args.emplace_back(c.to_bool(), n.loc);
+            } else if (c.is_int()) {
+              plan.args.emplace_back(c.to_int(), n.loc);
+            } else if (c.is_double()) {
+              plan.args.emplace_back(c.to_double(), n.loc);
+            } else if (c.is_dtype()) {
+              plan.args.emplace_back(c.to_dtype(), n.loc);
+            } else {
+              plan.args.emplace_back(undefined, n.loc);  // an undefined tensor argument
+            }
+            break;
+          }
+          default: TS_INTERNAL_ASSERT(false) << "a list argument to a kernel";
+        }
+      }
+      for (int d = 0; d < 3; ++d) plan.grid[d] = ref_of(n.grid[d]);
+    }
+  }
+
   int64_t value_of(sym::ExprPtr e, const Scratch& s) const {
     if (auto c = e->constant()) return *c;
     return s.values[slot.at(e)];
@@ -476,7 +552,8 @@ struct Entry {
   /** Runs the graph on real arguments (after `match`). */
   std::vector<IValue> run(const std::vector<IValue>& args, const Scratch& s) const {
     const Graph& g = *graph;
-    std::vector<Tensor> vals(g.values.size());
+    SmallVector<Tensor, 16> vals(g.values.size());
+    Stack st;  // reused by every operator node
     for (size_t i = 0; i < g.inputs.size(); ++i) {
       if (g.inputs[i] >= 0) vals[static_cast<size_t>(g.inputs[i])] = args[i].to_tensor();
     }
@@ -486,49 +563,15 @@ struct Entry {
       if (n.dead) continue;
       UserLocGuard loc(n.loc);
       if (n.kind == Node::Kind::Kernel) {
-        std::vector<tl::KernelArg> kargs;
-        kargs.reserve(n.args.size());
-        for (const Arg& a : n.args) {
-          switch (a.role) {
-            case Arg::Role::Meta: {
-              const IValue& c = a.constant;
-              kargs.emplace_back(c.is_bool() ? tl::meta(a.name, c.to_bool())
-                                 : c.is_int() ? tl::meta(a.name, c.to_int())
-                                 : c.is_dtype() ? tl::meta(a.name, c.to_dtype())
-                                                : tl::meta(a.name, c.to_double()),
-                                 n.loc);
-              continue;
-            }
-            case Arg::Role::NumWarps: kargs.emplace_back(tl::num_warps(a.constant.to_int()), n.loc); continue;
-            case Arg::Role::NumStages: kargs.emplace_back(tl::num_stages(a.constant.to_int()), n.loc); continue;
-            case Arg::Role::Positional: break;
-          }
-          switch (a.kind) {
-            case Arg::Kind::Value: kargs.emplace_back(vals[static_cast<size_t>(a.value)], n.loc); break;
-            case Arg::Kind::Sym: kargs.emplace_back(sym_value(a.expr), n.loc); break;
-            case Arg::Kind::Constant: {
-              const IValue& c = a.constant;
-              if (c.is_bool()) {
-                kargs.emplace_back(c.to_bool(), n.loc);
-              } else if (c.is_int()) {
-                kargs.emplace_back(c.to_int(), n.loc);
-              } else if (c.is_double()) {
-                kargs.emplace_back(c.to_double(), n.loc);
-              } else if (c.is_dtype()) {
-                kargs.emplace_back(c.to_dtype(), n.loc);
-              } else {
-                kargs.emplace_back(vals[0], n.loc);  // an undefined tensor argument
-              }
-              break;
-            }
-            default: TS_INTERNAL_ASSERT(false) << "a list argument to a kernel";
-          }
-        }
-        tl::Grid grid({SymInt(sym_value(n.grid[0])), SymInt(sym_value(n.grid[1])), SymInt(sym_value(n.grid[2]))}, n.loc);
+        const KernelPlan& plan = kernel_plans[static_cast<size_t>(&n - g.nodes.data())];
+        SmallVector<tl::KernelArg, 16> kargs(ArrayRef<tl::KernelArg>(plan.args.data(), plan.args.size()));
+        for (const auto& [i, v] : plan.tensors) kargs[i].tensor = &vals[static_cast<size_t>(v)];
+        for (const auto& [i, r] : plan.ints) kargs[i].sym = SymInt(r.get(s));
+        tl::Grid grid({SymInt(plan.grid[0].get(s)), SymInt(plan.grid[1].get(s)), SymInt(plan.grid[2].get(s))}, n.loc);
         tl::Launcher(*n.kernel, grid).run(ArrayRef<tl::KernelArg>(kargs.data(), kargs.size()));
         continue;
       }
-      Stack st;
+      st.clear();
       st.reserve(n.args.size());
       for (const Arg& a : n.args) {
         switch (a.kind) {
@@ -780,6 +823,7 @@ class CompiledFunction {
       for (auto* e : n.grid) need(e);
     }
     entry->program = std::make_unique<sym::Program>(env.ctx, roots);
+    entry->plan_kernels();
     if (knobs().log_enabled("graph")) log("graph", g.str());
     return entry;
   }
