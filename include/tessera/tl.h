@@ -321,12 +321,27 @@ struct GridFn {
 };
 
 class JITFunction;
+class Launcher;
+
+namespace detail {
+/** What a launch goes through before the kernel: autotuning and heuristics (tessera/autotune.h)
+ * implement it; a plain kernel has none. */
+class LaunchTarget {
+ public:
+  virtual ~LaunchTarget() = default;
+  virtual void launch(const Launcher& launcher, ArrayRef<KernelArg> args) const = 0;
+};
+}  // namespace detail
 
 /** `kernel[grid]`: holds the grid until the call supplies the arguments. */
 class Launcher {
  public:
   Launcher(const JITFunction& fn, Grid grid) : fn_(fn), grid_(std::move(grid)), loc_(grid_.loc) {}
   Launcher(const JITFunction& fn, GridFn grid_fn) : fn_(fn), grid_fn_(grid_fn.fn), loc_(grid_fn.loc) {}
+  Launcher(const detail::LaunchTarget& target, const JITFunction& fn, Grid grid)
+      : fn_(fn), target_(&target), grid_(std::move(grid)), loc_(grid_.loc) {}
+  Launcher(const detail::LaunchTarget& target, const JITFunction& fn, GridFn grid_fn)
+      : fn_(fn), target_(&target), grid_fn_(grid_fn.fn), loc_(grid_fn.loc) {}
 
   template <class... A>
   void operator()(A&&... args) const {
@@ -341,10 +356,16 @@ class Launcher {
   const Grid& grid() const { return grid_; }
   const std::optional<FunctionRef<Grid(const Meta&)>>& grid_fn() const { return grid_fn_; }
   const JITFunction& function() const { return fn_; }
+  /** The autotuner or heuristics the launch goes through (null for a plain kernel). */
+  const detail::LaunchTarget* target() const { return target_; }
   SourceLoc location() const { return loc_; }
+  /** Launches the kernel itself with these arguments and grid, bypassing the target (the
+   * autotuner's last step). */
+  void run_kernel(ArrayRef<KernelArg> args, const Grid* grid_override = nullptr) const;
 
  private:
   const JITFunction& fn_;
+  const detail::LaunchTarget* target_ = nullptr;
   Grid grid_;
   std::optional<FunctionRef<Grid(const Meta&)>> grid_fn_;
   SourceLoc loc_;

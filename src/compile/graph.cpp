@@ -128,7 +128,9 @@ void Graph::verify() const {
       if (a.kind == Arg::Kind::ValueList) {
         for (int v : a.values) use(v, n);
       }
-      if (a.kind == Arg::Kind::Sym) TS_INTERNAL_ASSERT(a.expr != nullptr) << "a symbolic argument without an expression";
+      if (a.kind == Arg::Kind::Sym) {
+        TS_INTERNAL_ASSERT(a.expr != nullptr) << "a symbolic argument without an expression";
+      }
     }
     for (int w : n.writes) use(w, n);
     if (n.kind == Node::Kind::Kernel) {

@@ -284,7 +284,7 @@ void make_key(const SmallVector<BoundArg, 16>& bound, int64_t num_warps, int64_t
   key.push_back(static_cast<uint64_t>(num_stages));
 }
 
-std::shared_ptr<CompiledKernel> compile(KernelState& s, const SmallVector<BoundArg, 16>& bound,
+std::shared_ptr<CompiledKernel> prepare(KernelState& s, const SmallVector<BoundArg, 16>& bound,
                                         SourceLoc loc) {
   auto out = std::make_shared<CompiledKernel>();
   auto function = std::make_shared<ir::Function>();
@@ -338,7 +338,8 @@ std::shared_ptr<CompiledKernel> compile(KernelState& s, const SmallVector<BoundA
       out->meta.entries.push_back(
           {p.name, a.kind == Kind::Constexpr
                        ? a.constant
-                       : (a.kind == Kind::Int ? meta(p.name, a.i) : meta(p.name, a.f))});
+                       : (a.kind == Kind::Int ? meta(p.name, a.i) : meta(p.name, a.f)),
+           SymInt(), false});
     }
     s.invoke(s.body, handles.data());
   }
@@ -348,14 +349,70 @@ std::shared_ptr<CompiledKernel> compile(KernelState& s, const SmallVector<BoundA
   const auto k = codegen::cpp::emit(f);
   if (knobs().dump_enabled("src"))
     std::cerr << "// ---- C++ of kernel " << s.name << " ----\n" << k.source;
-  const auto bin = runtime::cpu::compile(k.source, s.name);
-  out->fn = bin.fn;
   out->work_per_program = k.work_per_program;
   out->source = k.source;
-  out->cache_key = bin.key;
-  out->from_disk = bin.from_disk;
-  out->compile_ms = bin.compile_ms;
+  out->cache_key = runtime::cpu::source_key(k.source);
   out->function = std::move(function);
+  out->name = s.name;
+  return out;
+}
+
+void build(const std::vector<CompiledKernel*>& kernels) {
+  std::vector<runtime::cpu::KernelSource> sources;
+  sources.reserve(kernels.size());
+  for (const CompiledKernel* k : kernels) sources.push_back({k->source, k->name});
+  const auto bins = runtime::cpu::compile_many(sources);
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    kernels[i]->fn = bins[i].fn;
+    kernels[i]->from_disk = bins[i].from_disk;
+    kernels[i]->compile_ms = bins[i].compile_ms;
+  }
+}
+
+std::shared_ptr<CompiledKernel> compile(KernelState& s, const SmallVector<BoundArg, 16>& bound,
+                                        SourceLoc loc) {
+  auto k = prepare(s, bound, loc);
+  build({k.get()});
+  return k;
+}
+
+std::vector<std::shared_ptr<CompiledKernel>> get_kernels(KernelState& s, const std::vector<Spec>& specs,
+                                                         SourceLoc loc) {
+  std::vector<std::shared_ptr<CompiledKernel>> out(specs.size());
+  std::vector<std::vector<uint64_t>> keys(specs.size());
+  std::vector<CompiledKernel*> missing;
+  std::vector<size_t> missing_index;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    Key key;
+    make_key(specs[i].bound, specs[i].num_warps, specs[i].num_stages, key);
+    keys[i].assign(key.begin(), key.end());
+    {
+      std::lock_guard<std::mutex> g(s.mutex);
+      auto it = s.cache.find(keys[i]);
+      if (it != s.cache.end()) {
+        out[i] = it->second;
+        continue;
+      }
+    }
+    // The same specialization twice in one batch is prepared once.
+    for (size_t j = 0; j < i && !out[i]; ++j) {
+      if (keys[j] == keys[i]) out[i] = out[j];
+    }
+    if (out[i]) continue;
+    out[i] = prepare(s, specs[i].bound, loc);
+    missing.push_back(out[i].get());
+    missing_index.push_back(i);
+  }
+  if (!missing.empty()) build(missing);
+  std::lock_guard<std::mutex> g(s.mutex);
+  for (size_t i : missing_index) {
+    auto [it, inserted] = s.cache.emplace(keys[i], out[i]);
+    out[i] = it->second;
+    s.last_source = it->second->source;
+    s.last_ir = it->second->ir;
+    s.last_from_disk = it->second->from_disk;
+    s.last_compile_ms = it->second->compile_ms;
+  }
   return out;
 }
 
@@ -564,6 +621,14 @@ void Launcher::run(ArrayRef<KernelArg> args) const {
     hook->on_launch(*this, args);  // the graph compiler records the launch instead
     return;
   }
+  if (target_) {
+    target_->launch(*this, args);
+    return;
+  }
+  run_kernel(args);
+}
+
+void Launcher::run_kernel(ArrayRef<KernelArg> args, const Grid* grid_override) const {
   auto& s = fn_.state();
 
   SmallVector<detail::BoundArg, 16> bound;
@@ -575,7 +640,7 @@ void Launcher::run(ArrayRef<KernelArg> args) const {
     if (b.tensor && !b.tensor->has_data()) return;
   }
   const auto kernel = detail::get_kernel(s, bound, num_warps, num_stages, loc_);
-  const Grid g = grid_fn_ ? (*grid_fn_)(kernel->meta) : grid_;
+  const Grid g = grid_override ? *grid_override : grid_fn_ ? (*grid_fn_)(kernel->meta) : grid_;
   int64_t dims[3] = {1, 1, 1};
   for (int d = 0; d < 3; ++d) {
     if (g.dims[d].is_symbolic()) {

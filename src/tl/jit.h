@@ -36,6 +36,7 @@ struct BoundArg {
 /** A compiled specialization. */
 struct CompiledKernel {
   trt::KernelFn fn = nullptr;
+  std::string name;  ///< the kernel's
   int64_t work_per_program = 1;
   std::string source;
   std::string ir;
@@ -119,9 +120,25 @@ void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 
 /** The specialization key of bound arguments. */
 void make_key(const SmallVector<BoundArg, 16>& bound, int64_t num_warps, int64_t num_stages,
               Key& key);
+/** Traces, optimizes and generates one specialization: everything but the binary (`fn` stays
+ * null; `cache_key` is the disk cache key of its source). */
+std::shared_ptr<CompiledKernel> prepare(KernelState& s, const SmallVector<BoundArg, 16>& bound,
+                                        SourceLoc loc);
+/** Compiles prepared specializations, all in one batch (one compiler run per core). */
+void build(const std::vector<CompiledKernel*>& kernels);
 /** Traces, optimizes, generates and compiles one specialization. */
 std::shared_ptr<CompiledKernel> compile(KernelState& s, const SmallVector<BoundArg, 16>& bound,
                                         SourceLoc loc);
+
+/** One launch's specialization request. */
+struct Spec {
+  SmallVector<BoundArg, 16> bound;
+  int64_t num_warps = 4, num_stages = 3;
+};
+/** Finds or compiles several specializations at once (autotuning): the ones missing from the
+ * in-memory cache are prepared, then built in one batch. */
+std::vector<std::shared_ptr<CompiledKernel>> get_kernels(KernelState& s, const std::vector<Spec>& specs,
+                                                         SourceLoc loc);
 /** Finds or compiles the specialization for bound arguments (the in-memory cache). */
 std::shared_ptr<CompiledKernel> get_kernel(KernelState& s, const SmallVector<BoundArg, 16>& bound,
                                            int64_t num_warps, int64_t num_stages, SourceLoc loc);

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <random>
 #include <sstream>
+#include <thread>
 #include <unordered_map>
 
 #include "runtime/cpu/embedded_headers.h"
@@ -266,9 +267,12 @@ trt::KernelFn try_load(const std::string& dir, std::string& why) {
     why = ::dlerror();
     return nullptr;
   }
-  auto fn = reinterpret_cast<trt::KernelFn>(::dlsym(handle, "tessera_kernel"));
+  std::string symbol = "tessera_kernel";
+  const auto sym = info.find("symbol=");
+  if (sym != std::string::npos) symbol = info.substr(sym + 7, info.find('\n', sym) - sym - 7);
+  auto fn = reinterpret_cast<trt::KernelFn>(::dlsym(handle, symbol.c_str()));
   if (!fn) {
-    why = "no tessera_kernel symbol";
+    why = "no " + symbol + " symbol";
     return nullptr;
   }
   return fn;  // handles stay open for the life of the process
@@ -298,66 +302,143 @@ std::string include_dir() {
   return headers_dir();
 }
 
-CompiledBinary compile(const std::string& source, const std::string& kernel) {
-  CompiledBinary out;
-  out.key = key_of(source);
-  const std::string dir = entry_dir(out.key);
-  out.path = dir + "/kernel.so";
+std::string source_key(const std::string& source) {
+  return key_of(source);
+}
+
+namespace {
+
+// Finds a kernel in this process or on disk (a damaged entry is moved away); null when absent.
+trt::KernelFn find_cached(const std::string& key) {
   {
     std::lock_guard<std::mutex> g(loaded_mutex());
-    auto it = loaded().find(out.key);
-    if (it != loaded().end()) {
-      out.fn = it->second;
-      out.from_disk = true;
-      return out;
-    }
+    auto it = loaded().find(key);
+    if (it != loaded().end()) return it->second;
   }
+  const std::string dir = entry_dir(key);
+  if (!exists(dir)) return nullptr;
   std::string why;
-  if (exists(dir)) {
-    out.fn = try_load(dir, why);
-    if (!out.fn) {
-      log("cache", "rebuilding damaged cache entry " + dir + " (" + why + ")");
-      const std::string trash = cache_root() + "/tmp/damaged-" + unique_suffix();
-      make_dirs(cache_root() + "/tmp");
-      if (::rename(dir.c_str(), trash.c_str()) == 0) remove_tree(trash);
-    } else {
-      out.from_disk = true;
+  trt::KernelFn fn = try_load(dir, why);
+  if (!fn) {
+    log("cache", "rebuilding damaged cache entry " + dir + " (" + why + ")");
+    const std::string trash = cache_root() + "/tmp/damaged-" + unique_suffix();
+    make_dirs(cache_root() + "/tmp");
+    if (::rename(dir.c_str(), trash.c_str()) == 0) remove_tree(trash);
+  }
+  return fn;
+}
+
+// One compiler run over several kernels: each source is renamed to its own entry point and the
+// shared object is linked into every kernel's cache entry. Returns the compiler time.
+double build_bundle(const std::vector<const KernelSource*>& members, const std::vector<std::string>& keys) {
+  const CompilerInfo& c = compiler();
+  const std::string tmp = cache_root() + "/tmp/bundle-" + keys[0].substr(0, 16) + "-" + unique_suffix();
+  make_dirs(tmp);
+  const bool single = members.size() == 1;
+  std::string text;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (single) {
+      text = members[i]->source;
+      break;
+    }
+    text += "#define tessera_kernel tessera_kernel_" + std::to_string(i) + "\n" + members[i]->source +
+            "\n#undef tessera_kernel\n";
+  }
+  write_file(tmp + "/kernel.cpp", text);
+  std::vector<std::string> argv = {c.path};
+  argv.insert(argv.end(), c.flags.begin(), c.flags.end());
+  argv.insert(argv.end(), {"-I", include_dir(), "-o", tmp + "/kernel.so", tmp + "/kernel.cpp"});
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rc = run(argv, tmp + "/compiler.log");
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (rc != 0) {
+    std::string names;
+    for (const auto* m : members) names += (names.empty() ? "'" : ", '") + m->kernel + "'";
+    const std::string log_text = read_file(tmp + "/compiler.log");
+    TS_ERROR(InternalError) << "the generated C++ of kernel " << names
+                            << " failed to compile (a tessera bug, please report it); source and "
+                            << "compiler output kept in " << tmp << "\n"
+                            << log_text.substr(0, 4000);
+  }
+  const std::string so = tmp + "/kernel.so";
+  const uint64_t bytes = file_size(so);
+  for (size_t i = 0; i < members.size(); ++i) {
+    const std::string dir = entry_dir(keys[i]);
+    const std::string entry = tmp + "/entry-" + std::to_string(i);
+    make_dirs(entry);
+    write_file(entry + "/kernel.cpp", members[i]->source);
+    if (::link(so.c_str(), (entry + "/kernel.so").c_str()) != 0) write_file(entry + "/kernel.so", read_file(so));
+    write_file(entry + "/info", "kernel=" + members[i]->kernel + "\nbytes=" + std::to_string(bytes) +
+                                    "\ncompile_ms=" + std::to_string(ms) +
+                                    (single ? std::string() : "\nsymbol=tessera_kernel_" + std::to_string(i)) +
+                                    "\nbundle=" + std::to_string(members.size()) + "\n");
+    make_dirs(cache_root() + "/" + keys[i].substr(0, 2));
+    if (::rename(entry.c_str(), dir.c_str()) != 0) remove_tree(entry);  // another process won: use its entry
+  }
+  remove_tree(tmp);
+  return ms;
+}
+
+}  // namespace
+
+std::vector<CompiledBinary> compile_many(const std::vector<KernelSource>& kernels) {
+  std::vector<CompiledBinary> out(kernels.size());
+  std::vector<size_t> misses;
+  std::unordered_map<std::string, size_t> first;  // key -> first index (duplicates compile once)
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    out[i].key = key_of(kernels[i].source);
+    out[i].path = entry_dir(out[i].key) + "/kernel.so";
+    out[i].fn = find_cached(out[i].key);
+    out[i].from_disk = out[i].fn != nullptr;
+    if (!out[i].fn && first.emplace(out[i].key, i).second) misses.push_back(i);
+  }
+  if (!misses.empty()) {
+    // One translation unit per core, compiled in parallel.
+    const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+    const size_t groups = std::min(misses.size(), cores);
+    std::vector<std::vector<const KernelSource*>> members(groups);
+    std::vector<std::vector<std::string>> keys(groups);
+    std::vector<std::vector<size_t>> index(groups);
+    for (size_t m = 0; m < misses.size(); ++m) {
+      members[m % groups].push_back(&kernels[misses[m]]);
+      keys[m % groups].push_back(out[misses[m]].key);
+      index[m % groups].push_back(misses[m]);
+    }
+    std::vector<double> ms(groups, 0);
+    std::vector<std::exception_ptr> errors(groups);
+    auto work = [&](size_t g) {
+      try {
+        ms[g] = build_bundle(members[g], keys[g]);
+      } catch (...) {
+        errors[g] = std::current_exception();
+      }
+    };
+    std::vector<std::thread> threads;
+    for (size_t g = 1; g < groups; ++g) threads.emplace_back(work, g);
+    work(0);
+    for (auto& t : threads) t.join();
+    for (const auto& e : errors) {
+      if (e) std::rethrow_exception(e);
+    }
+    for (size_t g = 0; g < groups; ++g) {
+      for (size_t i : index[g]) out[i].compile_ms = ms[g];
     }
   }
-  if (!out.fn) {
-    const CompilerInfo& c = compiler();
-    const std::string tmp = cache_root() + "/tmp/" + out.key.substr(0, 16) + "-" + unique_suffix();
-    make_dirs(tmp);
-    write_file(tmp + "/kernel.cpp", source);
-    std::vector<std::string> argv = {c.path};
-    argv.insert(argv.end(), c.flags.begin(), c.flags.end());
-    argv.insert(argv.end(), {"-I", include_dir(), "-o", tmp + "/kernel.so", tmp + "/kernel.cpp"});
-    const auto t0 = std::chrono::steady_clock::now();
-    const int rc = run(argv, tmp + "/compiler.log");
-    out.compile_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (rc != 0) {
-      const std::string log_text = read_file(tmp + "/compiler.log");
-      TS_ERROR(InternalError)
-          << "the generated C++ of kernel '" << kernel
-          << "' failed to compile (a tessera bug, please report it); source and "
-          << "compiler output kept in " << tmp << "\n"
-          << log_text.substr(0, 4000);
-    }
-    write_file(tmp + "/info", "kernel=" + kernel +
-                                  "\nbytes=" + std::to_string(file_size(tmp + "/kernel.so")) +
-                                  "\ncompile_ms=" + std::to_string(out.compile_ms) + "\n");
-    ::unlink((tmp + "/compiler.log").c_str());
-    make_dirs(cache_root() + "/" + out.key.substr(0, 2));
-    if (::rename(tmp.c_str(), dir.c_str()) != 0)
-      remove_tree(tmp);  // another process won: use its entry
-    out.fn = try_load(dir, why);
-    TS_CHECK(out.fn != nullptr, RuntimeError)
-        << "cannot load the compiled kernel '" << kernel << "' from " << dir << ": " << why;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    if (out[i].fn) continue;
+    const std::string dir = entry_dir(out[i].key);
+    std::string why;
+    out[i].fn = try_load(dir, why);
+    TS_CHECK(out[i].fn != nullptr, RuntimeError)
+        << "cannot load the compiled kernel '" << kernels[i].kernel << "' from " << dir << ": " << why;
   }
   std::lock_guard<std::mutex> g(loaded_mutex());
-  loaded().emplace(out.key, out.fn);
+  for (const auto& b : out) loaded().emplace(b.key, b.fn);
   return out;
+}
+
+CompiledBinary compile(const std::string& source, const std::string& kernel) {
+  return compile_many({KernelSource{source, kernel}})[0];
 }
 
 std::vector<CacheEntry> cache_entries() {

@@ -32,6 +32,19 @@ struct CompiledBinary {
  * source and the compiler's output for a bug report. */
 CompiledBinary compile(const std::string& source, const std::string& kernel);
 
+/** One kernel of a batch. */
+struct KernelSource {
+  std::string source;
+  std::string kernel;  ///< its name, for messages
+};
+/** Compiles many kernels at once: those not in the caches are split into one translation unit
+ * per core and the compiler runs on all of them in parallel (DESIGN.md D3). Each kernel still
+ * gets its own cache entry (its `kernel.so` a hard link to the shared object it was built in). */
+std::vector<CompiledBinary> compile_many(const std::vector<KernelSource>& kernels);
+
+/** The disk cache key of a kernel's source (no compiler run). */
+std::string source_key(const std::string& source);
+
 /** The compiler command and its `--version` line. */
 struct CompilerInfo {
   std::string path;
