@@ -92,7 +92,7 @@ class Args {
  public:
   struct Entry {
     std::string_view name;
-    enum class Kind : uint8_t { Tensor, Int, Float, Meta } kind;
+    enum class Kind : uint8_t { Tensor, Int, Float, Meta } kind = Kind::Int;
     const Tensor* tensor = nullptr;
     SymInt sym;
     double f = 0;

@@ -3,6 +3,7 @@
 // thread pool.
 #include "tl/jit.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <iostream>
@@ -345,7 +346,10 @@ std::shared_ptr<CompiledKernel> prepare(KernelState& s, const SmallVector<BoundA
   }
   ir::run_pipeline(f);
   out->ir = ir::print(f);
-  for (const auto& a : ir::param_access(f)) out->written.push_back(a.written);
+  for (const auto& a : ir::param_access(f)) {
+    out->written.push_back(a.written);
+    out->read.push_back(a.read);
+  }
   const auto k = codegen::cpp::emit(f);
   if (knobs().dump_enabled("src"))
     std::cerr << "// ---- C++ of kernel " << s.name << " ----\n" << k.source;
@@ -376,12 +380,11 @@ std::shared_ptr<CompiledKernel> compile(KernelState& s, const SmallVector<BoundA
   return k;
 }
 
-std::vector<std::shared_ptr<CompiledKernel>> get_kernels(KernelState& s, const std::vector<Spec>& specs,
-                                                         SourceLoc loc) {
+std::vector<std::shared_ptr<CompiledKernel>> lookup_or_prepare(KernelState& s, const std::vector<Spec>& specs,
+                                                               SourceLoc loc, std::vector<std::string>* errors) {
   std::vector<std::shared_ptr<CompiledKernel>> out(specs.size());
   std::vector<std::vector<uint64_t>> keys(specs.size());
-  std::vector<CompiledKernel*> missing;
-  std::vector<size_t> missing_index;
+  if (errors) errors->assign(specs.size(), std::string());
   for (size_t i = 0; i < specs.size(); ++i) {
     Key key;
     make_key(specs[i].bound, specs[i].num_warps, specs[i].num_stages, key);
@@ -395,24 +398,55 @@ std::vector<std::shared_ptr<CompiledKernel>> get_kernels(KernelState& s, const s
       }
     }
     // The same specialization twice in one batch is prepared once.
-    for (size_t j = 0; j < i && !out[i]; ++j) {
-      if (keys[j] == keys[i]) out[i] = out[j];
+    bool shared = false;
+    for (size_t j = 0; j < i && !shared; ++j) {
+      if (keys[j] == keys[i]) {
+        out[i] = out[j];
+        if (errors) (*errors)[i] = (*errors)[j];
+        shared = true;
+      }
     }
-    if (out[i]) continue;
-    out[i] = prepare(s, specs[i].bound, loc);
-    missing.push_back(out[i].get());
-    missing_index.push_back(i);
+    if (shared) continue;
+    if (!errors) {
+      out[i] = prepare(s, specs[i].bound, loc);
+      continue;
+    }
+    try {
+      out[i] = prepare(s, specs[i].bound, loc);
+    } catch (const Error& e) {
+      (*errors)[i] = e.what();
+    }
   }
-  if (!missing.empty()) build(missing);
+  return out;
+}
+
+void build_missing(KernelState& s, const std::vector<Spec>& specs, std::vector<std::shared_ptr<CompiledKernel>>& kernels) {
+  std::vector<CompiledKernel*> missing;
+  for (const auto& k : kernels) {
+    if (k && !k->fn && std::find(missing.begin(), missing.end(), k.get()) == missing.end()) missing.push_back(k.get());
+  }
+  if (missing.empty()) return;
+  build(missing);
   std::lock_guard<std::mutex> g(s.mutex);
-  for (size_t i : missing_index) {
-    auto [it, inserted] = s.cache.emplace(keys[i], out[i]);
-    out[i] = it->second;
-    s.last_source = it->second->source;
-    s.last_ir = it->second->ir;
-    s.last_from_disk = it->second->from_disk;
-    s.last_compile_ms = it->second->compile_ms;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    if (!kernels[i]) continue;
+    Key key;
+    make_key(specs[i].bound, specs[i].num_warps, specs[i].num_stages, key);
+    auto [it, inserted] = s.cache.emplace(std::vector<uint64_t>(key.begin(), key.end()), kernels[i]);
+    if (inserted) {
+      s.last_source = it->second->source;
+      s.last_ir = it->second->ir;
+      s.last_from_disk = it->second->from_disk;
+      s.last_compile_ms = it->second->compile_ms;
+    }
+    kernels[i] = it->second;
   }
+}
+
+std::vector<std::shared_ptr<CompiledKernel>> get_kernels(KernelState& s, const std::vector<Spec>& specs,
+                                                         SourceLoc loc) {
+  auto out = lookup_or_prepare(s, specs, loc);
+  build_missing(s, specs, out);
   return out;
 }
 

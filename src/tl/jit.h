@@ -45,6 +45,7 @@ struct CompiledKernel {
   double compile_ms = 0;
   Meta meta;                                     ///< the constexpr values, for grid callables
   std::vector<bool> written;                     ///< per parameter: the kernel may store through it
+  std::vector<bool> read;                        ///< per parameter: the kernel may load through it
   std::shared_ptr<const ir::Function> function;  ///< the optimized tile IR (cost analysis)
 };
 
@@ -135,8 +136,15 @@ struct Spec {
   SmallVector<BoundArg, 16> bound;
   int64_t num_warps = 4, num_stages = 3;
 };
-/** Finds or compiles several specializations at once (autotuning): the ones missing from the
- * in-memory cache are prepared, then built in one batch. */
+/** Finds several specializations in the in-memory cache, or prepares them (`fn` null until
+ * `build_missing`). With `errors`, a specialization that fails to trace leaves a null entry and
+ * its message there instead of throwing. */
+std::vector<std::shared_ptr<CompiledKernel>> lookup_or_prepare(KernelState& s, const std::vector<Spec>& specs,
+                                                               SourceLoc loc, std::vector<std::string>* errors = nullptr);
+/** Builds the prepared (unbuilt, non-null) entries of `kernels` in one batch and puts them in the
+ * in-memory cache. */
+void build_missing(KernelState& s, const std::vector<Spec>& specs, std::vector<std::shared_ptr<CompiledKernel>>& kernels);
+/** Both: finds or compiles several specializations at once. */
 std::vector<std::shared_ptr<CompiledKernel>> get_kernels(KernelState& s, const std::vector<Spec>& specs,
                                                          SourceLoc loc);
 /** Finds or compiles the specialization for bound arguments (the in-memory cache). */

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "tessera/tessera.h"
 
@@ -9,5 +10,6 @@ namespace tessera::cli {
 int doctor();
 int demo();
 int cache(const std::string& what);
+int tune_db(const std::vector<std::string>& args);
 
 }  // namespace tessera::cli

@@ -1,4 +1,5 @@
-// The `tessera` command line: doctor (what this machine offers), demo (the seed walkthrough).
+// The `tessera` command line: doctor (what this machine offers), demo (the seed walkthrough),
+// the kernel cache and the tuning database.
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -13,6 +14,7 @@ void usage() {
                "  doctor    version, CPU, compilers, CUDA driver and NVRTC found on this machine\n"
                "  demo      the seed walkthrough (what `make demo` runs)\n"
                "  cache ls|stats|clear   the compiled-kernel cache ($TESSERA_CACHE_DIR)\n"
+               "  tune-db ls|export [FILE]|import [FILE]|clear   the tuning database\n"
                "  version   the version of tessera\n";
 }
 
@@ -29,6 +31,7 @@ int main(int argc, char** argv) {
     if (cmd == "doctor") return tessera::cli::doctor();
     if (cmd == "demo") return tessera::cli::demo();
     if (cmd == "cache") return tessera::cli::cache(argc > 2 ? argv[2] : "stats");
+    if (cmd == "tune-db") return tessera::cli::tune_db(std::vector<std::string>(argv + 2, argv + argc));
     if (cmd == "version") {
       std::cout << "tessera " << tessera::version() << "\n";
       return 0;

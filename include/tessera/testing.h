@@ -1,0 +1,84 @@
+/** \file
+ * Benchmarking helpers, as `triton.testing`: `do_bench` times a callable, `perf_report` sweeps a
+ * benchmark over its x values and lines and writes a table and an SVG plot.
+ *
+ *     double ms = tessera::testing::do_bench([&] { add_tuned[grid](x, y, out, n); });
+ */
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tessera::testing {
+
+struct BenchOptions {
+  double warmup = 25;   ///< warm-up budget (ms, wall time including cache flushes)
+  double rep = 100;     ///< measurement budget (ms)
+  std::vector<double> quantiles;  ///< when given, `do_bench_all` returns these quantiles of the runs
+  std::string return_mode = "mean";  ///< "mean", "median", "min", "max" (Triton's)
+  bool flush_cache = true;  ///< overwrite a buffer the size of the last-level cache before each run
+};
+
+/** Times `fn` on the CPU with a steady clock: estimates its time from 5 calls, runs warm-up calls
+ * for `warmup` ms and timed calls for `rep` ms (each after a cache flush, which is not timed).
+ * Returns milliseconds, summarized by `return_mode`. */
+double do_bench(const std::function<void()>& fn, double warmup = 25, double rep = 100);
+double do_bench(const std::function<void()>& fn, const BenchOptions& options);
+/** The requested quantiles (in order) of the timed runs, in milliseconds. */
+std::vector<double> do_bench_quantiles(const std::function<void()>& fn, std::vector<double> quantiles,
+                                       double warmup = 25, double rep = 100);
+
+namespace detail {
+/** The timed loop behind do_bench: `setup` and `teardown` run around every call of `fn`, untimed.
+ * Returns every timed run (ms). */
+std::vector<double> bench_runs(const std::function<void()>& fn, const std::function<void()>& setup,
+                               const std::function<void()>& teardown, double warmup, double rep, bool flush);
+double summarize(std::vector<double> runs, const std::string& mode);
+double quantile(std::vector<double> sorted, double q);
+}  // namespace detail
+
+/** `triton.testing.Benchmark`: one plot, lines over x values. */
+struct Benchmark {
+  std::vector<std::string> x_names;   ///< the argument(s) the x axis sets (all to the same value)
+  std::vector<double> x_vals;
+  std::string line_arg;               ///< the argument that selects a line
+  std::vector<std::string> line_vals;
+  std::vector<std::string> line_names;  ///< legend labels (default: line_vals)
+  std::vector<std::pair<std::string, std::string>> styles;  ///< (color, dash: "-", "--", ":")
+  std::string xlabel, ylabel = "ms";
+  std::string plot_name = "benchmark";
+  std::map<std::string, double> args;  ///< fixed arguments
+  bool x_log = false, y_log = false;
+};
+
+/** One benchmark call's arguments. */
+struct BenchArgs {
+  std::map<std::string, double> values;  ///< x_names and the fixed args
+  std::string line;                     ///< this line's value of `line_arg`
+  double operator[](const std::string& name) const;
+};
+
+/** A measured point: the value and an optional band (min/max, or quantiles). */
+struct Measure {
+  double y = 0, y_min = 0, y_max = 0;
+  Measure(double v) : y(v), y_min(v), y_max(v) {}  // NOLINT
+  Measure(double v, double lo, double hi) : y(v), y_min(lo), y_max(hi) {}
+};
+
+struct PerfTable {
+  Benchmark bench;
+  std::vector<std::vector<Measure>> rows;  ///< per x value, per line
+  std::string markdown() const;
+  std::string csv() const;
+  std::string svg(int width = 640, int height = 420) const;
+};
+
+/** Runs `fn` for every x value and line; prints the table when `print_data`, and writes
+ * `<save_path>/<plot_name>.csv`, `.md` and `.svg` when `save_path` is given. */
+PerfTable perf_report(const Benchmark& bench, const std::function<Measure(const BenchArgs&)>& fn,
+                      bool print_data = true, const std::string& save_path = "");
+
+}  // namespace tessera::testing

@@ -1,0 +1,829 @@
+// Autotuning and heuristics: candidates per config, tuning rounds (one compile batch, then
+// timing with hooks and restores), the in-memory choice and the tuning database.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <numeric>
+#include <optional>
+#include <sstream>
+
+#include "runtime/cpu/jit_compiler.h"
+#include "tessera/env.h"
+#include "tessera/testing.h"
+#include "tl/jit.h"
+#include "tune/tune_db.h"
+#include "tune/tuned.h"
+
+namespace tessera::tl {
+
+using detail::Candidate;
+using detail::TunedState;
+using PKind = JITFunction::ParamSpec::Kind;
+
+// ---- values, configs, args -------------------------------------------------------------------------
+
+MetaArg MetaValue::as_meta(std::string_view name) const {
+  MetaArg m{name, kind};
+  m.i = i;
+  m.f = f;
+  m.dtype = dtype;
+  return m;
+}
+
+std::string MetaValue::str() const {
+  switch (kind) {
+    case MetaArg::Kind::Int:
+      return std::to_string(i);
+    case MetaArg::Kind::Bool:
+      return i ? "True" : "False";
+    case MetaArg::Kind::Float: {
+      std::ostringstream os;
+      os << f;
+      return os.str();
+    }
+    case MetaArg::Kind::DType:
+      return dtype_name(dtype);
+  }
+  return "?";
+}
+
+bool MetaValue::operator==(const MetaValue& o) const {
+  return kind == o.kind && i == o.i && (f == o.f || (std::isnan(f) && std::isnan(o.f))) && dtype == o.dtype;
+}
+
+namespace {
+MetaValue from_meta(const MetaArg& m) {
+  MetaValue v;
+  v.kind = m.kind;
+  v.i = m.i;
+  v.f = m.f;
+  v.dtype = m.dtype;
+  return v;
+}
+}  // namespace
+
+Config::Config(std::initializer_list<std::pair<std::string, MetaValue>> kw, int64_t nw, int64_t ns,
+               std::optional<int64_t> mr)
+    : Config(std::vector<std::pair<std::string, MetaValue>>(kw), nw, ns, mr) {}
+
+Config::Config(std::vector<std::pair<std::string, MetaValue>> kw, int64_t nw, int64_t ns, std::optional<int64_t> mr)
+    : kwargs(std::move(kw)), num_warps(nw), num_stages(ns), maxnreg(mr) {
+  TS_CHECK(num_warps >= 1 && (num_warps & (num_warps - 1)) == 0, ValueError)
+      << "tl::Config: num_warps must be a power of 2, got " << num_warps;
+  TS_CHECK(num_stages >= 1, ValueError) << "tl::Config: num_stages must be >= 1, got " << num_stages;
+  for (size_t a = 0; a < kwargs.size(); ++a) {
+    for (size_t b = a + 1; b < kwargs.size(); ++b) {
+      TS_CHECK(kwargs[a].first != kwargs[b].first, ValueError)
+          << "tl::Config: meta-parameter '" << kwargs[a].first << "' is given twice";
+    }
+  }
+}
+
+std::string Config::str() const {
+  std::string s;
+  for (const auto& [n, v] : kwargs) s += n + ": " + v.str() + ", ";
+  s += "num_warps: " + std::to_string(num_warps) + ", num_stages: " + std::to_string(num_stages);
+  if (maxnreg) s += ", maxnreg: " + std::to_string(*maxnreg);
+  return s;
+}
+
+const MetaValue* Config::find(std::string_view name) const {
+  for (const auto& [n, v] : kwargs) {
+    if (n == name) return &v;
+  }
+  return nullptr;
+}
+
+const Args::Entry& Args::get(std::string_view name) const {
+  for (const auto& e : entries_) {
+    if (e.name == name) return e;
+  }
+  std::string known;
+  for (const auto& e : entries_) known += (known.empty() ? "" : ", ") + std::string(e.name);
+  TS_ERROR(ValueError) << "[kernel " << kernel_ << "] no argument or meta-parameter named '" << name
+                       << "' (have: " << known << ")";
+}
+
+bool Args::contains(std::string_view name) const {
+  for (const auto& e : entries_) {
+    if (e.name == name) return true;
+  }
+  return false;
+}
+
+const Tensor& Args::tensor(std::string_view name) const {
+  const Entry& e = get(name);
+  TS_CHECK(e.kind == Entry::Kind::Tensor, TypeError)
+      << "[kernel " << kernel_ << "] argument '" << name << "' is not a tensor";
+  return *e.tensor;
+}
+
+int64_t Args::operator[](std::string_view name) const {
+  const Entry& e = get(name);
+  if (e.kind == Entry::Kind::Int) return static_cast<int64_t>(e.sym);  // guards while compiling
+  if (e.kind == Entry::Kind::Meta && (e.meta.kind == MetaArg::Kind::Int || e.meta.kind == MetaArg::Kind::Bool))
+    return e.meta.i;
+  TS_ERROR(TypeError) << "[kernel " << kernel_ << "] argument '" << name << "' is not an integer";
+}
+
+SymInt Args::sym(std::string_view name) const {
+  const Entry& e = get(name);
+  if (e.kind == Entry::Kind::Int) return e.sym;
+  return SymInt((*this)[name]);
+}
+
+double Args::float_value(std::string_view name) const {
+  const Entry& e = get(name);
+  if (e.kind == Entry::Kind::Float) return e.f;
+  if (e.kind == Entry::Kind::Meta && e.meta.kind == MetaArg::Kind::Float) return e.meta.f;
+  return static_cast<double>((*this)[name]);
+}
+
+MetaValue Args::value(std::string_view name) const {
+  const Entry& e = get(name);
+  switch (e.kind) {
+    case Entry::Kind::Meta:
+      return e.meta;
+    case Entry::Kind::Int:
+      return MetaValue(static_cast<int64_t>(e.sym));
+    case Entry::Kind::Float:
+      return MetaValue(e.f);
+    case Entry::Kind::Tensor:
+      break;
+  }
+  TS_ERROR(TypeError) << "[kernel " << kernel_ << "] argument '" << name << "' is a tensor, not a value";
+}
+
+// ---- the tuned state ---------------------------------------------------------------------------------
+
+namespace detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] void tune_error(const std::string& kernel, SourceLoc loc, const std::string& msg) {
+  std::ostringstream os;
+  os << "[kernel " << kernel << "] ";
+  if (loc.known()) os << loc << ": ";
+  os << msg;
+  throw CompileError(os.str(), loc);
+}
+
+// `named` with a candidate's meta-parameters appended (the view heuristics and hooks see).
+Args with_meta(const Args& named, const std::vector<std::pair<std::string, MetaValue>>& meta) {
+  Args a = named;
+  for (const auto& [n, v] : meta) {
+    Args::Entry e;
+    e.name = n;
+    e.kind = Args::Entry::Kind::Meta;
+    e.meta = v;
+    a.entries_.push_back(e);
+  }
+  return a;
+}
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::string TunedState::name() const {
+  return kernel->name();
+}
+
+Args TunedState::named(ArrayRef<KernelArg> args) const {
+  const auto& s = kernel->state();
+  Args a;
+  a.kernel_ = s.name;
+  const size_t n = s.params.size();
+  SmallVector<bool, 16> set(n, false);
+  size_t positional = 0;
+  for (const auto& k : args) {
+    if (k.kind == KernelArg::Kind::Option) continue;
+    if (k.kind == KernelArg::Kind::Meta) {
+      Args::Entry e;
+      e.name = k.meta.name;
+      e.kind = Args::Entry::Kind::Meta;
+      e.meta = from_meta(k.meta);
+      for (size_t i = 0; i < n; ++i) {
+        if (s.params[i].name == k.meta.name) set[i] = true;
+      }
+      a.entries_.push_back(e);
+      continue;
+    }
+    while (positional < n && set[positional]) ++positional;
+    if (positional >= n) break;  // too many arguments: the kernel's binding reports it
+    Args::Entry e;
+    e.name = s.params[positional].name;
+    switch (k.kind) {
+      case KernelArg::Kind::Tensor:
+        e.kind = Args::Entry::Kind::Tensor;
+        e.tensor = k.tensor;
+        break;
+      case KernelArg::Kind::Int:
+        e.sym = k.sym;
+        break;
+      case KernelArg::Kind::Float:
+        e.kind = Args::Entry::Kind::Float;
+        e.f = k.f;
+        break;
+      case KernelArg::Kind::Bool:
+        e.kind = Args::Entry::Kind::Meta;
+        e.meta = MetaValue(k.i != 0);
+        break;
+      case KernelArg::Kind::DType:
+        e.kind = Args::Entry::Kind::Meta;
+        e.meta = MetaValue(k.dtype);
+        break;
+      default:
+        break;
+    }
+    set[positional] = true;
+    a.entries_.push_back(e);
+  }
+  return a;
+}
+
+std::vector<Candidate> TunedState::candidates(const Args& named, SourceLoc loc) const {
+  std::vector<Candidate> out(1);
+  auto check_free = [&](const Candidate& c, const std::string& n, const std::string& by) {
+    if (named.contains(n)) {
+      tune_error(name(), loc,
+                 "meta-parameter '" + n + "' is set by the launch and by " + by +
+                     "; do not pass tuned or heuristic meta-parameters at the launch");
+    }
+    for (const auto& [m, v] : c.meta) {
+      if (m == n) tune_error(name(), loc, "meta-parameter '" + n + "' is set twice (the second time by " + by + ")");
+    }
+  };
+  for (size_t li = layers.size(); li-- > 0;) {  // outermost first
+    const Layer& L = layers[li];
+    if (!L.autotune) {
+      for (Candidate& c : out) {
+        for (const auto& [n, fn] : L.heuristics) {
+          check_free(c, n, "a heuristic");
+          MetaValue v;
+          {
+            const Args view = with_meta(named, c.meta);
+            v = fn(view);
+          }
+          c.meta.emplace_back(n, v);
+        }
+      }
+      continue;
+    }
+    std::vector<Candidate> next;
+    next.reserve(out.size() * L.configs.size());
+    for (const Candidate& c : out) {
+      for (size_t k = 0; k < L.configs.size(); ++k) {
+        const Config& cfg = L.configs[k];
+        Candidate d = c;
+        for (const auto& kw : cfg.kwargs) {
+          check_free(d, kw.first, "config '" + cfg.str() + "'");
+          d.meta.push_back(kw);
+        }
+        d.has_options = true;
+        d.num_warps = cfg.num_warps;
+        d.num_stages = cfg.num_stages;
+        d.config = static_cast<int>(k);
+        next.push_back(std::move(d));
+      }
+    }
+    out = std::move(next);
+  }
+  return out;
+}
+
+std::vector<KernelArg> TunedState::with_candidate(ArrayRef<KernelArg> args, const Candidate& c, SourceLoc loc) {
+  std::vector<KernelArg> out(args.begin(), args.end());
+  out.reserve(args.size() + c.meta.size() + 2);
+  for (const auto& [n, v] : c.meta) out.emplace_back(v.as_meta(n), loc);
+  if (c.has_options) {
+    out.emplace_back(num_warps(c.num_warps), loc);
+    out.emplace_back(num_stages(c.num_stages), loc);
+  }
+  return out;
+}
+
+void TunedState::before_launch(const Args& named, const Candidate& c) const {
+  if (tune_layer < 0 || c.config < 0) return;
+  const Config& cfg = layers[static_cast<size_t>(tune_layer)].configs[static_cast<size_t>(c.config)];
+  if (cfg.pre_hook) cfg.pre_hook(with_meta(named, c.meta));
+}
+
+size_t TunedState::choose(ArrayRef<KernelArg> args, const Args& named, const std::vector<Candidate>& cands,
+                          FunctionRef<void(size_t)> launch_candidate, SourceLoc loc) const {
+  if (cands.size() == 1) {
+    std::lock_guard<std::mutex> g(mutex);
+    last_config = cands[0].config;
+    return 0;
+  }
+  // The tuning key: the key arguments' values, the tensors' dtypes, the specialization bits.
+  const Layer& L = layers[static_cast<size_t>(tune_layer)];
+  const auto& s = kernel->state();
+  std::string key;
+  for (const auto& k : L.key) {
+    if (!named.contains(k)) continue;  // a meta-parameter the configs set
+    const Args::Entry* e = nullptr;
+    for (const auto& x : named.entries()) {
+      if (x.name == k) e = &x;
+    }
+    key += k + "=";
+    switch (e->kind) {
+      case Args::Entry::Kind::Tensor: {
+        key += "[";
+        for (int64_t d = 0; d < e->tensor->dim(); ++d) key += (d ? "," : "") + std::to_string(e->tensor->size(d).expect_int());
+        key += "]";
+        break;
+      }
+      case Args::Entry::Kind::Int:
+        key += std::to_string(e->sym.expect_int());
+        break;
+      case Args::Entry::Kind::Float: {
+        std::ostringstream os;
+        os << e->f;
+        key += os.str();
+        break;
+      }
+      case Args::Entry::Kind::Meta:
+        key += e->meta.str();
+        break;
+    }
+    key += " ";
+  }
+  std::string dtypes, spec;
+  for (const auto& e : named.entries()) {
+    size_t p = 0;
+    while (p < s.params.size() && s.params[p].name != e.name) ++p;
+    if (e.kind == Args::Entry::Kind::Tensor) {
+      dtypes += std::string(dtypes.empty() ? "" : ",") + dtype_name(e.tensor->dtype());
+      const bool aligned = !e.tensor->has_data() ||
+                           reinterpret_cast<uintptr_t>(e.tensor->impl()->data()) % 16 == 0;
+      spec += aligned ? "a" : "-";
+    } else if (e.kind == Args::Entry::Kind::Int && p < s.params.size() && !s.no_specialize[p]) {
+      const int64_t v = e.sym.expect_int();
+      spec += v == 1 ? "1" : v % 16 == 0 ? "d" : "-";
+    }
+  }
+  key += "dtypes=" + dtypes + " spec=" + spec;
+  int config = -1;
+  {
+    std::lock_guard<std::mutex> g(mutex);
+    auto it = choices.find(key);
+    if (it != choices.end()) config = it->second;
+  }
+  if (config < 0) config = tune(args, named, cands, launch_candidate, key, loc);
+  for (size_t i = 0; i < cands.size(); ++i) {
+    if (cands[i].config == config) {
+      std::lock_guard<std::mutex> g(mutex);
+      last_config = config;
+      return i;
+    }
+  }
+  TS_INTERNAL_ASSERT(false) << "the chosen config is not a candidate";
+}
+
+int TunedState::tune(ArrayRef<KernelArg> args, const Args& named, const std::vector<Candidate>& cands,
+                     FunctionRef<void(size_t)> launch_candidate, const std::string& key, SourceLoc loc) const {
+  const Layer& L = layers[static_cast<size_t>(tune_layer)];
+  const AutotuneOptions& o = L.options;
+  auto& s = kernel->state();
+  const auto t_round = Clock::now();
+  const bool print = knobs().print_autotuning;
+  auto cfg_of = [&](size_t i) -> const Config& { return L.configs[static_cast<size_t>(cands[i].config)]; };
+
+  // Pruning: early_config_prune, then perf_model / top_k.
+  std::vector<size_t> pool(cands.size());
+  std::iota(pool.begin(), pool.end(), size_t{0});
+  if (o.prune_configs_by.early_config_prune) {
+    std::vector<Config> in;
+    for (size_t i : pool) in.push_back(cfg_of(i));
+    const auto kept = o.prune_configs_by.early_config_prune(in, named);
+    std::vector<size_t> next;
+    for (size_t i : pool) {
+      const std::string cs = cfg_of(i).str();
+      if (std::any_of(kept.begin(), kept.end(), [&](const Config& c) { return c.str() == cs; })) next.push_back(i);
+    }
+    if (next.empty()) tune_error(name(), loc, "early_config_prune kept none of the " + std::to_string(pool.size()) + " configs");
+    pool = std::move(next);
+  }
+  if (o.prune_configs_by.perf_model && o.prune_configs_by.top_k > 0) {
+    const double tk = o.prune_configs_by.top_k;
+    const size_t k = tk >= 1 ? static_cast<size_t>(tk)
+                             : std::max<size_t>(1, static_cast<size_t>(std::ceil(tk * static_cast<double>(pool.size()))));
+    if (k < pool.size()) {
+      std::vector<std::pair<double, size_t>> est;
+      for (size_t i : pool) est.emplace_back(o.prune_configs_by.perf_model(cfg_of(i), with_meta(named, cands[i].meta)), i);
+      std::stable_sort(est.begin(), est.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      pool.clear();
+      for (size_t j = 0; j < k; ++j) pool.push_back(est[j].second);
+    }
+  }
+
+  // Bind and prepare every candidate; a config that fails is skipped with its reason.
+  std::vector<std::string> reason(cands.size());
+  std::vector<size_t> ok;
+  std::vector<Spec> specs;
+  for (size_t i : pool) {
+    const auto a = with_candidate(args, cands[i], loc);
+    Spec sp;
+    try {
+      bind(s, ArrayRef<KernelArg>(a.data(), a.size()), sp.bound, sp.num_warps, sp.num_stages, loc);
+    } catch (const Error& e) {
+      reason[i] = e.what();
+      continue;
+    }
+    ok.push_back(i);
+    specs.push_back(std::move(sp));
+  }
+  std::vector<std::string> prep_errors;
+  auto kernels = lookup_or_prepare(s, specs, loc, &prep_errors);
+
+  // The database: which candidates have a timing for this key already.
+  const std::string target = "cpu:" + runtime::cpu::compiler().target;
+  std::vector<std::optional<tune::Record>> found(ok.size());
+  std::vector<tune::Record> ident(ok.size());
+  for (size_t j = 0; j < ok.size(); ++j) {
+    if (!kernels[j]) {
+      reason[ok[j]] = prep_errors[j];
+      continue;
+    }
+    ident[j] = tune::Record{s.name, cfg_of(ok[j]).str(), key, target, kernels[j]->cache_key};
+    if (o.cache_results) found[j] = tune::find(ident[j]);
+  }
+  // Time the candidates without a record, and the best recorded one beside them.
+  std::optional<size_t> incumbent;
+  for (size_t j = 0; j < ok.size(); ++j) {
+    if (found[j] && (!incumbent || found[j]->ms < found[*incumbent]->ms)) incumbent = j;
+  }
+  std::vector<size_t> to_time;
+  for (size_t j = 0; j < ok.size(); ++j) {
+    if (kernels[j] && !found[j]) to_time.push_back(j);
+  }
+  if (!to_time.empty() && incumbent) to_time.push_back(*incumbent);
+  std::vector<double> ms(ok.size(), std::numeric_limits<double>::infinity());
+  std::vector<std::string> note(ok.size());
+  int winner = -1;
+  size_t compiled = 0, timed = 0;
+  double compile_ms = 0;
+  if (to_time.empty()) {
+    if (!incumbent) {
+      std::string all;
+      for (size_t i : pool) all += "\n  " + cfg_of(i).str() + ": " + reason[i];
+      tune_error(name(), loc, "every autotuning config failed:" + all);
+    }
+    winner = cands[ok[*incumbent]].config;
+    for (size_t j = 0; j < ok.size(); ++j) {
+      if (found[j]) {
+        ms[j] = found[j]->ms;
+        note[j] = "database";
+      }
+    }
+  } else {
+    // One compile batch for everything to be timed.
+    {
+      std::vector<Spec> sub_specs;
+      std::vector<std::shared_ptr<CompiledKernel>> sub;
+      for (size_t j : to_time) {
+        sub_specs.push_back(specs[j]);
+        sub.push_back(kernels[j]);
+        if (!kernels[j]->fn) ++compiled;
+      }
+      const auto t0 = Clock::now();
+      build_missing(s, sub_specs, sub);
+      compile_ms = ms_since(t0);
+      for (size_t k = 0; k < to_time.size(); ++k) kernels[to_time[k]] = sub[k];
+    }
+    // Tensors to save and restore: restore_value, and (restore_written) every tensor one of the
+    // kernels both reads and writes.
+    std::vector<std::pair<Tensor, Tensor>> saved;
+    std::vector<Tensor> zeroed;
+    for (const auto& e : named.entries()) {
+      if (e.kind != Args::Entry::Kind::Tensor || !e.tensor->has_data()) continue;
+      const std::string n(e.name);
+      const bool zero = std::find(o.reset_to_zero.begin(), o.reset_to_zero.end(), n) != o.reset_to_zero.end();
+      bool keep = std::find(o.restore_value.begin(), o.restore_value.end(), n) != o.restore_value.end();
+      if (!keep && o.restore_written && !zero) {
+        size_t p = 0;
+        while (p < s.params.size() && s.params[p].name != n) ++p;
+        for (size_t j : to_time) {
+          if (p < kernels[j]->read.size() && kernels[j]->read[p] && kernels[j]->written[p]) keep = true;
+        }
+      }
+      if (zero) zeroed.push_back(*e.tensor);
+      if (keep) saved.emplace_back(*e.tensor, e.tensor->clone());
+    }
+    auto restore = [&] {
+      for (auto& [t, copy] : saved) t.copy_(copy);
+    };
+    // Candidates that generate the same code are timed once.
+    std::vector<size_t> same_as(ok.size());
+    for (size_t a = 0; a < to_time.size(); ++a) {
+      same_as[to_time[a]] = to_time[a];
+      for (size_t b = 0; b < a; ++b) {
+        if (kernels[to_time[b]]->cache_key == kernels[to_time[a]]->cache_key) {
+          same_as[to_time[a]] = same_as[to_time[b]];
+          break;
+        }
+      }
+    }
+    const bool progress_allowed = print || ::isatty(2);
+    bool progress_shown = false;
+    const auto t_timing = Clock::now();
+    size_t distinct = 0;
+    for (size_t j : to_time) distinct += same_as[j] == j;
+    for (size_t j : to_time) {
+      if (same_as[j] != j) continue;
+      const Candidate& c = cands[ok[j]];
+      const Config& cfg = cfg_of(ok[j]);
+      const Args view = with_meta(named, c.meta);
+      auto setup = [&] {
+        restore();
+        for (Tensor t : zeroed) t.zero_();
+        if (o.pre_hook) o.pre_hook(view);
+        if (cfg.pre_hook) cfg.pre_hook(view);
+      };
+      auto call = [&] { launch_candidate(ok[j]); };
+      auto teardown = [&] {
+        if (o.post_hook) o.post_hook(view, nullptr);
+      };
+      try {
+        if (o.do_bench) {
+          ms[j] = o.do_bench([&] {
+            setup();
+            try {
+              call();
+            } catch (...) {
+              if (o.post_hook) o.post_hook(view, std::current_exception());
+              throw;
+            }
+            teardown();
+          });
+        } else {
+          try {
+            const auto runs = testing::detail::bench_runs(call, setup, teardown, o.warmup, o.rep, true);
+            ms[j] = testing::detail::quantile(runs, 0.5);
+          } catch (...) {
+            if (o.post_hook) o.post_hook(view, std::current_exception());
+            throw;
+          }
+        }
+        ++timed;
+        if (o.cache_results) {
+          tune::Record r = ident[j];
+          r.ms = ms[j];
+          r.unix_time = static_cast<int64_t>(std::time(nullptr));
+          tune::put(r);
+        }
+      } catch (const std::exception& e) {
+        reason[ok[j]] = e.what();
+        ms[j] = std::numeric_limits<double>::infinity();
+      }
+      const double elapsed = ms_since(t_round);
+      if (progress_allowed && elapsed > 1000 && timed < distinct) {
+        const double per = ms_since(t_timing) / static_cast<double>(timed ? timed : 1);
+        std::fprintf(stderr, "\r[tessera autotune] %s: compiled %zu, timed %zu/%zu, ~%.1f s left   ", s.name.c_str(),
+                     compiled, timed, distinct, per * static_cast<double>(distinct - timed) / 1000.0);
+        std::fflush(stderr);
+        progress_shown = true;
+      }
+    }
+    if (progress_shown) std::fprintf(stderr, "\n");
+    // Candidates with the same code share the representative's time (and get its record).
+    for (size_t j : to_time) {
+      if (same_as[j] == j) continue;
+      ms[j] = ms[same_as[j]];
+      note[j] = "same code as " + cfg_of(ok[same_as[j]]).str();
+      reason[ok[j]] = reason[ok[same_as[j]]];
+      if (o.cache_results && std::isfinite(ms[j])) {
+        tune::Record r = ident[j];
+        r.ms = ms[j];
+        r.unix_time = static_cast<int64_t>(std::time(nullptr));
+        tune::put(r);
+      }
+    }
+    restore();
+    for (Tensor t : zeroed) t.zero_();  // Triton zeroes them again before the real launch
+    std::optional<size_t> best;
+    for (size_t j : to_time) {
+      if (std::isfinite(ms[j]) && (!best || ms[j] < ms[*best])) best = j;
+    }
+    if (!best) {
+      std::string all;
+      for (size_t i : pool) all += "\n  " + cfg_of(i).str() + ": " + (reason[i].empty() ? "not timed" : reason[i]);
+      tune_error(name(), loc, "every autotuning config failed:" + all);
+    }
+    winner = cands[ok[*best]].config;
+    if (incumbent && *best == *incumbent) note[*incumbent] = "incumbent, re-timed";
+  }
+  {
+    std::lock_guard<std::mutex> g(mutex);
+    choices[key] = winner;
+    last_timings.clear();
+    for (size_t j = 0; j < ok.size(); ++j) {
+      if (std::isfinite(ms[j])) last_timings.emplace_back(cands[ok[j]].config, ms[j]);
+    }
+    ++rounds;
+  }
+  if (print) {
+    std::ostringstream os;
+    os << "[tessera autotune] " << s.name << " key: " << key << "\n";
+    for (size_t i = 0; i < cands.size(); ++i) {
+      os << "  " << cfg_of(i).str() << ": ";
+      const auto j = std::find(ok.begin(), ok.end(), i);
+      if (std::find(pool.begin(), pool.end(), i) == pool.end()) {
+        os << "pruned";
+      } else if (j == ok.end() || !std::isfinite(ms[static_cast<size_t>(j - ok.begin())])) {
+        const size_t jj = static_cast<size_t>(j - ok.begin());
+        os << (j != ok.end() && found[jj] ? "recorded, not re-timed"
+                                          : "skipped (" + (reason[i].empty() ? std::string("not timed") : reason[i]) + ")");
+      } else {
+        const size_t jj = static_cast<size_t>(j - ok.begin());
+        os << ms[jj] << " ms";
+        if (!note[jj].empty()) os << " (" << note[jj] << ")";
+      }
+      os << "\n";
+    }
+    os << "  best: " << L.configs[static_cast<size_t>(winner)].str() << "; " << compiled << " compiled in "
+       << static_cast<int64_t>(compile_ms) << " ms, " << timed << " timed, round " << static_cast<int64_t>(ms_since(t_round))
+       << " ms\n";
+    std::cerr << os.str() << std::flush;
+  }
+  return winner;
+}
+
+void TunedState::launch(const Launcher& launcher, ArrayRef<KernelArg> args) const {
+  const SourceLoc loc = launcher.location();
+  const Args nm = named(args);
+  const auto cands = candidates(nm, loc);
+  auto run = [&](size_t i) {
+    const auto a = with_candidate(args, cands[i], loc);
+    launcher.run_kernel(ArrayRef<KernelArg>(a.data(), a.size()));
+  };
+  const size_t pick = choose(args, nm, cands, run, loc);
+  before_launch(nm, cands[pick]);
+  run(pick);
+}
+
+}  // namespace detail
+
+// ---- the public face ------------------------------------------------------------------------------
+
+Launcher TunedKernel::operator[](Grid grid) const {
+  return Launcher(*s_, *s_->kernel, std::move(grid));
+}
+Launcher TunedKernel::operator[](GridFn grid_fn) const {
+  return Launcher(*s_, *s_->kernel, grid_fn);
+}
+const JITFunction& TunedKernel::kernel() const {
+  return *s_->kernel;
+}
+const std::vector<Config>& TunedKernel::configs() const {
+  static const std::vector<Config> none;
+  return s_->tune_layer < 0 ? none : s_->layers[static_cast<size_t>(s_->tune_layer)].configs;
+}
+std::optional<Config> TunedKernel::best_config() const {
+  std::lock_guard<std::mutex> g(s_->mutex);
+  if (s_->last_config < 0) return std::nullopt;
+  return configs()[static_cast<size_t>(s_->last_config)];
+}
+std::vector<std::pair<Config, double>> TunedKernel::last_timings() const {
+  std::lock_guard<std::mutex> g(s_->mutex);
+  std::vector<std::pair<Config, double>> out;
+  for (const auto& [c, ms] : s_->last_timings) out.emplace_back(configs()[static_cast<size_t>(c)], ms);
+  return out;
+}
+int TunedKernel::tuning_rounds() const {
+  std::lock_guard<std::mutex> g(s_->mutex);
+  return s_->rounds;
+}
+void TunedKernel::clear_memory_cache() const {
+  std::lock_guard<std::mutex> g(s_->mutex);
+  s_->choices.clear();
+}
+
+namespace {
+
+const JITFunction::ParamSpec* param(const JITFunction& k, std::string_view n) {
+  for (const auto& p : k.params()) {
+    if (p.name == n) return &p;
+  }
+  return nullptr;
+}
+
+std::string param_names(const JITFunction& k) {
+  std::string r;
+  for (const auto& p : k.params()) r += (r.empty() ? "" : ", ") + p.name;
+  return r;
+}
+
+void check_names(const JITFunction& k, const std::vector<std::string>& names, const char* what, bool tensors,
+                 SourceLoc loc) {
+  for (const auto& n : names) {
+    const auto* p = param(k, n);
+    if (!p) {
+      throw ValueError("[kernel " + k.name() + "] " + what + " names '" + n + "', which is not a parameter (" +
+                           param_names(k) + ")",
+                       loc);
+    }
+    if (tensors && p->kind != PKind::Pointer) {
+      throw ValueError("[kernel " + k.name() + "] " + what + " names '" + n + "', which is not a pointer parameter",
+                       loc);
+    }
+  }
+}
+
+std::shared_ptr<TunedState> copy_of(const TunedState& in) {
+  auto s = std::make_shared<TunedState>();
+  s->kernel = in.kernel;
+  s->layers = in.layers;
+  s->tune_layer = in.tune_layer;
+  return s;
+}
+
+TunedKernel add_autotune(std::shared_ptr<TunedState> s, std::vector<Config> configs, std::vector<std::string> key,
+                         AutotuneOptions options, SourceLoc loc) {
+  const JITFunction& k = *s->kernel;
+  if (s->tune_layer >= 0) {
+    throw CompileError("[kernel " + k.name() +
+                           "] is autotuned twice; stacking tl::autotune is not supported (put all configs in one list)",
+                       loc);
+  }
+  if (configs.empty()) throw ValueError("[kernel " + k.name() + "] tl::autotune needs at least one config", loc);
+  check_names(k, key, "the autotuning key", false, loc);
+  check_names(k, options.reset_to_zero, "reset_to_zero", true, loc);
+  check_names(k, options.restore_value, "restore_value", true, loc);
+  for (const auto& c : configs) {
+    for (const auto& [n, v] : c.kwargs) {
+      if (!param(k, n)) {
+        throw ValueError("[kernel " + k.name() + "] config '" + c.str() + "' sets '" + n + "', which is not a parameter (" +
+                             param_names(k) + ")",
+                         loc);
+      }
+    }
+  }
+  for (size_t a = 0; a < configs.size(); ++a) {
+    for (size_t b = a + 1; b < configs.size(); ++b) {
+      if (configs[a] == configs[b]) {
+        throw ValueError("[kernel " + k.name() + "] config '" + configs[a].str() + "' is listed twice", loc);
+      }
+    }
+  }
+  TunedState::Layer L;
+  L.autotune = true;
+  L.configs = std::move(configs);
+  L.key = std::move(key);
+  L.options = std::move(options);
+  L.loc = loc;
+  s->layers.push_back(std::move(L));
+  s->tune_layer = static_cast<int>(s->layers.size()) - 1;
+  return TunedKernel(std::move(s));
+}
+
+TunedKernel add_heuristics(std::shared_ptr<TunedState> s, std::vector<std::pair<std::string, Heuristic>> values,
+                           SourceLoc loc) {
+  const JITFunction& k = *s->kernel;
+  for (const auto& [n, fn] : values) {
+    if (!param(k, n)) {
+      throw ValueError("[kernel " + k.name() + "] heuristic '" + n + "' is not a parameter (" + param_names(k) + ")", loc);
+    }
+    if (!fn) throw ValueError("[kernel " + k.name() + "] heuristic '" + n + "' has no function", loc);
+  }
+  TunedState::Layer L;
+  L.heuristics = std::move(values);
+  L.loc = loc;
+  s->layers.push_back(std::move(L));
+  return TunedKernel(std::move(s));
+}
+
+}  // namespace
+
+TunedKernel autotune(const JITFunction& kernel, std::vector<Config> configs, std::vector<std::string> key,
+                     AutotuneOptions options, SourceLoc loc) {
+  auto s = std::make_shared<TunedState>();
+  s->kernel = &kernel;
+  return add_autotune(std::move(s), std::move(configs), std::move(key), std::move(options), loc);
+}
+
+TunedKernel autotune(const TunedKernel& inner, std::vector<Config> configs, std::vector<std::string> key,
+                     AutotuneOptions options, SourceLoc loc) {
+  return add_autotune(copy_of(*inner.state()), std::move(configs), std::move(key), std::move(options), loc);
+}
+
+TunedKernel heuristics(const JITFunction& kernel, std::vector<std::pair<std::string, Heuristic>> values, SourceLoc loc) {
+  auto s = std::make_shared<TunedState>();
+  s->kernel = &kernel;
+  return add_heuristics(std::move(s), std::move(values), loc);
+}
+
+TunedKernel heuristics(const TunedKernel& inner, std::vector<std::pair<std::string, Heuristic>> values, SourceLoc loc) {
+  return add_heuristics(copy_of(*inner.state()), std::move(values), loc);
+}
+
+}  // namespace tessera::tl

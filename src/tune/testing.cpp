@@ -1,0 +1,303 @@
+// do_bench and perf_report (triton.testing's, on the CPU).
+#include "tessera/testing.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <numeric>
+#include <sstream>
+#include <sys/stat.h>
+
+#include "tessera/error.h"
+
+namespace tessera::testing {
+namespace detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+size_t last_level_cache_bytes() {
+  long v = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (v <= 0) v = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (v <= 0) {
+    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index3/size");
+    std::string s;
+    if (f >> s && !s.empty()) {
+      v = std::atol(s.c_str());
+      if (s.back() == 'K') v *= 1024;
+      if (s.back() == 'M') v *= 1024 * 1024;
+    }
+  }
+  return static_cast<size_t>(std::max<long>(v, 8L << 20));
+}
+
+// Overwrites a buffer the size of the last-level cache (Triton zeroes 256 MB on the GPU).
+void flush_cache() {
+  static const size_t bytes = last_level_cache_bytes();
+  static std::unique_ptr<uint64_t[]> buf(new uint64_t[bytes / 8]);
+  static uint64_t tick = 0;
+  ++tick;
+  uint64_t* p = buf.get();
+  for (size_t i = 0; i < bytes / 8; i += 8) p[i] = tick;  // one store per 64-byte line
+}
+
+}  // namespace
+
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+double summarize(std::vector<double> runs, const std::string& mode) {
+  TS_CHECK(!runs.empty(), InternalError) << "do_bench: no timed runs";
+  if (mode == "mean") return std::accumulate(runs.begin(), runs.end(), 0.0) / static_cast<double>(runs.size());
+  if (mode == "median") return quantile(std::move(runs), 0.5);
+  if (mode == "min") return *std::min_element(runs.begin(), runs.end());
+  if (mode == "max") return *std::max_element(runs.begin(), runs.end());
+  TS_ERROR(ValueError) << "do_bench: return_mode must be mean, median, min or max, got '" << mode << "'";
+}
+
+std::vector<double> bench_runs(const std::function<void()>& fn, const std::function<void()>& setup,
+                               const std::function<void()>& teardown, double warmup, double rep, bool flush) {
+  TS_CHECK(warmup >= 0 && rep > 0, ValueError) << "do_bench: warmup must be >= 0 and rep > 0 (ms), got "
+                                               << warmup << " and " << rep;
+  // Estimate one call (and its untimed overhead) from 5 calls.
+  auto one = [&](double* overhead) {
+    const auto t0 = Clock::now();
+    if (flush) flush_cache();
+    if (setup) setup();
+    const auto t1 = Clock::now();
+    fn();
+    const double ms = ms_since(t1);
+    const auto t2 = Clock::now();
+    if (teardown) teardown();
+    if (overhead) *overhead += std::chrono::duration<double, std::milli>(t1 - t0).count() + ms_since(t2);
+    return ms;
+  };
+  double est = 0, extra = 0;
+  for (int i = 0; i < 5; ++i) est += one(&extra);
+  est /= 5;
+  extra /= 5;
+  // The budgets are wall time, flushes included, as Triton's are with its (cheap) GPU flush.
+  const double per_call = std::max(est + extra, 1e-6);
+  const int64_t n_warmup = std::max<int64_t>(1, static_cast<int64_t>(warmup / per_call));
+  const int64_t n_repeat = std::max<int64_t>(1, static_cast<int64_t>(rep / per_call));
+  for (int64_t i = 0; i < n_warmup; ++i) one(nullptr);
+  std::vector<double> runs;
+  runs.reserve(static_cast<size_t>(n_repeat));
+  for (int64_t i = 0; i < n_repeat; ++i) runs.push_back(one(nullptr));
+  return runs;
+}
+
+}  // namespace detail
+
+double do_bench(const std::function<void()>& fn, double warmup, double rep) {
+  BenchOptions o;
+  o.warmup = warmup;
+  o.rep = rep;
+  return do_bench(fn, o);
+}
+
+double do_bench(const std::function<void()>& fn, const BenchOptions& o) {
+  auto runs = detail::bench_runs(fn, nullptr, nullptr, o.warmup, o.rep, o.flush_cache);
+  return detail::summarize(std::move(runs), o.return_mode);
+}
+
+std::vector<double> do_bench_quantiles(const std::function<void()>& fn, std::vector<double> quantiles, double warmup,
+                                       double rep) {
+  for (double q : quantiles) {
+    TS_CHECK(q >= 0 && q <= 1, ValueError) << "do_bench: quantiles must be in [0, 1], got " << q;
+  }
+  const auto runs = detail::bench_runs(fn, nullptr, nullptr, warmup, rep, true);
+  std::vector<double> out;
+  for (double q : quantiles) out.push_back(detail::quantile(runs, q));
+  return out;
+}
+
+// ---- perf_report ---------------------------------------------------------------------------------
+
+double BenchArgs::operator[](const std::string& name) const {
+  auto it = values.find(name);
+  TS_CHECK(it != values.end(), ValueError) << "perf_report: the benchmark has no argument '" << name << "'";
+  return it->second;
+}
+
+namespace {
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+std::string line_name(const Benchmark& b, size_t l) {
+  return l < b.line_names.size() ? b.line_names[l] : b.line_vals[l];
+}
+
+std::string x_header(const Benchmark& b) {
+  std::string h;
+  for (const auto& n : b.x_names) h += (h.empty() ? "" : ", ") + n;
+  return h.empty() ? "x" : h;
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '<') o += "&lt;";
+    else if (c == '>') o += "&gt;";
+    else if (c == '&') o += "&amp;";
+    else o += c;
+  }
+  return o;
+}
+
+}  // namespace
+
+std::string PerfTable::markdown() const {
+  std::ostringstream os;
+  os << "| " << x_header(bench) << " |";
+  for (size_t l = 0; l < bench.line_vals.size(); ++l) os << " " << line_name(bench, l) << " (" << bench.ylabel << ") |";
+  os << "\n|---|";
+  for (size_t l = 0; l < bench.line_vals.size(); ++l) os << "---|";
+  os << "\n";
+  for (size_t r = 0; r < rows.size(); ++r) {
+    os << "| " << num(bench.x_vals[r]) << " |";
+    for (const auto& m : rows[r]) os << " " << num(m.y) << " |";
+    os << "\n";
+  }
+  return os.str();
+}
+
+std::string PerfTable::csv() const {
+  std::ostringstream os;
+  os << x_header(bench);
+  for (size_t l = 0; l < bench.line_vals.size(); ++l) {
+    const std::string n = line_name(bench, l);
+    os << "," << n << "," << n << " min," << n << " max";
+  }
+  os << "\n";
+  for (size_t r = 0; r < rows.size(); ++r) {
+    os << num(bench.x_vals[r]);
+    for (const auto& m : rows[r]) os << "," << num(m.y) << "," << num(m.y_min) << "," << num(m.y_max);
+    os << "\n";
+  }
+  return os.str();
+}
+
+std::string PerfTable::svg(int width, int height) const {
+  static const char* palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
+  const double left = 70, right = 150, top = 40, bottom = 50;
+  const double pw = width - left - right, ph = height - top - bottom;
+  auto tx = [&](double v) { return bench.x_log ? std::log10(std::max(v, 1e-300)) : v; };
+  auto ty = [&](double v) { return bench.y_log ? std::log10(std::max(v, 1e-300)) : v; };
+  double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    x0 = std::min(x0, tx(bench.x_vals[r]));
+    x1 = std::max(x1, tx(bench.x_vals[r]));
+    for (const auto& m : rows[r]) {
+      if (!std::isfinite(m.y)) continue;
+      y0 = std::min(y0, ty(std::min(m.y_min, m.y)));
+      y1 = std::max(y1, ty(std::max(m.y_max, m.y)));
+    }
+  }
+  if (!(x1 > x0)) x1 = x0 + 1;
+  if (!(y1 > y0)) y1 = y0 + 1;
+  if (!bench.y_log) y0 = std::min(y0, 0.0);
+  auto px = [&](double v) { return left + (tx(v) - x0) / (x1 - x0) * pw; };
+  auto py = [&](double v) { return top + ph - (ty(v) - y0) / (y1 - y0) * ph; };
+  std::ostringstream os;
+  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
+     << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  os << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  os << "<text x=\"" << left + pw / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">"
+     << xml_escape(bench.plot_name) << "</text>\n";
+  os << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << pw << "\" height=\"" << ph
+     << "\" fill=\"none\" stroke=\"#444\"/>\n";
+  for (int t = 0; t <= 4; ++t) {  // y ticks
+    const double yv = y0 + (y1 - y0) * t / 4, yp = top + ph - ph * t / 4;
+    os << "<line x1=\"" << left - 4 << "\" y1=\"" << yp << "\" x2=\"" << left + pw << "\" y2=\"" << yp
+       << "\" stroke=\"#ddd\"/>\n<text x=\"" << left - 6 << "\" y=\"" << yp + 4 << "\" text-anchor=\"end\">"
+       << num(bench.y_log ? std::pow(10, yv) : yv) << "</text>\n";
+  }
+  for (double xv : bench.x_vals) {  // x ticks
+    os << "<text x=\"" << px(xv) << "\" y=\"" << top + ph + 16 << "\" text-anchor=\"middle\">" << num(xv)
+       << "</text>\n";
+  }
+  os << "<text x=\"" << left + pw / 2 << "\" y=\"" << height - 10 << "\" text-anchor=\"middle\">"
+     << xml_escape(bench.xlabel.empty() ? x_header(bench) : bench.xlabel) << "</text>\n";
+  os << "<text transform=\"translate(16," << top + ph / 2 << ") rotate(-90)\" text-anchor=\"middle\">"
+     << xml_escape(bench.ylabel) << "</text>\n";
+  for (size_t l = 0; l < bench.line_vals.size(); ++l) {
+    const std::string color = l < bench.styles.size() ? bench.styles[l].first : palette[l % 6];
+    const std::string dash = l < bench.styles.size() ? bench.styles[l].second : "-";
+    const char* dasharray = dash == "--" ? "6,4" : dash == ":" ? "2,3" : dash == "-." ? "6,3,2,3" : "";
+    // The min/max band, then the line.
+    std::ostringstream band, line;
+    for (size_t r = 0; r < rows.size(); ++r) band << (r ? " " : "") << px(bench.x_vals[r]) << "," << py(rows[r][l].y_max);
+    for (size_t r = rows.size(); r-- > 0;) band << " " << px(bench.x_vals[r]) << "," << py(rows[r][l].y_min);
+    for (size_t r = 0; r < rows.size(); ++r) line << (r ? " " : "") << px(bench.x_vals[r]) << "," << py(rows[r][l].y);
+    os << "<polygon points=\"" << band.str() << "\" fill=\"" << color << "\" fill-opacity=\"0.15\" stroke=\"none\"/>\n";
+    os << "<polyline points=\"" << line.str() << "\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\""
+       << (*dasharray ? std::string(" stroke-dasharray=\"") + dasharray + "\"" : "") << "/>\n";
+    const double ly = top + 14 + 18.0 * static_cast<double>(l);
+    os << "<line x1=\"" << left + pw + 10 << "\" y1=\"" << ly - 4 << "\" x2=\"" << left + pw + 30 << "\" y2=\"" << ly - 4
+       << "\" stroke=\"" << color << "\" stroke-width=\"2\"/>\n<text x=\"" << left + pw + 34 << "\" y=\"" << ly
+       << "\">" << xml_escape(line_name(bench, l)) << "</text>\n";
+  }
+  os << "</svg>\n";
+  return os.str();
+}
+
+PerfTable perf_report(const Benchmark& bench, const std::function<Measure(const BenchArgs&)>& fn, bool print_data,
+                      const std::string& save_path) {
+  TS_CHECK(!bench.x_vals.empty() && !bench.line_vals.empty(), ValueError)
+      << "perf_report '" << bench.plot_name << "': x_vals and line_vals must not be empty";
+  TS_CHECK(bench.line_names.empty() || bench.line_names.size() == bench.line_vals.size(), ValueError)
+      << "perf_report '" << bench.plot_name << "': line_names has " << bench.line_names.size() << " entries for "
+      << bench.line_vals.size() << " line_vals";
+  PerfTable t;
+  t.bench = bench;
+  for (double x : bench.x_vals) {
+    std::vector<Measure> row;
+    for (const auto& lv : bench.line_vals) {
+      BenchArgs a;
+      a.values = bench.args;
+      for (const auto& n : bench.x_names) a.values[n] = x;
+      a.line = lv;
+      row.push_back(fn(a));
+    }
+    t.rows.push_back(std::move(row));
+  }
+  if (print_data) std::cout << bench.plot_name << ":\n" << t.markdown() << std::flush;
+  if (!save_path.empty()) {
+    ::mkdir(save_path.c_str(), 0755);
+    const std::string base = save_path + "/" + bench.plot_name;
+    for (const auto& [ext, text] : {std::pair<std::string, std::string>{".csv", t.csv()},
+                                    {".md", t.markdown()},
+                                    {".svg", t.svg()}}) {
+      std::ofstream f(base + ext);
+      f << text;
+      TS_CHECK(f.good(), RuntimeError) << "perf_report: cannot write " << base + ext;
+    }
+  }
+  return t;
+}
+
+}  // namespace tessera::testing

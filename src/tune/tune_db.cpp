@@ -1,0 +1,203 @@
+// The tuning database: one file per timing record, written atomically.
+#include "tune/tune_db.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "tessera/detail/hash.h"
+#include "tessera/env.h"
+#include "tessera/error.h"
+
+namespace tessera::tune {
+namespace {
+
+constexpr const char* kHeader = "# tessera tuning database v1: kernel\tconfig\tkey\ttarget\tcode\tms\tunix_time";
+
+bool make_dirs(const std::string& path) {
+  std::string cur;
+  std::stringstream ss(path);
+  std::string part;
+  if (!path.empty() && path[0] == '/') cur = "/";
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur += part + "/";
+    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  }
+  return true;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string path_of(const std::string& id) {
+  return root() + "/" + id.substr(0, 2) + "/" + id;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+std::string line_of(const Record& r) {
+  std::ostringstream os;
+  os.precision(9);
+  os << r.kernel << '\t' << r.config << '\t' << r.key << '\t' << r.target << '\t' << r.code << '\t' << r.ms << '\t'
+     << r.unix_time;
+  return os.str();
+}
+
+// A record from one line; nullopt when malformed.
+std::optional<Record> parse(const std::string& line) {
+  const auto f = split(line, '\t');
+  if (f.size() != 7) return std::nullopt;
+  Record r{f[0], f[1], f[2], f[3], f[4]};
+  char* end = nullptr;
+  r.ms = std::strtod(f[5].c_str(), &end);
+  if (end == f[5].c_str() || *end || !(r.ms >= 0)) return std::nullopt;
+  r.unix_time = std::strtoll(f[6].c_str(), &end, 10);
+  if (end == f[6].c_str() || *end) return std::nullopt;
+  if (r.kernel.empty() || r.code.empty()) return std::nullopt;
+  return r;
+}
+
+void remove_tree(const std::string& path) {
+  if (DIR* d = ::opendir(path.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      if (n == "." || n == "..") continue;
+      const std::string p = path + "/" + n;
+      struct stat st;
+      if (::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+        remove_tree(p);
+      } else {
+        ::unlink(p.c_str());
+      }
+    }
+    ::closedir(d);
+  }
+  ::rmdir(path.c_str());
+}
+
+}  // namespace
+
+std::string Record::id() const {
+  Sha256 h;
+  h.field("tessera-tune-v1").field(code).field(config).field(key).field(target);
+  return h.hex();
+}
+
+std::string root() {
+  return knobs().cache_dir + "/tune";
+}
+
+std::optional<Record> find(const Record& identity) {
+  const std::string text = read_file(path_of(identity.id()));
+  if (text.empty()) return std::nullopt;
+  auto r = parse(text.substr(0, text.find('\n')));
+  // A record must describe what it is named for (a damaged or foreign file is ignored).
+  if (!r || r->code != identity.code || r->config != identity.config || r->key != identity.key ||
+      r->target != identity.target)
+    return std::nullopt;
+  return r;
+}
+
+void put(const Record& r) {
+  static std::atomic<uint64_t> counter{0};
+  const std::string id = r.id();
+  const std::string dir = root() + "/" + id.substr(0, 2);
+  if (!make_dirs(dir)) {
+    warn_once("tessera: cannot write the tuning database under " + root() + ": " + std::strerror(errno));
+    return;
+  }
+  std::random_device rd;
+  const std::string tmp =
+      dir + "/.tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" + std::to_string(rd());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << line_of(r) << "\n";
+    f.close();
+    if (!f.good()) {
+      ::unlink(tmp.c_str());
+      warn_once("tessera: cannot write the tuning database under " + root());
+      return;
+    }
+  }
+  if (::rename(tmp.c_str(), path_of(id).c_str()) != 0) ::unlink(tmp.c_str());
+}
+
+std::vector<Record> all() {
+  std::vector<Record> out;
+  DIR* d = ::opendir(root().c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    const std::string shard = e->d_name;
+    if (shard.size() != 2) continue;
+    DIR* s = ::opendir((root() + "/" + shard).c_str());
+    if (!s) continue;
+    while (dirent* k = ::readdir(s)) {
+      const std::string name = k->d_name;
+      if (name.size() != 64) continue;
+      const std::string text = read_file(root() + "/" + shard + "/" + name);
+      auto r = parse(text.substr(0, text.find('\n')));
+      if (r && r->id() == name) out.push_back(*r);
+    }
+    ::closedir(s);
+  }
+  ::closedir(d);
+  return out;
+}
+
+size_t clear() {
+  const size_t n = all().size();
+  remove_tree(root());
+  return n;
+}
+
+std::string to_text(const std::vector<Record>& records) {
+  std::string out = std::string(kHeader) + "\n";
+  for (const auto& r : records) out += line_of(r) + "\n";
+  return out;
+}
+
+std::vector<Record> from_text(const std::string& text) {
+  std::vector<Record> out;
+  std::stringstream ss(text);
+  std::string line;
+  int n = 0;
+  while (std::getline(ss, line)) {
+    ++n;
+    if (line.empty() || line[0] == '#') continue;
+    auto r = parse(line);
+    TS_CHECK(r.has_value(), ValueError) << "tuning database import: line " << n
+                                        << " is not a record (7 tab-separated fields: kernel, config, key, "
+                                           "target, code, ms, unix_time)";
+    out.push_back(*r);
+  }
+  return out;
+}
+
+}  // namespace tessera::tune

@@ -1,0 +1,46 @@
+/** \file
+ * The tuning database (DESIGN.md D2): one timing record per (kernel code, config, tuning key,
+ * target), under `$TESSERA_CACHE_DIR/tune/`.
+ *
+ * Each record is a small file named by the SHA-256 of its identity, written to a temporary file
+ * and renamed into place, so several processes can tune at once: a reader sees a whole record
+ * or none, and the last writer wins. A damaged record is ignored (and replaced by the next
+ * timing). `tessera tune-db ls|export|import|clear` manages it.
+ */
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessera::tune {
+
+struct Record {
+  std::string kernel;  ///< the kernel's name (for people; the identity is `code`)
+  std::string config;  ///< `BLOCK_SIZE: 1024, num_warps: 4, num_stages: 3`
+  std::string key;     ///< the tuning key: key arguments, dtypes, specialization bits
+  std::string target;  ///< where it was timed (`cpu:<features digest>`)
+  std::string code;    ///< the hash of the config's generated kernel (the kernel IR hash)
+  double ms = 0;       ///< measured time (ms)
+  int64_t unix_time = 0;
+
+  /** The identity's digest (the record's file name). */
+  std::string id() const;
+};
+
+std::string root();
+std::optional<Record> find(const Record& identity);
+/** Writes (or replaces) a record. Failures to write are logged, not thrown: tuning results
+ * still apply to this process. */
+void put(const Record& r);
+std::vector<Record> all();
+/** Removes every record; returns how many there were. */
+size_t clear();
+
+/** One line per record, tab-separated (`export`), after a header line. */
+std::string to_text(const std::vector<Record>& records);
+/** Parses `to_text` output; a malformed line is a ValueError naming its number. */
+std::vector<Record> from_text(const std::string& text);
+
+}  // namespace tessera::tune

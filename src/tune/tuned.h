@@ -1,0 +1,70 @@
+/** \file
+ * Internals of tuned kernels shared with the graph compiler: a launch's named arguments, the
+ * candidates (one per config, heuristics applied) and the choice among them.
+ */
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tessera/autotune.h"
+#include "tessera/detail/function_ref.h"
+
+namespace tessera::tl::detail {
+
+/** One way to launch: meta-parameters added to the launch's arguments, and launch options. */
+struct Candidate {
+  std::vector<std::pair<std::string, MetaValue>> meta;
+  bool has_options = false;
+  int64_t num_warps = 4, num_stages = 3;
+  int config = -1;  ///< index into the autotuning layer's configs (-1: none)
+};
+
+class TunedState : public LaunchTarget, public std::enable_shared_from_this<TunedState> {
+ public:
+  struct Layer {
+    bool autotune = false;
+    std::vector<std::pair<std::string, Heuristic>> heuristics;
+    std::vector<Config> configs;
+    std::vector<std::string> key;
+    AutotuneOptions options;
+    SourceLoc loc;
+  };
+
+  const JITFunction* kernel = nullptr;
+  std::vector<Layer> layers;  ///< innermost first
+  int tune_layer = -1;
+
+  /** The launch's arguments by parameter name. */
+  Args named(ArrayRef<KernelArg> args) const;
+  /** Every candidate for these arguments: one per config (or one), heuristics evaluated. */
+  std::vector<Candidate> candidates(const Args& named, SourceLoc loc) const;
+  /** The launch arguments of a candidate: `args` followed by its meta-parameters and options. */
+  static std::vector<KernelArg> with_candidate(ArrayRef<KernelArg> args, const Candidate& c, SourceLoc loc);
+  /** The candidate to launch for these (real) arguments: from memory, the tuning database, or a
+   * tuning round that calls `launch_candidate(i)` for trials. */
+  size_t choose(ArrayRef<KernelArg> args, const Args& named, const std::vector<Candidate>& cands,
+                FunctionRef<void(size_t)> launch_candidate, SourceLoc loc) const;
+  /** Runs a candidate's config pre_hook (before its real launch). */
+  void before_launch(const Args& named, const Candidate& c) const;
+
+  void launch(const Launcher& launcher, ArrayRef<KernelArg> args) const override;
+
+  std::string name() const;
+
+  // Results, for TunedKernel's accessors.
+  mutable std::mutex mutex;
+  mutable std::map<std::string, int> choices;  ///< tuning key -> config index
+  mutable int last_config = -1;
+  mutable std::vector<std::pair<int, double>> last_timings;
+  mutable int rounds = 0;
+
+ private:
+  int tune(ArrayRef<KernelArg> args, const Args& named, const std::vector<Candidate>& cands,
+           FunctionRef<void(size_t)> launch_candidate, const std::string& key, SourceLoc loc) const;
+};
+
+}  // namespace tessera::tl::detail

@@ -1,0 +1,661 @@
+// Autotuning and heuristics: every option, both heuristics orders, deduplicated configs, failing
+// configs, in-place kernels, the tuning database (persistence across processes, the re-tune rule,
+// concurrent writers, the CLI), do_bench and perf_report. Timing is replaced by a scripted
+// `do_bench` where the winner must be known; results are always checked against a reference.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "runtime/cpu/jit_compiler.h"
+#include "tessera/autotune.h"
+#include "tessera/env.h"
+#include "tessera/tessera.h"
+#include "tessera/testing.h"
+#include "testing.h"
+#include "tune/tune_db.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+namespace tl = tessera::tl;
+
+namespace {
+
+TL_JIT(add_kernel, tl::Ptr x_ptr, tl::Ptr y_ptr, tl::Ptr out_ptr, tl::Int n_elements, tl::Const BLOCK_SIZE) {
+  auto offsets = tl::program_id(0) * BLOCK_SIZE + tl::arange(0, BLOCK_SIZE);
+  auto mask = offsets < n_elements;
+  tl::store(out_ptr + offsets, tl::load(x_ptr + offsets, mask) + tl::load(y_ptr + offsets, mask), mask);
+}
+
+// In place: x += 1 (reads and writes x).
+TL_JIT(inc_kernel, tl::Ptr x_ptr, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto mask = offs < n;
+  tl::store(x_ptr + offs, tl::load(x_ptr + offs, mask) + 1.0f, mask);
+}
+
+// Accumulates into out: out += x (out must start at zero).
+TL_JIT(acc_kernel, tl::Ptr x_ptr, tl::Ptr out_ptr, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto mask = offs < n;
+  tl::store(out_ptr + offs, tl::load(out_ptr + offs, mask) + tl::load(x_ptr + offs, mask), mask);
+}
+
+// out = x * SCALE, with a heuristic-set flag EVEN (whether n divides by BLOCK: no mask needed).
+TL_JIT(scale_kernel, tl::Ptr x_ptr, tl::Ptr out_ptr, tl::Int n, tl::Const BLOCK, tl::Const SCALE, tl::Const EVEN) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  if (EVEN) {
+    tl::store(out_ptr + offs, tl::load(x_ptr + offs) * SCALE);
+  } else {
+    auto mask = offs < n;
+    tl::store(out_ptr + offs, tl::load(x_ptr + offs, mask) * SCALE, mask);
+  }
+}
+
+auto grid_of(const SymInt& n) {
+  return [n](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK_SIZE"])}; };
+}
+
+Tensor rand(int64_t n) {
+  return random_tensor({n}, DType::Float32);
+}
+
+/** A scripted benchmark: each config's time comes from a table keyed by its BLOCK_SIZE (read by
+ * the pre_hook), and every timed config is recorded. */
+struct Script {
+  std::map<int64_t, double> ms;
+  std::vector<int64_t> timed;
+  int64_t current = -1;
+  std::string block = "BLOCK_SIZE";
+
+  void install(tl::AutotuneOptions& o) {
+    o.pre_hook = [this](const tl::Args& a) { current = a[block]; };
+    o.do_bench = [this](const std::function<void()>& call) {
+      call();
+      timed.push_back(current);
+      auto it = ms.find(current);
+      return it == ms.end() ? 1.0 : it->second;
+    };
+  }
+};
+
+std::vector<tl::Config> seed_configs() {
+  // The seed's four configs: BLOCK_SIZE 4 and 2, each with num_warps 4 and 8.
+  return {tl::Config({{"BLOCK_SIZE", 4}}, 4, 3), tl::Config({{"BLOCK_SIZE", 4}}, 8, 3),
+          tl::Config({{"BLOCK_SIZE", 2}}, 4, 4), tl::Config({{"BLOCK_SIZE", 2}}, 8, 4)};
+}
+
+// The child process of PersistsAcrossProcesses: tunes add_kernel over four configs with a
+// scripted benchmark and reports how many it timed.
+[[maybe_unused]] const int kChild = [] {
+  const char* mode = std::getenv("TS_TEST_CHILD");
+  if (!mode || std::string(mode) != "tune") return 0;
+  Script sc;
+  sc.ms = {{8, 4.0}, {16, 3.0}, {32, 2.0}, {64, 1.0}};
+  tl::AutotuneOptions o;
+  sc.install(o);
+  std::vector<tl::Config> cs;
+  for (int b : {8, 16, 32, 64}) cs.push_back(tl::Config({{"BLOCK_SIZE", b}}));
+  auto tuned = tl::autotune(add_kernel, cs, {"n_elements"}, o);
+  const int64_t n = 1000;
+  Tensor x = rand(n), y = rand(n), out = empty({n});
+  tuned[grid_of(n)](x, y, out, n);
+  const bool ok = out.allclose(x + y) && tuned.best_config()->find("BLOCK_SIZE")->i == 64;
+  std::printf("timed=%zu %s\n", sc.timed.size(), ok ? "ok" : "WRONG");
+  std::fflush(stdout);
+  std::_Exit(ok ? 0 : 1);
+}();
+
+/** Each test gets a fresh cache directory (kernels and the tuning database). */
+class Autotune : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    saved_ = knobs().cache_dir;
+    char tmpl[] = "/tmp/tessera-tune-test-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    ::setenv("TESSERA_CACHE_DIR", dir_.c_str(), 1);
+    reload_knobs();
+  }
+  void TearDown() override {
+    tune::clear();
+    runtime::cpu::clear_cache();
+    std::system(("rm -rf '" + dir_ + "'").c_str());
+    ::setenv("TESSERA_CACHE_DIR", saved_.c_str(), 1);
+    reload_knobs();
+  }
+  std::string dir_, saved_;
+};
+
+TEST_F(Autotune, SeedConfigsDeduplicatedAndChosenOncePerKey) {
+  Script sc;
+  sc.ms = {{4, 2.0}, {2, 1.0}};
+  tl::AutotuneOptions o;
+  sc.install(o);
+  auto tuned = tl::autotune(add_kernel, seed_configs(), {}, o);
+  const int64_t n = 37;
+  Tensor x = rand(n), y = rand(n), out = empty({n});
+  poison(out);
+  tuned[grid_of(n)](x, y, out, n);
+  EXPECT_TRUE(out.allclose(x + y));
+  // num_warps does not change the CPU code: two distinct kernels were timed, not four.
+  EXPECT_EQ(sc.timed.size(), 2u);
+  ASSERT_TRUE(tuned.best_config().has_value());
+  EXPECT_EQ(tuned.best_config()->find("BLOCK_SIZE")->i, 2);
+  EXPECT_EQ(tuned.last_timings().size(), 4u);  // the duplicates share their representative's time
+  EXPECT_EQ(tuned.tuning_rounds(), 1);
+  // Same key (key=[]): no new round, still right.
+  Tensor x2 = rand(n), y2 = rand(n), out2 = empty({n});
+  poison(out2);
+  tuned[grid_of(n)](x2, y2, out2, n);
+  EXPECT_TRUE(out2.allclose(x2 + y2));
+  EXPECT_EQ(tuned.tuning_rounds(), 1);
+  EXPECT_EQ(sc.timed.size(), 2u);
+}
+
+TEST_F(Autotune, KeyValuesDtypesAndAlignmentMakeNewRounds) {
+  Script sc;
+  tl::AutotuneOptions o;
+  sc.install(o);
+  auto tuned = tl::autotune(add_kernel, {tl::Config({{"BLOCK_SIZE", 64}}), tl::Config({{"BLOCK_SIZE", 128}})},
+                            {"n_elements"}, o);
+  auto run = [&](int64_t n, DType dt) {
+    Tensor x = random_tensor({n}, dt), y = random_tensor({n}, dt), out = empty({n}, dt);
+    tuned[grid_of(n)](x, y, out, n);
+    EXPECT_TRUE(out.allclose(x + y));
+  };
+  run(100, DType::Float32);
+  EXPECT_EQ(tuned.tuning_rounds(), 1);
+  run(100, DType::Float32);
+  EXPECT_EQ(tuned.tuning_rounds(), 1);
+  run(200, DType::Float32);  // a new key value
+  EXPECT_EQ(tuned.tuning_rounds(), 2);
+  run(200, DType::Float64);  // a new dtype
+  EXPECT_EQ(tuned.tuning_rounds(), 3);
+  // A view whose data is not 16-byte aligned: a different specialization, a new round.
+  Tensor base = rand(201), yb = rand(201), out = empty({200});
+  Tensor x = base.slice(0, 1, 201), y = yb.slice(0, 1, 201);
+  tuned[grid_of(200)](x, y, out, 200);
+  EXPECT_TRUE(out.allclose(x + y));
+  EXPECT_EQ(tuned.tuning_rounds(), 4);
+}
+
+TEST_F(Autotune, RealTimingPicksATimedConfig) {
+  tl::AutotuneOptions o;
+  o.warmup = 1;
+  o.rep = 3;
+  auto tuned = tl::autotune(add_kernel,
+                            {tl::Config({{"BLOCK_SIZE", 16}}), tl::Config({{"BLOCK_SIZE", 256}}),
+                             tl::Config({{"BLOCK_SIZE", 1024}})},
+                            {"n_elements"}, o);
+  const int64_t n = 5000;
+  Tensor x = rand(n), y = rand(n), out = empty({n});
+  poison(out);
+  tuned[grid_of(n)](x, y, out, n);
+  EXPECT_TRUE(out.allclose(x + y));
+  const auto t = tuned.last_timings();
+  ASSERT_EQ(t.size(), 3u);
+  double best = 1e300;
+  for (const auto& [c, ms] : t) {
+    EXPECT_GT(ms, 0);
+    best = std::min(best, ms);
+  }
+  for (const auto& [c, ms] : t) {
+    if (c == *tuned.best_config()) {
+      EXPECT_EQ(ms, best);
+    }
+  }
+}
+
+TEST_F(Autotune, HeuristicsAlone) {
+  std::vector<int64_t> seen;
+  auto k = tl::heuristics(scale_kernel, {{"BLOCK", [](const tl::Args& a) { return int64_t(a["n"] >= 64 ? 64 : 16); }},
+                                         {"EVEN", [&](const tl::Args& a) {
+                                            seen.push_back(a["BLOCK"]);  // sees the heuristic before it
+                                            return a["n"] % a["BLOCK"] == 0;
+                                          }}});
+  for (int64_t n : {48, 100, 128}) {
+    Tensor x = rand(n), out = empty({n});
+    poison(out);
+    k[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](x, out, n, tl::meta("SCALE", 2.0));
+    EXPECT_TRUE(out.allclose(x * 2.0)) << n;
+  }
+  EXPECT_EQ(seen, (std::vector<int64_t>{16, 64, 64}));
+}
+
+TEST_F(Autotune, HeuristicsInsideAutotuneSeeEachConfig) {
+  // autotune(heuristics(k)): the heuristic runs per config and sees its BLOCK.
+  std::vector<int64_t> seen;
+  auto inner = tl::heuristics(scale_kernel, {{"EVEN", [&](const tl::Args& a) {
+                                                seen.push_back(a["BLOCK"]);
+                                                return a["n"] % a["BLOCK"] == 0;
+                                              }}});
+  Script sc;
+  sc.block = "BLOCK";
+  tl::AutotuneOptions o;
+  sc.install(o);
+  auto tuned = tl::autotune(inner, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 32}})}, {"n"}, o);
+  const int64_t n = 48;  // divisible by 16, not by 32
+  Tensor x = rand(n), out = empty({n});
+  poison(out);
+  tuned[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](x, out, n, tl::meta("SCALE", 3.0));
+  EXPECT_TRUE(out.allclose(x * 3.0));
+  ASSERT_GE(seen.size(), 2u);
+  EXPECT_EQ(seen[0], 16);
+  EXPECT_EQ(seen[1], 32);
+  EXPECT_EQ(sc.timed.size(), 2u);  // EVEN differs, so the two configs are different code
+}
+
+TEST_F(Autotune, HeuristicsOutsideAutotuneRunBeforeTuning) {
+  // heuristics(autotune(k)): the heuristic runs once per launch and does not see the config.
+  int calls = 0;
+  bool saw_block = true;
+  Script sc;
+  sc.block = "BLOCK";
+  tl::AutotuneOptions o;
+  sc.install(o);
+  auto tuned = tl::autotune(scale_kernel, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 32}})}, {"n"}, o);
+  auto k = tl::heuristics(tuned, {{"EVEN", [&](const tl::Args& a) {
+                                    ++calls;
+                                    saw_block = a.contains("BLOCK");
+                                    return false;
+                                  }}});
+  const int64_t n = 50;
+  Tensor x = rand(n), out = empty({n});
+  poison(out);
+  k[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](x, out, n, tl::meta("SCALE", 0.5));
+  EXPECT_TRUE(out.allclose(x * 0.5));
+  EXPECT_EQ(calls, 1);
+  EXPECT_FALSE(saw_block);
+}
+
+TEST_F(Autotune, ConflictsAndBadNamesAreClearErrors) {
+  auto tuned = tl::autotune(add_kernel, {tl::Config({{"BLOCK_SIZE", 4}})}, {});
+  Tensor x = rand(8), y = rand(8), out = empty({8});
+  auto msg = error_of<CompileError>([&] { tuned[{2}](x, y, out, 8, tl::meta("BLOCK_SIZE", 4)); });
+  EXPECT_NE(msg.find("add_kernel"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'BLOCK_SIZE' is set by the launch"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("test_autotune.cpp"), std::string::npos) << msg;
+  msg = error_of<ValueError>([&] { tl::autotune(add_kernel, {tl::Config({{"BLOCK", 4}})}, {}); });
+  EXPECT_NE(msg.find("sets 'BLOCK', which is not a parameter"), std::string::npos) << msg;
+  msg = error_of<ValueError>([&] { tl::autotune(add_kernel, {tl::Config({{"BLOCK_SIZE", 4}})}, {"n"}); });
+  EXPECT_NE(msg.find("the autotuning key names 'n'"), std::string::npos) << msg;
+  msg = error_of<ValueError>(
+      [&] { tl::heuristics(add_kernel, {{"BLOCK", [](const tl::Args&) { return tl::MetaValue(4); }}}); });
+  EXPECT_NE(msg.find("heuristic 'BLOCK' is not a parameter"), std::string::npos) << msg;
+  msg = error_of<CompileError>([&] { tl::autotune(tuned, {tl::Config({{"BLOCK_SIZE", 8}})}, {}); });
+  EXPECT_NE(msg.find("autotuned twice"), std::string::npos) << msg;
+  msg = error_of<ValueError>([&] {
+    tl::AutotuneOptions o;
+    o.reset_to_zero = {"n_elements"};
+    tl::autotune(add_kernel, {tl::Config({{"BLOCK_SIZE", 4}})}, {}, o);
+  });
+  EXPECT_NE(msg.find("not a pointer parameter"), std::string::npos) << msg;
+  msg = error_of<ValueError>(
+      [&] { tl::autotune(add_kernel, {tl::Config({{"BLOCK_SIZE", 4}}), tl::Config({{"BLOCK_SIZE", 4}})}, {}); });
+  EXPECT_NE(msg.find("listed twice"), std::string::npos) << msg;
+}
+
+TEST_F(Autotune, FailingConfigsAreSkippedWithTheirReasons) {
+  Script sc;
+  tl::AutotuneOptions o;
+  sc.install(o);
+  // BLOCK_SIZE 3 is not a power of 2: tl::arange rejects it while tracing.
+  auto tuned = tl::autotune(add_kernel, {tl::Config({{"BLOCK_SIZE", 3}}), tl::Config({{"BLOCK_SIZE", 8}})}, {}, o);
+  const int64_t n = 20;
+  Tensor x = rand(n), y = rand(n), out = empty({n});
+  poison(out);
+  tuned[grid_of(n)](x, y, out, n);
+  EXPECT_TRUE(out.allclose(x + y));
+  EXPECT_EQ(tuned.best_config()->find("BLOCK_SIZE")->i, 8);
+  EXPECT_EQ(sc.timed, (std::vector<int64_t>{8}));
+
+  auto all_bad = tl::autotune(add_kernel, {tl::Config({{"BLOCK_SIZE", 3}}), tl::Config({{"BLOCK_SIZE", 6}})}, {}, o);
+  const auto msg = error_of<CompileError>([&] { all_bad[grid_of(n)](x, y, out, n); });
+  EXPECT_NE(msg.find("every autotuning config failed"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("BLOCK_SIZE: 3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("BLOCK_SIZE: 6"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("power of 2"), std::string::npos) << msg;
+}
+
+TEST_F(Autotune, FailingTrialsCallPostHookWithTheException) {
+  int failures = 0, successes = 0;
+  tl::AutotuneOptions o;
+  o.warmup = 1;
+  o.rep = 2;
+  o.post_hook = [&](const tl::Args&, std::exception_ptr e) { (e ? failures : successes)++; };
+  tl::Config bad({{"BLOCK_SIZE", 16}});
+  bad.pre_hook = [](const tl::Args&) { throw std::runtime_error("this config cannot run here"); };
+  auto tuned = tl::autotune(add_kernel, {bad, tl::Config({{"BLOCK_SIZE", 32}})}, {}, o);
+  const int64_t n = 100;
+  Tensor x = rand(n), y = rand(n), out = empty({n});
+  tuned[grid_of(n)](x, y, out, n);
+  EXPECT_TRUE(out.allclose(x + y));
+  EXPECT_EQ(failures, 1);
+  EXPECT_GT(successes, 0);
+  EXPECT_EQ(tuned.best_config()->find("BLOCK_SIZE")->i, 32);
+}
+
+TEST_F(Autotune, InPlaceKernelIsRightAfterTuning) {
+  // No restore_value: tessera restores what the kernel reads and writes (from its IR).
+  tl::AutotuneOptions o;
+  o.warmup = 1;
+  o.rep = 2;
+  auto tuned = tl::autotune(inc_kernel, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 64}})}, {"n"}, o);
+  const int64_t n = 300;
+  Tensor x = rand(n);
+  Tensor x0 = x.clone();
+  tuned[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](x, n);
+  EXPECT_TRUE(x.allclose(x0 + 1.0));
+  // With the automatic restore off and no restore_value, the trials corrupt x (as in Triton).
+  o.restore_written = false;
+  o.cache_results = false;  // (the database already knows this key: nothing would be timed)
+  auto unsafe = tl::autotune(inc_kernel, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 64}})}, {"n"}, o);
+  Tensor z = rand(n), z0 = z.clone();
+  unsafe[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](z, n);
+  EXPECT_FALSE(z.allclose(z0 + 1.0));
+  // ... and restore_value fixes it.
+  o.restore_value = {"x_ptr"};
+  auto named = tl::autotune(inc_kernel, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 64}})}, {"n"}, o);
+  Tensor w = rand(n), w0 = w.clone();
+  named[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](w, n);
+  EXPECT_TRUE(w.allclose(w0 + 1.0));
+}
+
+TEST_F(Autotune, ResetToZeroAccumulators) {
+  tl::AutotuneOptions o;
+  o.warmup = 1;
+  o.rep = 2;
+  o.reset_to_zero = {"out_ptr"};
+  auto tuned = tl::autotune(acc_kernel, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 32}})}, {"n"}, o);
+  const int64_t n = 100;
+  Tensor x = rand(n), out = zeros({n});
+  tuned[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](x, out, n);
+  EXPECT_TRUE(out.allclose(x));
+  // Without it, the trials accumulate.
+  o.reset_to_zero.clear();
+  o.restore_written = false;
+  o.cache_results = false;
+  auto bad = tl::autotune(acc_kernel, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 32}})}, {"n"}, o);
+  Tensor out2 = zeros({n});
+  bad[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](x, out2, n);
+  EXPECT_FALSE(out2.allclose(x));
+}
+
+TEST_F(Autotune, PreAndPostHooksRunAroundEveryTrialWithResetToZero) {
+  // Triton replaces reset_to_zero by a user pre_hook; tessera runs both.
+  int pre = 0, post = 0;
+  bool zero_before_hook = true;
+  tl::AutotuneOptions o;
+  o.warmup = 1;
+  o.rep = 2;
+  o.reset_to_zero = {"out_ptr"};
+  o.pre_hook = [&](const tl::Args& a) {
+    ++pre;
+    if (a.tensor("out_ptr").abs().max().item<float>() != 0.0f) zero_before_hook = false;
+  };
+  o.post_hook = [&](const tl::Args&, std::exception_ptr) { ++post; };
+  auto tuned = tl::autotune(acc_kernel, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 32}})}, {"n"}, o);
+  const int64_t n = 64;
+  Tensor x = rand(n), out = zeros({n});
+  tuned[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](x, out, n);
+  EXPECT_TRUE(out.allclose(x));
+  EXPECT_GT(pre, 2);
+  EXPECT_EQ(pre, post);
+  EXPECT_TRUE(zero_before_hook);
+}
+
+TEST_F(Autotune, PruneConfigsBy) {
+  Script sc;
+  tl::AutotuneOptions o;
+  sc.install(o);
+  o.prune_configs_by.early_config_prune = [](const std::vector<tl::Config>& cs, const tl::Args& a) {
+    std::vector<tl::Config> keep;
+    for (const auto& c : cs) {
+      if (c.find("BLOCK_SIZE")->i <= a["n_elements"]) keep.push_back(c);  // no block larger than n
+    }
+    return keep;
+  };
+  std::vector<tl::Config> cs;
+  for (int b : {8, 16, 32, 64, 128}) cs.push_back(tl::Config({{"BLOCK_SIZE", b}}));
+  auto tuned = tl::autotune(add_kernel, cs, {"n_elements"}, o);
+  const int64_t n = 40;
+  Tensor x = rand(n), y = rand(n), out = empty({n});
+  tuned[grid_of(n)](x, y, out, n);
+  EXPECT_TRUE(out.allclose(x + y));
+  EXPECT_EQ(sc.timed, (std::vector<int64_t>{8, 16, 32}));
+
+  // perf_model + top_k: only the best predicted are timed.
+  Script sc2;
+  tl::AutotuneOptions o2;
+  sc2.install(o2);
+  o2.prune_configs_by.perf_model = [](const tl::Config& c, const tl::Args&) {
+    return std::abs(static_cast<double>(c.find("BLOCK_SIZE")->i) - 32);
+  };
+  o2.prune_configs_by.top_k = 2;
+  o2.cache_results = false;  // time again what the first tuner recorded
+  auto tuned2 = tl::autotune(add_kernel, cs, {"n_elements"}, o2);
+  tuned2[grid_of(n)](x, y, out, n);
+  EXPECT_TRUE(out.allclose(x + y));
+  ASSERT_EQ(sc2.timed.size(), 2u);
+  EXPECT_EQ(sc2.timed[0], 32);
+  // A fraction keeps that share of the configs (at least one).
+  Script sc3;
+  tl::AutotuneOptions o3 = o2;
+  sc3.install(o3);
+  o3.prune_configs_by.top_k = 0.2;
+  auto tuned3 = tl::autotune(add_kernel, cs, {"n_elements"}, o3);
+  tuned3[grid_of(n)](x, y, out, n);
+  EXPECT_EQ(sc3.timed, (std::vector<int64_t>{32}));
+}
+
+TEST_F(Autotune, DatabaseHitTimesNothingAndAddingAConfigRetimesOnlyItAndTheIncumbent) {
+  Script sc;
+  sc.ms = {{8, 3.0}, {16, 2.0}, {32, 1.5}, {64, 4.0}};
+  tl::AutotuneOptions o;
+  sc.install(o);
+  std::vector<tl::Config> cs = {tl::Config({{"BLOCK_SIZE", 8}}), tl::Config({{"BLOCK_SIZE", 16}}),
+                                tl::Config({{"BLOCK_SIZE", 64}})};
+  const int64_t n = 70;
+  Tensor x = rand(n), y = rand(n), out = empty({n});
+  {
+    auto tuned = tl::autotune(add_kernel, cs, {"n_elements"}, o);
+    tuned[grid_of(n)](x, y, out, n);
+    EXPECT_EQ(sc.timed, (std::vector<int64_t>{8, 16, 64}));
+  }
+  EXPECT_EQ(tune::all().size(), 3u);
+  sc.timed.clear();
+  {
+    // A new tuner (a new process reads the same records): nothing is timed.
+    auto tuned = tl::autotune(add_kernel, cs, {"n_elements"}, o);
+    poison(out);
+    tuned[grid_of(n)](x, y, out, n);
+    EXPECT_TRUE(out.allclose(x + y));
+    EXPECT_TRUE(sc.timed.empty());
+    EXPECT_EQ(tuned.best_config()->find("BLOCK_SIZE")->i, 16);
+  }
+  {
+    // One more config: it is timed with the incumbent (16), not the others.
+    auto more = cs;
+    more.push_back(tl::Config({{"BLOCK_SIZE", 32}}));
+    auto tuned = tl::autotune(add_kernel, more, {"n_elements"}, o);
+    poison(out);
+    tuned[grid_of(n)](x, y, out, n);
+    EXPECT_TRUE(out.allclose(x + y));
+    EXPECT_EQ(sc.timed, (std::vector<int64_t>{32, 16}));
+    EXPECT_EQ(tuned.best_config()->find("BLOCK_SIZE")->i, 32);
+  }
+  // cache_results=false neither reads nor writes it.
+  sc.timed.clear();
+  o.cache_results = false;
+  auto fresh = tl::autotune(add_kernel, cs, {"n_elements"}, o);
+  fresh[grid_of(n)](x, y, out, n);
+  EXPECT_EQ(sc.timed.size(), 3u);
+  EXPECT_EQ(tune::all().size(), 4u);
+}
+
+TEST_F(Autotune, DatabaseRecordsRoundTripAndDamagedRecordsAreIgnored) {
+  tune::Record r{"k", "BLOCK: 4, num_warps: 4, num_stages: 3", "n=5 dtypes=float32 spec=a", "cpu:x", "abc", 0.25, 7};
+  tune::put(r);
+  auto f = tune::find(r);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->ms, 0.25);
+  const auto text = tune::to_text(tune::all());
+  EXPECT_EQ(tune::from_text(text).size(), 1u);
+  EXPECT_NE(error_of<ValueError>([&] { tune::from_text("k\tonly three\tfields\n"); }).find("line 1"),
+            std::string::npos);
+  // Truncate the record's file: it is ignored, not trusted.
+  const std::string path = tune::root() + "/" + r.id().substr(0, 2) + "/" + r.id();
+  std::ofstream(path, std::ios::trunc) << "k\tBLOCK";
+  EXPECT_FALSE(tune::find(r).has_value());
+  EXPECT_TRUE(tune::all().empty());
+  EXPECT_EQ(tune::clear(), 0u);
+}
+
+std::string run_capture(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  size_t k;
+  while ((k = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, k);
+  ::pclose(p);
+  return out;
+}
+
+TEST_F(Autotune, PersistsAcrossProcessesAndConcurrentWritersAreSafe) {
+  // Two processes tune at once into the same database; a third finds every timing and times
+  // nothing.
+  const std::string child = "TS_TEST_CHILD=tune /proc/" + std::to_string(::getpid()) + "/exe";
+  const std::string both = run_capture("(" + child + " & " + child + "; wait) 2>&1");
+  EXPECT_NE(both.find("timed=4"), std::string::npos) << both;
+  const std::string third = run_capture(child + " 2>&1");
+  EXPECT_EQ(both.find("WRONG"), std::string::npos) << both;
+  EXPECT_NE(third.find("timed=0"), std::string::npos) << third;
+  EXPECT_NE(third.find("ok"), std::string::npos) << third;
+  EXPECT_EQ(tune::all().size(), 4u);
+  // The CLI lists, exports, clears and imports them.
+  const std::string cli = TESSERA_CLI;
+  EXPECT_NE(run_capture(cli + " tune-db ls").find("BLOCK_SIZE: 64"), std::string::npos);
+  const std::string file = dir_ + "/exported.tsv";
+  run_capture(cli + " tune-db export " + file);
+  EXPECT_NE(run_capture(cli + " tune-db clear").find("removed 4 records"), std::string::npos);
+  EXPECT_TRUE(tune::all().empty());
+  EXPECT_NE(run_capture(cli + " tune-db import " + file).find("imported 4 records"), std::string::npos);
+  EXPECT_EQ(tune::all().size(), 4u);
+  EXPECT_NE(run_capture(child + " 2>&1").find("timed=0"), std::string::npos);
+}
+
+TEST_F(Autotune, PrintAutotuning) {
+  ::setenv("TESSERA_PRINT_AUTOTUNING", "1", 1);
+  reload_knobs();
+  Script sc;
+  sc.ms = {{4, 2.0}, {2, 1.0}};
+  tl::AutotuneOptions o;
+  sc.install(o);
+  auto tuned = tl::autotune(add_kernel, seed_configs(), {}, o);
+  Tensor x = rand(9), y = rand(9), out = empty({9});
+  ::testing::internal::CaptureStderr();
+  tuned[grid_of(9)](x, y, out, 9);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ::unsetenv("TESSERA_PRINT_AUTOTUNING");
+  reload_knobs();
+  EXPECT_NE(err.find("[tessera autotune] add_kernel"), std::string::npos) << err;
+  EXPECT_NE(err.find("BLOCK_SIZE: 2, num_warps: 4, num_stages: 4: 1 ms"), std::string::npos) << err;
+  EXPECT_NE(err.find("same code as BLOCK_SIZE: 4, num_warps: 4"), std::string::npos) << err;
+  EXPECT_NE(err.find("best: BLOCK_SIZE: 2, num_warps: 4, num_stages: 4"), std::string::npos) << err;
+}
+
+TEST_F(Autotune, ConfigsCompileInOneBatch) {
+  // Fresh kernels (a new cache directory): all configs are compiled before any is timed.
+  Script sc;
+  tl::AutotuneOptions o;
+  sc.install(o);
+  add_kernel.clear_memory_cache();
+  runtime::cpu::forget_loaded();
+  runtime::cpu::clear_cache();
+  std::vector<tl::Config> cs;
+  for (int b : {8, 16, 32, 64}) cs.push_back(tl::Config({{"BLOCK_SIZE", b}}));
+  auto tuned = tl::autotune(add_kernel, cs, {"n_elements"}, o);
+  size_t built_before_first_timing = 0;
+  o.do_bench = [&](const std::function<void()>& call) {
+    if (built_before_first_timing == 0) built_before_first_timing = add_kernel.num_specializations();
+    call();
+    return 1.0;
+  };
+  tuned = tl::autotune(add_kernel, cs, {"n_elements"}, o);
+  Tensor x = rand(50), y = rand(50), out = empty({50});
+  tuned[grid_of(50)](x, y, out, 50);
+  EXPECT_TRUE(out.allclose(x + y));
+  EXPECT_EQ(built_before_first_timing, 4u);
+  // Each kernel has its own cache entry; entries built together share one shared object.
+  EXPECT_EQ(runtime::cpu::cache_entries().size(), 4u);
+}
+
+// ---- do_bench and perf_report ------------------------------------------------------------------------
+
+TEST(DoBench, TimesAndQuantiles) {
+  // Compute-bound work (cache flushes do not change its time), ten times more in `slow`.
+  volatile double sink = 0;
+  auto work = [&](int n) {
+    double acc = 0;
+    for (int i = 0; i < n; ++i) acc += std::sqrt(static_cast<double>(i) + sink);
+    sink = acc;
+  };
+  const double ms = do_bench([&] { work(20000); }, 2, 10);
+  EXPECT_GT(ms, 0);
+  EXPECT_LT(ms, 10);
+  const auto q = do_bench_quantiles([&] { work(20000); }, {0.2, 0.5, 0.8}, 1, 5);
+  ASSERT_EQ(q.size(), 3u);
+  EXPECT_LE(q[0], q[1]);
+  EXPECT_LE(q[1], q[2]);
+  const double slow = do_bench([&] { work(200000); }, 2, 10);
+  EXPECT_GT(slow, ms * 3);
+  EXPECT_NE(error_of<ValueError>([&] { do_bench([] {}, 1, 0); }).find("rep"), std::string::npos);
+  BenchOptions o;
+  o.return_mode = "fastest";
+  EXPECT_NE(error_of<ValueError>([&] { do_bench([] {}, o); }).find("return_mode"), std::string::npos);
+}
+
+TEST(PerfReport, WritesTableCsvAndSvg) {
+  Benchmark b;
+  b.x_names = {"n"};
+  b.x_vals = {1024, 4096, 16384};
+  b.line_arg = "provider";
+  b.line_vals = {"tessera", "eager"};
+  b.line_names = {"tessera", "Eager"};
+  b.styles = {{"blue", "-"}, {"green", "--"}};
+  b.plot_name = "add-perf";
+  b.args = {{"scale", 2}};
+  const std::string dir = ::testing::TempDir() + "/perf_report";
+  ::testing::internal::CaptureStdout();
+  auto t = perf_report(
+      b,
+      [](const BenchArgs& a) {
+        EXPECT_EQ(a["scale"], 2);
+        const double base = a["n"] / 1000.0;
+        return Measure(a.line == "tessera" ? base : 2 * base, base * 0.9, base * 1.1);
+      },
+      true, dir);
+  const std::string printed = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(printed.find("| n | tessera (ms) | Eager (ms) |"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("| 4096 | 4.096 | 8.192 |"), std::string::npos) << printed;
+  std::ifstream svg(dir + "/add-perf.svg"), csv(dir + "/add-perf.csv");
+  std::stringstream s1, s2;
+  s1 << svg.rdbuf();
+  s2 << csv.rdbuf();
+  EXPECT_NE(s1.str().find("<polyline"), std::string::npos);
+  EXPECT_NE(s1.str().find("stroke-dasharray"), std::string::npos);
+  EXPECT_NE(s1.str().find(">Eager<"), std::string::npos);
+  EXPECT_NE(s2.str().find("16384,16.384,14.7456,18.0224,32.768"), std::string::npos) << s2.str();
+  EXPECT_NE(error_of<ValueError>([&] { b.line_names = {"one"}; perf_report(b, [](const BenchArgs&) { return Measure(1); }); })
+                .find("line_names"),
+            std::string::npos);
+}
+
+}  // namespace
