@@ -1,6 +1,7 @@
 // tessera::compile: tracing on fake tensors into a graph, guards, the interpreted executor, and
 // the cache of guarded graphs with automatic dynamic shapes and explained recompiles.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <map>
 #include <set>
@@ -13,6 +14,7 @@
 #include "tessera/env.h"
 #include "tessera/tl.h"
 #include "tl/jit.h"
+#include "tune/tuned.h"
 
 namespace tessera::compile_detail {
 
@@ -207,48 +209,116 @@ class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
       n.args.push_back(std::move(a));
     }
     auto& state = fn.state();
-    SmallVector<tl::detail::BoundArg, 16> bound;
-    int64_t num_warps = 4, num_stages = 3;
-    tl::detail::bind(state, ArrayRef<tl::KernelArg>(hinted.data(), hinted.size()), bound, num_warps, num_stages, loc);
-    const auto kernel = tl::detail::get_kernel(state, bound, num_warps, num_stages, loc);
-    // Exact write set from the kernel's IR; a written argument must not overlap itself.
-    for (size_t p = 0; p < bound.size(); ++p) {
-      if (!bound[p].tensor || !kernel->written[p]) continue;
+    // An autotuned or heuristic launch: one candidate per config, heuristics evaluated now (a
+    // heuristic that reads a size specializes it, with a guard). All configs are compiled in one
+    // batch; the tuning itself happens on the first call with real tensors, once per key.
+    const auto* tuned = dynamic_cast<const tl::detail::TunedState*>(launch.target());
+    std::vector<tl::detail::Candidate> cands(1);
+    if (tuned) {
+      const tl::Args named = tuned->named(args);
+      cands = tuned->candidates(named, loc);
+    }
+    std::vector<std::vector<tl::KernelArg>> cand_args(cands.size());
+    std::vector<tl::detail::Spec> specs;
+    std::vector<size_t> ok;
+    std::vector<std::string> reasons(cands.size());
+    for (size_t c = 0; c < cands.size(); ++c) {
+      cand_args[c] = tl::detail::TunedState::with_candidate(ArrayRef<tl::KernelArg>(hinted.data(), hinted.size()),
+                                                            cands[c], loc);
+      tl::detail::Spec sp;
+      try {
+        tl::detail::bind(state, ArrayRef<tl::KernelArg>(cand_args[c].data(), cand_args[c].size()), sp.bound,
+                         sp.num_warps, sp.num_stages, loc);
+      } catch (const Error& e) {
+        if (!tuned) throw;
+        reasons[c] = e.what();
+        continue;
+      }
+      ok.push_back(c);
+      specs.push_back(std::move(sp));
+    }
+    std::vector<std::string> errors;
+    auto kernels = tl::detail::lookup_or_prepare(state, specs, loc, tuned ? &errors : nullptr);
+    for (size_t j = 0; j < ok.size(); ++j) {
+      if (!kernels[j]) reasons[ok[j]] = errors[j];
+    }
+    tl::detail::build_missing(state, specs, kernels);
+    // Positional arguments -> parameters (as the binding assigns them), for symbolic grid meta.
+    std::vector<int> param_of(args.size(), -1);
+    {
+      std::vector<bool> set(state.params.size(), false);
+      size_t pos = 0;
       for (size_t i = 0; i < args.size(); ++i) {
-        if (args[i].kind != tl::KernelArg::Kind::Tensor || hinted[i].tensor != bound[p].tensor) continue;
-        Arg& a = n.args[i];
-        a.written = true;
-        n.writes.push_back(a.value);
-        const Tensor& t = *args[i].tensor;
-        for (int64_t d = 0; d < t.dim(); ++d) {
-          const int64_t size = g_.env->hint(g_.env->expr_of(t.sizes()[d]));
-          const int64_t stride = g_.env->hint(g_.env->expr_of(t.strides()[d]));
-          if (size > 1 && stride == 0) {
-            TS_ERROR(CompileError) << "[kernel " << fn.name() << "] stores through parameter '" << state.params[p].name
-                                   << "', whose tensor overlaps itself (dimension " << d
-                                   << " is expanded): clone it before the launch";
+        if (args[i].kind == tl::KernelArg::Kind::Option) continue;
+        if (args[i].kind == tl::KernelArg::Kind::Meta) {
+          for (size_t p = 0; p < state.params.size(); ++p) {
+            if (state.params[p].name == args[i].meta.name) set[p] = true;
+          }
+          continue;
+        }
+        while (pos < set.size() && set[pos]) ++pos;
+        if (pos < set.size()) {
+          param_of[i] = static_cast<int>(pos);
+          set[pos] = true;
+        }
+      }
+    }
+    for (size_t j = 0; j < ok.size(); ++j) {
+      const auto& kernel = kernels[j];
+      if (!kernel) continue;
+      const auto& bound = specs[j].bound;
+      // Exact write set from the kernel's IR (the union over configs); a written argument must
+      // not overlap itself.
+      for (size_t p = 0; p < bound.size(); ++p) {
+        if (!bound[p].tensor || !kernel->written[p]) continue;
+        for (size_t i = 0; i < args.size(); ++i) {
+          if (args[i].kind != tl::KernelArg::Kind::Tensor || hinted[i].tensor != bound[p].tensor) continue;
+          Arg& a = n.args[i];
+          if (a.written) continue;
+          a.written = true;
+          n.writes.push_back(a.value);
+          const Tensor& t = *args[i].tensor;
+          for (int64_t d = 0; d < t.dim(); ++d) {
+            const int64_t size = g_.env->hint(g_.env->expr_of(t.sizes()[d]));
+            const int64_t stride = g_.env->hint(g_.env->expr_of(t.strides()[d]));
+            if (size > 1 && stride == 0) {
+              TS_ERROR(CompileError) << "[kernel " << fn.name() << "] stores through parameter '" << state.params[p].name
+                                     << "', whose tensor overlaps itself (dimension " << d
+                                     << " is expanded): clone it before the launch";
+            }
           }
         }
       }
-    }
-    // The grid, symbolically: a grid function sees symbolic integer arguments (reading one
-    // specializes it, with a guard).
-    tl::Grid grid;
-    if (launch.grid_fn()) {
-      tl::Meta meta = kernel->meta;
-      for (size_t i = 0, p = 0; i < args.size() && p < meta.entries.size(); ++i) {
-        if (args[i].kind == tl::KernelArg::Kind::Meta || args[i].kind == tl::KernelArg::Kind::Option) continue;
-        if (symbolic[i]) {
-          meta.entries[p].symbolic = args[i].sym;
-          meta.entries[p].is_symbolic = true;
+      // The grid, symbolically: a grid function sees symbolic integer arguments (reading one
+      // specializes it, with a guard).
+      tl::Grid grid;
+      if (launch.grid_fn()) {
+        tl::Meta meta = kernel->meta;
+        for (size_t i = 0; i < args.size(); ++i) {
+          if (!symbolic[i] || param_of[i] < 0 || static_cast<size_t>(param_of[i]) >= meta.entries.size()) continue;
+          meta.entries[static_cast<size_t>(param_of[i])].symbolic = args[i].sym;
+          meta.entries[static_cast<size_t>(param_of[i])].is_symbolic = true;
         }
-        ++p;
+        grid = (*launch.grid_fn())(meta);
+      } else {
+        grid = launch.grid();
       }
-      grid = (*launch.grid_fn())(meta);
-    } else {
-      grid = launch.grid();
+      Node::Variant v;
+      v.cand = cands[ok[j]];
+      for (int d = 0; d < 3; ++d) v.grid[d] = g_.env->expr_of(grid.dims[d]);
+      n.variants.push_back(std::move(v));
     }
-    for (int d = 0; d < 3; ++d) n.grid[d] = g_.env->expr_of(grid.dims[d]);
+    if (n.variants.empty()) {
+      std::string all;
+      for (size_t c = 0; c < cands.size(); ++c) all += "\n  candidate " + std::to_string(c) + ": " + reasons[c];
+      TS_ERROR(CompileError) << "[kernel " << fn.name() << "] every autotuning config failed:" << all;
+    }
+    for (int d = 0; d < 3; ++d) n.grid[d] = n.variants[0].grid[d];
+    if (tuned) {
+      n.tuned = std::static_pointer_cast<const tl::detail::TunedState>(tuned->shared_from_this());
+    } else {
+      n.variants.clear();
+    }
     g_.nodes.push_back(std::move(n));
   }
 
@@ -350,8 +420,26 @@ struct Entry {
     std::vector<std::pair<size_t, int>> tensors;    ///< (argument, value id)
     std::vector<std::pair<size_t, SymRef>> ints;    ///< (argument, integer)
     SymRef grid[3];
+    std::vector<std::array<SymRef, 3>> variant_grids;  ///< autotuned launches: per candidate
+    std::vector<tl::detail::Candidate> cands;
   };
   std::vector<KernelPlan> kernel_plans;  ///< per node (empty for other nodes)
+
+  /** An autotuned launch: the tuner picks a candidate for the real arguments (tuning on its first
+   * call for a key), then the candidate's kernel runs with its grid. */
+  void run_tuned(const Node& n, const KernelPlan& plan, ArrayRef<tl::KernelArg> args, const Scratch& s) const {
+    const tl::detail::TunedState& ts = *n.tuned;
+    const tl::Args named = ts.named(args);
+    auto run = [&](size_t i) {
+      const auto a = tl::detail::TunedState::with_candidate(args, plan.cands[i], n.loc);
+      const auto& gr = plan.variant_grids[i];
+      const tl::Grid grid({SymInt(gr[0].get(s)), SymInt(gr[1].get(s)), SymInt(gr[2].get(s))}, n.loc);
+      tl::Launcher(*n.kernel, grid).run_kernel(ArrayRef<tl::KernelArg>(a.data(), a.size()));
+    };
+    const size_t pick = ts.choose(args, named, plan.cands, run, n.loc);
+    ts.before_launch(named, plan.cands[pick]);
+    run(pick);
+  }
 
   SymRef ref_of(sym::ExprPtr e) const {
     if (auto c = e->constant()) return {*c, -1};
@@ -410,6 +498,10 @@ struct Entry {
         }
       }
       for (int d = 0; d < 3; ++d) plan.grid[d] = ref_of(n.grid[d]);
+      for (const auto& v : n.variants) {
+        plan.variant_grids.push_back({ref_of(v.grid[0]), ref_of(v.grid[1]), ref_of(v.grid[2])});
+        plan.cands.push_back(v.cand);
+      }
     }
   }
 
@@ -567,6 +659,10 @@ struct Entry {
         SmallVector<tl::KernelArg, 16> kargs(ArrayRef<tl::KernelArg>(plan.args.data(), plan.args.size()));
         for (const auto& [i, v] : plan.tensors) kargs[i].tensor = &vals[static_cast<size_t>(v)];
         for (const auto& [i, r] : plan.ints) kargs[i].sym = SymInt(r.get(s));
+        if (n.tuned) {
+          run_tuned(n, plan, ArrayRef<tl::KernelArg>(kargs.data(), kargs.size()), s);
+          continue;
+        }
         tl::Grid grid({SymInt(plan.grid[0].get(s)), SymInt(plan.grid[1].get(s)), SymInt(plan.grid[2].get(s))}, n.loc);
         tl::Launcher(*n.kernel, grid).run(ArrayRef<tl::KernelArg>(kargs.data(), kargs.size()));
         continue;
@@ -821,6 +917,9 @@ class CompiledFunction {
         for (auto* e : a.exprs) need(e);
       }
       for (auto* e : n.grid) need(e);
+      for (const auto& v : n.variants) {
+        for (auto* e : v.grid) need(e);
+      }
     }
     entry->program = std::make_unique<sym::Program>(env.ctx, roots);
     entry->plan_kernels();

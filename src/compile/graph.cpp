@@ -81,8 +81,21 @@ std::string Graph::str() const {
     for (size_t i = 0; i < outs.size(); ++i) os << (i ? ", " : "") << outs[i];
     if (!outs.empty()) os << " = ";
     if (n.kind == Node::Kind::Kernel) {
-      os << "kernel " << n.kernel->name() << "[" << ctx.str(n.grid[0]) << ", " << ctx.str(n.grid[1]) << ", "
-         << ctx.str(n.grid[2]) << "](";
+      if (n.tuned) {
+        os << "kernel " << n.kernel->name() << " tuned over {";
+        for (size_t v = 0; v < n.variants.size(); ++v) {
+          const auto& var = n.variants[v];
+          os << (v ? "; " : "");
+          for (size_t m = 0; m < var.cand.meta.size(); ++m)
+            os << (m ? ", " : "") << var.cand.meta[m].first << "=" << var.cand.meta[m].second.str();
+          if (var.cand.has_options) os << ", num_warps=" << var.cand.num_warps << ", num_stages=" << var.cand.num_stages;
+          os << ": [" << ctx.str(var.grid[0]) << ", " << ctx.str(var.grid[1]) << ", " << ctx.str(var.grid[2]) << "]";
+        }
+        os << "}(";
+      } else {
+        os << "kernel " << n.kernel->name() << "[" << ctx.str(n.grid[0]) << ", " << ctx.str(n.grid[1]) << ", "
+           << ctx.str(n.grid[2]) << "](";
+      }
     } else {
       os << (n.kind == Node::Kind::Extern ? "extern " : "") << n.op.name() << "(";
     }

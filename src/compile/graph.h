@@ -16,6 +16,7 @@
 #include "compile/shape_env.h"
 #include "tessera/dispatch.h"
 #include "tessera/ivalue.h"
+#include "tune/tuned.h"
 
 namespace tessera::tl {
 class JITFunction;
@@ -58,7 +59,15 @@ struct Node {
   OperatorHandle op;                       ///< Op, Extern
   const tl::JITFunction* kernel = nullptr; ///< Kernel
   std::vector<Arg> args;
-  sym::ExprPtr grid[3] = {nullptr, nullptr, nullptr};  ///< Kernel
+  sym::ExprPtr grid[3] = {nullptr, nullptr, nullptr};  ///< Kernel (an autotuned one: its first candidate's)
+  /** An autotuned or heuristic launch: the tuner, and per candidate its meta-parameters and grid.
+   * The choice among them is made at run time, once per tuning key. */
+  std::shared_ptr<const tl::detail::TunedState> tuned;
+  struct Variant {
+    tl::detail::Candidate cand;
+    sym::ExprPtr grid[3] = {nullptr, nullptr, nullptr};
+  };
+  std::vector<Variant> variants;
   std::vector<int> outputs;       ///< value ids (tensors; -1 for non-tensor results)
   std::vector<IValue> constant_outputs;  ///< non-tensor results, per output position
   std::vector<int> writes;        ///< value ids of mutated tensors

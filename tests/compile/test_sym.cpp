@@ -39,13 +39,16 @@ struct Gen {
 
   std::pair<ExprPtr, Naive> expr(int depth) {
     if (depth == 0) return leaf();
-    auto [a, na] = expr(depth - 1);
-    auto [b, nb] = expr(depth - 1);
+    auto pa = expr(depth - 1), pb = expr(depth - 1);  // (not structured bindings: clang 14 cannot capture them)
+    auto a = pa.first, b = pb.first;
+    auto na = pa.second, nb = pb.second;
     switch (small(0, 8)) {
       case 0: return {ctx.add(a, b), {[na, nb](auto& v) { return na.eval(v) + nb.eval(v); }, "(" + na.text + "+" + nb.text + ")"}};
       case 1: return {ctx.sub(a, b), {[na, nb](auto& v) { return na.eval(v) - nb.eval(v); }, "(" + na.text + "-" + nb.text + ")"}};
       case 2: {
-        auto [c, nc] = leaf();  // keep products small
+        auto pc = leaf();  // keep products small
+        auto c = pc.first;
+        auto nc = pc.second;
         return {ctx.mul(a, c), {[na, nc](auto& v) { return na.eval(v) * nc.eval(v); }, "(" + na.text + "*" + nc.text + ")"}};
       }
       case 3: {

@@ -15,6 +15,7 @@
 
 #include "runtime/cpu/jit_compiler.h"
 #include "tessera/autotune.h"
+#include "tessera/compile.h"
 #include "tessera/env.h"
 #include "tessera/tessera.h"
 #include "tessera/testing.h"
@@ -595,6 +596,73 @@ TEST_F(Autotune, ConfigsCompileInOneBatch) {
   EXPECT_EQ(built_before_first_timing, 4u);
   // Each kernel has its own cache entry; entries built together share one shared object.
   EXPECT_EQ(runtime::cpu::cache_entries().size(), 4u);
+}
+
+// ---- inside tessera::compile -------------------------------------------------------------------------
+
+TEST_F(Autotune, InsideCompileTunesOncePerKeyAndRecordsTheChoiceInTheGraph) {
+  Script sc;
+  sc.ms = {{4, 2.0}, {2, 1.0}};
+  tl::AutotuneOptions o;
+  sc.install(o);
+  auto tuned = tl::autotune(add_kernel, seed_configs(), {"n_elements"}, o);
+  auto fn = [&](const Tensor& x, const Tensor& y) {
+    Tensor out = zeros_like(x);
+    auto n = out.numel();
+    tuned[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK_SIZE"])}; })](x, y, out, n);
+    return out;
+  };
+  CompileOptions opts;
+  opts.fullgraph = true;
+  opts.name = "tuned_add";
+  auto compiled = tessera::compile(fn, opts);
+  Tensor x = rand(10), y = rand(10);
+  EXPECT_TRUE(compiled(x, y).allclose(x + y));
+  EXPECT_EQ(tuned.tuning_rounds(), 1);
+  EXPECT_EQ(sc.timed.size(), 2u);  // four configs, two distinct kernels
+  const std::string g = compiled.stats().last_graph;
+  // Each config's grid is in the graph, evaluated symbolically.
+  EXPECT_NE(g.find("kernel add_kernel tuned over {BLOCK_SIZE=4, num_warps=4, num_stages=3: [3, 1, 1]"),
+            std::string::npos)
+      << g;
+  EXPECT_NE(g.find("BLOCK_SIZE=2, num_warps=8, num_stages=4: [5, 1, 1]"), std::string::npos) << g;
+  // Same key: no tuning; a new size recompiles as dynamic and tunes once for the new key.
+  Tensor x1 = rand(10), y1 = rand(10);
+  EXPECT_TRUE(compiled(x1, y1).allclose(x1 + y1));
+  EXPECT_EQ(tuned.tuning_rounds(), 1);
+  for (int64_t n : {33, 34, 33}) {
+    Tensor a = rand(n), b = rand(n);
+    EXPECT_TRUE(compiled(a, b).allclose(a + b)) << n;
+  }
+  EXPECT_EQ(compiled.stats().graphs, 2);
+  EXPECT_EQ(tuned.tuning_rounds(), 3);  // keys 10, 33, 34
+  const std::string dyn = compiled.stats().last_graph;
+  EXPECT_NE(dyn.find("BLOCK_SIZE=2, num_warps=4, num_stages=4: [(s0 + 1)//2, 1, 1]"), std::string::npos) << dyn;
+}
+
+TEST_F(Autotune, HeuristicsInsideCompileGuardTheSizesTheyRead) {
+  auto k = tl::heuristics(scale_kernel, {{"BLOCK", [](const tl::Args&) { return int64_t(16); }},
+                                         // sym() keeps n symbolic: the guard is on n % 16 alone
+                                         // (a["n"] would specialize n to its value).
+                                         {"EVEN", [](const tl::Args& a) {
+                                            return static_cast<bool>(mod(a.sym("n"), a["BLOCK"]) == 0);
+                                          }}});
+  auto fn = [&](const Tensor& x) {
+    Tensor out = empty_like(x);
+    auto n = x.numel();
+    k[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](x, out, n, tl::meta("SCALE", 2.0));
+    return out;
+  };
+  CompileOptions opts;
+  opts.fullgraph = true;
+  opts.dynamic = true;
+  auto compiled = tessera::compile(fn, opts);
+  for (int64_t n : {32, 48, 40, 64}) {
+    Tensor x = rand(n);
+    EXPECT_TRUE(compiled(x).allclose(x * 2.0)) << n;
+  }
+  // EVEN read n % 16: one graph for sizes divisible by 16, one for the others.
+  EXPECT_EQ(compiled.stats().graphs, 2);
 }
 
 // ---- do_bench and perf_report ------------------------------------------------------------------------
