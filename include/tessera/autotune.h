@@ -177,8 +177,11 @@ class TunedKernel {
   /** The timings (ms) of the most recent tuning round, per config, in config order (configs not
    * timed are absent). */
   std::vector<std::pair<Config, double>> last_timings() const;
-  /** How many tuning rounds ran (misses of the in-memory and on-disk caches). */
+  /** How many tuning rounds ran (misses of the in-memory cache; a round served entirely by the
+   * tuning database times nothing). */
   int tuning_rounds() const;
+  /** How many configs the most recent round timed (0 when the database had them all). */
+  int last_round_timed() const;
   /** Forgets the in-memory choices (the next launch reads the database, or tunes). */
   void clear_memory_cache() const;
 

@@ -630,6 +630,7 @@ int TunedState::tune(ArrayRef<KernelArg> args, const Args& named, const std::vec
       if (std::isfinite(ms[j])) last_timings.emplace_back(cands[ok[j]].config, ms[j]);
     }
     ++rounds;
+    last_timed = static_cast<int>(timed);
   }
   if (print) {
     std::ostringstream os;
@@ -702,6 +703,10 @@ std::vector<std::pair<Config, double>> TunedKernel::last_timings() const {
 int TunedKernel::tuning_rounds() const {
   std::lock_guard<std::mutex> g(s_->mutex);
   return s_->rounds;
+}
+int TunedKernel::last_round_timed() const {
+  std::lock_guard<std::mutex> g(s_->mutex);
+  return s_->last_timed;
 }
 void TunedKernel::clear_memory_cache() const {
   std::lock_guard<std::mutex> g(s_->mutex);

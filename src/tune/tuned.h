@@ -61,6 +61,7 @@ class TunedState : public LaunchTarget, public std::enable_shared_from_this<Tune
   mutable int last_config = -1;
   mutable std::vector<std::pair<int, double>> last_timings;
   mutable int rounds = 0;
+  mutable int last_timed = 0;
 
  private:
   int tune(ArrayRef<KernelArg> args, const Args& named, const std::vector<Candidate>& cands,

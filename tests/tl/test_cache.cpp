@@ -120,11 +120,11 @@ TEST_F(KernelCache, DamagedEntryIsRebuilt) {
   const auto e = runtime::cpu::cache_entries();
   ASSERT_EQ(e.size(), 1u);
   {
-    std::ifstream in(e[0].dir + "/kernel.so", std::ios::binary);
+    std::ifstream in(e[0].so, std::ios::binary);
     std::string head(100, '\0');
     in.read(head.data(), 100);
     in.close();
-    std::ofstream outf(e[0].dir + "/kernel.so", std::ios::binary | std::ios::trunc);
+    std::ofstream outf(e[0].so, std::ios::binary | std::ios::trunc);
     outf.write(head.data(), 100);
   }
   EXPECT_EQ(child_run(), 11);  // truncated: rebuilt

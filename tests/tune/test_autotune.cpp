@@ -478,6 +478,7 @@ TEST_F(Autotune, DatabaseHitTimesNothingAndAddingAConfigRetimesOnlyItAndTheIncum
     tuned[grid_of(n)](x, y, out, n);
     EXPECT_TRUE(out.allclose(x + y));
     EXPECT_TRUE(sc.timed.empty());
+    EXPECT_EQ(tuned.last_round_timed(), 0);
     EXPECT_EQ(tuned.best_config()->find("BLOCK_SIZE")->i, 16);
   }
   {

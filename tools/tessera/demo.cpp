@@ -3,6 +3,7 @@
 #include <iostream>
 #include <map>
 
+#include "examples/seed_autotune.h"
 #include "examples/seed_composability.h"
 #include "tessera/compile.h"
 #include "tessera/tl.h"
@@ -104,12 +105,13 @@ int demo() {
   }
   for (const auto& [name, n] : counter.calls) std::cout << "  " << name << ": " << n << "\n";
 
+  const bool tuned = seed_autotune::run(std::cout);
   const bool composed = seed_composability::run(std::cout);
 
   std::cout << "\n"
             << all_ops().size()
             << " operators registered; run `tessera doctor` for this machine.\n";
-  return composed ? 0 : 1;
+  return composed && tuned ? 0 : 1;
 }
 
 }  // namespace tessera::cli

@@ -247,14 +247,23 @@ std::string entry_dir(const std::string& key) {
   return cache_root() + "/" + key.substr(0, 2) + "/" + key;
 }
 
+// The shared object of an entry, named in its info record. Every build gets a new file name: the
+// dynamic loader recognizes a path it loaded before and would hand back the old library (with
+// other entry points) when a cleared entry is rebuilt in the same process.
+std::string so_of(const std::string& dir, const std::string& info) {
+  const auto p = info.find("so=");
+  if (p == std::string::npos) return dir + "/kernel.so";
+  return dir + "/" + info.substr(p + 3, info.find('\n', p) - p - 3);
+}
+
 // Loads a complete entry; nullopt (after removing it) when it is missing or damaged.
 trt::KernelFn try_load(const std::string& dir, std::string& why) {
-  const std::string so = dir + "/kernel.so";
   const std::string info = read_file(dir + "/info");
   if (info.empty()) {
     why = "no info record";
     return nullptr;
   }
+  const std::string so = so_of(dir, info);
   const auto pos = info.find("bytes=");
   const uint64_t want =
       pos == std::string::npos ? 0 : std::strtoull(info.c_str() + pos + 6, nullptr, 10);
@@ -362,13 +371,14 @@ double build_bundle(const std::vector<const KernelSource*>& members, const std::
   }
   const std::string so = tmp + "/kernel.so";
   const uint64_t bytes = file_size(so);
+  const std::string so_name = "kernel-" + sha256_hex(tmp).substr(0, 16) + ".so";
   for (size_t i = 0; i < members.size(); ++i) {
     const std::string dir = entry_dir(keys[i]);
     const std::string entry = tmp + "/entry-" + std::to_string(i);
     make_dirs(entry);
     write_file(entry + "/kernel.cpp", members[i]->source);
-    if (::link(so.c_str(), (entry + "/kernel.so").c_str()) != 0) write_file(entry + "/kernel.so", read_file(so));
-    write_file(entry + "/info", "kernel=" + members[i]->kernel + "\nbytes=" + std::to_string(bytes) +
+    if (::link(so.c_str(), (entry + "/" + so_name).c_str()) != 0) write_file(entry + "/" + so_name, read_file(so));
+    write_file(entry + "/info", "kernel=" + members[i]->kernel + "\nso=" + so_name + "\nbytes=" + std::to_string(bytes) +
                                     "\ncompile_ms=" + std::to_string(ms) +
                                     (single ? std::string() : "\nsymbol=tessera_kernel_" + std::to_string(i)) +
                                     "\nbundle=" + std::to_string(members.size()) + "\n");
@@ -381,13 +391,13 @@ double build_bundle(const std::vector<const KernelSource*>& members, const std::
 
 }  // namespace
 
-std::vector<CompiledBinary> compile_many(const std::vector<KernelSource>& kernels) {
+std::vector<CompiledBinary> compile_many(const std::vector<KernelSource>& kernels, size_t max_groups) {
   std::vector<CompiledBinary> out(kernels.size());
   std::vector<size_t> misses;
   std::unordered_map<std::string, size_t> first;  // key -> first index (duplicates compile once)
   for (size_t i = 0; i < kernels.size(); ++i) {
     out[i].key = key_of(kernels[i].source);
-    out[i].path = entry_dir(out[i].key) + "/kernel.so";
+    out[i].path = entry_dir(out[i].key);
     out[i].fn = find_cached(out[i].key);
     out[i].from_disk = out[i].fn != nullptr;
     if (!out[i].fn && first.emplace(out[i].key, i).second) misses.push_back(i);
@@ -395,7 +405,7 @@ std::vector<CompiledBinary> compile_many(const std::vector<KernelSource>& kernel
   if (!misses.empty()) {
     // One translation unit per core, compiled in parallel.
     const size_t cores = std::max(1u, std::thread::hardware_concurrency());
-    const size_t groups = std::min(misses.size(), cores);
+    const size_t groups = std::min(misses.size(), max_groups ? max_groups : cores);
     std::vector<std::vector<const KernelSource*>> members(groups);
     std::vector<std::vector<std::string>> keys(groups);
     std::vector<std::vector<size_t>> index(groups);
@@ -460,9 +470,10 @@ std::vector<CacheEntry> cache_entries() {
       const std::string info = read_file(ce.dir + "/info");
       const auto p = info.find("kernel=");
       if (p != std::string::npos) ce.kernel = info.substr(p + 7, info.find('\n', p) - p - 7);
-      ce.bytes = file_size(ce.dir + "/kernel.so") + file_size(ce.dir + "/kernel.cpp");
+      ce.so = so_of(ce.dir, info);
+      ce.bytes = file_size(ce.so) + file_size(ce.dir + "/kernel.cpp");
       struct stat st;
-      if (::stat((ce.dir + "/kernel.so").c_str(), &st) == 0) ce.mtime = st.st_mtime;
+      if (::stat(ce.so.c_str(), &st) == 0) ce.mtime = st.st_mtime;
       out.push_back(ce);
     }
     ::closedir(s);

@@ -3,7 +3,7 @@
  *
  * A kernel's binary is addressed by the SHA-256 of everything that determines it: the source,
  * the tile runtime headers, tessera's build id, the compiler's identity, the flags and the CPU's
- * features. Entries live under `$TESSERA_CACHE_DIR/cpu/<2 hex>/<key>/` (kernel.so, kernel.cpp,
+ * features. Entries live under `$TESSERA_CACHE_DIR/cpu/<2 hex>/<key>/` (kernel-<id>.so, kernel.cpp,
  * info); they are built in a private temporary directory and renamed into place, so concurrent
  * processes never see a half-written entry and the first rename wins. An entry that fails to
  * load or whose size does not match its record is rebuilt.
@@ -22,7 +22,7 @@ namespace tessera::runtime::cpu {
 struct CompiledBinary {
   trt::KernelFn fn = nullptr;
   std::string key;
-  std::string path;        ///< the shared object
+  std::string path;        ///< the cache entry's directory
   bool from_disk = false;  ///< found in the disk cache (no compiler run)
   double compile_ms = 0;   ///< time spent in the compiler (0 on a cache hit)
 };
@@ -39,8 +39,9 @@ struct KernelSource {
 };
 /** Compiles many kernels at once: those not in the caches are split into one translation unit
  * per core and the compiler runs on all of them in parallel (DESIGN.md D3). Each kernel still
- * gets its own cache entry (its `kernel.so` a hard link to the shared object it was built in). */
-std::vector<CompiledBinary> compile_many(const std::vector<KernelSource>& kernels);
+ * gets its own cache entry (its shared object a hard link to the one it was built in).
+ * `max_groups` caps the number of translation units (0: one per core). */
+std::vector<CompiledBinary> compile_many(const std::vector<KernelSource>& kernels, size_t max_groups = 0);
 
 /** The disk cache key of a kernel's source (no compiler run). */
 std::string source_key(const std::string& source);
@@ -59,6 +60,7 @@ struct CacheEntry {
   std::string key;
   std::string kernel;
   std::string dir;
+  std::string so;  ///< its shared object
   uint64_t bytes = 0;
   std::time_t mtime = 0;
 };
