@@ -7,9 +7,9 @@
  *   `graph_breaks`, `dispatch` once the graph compiler lands).
  * - `TESSERA_DUMP`: comma list of dumps: `ir` (tile IR after optimization), `src` (generated C++).
  * - `TESSERA_CXX`: the C++ compiler for JIT kernels (default: `c++`, `g++`, `clang++` on PATH).
- * - `TESSERA_DEVICE`, `TESSERA_DEBUG`, `TESSERA_INTERPRET`, `TESSERA_PRINT_AUTOTUNING`: reserved
- *   for the CUDA backend, the bounds checker, the reference interpreter and autotuning; they are
- *   read but change nothing yet.
+ * - `TESSERA_PRINT_AUTOTUNING=1`: prints each tuning round (key, every config's time, the winner).
+ * - `TESSERA_DEVICE`, `TESSERA_DEBUG`, `TESSERA_INTERPRET`: reserved for the CUDA backend, the
+ *   bounds checker and the reference interpreter; they are read but change nothing yet.
  *
  * An unknown `TESSERA_*` variable gets a one-time warning naming the known ones, so a typo does
  * not silently do nothing.

@@ -29,19 +29,23 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
+// The last-level cache this CPU sees. sysfs first: sysconf can report a whole socket's L3 (320 MB
+// on a 2-core EPYC VM whose cores share a 32 MB L3), which would make each flush cost 50 ms.
 size_t last_level_cache_bytes() {
-  long v = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
-  if (v <= 0) v = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
-  if (v <= 0) {
-    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index3/size");
+  long v = 0;
+  for (const char* idx : {"index3", "index2"}) {
+    std::ifstream f(std::string("/sys/devices/system/cpu/cpu0/cache/") + idx + "/size");
     std::string s;
     if (f >> s && !s.empty()) {
       v = std::atol(s.c_str());
       if (s.back() == 'K') v *= 1024;
       if (s.back() == 'M') v *= 1024 * 1024;
+      break;
     }
   }
-  return static_cast<size_t>(std::max<long>(v, 8L << 20));
+  if (v <= 0) v = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (v <= 0) v = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return static_cast<size_t>(std::clamp<long>(v, 8L << 20, 256L << 20));
 }
 
 // Overwrites a buffer the size of the last-level cache (Triton zeroes 256 MB on the GPU).
