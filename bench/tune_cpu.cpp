@@ -7,6 +7,7 @@
 //   bench_tune_cpu --tune-ms     one process: milliseconds of the first tuned launch (cold or warm
 //                                by TESSERA_CACHE_DIR)
 //   bench_tune_cpu --compile-ms  one process: milliseconds to compile the 8 configs three ways
+//   bench_tune_cpu --launch-ns   one process: ns per hot launch, plain and autotuned
 #include <unistd.h>
 
 #include <algorithm>
@@ -88,6 +89,34 @@ int compile_ms() {
   return 0;
 }
 
+// Nanoseconds per launch of the seed's add at n = 4: the kernel itself, and autotuned over the
+// seed's four configs once the choice is made (the cost of the key and the lookup).
+int launch_ns() {
+  Tensor x = randn({4}), y = randn({4}), out = empty({4});
+  const int64_t n = 4;
+  auto grid = [&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK_SIZE"])}; };
+  tl::AutotuneOptions o;
+  o.warmup = 1;
+  o.rep = 2;
+  auto tuned = tl::autotune(seed_autotune::add_kernel_autotuned,
+                            {tl::Config({{"BLOCK_SIZE", 4}}, 8, 3), tl::Config({{"BLOCK_SIZE", 4}}, 4, 4),
+                             tl::Config({{"BLOCK_SIZE", 2}}, 8, 3), tl::Config({{"BLOCK_SIZE", 2}}, 4, 4)},
+                            {}, o);
+  tuned[grid](x, y, out, n);
+  const int iters = 200000;
+  double best_plain = 1e300, best_tuned = 1e300;
+  for (int r = 0; r < 5; ++r) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < iters; ++i) seed_autotune::add_kernel_autotuned[grid](x, y, out, n, tl::meta("BLOCK_SIZE", 4));
+    best_plain = std::min(best_plain, ms_since(t0) * 1e6 / iters);
+    t0 = Clock::now();
+    for (int i = 0; i < iters; ++i) tuned[grid](x, y, out, n);
+    best_tuned = std::min(best_tuned, ms_since(t0) * 1e6 / iters);
+  }
+  std::printf("%.1f %.1f\n", best_plain, best_tuned);
+  return 0;
+}
+
 std::string run(const std::string& cmd) {
   std::string out;
   FILE* p = ::popen(cmd.c_str(), "r");
@@ -129,6 +158,8 @@ int driver(int rounds) {
     ser.push_back(c);
     run("rm -rf '" + dir + "'");
   }
+  double plain = 0, tuned = 0;
+  std::sscanf(run(std::string(self) + " --launch-ns").c_str(), "%lf %lf", &plain, &tuned);
   const double c = median(cold), w = median(warm);
   std::printf("## Autotuning 8 softmax configs on the CPU (1024x4096 float32; median of %d fresh processes)\n\n",
               rounds);
@@ -143,6 +174,9 @@ int driver(int rounds) {
               median(one) / median(par));
   std::printf("| compile 8 configs: 8 compiler runs, one after another | %.1f | %.2fx of parallel |\n", median(ser),
               median(ser) / median(par));
+  std::printf("| hot launch, the seed's add at n = 4: the kernel | %.4f | %.0f ns |\n", plain / 1e6, plain);
+  std::printf("| hot launch, autotuned over the seed's four configs | %.4f | %.0f ns (+%.0f ns for the key and lookup) |\n",
+              tuned / 1e6, tuned, tuned - plain);
   return 0;
 }
 
@@ -151,6 +185,7 @@ int driver(int rounds) {
 int main(int argc, char** argv) {
   if (argc > 1 && !std::strcmp(argv[1], "--tune-ms")) return tune_ms();
   if (argc > 1 && !std::strcmp(argv[1], "--compile-ms")) return compile_ms();
+  if (argc > 1 && !std::strcmp(argv[1], "--launch-ns")) return launch_ns();
   int rounds = 3;
   if (argc > 2 && !std::strcmp(argv[1], "--rounds")) rounds = std::max(1, std::atoi(argv[2]));
   return driver(rounds);

@@ -223,8 +223,9 @@ class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
     std::vector<size_t> ok;
     std::vector<std::string> reasons(cands.size());
     for (size_t c = 0; c < cands.size(); ++c) {
-      cand_args[c] = tl::detail::TunedState::with_candidate(ArrayRef<tl::KernelArg>(hinted.data(), hinted.size()),
-                                                            cands[c], loc);
+      SmallVector<tl::KernelArg, 16> with;
+      tl::detail::TunedState::with_candidate(ArrayRef<tl::KernelArg>(hinted.data(), hinted.size()), cands[c], loc, with);
+      cand_args[c].assign(with.begin(), with.end());
       tl::detail::Spec sp;
       try {
         tl::detail::bind(state, ArrayRef<tl::KernelArg>(cand_args[c].data(), cand_args[c].size()), sp.bound,
@@ -431,7 +432,8 @@ struct Entry {
     const tl::detail::TunedState& ts = *n.tuned;
     const tl::Args named = ts.named(args);
     auto run = [&](size_t i) {
-      const auto a = tl::detail::TunedState::with_candidate(args, plan.cands[i], n.loc);
+      SmallVector<tl::KernelArg, 16> a;
+      tl::detail::TunedState::with_candidate(args, plan.cands[i], n.loc, a);
       const auto& gr = plan.variant_grids[i];
       const tl::Grid grid({SymInt(gr[0].get(s)), SymInt(gr[1].get(s)), SymInt(gr[2].get(s))}, n.loc);
       tl::Launcher(*n.kernel, grid).run_kernel(ArrayRef<tl::KernelArg>(a.data(), a.size()));

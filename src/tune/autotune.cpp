@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <iostream>
 #include <numeric>
@@ -300,15 +301,16 @@ std::vector<Candidate> TunedState::candidates(const Args& named, SourceLoc loc) 
   return out;
 }
 
-std::vector<KernelArg> TunedState::with_candidate(ArrayRef<KernelArg> args, const Candidate& c, SourceLoc loc) {
-  std::vector<KernelArg> out(args.begin(), args.end());
+void TunedState::with_candidate(ArrayRef<KernelArg> args, const Candidate& c, SourceLoc loc,
+                                SmallVector<KernelArg, 16>& out) {
+  out.clear();
   out.reserve(args.size() + c.meta.size() + 2);
+  out.append(args.begin(), args.end());
   for (const auto& [n, v] : c.meta) out.emplace_back(v.as_meta(n), loc);
   if (c.has_options) {
     out.emplace_back(num_warps(c.num_warps), loc);
     out.emplace_back(num_stages(c.num_stages), loc);
   }
-  return out;
 }
 
 void TunedState::before_launch(const Args& named, const Candidate& c) const {
@@ -324,16 +326,108 @@ size_t TunedState::choose(ArrayRef<KernelArg> args, const Args& named, const std
     last_config = cands[0].config;
     return 0;
   }
-  // The tuning key: the key arguments' values, the tensors' dtypes, the specialization bits.
+  thread_local std::vector<int64_t> words;
+  key_words(named, words);
+  int config = -1;
+  {
+    std::lock_guard<std::mutex> g(mutex);
+    auto it = choices.find(words);
+    if (it != choices.end()) config = it->second;
+  }
+  if (config < 0) {
+    const std::vector<int64_t> key_copy = words;  // (tuning may launch other tuned kernels)
+    config = tune(args, named, cands, launch_candidate, key_text(named), loc);
+    std::lock_guard<std::mutex> g(mutex);
+    choices[key_copy] = config;
+  }
+  for (size_t i = 0; i < cands.size(); ++i) {
+    if (cands[i].config == config) {
+      std::lock_guard<std::mutex> g(mutex);
+      last_config = config;
+      return i;
+    }
+  }
+  TS_INTERNAL_ASSERT(false) << "the chosen config is not a candidate";
+}
+
+size_t TunedState::WordsHash::operator()(const std::vector<int64_t>& v) const {
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  for (int64_t w : v) h = (h ^ static_cast<uint64_t>(w)) * 0x100000001b3ull + (h >> 29);
+  return static_cast<size_t>(h);
+}
+
+namespace {
+
+const Args::Entry* entry_of(const Args& a, std::string_view name) {
+  for (const auto& e : a.entries()) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+// Specialization of an argument: 16-byte alignment of a tensor's data; an integer equal to 1 or
+// divisible by 16 (unless the kernel opts out for that parameter).
+int spec_code(const KernelState& s, const Args::Entry& e) {
+  if (e.kind == Args::Entry::Kind::Tensor) {
+    return !e.tensor->has_data() || reinterpret_cast<uintptr_t>(e.tensor->impl()->data()) % 16 == 0 ? 'a' : '-';
+  }
+  if (e.kind != Args::Entry::Kind::Int) return 0;
+  size_t p = 0;
+  while (p < s.params.size() && s.params[p].name != e.name) ++p;
+  if (p < s.params.size() && s.no_specialize[p]) return 0;
+  const int64_t v = e.sym.expect_int();
+  return v == 1 ? '1' : v % 16 == 0 ? 'd' : '-';
+}
+
+}  // namespace
+
+void TunedState::key_words(const Args& named, std::vector<int64_t>& out) const {
+  out.clear();
   const Layer& L = layers[static_cast<size_t>(tune_layer)];
+  for (const auto& k : L.key) {
+    const Args::Entry* e = entry_of(named, k);
+    if (!e) {
+      out.push_back(-1);  // a meta-parameter the configs set
+      continue;
+    }
+    switch (e->kind) {
+      case Args::Entry::Kind::Tensor:
+        out.push_back(e->tensor->dim());
+        for (int64_t d = 0; d < e->tensor->dim(); ++d) out.push_back(e->tensor->size(d).expect_int());
+        break;
+      case Args::Entry::Kind::Int:
+        out.push_back(e->sym.expect_int());
+        break;
+      case Args::Entry::Kind::Float: {
+        int64_t bits;
+        std::memcpy(&bits, &e->f, 8);
+        out.push_back(bits);
+        break;
+      }
+      case Args::Entry::Kind::Meta: {
+        int64_t bits;
+        std::memcpy(&bits, &e->meta.f, 8);
+        out.push_back(static_cast<int64_t>(e->meta.kind));
+        out.push_back(e->meta.i);
+        out.push_back(bits);
+        out.push_back(static_cast<int64_t>(e->meta.dtype));
+        break;
+      }
+    }
+  }
   const auto& s = kernel->state();
+  for (const auto& e : named.entries()) {
+    if (e.kind == Args::Entry::Kind::Tensor) out.push_back(static_cast<int64_t>(e.tensor->dtype()));
+    out.push_back(spec_code(s, e));
+  }
+}
+
+std::string TunedState::key_text(const Args& named) const {
+  const Layer& L = layers[static_cast<size_t>(tune_layer)];
   std::string key;
   for (const auto& k : L.key) {
-    if (!named.contains(k)) continue;  // a meta-parameter the configs set
-    const Args::Entry* e = nullptr;
-    for (const auto& x : named.entries()) {
-      if (x.name == k) e = &x;
-    }
+    const Args::Entry* e = entry_of(named, k);
+    if (!e) continue;  // a meta-parameter the configs set
     key += k + "=";
     switch (e->kind) {
       case Args::Entry::Kind::Tensor: {
@@ -358,35 +452,12 @@ size_t TunedState::choose(ArrayRef<KernelArg> args, const Args& named, const std
     key += " ";
   }
   std::string dtypes, spec;
+  const auto& s = kernel->state();
   for (const auto& e : named.entries()) {
-    size_t p = 0;
-    while (p < s.params.size() && s.params[p].name != e.name) ++p;
-    if (e.kind == Args::Entry::Kind::Tensor) {
-      dtypes += std::string(dtypes.empty() ? "" : ",") + dtype_name(e.tensor->dtype());
-      const bool aligned = !e.tensor->has_data() ||
-                           reinterpret_cast<uintptr_t>(e.tensor->impl()->data()) % 16 == 0;
-      spec += aligned ? "a" : "-";
-    } else if (e.kind == Args::Entry::Kind::Int && p < s.params.size() && !s.no_specialize[p]) {
-      const int64_t v = e.sym.expect_int();
-      spec += v == 1 ? "1" : v % 16 == 0 ? "d" : "-";
-    }
+    if (e.kind == Args::Entry::Kind::Tensor) dtypes += std::string(dtypes.empty() ? "" : ",") + dtype_name(e.tensor->dtype());
+    if (const int c = spec_code(s, e)) spec += static_cast<char>(c);
   }
-  key += "dtypes=" + dtypes + " spec=" + spec;
-  int config = -1;
-  {
-    std::lock_guard<std::mutex> g(mutex);
-    auto it = choices.find(key);
-    if (it != choices.end()) config = it->second;
-  }
-  if (config < 0) config = tune(args, named, cands, launch_candidate, key, loc);
-  for (size_t i = 0; i < cands.size(); ++i) {
-    if (cands[i].config == config) {
-      std::lock_guard<std::mutex> g(mutex);
-      last_config = config;
-      return i;
-    }
-  }
-  TS_INTERNAL_ASSERT(false) << "the chosen config is not a candidate";
+  return key + "dtypes=" + dtypes + " spec=" + spec;
 }
 
 int TunedState::tune(ArrayRef<KernelArg> args, const Args& named, const std::vector<Candidate>& cands,
@@ -430,8 +501,9 @@ int TunedState::tune(ArrayRef<KernelArg> args, const Args& named, const std::vec
   std::vector<std::string> reason(cands.size());
   std::vector<size_t> ok;
   std::vector<Spec> specs;
+  SmallVector<KernelArg, 16> a;
   for (size_t i : pool) {
-    const auto a = with_candidate(args, cands[i], loc);
+    with_candidate(args, cands[i], loc, a);
     Spec sp;
     try {
       bind(s, ArrayRef<KernelArg>(a.data(), a.size()), sp.bound, sp.num_warps, sp.num_stages, loc);
@@ -624,7 +696,6 @@ int TunedState::tune(ArrayRef<KernelArg> args, const Args& named, const std::vec
   }
   {
     std::lock_guard<std::mutex> g(mutex);
-    choices[key] = winner;
     last_timings.clear();
     for (size_t j = 0; j < ok.size(); ++j) {
       if (std::isfinite(ms[j])) last_timings.emplace_back(cands[ok[j]].config, ms[j]);
@@ -662,9 +733,30 @@ int TunedState::tune(ArrayRef<KernelArg> args, const Args& named, const std::vec
 void TunedState::launch(const Launcher& launcher, ArrayRef<KernelArg> args) const {
   const SourceLoc loc = launcher.location();
   const Args nm = named(args);
-  const auto cands = candidates(nm, loc);
+  // Without heuristics the candidates depend only on the configs: made once (a launch that sets
+  // a tuned meta-parameter itself still gets the conflict error from candidates()).
+  std::shared_ptr<const std::vector<Candidate>> fixed;
+  std::vector<Candidate> per_call;
+  const bool has_heuristics = std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return !l.autotune; });
+  const bool launch_sets_meta = std::any_of(nm.entries().begin(), nm.entries().end(),
+                                            [](const Args::Entry& e) { return e.kind == Args::Entry::Kind::Meta; });
+  if (!has_heuristics && !launch_sets_meta) {
+    {
+      std::lock_guard<std::mutex> g(mutex);
+      fixed = fixed_cands;
+    }
+    if (!fixed) {
+      fixed = std::make_shared<const std::vector<Candidate>>(candidates(nm, loc));
+      std::lock_guard<std::mutex> g(mutex);
+      fixed_cands = fixed;
+    }
+  } else {
+    per_call = candidates(nm, loc);
+  }
+  const std::vector<Candidate>& cands = fixed ? *fixed : per_call;
+  SmallVector<KernelArg, 16> a;
   auto run = [&](size_t i) {
-    const auto a = with_candidate(args, cands[i], loc);
+    with_candidate(args, cands[i], loc, a);
     launcher.run_kernel(ArrayRef<KernelArg>(a.data(), a.size()));
   };
   const size_t pick = choose(args, nm, cands, run, loc);

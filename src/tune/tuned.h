@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -43,7 +44,8 @@ class TunedState : public LaunchTarget, public std::enable_shared_from_this<Tune
   /** Every candidate for these arguments: one per config (or one), heuristics evaluated. */
   std::vector<Candidate> candidates(const Args& named, SourceLoc loc) const;
   /** The launch arguments of a candidate: `args` followed by its meta-parameters and options. */
-  static std::vector<KernelArg> with_candidate(ArrayRef<KernelArg> args, const Candidate& c, SourceLoc loc);
+  static void with_candidate(ArrayRef<KernelArg> args, const Candidate& c, SourceLoc loc,
+                             SmallVector<KernelArg, 16>& out);
   /** The candidate to launch for these (real) arguments: from memory, the tuning database, or a
    * tuning round that calls `launch_candidate(i)` for trials. */
   size_t choose(ArrayRef<KernelArg> args, const Args& named, const std::vector<Candidate>& cands,
@@ -57,7 +59,12 @@ class TunedState : public LaunchTarget, public std::enable_shared_from_this<Tune
 
   // Results, for TunedKernel's accessors.
   mutable std::mutex mutex;
-  mutable std::map<std::string, int> choices;  ///< tuning key -> config index
+  struct WordsHash {
+    size_t operator()(const std::vector<int64_t>& v) const;
+  };
+  mutable std::unordered_map<std::vector<int64_t>, int, WordsHash> choices;  ///< tuning key -> config
+  /** Candidates when no heuristic layer exists (they depend only on the configs). */
+  mutable std::shared_ptr<const std::vector<Candidate>> fixed_cands;
   mutable int last_config = -1;
   mutable std::vector<std::pair<int, double>> last_timings;
   mutable int rounds = 0;
@@ -66,6 +73,9 @@ class TunedState : public LaunchTarget, public std::enable_shared_from_this<Tune
  private:
   int tune(ArrayRef<KernelArg> args, const Args& named, const std::vector<Candidate>& cands,
            FunctionRef<void(size_t)> launch_candidate, const std::string& key, SourceLoc loc) const;
+  /** The tuning key as words (the in-memory lookup) and as text (records, messages). */
+  void key_words(const Args& named, std::vector<int64_t>& out) const;
+  std::string key_text(const Args& named) const;
 };
 
 }  // namespace tessera::tl::detail
