@@ -14,6 +14,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/files.h"
 #include "tessera/detail/hash.h"
 #include "tessera/env.h"
 #include "tessera/error.h"
@@ -23,25 +24,9 @@ namespace {
 
 constexpr const char* kHeader = "# tessera tuning database v1: kernel\tconfig\tkey\ttarget\tcode\tms\tunix_time";
 
-bool make_dirs(const std::string& path) {
-  std::string cur;
-  std::stringstream ss(path);
-  std::string part;
-  if (!path.empty() && path[0] == '/') cur = "/";
-  while (std::getline(ss, part, '/')) {
-    if (part.empty()) continue;
-    cur += part + "/";
-    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return false;
-  }
-  return true;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using files::make_dirs;
+using files::read_file;
+using files::remove_tree;
 
 std::string path_of(const std::string& id) {
   return root() + "/" + id.substr(0, 2) + "/" + id;
@@ -82,24 +67,6 @@ std::optional<Record> parse(const std::string& line) {
   if (end == f[6].c_str() || *end) return std::nullopt;
   if (r.kernel.empty() || r.code.empty()) return std::nullopt;
   return r;
-}
-
-void remove_tree(const std::string& path) {
-  if (DIR* d = ::opendir(path.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      const std::string n = e->d_name;
-      if (n == "." || n == "..") continue;
-      const std::string p = path + "/" + n;
-      struct stat st;
-      if (::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-        remove_tree(p);
-      } else {
-        ::unlink(p.c_str());
-      }
-    }
-    ::closedir(d);
-  }
-  ::rmdir(path.c_str());
 }
 
 }  // namespace

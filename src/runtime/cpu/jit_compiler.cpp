@@ -21,6 +21,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/files.h"
 #include "runtime/cpu/embedded_headers.h"
 #include "tessera/detail/hash.h"
 #include "tessera/env.h"
@@ -43,51 +44,19 @@ uint64_t file_size(const std::string& p) {
 }
 
 void make_dirs(const std::string& path) {
-  std::string cur;
-  std::stringstream ss(path);
-  std::string part;
-  if (!path.empty() && path[0] == '/') cur = "/";
-  while (std::getline(ss, part, '/')) {
-    if (part.empty()) continue;
-    cur += part + "/";
-    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
-      TS_ERROR(RuntimeError) << "cannot create the cache directory " << cur << ": "
-                             << std::strerror(errno)
-                             << " (set TESSERA_CACHE_DIR to a writable directory)";
-    }
-  }
+  TS_CHECK(files::make_dirs(path), RuntimeError) << "cannot create the cache directory " << path << ": "
+                                                 << std::strerror(errno)
+                                                 << " (set TESSERA_CACHE_DIR to a writable directory)";
 }
 
-void remove_tree(const std::string& path) {
-  if (DIR* d = ::opendir(path.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      const std::string n = e->d_name;
-      if (n == "." || n == "..") continue;
-      const std::string p = path + "/" + n;
-      struct stat st;
-      if (::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-        remove_tree(p);
-      } else {
-        ::unlink(p.c_str());
-      }
-    }
-    ::closedir(d);
-  }
-  ::rmdir(path.c_str());
-}
+using files::read_file;
+using files::remove_tree;
 
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f << text;
   f.close();
   TS_CHECK(f.good(), RuntimeError) << "cannot write " << path;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 std::string unique_suffix() {
