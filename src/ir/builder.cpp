@@ -131,6 +131,17 @@ double fold_binary(BinaryKind k, double a, double b, DType d) {
 
 bool fold_compare(CmpKind k, double a, double b) { return cmp(k, a, b); }
 
+namespace eval {
+int64_t wrap_int(int64_t v, DType d) { return ir::wrap_int(v, d); }
+double round_float(double v, DType d) { return ir::round_float(v, d); }
+int64_t binary_int(BinaryKind k, int64_t a, int64_t b, DType d) { return fold_int(k, a, b, d); }
+double binary_float(BinaryKind k, double a, double b, DType d) { return fold_float(k, a, b, d); }
+bool compare_int(CmpKind k, int64_t a, int64_t b, DType d) {
+  return fold_cmp_num(k, Num{false, a, 0}, Num{false, b, 0}, d);
+}
+bool compare_float(CmpKind k, double a, double b) { return cmp(k, a, b); }
+}  // namespace eval
+
 ValueId Builder::result(Op* op, Type t) {
   op->loc = loc_;
   const ValueId v = f_.new_value(std::move(t), op);

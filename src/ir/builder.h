@@ -84,4 +84,16 @@ double normalize_constant(double v, DType d);
 double fold_binary(BinaryKind k, double a, double b, DType d);
 bool fold_compare(CmpKind k, double a, double b);
 
+/** Scalar semantics on the IR's value representation (ints and bools as int64 bits of their
+ * dtype, floats as double holding a value of their dtype): constant folding and the interpreter
+ * share them, and they match the generated code (tessera/trt/scalar_ops.h). */
+namespace eval {
+int64_t wrap_int(int64_t v, DType d);
+double round_float(double v, DType d);
+int64_t binary_int(BinaryKind k, int64_t a, int64_t b, DType d);
+double binary_float(BinaryKind k, double a, double b, DType d);
+bool compare_int(CmpKind k, int64_t a, int64_t b, DType d);
+bool compare_float(CmpKind k, double a, double b);
+}  // namespace eval
+
 }  // namespace tessera::ir

@@ -4,6 +4,7 @@
 #include "tl/jit.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstring>
 #include <iostream>
@@ -12,6 +13,7 @@
 
 #include "codegen/cpp/emit.h"
 #include "ir/access.h"
+#include "ir/interpret.h"
 #include "ir/passes.h"
 #include "runtime/cpu/jit_compiler.h"
 #include "runtime/thread_pool.h"
@@ -283,6 +285,7 @@ void make_key(const SmallVector<BoundArg, 16>& bound, int64_t num_warps, int64_t
   }
   key.push_back(static_cast<uint64_t>(num_warps));
   key.push_back(static_cast<uint64_t>(num_stages));
+  key.push_back(interpreting() ? 1u : 0u);
 }
 
 std::shared_ptr<CompiledKernel> prepare(KernelState& s, const SmallVector<BoundArg, 16>& bound,
@@ -355,13 +358,19 @@ std::shared_ptr<CompiledKernel> prepare(KernelState& s, const SmallVector<BoundA
     std::cerr << "// ---- C++ of kernel " << s.name << " ----\n" << k.source;
   out->work_per_program = k.work_per_program;
   out->source = k.source;
+  out->interpreted = interpreting();
   out->cache_key = runtime::cpu::source_key(k.source);
   out->function = std::move(function);
   out->name = s.name;
   return out;
 }
 
-void build(const std::vector<CompiledKernel*>& kernels) {
+void build(const std::vector<CompiledKernel*>& all) {
+  std::vector<CompiledKernel*> kernels;  // interpreted kernels need no compiler
+  for (CompiledKernel* k : all) {
+    if (!k->interpreted) kernels.push_back(k);
+  }
+  if (kernels.empty()) return;
   std::vector<runtime::cpu::KernelSource> sources;
   sources.reserve(kernels.size());
   for (const CompiledKernel* k : kernels) sources.push_back({k->source, k->name});
@@ -425,7 +434,6 @@ void build_missing(KernelState& s, const std::vector<Spec>& specs, std::vector<s
   for (const auto& k : kernels) {
     if (k && !k->fn && std::find(missing.begin(), missing.end(), k.get()) == missing.end()) missing.push_back(k.get());
   }
-  if (missing.empty()) return;
   build(missing);
   std::lock_guard<std::mutex> g(s.mutex);
   for (size_t i = 0; i < kernels.size(); ++i) {
@@ -706,17 +714,73 @@ void Launcher::run_kernel(ArrayRef<KernelArg> args, const Grid* grid_override) c
     }
   }
   const trt::Grid tg{dims[0], dims[1], dims[2]};
-  const trt::KernelFn fn = kernel->fn;
-  if (total == 1) {
-    fn(&tg, 0, 1, slots);
+  if (kernel->interpreted) {
+    detail::interpret_launch(*kernel, bound, tg, total, slots);
   } else {
-    const int64_t grain =
-        std::max<int64_t>(1, 16384 / std::max<int64_t>(kernel->work_per_program, 1));
-    runtime::parallel_for(0, total, grain, [&](int64_t b, int64_t e) { fn(&tg, b, e, slots); });
+    detail::run_compiled(*kernel, tg, total, slots);
   }
   for (size_t i = 0; i < bound.size(); ++i) {
     if (bound[i].tensor && kernel->written[i]) bound[i].tensor->impl()->storage()->bump_version();
   }
 }
+
+namespace detail {
+
+bool interpreting() {
+  return knobs().interpret || knobs().debug;
+}
+
+void interpret_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 16>& bound, const trt::Grid& tg,
+                      int64_t total, const trt::Arg* slots) {
+  ir::InterpretOptions o;
+  o.kernel = kernel.name;
+  std::atomic<int64_t> violations{0};
+  if (knobs().debug) {
+    // The extent of each tensor argument's view: the bytes its sizes and strides can reach.
+    o.violations = &violations;
+    o.bounds.resize(bound.size());
+    for (size_t i = 0; i < bound.size(); ++i) {
+      const Tensor* t = bound[i].tensor;
+      if (!t || !t->has_data()) continue;
+      const auto size = static_cast<int64_t>(itemsize(t->dtype()));
+      int64_t lo = 0, hi = 0;
+      bool empty = false;
+      for (int64_t d = 0; d < t->dim(); ++d) {
+        const int64_t n = t->size(d).expect_int(), st = t->stride(d).expect_int();
+        if (n == 0) empty = true;
+        if (n > 0) (st < 0 ? lo : hi) += (n - 1) * st;
+      }
+      auto& b = o.bounds[i];
+      b.known = true;
+      b.base = reinterpret_cast<uintptr_t>(t->impl()->data());
+      b.elem_size = size;
+      b.lo = b.base + static_cast<uintptr_t>(lo * size);
+      b.hi = empty ? b.lo : b.base + static_cast<uintptr_t>((hi + 1) * size);
+    }
+  }
+  const ir::Function& f = *kernel.function;
+  if (total == 1) {
+    ir::interpret(f, tg, 0, 1, slots, o);
+  } else {
+    runtime::parallel_for(0, total, 1, [&](int64_t b, int64_t e) { ir::interpret(f, tg, b, e, slots, o); });
+  }
+  const int64_t n = violations.load();
+  if (n > 10) {
+    std::cerr << "tessera: [kernel " << kernel.name << "] " << n
+              << " out-of-bounds accesses in this launch (the first 10 shown)\n";
+  }
+}
+
+void run_compiled(const CompiledKernel& k, const trt::Grid& tg, int64_t total, const trt::Arg* slots) {
+  const trt::KernelFn fn = k.fn;
+  if (total == 1) {
+    fn(&tg, 0, 1, slots);
+  } else {
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(k.work_per_program, 1));
+    runtime::parallel_for(0, total, grain, [&](int64_t b, int64_t e) { fn(&tg, b, e, slots); });
+  }
+}
+
+}  // namespace detail
 
 }  // namespace tessera::tl

@@ -36,6 +36,7 @@ struct BoundArg {
 /** A compiled specialization. */
 struct CompiledKernel {
   trt::KernelFn fn = nullptr;
+  bool interpreted = false;  ///< TESSERA_INTERPRET / TESSERA_DEBUG: runs `function` in the interpreter
   std::string name;  ///< the kernel's
   int64_t work_per_program = 1;
   std::string source;
@@ -114,6 +115,16 @@ class LaunchObserverGuard {
   LaunchObserverGuard(const LaunchObserverGuard&) = delete;
   LaunchObserverGuard& operator=(const LaunchObserverGuard&) = delete;
 };
+
+/** Whether kernels run in the interpreter (`TESSERA_INTERPRET=1`, or `TESSERA_DEBUG=1`, whose
+ * bounds checks the interpreter makes). */
+bool interpreting();
+/** Runs a launch in the interpreter (with bounds checks under `TESSERA_DEBUG=1`). */
+void interpret_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 16>& bound, const trt::Grid& grid,
+                      int64_t total, const trt::Arg* slots);
+
+/** Runs a launch of a compiled kernel on the thread pool. */
+void run_compiled(const CompiledKernel& k, const trt::Grid& grid, int64_t total, const trt::Arg* slots);
 
 /** Binds launch arguments to parameters; a CompileError naming the parameter on a mismatch. */
 void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 16>& out,

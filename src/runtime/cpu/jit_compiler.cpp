@@ -164,7 +164,7 @@ CompilerInfo discover() {
   info.flags = {"-std=c++17",    "-O3",
                 "-march=native", "-fPIC",
                 "-shared",       "-fno-math-errno",
-                "-fwrapv",       "-fno-trapping-math",
+                "-fwrapv",       "-fno-trapping-math", "-ffp-contract=off",
                 "-fopenmp-simd", "-fno-exceptions",
                 "-fno-rtti",     "-fvisibility=hidden",
                 "-fno-plt",      "-w"};

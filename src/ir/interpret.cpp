@@ -1,0 +1,542 @@
+// The reference interpreter of the tile IR: values as arrays of 64-bit slots (ints as their
+// dtype's bits, floats as double holding a value of their dtype, pointers as addresses with the
+// parameter each derives from).
+#include "ir/interpret.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "core/dtype_visit.h"
+#include "ir/builder.h"
+
+namespace tessera::ir {
+namespace {
+
+union Slot {
+  int64_t i;
+  double f;
+};
+
+struct Val {
+  const Type* type = nullptr;
+  std::vector<Slot> d;
+  std::vector<int16_t> prov;  ///< pointers: the parameter each element derives from (-1: unknown)
+};
+
+constexpr int kMaxReports = 10;
+
+class Interp {
+ public:
+  Interp(const Function& f, const trt::Grid& g, const trt::Arg* args, const InterpretOptions& o)
+      : f_(f), g_(g), args_(args), o_(o), vals_(f.num_values()) {}
+
+  void run_program(int64_t p) {
+    pid_[0] = static_cast<int32_t>(p % g_.x);
+    const int64_t q = p / g_.x;
+    pid_[1] = static_cast<int32_t>(q % g_.y);
+    pid_[2] = static_cast<int32_t>(q / g_.y);
+    for (size_t i = 0; i < f_.params.size(); ++i) {
+      const Param& prm = f_.params[i];
+      if (prm.value == kNoValue) continue;
+      Val& v = init(prm.value, 1);
+      const Type& t = f_.type(prm.value);
+      if (t.ptr) {
+        v.d[0].i = static_cast<int64_t>(reinterpret_cast<uintptr_t>(args_[i].p));
+        v.prov.assign(1, static_cast<int16_t>(i));
+      } else if (t.is_float()) {
+        v.d[0].f = eval::round_float(args_[i].f, t.elem);
+      } else {
+        v.d[0].i = eval::wrap_int(args_[i].i, t.elem);
+      }
+    }
+    region(f_.body);
+  }
+
+ private:
+  Val& init(ValueId id, size_t n) {
+    Val& v = vals_[static_cast<size_t>(id)];
+    v.type = &f_.type(id);
+    v.d.assign(n, Slot{0});
+    v.prov.clear();
+    return v;
+  }
+  const Val& val(ValueId id) const { return vals_[static_cast<size_t>(id)]; }
+  static size_t numel(const Type& t) { return t.is_scalar() ? 1 : static_cast<size_t>(t.numel()); }
+
+  void region(const Region& r) {
+    for (const Op* op : r.ops) this->op(*op);
+  }
+
+  // An operand's element `k`, broadcasting a one-element value.
+  static const Slot& at(const Val& v, size_t k) { return v.d.size() == 1 ? v.d[0] : v.d[k]; }
+  static int16_t prov_at(const Val& v, size_t k) {
+    if (v.prov.empty()) return -1;
+    return v.prov.size() == 1 ? v.prov[0] : v.prov[k];
+  }
+
+  void op(const Op& op) {
+    switch (op.kind) {
+      case OpKind::Constant: {
+        const Type& t = f_.type(op.result());
+        Val& v = init(op.result(), numel(t));
+        for (auto& s : v.d) {
+          if (t.is_float()) {
+            s.f = op.fval;
+          } else {
+            s.i = op.ival;
+          }
+        }
+        return;
+      }
+      case OpKind::ProgramId:
+        init(op.result(), 1).d[0].i = pid_[op.ival];
+        return;
+      case OpKind::NumPrograms:
+        init(op.result(), 1).d[0].i = op.ival == 0 ? g_.x : op.ival == 1 ? g_.y : g_.z;
+        return;
+      case OpKind::Arange: {
+        Val& v = init(op.result(), static_cast<size_t>(op.ival2 - op.ival));
+        for (size_t k = 0; k < v.d.size(); ++k) v.d[k].i = op.ival + static_cast<int64_t>(k);
+        return;
+      }
+      case OpKind::Splat: {
+        const Val a = val(op.operands[0]);
+        Val& v = init(op.result(), numel(f_.type(op.result())));
+        for (auto& s : v.d) s = a.d[0];
+        if (!a.prov.empty()) v.prov.assign(v.d.size(), a.prov[0]);
+        return;
+      }
+      case OpKind::ExpandDims: {
+        const Val a = val(op.operands[0]);
+        Val& v = init(op.result(), a.d.size());
+        v.d = a.d;
+        v.prov = a.prov;
+        return;
+      }
+      case OpKind::Broadcast:
+        return broadcast(op);
+      case OpKind::Binary:
+        return binary(op);
+      case OpKind::Compare:
+        return compare(op);
+      case OpKind::Unary:
+        return unary(op);
+      case OpKind::Cast:
+        return cast(op);
+      case OpKind::Select: {
+        const Val c = val(op.operands[0]), a = val(op.operands[1]), b = val(op.operands[2]);
+        Val& v = init(op.result(), numel(f_.type(op.result())));
+        const bool ptr = f_.type(op.result()).ptr;
+        if (ptr) v.prov.resize(v.d.size());
+        for (size_t k = 0; k < v.d.size(); ++k) {
+          const bool pick = at(c, k).i != 0;
+          v.d[k] = pick ? at(a, k) : at(b, k);
+          if (ptr) v.prov[k] = pick ? prov_at(a, k) : prov_at(b, k);
+        }
+        return;
+      }
+      case OpKind::AddPtr: {
+        const Val p = val(op.operands[0]), off = val(op.operands[1]);
+        const Type& t = f_.type(op.result());
+        Val& v = init(op.result(), numel(t));
+        const auto size = static_cast<int64_t>(itemsize(t.elem));
+        v.prov.resize(v.d.size());
+        for (size_t k = 0; k < v.d.size(); ++k) {
+          v.d[k].i = static_cast<int64_t>(static_cast<uint64_t>(at(p, k).i) +
+                                          static_cast<uint64_t>(at(off, k).i * size));
+          v.prov[k] = prov_at(p, k);
+        }
+        return;
+      }
+      case OpKind::Load:
+        return load(op);
+      case OpKind::Store:
+        return store(op);
+      case OpKind::Reduce:
+        return reduce(op);
+      case OpKind::For:
+        return for_op(op);
+      case OpKind::If: {
+        const Region& r = op.regions[val(op.operands[0]).d[0].i != 0 ? 0 : 1];
+        region(r);
+        assign(op.results, r.ops.back()->operands);
+        return;
+      }
+      case OpKind::Yield:
+        return;  // the parent For/If reads it
+    }
+    TS_INTERNAL_ASSERT(false) << "interpreter: unknown op " << op_name(op.kind);
+  }
+
+  // Copies values (simultaneously: a yield may swap carried values).
+  void assign(const std::vector<ValueId>& to, const std::vector<ValueId>& from) {
+    std::vector<Val> tmp;
+    tmp.reserve(from.size());
+    for (ValueId v : from) tmp.push_back(val(v));
+    for (size_t k = 0; k < to.size(); ++k) {
+      Val& dst = vals_[static_cast<size_t>(to[k])];
+      dst = std::move(tmp[k]);
+      dst.type = &f_.type(to[k]);
+    }
+  }
+
+  void for_op(const Op& op) {
+    const Region& body = op.regions[0];
+    const DType it = f_.type(body.args[0]).elem;
+    std::vector<ValueId> carried(body.args.begin() + 1, body.args.end());
+    assign(carried, std::vector<ValueId>(op.operands.begin() + 3, op.operands.end()));
+    int64_t iv = val(op.operands[0]).d[0].i;
+    const int64_t ub = val(op.operands[1]).d[0].i, step = val(op.operands[2]).d[0].i;
+    while (eval::compare_int(CmpKind::LT, iv, ub, it)) {
+      init(body.args[0], 1).d[0].i = iv;
+      region(body);
+      assign(carried, body.ops.back()->operands);
+      iv = eval::binary_int(BinaryKind::Add, iv, step, it);
+    }
+    assign(op.results, carried);
+  }
+
+  void broadcast(const Op& op) {
+    const Val a = val(op.operands[0]);
+    const Type& at_ = f_.type(op.operands[0]);
+    const Type& t = f_.type(op.result());
+    Val& v = init(op.result(), numel(t));
+    if (!a.prov.empty()) v.prov.resize(v.d.size());
+    const int64_t rank = t.rank();
+    std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
+    for (size_t k = 0; k < v.d.size(); ++k) {
+      int64_t src = 0;
+      for (int64_t d = 0; d < rank; ++d) {
+        const int64_t sd = at_.shape[static_cast<size_t>(d)];
+        src = src * sd + (sd == 1 ? 0 : idx[static_cast<size_t>(d)]);
+      }
+      v.d[k] = a.d[static_cast<size_t>(src)];
+      if (!a.prov.empty()) v.prov[k] = prov_at(a, static_cast<size_t>(src));
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        if (++idx[static_cast<size_t>(d)] < t.shape[static_cast<size_t>(d)]) break;
+        idx[static_cast<size_t>(d)] = 0;
+      }
+    }
+  }
+
+  void binary(const Op& op) {
+    const Val a = val(op.operands[0]), b = val(op.operands[1]);
+    const Type& t = f_.type(op.result());
+    const auto k = static_cast<BinaryKind>(op.sub);
+    Val& v = init(op.result(), numel(t));
+    for (size_t e = 0; e < v.d.size(); ++e) {
+      if (t.is_float()) {
+        v.d[e].f = eval::binary_float(k, at(a, e).f, at(b, e).f, t.elem);
+      } else {
+        v.d[e].i = eval::binary_int(k, at(a, e).i, at(b, e).i, t.elem);
+      }
+    }
+  }
+
+  void compare(const Op& op) {
+    const Val a = val(op.operands[0]), b = val(op.operands[1]);
+    const Type& t = f_.type(op.operands[0]);
+    const auto k = static_cast<CmpKind>(op.sub);
+    Val& v = init(op.result(), numel(f_.type(op.result())));
+    for (size_t e = 0; e < v.d.size(); ++e) {
+      if (t.ptr) {
+        v.d[e].i = eval::compare_int(k, at(a, e).i, at(b, e).i, DType::UInt64);
+      } else if (t.is_float()) {
+        v.d[e].i = eval::compare_float(k, at(a, e).f, at(b, e).f);
+      } else {
+        v.d[e].i = eval::compare_int(k, at(a, e).i, at(b, e).i, t.elem);
+      }
+    }
+  }
+
+  void unary(const Op& op) {
+    const Val a = val(op.operands[0]);
+    const Type& t = f_.type(op.result());
+    const auto k = static_cast<UnaryKind>(op.sub);
+    const DType d = t.elem;
+    Val& v = init(op.result(), numel(t));
+    for (size_t e = 0; e < v.d.size(); ++e) {
+      const Slot x = at(a, e);
+      if (!t.is_float()) {
+        switch (k) {
+          case UnaryKind::Neg:
+            v.d[e].i = eval::binary_int(BinaryKind::Sub, 0, x.i, d);
+            break;
+          case UnaryKind::Not:
+            v.d[e].i = d == DType::Bool ? (x.i == 0) : eval::wrap_int(~x.i, d);
+            break;
+          case UnaryKind::Abs:
+            v.d[e].i = is_signed(d) && x.i < 0 ? eval::binary_int(BinaryKind::Sub, 0, x.i, d) : x.i;
+            break;
+          default:
+            TS_INTERNAL_ASSERT(false) << "interpreter: " << unary_name(k) << " of an integer";
+        }
+        continue;
+      }
+      double r = 0;
+      const bool dbl = d == DType::Float64;
+      const float xf = static_cast<float>(x.f);
+      switch (k) {
+        case UnaryKind::Neg:
+          r = -x.f;
+          break;
+        case UnaryKind::Abs:
+          r = std::fabs(x.f);
+          break;
+        case UnaryKind::Exp:
+          r = dbl ? trt::exp(x.f) : trt::exp(xf);
+          break;
+        case UnaryKind::Log:
+          r = dbl ? trt::log(x.f) : trt::log(xf);
+          break;
+        case UnaryKind::Sqrt:
+          r = dbl ? trt::sqrt(x.f) : trt::sqrt(xf);
+          break;
+        case UnaryKind::Rsqrt:
+          r = dbl ? trt::rsqrt(x.f) : trt::rsqrt(xf);
+          break;
+        case UnaryKind::Sin:
+          r = dbl ? trt::sin(x.f) : trt::sin(xf);
+          break;
+        case UnaryKind::Cos:
+          r = dbl ? trt::cos(x.f) : trt::cos(xf);
+          break;
+        case UnaryKind::Not:
+          TS_INTERNAL_ASSERT(false) << "interpreter: not of a float";
+      }
+      v.d[e].f = eval::round_float(r, d);
+    }
+  }
+
+  void cast(const Op& op) {
+    const Val a = val(op.operands[0]);
+    const DType s = f_.type(op.operands[0]).elem, d = f_.type(op.result()).elem;
+    Val& v = init(op.result(), a.d.size());
+    const bool sf = is_floating_point(s), df = is_floating_point(d);
+    for (size_t e = 0; e < v.d.size(); ++e) {
+      const Slot x = a.d[e];
+      if (d == DType::Bool) {
+        v.d[e].i = sf ? (x.f != 0) : (x.i != 0);
+      } else if (sf && !df) {
+        v.d[e].i = visit_dtype<kInts>(d, "cast", [&]<class T>() {
+          const T r = s == DType::Float64 ? trt::f2i<T>(x.f) : trt::f2i<T>(static_cast<float>(x.f));
+          return static_cast<int64_t>(r);
+        });
+      } else if (df) {
+        // From an integer: the source's value converted as C does; from a float: to float first
+        // (the generated code's register type), then rounded to a narrow type.
+        double src = x.f;
+        if (!sf) {
+          src = s == DType::UInt64 ? static_cast<double>(static_cast<uint64_t>(x.i)) : static_cast<double>(x.i);
+          if (d != DType::Float64) {
+            src = s == DType::UInt64 ? static_cast<float>(static_cast<uint64_t>(x.i)) : static_cast<float>(x.i);
+          }
+        } else if (d != DType::Float64) {
+          src = static_cast<float>(x.f);
+        }
+        v.d[e].f = eval::round_float(src, d);
+      } else {
+        v.d[e].i = eval::wrap_int(x.i, d);
+      }
+    }
+  }
+
+  // ---- memory ---------------------------------------------------------------------------------
+
+  bool in_bounds(const Op& op, const char* what, int16_t prov, uintptr_t addr, size_t lane) {
+    if (o_.bounds.empty() || prov < 0 || static_cast<size_t>(prov) >= o_.bounds.size()) return true;
+    const PointerBounds& b = o_.bounds[static_cast<size_t>(prov)];
+    if (!b.known) return true;
+    const size_t size = itemsize(f_.type(op.operands[0]).elem);
+    if (addr >= b.lo && addr + size <= b.hi) return true;
+    const int64_t n = o_.violations ? o_.violations->fetch_add(1) : 0;
+    if (n < kMaxReports) {
+      const int64_t elem = (static_cast<int64_t>(addr) - static_cast<int64_t>(b.base)) / b.elem_size;
+      const int64_t first = (static_cast<int64_t>(b.lo) - static_cast<int64_t>(b.base)) / b.elem_size;
+      const int64_t last = (static_cast<int64_t>(b.hi) - static_cast<int64_t>(b.base)) / b.elem_size - 1;
+      static std::mutex m;
+      std::lock_guard<std::mutex> g(m);
+      std::fprintf(stderr,
+                   "tessera: [kernel %s] out-of-bounds %s at %s:%d: program (%d, %d, %d), lane %zu: element %lld of "
+                   "'%s' (valid: %lld..%lld)\n",
+                   o_.kernel.c_str(), what, op.loc.file ? op.loc.file : "?", op.loc.line, pid_[0], pid_[1], pid_[2],
+                   lane, static_cast<long long>(elem), f_.params[static_cast<size_t>(prov)].name.c_str(),
+                   static_cast<long long>(first), static_cast<long long>(last));
+    }
+    return false;
+  }
+
+  static Slot read(DType d, const char* p) {
+    Slot s{0};
+    switch (d) {
+      case DType::Float32: {
+        float x;
+        std::memcpy(&x, p, 4);
+        s.f = x;
+        return s;
+      }
+      case DType::Float64:
+        std::memcpy(&s.f, p, 8);
+        return s;
+      case DType::Float16: {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        s.f = trt::half_to_float(h);
+        return s;
+      }
+      case DType::BFloat16: {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        s.f = trt::bf16_to_float(h);
+        return s;
+      }
+      case DType::Float8_e4m3fn:
+        s.f = trt::e4m3_to_float(static_cast<uint8_t>(*p));
+        return s;
+      case DType::Float8_e5m2:
+        s.f = trt::e5m2_to_float(static_cast<uint8_t>(*p));
+        return s;
+      case DType::Bool:
+        s.i = *p != 0;
+        return s;
+      default:
+        s.i = visit_dtype<kInts>(d, "load", [&]<class T>() {
+          T x;
+          std::memcpy(&x, p, sizeof(T));
+          return static_cast<int64_t>(x);
+        });
+        return s;
+    }
+  }
+
+  static void write(DType d, char* p, Slot s) {
+    switch (d) {
+      case DType::Float32: {
+        const float x = static_cast<float>(s.f);
+        std::memcpy(p, &x, 4);
+        return;
+      }
+      case DType::Float64:
+        std::memcpy(p, &s.f, 8);
+        return;
+      case DType::Float16: {
+        const uint16_t h = trt::float_to_half(static_cast<float>(s.f));
+        std::memcpy(p, &h, 2);
+        return;
+      }
+      case DType::BFloat16: {
+        const uint16_t h = trt::float_to_bf16(static_cast<float>(s.f));
+        std::memcpy(p, &h, 2);
+        return;
+      }
+      case DType::Float8_e4m3fn:
+        *p = static_cast<char>(trt::float_to_e4m3(static_cast<float>(s.f)));
+        return;
+      case DType::Float8_e5m2:
+        *p = static_cast<char>(trt::float_to_e5m2(static_cast<float>(s.f)));
+        return;
+      case DType::Bool:
+        *p = s.i != 0;
+        return;
+      default:
+        visit_dtype<kInts>(d, "store", [&]<class T>() {
+          const T x = static_cast<T>(s.i);
+          std::memcpy(p, &x, sizeof(T));
+          return 0;
+        });
+        return;
+    }
+  }
+
+  void load(const Op& op) {
+    const Val p = val(op.operands[0]);
+    const Val* mask = op.operands.size() > 1 ? &val(op.operands[1]) : nullptr;
+    const Val* other = op.operands.size() > 2 ? &val(op.operands[2]) : nullptr;
+    const Type& t = f_.type(op.result());
+    // (copies: `mask` and `other` may alias the result's slot only if the IR were malformed)
+    const Val m = mask ? *mask : Val{}, o = other ? *other : Val{};
+    Val& v = init(op.result(), numel(t));
+    for (size_t k = 0; k < v.d.size(); ++k) {
+      if (mask && at(m, k).i == 0) {
+        v.d[k] = other ? at(o, k) : Slot{0};
+        continue;
+      }
+      const auto addr = static_cast<uintptr_t>(at(p, k).i);
+      if (!in_bounds(op, "load", prov_at(p, k), addr, k)) {
+        v.d[k] = other ? at(o, k) : Slot{0};
+        continue;
+      }
+      v.d[k] = read(t.elem, reinterpret_cast<const char*>(addr));
+    }
+  }
+
+  void store(const Op& op) {
+    const Val& p = val(op.operands[0]);
+    const Val& x = val(op.operands[1]);
+    const Val* mask = op.operands.size() > 2 ? &val(op.operands[2]) : nullptr;
+    const DType d = f_.type(op.operands[0]).elem;
+    const size_t n = numel(f_.type(op.operands[0]));
+    for (size_t k = 0; k < n; ++k) {
+      if (mask && at(*mask, k).i == 0) continue;
+      const auto addr = static_cast<uintptr_t>(at(p, k).i);
+      if (!in_bounds(op, "store", prov_at(p, k), addr, k)) continue;
+      write(d, reinterpret_cast<char*>(addr), at(x, k));
+    }
+  }
+
+  void reduce(const Op& op) {
+    const Val a = val(op.operands[0]);
+    const Type& it = f_.type(op.operands[0]);
+    const Type& ot = f_.type(op.result());
+    const auto k = static_cast<ReduceKind>(op.sub);
+    const auto axis = static_cast<size_t>(op.ival);
+    size_t outer = 1, inner = 1;
+    for (size_t d = 0; d < axis; ++d) outer *= static_cast<size_t>(it.shape[d]);
+    for (size_t d = axis + 1; d < it.shape.size(); ++d) inner *= static_cast<size_t>(it.shape[d]);
+    const auto len = static_cast<size_t>(it.shape[axis]);
+    Val& v = init(op.result(), outer * inner);
+    const DType d = ot.elem;
+    const bool fl = is_floating_point(d);
+    for (size_t o = 0; o < outer; ++o) {
+      for (size_t i = 0; i < inner; ++i) {
+        Slot acc = a.d[(o * len) * inner + i];
+        if (fl && k == ReduceKind::Max) acc.f = trt::fmax_num(std::nan(""), acc.f);
+        if (fl && k == ReduceKind::Min) acc.f = trt::fmin_num(std::nan(""), acc.f);
+        for (size_t j = 1; j < len; ++j) {
+          const Slot x = a.d[(o * len + j) * inner + i];
+          if (fl) {
+            acc.f = k == ReduceKind::Sum   ? acc.f + x.f
+                    : k == ReduceKind::Max ? trt::fmax_num(acc.f, x.f)
+                                           : trt::fmin_num(acc.f, x.f);
+          } else {
+            const BinaryKind b = k == ReduceKind::Sum   ? BinaryKind::Add
+                                 : k == ReduceKind::Max ? BinaryKind::Max
+                                                        : BinaryKind::Min;
+            acc.i = eval::binary_int(b, acc.i, x.i, d);
+          }
+        }
+        if (fl) acc.f = eval::round_float(acc.f, d);  // sums: accumulated in double, rounded once
+        v.d[o * inner + i] = acc;
+      }
+    }
+  }
+
+  const Function& f_;
+  const trt::Grid& g_;
+  const trt::Arg* args_;
+  const InterpretOptions& o_;
+  std::vector<Val> vals_;
+  int32_t pid_[3] = {0, 0, 0};
+};
+
+}  // namespace
+
+void interpret(const Function& f, const trt::Grid& grid, int64_t pid_begin, int64_t pid_end, const trt::Arg* args,
+               const InterpretOptions& options) {
+  Interp in(f, grid, args, options);
+  for (int64_t p = pid_begin; p < pid_end; ++p) in.run_program(p);
+}
+
+}  // namespace tessera::ir

@@ -1,0 +1,48 @@
+/** \file
+ * The reference interpreter of the tile IR (`TESSERA_INTERPRET=1`, like `TRITON_INTERPRET`).
+ *
+ * It runs a kernel's optimized IR element by element with the generated code's scalar semantics
+ * (the same helpers as constant folding and `tessera/trt`): integers wrap in their dtype,
+ * bfloat16/float16/float8 values are rounded to their type after every operation, math
+ * functions are the tile runtime's. Float sums accumulate in double and round once (the compiled
+ * code sums in float lanes), so they can differ from the compiled kernel in the last bits.
+ *
+ * With bounds (`TESSERA_DEBUG=1`), every load and store lane is checked against the extent of
+ * the tensor its pointer derives from (the parameter it was computed from, tracked per element);
+ * an out-of-bounds lane is reported (kernel, line, program, lane, element) and suppressed: a load
+ * gives `other` (or 0) and a store writes nothing, so the process keeps running.
+ */
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+#include "tessera/trt/cpu.h"
+
+namespace tessera::ir {
+
+/** The memory a pointer parameter may touch (byte addresses, [lo, hi)). */
+struct PointerBounds {
+  bool known = false;
+  uintptr_t base = 0;  ///< the tensor's first element (element indices are reported from it)
+  uintptr_t lo = 0, hi = 0;
+  int64_t elem_size = 1;
+};
+
+struct InterpretOptions {
+  std::string kernel;
+  /** Per parameter (empty: no checks). */
+  std::vector<PointerBounds> bounds;
+  /** Out-of-bounds accesses seen (all threads); the first few are printed. */
+  std::atomic<int64_t>* violations = nullptr;
+};
+
+/** Runs programs [pid_begin, pid_end) of `f` over `grid`, with arguments in the generated code's
+ * layout (one trt::Arg per parameter). Thread-safe: programs may run on several threads. */
+void interpret(const Function& f, const trt::Grid& grid, int64_t pid_begin, int64_t pid_end, const trt::Arg* args,
+               const InterpretOptions& options);
+
+}  // namespace tessera::ir

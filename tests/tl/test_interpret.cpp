@@ -1,0 +1,192 @@
+// The reference interpreter (TESSERA_INTERPRET=1) against the compiled backend, dtype by dtype,
+// and the bounds-checked debug mode (TESSERA_DEBUG=1). The whole tl, compile, library and tune
+// suites also run interpreted (CTest's *_interpreted entries).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "tessera/env.h"
+#include "tessera/tessera.h"
+#include "tessera/tl.h"
+#include "testing.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+namespace tl = tessera::tl;
+
+namespace {
+
+/** Equal, or (floats) within one unit in the last place of the dtype: the compiled code may fuse
+ * a multiply and an add into one FMA (as Triton does by default), the interpreter rounds each. */
+bool same_up_to_contraction(const Tensor& a, const Tensor& b) {
+  if (equal(a, b)) return true;
+  if (!is_floating_point(a.dtype())) return false;
+  const double eps = a.dtype() == DType::Float64  ? 0x1p-52
+                     : a.dtype() == DType::Float32 ? 0x1p-23
+                     : a.dtype() == DType::Float16 ? 0x1p-10
+                                                   : 0x1p-7;
+  return allclose(a.to(DType::Float64), b.to(DType::Float64), 2 * eps, 1e-30, true);
+}
+
+/** Runs `f` with the environment variable `name` set, then restores the knobs. */
+template <class F>
+void with_env(const char* name, F&& f) {
+  ::setenv(name, "1", 1);
+  reload_knobs();
+  try {
+    f();
+  } catch (...) {
+    ::unsetenv(name);
+    reload_knobs();
+    throw;
+  }
+  ::unsetenv(name);
+  reload_knobs();
+}
+
+// Arithmetic, a comparison and a select, in the inputs' dtype.
+TL_JIT(mix_kernel, tl::Ptr x, tl::Ptr y, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = offs < n;
+  auto a = tl::load(x + offs, m);
+  auto b = tl::load(y + offs, m);
+  auto r = tl::where(a < b, a * b - a, b + b / (a * a + b));
+  tl::store(out + offs, r, m);
+}
+
+TL_JIT(float_math_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = offs < n;
+  auto a = tl::load(x + offs, m, 1.0);
+  tl::store(out + offs, tl::exp(a * 0.5f) + tl::sqrt(tl::abs(a)) - tl::sin(a) * tl::cos(a) + tl::rsqrt(a * a + 1.0f), m);
+}
+
+TL_JIT(row_reduce_kernel, tl::Ptr x, tl::Ptr sum_out, tl::Ptr max_out, tl::Int cols, tl::Const BLOCK) {
+  auto row = tl::program_id(0);
+  auto c = tl::arange(0, BLOCK);
+  auto v = tl::load(x + row * cols + c, c < cols);
+  tl::store(sum_out + row, tl::sum(v, 0));
+  tl::store(max_out + row, tl::max(v, 0));
+}
+
+Tensor run_mix(const Tensor& x, const Tensor& y) {
+  Tensor out = empty_like(x);
+  poison(out);
+  const int64_t n = x.numel().guard_int();
+  mix_kernel[{tl::cdiv(n, 64)}](x, y, out, n, tl::meta("BLOCK", 64));
+  return out;
+}
+
+TEST(Interpreter, EveryDtypeAgreesBitForBitWithTheCompiledKernel) {
+  for (DType d : {DType::Int8, DType::Int16, DType::Int32, DType::Int64, DType::UInt8, DType::Float16,
+                  DType::BFloat16, DType::Float32, DType::Float64}) {
+    const int64_t n = 1000;
+    Tensor x = random_tensor({n}, d), y = random_tensor({n}, d);
+    const Tensor compiled = run_mix(x, y);
+    Tensor interpreted;
+    with_env("TESSERA_INTERPRET", [&] { interpreted = run_mix(x, y); });
+    if (is_floating_point(d)) {
+      EXPECT_TRUE(same_up_to_contraction(compiled, interpreted)) << dtype_name(d);
+    } else {
+      EXPECT_TRUE(equal(compiled, interpreted)) << dtype_name(d);
+    }
+  }
+}
+
+TEST(Interpreter, MathFunctionsAreTheRuntimes) {
+  for (DType d : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
+    Tensor x = random_tensor({777}, d), out = empty_like(x), out2 = empty_like(x);
+    float_math_kernel[{tl::cdiv(777, 128)}](x, out, 777, tl::meta("BLOCK", 128));
+    with_env("TESSERA_INTERPRET", [&] { float_math_kernel[{tl::cdiv(777, 128)}](x, out2, 777, tl::meta("BLOCK", 128)); });
+    EXPECT_TRUE(same_up_to_contraction(out, out2)) << dtype_name(d);
+  }
+}
+
+TEST(Interpreter, ReductionsIntegersExactFloatsWithinRounding) {
+  const int64_t rows = 37, cols = 300;
+  for (DType d : {DType::Int32, DType::Float32, DType::BFloat16}) {
+    Tensor x = random_tensor({rows, cols}, d);
+    Tensor s1 = empty({rows}, TensorOptions().dtype(d)), m1 = empty_like(s1), s2 = empty_like(s1), m2 = empty_like(s1);
+    row_reduce_kernel[{rows}](x, s1, m1, cols, tl::meta("BLOCK", 512));
+    with_env("TESSERA_INTERPRET", [&] { row_reduce_kernel[{rows}](x, s2, m2, cols, tl::meta("BLOCK", 512)); });
+    EXPECT_TRUE(equal(m1, m2)) << dtype_name(d);
+    if (is_floating_point(d)) {
+      // The interpreter sums in double and rounds once; the compiled kernel sums float lanes.
+      EXPECT_TRUE(allclose(s1.to(DType::Float64), s2.to(DType::Float64), d == DType::Float32 ? 1e-5 : 1e-2, 1e-3))
+          << dtype_name(d);
+    } else {
+      EXPECT_TRUE(equal(s1, s2)) << dtype_name(d);
+    }
+  }
+}
+
+// ---- TESSERA_DEBUG: bounds checks ------------------------------------------------------------------
+
+// An off-by-one mask: `<=` reads and writes one element past the end.
+TL_JIT(off_by_one_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = offs <= n;
+  tl::store(out + offs, tl::load(x + offs, m) + 1.0f, m);
+}
+
+TEST(DebugMode, CatchesAnOffByOneMaskAndKeepsRunning) {
+  const int64_t n = 40;
+  // Both tensors are views into larger buffers, so the bad lane lands on real memory.
+  Tensor xbuf = random_tensor({n + 8}, DType::Float32), obuf = zeros({n + 8});
+  Tensor x = xbuf.slice(0, 0, n), out = obuf.slice(0, 0, n);
+  std::string err;
+  with_env("TESSERA_DEBUG", [&] {
+    ::testing::internal::CaptureStderr();
+    off_by_one_kernel[{tl::cdiv(n, 16)}](x, out, n, tl::meta("BLOCK", 16));
+    err = ::testing::internal::GetCapturedStderr();
+  });
+  EXPECT_NE(err.find("[kernel off_by_one_kernel] out-of-bounds load at"), std::string::npos) << err;
+  EXPECT_NE(err.find("test_interpret.cpp:" + std::to_string(__LINE__ - 15)), std::string::npos) << err;
+  EXPECT_NE(err.find("program (2, 0, 0), lane 8: element 40 of 'x' (valid: 0..39)"), std::string::npos) << err;
+  EXPECT_NE(err.find("out-of-bounds store"), std::string::npos) << err;
+  EXPECT_NE(err.find("element 40 of 'out'"), std::string::npos) << err;
+  // In-bounds lanes ran; the bad store was suppressed (the element past the view is untouched).
+  EXPECT_TRUE(allclose(out, x + 1.0));
+  EXPECT_EQ(obuf[n].item<float>(), 0.0f);
+  // Without the debug mode the compiled kernel writes past the view (what the checker catches).
+  off_by_one_kernel[{tl::cdiv(n, 16)}](x, out, n, tl::meta("BLOCK", 16));
+  EXPECT_EQ(obuf[n].item<float>(), xbuf[n].item<float>() + 1.0f);
+}
+
+TL_JIT(shift_left_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::arange(0, BLOCK);
+  auto m = offs < n;
+  tl::store(out + offs, tl::load(x + offs - 1, m), m);  // reads x[-1] in lane 0
+}
+
+TEST(DebugMode, ChecksTheViewNotTheAllocation) {
+  Tensor buf = random_tensor({64}, DType::Float32);
+  Tensor x = buf.slice(0, 8, 40), out = zeros({32});
+  std::string err;
+  with_env("TESSERA_DEBUG", [&] {
+    ::testing::internal::CaptureStderr();
+    shift_left_kernel[{1}](x, out, 32, tl::meta("BLOCK", 32));
+    err = ::testing::internal::GetCapturedStderr();
+  });
+  EXPECT_NE(err.find("lane 0: element -1 of 'x' (valid: 0..31)"), std::string::npos) << err;
+  EXPECT_EQ(out[0].item<float>(), 0.0f);  // the suppressed load gives 0
+  EXPECT_TRUE(allclose(out.slice(0, 1, 32), x.slice(0, 0, 31)));
+}
+
+TEST(DebugMode, ManyViolationsAreSummarized) {
+  const int64_t n = 8;
+  Tensor x = zeros({n}), out = zeros({n});
+  std::string err;
+  with_env("TESSERA_DEBUG", [&] {
+    ::testing::internal::CaptureStderr();
+    off_by_one_kernel[{4}](x, out, 100, tl::meta("BLOCK", 32));  // n is wrong: 120 lanes past the end
+    err = ::testing::internal::GetCapturedStderr();
+  });
+  size_t lines = 0;
+  for (size_t p = err.find("out-of-bounds"); p != std::string::npos; p = err.find("out-of-bounds", p + 1)) ++lines;
+  EXPECT_EQ(lines, 11u) << err;  // ten reports and the summary
+  EXPECT_NE(err.find("out-of-bounds accesses in this launch (the first 10 shown)"), std::string::npos) << err;
+  EXPECT_TRUE(allclose(out, x + 1.0));
+}
+
+}  // namespace
