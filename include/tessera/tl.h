@@ -167,6 +167,23 @@ Tile sqrt(Operand x, TS_HERE);
 Tile rsqrt(Operand x, TS_HERE);
 Tile sin(Operand x, TS_HERE);
 Tile cos(Operand x, TS_HERE);
+Tile exp2(Operand x, TS_HERE);
+Tile log2(Operand x, TS_HERE);
+Tile floor(Operand x, TS_HERE);
+Tile ceil(Operand x, TS_HERE);
+Tile erf(Operand x, TS_HERE);
+/** 1 / (1 + exp(-x)). */
+Tile sigmoid(Operand x, TS_HERE);
+/** a * b + c with one rounding. */
+Tile fma(Operand a, Operand b, Operand c, TS_HERE);
+/** Correctly rounded division and square root (`/` on floats may multiply by a reciprocal, within
+ * 1.5 ulp; `tl::sqrt` is correctly rounded already). */
+Tile div_rn(Operand a, Operand b, TS_HERE);
+Tile sqrt_rn(Operand x, TS_HERE);
+/** The high half of the product of two integers taken as unsigned. */
+Tile umulhi(Operand a, Operand b, TS_HERE);
+/** minimum(maximum(x, lo), hi); with `propagate_nan`, a NaN in x gives NaN. */
+Tile clamp(Operand x, Operand lo, Operand hi, bool propagate_nan = false, TS_HERE);
 /** Ceiling division of integers (tiles or constexprs). */
 Tile cdiv(Operand a, Operand b, TS_HERE);
 /** Host-side ceiling division, for grids. */
@@ -213,6 +230,10 @@ Tile operator-(Operand a);
 Tile operator&(Operand a, Operand b);
 Tile operator|(Operand a, Operand b);
 Tile operator^(Operand a, Operand b);
+/** Shifts: arithmetic right shift for signed types, logical for unsigned; an amount that is
+ * negative or at least the width shifts everything out. */
+Tile operator<<(Operand a, Operand b);
+Tile operator>>(Operand a, Operand b);
 /** Bitwise not; on i1 (masks) it is logical not, as Triton's `~mask`. */
 Tile operator~(Operand a);
 Tile operator==(Operand a, Operand b);

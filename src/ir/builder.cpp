@@ -59,6 +59,10 @@ T int_op(BinaryKind k, T a, T b) {
     case BinaryKind::And: return static_cast<T>(a & b);
     case BinaryKind::Or: return static_cast<T>(a | b);
     case BinaryKind::Xor: return static_cast<T>(a ^ b);
+    case BinaryKind::Shl: return trt::shl(a, b);
+    case BinaryKind::Shr: return trt::shr(a, b);
+    case BinaryKind::UMulHi: return trt::umulhi(a, b);
+    case BinaryKind::DivRn: return trt::idiv(a, b);
   }
   return 0;
 }
@@ -89,7 +93,8 @@ double fold_float(BinaryKind k, double a, double b, DType d) {
     case BinaryKind::Add: r = a + b; break;
     case BinaryKind::Sub: r = a - b; break;
     case BinaryKind::Mul: r = a * b; break;
-    case BinaryKind::Div: r = a / b; break;
+    case BinaryKind::Div:
+    case BinaryKind::DivRn: r = a / b; break;
     case BinaryKind::Rem: r = std::fmod(a, b); break;
     case BinaryKind::Max: r = trt::fmax_num(a, b); break;
     case BinaryKind::Min: r = trt::fmin_num(a, b); break;
@@ -319,6 +324,23 @@ ValueId Builder::cast(ValueId a, DType to) {
   Op* op = f_.new_op(OpKind::Cast);
   op->operands = {a};
   return result(op, rt);
+}
+
+ValueId Builder::fma(ValueId a, ValueId b, ValueId c) {
+  const Type t = type(a);
+  const Op* ca = f_.constant(a);
+  const Op* cb = f_.constant(b);
+  const Op* cc = f_.constant(c);
+  if (ca && cb && cc) {
+    const double r = t.elem == DType::Float64
+                         ? std::fma(ca->fval, cb->fval, cc->fval)
+                         : static_cast<double>(std::fma(static_cast<float>(ca->fval), static_cast<float>(cb->fval),
+                                                        static_cast<float>(cc->fval)));
+    return constant_float(round_float(r, t.elem), t);
+  }
+  Op* op = f_.new_op(OpKind::Fma);
+  op->operands = {a, b, c};
+  return result(op, t);
 }
 
 ValueId Builder::select(ValueId cond, ValueId a, ValueId b) {

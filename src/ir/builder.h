@@ -51,6 +51,8 @@ class Builder {
   ValueId compare(CmpKind k, ValueId a, ValueId b);
   ValueId unary(UnaryKind k, ValueId a);
   ValueId cast(ValueId a, DType to);
+  /** a * b + c with one rounding (floats of one type). */
+  ValueId fma(ValueId a, ValueId b, ValueId c);
   ValueId select(ValueId cond, ValueId a, ValueId b);
   ValueId addptr(ValueId ptr, ValueId offset);
   ValueId load(ValueId ptr, ValueId mask = kNoValue, ValueId other = kNoValue);

@@ -136,6 +136,8 @@ class Evaluator {
             case BinaryKind::Xor:
               r.i = x ^ y;
               break;
+            default:
+              r.known = false;
           }
         }
         break;
@@ -186,6 +188,11 @@ class Evaluator {
         case OpKind::Binary: {
           const Type& t = f_.type(op->result());
           if (t.is_float()) c.flops += static_cast<double>(t.numel()) * mult;
+          break;
+        }
+        case OpKind::Fma: {
+          const Type& t = f_.type(op->result());
+          c.flops += 2.0 * static_cast<double>(t.numel()) * mult;
           break;
         }
         case OpKind::Unary: {

@@ -150,6 +150,20 @@ class Interp {
         }
         return;
       }
+      case OpKind::Fma: {
+        const Val a = val(op.operands[0]), b = val(op.operands[1]), c = val(op.operands[2]);
+        const Type& t = f_.type(op.result());
+        Val& v = init(op.result(), numel(t));
+        for (size_t k = 0; k < v.d.size(); ++k) {
+          const double r = t.elem == DType::Float64
+                               ? trt::fma(at(a, k).f, at(b, k).f, at(c, k).f)
+                               : static_cast<double>(trt::fma(static_cast<float>(at(a, k).f),
+                                                              static_cast<float>(at(b, k).f),
+                                                              static_cast<float>(at(c, k).f)));
+          v.d[k].f = eval::round_float(r, t.elem);
+        }
+        return;
+      }
       case OpKind::Load:
         return load(op);
       case OpKind::Store:
@@ -302,6 +316,21 @@ class Interp {
           break;
         case UnaryKind::Cos:
           r = dbl ? trt::cos(x.f) : trt::cos(xf);
+          break;
+        case UnaryKind::Exp2:
+          r = dbl ? trt::exp2(x.f) : trt::exp2(xf);
+          break;
+        case UnaryKind::Log2:
+          r = dbl ? trt::log2(x.f) : trt::log2(xf);
+          break;
+        case UnaryKind::Floor:
+          r = dbl ? trt::floor(x.f) : trt::floor(xf);
+          break;
+        case UnaryKind::Ceil:
+          r = dbl ? trt::ceil(x.f) : trt::ceil(xf);
+          break;
+        case UnaryKind::Erf:
+          r = dbl ? trt::erf(x.f) : trt::erf(xf);
           break;
         case UnaryKind::Not:
           TS_INTERNAL_ASSERT(false) << "interpreter: not of a float";

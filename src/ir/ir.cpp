@@ -54,6 +54,7 @@ const char* op_name(OpKind k) {
     case OpKind::Unary: return "unary";
     case OpKind::Cast: return "cast";
     case OpKind::Select: return "select";
+    case OpKind::Fma: return "fma";
     case OpKind::AddPtr: return "addptr";
     case OpKind::Load: return "load";
     case OpKind::Store: return "store";
@@ -66,8 +67,8 @@ const char* op_name(OpKind k) {
 }
 
 const char* binary_name(BinaryKind k) {
-  static constexpr const char* kNames[] = {"add", "sub", "mul", "div", "rem",
-                                           "max", "min", "and", "or",  "xor"};
+  static constexpr const char* kNames[] = {"add", "sub", "mul", "div", "rem", "max", "min",
+                                           "and", "or",  "xor", "shl", "shr", "umulhi", "div_rn"};
   return kNames[static_cast<int>(k)];
 }
 const char* cmp_name(CmpKind k) {
@@ -75,8 +76,8 @@ const char* cmp_name(CmpKind k) {
   return kNames[static_cast<int>(k)];
 }
 const char* unary_name(UnaryKind k) {
-  static constexpr const char* kNames[] = {"neg", "not", "abs", "exp", "log",
-                                           "sqrt", "rsqrt", "sin", "cos"};
+  static constexpr const char* kNames[] = {"neg",  "not",  "abs",  "exp",   "log",   "sqrt", "rsqrt",
+                                           "sin",  "cos",  "exp2", "log2",  "floor", "ceil", "erf"};
   return kNames[static_cast<int>(k)];
 }
 const char* reduce_name(ReduceKind k) {
@@ -299,6 +300,13 @@ class Verifier {
         if (t(o.result()).elem != DType::Bool || t(o.result()).shape != t(o.operands[0]).shape) {
           fail(o, "result must be i1 of the operands' shape");
         }
+        break;
+      case OpKind::Fma:
+        n_operands(3);
+        for (int i = 0; i < 3; ++i) {
+          if (t(o.operands[static_cast<size_t>(i)]) != t(o.result())) fail(o, "operand types differ from the result");
+        }
+        if (!t(o.result()).is_float()) fail(o, "fma of a non-float");
         break;
       case OpKind::Select:
         n_operands(3);

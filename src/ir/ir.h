@@ -75,11 +75,15 @@ enum class OpKind : uint8_t {
   For,          ///< operands: lb, ub, step, inits...; region args: iv, carried...
   If,           ///< operands: cond; regions: then, else
   Yield,        ///< terminator of For/If regions
+  Fma,          ///< a * b + c rounded once (floats); operands of the result's type
 };
 
-enum class BinaryKind : uint8_t { Add, Sub, Mul, Div, Rem, Max, Min, And, Or, Xor };
+/** Shl/Shr: integers; a shift by a negative amount or by the width or more gives 0 (Shr of a
+ * negative signed value: -1). UMulHi: the high half of the unsigned product. DivRn: float
+ * division correctly rounded (never rewritten as a multiplication by a reciprocal). */
+enum class BinaryKind : uint8_t { Add, Sub, Mul, Div, Rem, Max, Min, And, Or, Xor, Shl, Shr, UMulHi, DivRn };
 enum class CmpKind : uint8_t { EQ, NE, LT, LE, GT, GE };
-enum class UnaryKind : uint8_t { Neg, Not, Abs, Exp, Log, Sqrt, Rsqrt, Sin, Cos };
+enum class UnaryKind : uint8_t { Neg, Not, Abs, Exp, Log, Sqrt, Rsqrt, Sin, Cos, Exp2, Log2, Floor, Ceil, Erf };
 enum class ReduceKind : uint8_t { Sum, Max, Min };
 
 const char* op_name(OpKind k);

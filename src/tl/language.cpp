@@ -147,9 +147,16 @@ Tile arith(BinaryKind k, const Operand& a, const Operand& b, const char* op) {
     c.fail(a.loc, std::string("invalid operands for ") + op + ": " + tx.str() + " and " + ty.str());
   }
   const bool bitwise = k == BinaryKind::And || k == BinaryKind::Or || k == BinaryKind::Xor;
+  const bool int_only = k == BinaryKind::Shl || k == BinaryKind::Shr || k == BinaryKind::UMulHi;
   if (bitwise && (tx.is_float() || ty.is_float())) {
     c.fail(a.loc, std::string("bitwise operator ") + op + " needs integer operands, got " + tx.str() +
                       " and " + ty.str());
+  }
+  if (int_only && (!tx.is_int() || !ty.is_int() || tx.elem == DType::Bool || ty.elem == DType::Bool)) {
+    c.fail(a.loc, std::string(op) + " needs integer operands, got " + tx.str() + " and " + ty.str());
+  }
+  if (k == BinaryKind::DivRn && (!tx.is_float() || !ty.is_float())) {
+    c.fail(a.loc, std::string(op) + " needs floating point operands, got " + tx.str() + " and " + ty.str());
   }
   const DType ct = computation_type(c, a.loc, tx, ty, k == BinaryKind::Div || k == BinaryKind::Rem);
   const auto shape = broadcast_shape(c, a.loc, tx, ty, op);
@@ -586,6 +593,71 @@ Tile cos(Operand x, SourceLoc loc) {
   return float_unary(UnaryKind::Cos, x, "cos");
 }
 
+Tile exp2(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Exp2, x, "exp2");
+}
+Tile log2(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Log2, x, "log2");
+}
+Tile floor(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Floor, x, "floor");
+}
+Tile ceil(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Ceil, x, "ceil");
+}
+Tile erf(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Erf, x, "erf");
+}
+Tile sqrt_rn(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Sqrt, x, "sqrt_rn");  // tl::sqrt is correctly rounded already
+}
+Tile sigmoid(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  Tile e = float_unary(UnaryKind::Exp, Operand(-x, loc), "sigmoid");
+  return Operand(1, loc) / Operand(Operand(1, loc) + Operand(e, loc), loc);
+}
+Tile div_rn(Operand a, Operand b, SourceLoc loc) {
+  a.loc = loc;
+  return arith(BinaryKind::DivRn, a, b, "tl::div_rn");
+}
+Tile umulhi(Operand a, Operand b, SourceLoc loc) {
+  a.loc = loc;
+  return arith(BinaryKind::UMulHi, a, b, "tl::umulhi");
+}
+Tile fma(Operand a, Operand b, Operand c, SourceLoc loc) {
+  TraceContext& t = ctx(loc);
+  ValueId x = val(t, a), y = val(t, b), z = val(t, c);
+  const Type tx = t.type(x), ty = t.type(y), tz = t.type(z);
+  if (!tx.is_float() || !ty.is_float() || !tz.is_float() || is_float8(tx.elem) || is_float8(ty.elem) ||
+      is_float8(tz.elem)) {
+    t.fail(loc, "tl::fma needs floating point operands (fp16, bf16, fp32, fp64), got " + tx.str() + ", " + ty.str() +
+                    " and " + tz.str());
+  }
+  const DType ab = computation_type(t, loc, tx, ty, false);
+  const Type tab = tx.is_scalar() && ty.is_scalar() ? Type::scalar(ab)
+                                                    : Type::scalar(ab).with_shape(broadcast_shape(t, loc, tx, ty, "tl::fma"));
+  const DType ct = computation_type(t, loc, tab, tz, false);
+  auto shape = broadcast_shape(t, loc, tab, tz, "tl::fma");
+  x = to_shape(t, cast_value(t, x, ct), shape);
+  y = to_shape(t, cast_value(t, y, ct), shape);
+  z = to_shape(t, cast_value(t, z, ct), shape);
+  return t.tile(t.builder().fma(x, y, z));
+}
+Tile clamp(Operand x, Operand lo, Operand hi, bool propagate_nan, SourceLoc loc) {
+  x.loc = loc;
+  TraceContext& t = ctx(loc);
+  if (t.type(val(t, x)).ptr) t.fail(loc, "tl::clamp of a pointer");
+  Tile r = minimum(Operand(maximum(x, lo, loc), loc), hi, loc);
+  if (!propagate_nan) return r;
+  return where(Operand(x != x, loc), x, Operand(r, loc), loc);
+}
+
 Tile cdiv(Operand a, Operand b, SourceLoc loc) {
   a.loc = loc;
   b.loc = loc;
@@ -788,6 +860,8 @@ Tile operator%(Operand a, Operand b) { return arith(BinaryKind::Rem, a, b, "%");
 Tile operator&(Operand a, Operand b) { return arith(BinaryKind::And, a, b, "&"); }
 Tile operator|(Operand a, Operand b) { return arith(BinaryKind::Or, a, b, "|"); }
 Tile operator^(Operand a, Operand b) { return arith(BinaryKind::Xor, a, b, "^"); }
+Tile operator<<(Operand a, Operand b) { return arith(BinaryKind::Shl, a, b, "<<"); }
+Tile operator>>(Operand a, Operand b) { return arith(BinaryKind::Shr, a, b, ">>"); }
 Tile operator==(Operand a, Operand b) { return compare(CmpKind::EQ, a, b, "=="); }
 Tile operator!=(Operand a, Operand b) { return compare(CmpKind::NE, a, b, "!="); }
 Tile operator<(Operand a, Operand b) { return compare(CmpKind::LT, a, b, "<"); }

@@ -299,6 +299,69 @@ TRT_INLINE float cos(float x) {
   return (x != x || x - x != 0.0f) ? __builtin_nanf("") : v;
 }
 
+/** 2^x: x = k + r with k = rint(x) (exact), 2^r = e^(r ln2) by exp's polynomial; <= 2 ulp. */
+TRT_INLINE float exp2(float x) {
+  const float kf = x + 12582912.0f;
+  int32_t ki = (int32_t)(f2u(kf) - 0x4b400000u);
+  ki = ki < -150 ? -150 : ki;
+  ki = ki > 128 ? 128 : ki;
+  const float r = (x - (float)ki) * 0.693147180559945309f;
+  float p = 1.381461275741458e-3f;
+  p = p * r + 8.368710055947304e-3f;
+  p = p * r + 4.166838899254799e-2f;
+  p = p * r + 1.666652113199234e-1f;
+  p = p * r + 4.999999403953552e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t k1 = ki >> 1, k2 = ki - k1;
+  const float s1 = u2f((uint32_t)(k1 + 127) << 23), s2 = u2f((uint32_t)(k2 + 127) << 23);
+  float res = p * s1 * s2;
+  res = x >= 128.0f ? __builtin_inff() : res;
+  res = x < -150.0f ? 0.0f : res;
+  return x != x ? x : res;
+}
+
+/** log2(x): log's reduction, its polynomial times log2(e), plus the exponent (exact for powers
+ * of two). */
+TRT_INLINE float log2(float x) {
+  const uint32_t ux = f2u(x);
+  const bool subn = x < 1.17549435e-38f;
+  const uint32_t u = subn ? f2u(x * 8388608.0f) : ux;
+  int32_t e = (int32_t)((u >> 23) & 0xffu) - 127 - (subn ? 23 : 0);
+  float m = u2f((u & 0x007fffffu) | 0x3f800000u);
+  const bool big = m > 1.41421356f;
+  m = big ? m * 0.5f : m;
+  e = big ? e + 1 : e;
+  const float f = m - 1.0f;
+  const float s = f / (2.0f + f);
+  const float z = s * s;
+  float R = 0.22222222f;
+  R = R * z + 0.28571429f;
+  R = R * z + 0.4f;
+  R = R * z + 0.66666667f;
+  R = R * z;
+  const float hfsq = 0.5f * f * f;
+  const float lnm = s * (hfsq + R) - hfsq + f;  // ln(m), m in [sqrt(1/2), sqrt(2))
+  float res = lnm * 1.44269504088896341f + (float)e;
+  res = x == 0.0f ? -__builtin_inff() : res;
+  res = x < 0.0f ? __builtin_nanf("") : res;
+  res = ux == 0x7f800000u ? x : res;
+  return x != x ? x : res;
+}
+
+TRT_INLINE float floor(float x) {
+  return __builtin_floorf(x);
+}
+TRT_INLINE float ceil(float x) {
+  return __builtin_ceilf(x);
+}
+/** erf from the C library (correctly rounded to within 1 ulp in glibc; not vectorized). */
+TRT_INLINE float erf(float x) {
+  return __builtin_erff(x);
+}
+TRT_INLINE float fma(float a, float b, float c) {
+  return __builtin_fmaf(a, b, c);
+}
+
 TRT_INLINE float sqrt(float x) {
   return __builtin_sqrtf(x);
 }
@@ -331,6 +394,24 @@ TRT_INLINE double rsqrt(double x) {
 }
 TRT_INLINE double abs(double x) {
   return __builtin_fabs(x);
+}
+TRT_INLINE double exp2(double x) {
+  return __builtin_exp2(x);
+}
+TRT_INLINE double log2(double x) {
+  return __builtin_log2(x);
+}
+TRT_INLINE double floor(double x) {
+  return __builtin_floor(x);
+}
+TRT_INLINE double ceil(double x) {
+  return __builtin_ceil(x);
+}
+TRT_INLINE double erf(double x) {
+  return __builtin_erf(x);
+}
+TRT_INLINE double fma(double a, double b, double c) {
+  return __builtin_fma(a, b, c);
 }
 
 // ---- the program index ------------------------------------------------------------------------

@@ -67,6 +67,34 @@ inline T irem(T a, T b) {
   return static_cast<T>(a % b);
 }
 
+/** Shifts never trap or depend on the host: an amount that is negative or at least the width
+ * shifts everything out (0, or -1 for an arithmetic right shift of a negative value). Right
+ * shifts are arithmetic for signed types and logical for unsigned ones (C and Triton). */
+template <class T>
+inline T shl(T a, T b) {
+  using U = typename make_unsigned_t_<T>::type;
+  const U n = static_cast<U>(b);
+  return n >= 8 * sizeof(T) ? static_cast<T>(0) : static_cast<T>(static_cast<U>(a) << n);
+}
+template <class T>
+inline T shr(T a, T b) {
+  using U = typename make_unsigned_t_<T>::type;
+  const U n = static_cast<U>(b);
+  const T fill = static_cast<T>(-1) < static_cast<T>(0) ? static_cast<T>(a >> (8 * sizeof(T) - 1)) : static_cast<T>(0);
+  return n >= 8 * sizeof(T) ? fill : static_cast<T>(a >> n);
+}
+/** The high half of the product of a and b taken as unsigned (Triton's umulhi). */
+template <class T>
+inline T umulhi(T a, T b) {
+  using U = typename make_unsigned_t_<T>::type;
+  if (sizeof(T) == 8) {
+    const unsigned __int128 p = static_cast<unsigned __int128>(static_cast<U>(a)) * static_cast<U>(b);
+    return static_cast<T>(static_cast<U>(p >> 64));
+  }
+  const uint64_t p = static_cast<uint64_t>(static_cast<U>(a)) * static_cast<uint64_t>(static_cast<U>(b));
+  return static_cast<T>(static_cast<U>(p >> (sizeof(T) == 8 ? 0 : 8 * sizeof(T))));  // (8: handled above)
+}
+
 // IEEE maxNum/minNum: a NaN operand gives the other one; ties give b. Written as one select on
 // an or of two comparisons (works on GCC/Clang vector types too), which vectorizes to fewer
 // instructions than the nested form `(a != a) ? b : (b != b) ? a : (a > b ? a : b)`.

@@ -263,6 +263,7 @@ class Emitter {
       case OpKind::Cast:
       case OpKind::Select:
       case OpKind::AddPtr:
+      case OpKind::Fma:
         return true;
       case OpKind::Unary: {
         const auto k = static_cast<ir::UnaryKind>(op.sub);
@@ -697,6 +698,8 @@ class Emitter {
         return cast_expr(f_.type(op.operands[0]), t, operand(0, idx));
       case OpKind::Select:
         return "(" + operand(0, idx) + " ? " + operand(1, idx) + " : " + operand(2, idx) + ")";
+      case OpKind::Fma:
+        return round_to(t.elem, "trt::fma(" + operand(0, idx) + ", " + operand(1, idx) + ", " + operand(2, idx) + ")");
       case OpKind::AddPtr:
         return "(" + operand(0, idx) + " + " + offset_expr(op.operands[1], idx) + ")";
       case OpKind::Load: {
@@ -826,6 +829,7 @@ class Emitter {
           e = "(" + a + " * " + b + ")";
           break;
         case ir::BinaryKind::Div:
+        case ir::BinaryKind::DivRn:
           e = "(" + a + " / " + b + ")";
           break;
         case ir::BinaryKind::Rem:
@@ -859,6 +863,8 @@ class Emitter {
           return a;
         case ir::BinaryKind::Rem:
           return "false";
+        default:
+          TS_INTERNAL_ASSERT(false) << "shift or umulhi on booleans";
       }
     }
     switch (k) {
@@ -882,6 +888,14 @@ class Emitter {
         return "((" + rt + ")(" + a + " | " + b + "))";
       case ir::BinaryKind::Xor:
         return "((" + rt + ")(" + a + " ^ " + b + "))";
+      case ir::BinaryKind::Shl:
+        return "trt::shl<" + rt + ">(" + a + ", " + b + ")";
+      case ir::BinaryKind::Shr:
+        return "trt::shr<" + rt + ">(" + a + ", " + b + ")";
+      case ir::BinaryKind::UMulHi:
+        return "trt::umulhi<" + rt + ">(" + a + ", " + b + ")";
+      case ir::BinaryKind::DivRn:
+        return "trt::idiv<" + rt + ">(" + a + ", " + b + ")";
     }
     return a;
   }
@@ -902,7 +916,8 @@ class Emitter {
       default:
         break;
     }
-    static constexpr const char* kFns[] = {"", "", "", "exp", "log", "sqrt", "rsqrt", "sin", "cos"};
+    static constexpr const char* kFns[] = {"",    "",    "",     "exp",   "log",  "sqrt", "rsqrt",
+                                           "sin", "cos", "exp2", "log2", "floor", "ceil", "erf"};
     return round_to(d, std::string("trt::") + kFns[static_cast<int>(k)] + "(" + a + ")");
   }
 

@@ -1,0 +1,208 @@
+// The kernel language's wider surface: shifts, umulhi, exp2, log2, floor, ceil, erf, sigmoid, fma,
+// div_rn, sqrt_rn and clamp, against double-precision (or exact integer) references, each run
+// compiled and interpreted; and their diagnostics. The precision contract tested here is the one
+// docs/kernels.md states.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "tessera/env.h"
+#include "tessera/tessera.h"
+#include "tessera/tl.h"
+#include "testing.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+namespace tl = tessera::tl;
+
+namespace {
+
+/** Runs `f(mode)` compiled, then interpreted. */
+template <class F>
+void compiled_and_interpreted(F&& f) {
+  f("compiled");
+  ::setenv("TESSERA_INTERPRET", "1", 1);
+  reload_knobs();
+  f("interpreted");
+  ::unsetenv("TESSERA_INTERPRET");
+  reload_knobs();
+}
+
+/** Distance in units in the last place of float32 between a result and a reference. */
+double ulps(float got, double want) {
+  if (std::isnan(want)) return std::isnan(got) ? 0 : 1e9;
+  if (std::isinf(want)) return got == static_cast<float>(want) ? 0 : 1e9;
+  const float w = static_cast<float>(want);
+  if (w == 0.0f) return std::fabs(static_cast<double>(got)) / std::numeric_limits<float>::denorm_min();
+  const double ulp = std::nextafter(std::fabs(w), INFINITY) - std::fabs(w);
+  return std::fabs(static_cast<double>(got) - want) / ulp;
+}
+
+TL_JIT(shift_kernel, tl::Ptr a, tl::Ptr b, tl::Ptr shl_out, tl::Ptr shr_out, tl::Ptr hi_out, tl::Int n,
+       tl::Const BLOCK) {
+  auto o = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = o < n;
+  auto x = tl::load(a + o, m);
+  auto y = tl::load(b + o, m);
+  tl::store(shl_out + o, x << y, m);
+  tl::store(shr_out + o, x >> y, m);
+  tl::store(hi_out + o, tl::umulhi(x, y), m);
+}
+
+template <class T>
+void check_shifts(DType d) {
+  const int64_t n = 512;
+  const int bits = 8 * static_cast<int>(sizeof(T));
+  std::vector<T> av(n), bv(n);
+  for (int64_t i = 0; i < n; ++i) {
+    av[static_cast<size_t>(i)] = static_cast<T>(static_cast<uint64_t>(rng()()));
+    // Amounts from -2 to width + 2: the edges included.
+    bv[static_cast<size_t>(i)] = static_cast<T>(static_cast<int64_t>(i % (bits + 5)) - 2);
+  }
+  Tensor a = from_vector(av, {n}).to(d), b = from_vector(bv, {n}).to(d);
+  compiled_and_interpreted([&](const char* mode) {
+    Tensor l = empty({n}, TensorOptions().dtype(d)), r = empty_like(l), h = empty_like(l);
+    poison(l);
+    poison(r);
+    poison(h);
+    shift_kernel[{tl::cdiv(n, 128)}](a, b, l, r, h, n, tl::meta("BLOCK", 128));
+    using U = std::make_unsigned_t<T>;
+    for (int64_t i = 0; i < n; ++i) {
+      const T x = av[static_cast<size_t>(i)], y = bv[static_cast<size_t>(i)];
+      const bool out = static_cast<U>(y) >= static_cast<U>(bits);  // negative amounts are huge as unsigned
+      const T want_l = out ? T(0) : static_cast<T>(static_cast<U>(x) << static_cast<int>(y));
+      const T want_r = out ? (x < 0 ? T(-1) : T(0)) : static_cast<T>(x >> static_cast<int>(y));
+      const unsigned __int128 p = static_cast<unsigned __int128>(static_cast<U>(x)) * static_cast<U>(y);
+      const T want_h = static_cast<T>(static_cast<U>(p >> bits));
+      ASSERT_EQ(l[i].item<T>(), want_l) << mode << " " << dtype_name(d) << " " << +x << " << " << +y;
+      ASSERT_EQ(r[i].item<T>(), want_r) << mode << " " << dtype_name(d) << " " << +x << " >> " << +y;
+      ASSERT_EQ(h[i].item<T>(), want_h) << mode << " " << dtype_name(d) << " umulhi " << +x << ", " << +y;
+    }
+  });
+}
+
+TEST(Surface, ShiftsAndUmulhiAtEveryWidthAndEdge) {
+  check_shifts<int8_t>(DType::Int8);
+  check_shifts<int16_t>(DType::Int16);
+  check_shifts<int32_t>(DType::Int32);
+  check_shifts<int64_t>(DType::Int64);
+  check_shifts<uint8_t>(DType::UInt8);
+  check_shifts<uint16_t>(DType::UInt16);
+  check_shifts<uint32_t>(DType::UInt32);
+  check_shifts<uint64_t>(DType::UInt64);
+}
+
+TL_JIT(math_kernel, tl::Ptr x, tl::Ptr y, tl::Ptr z, tl::Ptr out, tl::Int n, tl::Const FN, tl::Const BLOCK) {
+  auto o = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = o < n;
+  auto a = tl::load(x + o, m);
+  auto b = tl::load(y + o, m);
+  auto c = tl::load(z + o, m);
+  tl::Tile r;
+  switch (FN.int_value()) {
+    case 0: r = tl::exp2(a); break;
+    case 1: r = tl::log2(a); break;
+    case 2: r = tl::floor(a); break;
+    case 3: r = tl::ceil(a); break;
+    case 4: r = tl::erf(a); break;
+    case 5: r = tl::sigmoid(a); break;
+    case 6: r = tl::fma(a, b, c); break;
+    case 7: r = tl::div_rn(a, b); break;
+    case 8: r = tl::sqrt_rn(a); break;
+    default: r = tl::clamp(a, b, c, true); break;
+  }
+  tl::store(out + o, r, m);
+}
+
+struct MathCase {
+  const char* name;
+  int fn;
+  double max_ulp;
+  double (*ref)(double, double, double);
+  double lo, hi;  ///< the input range of x
+};
+
+TEST(Surface, MathWithinItsContract) {
+  const MathCase cases[] = {
+      {"exp2", 0, 2, [](double a, double, double) { return std::exp2(a); }, -160, 130},
+      {"log2", 1, 2, [](double a, double, double) { return std::log2(a); }, 0, 1e30},
+      {"floor", 2, 0, [](double a, double, double) { return std::floor(a); }, -1e6, 1e6},
+      {"ceil", 3, 0, [](double a, double, double) { return std::ceil(a); }, -1e6, 1e6},
+      {"erf", 4, 1, [](double a, double, double) { return std::erf(a); }, -5, 5},
+      {"sigmoid", 5, 4, [](double a, double, double) { return 1 / (1 + std::exp(-a)); }, -30, 30},
+      {"fma", 6, 0,
+       [](double a, double b, double c) {
+         return static_cast<double>(std::fma(static_cast<float>(a), static_cast<float>(b), static_cast<float>(c)));
+       },
+       -1e3, 1e3},
+      {"div_rn", 7, 0.5, [](double a, double b, double) { return a / b; }, -1e3, 1e3},
+      {"sqrt_rn", 8, 0.5, [](double a, double, double) { return std::sqrt(a); }, 0, 1e6},
+  };
+  const int64_t n = 4096;
+  for (const auto& mc : cases) {
+    std::vector<float> xv(n), yv(n), zv(n);
+    std::uniform_real_distribution<double> ux(mc.lo, mc.hi), uy(-1e3, 1e3);
+    for (int64_t i = 0; i < n; ++i) {
+      xv[static_cast<size_t>(i)] = static_cast<float>(ux(rng()));
+      yv[static_cast<size_t>(i)] = static_cast<float>(uy(rng()));
+      zv[static_cast<size_t>(i)] = static_cast<float>(uy(rng()));
+    }
+    // Edges: zeros, infinities, NaN, tiny and huge values, exact integers and halves.
+    const float edges[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-40f, 1.0f, 2.0f, 0.5f, -2.5f, 127.0f, 128.0f,
+                           -149.0f, -150.0f, 3.0e38f};
+    for (size_t e = 0; e < std::size(edges); ++e) xv[e] = edges[e];
+    Tensor x = from_vector(xv, {n}), y = from_vector(yv, {n}), z = from_vector(zv, {n});
+    compiled_and_interpreted([&](const char* mode) {
+      Tensor out = empty({n});
+      poison(out);
+      math_kernel[{tl::cdiv(n, 256)}](x, y, z, out, n, mc.fn, tl::meta("BLOCK", 256));
+      double worst = 0;
+      int64_t at = -1;
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = mc.ref(xv[static_cast<size_t>(i)], yv[static_cast<size_t>(i)], zv[static_cast<size_t>(i)]);
+        const double u = ulps(out[i].item<float>(), want);
+        if (u > worst) {
+          worst = u;
+          at = i;
+        }
+      }
+      EXPECT_LE(worst, mc.max_ulp) << mc.name << " (" << mode << "): " << worst << " ulp at x = "
+                                   << (at >= 0 ? xv[static_cast<size_t>(at)] : 0.0f);
+    });
+  }
+}
+
+TEST(Surface, ClampAndItsNaNs) {
+  const int64_t n = 8;
+  Tensor x = from_vector(std::vector<float>{-5, -1, 0, 1, 5, NAN, 2, -2}, {n});
+  Tensor lo = full({n}, -1.0), hi = full({n}, 1.0), out = empty({n});
+  compiled_and_interpreted([&](const char* mode) {
+    math_kernel[{1}](x, lo, hi, out, n, 9, tl::meta("BLOCK", 8));  // propagate_nan
+    EXPECT_TRUE(allclose(out, from_vector(std::vector<float>{-1, -1, 0, 1, 1, NAN, 1, -1}, {n}), 0, 0, true)) << mode;
+  });
+}
+
+TL_JIT(bad_shift_kernel, tl::Ptr x, tl::Const WHICH) {
+  auto v = tl::load(x + tl::arange(0, 4));
+  if (WHICH.int_value() == 0) tl::store(x + tl::arange(0, 4), v << 1);
+  if (WHICH.int_value() == 1) tl::store(x + tl::arange(0, 4), tl::fma(v.to(tl::int32), 2, 3));
+  if (WHICH.int_value() == 2) tl::store(x + tl::arange(0, 4), tl::div_rn(v.to(tl::int32), 2));
+  if (WHICH.int_value() == 3) tl::store(x + tl::arange(0, 4), tl::exp2(v.to(tl::int32)));
+}
+
+TEST(Surface, Diagnostics) {
+  Tensor x = zeros({4});
+  auto msg = error_of<CompileError>([&] { bad_shift_kernel[{1}](x, 0); });
+  EXPECT_NE(msg.find("<< needs integer operands, got <4x fp32>"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("test_surface.cpp:"), std::string::npos) << msg;
+  msg = error_of<CompileError>([&] { bad_shift_kernel[{1}](x, 1); });
+  EXPECT_NE(msg.find("tl::fma needs floating point operands"), std::string::npos) << msg;
+  msg = error_of<CompileError>([&] { bad_shift_kernel[{1}](x, 2); });
+  EXPECT_NE(msg.find("tl::div_rn needs floating point operands"), std::string::npos) << msg;
+  msg = error_of<CompileError>([&] { bad_shift_kernel[{1}](x, 3); });
+  EXPECT_NE(msg.find("tl::exp2 expects a floating point argument"), std::string::npos) << msg;
+}
+
+}  // namespace
