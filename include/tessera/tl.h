@@ -211,6 +211,17 @@ Tile max(Operand x, TS_HERE);
 Tile max(Operand x, int axis, TS_HERE);
 Tile min(Operand x, TS_HERE);
 Tile min(Operand x, int axis, TS_HERE);
+/** The same over `axis`, keeping it as a size-1 dimension when `keep_dims`. */
+Tile sum(Operand x, int axis, bool keep_dims, TS_HERE);
+Tile max(Operand x, int axis, bool keep_dims, TS_HERE);
+Tile min(Operand x, int axis, bool keep_dims, TS_HERE);
+/** Bitwise xor of integers over all dims, or over `axis`. */
+Tile xor_sum(Operand x, TS_HERE);
+Tile xor_sum(Operand x, int axis, bool keep_dims = false, TS_HERE);
+/** The int32 index of the largest / smallest value along `axis`: the first of equal values; a
+ * NaN counts as largest (argmax) and smallest (argmin), as torch.argmax/argmin. */
+Tile argmax(Operand x, int axis, bool keep_dims = false, TS_HERE);
+Tile argmin(Operand x, int axis, bool keep_dims = false, TS_HERE);
 
 // ---- runtime control flow -----------------------------------------------------------------------
 /** A loop from lo to hi (exclusive) by step, executed at run time; `body` receives the index. */

@@ -382,6 +382,7 @@ ValueId Builder::reduce(ReduceKind k, ValueId v, int64_t axis) {
   op->sub = static_cast<uint8_t>(k);
   op->ival = axis;
   op->operands = {v};
+  if (k == ReduceKind::ArgMax || k == ReduceKind::ArgMin) t = Type::scalar(DType::Int32);
   return result(op, t.with_shape(shape));
 }
 

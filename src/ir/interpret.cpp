@@ -526,6 +526,30 @@ class Interp {
     for (size_t d = axis + 1; d < it.shape.size(); ++d) inner *= static_cast<size_t>(it.shape[d]);
     const auto len = static_cast<size_t>(it.shape[axis]);
     Val& v = init(op.result(), outer * inner);
+    if (k == ReduceKind::ArgMax || k == ReduceKind::ArgMin) {
+      const bool fl = it.is_float(), is_max = k == ReduceKind::ArgMax;
+      for (size_t o = 0; o < outer; ++o) {
+        for (size_t i = 0; i < inner; ++i) {
+          Slot best = a.d[(o * len) * inner + i];
+          int64_t bi = 0;
+          for (size_t j = 1; j < len; ++j) {
+            const Slot x = a.d[(o * len + j) * inner + i];
+            bool better;
+            if (fl) {
+              better = (is_max ? x.f > best.f : x.f < best.f) || (std::isnan(x.f) && !std::isnan(best.f));
+            } else {
+              better = eval::compare_int(is_max ? CmpKind::GT : CmpKind::LT, x.i, best.i, it.elem);
+            }
+            if (better) {
+              best = x;
+              bi = static_cast<int64_t>(j);
+            }
+          }
+          v.d[o * inner + i].i = bi;
+        }
+      }
+      return;
+    }
     const DType d = ot.elem;
     const bool fl = is_floating_point(d);
     for (size_t o = 0; o < outer; ++o) {
@@ -542,6 +566,7 @@ class Interp {
           } else {
             const BinaryKind b = k == ReduceKind::Sum   ? BinaryKind::Add
                                  : k == ReduceKind::Max ? BinaryKind::Max
+                                 : k == ReduceKind::Xor ? BinaryKind::Xor
                                                         : BinaryKind::Min;
             acc.i = eval::binary_int(b, acc.i, x.i, d);
           }

@@ -81,7 +81,7 @@ const char* unary_name(UnaryKind k) {
   return kNames[static_cast<int>(k)];
 }
 const char* reduce_name(ReduceKind k) {
-  static constexpr const char* kNames[] = {"sum", "max", "min"};
+  static constexpr const char* kNames[] = {"sum", "max", "min", "xor", "argmax", "argmin"};
   return kNames[static_cast<int>(k)];
 }
 

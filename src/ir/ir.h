@@ -84,7 +84,9 @@ enum class OpKind : uint8_t {
 enum class BinaryKind : uint8_t { Add, Sub, Mul, Div, Rem, Max, Min, And, Or, Xor, Shl, Shr, UMulHi, DivRn };
 enum class CmpKind : uint8_t { EQ, NE, LT, LE, GT, GE };
 enum class UnaryKind : uint8_t { Neg, Not, Abs, Exp, Log, Sqrt, Rsqrt, Sin, Cos, Exp2, Log2, Floor, Ceil, Erf };
-enum class ReduceKind : uint8_t { Sum, Max, Min };
+/** ArgMax/ArgMin give the int32 index along the axis: the first of equal values; a NaN counts as
+ * the largest (ArgMax) or the smallest (ArgMin) value, as torch.argmax/argmin. Xor: integers. */
+enum class ReduceKind : uint8_t { Sum, Max, Min, Xor, ArgMax, ArgMin };
 
 const char* op_name(OpKind k);
 const char* binary_name(BinaryKind k);

@@ -226,6 +226,9 @@ Tile reduce(ir::ReduceKind k, const Operand& x, std::optional<int> axis, const c
     return c.tile(v);
   }
   if (is_float8(t.elem)) c.fail(x.loc, std::string("tl::") + name + " of float8 values: cast them first");
+  if (k == ir::ReduceKind::Xor && (!t.is_int() || t.elem == DType::Bool)) {
+    c.fail(x.loc, std::string("tl::") + name + " needs integers, got " + t.str());
+  }
   if (k == ir::ReduceKind::Sum) {
     if (t.elem == DType::Bool) v = cast_value(c, v, DType::Int32);
     else if (is_integral(t.elem) && int_width(t.elem) < 32) v = cast_value(c, v, is_signed(t.elem) ? DType::Int32 : DType::UInt32);
@@ -769,6 +772,41 @@ Tile min(Operand x, SourceLoc loc) {
 Tile min(Operand x, int axis, SourceLoc loc) {
   x.loc = loc;
   return reduce(ir::ReduceKind::Min, x, axis, "min");
+}
+
+namespace {
+// A reduction over `axis` that keeps it as a size-1 dimension.
+Tile keep(ir::ReduceKind k, Operand x, int axis, bool keep_dims, const char* name, SourceLoc loc) {
+  x.loc = loc;
+  Tile r = reduce(k, x, axis, name);
+  if (!keep_dims) return r;
+  TraceContext& c = ctx(loc);
+  const int64_t rank = c.type(val(c, x)).rank();
+  return expand_dims(Operand(r, loc), axis < 0 ? static_cast<int>(axis + rank) : axis, loc);
+}
+}  // namespace
+
+Tile sum(Operand x, int axis, bool keep_dims, SourceLoc loc) {
+  return keep(ir::ReduceKind::Sum, x, axis, keep_dims, "sum", loc);
+}
+Tile max(Operand x, int axis, bool keep_dims, SourceLoc loc) {
+  return keep(ir::ReduceKind::Max, x, axis, keep_dims, "max", loc);
+}
+Tile min(Operand x, int axis, bool keep_dims, SourceLoc loc) {
+  return keep(ir::ReduceKind::Min, x, axis, keep_dims, "min", loc);
+}
+Tile xor_sum(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return reduce(ir::ReduceKind::Xor, x, std::nullopt, "xor_sum");
+}
+Tile xor_sum(Operand x, int axis, bool keep_dims, SourceLoc loc) {
+  return keep(ir::ReduceKind::Xor, x, axis, keep_dims, "xor_sum", loc);
+}
+Tile argmax(Operand x, int axis, bool keep_dims, SourceLoc loc) {
+  return keep(ir::ReduceKind::ArgMax, x, axis, keep_dims, "argmax", loc);
+}
+Tile argmin(Operand x, int axis, bool keep_dims, SourceLoc loc) {
+  return keep(ir::ReduceKind::ArgMin, x, axis, keep_dims, "argmin", loc);
 }
 
 // ---- control flow ---------------------------------------------------------------------------------

@@ -184,6 +184,108 @@ TEST(Surface, ClampAndItsNaNs) {
   });
 }
 
+// A 2-D tile [R, C]: argmax/argmin along both axes, xor_sum, and keep_dims used by broadcasting.
+TL_JIT(reduce2d_kernel, tl::Ptr x, tl::Ptr amax0, tl::Ptr amin0, tl::Ptr amax1, tl::Ptr amin1, tl::Ptr centered,
+       tl::Const R, tl::Const C) {
+  auto r = tl::arange(0, R);
+  auto c = tl::arange(0, C);
+  auto v = tl::load(x + r[{tl::_, tl::None}] * C + c[{tl::None, tl::_}]);
+  tl::store(amax0 + c, tl::argmax(v, 0));
+  tl::store(amin0 + c, tl::argmin(v, 0));
+  tl::store(amax1 + r, tl::argmax(v, 1));
+  tl::store(amin1 + r[{tl::_, tl::None}], tl::argmin(v, 1, true));  // keep_dims: [R, 1]
+  tl::store(centered + r[{tl::_, tl::None}] * C + c[{tl::None, tl::_}], v - tl::max(v, 1, true));
+}
+
+template <class T>
+void check_arg_reductions(DType d, bool with_nans) {
+  constexpr int64_t R = 8, C = 16;
+  std::vector<double> xv(R * C);
+  std::uniform_int_distribution<int> small(0, 5);  // few distinct values: many ties
+  for (auto& e : xv) e = small(rng());
+  if (with_nans) {
+    xv[3 * C + 7] = NAN;
+    xv[3 * C + 2] = NAN;  // the first NaN of row 3 is at column 2
+    xv[5 * C + 9] = NAN;
+  }
+  Tensor x = from_vector(xv, {R, C}, d);
+  auto ref = [&](int64_t fixed, bool along_rows, bool is_max) {
+    int64_t best = 0;
+    double bv = along_rows ? xv[static_cast<size_t>(fixed)] : xv[static_cast<size_t>(fixed * C)];
+    const int64_t n = along_rows ? R : C;
+    for (int64_t k = 1; k < n; ++k) {
+      const double v = along_rows ? xv[static_cast<size_t>(k * C + fixed)] : xv[static_cast<size_t>(fixed * C + k)];
+      const bool better = (is_max ? v > bv : v < bv) || (std::isnan(v) && !std::isnan(bv));
+      if (better) {
+        bv = v;
+        best = k;
+      }
+    }
+    return best;
+  };
+  compiled_and_interpreted([&](const char* mode) {
+    Tensor a0 = empty({C}, TensorOptions().dtype(DType::Int32)), i0 = empty_like(a0);
+    Tensor a1 = empty({R}, TensorOptions().dtype(DType::Int32)), i1 = empty_like(a1);
+    Tensor cen = empty({R, C}, TensorOptions().dtype(d));
+    for (Tensor* t : {&a0, &i0, &a1, &i1}) poison(*t);
+    reduce2d_kernel[{1}](x, a0, i0, a1, i1, cen, R, C);
+    for (int64_t c = 0; c < C; ++c) {
+      EXPECT_EQ(a0[c].item<int32_t>(), ref(c, true, true)) << mode << " " << dtype_name(d) << " argmax col " << c;
+      EXPECT_EQ(i0[c].item<int32_t>(), ref(c, true, false)) << mode << " " << dtype_name(d) << " argmin col " << c;
+    }
+    for (int64_t r = 0; r < R; ++r) {
+      EXPECT_EQ(a1[r].item<int32_t>(), ref(r, false, true)) << mode << " " << dtype_name(d) << " argmax row " << r;
+      EXPECT_EQ(i1[r].item<int32_t>(), ref(r, false, false)) << mode << " " << dtype_name(d) << " argmin row " << r;
+    }
+    if (!with_nans) {
+      // keep_dims: the row max broadcasts back over the row.
+      EXPECT_TRUE(equal(cen, x - x.amax({1}, true))) << mode << " " << dtype_name(d);
+    }
+  });
+}
+
+TEST(Surface, ArgmaxArgminTakeTheFirstIndexAndNaNsWin) {
+  check_arg_reductions<float>(DType::Float32, false);
+  check_arg_reductions<float>(DType::Float32, true);
+  check_arg_reductions<double>(DType::Float64, true);
+  check_arg_reductions<int32_t>(DType::Int32, false);
+  check_arg_reductions<int64_t>(DType::Int64, false);
+  check_arg_reductions<uint8_t>(DType::UInt8, false);
+  check_arg_reductions<float>(DType::BFloat16, true);
+}
+
+TL_JIT(xor_kernel, tl::Ptr x, tl::Ptr all, tl::Ptr rows, tl::Const R, tl::Const C) {
+  auto r = tl::arange(0, R);
+  auto c = tl::arange(0, C);
+  auto v = tl::load(x + r[{tl::_, tl::None}] * C + c[{tl::None, tl::_}]);
+  tl::store(all, tl::xor_sum(v));
+  tl::store(rows + r, tl::xor_sum(v, 1));
+}
+
+TEST(Surface, XorSum) {
+  constexpr int64_t R = 4, C = 64;
+  for (DType d : {DType::Int32, DType::UInt8, DType::Int64}) {
+    Tensor x = random_tensor({R, C}, d);
+    std::vector<int64_t> xv(R * C);
+    for (int64_t i = 0; i < R * C; ++i) xv[static_cast<size_t>(i)] = x.view({R * C})[i].item<int64_t>();
+    compiled_and_interpreted([&](const char* mode) {
+      Tensor all = empty({1}, TensorOptions().dtype(d)), rows = empty({R}, TensorOptions().dtype(d));
+      xor_kernel[{1}](x, all, rows, R, C);
+      int64_t whole = 0;
+      for (int64_t r = 0; r < R; ++r) {
+        int64_t acc = 0;
+        for (int64_t c = 0; c < C; ++c) acc ^= xv[static_cast<size_t>(r * C + c)];
+        whole ^= acc;
+        EXPECT_EQ(rows[r].item<int64_t>(), acc) << mode << " " << dtype_name(d) << " row " << r;
+      }
+      EXPECT_EQ(all.item<int64_t>(), whole) << mode << " " << dtype_name(d);
+    });
+  }
+  Tensor f = zeros({R, C});
+  EXPECT_NE(error_of<CompileError>([&] { xor_kernel[{1}](f, zeros({1}), zeros({R}), R, C); }).find("tl::xor_sum needs integers"),
+            std::string::npos);
+}
+
 TL_JIT(bad_shift_kernel, tl::Ptr x, tl::Const WHICH) {
   auto v = tl::load(x + tl::arange(0, 4));
   if (WHICH.int_value() == 0) tl::store(x + tl::arange(0, 4), v << 1);

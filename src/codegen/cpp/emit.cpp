@@ -163,6 +163,11 @@ std::string reduce_init(ir::ReduceKind k, const Type& t) {
                                  " >> (64 - 8 * sizeof(" + storage_type(d) + ")))"
                            : "0") +
              ")";
+    case ir::ReduceKind::Xor:
+      return "0";
+    case ir::ReduceKind::ArgMax:
+    case ir::ReduceKind::ArgMin:
+      break;  // arg_reduce()
     case ir::ReduceKind::Min:
       if (fl) return d == DType::Float64 ? "__builtin_nan(\"\")" : "__builtin_nanf(\"\")";
       if (d == DType::Bool) return "true";
@@ -193,6 +198,12 @@ std::string reduce_combine(ir::ReduceKind k, const Type& t, const std::string& a
       if (fl) return "trt::fmin_num(" + a + ", " + b + ")";
       if (d == DType::Bool) return "(" + a + " && " + b + ")";
       return "(" + b + " < " + a + " ? " + b + " : " + a + ")";
+    case ir::ReduceKind::Xor:
+      if (vec) return "(" + a + " ^ " + b + ")";
+      return "((" + rt + ")(" + a + " ^ " + b + "))";
+    case ir::ReduceKind::ArgMax:
+    case ir::ReduceKind::ArgMin:
+      break;  // arg_reduce()
   }
   return a;
 }
@@ -974,7 +985,43 @@ class Emitter {
     });
   }
 
+  // argmax/argmin: a scalar scan along the axis keeping the first best index (a NaN wins).
+  void arg_reduce(const Op& op) {
+    const ValueId out = op.result(), in = op.operands[0];
+    const Type& it = f_.type(in);
+    const Type& ot = f_.type(out);
+    const bool is_max = static_cast<ir::ReduceKind>(op.sub) == ir::ReduceKind::ArgMax;
+    const auto axis = static_cast<size_t>(op.ival);
+    const bool fl = is_floating_point(it.elem);
+    const std::string rt = register_type(it.elem);
+    if (ot.is_scalar()) {
+      line("int32_t " + name(out) + ";");
+    } else {
+      declare_array(out);
+    }
+    loops(ot.shape, false, [&](const std::vector<std::string>& idx) {
+      const std::string best = fresh("_best"), bi = fresh("_bi"), k = fresh("_k"), x = fresh("_x");
+      std::vector<std::string> first = idx, at = idx;
+      first.insert(first.begin() + static_cast<std::ptrdiff_t>(axis), "0");
+      at.insert(at.begin() + static_cast<std::ptrdiff_t>(axis), k);
+      line(rt + " " + best + " = " + expr(in, first) + ";");
+      line("int32_t " + bi + " = 0;");
+      line("for (int32_t " + k + " = 1; " + k + " < " + std::to_string(it.shape[axis]) + "; ++" + k + ") {");
+      ++indent_;
+      line(rt + " const " + x + " = " + expr(in, at) + ";");
+      std::string better = "(" + x + (is_max ? " > " : " < ") + best + ")";
+      if (fl) better = "(" + better + " || (" + x + " != " + x + " && " + best + " == " + best + "))";
+      line("if (" + better + ") { " + best + " = " + x + "; " + bi + " = " + k + "; }");
+      --indent_;
+      line("}");
+      line((ot.is_scalar() ? name(out) : name(out) + "[" + flat(ot.shape, idx) + "]") + " = " + bi + ";");
+      work_ += it.shape[axis] * work_scale_;
+    });
+  }
+
   void reduce(const Op& op) {
+    const auto rk = static_cast<ir::ReduceKind>(op.sub);
+    if (rk == ir::ReduceKind::ArgMax || rk == ir::ReduceKind::ArgMin) return arg_reduce(op);
     const ValueId out = op.result();
     const ValueId in = op.operands[0];
     const Type& it = f_.type(in);
