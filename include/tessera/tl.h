@@ -186,6 +186,17 @@ Tile umulhi(Operand a, Operand b, TS_HERE);
 Tile clamp(Operand x, Operand lo, Operand hi, bool propagate_nan = false, TS_HERE);
 /** Ceiling division of integers (tiles or constexprs). */
 Tile cdiv(Operand a, Operand b, TS_HERE);
+/** `tl.dot`'s options: the output dtype (float32 for float inputs, float64 for float64, int32 for
+ * int8; fp16/bf16 outputs accumulate in float32) and how float32 inputs are rounded: "tf32"
+ * (Triton's default on GPUs: inputs rounded to 10 mantissa bits), "tf32x3" or "ieee" (exact). */
+struct DotOptions {
+  std::optional<DType> out_dtype;
+  std::string input_precision = "tf32";
+};
+/** a [M, K] @ b [K, N] (+ acc [M, N]); every dimension at least 16. Each term is one fused
+ * multiply-add, k ascending. */
+Tile dot(Operand a, Operand b, std::optional<Operand> acc = std::nullopt, DotOptions options = {}, TS_HERE);
+
 /** Host-side ceiling division, for grids. */
 inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline SymInt cdiv(const SymInt& a, const SymInt& b) { return tessera::cdiv(a, b); }

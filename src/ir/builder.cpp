@@ -326,6 +326,13 @@ ValueId Builder::cast(ValueId a, DType to) {
   return result(op, rt);
 }
 
+ValueId Builder::dot(ValueId a, ValueId b, ValueId acc, DotPrecision p) {
+  Op* op = f_.new_op(OpKind::Dot);
+  op->sub = static_cast<uint8_t>(p);
+  op->operands = {a, b, acc};
+  return result(op, type(acc));
+}
+
 ValueId Builder::fma(ValueId a, ValueId b, ValueId c) {
   const Type t = type(a);
   const Op* ca = f_.constant(a);

@@ -51,6 +51,8 @@ class Builder {
   ValueId compare(CmpKind k, ValueId a, ValueId b);
   ValueId unary(UnaryKind k, ValueId a);
   ValueId cast(ValueId a, DType to);
+  /** a [M, K] @ b [K, N] + acc [M, N]. */
+  ValueId dot(ValueId a, ValueId b, ValueId acc, DotPrecision p);
   /** a * b + c with one rounding (floats of one type). */
   ValueId fma(ValueId a, ValueId b, ValueId c);
   ValueId select(ValueId cond, ValueId a, ValueId b);

@@ -195,6 +195,12 @@ class Evaluator {
           c.flops += 2.0 * static_cast<double>(t.numel()) * mult;
           break;
         }
+        case OpKind::Dot: {
+          const Type& a = f_.type(op->operands[0]);
+          const Type& r = f_.type(op->result());
+          if (r.is_float()) c.flops += 2.0 * static_cast<double>(r.numel() * a.shape[1]) * mult;
+          break;
+        }
         case OpKind::Unary: {
           const Type& t = f_.type(op->result());
           const auto k = static_cast<UnaryKind>(op->sub);

@@ -164,6 +164,37 @@ class Interp {
         }
         return;
       }
+      case OpKind::Dot: {
+        const Val a = val(op.operands[0]), b = val(op.operands[1]), acc = val(op.operands[2]);
+        const Type& at = f_.type(op.operands[0]);
+        const Type& ot = f_.type(op.result());
+        const auto M = static_cast<size_t>(at.shape[0]), K = static_cast<size_t>(at.shape[1]),
+                   N = static_cast<size_t>(ot.shape[1]);
+        const bool tf32 = at.elem == DType::Float32 && static_cast<DotPrecision>(op.sub) == DotPrecision::TF32;
+        Val& v = init(op.result(), M * N);
+        for (size_t i = 0; i < M * N; ++i) v.d[i] = acc.d[i];
+        auto in = [&](const Val& x, size_t idx) {
+          const float f = static_cast<float>(x.d[idx].f);
+          return tf32 ? trt::to_tf32(f) : f;
+        };
+        for (size_t i = 0; i < M; ++i) {
+          for (size_t k = 0; k < K; ++k) {
+            for (size_t j = 0; j < N; ++j) {
+              Slot& o = v.d[i * N + j];
+              if (ot.elem == DType::Float64) {
+                o.f = trt::fma(a.d[i * K + k].f, b.d[k * N + j].f, o.f);
+              } else if (ot.is_float()) {
+                o.f = trt::fma(in(a, i * K + k), in(b, k * N + j), static_cast<float>(o.f));
+              } else {
+                o.i = eval::binary_int(BinaryKind::Add, o.i,
+                                       eval::binary_int(BinaryKind::Mul, a.d[i * K + k].i, b.d[k * N + j].i, ot.elem),
+                                       ot.elem);
+              }
+            }
+          }
+        }
+        return;
+      }
       case OpKind::Load:
         return load(op);
       case OpKind::Store:

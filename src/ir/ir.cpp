@@ -55,6 +55,7 @@ const char* op_name(OpKind k) {
     case OpKind::Cast: return "cast";
     case OpKind::Select: return "select";
     case OpKind::Fma: return "fma";
+    case OpKind::Dot: return "dot";
     case OpKind::AddPtr: return "addptr";
     case OpKind::Load: return "load";
     case OpKind::Store: return "store";
@@ -301,6 +302,15 @@ class Verifier {
           fail(o, "result must be i1 of the operands' shape");
         }
         break;
+      case OpKind::Dot: {
+        n_operands(3);
+        const Type &a = t(o.operands[0]), &b = t(o.operands[1]), &c = t(o.operands[2]);
+        if (a.rank() != 2 || b.rank() != 2 || c.rank() != 2 || a.shape[1] != b.shape[0] || c.shape[0] != a.shape[0] ||
+            c.shape[1] != b.shape[1] || a.elem != b.elem || t(o.result()) != c) {
+          fail(o, "dot shapes or types do not match");
+        }
+        break;
+      }
       case OpKind::Fma:
         n_operands(3);
         for (int i = 0; i < 3; ++i) {

@@ -76,7 +76,12 @@ enum class OpKind : uint8_t {
   If,           ///< operands: cond; regions: then, else
   Yield,        ///< terminator of For/If regions
   Fma,          ///< a * b + c rounded once (floats); operands of the result's type
+  Dot,          ///< a [M, K] @ b [K, N] + acc [M, N]; sub: DotPrecision; result: acc's type
 };
+
+/** How `Dot` treats float32 inputs: rounded to tf32 (Triton's default on NVIDIA GPUs), or exact
+ * (ieee; tf32x3 emulates fp32 on GPUs, so it is exact here too). */
+enum class DotPrecision : uint8_t { TF32, TF32x3, IEEE };
 
 /** Shl/Shr: integers; a shift by a negative amount or by the width or more gives 0 (Shr of a
  * negative signed value: -1). UMulHi: the high half of the unsigned product. DivRn: float

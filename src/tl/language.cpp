@@ -661,6 +661,62 @@ Tile clamp(Operand x, Operand lo, Operand hi, bool propagate_nan, SourceLoc loc)
   return where(Operand(x != x, loc), x, Operand(r, loc), loc);
 }
 
+Tile dot(Operand a, Operand b, std::optional<Operand> acc, DotOptions o, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  ValueId x = val(c, a), y = val(c, b);
+  const Type tx = c.type(x), ty = c.type(y);
+  if (tx.rank() != 2 || ty.rank() != 2) {
+    c.fail(loc, "tl::dot needs two 2-D tiles, got " + tx.str() + " and " + ty.str());
+  }
+  if (tx.shape[1] != ty.shape[0]) {
+    c.fail(loc, "tl::dot: the inner dimensions differ (" + tx.str() + " @ " + ty.str() + ")");
+  }
+  for (int64_t d : {tx.shape[0], tx.shape[1], ty.shape[1]}) {
+    if (d < 16) {
+      c.fail(loc, "tl::dot needs every dimension >= 16 (as Triton on GPUs), got " + tx.str() + " @ " + ty.str());
+    }
+  }
+  if (tx.elem != ty.elem) {
+    c.fail(loc, "tl::dot needs operands of one dtype, got " + tx.str() + " and " + ty.str() + "; cast one first");
+  }
+  const DType in = tx.elem;
+  const bool fl = is_floating_point(in);
+  if (!fl && in != DType::Int8 && in != DType::UInt8) {
+    c.fail(loc, std::string("tl::dot of ") + ir::elem_name(in) + " operands: integer dot takes int8 or uint8");
+  }
+  DType out = o.out_dtype.value_or(in == DType::Float64 ? DType::Float64 : fl ? DType::Float32 : DType::Int32);
+  const bool ok = fl ? (out == DType::Float32 || (out == DType::Float64 && in == DType::Float64) ||
+                        ((out == DType::Float16 || out == DType::BFloat16) && out == in))
+                     : out == DType::Int32;
+  if (!ok) {
+    c.fail(loc, std::string("tl::dot: out_dtype ") + ir::elem_name(out) + " is not supported for " + ir::elem_name(in) +
+                    " operands (float32, or the operands' own fp16/bf16/fp64; int32 for int8)");
+  }
+  // Narrow outputs accumulate in float32 and round at the end.
+  const DType acc_t = (out == DType::Float16 || out == DType::BFloat16) ? DType::Float32 : out;
+  const SmallVector<int64_t, 4> shape{tx.shape[0], ty.shape[1]};
+  ValueId z;
+  if (acc) {
+    z = val(c, *acc);
+    const Type tz = c.type(z);
+    if (tz.shape != shape) c.fail(loc, "tl::dot: acc must be " + shape_str(shape) + ", got " + tz.str());
+    z = cast_value(c, z, acc_t);
+  } else {
+    z = to_shape(c, c.builder().constant(0, Type::scalar(acc_t)), shape);
+  }
+  ir::DotPrecision p = ir::DotPrecision::TF32;
+  if (o.input_precision == "ieee") {
+    p = ir::DotPrecision::IEEE;
+  } else if (o.input_precision == "tf32x3") {
+    p = ir::DotPrecision::TF32x3;
+  } else if (o.input_precision != "tf32") {
+    c.fail(loc, "tl::dot: input_precision must be \"tf32\", \"tf32x3\" or \"ieee\", got \"" + o.input_precision + "\"");
+  }
+  ValueId r = c.builder().dot(x, y, z, p);
+  if (acc_t != out) r = cast_value(c, r, out);
+  return c.tile(r);
+}
+
 Tile cdiv(Operand a, Operand b, SourceLoc loc) {
   a.loc = loc;
   b.loc = loc;

@@ -286,6 +286,117 @@ TEST(Surface, XorSum) {
             std::string::npos);
 }
 
+// Triton's matmul tutorial, simplified: one program per [BM, BN] block of C, K in steps of BK.
+TL_JIT(matmul_kernel, tl::Ptr a, tl::Ptr b, tl::Ptr c, tl::Int M, tl::Int N, tl::Int K, tl::Const BM, tl::Const BN,
+       tl::Const BK, tl::Const PRECISION) {
+  auto pm = tl::program_id(0), pn = tl::program_id(1);
+  auto rm = pm * BM + tl::arange(0, BM);
+  auto rn = pn * BN + tl::arange(0, BN);
+  auto rk = tl::arange(0, BK);
+  tl::Var acc = tl::zeros({BM, BN}, tl::float32);
+  tl::DotOptions o;
+  o.input_precision = PRECISION.int_value() == 0 ? "tf32" : "ieee";
+  tl::range(0, K, BK, [&](tl::Tile k0) {
+    auto ka = k0 + rk;
+    auto ta = tl::load(a + rm[{tl::_, tl::None}] * K + ka[{tl::None, tl::_}],
+                       (rm[{tl::_, tl::None}] < M) & (ka[{tl::None, tl::_}] < K));
+    auto tb = tl::load(b + ka[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}],
+                       (ka[{tl::_, tl::None}] < K) & (rn[{tl::None, tl::_}] < N));
+    acc = tl::dot(ta, tb, tl::Operand(acc), o);
+  });
+  tl::store(c + rm[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}], acc,
+            (rm[{tl::_, tl::None}] < M) & (rn[{tl::None, tl::_}] < N));
+}
+
+Tensor tiled_matmul(const Tensor& a, const Tensor& b, int precision) {
+  const int64_t M = a.size(0).guard_int(), K = a.size(1).guard_int(), N = b.size(1).guard_int();
+  Tensor c = empty({M, N});
+  poison(c);
+  matmul_kernel[{tl::cdiv(M, 32), tl::cdiv(N, 32)}](a, b, c, M, N, K, tl::meta("BM", 32), tl::meta("BN", 32),
+                                                   tl::meta("BK", 16), tl::meta("PRECISION", precision));
+  return c;
+}
+
+TEST(Surface, DotTiledMatmulAgainstADoubleReference) {
+  const int64_t M = 70, N = 45, K = 100;  // none a multiple of the blocks
+  Tensor a = random_tensor({M, K}, DType::Float32), b = random_tensor({K, N}, DType::Float32);
+  const Tensor ref = matmul(a.to(DType::Float64), b.to(DType::Float64));
+  compiled_and_interpreted([&](const char* mode) {
+    const Tensor ieee = tiled_matmul(a, b, 1);
+    EXPECT_TRUE(allclose(ieee.to(DType::Float64), ref, 1e-5, 1e-4)) << mode;
+    // tf32 keeps 10 mantissa bits of each input: about 1e-3 relative.
+    const Tensor tf32 = tiled_matmul(a, b, 0);
+    EXPECT_TRUE(allclose(tf32.to(DType::Float64), ref, 5e-3, 5e-2)) << mode;
+    EXPECT_FALSE(allclose(tf32, ieee, 1e-6, 1e-6)) << mode << ": tf32 rounding had no effect";
+  });
+  // The compiled and interpreted kernels agree bit for bit (the same fused multiply-adds).
+  Tensor c1 = tiled_matmul(a, b, 1), c2;
+  ::setenv("TESSERA_INTERPRET", "1", 1);
+  reload_knobs();
+  c2 = tiled_matmul(a, b, 1);
+  ::unsetenv("TESSERA_INTERPRET");
+  reload_knobs();
+  EXPECT_TRUE(equal(c1, c2));
+}
+
+TL_JIT(small_dot_kernel, tl::Ptr a, tl::Ptr b, tl::Ptr acc, tl::Ptr out, tl::Const MODE) {
+  auto r = tl::arange(0, 16), c = tl::arange(0, 32);
+  auto ta = tl::load(a + r[{tl::_, tl::None}] * 32 + c[{tl::None, tl::_}]);   // [16, 32]
+  auto tb = tl::load(b + c[{tl::_, tl::None}] * 16 + r[{tl::None, tl::_}]);   // [32, 16]
+  auto idx = r[{tl::_, tl::None}] * 16 + r[{tl::None, tl::_}];
+  if (MODE.int_value() == 0) tl::store(out + idx, tl::dot(ta, tb));                          // int8 -> int32
+  if (MODE.int_value() == 1) tl::store(out + idx, tl::dot(ta, tb, tl::load(acc + idx)));      // fp16 + acc
+  if (MODE.int_value() == 2) {
+    tl::DotOptions o;
+    o.out_dtype = tl::float16;
+    tl::store(out + idx, tl::dot(ta, tb, std::nullopt, o));  // fp16 out, float32 accumulation
+  }
+}
+
+TEST(Surface, DotInt8Fp16AccAndOutDtype) {
+  Tensor a8 = random_tensor({16, 32}, DType::Int8), b8 = random_tensor({32, 16}, DType::Int8);
+  Tensor a16 = random_tensor({16, 32}, DType::Float16), b16 = random_tensor({32, 16}, DType::Float16);
+  Tensor acc = random_tensor({16, 16}, DType::Float32);
+  compiled_and_interpreted([&](const char* mode) {
+    Tensor o8 = empty({16, 16}, TensorOptions().dtype(DType::Int32));
+    small_dot_kernel[{1}](a8, b8, acc, o8, 0);
+    EXPECT_TRUE(equal(o8, matmul(a8.to(DType::Int64), b8.to(DType::Int64)).to(DType::Int32))) << mode;
+    Tensor of = empty({16, 16});
+    small_dot_kernel[{1}](a16, b16, acc, of, 1);
+    const Tensor ref = matmul(a16.to(DType::Float64), b16.to(DType::Float64)) + acc.to(DType::Float64);
+    EXPECT_TRUE(allclose(of.to(DType::Float64), ref, 1e-5, 1e-4)) << mode;
+    Tensor oh = empty({16, 16}, TensorOptions().dtype(DType::Float16));
+    small_dot_kernel[{1}](a16, b16, acc, oh, 2);
+    EXPECT_TRUE(allclose(oh.to(DType::Float64), matmul(a16.to(DType::Float64), b16.to(DType::Float64)), 2e-3, 1e-2))
+        << mode;
+  });
+}
+
+TL_JIT(bad_dot_kernel, tl::Ptr x, tl::Const WHICH) {
+  auto r8 = tl::arange(0, 8), r16 = tl::arange(0, 16), r32 = tl::arange(0, 32);
+  auto t16 = tl::load(x + r16[{tl::_, tl::None}] * 16 + r16[{tl::None, tl::_}]);
+  if (WHICH.int_value() == 0) (void)tl::dot(t16, tl::load(x + r16[{tl::_, tl::None}] * 8 + r8[{tl::None, tl::_}]));
+  if (WHICH.int_value() == 1) (void)tl::dot(t16, tl::load(x + r32[{tl::_, tl::None}] * 16 + r16[{tl::None, tl::_}]));
+  if (WHICH.int_value() == 2) (void)tl::dot(t16, t16.to(tl::float16));
+  if (WHICH.int_value() == 3) {
+    tl::DotOptions o;
+    o.input_precision = "tf64";
+    (void)tl::dot(t16, t16, std::nullopt, o);
+  }
+}
+
+TEST(Surface, DotDiagnostics) {
+  Tensor x = zeros({1024});
+  auto msg = error_of<CompileError>([&] { bad_dot_kernel[{1}](x, 0); });
+  EXPECT_NE(msg.find("every dimension >= 16"), std::string::npos) << msg;
+  msg = error_of<CompileError>([&] { bad_dot_kernel[{1}](x, 1); });
+  EXPECT_NE(msg.find("inner dimensions differ"), std::string::npos) << msg;
+  msg = error_of<CompileError>([&] { bad_dot_kernel[{1}](x, 2); });
+  EXPECT_NE(msg.find("operands of one dtype"), std::string::npos) << msg;
+  msg = error_of<CompileError>([&] { bad_dot_kernel[{1}](x, 3); });
+  EXPECT_NE(msg.find("input_precision must be"), std::string::npos) << msg;
+}
+
 TL_JIT(bad_shift_kernel, tl::Ptr x, tl::Const WHICH) {
   auto v = tl::load(x + tl::arange(0, 4));
   if (WHICH.int_value() == 0) tl::store(x + tl::arange(0, 4), v << 1);

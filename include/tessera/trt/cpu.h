@@ -348,6 +348,14 @@ TRT_INLINE float log2(float x) {
   return x != x ? x : res;
 }
 
+/** float32 -> tf32 (10 mantissa bits), rounding to nearest with ties away from zero, as NVIDIA's
+ * cvt.rna.tf32.f32; infinities and NaNs pass through. */
+TRT_INLINE float to_tf32(float x) {
+  const uint32_t u = f2u(x);
+  const uint32_t r = (u + 0x1000u) & 0xffffe000u;
+  return (u & 0x7f800000u) == 0x7f800000u ? x : u2f(r);
+}
+
 TRT_INLINE float floor(float x) {
   return __builtin_floorf(x);
 }

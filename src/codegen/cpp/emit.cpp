@@ -955,6 +955,8 @@ class Emitter {
         return if_op(op);
       case OpKind::Reduce:
         return reduce(op);
+      case OpKind::Dot:
+        return dot(op);
       default:
         break;
     }
@@ -983,6 +985,45 @@ class Emitter {
         line(dst);
       }
     });
+  }
+
+  // a @ b + acc: i-k-j loops, the j loop vectorized, one fused multiply-add per term (the same
+  // rounding the interpreter and GPUs use); float32 inputs are rounded to tf32 unless ieee.
+  void dot(const Op& op) {
+    const ValueId out = op.result(), a = op.operands[0], b = op.operands[1], acc = op.operands[2];
+    const Type& at = f_.type(a);
+    const Type& ot = f_.type(out);
+    const int64_t M = at.shape[0], K = at.shape[1], N = ot.shape[1];
+    const bool fl = ot.is_float();
+    const bool tf32 = at.elem == DType::Float32 && static_cast<ir::DotPrecision>(op.sub) == ir::DotPrecision::TF32;
+    const std::string rt = register_type(ot.elem);
+    declare_array(out);
+    auto in = [&](ValueId v, const std::string& i, const std::string& j) {
+      std::string e = "(" + rt + ")(" + expr(v, {i, j}) + ")";
+      return tf32 ? "trt::to_tf32(" + e + ")" : e;
+    };
+    const std::string i = fresh("_i"), j = fresh("_j"), k = fresh("_k"), x = fresh("_x");
+    const std::string at_ij = name(out) + "[" + i + " * " + std::to_string(N) + " + " + j + "]";
+    line("for (int32_t " + i + " = 0; " + i + " < " + std::to_string(M) + "; ++" + i + ")");
+    line("  for (int32_t " + j + " = 0; " + j + " < " + std::to_string(N) + "; ++" + j + ") " + at_ij + " = " +
+         expr(acc, {i, j}) + ";");
+    line("for (int32_t " + i + " = 0; " + i + " < " + std::to_string(M) + "; ++" + i + ") {");
+    ++indent_;
+    line("for (int32_t " + k + " = 0; " + k + " < " + std::to_string(K) + "; ++" + k + ") {");
+    ++indent_;
+    line(rt + " const " + x + " = " + in(a, i, k) + ";");
+    line("#pragma omp simd");
+    line("for (int32_t " + j + " = 0; " + j + " < " + std::to_string(N) + "; ++" + j + ")");
+    if (fl) {
+      line("  " + at_ij + " = trt::fma(" + x + ", " + in(b, k, j) + ", " + at_ij + ");");
+    } else {
+      line("  " + at_ij + " = (" + rt + ")(" + at_ij + " + " + x + " * " + in(b, k, j) + ");");
+    }
+    --indent_;
+    line("}");
+    --indent_;
+    line("}");
+    work_ += M * N * K * work_scale_;
   }
 
   // argmax/argmin: a scalar scan along the axis keeping the first best index (a NaN wins).
