@@ -212,6 +212,21 @@ Tile load(Operand ptr, Operand mask, Operand other, TS_HERE);
 void store(Operand ptr, Operand value, TS_HERE);
 void store(Operand ptr, Operand value, Operand mask, TS_HERE);
 
+// ---- atomics (Triton's: each returns the old values; a masked-off lane does nothing, gives 0) --
+struct AtomicOptions {
+  std::string sem = "acq_rel";  ///< "acq_rel", "acquire", "release", "relaxed"
+  std::string scope = "gpu";    ///< "gpu", "cta", "sys" (one coherent memory on the CPU)
+};
+Tile atomic_add(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt, AtomicOptions o = {}, TS_HERE);
+Tile atomic_max(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt, AtomicOptions o = {}, TS_HERE);
+Tile atomic_min(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt, AtomicOptions o = {}, TS_HERE);
+Tile atomic_and(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt, AtomicOptions o = {}, TS_HERE);
+Tile atomic_or(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt, AtomicOptions o = {}, TS_HERE);
+Tile atomic_xor(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt, AtomicOptions o = {}, TS_HERE);
+Tile atomic_xchg(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt, AtomicOptions o = {}, TS_HERE);
+/** Stores `val` where `*ptr == cmp` (compared bitwise); returns the old values. */
+Tile atomic_cas(Operand ptr, Operand cmp, Operand val, AtomicOptions o = {}, TS_HERE);
+
 // ---- reductions -------------------------------------------------------------------------------
 /** Sum over `axis` (all dims when omitted). Integers narrower than 32 bits sum in (u)int32 and
  * bfloat16 in float32, as Triton. */
@@ -238,6 +253,9 @@ Tile argmin(Operand x, int axis, bool keep_dims = false, TS_HERE);
 /** A loop from lo to hi (exclusive) by step, executed at run time; `body` receives the index. */
 void range(Operand lo, Operand hi, Operand step, FunctionRef<void(Tile)> body, TS_HERE);
 void range(Operand lo, Operand hi, FunctionRef<void(Tile)> body, TS_HERE);
+/** A loop executed at run time while `cond()` (a scalar) holds; Vars assigned in `body` carry
+ * across iterations. The condition must not assign Vars. */
+void while_(FunctionRef<Tile()> cond, FunctionRef<void()> body, TS_HERE);
 /** A branch on a scalar condition, executed at run time. */
 void if_(Operand cond, FunctionRef<void()> then_body, TS_HERE);
 void if_(Operand cond, FunctionRef<void()> then_body, FunctionRef<void()> else_body, TS_HERE);

@@ -32,6 +32,7 @@ class Provenance {
       const Mask bit = i < 63 ? Mask(1) << i : 0;
       out[i].read = (read_ & bit) || (read_ & kAnywhere);
       out[i].written = (written_ & bit) || (written_ & kAnywhere);
+      out[i].atomic = (atomic_ & bit) || (atomic_ & kAnywhere);
       if (f_.params[i].value == kNoValue || !f_.type(f_.params[i].value).ptr) {
         out[i] = ParamAccess{};
       }
@@ -65,6 +66,25 @@ class Provenance {
           if (f_.type(op->result()).ptr) add(op->result(), kAnywhere);
           break;
         case OpKind::Store: written_ |= get(op->operands[0]); break;
+        case OpKind::Atomic:
+        case OpKind::AtomicCas:
+          read_ |= get(op->operands[0]);
+          written_ |= get(op->operands[0]);
+          atomic_ |= get(op->operands[0]);
+          break;
+        case OpKind::While: {
+          const Region &cond = op->regions[0], &body = op->regions[1];
+          const Op& y = *body.ops.back();
+          for (size_t k = 0; k < op->operands.size(); ++k) {
+            const Mask m = get(op->operands[k]) | get(y.operands[k]);
+            add(cond.args[k], m);
+            add(body.args[k], m);
+            add(op->results[k], m);
+          }
+          region(cond);
+          region(body);
+          break;
+        }
         case OpKind::For: {
           const Region& body = op->regions[0];
           const Op& y = *body.ops.back();
@@ -90,7 +110,7 @@ class Provenance {
 
   const Function& f_;
   std::unordered_map<ValueId, Mask> of_;
-  Mask read_ = 0, written_ = 0;
+  Mask read_ = 0, written_ = 0, atomic_ = 0;
   bool changed_ = false;
 };
 

@@ -14,6 +14,7 @@ namespace tessera::ir {
 struct ParamAccess {
   bool read = false;
   bool written = false;
+  bool atomic = false;  ///< updated by atomics (read and written too)
 };
 
 /** One entry per `f.params` (non-pointer parameters stay unread/unwritten). A pointer loaded

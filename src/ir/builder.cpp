@@ -326,6 +326,41 @@ ValueId Builder::cast(ValueId a, DType to) {
   return result(op, rt);
 }
 
+ValueId Builder::atomic(AtomicKind k, MemOrder o, ValueId ptr, ValueId v, ValueId mask) {
+  Op* op = f_.new_op(OpKind::Atomic);
+  op->sub = static_cast<uint8_t>(k);
+  op->ival = static_cast<int64_t>(o);
+  op->operands = {ptr, v};
+  if (mask != kNoValue) op->operands.push_back(mask);
+  op->loc = loc_;
+  Type t = type(ptr);
+  t.ptr = false;
+  const ValueId r = f_.new_value(t, op);
+  op->results.push_back(r);
+  insert(op);
+  return r;
+}
+
+ValueId Builder::atomic_cas(MemOrder o, ValueId ptr, ValueId cmp, ValueId v) {
+  Op* op = f_.new_op(OpKind::AtomicCas);
+  op->ival = static_cast<int64_t>(o);
+  op->operands = {ptr, cmp, v};
+  op->loc = loc_;
+  Type t = type(ptr);
+  t.ptr = false;
+  const ValueId r = f_.new_value(t, op);
+  op->results.push_back(r);
+  insert(op);
+  return r;
+}
+
+Op* Builder::create_while() {
+  Op* op = f_.new_op(OpKind::While);
+  op->loc = loc_;
+  op->regions.resize(2);
+  return op;
+}
+
 ValueId Builder::dot(ValueId a, ValueId b, ValueId acc, DotPrecision p) {
   Op* op = f_.new_op(OpKind::Dot);
   op->sub = static_cast<uint8_t>(p);

@@ -51,6 +51,11 @@ class Builder {
   ValueId compare(CmpKind k, ValueId a, ValueId b);
   ValueId unary(UnaryKind k, ValueId a);
   ValueId cast(ValueId a, DType to);
+  /** An atomic read-modify-write (inserted now: it has side effects); returns the old values. */
+  ValueId atomic(AtomicKind k, MemOrder o, ValueId ptr, ValueId v, ValueId mask);
+  ValueId atomic_cas(MemOrder o, ValueId ptr, ValueId cmp, ValueId v);
+  /** A while loop with empty condition and body regions (the caller fills and inserts it). */
+  Op* create_while();
   /** a [M, K] @ b [K, N] + acc [M, N]. */
   ValueId dot(ValueId a, ValueId b, ValueId acc, DotPrecision p);
   /** a * b + c with one rounding (floats of one type). */

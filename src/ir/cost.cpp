@@ -237,6 +237,12 @@ class Evaluator {
           region(op->regions[0], mult * trips, c);
           break;
         }
+        case OpKind::While:
+          // Unknown trip count: the condition and body counted once.
+          c.exact = false;
+          region(op->regions[0], mult, c);
+          region(op->regions[1], mult, c);
+          break;
         case OpKind::If: {
           const Scalar cond = eval(op->operands[0]);
           if (cond.known) {

@@ -20,6 +20,9 @@ class Cse {
     switch (op.kind) {
       case OpKind::Load:
       case OpKind::Store:
+      case OpKind::Atomic:
+      case OpKind::AtomicCas:
+      case OpKind::While:
       case OpKind::For:
       case OpKind::If:
       case OpKind::Yield: return false;

@@ -210,7 +210,23 @@ class Interp {
         return;
       }
       case OpKind::Yield:
-        return;  // the parent For/If reads it
+        return;  // the parent For/If/While reads it
+      case OpKind::While: {
+        const Region &cond = op.regions[0], &body = op.regions[1];
+        assign(cond.args, op.operands);
+        for (;;) {
+          region(cond);
+          if (val(cond.ops.back()->operands[0]).d[0].i == 0) break;
+          assign(body.args, cond.args);
+          region(body);
+          assign(cond.args, body.ops.back()->operands);
+        }
+        assign(op.results, cond.args);
+        return;
+      }
+      case OpKind::Atomic:
+      case OpKind::AtomicCas:
+        return atomic(op);
     }
     TS_INTERNAL_ASSERT(false) << "interpreter: unknown op " << op_name(op.kind);
   }
@@ -507,6 +523,57 @@ class Interp {
           return 0;
         });
         return;
+    }
+  }
+
+  void atomic(const Op& op) {
+    const Val p = val(op.operands[0]), x = val(op.operands[1]);
+    const bool cas = op.kind == OpKind::AtomicCas;
+    const Val* mask = !cas && op.operands.size() > 2 ? &val(op.operands[2]) : nullptr;
+    const Val* nv = cas ? &val(op.operands[2]) : nullptr;
+    const DType d = f_.type(op.operands[0]).elem;
+    const int kind = op.sub, order = static_cast<int>(op.ival);
+    Val& v = init(op.result(), numel(f_.type(op.result())));
+    for (size_t k = 0; k < v.d.size(); ++k) {
+      v.d[k] = Slot{0};
+      if (mask && at(*mask, k).i == 0) continue;
+      const auto addr = static_cast<uintptr_t>(at(p, k).i);
+      if (!in_bounds(op, "atomic", prov_at(p, k), addr, k)) continue;
+      void* ptr = reinterpret_cast<void*>(addr);
+      const Slot a = at(x, k);
+      Slot r{0};
+      switch (d) {
+        case DType::Float32:
+          r.f = cas ? trt::u2f(trt::atomic_cas_bits(static_cast<uint32_t*>(ptr), trt::f2u(static_cast<float>(a.f)),
+                                                    trt::f2u(static_cast<float>(at(*nv, k).f)), order))
+                    : trt::atomic_f32(kind, static_cast<float*>(ptr), static_cast<float>(a.f), order);
+          break;
+        case DType::Float64:
+          r.f = cas ? trt::u2d(trt::atomic_cas_bits(static_cast<uint64_t*>(ptr), trt::d2u(a.f), trt::d2u(at(*nv, k).f),
+                                                    order))
+                    : trt::atomic_f64(kind, static_cast<double*>(ptr), a.f, order);
+          break;
+        case DType::Float16:
+        case DType::BFloat16: {
+          const bool bf = d == DType::BFloat16;
+          if (cas) {
+            auto to = [&](double f) { return bf ? trt::float_to_bf16(static_cast<float>(f)) : trt::float_to_half(static_cast<float>(f)); };
+            const uint16_t old = trt::atomic_cas_bits(static_cast<uint16_t*>(ptr), to(a.f), to(at(*nv, k).f), order);
+            r.f = bf ? trt::bf16_to_float(old) : trt::half_to_float(old);
+          } else {
+            r.f = trt::atomic_f16(kind, static_cast<uint16_t*>(ptr), static_cast<float>(a.f), order, bf);
+          }
+          break;
+        }
+        default:
+          r.i = visit_dtype<kInts>(d, "atomic", [&]<class T>() {
+            T* tp = static_cast<T*>(ptr);
+            const T old = cas ? trt::atomic_cas_bits(tp, static_cast<T>(a.i), static_cast<T>(at(*nv, k).i), order)
+                              : trt::atomic_int<T>(kind, tp, static_cast<T>(a.i), order);
+            return static_cast<int64_t>(old);
+          });
+      }
+      v.d[k] = r;
     }
   }
 

@@ -56,6 +56,9 @@ const char* op_name(OpKind k) {
     case OpKind::Select: return "select";
     case OpKind::Fma: return "fma";
     case OpKind::Dot: return "dot";
+    case OpKind::Atomic: return "atomic";
+    case OpKind::AtomicCas: return "atomic_cas";
+    case OpKind::While: return "while";
     case OpKind::AddPtr: return "addptr";
     case OpKind::Load: return "load";
     case OpKind::Store: return "store";
@@ -87,8 +90,8 @@ const char* reduce_name(ReduceKind k) {
 }
 
 bool Op::has_side_effects() const {
-  if (kind == OpKind::Store) return true;
-  if (kind == OpKind::For || kind == OpKind::If) {
+  if (kind == OpKind::Store || kind == OpKind::Atomic || kind == OpKind::AtomicCas) return true;
+  if (kind == OpKind::For || kind == OpKind::If || kind == OpKind::While) {
     for (const auto& r : regions) {
       for (const Op* op : r.ops) {
         if (op->has_side_effects()) return true;
@@ -302,6 +305,28 @@ class Verifier {
           fail(o, "result must be i1 of the operands' shape");
         }
         break;
+      case OpKind::Atomic:
+      case OpKind::AtomicCas:
+        if (o.operands.size() < 2 || o.operands.size() > 3) fail(o, "atomic takes ptr, value(s) [, mask]");
+        if (!t(o.operands[0]).ptr || t(o.operands[1]).elem != t(o.operands[0]).elem ||
+            t(o.operands[1]).shape != t(o.operands[0]).shape || t(o.result()) != t(o.operands[1])) {
+          fail(o, "atomic operand types");
+        }
+        break;
+      case OpKind::While: {
+        if (o.regions.size() != 2) fail(o, "while needs a condition and a body");
+        const Region &cond = o.regions[0], &body = o.regions[1];
+        if (cond.args.size() != o.operands.size() || body.args.size() != o.operands.size() ||
+            o.results.size() != o.operands.size()) {
+          fail(o, "while's carried values do not line up");
+        }
+        const Op& cy = *cond.ops.back();
+        if (cy.operands.size() != 1 || !t(cy.operands[0]).is_bool() || !t(cy.operands[0]).is_scalar()) {
+          fail(o, "while's condition must yield one scalar i1");
+        }
+        if (body.ops.back()->operands.size() != o.results.size()) fail(o, "while's yield count");
+        break;
+      }
       case OpKind::Dot: {
         n_operands(3);
         const Type &a = t(o.operands[0]), &b = t(o.operands[1]), &c = t(o.operands[2]);

@@ -77,7 +77,14 @@ enum class OpKind : uint8_t {
   Yield,        ///< terminator of For/If regions
   Fma,          ///< a * b + c rounded once (floats); operands of the result's type
   Dot,          ///< a [M, K] @ b [K, N] + acc [M, N]; sub: DotPrecision; result: acc's type
+  Atomic,       ///< sub: AtomicKind; ival: MemOrder; operands: ptr, val [, mask]; result: the old values
+  AtomicCas,    ///< ival: MemOrder; operands: ptr, cmp, val; result: the old values
+  While,        ///< operands: inits; regions: cond (args: carried; yields one i1 scalar) and body
+                ///< (args: carried; yields the carried values); results: the carried values
 };
+
+enum class AtomicKind : uint8_t { Add, Max, Min, And, Or, Xor, Xchg };
+enum class MemOrder : uint8_t { Relaxed, Acquire, Release, AcqRel };
 
 /** How `Dot` treats float32 inputs: rounded to tf32 (Triton's default on NVIDIA GPUs), or exact
  * (ieee; tf32x3 emulates fp32 on GPUs, so it is exact here too). */

@@ -932,6 +932,153 @@ void range(Operand lo, Operand hi, Operand step, FunctionRef<void(Tile)> body, S
   b.insert(op);
 }
 
+void while_(FunctionRef<Tile()> cond, FunctionRef<void()> body, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  ir::Builder& b = c.builder();
+  ir::Op* op = b.create_while();
+  ir::Region &cond_region = op->regions[0], &body_region = op->regions[1];
+  const LiveVars lv = snapshot(c);
+  std::vector<ValueId> pc, pb;  // placeholders for the Vars in the condition and in the body
+  for (size_t k = 0; k < lv.index.size(); ++k) {
+    const auto& type = c.var(lv.index[k]).type;
+    pc.push_back(c.function().new_value(type));
+    pb.push_back(c.function().new_value(type));
+  }
+  {
+    ir::Builder::InsertionGuard g(b);
+    b.set_insertion_region(&cond_region);
+    for (size_t k = 0; k < lv.index.size(); ++k) c.var(lv.index[k]).value = pc[k];
+    c.push_scope();
+    Tile t = cond();
+    c.pop_scope();
+    c.at(loc);
+    for (size_t k = 0; k < lv.index.size(); ++k) {
+      if (c.var(lv.index[k]).value != pc[k]) c.fail(loc, "tl::while_'s condition assigns a tl::Var; assign it in the body");
+    }
+    ValueId cv = c.value(t, loc);
+    if (!c.type(cv).is_scalar()) {
+      c.fail(loc, "tl::while_ needs a scalar condition, got a tile of shape " + shape_str(c.type(cv).shape));
+    }
+    b.yield({to_bool(c, cv)});
+  }
+  std::vector<size_t> carried;
+  {
+    ir::Builder::InsertionGuard g(b);
+    b.set_insertion_region(&body_region);
+    for (size_t k = 0; k < lv.index.size(); ++k) c.var(lv.index[k]).value = pb[k];
+    c.push_scope();
+    body();
+    c.pop_scope();
+    c.at(loc);
+    std::vector<ValueId> yields;
+    for (size_t k = 0; k < lv.index.size(); ++k) {
+      if (c.var(lv.index[k]).value != pb[k]) {
+        carried.push_back(k);
+        yields.push_back(c.var(lv.index[k]).value);
+      }
+    }
+    b.yield(yields);
+  }
+  std::vector<bool> is_carried(lv.index.size(), false);
+  for (size_t k : carried) is_carried[k] = true;
+  for (size_t k = 0; k < lv.index.size(); ++k) {
+    if (is_carried[k]) continue;
+    ir::replace_all_uses(cond_region, pc[k], lv.saved[k]);
+    ir::replace_all_uses(body_region, pb[k], lv.saved[k]);
+    c.var(lv.index[k]).value = lv.saved[k];
+  }
+  for (size_t k : carried) {
+    cond_region.args.push_back(pc[k]);
+    body_region.args.push_back(pb[k]);
+    op->operands.push_back(lv.saved[k]);
+    auto& var = c.var(lv.index[k]);
+    const ValueId r = c.function().new_value(var.type, op);
+    op->results.push_back(r);
+    var.value = r;
+  }
+  b.insert(op);
+}
+
+namespace {
+
+ir::MemOrder mem_order(TraceContext& c, const AtomicOptions& o, SourceLoc loc) {
+  if (o.scope != "gpu" && o.scope != "cta" && o.scope != "sys") {
+    c.fail(loc, "atomic scope must be \"gpu\", \"cta\" or \"sys\", got \"" + o.scope + "\"");
+  }
+  if (o.sem == "acq_rel") return ir::MemOrder::AcqRel;
+  if (o.sem == "acquire") return ir::MemOrder::Acquire;
+  if (o.sem == "release") return ir::MemOrder::Release;
+  if (o.sem == "relaxed") return ir::MemOrder::Relaxed;
+  c.fail(loc, "atomic sem must be \"acq_rel\", \"acquire\", \"release\" or \"relaxed\", got \"" + o.sem + "\"");
+}
+
+// Checks the pointer and broadcasts pointer, values (cast to the pointee type) and mask together.
+ValueId atomic_pointer(TraceContext& c, const Operand& ptr, const char* name, bool int_only, SourceLoc loc) {
+  const ValueId p = val(c, ptr);
+  const Type& t = c.type(p);
+  if (!t.ptr) c.fail(loc, std::string("tl::") + name + " needs a pointer, got " + t.str());
+  if (t.elem == DType::Bool || is_float8(t.elem) || (int_only && !is_integral(t.elem))) {
+    c.fail(loc, std::string("tl::") + name + " of " + ir::elem_name(t.elem) + " values is not supported" +
+                    (int_only ? " (integers only)" : " (ints, fp16, bf16, fp32, fp64)"));
+  }
+  return p;
+}
+
+Tile atomic_rmw(ir::AtomicKind k, const char* name, Operand ptr, Operand v, std::optional<Operand> mask,
+                const AtomicOptions& o, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const bool int_only = k == ir::AtomicKind::And || k == ir::AtomicKind::Or || k == ir::AtomicKind::Xor;
+  ValueId p = atomic_pointer(c, ptr, name, int_only, loc);
+  const ir::MemOrder order = mem_order(c, o, loc);
+  ValueId x = val(c, v);
+  auto shape = broadcast_shape(c, loc, c.type(p), c.type(x), name);
+  ValueId m = ir::kNoValue;
+  if (mask) {
+    m = to_bool(c, val(c, *mask));
+    shape = broadcast_shape(c, loc, c.type(p).with_shape(shape), c.type(m), name);
+    m = to_shape(c, m, shape);
+  }
+  p = to_shape(c, p, shape);
+  x = to_shape(c, cast_value(c, x, c.type(p).elem), shape);
+  return c.tile(c.builder().atomic(k, order, p, x, m));
+}
+
+}  // namespace
+
+Tile atomic_add(Operand ptr, Operand v, std::optional<Operand> mask, AtomicOptions o, SourceLoc loc) {
+  return atomic_rmw(ir::AtomicKind::Add, "atomic_add", ptr, v, mask, o, loc);
+}
+Tile atomic_max(Operand ptr, Operand v, std::optional<Operand> mask, AtomicOptions o, SourceLoc loc) {
+  return atomic_rmw(ir::AtomicKind::Max, "atomic_max", ptr, v, mask, o, loc);
+}
+Tile atomic_min(Operand ptr, Operand v, std::optional<Operand> mask, AtomicOptions o, SourceLoc loc) {
+  return atomic_rmw(ir::AtomicKind::Min, "atomic_min", ptr, v, mask, o, loc);
+}
+Tile atomic_and(Operand ptr, Operand v, std::optional<Operand> mask, AtomicOptions o, SourceLoc loc) {
+  return atomic_rmw(ir::AtomicKind::And, "atomic_and", ptr, v, mask, o, loc);
+}
+Tile atomic_or(Operand ptr, Operand v, std::optional<Operand> mask, AtomicOptions o, SourceLoc loc) {
+  return atomic_rmw(ir::AtomicKind::Or, "atomic_or", ptr, v, mask, o, loc);
+}
+Tile atomic_xor(Operand ptr, Operand v, std::optional<Operand> mask, AtomicOptions o, SourceLoc loc) {
+  return atomic_rmw(ir::AtomicKind::Xor, "atomic_xor", ptr, v, mask, o, loc);
+}
+Tile atomic_xchg(Operand ptr, Operand v, std::optional<Operand> mask, AtomicOptions o, SourceLoc loc) {
+  return atomic_rmw(ir::AtomicKind::Xchg, "atomic_xchg", ptr, v, mask, o, loc);
+}
+Tile atomic_cas(Operand ptr, Operand cmp, Operand v, AtomicOptions o, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  ValueId p = atomic_pointer(c, ptr, "atomic_cas", false, loc);
+  const ir::MemOrder order = mem_order(c, o, loc);
+  ValueId x = val(c, cmp), y = val(c, v);
+  auto shape = broadcast_shape(c, loc, c.type(p), c.type(x), "atomic_cas");
+  shape = broadcast_shape(c, loc, c.type(p).with_shape(shape), c.type(y), "atomic_cas");
+  p = to_shape(c, p, shape);
+  x = to_shape(c, cast_value(c, x, c.type(p).elem), shape);
+  y = to_shape(c, cast_value(c, y, c.type(p).elem), shape);
+  return c.tile(c.builder().atomic_cas(order, p, x, y));
+}
+
 void range(Operand lo, Operand hi, FunctionRef<void(Tile)> body, SourceLoc loc) {
   range(lo, hi, Operand(1, loc), body, loc);
 }

@@ -397,6 +397,168 @@ TEST(Surface, DotDiagnostics) {
   EXPECT_NE(msg.find("input_precision must be"), std::string::npos) << msg;
 }
 
+// ---- atomics and while loops ------------------------------------------------------------------------
+
+// A histogram: every program adds ones into shared bins.
+TL_JIT(histogram_kernel, tl::Ptr x, tl::Ptr bins, tl::Int n, tl::Const BLOCK) {
+  auto o = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = o < n;
+  auto b = tl::load(x + o, m);
+  (void)tl::atomic_add(bins + b, 1, m);
+}
+
+TEST(Surface, AtomicAddHistogramAcrossPrograms) {
+  const int64_t n = 10000, nbins = 7;
+  std::vector<int32_t> xv(n);
+  std::vector<int64_t> want(nbins, 0);
+  for (auto& e : xv) {
+    e = static_cast<int32_t>(rng()() % nbins);
+    ++want[static_cast<size_t>(e)];
+  }
+  Tensor x = from_vector(xv, {n});
+  for (DType d : {DType::Int32, DType::Int64, DType::Float32, DType::Float64, DType::Float16}) {
+    compiled_and_interpreted([&](const char* mode) {
+      Tensor bins = zeros({nbins}, TensorOptions().dtype(d));
+      histogram_kernel[{tl::cdiv(n, 64)}](x, bins, n, tl::meta("BLOCK", 64));
+      for (int64_t b = 0; b < nbins; ++b) {
+        EXPECT_EQ(bins[b].item<double>(), static_cast<double>(want[static_cast<size_t>(b)]))
+            << mode << " " << dtype_name(d) << " bin " << b;
+      }
+    });
+  }
+}
+
+// Every kind on distinct addresses: the returned old values and the updated memory.
+TL_JIT(atomic_kinds_kernel, tl::Ptr x, tl::Ptr v, tl::Ptr old, tl::Const KIND, tl::Const BLOCK) {
+  auto o = tl::arange(0, BLOCK);
+  auto m = o < BLOCK - 3;  // the last three lanes are masked off
+  auto val = tl::load(v + o);
+  tl::Tile r;
+  switch (KIND.int_value()) {
+    case 0: r = tl::atomic_add(x + o, val, m); break;
+    case 1: r = tl::atomic_max(x + o, val, m); break;
+    case 2: r = tl::atomic_min(x + o, val, m); break;
+    case 3: r = tl::atomic_and(x + o, val, m); break;
+    case 4: r = tl::atomic_or(x + o, val, m); break;
+    case 5: r = tl::atomic_xor(x + o, val, m); break;
+    case 6: r = tl::atomic_xchg(x + o, val, m); break;
+    default: r = tl::atomic_cas(x + o, tl::load(x + o), val); break;  // always swaps
+  }
+  tl::store(old + o, r);
+}
+
+TEST(Surface, EveryAtomicKindReturnsTheOldValues) {
+  const int64_t B = 32;
+  for (DType d : {DType::Int32, DType::Int64, DType::UInt8, DType::Float32, DType::Float64, DType::BFloat16}) {
+    const bool fl = is_floating_point(d);
+    for (int kind = 0; kind < 8; ++kind) {
+      if (fl && kind >= 3 && kind <= 5) continue;  // bitwise: integers only
+      Tensor x0 = random_tensor({B}, d), v = random_tensor({B}, d);
+      compiled_and_interpreted([&](const char* mode) {
+        Tensor x = x0.clone(), old = empty({B}, TensorOptions().dtype(d));
+        atomic_kinds_kernel[{1}](x, v, old, kind, tl::meta("BLOCK", B));
+        for (int64_t i = 0; i < B; ++i) {
+          const double a = x0[i].item<double>(), b = v[i].item<double>();
+          const bool off = kind < 7 && i >= B - 3;
+          const int64_t ai = x0[i].item<int64_t>(), bi = v[i].item<int64_t>();
+          double want = a;
+          if (!off) {
+            switch (kind) {
+              case 0: want = fl ? a + b : static_cast<double>(x0[i].item<int64_t>() + bi); break;
+              case 1: want = std::max(a, b); break;
+              case 2: want = std::min(a, b); break;
+              case 3: want = static_cast<double>(ai & bi); break;
+              case 4: want = static_cast<double>(ai | bi); break;
+              case 5: want = static_cast<double>(ai ^ bi); break;
+              default: want = b; break;
+            }
+          }
+          // The expected value in the tensor's dtype (wrapping, rounding).
+          const double stored = from_vector(std::vector<double>{want}, {1}, DType::Float64).to(DType::Int64).item<double>();
+          const double w = fl ? from_vector(std::vector<double>{want}, {1}, d).item<double>()
+                              : from_vector(std::vector<int64_t>{static_cast<int64_t>(stored)}, {1}).to(d).item<double>();
+          EXPECT_EQ(x[i].item<double>(), w) << mode << " " << dtype_name(d) << " kind " << kind << " lane " << i;
+          EXPECT_EQ(old[i].item<double>(), off ? 0.0 : a) << mode << " " << dtype_name(d) << " kind " << kind;
+        }
+      });
+    }
+  }
+}
+
+// A spin lock: atomic_cas acquires, atomic_xchg releases; the guarded increment is a plain load
+// and store, so a broken lock loses updates.
+TL_JIT(locked_increment_kernel, tl::Ptr lock, tl::Ptr counter, tl::Const REPEAT) {
+  tl::range(0, REPEAT, [&](tl::Tile) {
+    tl::while_([&] { return tl::atomic_cas(lock, 0, 1) == 1; }, [&] {});
+    tl::store(counter, tl::load(counter) + 1);
+    (void)tl::atomic_xchg(lock, 0);
+  });
+}
+
+TEST(Surface, CasSpinLock) {
+  compiled_and_interpreted([&](const char* mode) {
+    Tensor lock = zeros({1}, TensorOptions().dtype(DType::Int32)), counter = zeros({1}, TensorOptions().dtype(DType::Int32));
+    locked_increment_kernel[{64}](lock, counter, 50);
+    EXPECT_EQ(counter.item<int32_t>(), 64 * 50) << mode;
+    EXPECT_EQ(lock.item<int32_t>(), 0) << mode;
+  });
+}
+
+// while_ with carried Vars: Collatz steps of each program's number.
+TL_JIT(collatz_kernel, tl::Ptr x, tl::Ptr steps) {
+  auto pid = tl::program_id(0);
+  tl::Var n = tl::load(x + pid).to(tl::int64);
+  tl::Var k = 0;
+  tl::while_([&] { return tl::Tile(n) != 1; }, [&] {
+    n = tl::where(tl::Tile(n) % 2 == 0, tl::Tile(n) / 2, tl::Tile(n) * 3 + 1);
+    k = tl::Tile(k) + 1;
+  });
+  tl::store(steps + pid, k);
+}
+
+TEST(Surface, WhileLoopsCarryVars) {
+  std::vector<int32_t> xv;
+  std::vector<int32_t> want;
+  for (int32_t v : {1, 2, 3, 6, 7, 27, 97, 871}) {
+    xv.push_back(v);
+    int64_t n = v;
+    int32_t k = 0;
+    while (n != 1) {
+      n = n % 2 == 0 ? n / 2 : 3 * n + 1;
+      ++k;
+    }
+    want.push_back(k);
+  }
+  Tensor x = from_vector(xv, {8});
+  compiled_and_interpreted([&](const char* mode) {
+    Tensor steps = empty({8}, TensorOptions().dtype(DType::Int32));
+    poison(steps);
+    collatz_kernel[{8}](x, steps);
+    EXPECT_TRUE(equal(steps, from_vector(want, {8}))) << mode;
+  });
+}
+
+TL_JIT(bad_atomic_kernel, tl::Ptr x, tl::Const WHICH) {
+  auto o = tl::arange(0, 4);
+  if (WHICH.int_value() == 0) (void)tl::atomic_xor(x + o, 1.0f);
+  if (WHICH.int_value() == 1) {
+    tl::AtomicOptions opts;
+    opts.sem = "seq_cst";
+    (void)tl::atomic_add(x + o, 1.0f, std::nullopt, opts);
+  }
+  if (WHICH.int_value() == 2) (void)tl::atomic_add(tl::load(x + o), 1.0f);
+}
+
+TEST(Surface, AtomicDiagnostics) {
+  Tensor x = zeros({4});
+  auto msg = error_of<CompileError>([&] { bad_atomic_kernel[{1}](x, 0); });
+  EXPECT_NE(msg.find("tl::atomic_xor of fp32 values is not supported (integers only)"), std::string::npos) << msg;
+  msg = error_of<CompileError>([&] { bad_atomic_kernel[{1}](x, 1); });
+  EXPECT_NE(msg.find("atomic sem must be"), std::string::npos) << msg;
+  msg = error_of<CompileError>([&] { bad_atomic_kernel[{1}](x, 2); });
+  EXPECT_NE(msg.find("tl::atomic_add needs a pointer"), std::string::npos) << msg;
+}
+
 TL_JIT(bad_shift_kernel, tl::Ptr x, tl::Const WHICH) {
   auto v = tl::load(x + tl::arange(0, 4));
   if (WHICH.int_value() == 0) tl::store(x + tl::arange(0, 4), v << 1);

@@ -422,6 +422,85 @@ TRT_INLINE double fma(double a, double b, double c) {
   return __builtin_fma(a, b, c);
 }
 
+// ---- atomics ---------------------------------------------------------------------------------------
+// kind: 0 add, 1 max, 2 min, 3 and, 4 or, 5 xor, 6 xchg (ir::AtomicKind); order: 0 relaxed,
+// 1 acquire, 2 release, 3 acq_rel (ir::MemOrder). Floats update by compare-and-swap loops on
+// their bits; max/min follow tl.maximum/minimum (a NaN operand loses).
+
+TRT_INLINE int mem_order(int o) {
+  return o == 0 ? __ATOMIC_RELAXED : o == 1 ? __ATOMIC_ACQUIRE : o == 2 ? __ATOMIC_RELEASE : __ATOMIC_ACQ_REL;
+}
+TRT_INLINE int fail_order(int o) {
+  return (o == 1 || o == 3) ? __ATOMIC_ACQUIRE : __ATOMIC_RELAXED;
+}
+template <class T>
+TRT_INLINE T rmw_value(int kind, T old, T v) {
+  switch (kind) {
+    case 0: return (T)(old + v);
+    case 1: return fmax_num(old, v);
+    case 2: return fmin_num(old, v);
+    default: return v;  // xchg
+  }
+}
+/** A read-modify-write by compare-and-swap on storage S holding register values R. */
+template <class S, class R, class ToR, class ToS>
+TRT_INLINE R atomic_cas_loop(S* p, int kind, R v, int o, ToR to_r, ToS to_s) {
+  S old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  for (;;) {
+    const R ro = to_r(old);
+    const S ns = to_s(rmw_value(kind, ro, v));
+    if (__atomic_compare_exchange_n(p, &old, ns, true, mem_order(o), fail_order(o))) return ro;
+  }
+}
+template <class T>
+TRT_INLINE T atomic_int(int kind, T* p, T v, int o) {
+  switch (kind) {
+    case 0: return __atomic_fetch_add(p, v, mem_order(o));
+    case 3: return __atomic_fetch_and(p, v, mem_order(o));
+    case 4: return __atomic_fetch_or(p, v, mem_order(o));
+    case 5: return __atomic_fetch_xor(p, v, mem_order(o));
+    case 6: return __atomic_exchange_n(p, v, mem_order(o));
+    default: {
+      T old = __atomic_load_n(p, __ATOMIC_RELAXED);
+      for (;;) {
+        const T nv = kind == 1 ? (v > old ? v : old) : (v < old ? v : old);
+        if (__atomic_compare_exchange_n(p, &old, nv, true, mem_order(o), fail_order(o))) return old;
+      }
+    }
+  }
+}
+TRT_INLINE float atomic_f32(int kind, float* p, float v, int o) {
+  return atomic_cas_loop((uint32_t*)p, kind, v, o, [](uint32_t b) { return u2f(b); }, [](float f) { return f2u(f); });
+}
+TRT_INLINE double u2d(uint64_t u) {
+  double d;
+  memcpy(&d, &u, 8);
+  return d;
+}
+TRT_INLINE uint64_t d2u(double d) {
+  uint64_t u;
+  memcpy(&u, &d, 8);
+  return u;
+}
+TRT_INLINE double atomic_f64(int kind, double* p, double v, int o) {
+  return atomic_cas_loop((uint64_t*)p, kind, v, o, [](uint64_t b) { return u2d(b); }, [](double d) { return d2u(d); });
+}
+/** float16 (bf16 = false) or bfloat16 storage; the update is rounded to the storage type. */
+TRT_INLINE float atomic_f16(int kind, uint16_t* p, float v, int o, bool bf16) {
+  if (bf16) {
+    return atomic_cas_loop(p, kind, v, o, [](uint16_t b) { return bf16_to_float(b); },
+                           [](float f) { return float_to_bf16(f); });
+  }
+  return atomic_cas_loop(p, kind, v, o, [](uint16_t b) { return half_to_float(b); },
+                         [](float f) { return float_to_half(f); });
+}
+/** Compare-and-swap on the bits: stores `val` if `*p` equals `cmp`; returns the old bits. */
+template <class S>
+TRT_INLINE S atomic_cas_bits(S* p, S cmp, S val, int o) {
+  __atomic_compare_exchange_n(p, &cmp, val, false, mem_order(o), fail_order(o));
+  return cmp;
+}
+
 // ---- the program index ------------------------------------------------------------------------
 /** Splits a linear program index into (x, y, z), x fastest. */
 TRT_INLINE void program_coords(const Grid* g, int64_t p, int32_t& x, int32_t& y, int32_t& z) {

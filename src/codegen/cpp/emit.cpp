@@ -957,6 +957,11 @@ class Emitter {
         return reduce(op);
       case OpKind::Dot:
         return dot(op);
+      case OpKind::Atomic:
+      case OpKind::AtomicCas:
+        return atomic(op);
+      case OpKind::While:
+        return while_op(op);
       default:
         break;
     }
@@ -1292,6 +1297,81 @@ class Emitter {
     --indent_;
     line("}");
     for (size_t k = 0; k < op.results.size(); ++k) alias(op.results[k], carried[k]);
+  }
+
+  // A runtime while loop: the carried values live in the body's argument variables; the
+  // condition region reads them through aliases.
+  void while_op(const Op& op) {
+    const Region &cond = op.regions[0], &body = op.regions[1];
+    const std::vector<ValueId> carried(body.args.begin(), body.args.end());
+    for (size_t k = 0; k < carried.size(); ++k) {
+      declare_var(carried[k]);
+      assign(carried[k], name(carried[k]), op.operands[k]);
+    }
+    line("for (;;) {");
+    ++indent_;
+    for (size_t k = 0; k < carried.size(); ++k) alias(cond.args[k], carried[k]);
+    region(cond);
+    line("if (!(" + expr(cond.ops.back()->operands[0], {}) + ")) break;");
+    const int64_t saved_scale = work_scale_;
+    work_scale_ *= 8;
+    region(body);
+    parallel_assign(carried, body.ops.back()->operands);
+    work_scale_ = saved_scale;
+    --indent_;
+    line("}");
+    for (size_t k = 0; k < op.results.size(); ++k) alias(op.results[k], carried[k]);
+  }
+
+  // Atomics: one lane at a time, in order; a masked-off lane does nothing and gives 0.
+  void atomic(const Op& op) {
+    const ValueId out = op.result();
+    const Type& pt = f_.type(op.operands[0]);
+    const DType d = pt.elem;
+    const std::string rt = register_type(d), st = storage_type(d);
+    const std::string order = std::to_string(op.ival);
+    const bool cas = op.kind == OpKind::AtomicCas;
+    const bool masked = !cas && op.operands.size() > 2;
+    if (pt.is_scalar()) {
+      line(rt + " " + name(out) + ";");
+    } else {
+      declare_array(out);
+    }
+    const std::string kind = std::to_string(op.sub);
+    loops(pt.shape, false, [&](const std::vector<std::string>& idx) {
+      const std::string dst = pt.is_scalar() ? name(out) : name(out) + "[" + flat(pt.shape, idx) + "]";
+      const std::string p = expr(op.operands[0], idx), v = expr(op.operands[1], idx);
+      std::string call;
+      if (cas) {
+        const std::string c = expr(op.operands[1], idx), nv = expr(op.operands[2], idx);
+        if (d == DType::Float32) {
+          call = "trt::u2f(trt::atomic_cas_bits((uint32_t*)" + p + ", trt::f2u(" + c + "), trt::f2u(" + nv + "), " + order + "))";
+        } else if (d == DType::Float64) {
+          call = "trt::u2d(trt::atomic_cas_bits((uint64_t*)" + p + ", trt::d2u(" + c + "), trt::d2u(" + nv + "), " + order + "))";
+        } else if (d == DType::Float16 || d == DType::BFloat16) {
+          const std::string to = d == DType::Float16 ? "trt::float_to_half" : "trt::float_to_bf16";
+          const std::string from = d == DType::Float16 ? "trt::half_to_float" : "trt::bf16_to_float";
+          call = from + "(trt::atomic_cas_bits(" + p + ", " + to + "(" + c + "), " + to + "(" + nv + "), " + order + "))";
+        } else {
+          call = "trt::atomic_cas_bits(" + p + ", (" + st + ")(" + c + "), (" + st + ")(" + nv + "), " + order + ")";
+        }
+      } else if (d == DType::Float32) {
+        call = "trt::atomic_f32(" + kind + ", " + p + ", " + v + ", " + order + ")";
+      } else if (d == DType::Float64) {
+        call = "trt::atomic_f64(" + kind + ", " + p + ", " + v + ", " + order + ")";
+      } else if (d == DType::Float16 || d == DType::BFloat16) {
+        call = "trt::atomic_f16(" + kind + ", " + p + ", " + v + ", " + order + ", " +
+               (d == DType::BFloat16 ? "true" : "false") + ")";
+      } else {
+        call = "trt::atomic_int<" + st + ">(" + kind + ", " + p + ", (" + st + ")(" + v + "), " + order + ")";
+      }
+      if (masked) {
+        line("if (" + expr(op.operands[2], idx) + ") " + dst + " = " + call + "; else " + dst + " = 0;");
+      } else {
+        line(dst + " = " + call + ";");
+      }
+      work_ += work_scale_;
+    });
   }
 
   void if_op(const Op& op) {
