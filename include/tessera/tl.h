@@ -23,6 +23,7 @@
  */
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -226,6 +227,16 @@ Tile atomic_xor(Operand ptr, Operand val, std::optional<Operand> mask = std::nul
 Tile atomic_xchg(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt, AtomicOptions o = {}, TS_HERE);
 /** Stores `val` where `*ptr == cmp` (compared bitwise); returns the old values. */
 Tile atomic_cas(Operand ptr, Operand cmp, Operand val, AtomicOptions o = {}, TS_HERE);
+
+// ---- random numbers (Philox 4x32, the tensor factories' streams: element `offset` of seed `seed`) --
+/** The four uint32 outputs of Philox for each offset (Triton's randint4x). */
+std::array<Tile, 4> randint4x(Operand seed, Operand offset, int n_rounds = 10, TS_HERE);
+/** The first output (uint32). */
+Tile randint(Operand seed, Operand offset, int n_rounds = 10, TS_HERE);
+/** float32 uniform in [0, 1): bit for bit `tessera::rand` (float32) at the same seed and offset. */
+Tile rand(Operand seed, Operand offset, int n_rounds = 10, TS_HERE);
+/** float32 standard normal: bit for bit `tessera::randn` (float32) at the same seed and offset. */
+Tile randn(Operand seed, Operand offset, int n_rounds = 10, TS_HERE);
 
 // ---- reductions -------------------------------------------------------------------------------
 /** Sum over `axis` (all dims when omitted). Integers narrower than 32 bits sum in (u)int32 and

@@ -1079,6 +1079,72 @@ Tile atomic_cas(Operand ptr, Operand cmp, Operand v, AtomicOptions o, SourceLoc 
   return c.tile(c.builder().atomic_cas(order, p, x, y));
 }
 
+// ---- random numbers: Philox 4x32 written in the language itself (tessera/detail/philox.h) ------
+
+std::array<Tile, 4> randint4x(Operand seed, Operand offset, int n_rounds, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const Type ts = c.type(val(c, seed)), to = c.type(val(c, offset));
+  if (!ts.is_scalar() || !ts.is_int() || ts.elem == DType::Bool) {
+    c.fail(loc, "tl::rand*: the seed must be a scalar integer, got " + ts.str());
+  }
+  if (to.ptr || !to.is_int() || to.elem == DType::Bool) {
+    c.fail(loc, "tl::rand*: the offsets must be integers, got " + to.str());
+  }
+  if (n_rounds < 1 || n_rounds > 64) c.fail(loc, "tl::rand*: n_rounds must be in [1, 64], got " + std::to_string(n_rounds));
+  auto u32 = [&](Operand x) { return cast(x, DType::UInt32, loc); };
+  auto lit = [&](uint32_t v) { return cast(Operand(static_cast<int64_t>(v), loc), DType::UInt32, loc); };
+  const Tile s64 = cast(seed, DType::Int64, loc);
+  Tile k0 = u32(Operand(s64, loc)), k1 = u32(Operand(Operand(s64, loc) >> Operand(32, loc), loc));
+  // Counter (lo32(offset), hi32(offset), 0, 0); the high word of an int32 offset is 0, as Triton.
+  Tile c0 = u32(offset);
+  Tile c1 = to.elem == DType::Int64 || to.elem == DType::UInt64
+                ? u32(Operand(Operand(offset) >> Operand(32, loc), loc))
+                : Operand(c0, loc) * Operand(0, loc);
+  Tile c2 = Operand(c0, loc) * Operand(0, loc), c3 = c2;
+  const Tile mul_a = lit(0xD2511F53u), mul_b = lit(0xCD9E8D57u), key_a = lit(0x9E3779B9u), key_b = lit(0xBB67AE85u);
+  for (int r = 0; r < n_rounds; ++r) {
+    const Tile n0 = umulhi(mul_b, c2, loc) ^ c1 ^ k0;
+    const Tile n2 = umulhi(mul_a, c0, loc) ^ c3 ^ k1;
+    const Tile n1 = Operand(mul_b, loc) * Operand(c2, loc);
+    const Tile n3 = Operand(mul_a, loc) * Operand(c0, loc);
+    c0 = n0;
+    c1 = n1;
+    c2 = n2;
+    c3 = n3;
+    k0 = Operand(k0, loc) + Operand(key_a, loc);
+    k1 = Operand(k1, loc) + Operand(key_b, loc);
+  }
+  return {c0, c1, c2, c3};
+}
+
+Tile randint(Operand seed, Operand offset, int n_rounds, SourceLoc loc) {
+  return randint4x(seed, offset, n_rounds, loc)[0];
+}
+
+Tile rand(Operand seed, Operand offset, int n_rounds, SourceLoc loc) {
+  // As tessera::rand for float32: the top 24 bits of the first output, times 2^-24.
+  const Tile x = randint(seed, offset, n_rounds, loc);
+  return Operand(cast(Operand(Operand(x, loc) >> Operand(8, loc), loc), DType::Float32, loc), loc) *
+         Operand(5.9604644775390625e-08, loc);
+}
+
+Tile randn(Operand seed, Operand offset, int n_rounds, SourceLoc loc) {
+  // As tessera::randn for float32: Box-Muller in double precision on the top 24 bits of the first
+  // two outputs, u1 in (0, 1].
+  const auto r = randint4x(seed, offset, n_rounds, loc);
+  auto top24 = [&](const Tile& x) {
+    return cast(Operand(Operand(x, loc) >> Operand(8, loc), loc), DType::Float64, loc);
+  };
+  // (float64 constants built directly: a C++ literal is a float32 constant in the language)
+  TraceContext& c = ctx(loc);
+  auto f64 = [&](double v) { return c.tile(c.builder().constant_float(v, Type::scalar(DType::Float64))); };
+  const Tile u1 = Operand(Operand(top24(r[0]), loc) + Operand(f64(1.0), loc), loc) * Operand(f64(1.0 / 16777216.0), loc);
+  const Tile u2 = Operand(top24(r[1]), loc) * Operand(f64(1.0 / 16777216.0), loc);
+  const Tile rad = sqrt(Operand(Operand(f64(-2.0), loc) * Operand(log(Operand(u1, loc), loc), loc), loc), loc);
+  const Tile ang = cos(Operand(Operand(f64(6.283185307179586), loc) * Operand(u2, loc), loc), loc);
+  return cast(Operand(Operand(rad, loc) * Operand(ang, loc), loc), DType::Float32, loc);
+}
+
 void range(Operand lo, Operand hi, FunctionRef<void(Tile)> body, SourceLoc loc) {
   range(lo, hi, Operand(1, loc), body, loc);
 }

@@ -11,6 +11,7 @@
 #include "tessera/env.h"
 #include "tessera/tessera.h"
 #include "tessera/tl.h"
+#include "tessera/detail/philox.h"
 #include "testing.h"
 
 using namespace tessera;
@@ -557,6 +558,46 @@ TEST(Surface, AtomicDiagnostics) {
   EXPECT_NE(msg.find("atomic sem must be"), std::string::npos) << msg;
   msg = error_of<CompileError>([&] { bad_atomic_kernel[{1}](x, 2); });
   EXPECT_NE(msg.find("tl::atomic_add needs a pointer"), std::string::npos) << msg;
+}
+
+// ---- random numbers -----------------------------------------------------------------------------------
+
+TL_JIT(random_kernel, tl::Ptr u, tl::Ptr z, tl::Ptr i, tl::Ptr r4, tl::Int seed, tl::Int base, tl::Int n, tl::Const BLOCK) {
+  auto o = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = o < n;
+  auto off = base + o;
+  tl::store(u + o, tl::rand(seed, off), m);
+  tl::store(z + o, tl::randn(seed, off), m);
+  tl::store(i + o, tl::randint(seed, off), m);
+  auto four = tl::randint4x(seed, off.to(tl::int64));
+  for (int k = 0; k < 4; ++k) tl::store(r4 + o * 4 + k, four[static_cast<size_t>(k)], m);
+}
+
+TEST(Surface, RandomNumbersAreTheTensorFactoriesStreams) {
+  const int64_t n = 1000;
+  const uint64_t seed = 0x1234567890abull;  // a key with both halves set
+  manual_seed(seed);
+  const Tensor want_u = rand({n});                                  // offsets 0 .. n-1
+  const Tensor want_z = randn({n});                                 // offsets n .. 2n-1
+  compiled_and_interpreted([&](const char* mode) {
+    Tensor u = empty({n}), z = empty({n}), z0 = empty({n}), i = empty({n}, TensorOptions().dtype(DType::UInt32));
+    Tensor r4 = empty({n * 4}, TensorOptions().dtype(DType::UInt32));
+    random_kernel[{tl::cdiv(n, 128)}](u, z0, i, r4, static_cast<int64_t>(seed), 0, n, tl::meta("BLOCK", 128));
+    EXPECT_TRUE(equal(u, want_u)) << mode;
+    random_kernel[{tl::cdiv(n, 128)}](u, z, i, r4, static_cast<int64_t>(seed), n, n, tl::meta("BLOCK", 128));
+    EXPECT_TRUE(equal(z, want_z)) << mode;
+    // The raw outputs are Philox 4x32-10 (tessera/detail/philox.h, checked against Random123).
+    for (int64_t k = 0; k < n; k += 97) {
+      const auto r = philox::random4(seed, static_cast<uint64_t>(n + k));
+      for (int w = 0; w < 4; ++w) EXPECT_EQ(r4[k * 4 + w].item<uint32_t>(), r.v[w]) << mode << " offset " << n + k;
+      EXPECT_EQ(i[k].item<uint32_t>(), r.v[0]) << mode;
+    }
+  });
+  // Uniform in [0, 1); normal with mean 0 and variance 1 (loosely).
+  EXPECT_GE(want_u.min().item<float>(), 0.0f);
+  EXPECT_LT(want_u.max().item<float>(), 1.0f);
+  EXPECT_NEAR(want_z.mean().item<float>(), 0.0, 0.1);
+  EXPECT_NEAR((want_z * want_z).mean().item<float>(), 1.0, 0.15);
 }
 
 TL_JIT(bad_shift_kernel, tl::Ptr x, tl::Const WHICH) {
