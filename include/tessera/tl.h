@@ -228,6 +228,18 @@ Tile atomic_xchg(Operand ptr, Operand val, std::optional<Operand> mask = std::nu
 /** Stores `val` where `*ptr == cmp` (compared bitwise); returns the old values. */
 Tile atomic_cas(Operand ptr, Operand cmp, Operand val, AtomicOptions o = {}, TS_HERE);
 
+// ---- assertions and printing --------------------------------------------------------------------
+/** A trace-time check of a constexpr condition (`tl.static_assert`; `static_assert` is a C++
+ * keyword): a CompileError with `message` and the caller's line when it does not hold. */
+void static_assert_(Operand cond, std::string_view message = "", TS_HERE);
+/** A run-time check, active in the debug mode and the interpreter (as Triton's, which checks only
+ * under TRITON_DEBUG): failing lanes are reported with kernel, line, program and lane, and the
+ * launch then throws a RuntimeError. The compiled kernel skips it. */
+void device_assert(Operand cond, std::string_view message = "", TS_HERE);
+/** Prints every element, one line each: `pid (x, y, z) idx (i, j) prefix: value`. */
+void device_print(std::string_view prefix, std::initializer_list<Operand> values, TS_HERE);
+void device_print(std::string_view prefix, Operand value, TS_HERE);
+
 // ---- random numbers (Philox 4x32, the tensor factories' streams: element `offset` of seed `seed`) --
 /** The four uint32 outputs of Philox for each offset (Triton's randint4x). */
 std::array<Tile, 4> randint4x(Operand seed, Operand offset, int n_rounds = 10, TS_HERE);

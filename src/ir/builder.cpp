@@ -354,6 +354,22 @@ ValueId Builder::atomic_cas(MemOrder o, ValueId ptr, ValueId cmp, ValueId v) {
   return r;
 }
 
+void Builder::assert_(ValueId cond, std::string message) {
+  Op* op = f_.new_op(OpKind::Assert);
+  op->operands = {cond};
+  op->text = std::move(message);
+  op->loc = loc_;
+  insert(op);
+}
+
+void Builder::print(std::string prefix, const std::vector<ValueId>& values) {
+  Op* op = f_.new_op(OpKind::Print);
+  op->operands = values;
+  op->text = std::move(prefix);
+  op->loc = loc_;
+  insert(op);
+}
+
 Op* Builder::create_while() {
   Op* op = f_.new_op(OpKind::While);
   op->loc = loc_;

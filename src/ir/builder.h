@@ -54,6 +54,9 @@ class Builder {
   /** An atomic read-modify-write (inserted now: it has side effects); returns the old values. */
   ValueId atomic(AtomicKind k, MemOrder o, ValueId ptr, ValueId v, ValueId mask);
   ValueId atomic_cas(MemOrder o, ValueId ptr, ValueId cmp, ValueId v);
+  /** device_assert / device_print (inserted now). */
+  void assert_(ValueId cond, std::string message);
+  void print(std::string prefix, const std::vector<ValueId>& values);
   /** A while loop with empty condition and body regions (the caller fills and inserts it). */
   Op* create_while();
   /** a [M, K] @ b [K, N] + acc [M, N]. */

@@ -22,6 +22,8 @@ class Cse {
       case OpKind::Store:
       case OpKind::Atomic:
       case OpKind::AtomicCas:
+      case OpKind::Assert:
+      case OpKind::Print:
       case OpKind::While:
       case OpKind::For:
       case OpKind::If:

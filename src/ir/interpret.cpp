@@ -227,6 +227,55 @@ class Interp {
       case OpKind::Atomic:
       case OpKind::AtomicCas:
         return atomic(op);
+      case OpKind::Assert: {
+        const Val& c = val(op.operands[0]);
+        for (size_t k = 0; k < c.d.size(); ++k) {
+          if (c.d[k].i != 0) continue;
+          const int64_t n = o_.assert_failures ? o_.assert_failures->fetch_add(1) : 0;
+          if (n >= kMaxReports) continue;
+          char buf[512];
+          std::snprintf(buf, sizeof buf, "[kernel %s] device_assert failed at %s:%d: program (%d, %d, %d), lane %zu: %s",
+                        o_.kernel.c_str(), op.loc.file ? op.loc.file : "?", op.loc.line, pid_[0], pid_[1], pid_[2], k,
+                        op.text.c_str());
+          static std::mutex m;
+          std::lock_guard<std::mutex> g(m);
+          std::fprintf(stderr, "tessera: %s\n", buf);
+          if (o_.first_assert && o_.first_assert->empty()) *o_.first_assert = buf;
+        }
+        return;
+      }
+      case OpKind::Print: {
+        static std::mutex m;
+        std::lock_guard<std::mutex> g(m);
+        for (size_t k = 0; k < op.operands.size(); ++k) {
+          const Val& v = val(op.operands[k]);
+          const Type& t = f_.type(op.operands[k]);
+          const std::string label = op.operands.size() > 1 ? " (operand " + std::to_string(k) + ")" : "";
+          for (size_t e = 0; e < v.d.size(); ++e) {
+            std::string ix = "(";
+            size_t rem = e;
+            std::vector<int64_t> idx(t.shape.size());
+            for (size_t d = t.shape.size(); d-- > 0;) {
+              idx[d] = static_cast<int64_t>(rem % static_cast<size_t>(t.shape[d]));
+              rem /= static_cast<size_t>(t.shape[d]);
+            }
+            for (size_t d = 0; d < idx.size(); ++d) ix += (d ? ", " : "") + std::to_string(idx[d]);
+            ix += ")";
+            if (t.is_float()) {
+              std::printf("pid (%d, %d, %d) idx %s %s%s: %.9g\n", pid_[0], pid_[1], pid_[2], ix.c_str(), op.text.c_str(),
+                          label.c_str(), v.d[e].f);
+            } else if (is_signed(t.elem) || t.elem == DType::Bool) {
+              std::printf("pid (%d, %d, %d) idx %s %s%s: %lld\n", pid_[0], pid_[1], pid_[2], ix.c_str(), op.text.c_str(),
+                          label.c_str(), static_cast<long long>(v.d[e].i));
+            } else {
+              std::printf("pid (%d, %d, %d) idx %s %s%s: %llu\n", pid_[0], pid_[1], pid_[2], ix.c_str(), op.text.c_str(),
+                          label.c_str(), static_cast<unsigned long long>(v.d[e].i));
+            }
+          }
+        }
+        std::fflush(stdout);
+        return;
+      }
     }
     TS_INTERNAL_ASSERT(false) << "interpreter: unknown op " << op_name(op.kind);
   }

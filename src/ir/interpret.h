@@ -7,6 +7,9 @@
  * functions are the tile runtime's. Float sums accumulate in double and round once (the compiled
  * code sums in float lanes), so they can differ from the compiled kernel in the last bits.
  *
+ * `device_assert` is checked (a failing lane is reported; the launch then fails) and
+ * `device_print` prints, one line per element.
+ *
  * With bounds (`TESSERA_DEBUG=1`), every load and store lane is checked against the extent of
  * the tensor its pointer derives from (the parameter it was computed from, tracked per element);
  * an out-of-bounds lane is reported (kernel, line, program, lane, element) and suppressed: a load
@@ -38,6 +41,9 @@ struct InterpretOptions {
   std::vector<PointerBounds> bounds;
   /** Out-of-bounds accesses seen (all threads); the first few are printed. */
   std::atomic<int64_t>* violations = nullptr;
+  /** Failed device_assert lanes (all threads), and the first failure's report. */
+  std::atomic<int64_t>* assert_failures = nullptr;
+  std::string* first_assert = nullptr;
 };
 
 /** Runs programs [pid_begin, pid_end) of `f` over `grid`, with arguments in the generated code's

@@ -59,6 +59,8 @@ const char* op_name(OpKind k) {
     case OpKind::Atomic: return "atomic";
     case OpKind::AtomicCas: return "atomic_cas";
     case OpKind::While: return "while";
+    case OpKind::Assert: return "assert";
+    case OpKind::Print: return "print";
     case OpKind::AddPtr: return "addptr";
     case OpKind::Load: return "load";
     case OpKind::Store: return "store";
@@ -90,7 +92,9 @@ const char* reduce_name(ReduceKind k) {
 }
 
 bool Op::has_side_effects() const {
-  if (kind == OpKind::Store || kind == OpKind::Atomic || kind == OpKind::AtomicCas) return true;
+  if (kind == OpKind::Store || kind == OpKind::Atomic || kind == OpKind::AtomicCas || kind == OpKind::Assert ||
+      kind == OpKind::Print)
+    return true;
   if (kind == OpKind::For || kind == OpKind::If || kind == OpKind::While) {
     for (const auto& r : regions) {
       for (const Op* op : r.ops) {

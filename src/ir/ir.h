@@ -81,6 +81,8 @@ enum class OpKind : uint8_t {
   AtomicCas,    ///< ival: MemOrder; operands: ptr, cmp, val; result: the old values
   While,        ///< operands: inits; regions: cond (args: carried; yields one i1 scalar) and body
                 ///< (args: carried; yields the carried values); results: the carried values
+  Assert,       ///< device_assert: operands: cond (i1); text: the message; checked by the interpreter
+  Print,        ///< device_print: operands: values; text: the prefix
 };
 
 enum class AtomicKind : uint8_t { Add, Max, Min, And, Or, Xor, Xchg };
@@ -120,6 +122,7 @@ struct Op {
   int64_t ival = 0;  ///< integer constant, axis, arange start
   int64_t ival2 = 0;  ///< arange end
   double fval = 0;   ///< float constant
+  std::string text;  ///< Assert's message, Print's prefix
   std::vector<ValueId> operands;
   std::vector<ValueId> results;
   std::vector<Region> regions;

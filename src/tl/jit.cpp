@@ -734,7 +734,10 @@ void interpret_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 
                       int64_t total, const trt::Arg* slots) {
   ir::InterpretOptions o;
   o.kernel = kernel.name;
-  std::atomic<int64_t> violations{0};
+  std::atomic<int64_t> violations{0}, assert_failures{0};
+  std::string first_assert;
+  o.assert_failures = &assert_failures;
+  o.first_assert = &first_assert;
   if (knobs().debug) {
     // The extent of each tensor argument's view: the bytes its sizes and strides can reach.
     o.violations = &violations;
@@ -768,6 +771,10 @@ void interpret_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 
   if (n > 10) {
     std::cerr << "tessera: [kernel " << kernel.name << "] " << n
               << " out-of-bounds accesses in this launch (the first 10 shown)\n";
+  }
+  if (const int64_t a = assert_failures.load()) {
+    throw RuntimeError(first_assert + (a > 1 ? " (and " + std::to_string(a - 1) + " more failing lanes)" : ""),
+                       UserLocGuard::current());
   }
 }
 

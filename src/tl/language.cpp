@@ -1079,6 +1079,42 @@ Tile atomic_cas(Operand ptr, Operand cmp, Operand v, AtomicOptions o, SourceLoc 
   return c.tile(c.builder().atomic_cas(order, p, x, y));
 }
 
+// ---- assertions and printing -----------------------------------------------------------------------
+
+void static_assert_(Operand cond, std::string_view message, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const ValueId v = val(c, cond);
+  const ir::Op* k = c.function().constant(v);
+  if (!k || !c.type(v).is_scalar()) {
+    c.fail(loc, "tl::static_assert_ needs a constexpr condition, got a runtime " + c.type(v).str() +
+                    " (use tl::device_assert for runtime checks)");
+  }
+  const bool holds = c.type(v).is_float() ? k->fval != 0 : k->ival != 0;
+  if (!holds) c.fail(loc, "static_assert failed" + (message.empty() ? std::string() : ": " + std::string(message)));
+}
+
+void device_assert(Operand cond, std::string_view message, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const ValueId v = val(c, cond);
+  if (c.type(v).ptr) c.fail(loc, "tl::device_assert of a pointer");
+  c.builder().assert_(to_bool(c, v), message.empty() ? std::string("assertion failed") : std::string(message));
+}
+
+void device_print(std::string_view prefix, std::initializer_list<Operand> values, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  std::vector<ValueId> vs;
+  for (const auto& o : values) {
+    const ValueId v = val(c, o);
+    if (c.type(v).ptr) c.fail(loc, "tl::device_print of a pointer");
+    vs.push_back(v);
+  }
+  c.builder().print(std::string(prefix), vs);
+}
+
+void device_print(std::string_view prefix, Operand value, SourceLoc loc) {
+  device_print(prefix, {value}, loc);
+}
+
 // ---- random numbers: Philox 4x32 written in the language itself (tessera/detail/philox.h) ------
 
 std::array<Tile, 4> randint4x(Operand seed, Operand offset, int n_rounds, SourceLoc loc) {

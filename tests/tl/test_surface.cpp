@@ -600,6 +600,43 @@ TEST(Surface, RandomNumbersAreTheTensorFactoriesStreams) {
   EXPECT_NEAR((want_z * want_z).mean().item<float>(), 1.0, 0.15);
 }
 
+// ---- static_assert_, device_assert, device_print ------------------------------------------------------
+
+TL_JIT(checked_kernel, tl::Ptr x, tl::Int n, tl::Const BLOCK) {
+  tl::static_assert_(BLOCK >= 16, "BLOCK must be at least 16");
+  auto o = tl::arange(0, BLOCK);
+  auto v = tl::load(x + o, o < n);
+  tl::device_assert(v >= 0, "x must be non-negative");
+  tl::device_print("v", tl::where(o < 2, v, 0));
+}
+
+TEST(Surface, StaticAssertDeviceAssertAndDevicePrint) {
+  Tensor x = from_vector(std::vector<float>{1, 2, -3, 4}, {4});
+  auto msg = error_of<CompileError>([&] { checked_kernel[{1}](x, 4, tl::meta("BLOCK", 8)); });
+  EXPECT_NE(msg.find("static_assert failed: BLOCK must be at least 16"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("test_surface.cpp:"), std::string::npos) << msg;
+  // Compiled: the assertion is skipped (as Triton without TRITON_DEBUG); the print runs.
+  ::testing::internal::CaptureStdout();
+  checked_kernel[{1}](x, 4, tl::meta("BLOCK", 16));
+  std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("pid (0, 0, 0) idx (1) v: 2"), std::string::npos) << out;
+  EXPECT_NE(out.find("pid (0, 0, 0) idx (15) v: 0"), std::string::npos) << out;
+  // Debug mode: the failing lane is reported and the launch throws.
+  ::setenv("TESSERA_DEBUG", "1", 1);
+  reload_knobs();
+  ::testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStdout();
+  msg = error_of<RuntimeError>([&] { checked_kernel[{1}](x, 4, tl::meta("BLOCK", 16)); });
+  out = ::testing::internal::GetCapturedStdout();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ::unsetenv("TESSERA_DEBUG");
+  reload_knobs();
+  EXPECT_NE(msg.find("[kernel checked_kernel] device_assert failed at"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("program (0, 0, 0), lane 2: x must be non-negative"), std::string::npos) << msg;
+  EXPECT_NE(err.find("lane 2: x must be non-negative"), std::string::npos) << err;
+  EXPECT_NE(out.find("pid (0, 0, 0) idx (0) v: 1"), std::string::npos) << out;
+}
+
 TL_JIT(bad_shift_kernel, tl::Ptr x, tl::Const WHICH) {
   auto v = tl::load(x + tl::arange(0, 4));
   if (WHICH.int_value() == 0) tl::store(x + tl::arange(0, 4), v << 1);

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "tessera/trt/scalar_ops.h"

@@ -962,6 +962,10 @@ class Emitter {
         return atomic(op);
       case OpKind::While:
         return while_op(op);
+      case OpKind::Assert:
+        return;  // device_assert is checked in the debug mode (the interpreter), as Triton's
+      case OpKind::Print:
+        return print(op);
       default:
         break;
     }
@@ -1321,6 +1325,35 @@ class Emitter {
     --indent_;
     line("}");
     for (size_t k = 0; k < op.results.size(); ++k) alias(op.results[k], carried[k]);
+  }
+
+  // device_print: one line per element (Triton's format), the program id first.
+  void print(const Op& op) {
+    std::string prefix;
+    for (char ch : op.text) {
+      if (ch == '"' || ch == '\\') prefix += '\\';
+      if (ch == '%') prefix += '%';
+      prefix += ch;
+    }
+    for (size_t k = 0; k < op.operands.size(); ++k) {
+      const ValueId v = op.operands[k];
+      const Type& t = f_.type(v);
+      const bool fl = t.is_float();
+      const std::string fmt = fl ? "%.9g" : (is_signed(t.elem) || t.elem == DType::Bool ? "%lld" : "%llu");
+      const std::string arg = fl ? "(double)(" : (is_signed(t.elem) || t.elem == DType::Bool ? "(long long)(" : "(unsigned long long)(");
+      const std::string label = op.operands.size() > 1 ? " (operand " + std::to_string(k) + ")" : "";
+      loops(t.shape, false, [&](const std::vector<std::string>& idx) {
+        std::string ix = "(";
+        std::string ixargs;
+        for (size_t d = 0; d < idx.size(); ++d) {
+          ix += std::string(d ? ", " : "") + "%d";
+          ixargs += ", (int)(" + idx[d] + ")";
+        }
+        ix += ")";
+        line("printf(\"pid (%d, %d, %d) idx " + ix + " " + prefix + label + ": " + fmt + "\\n\", _pid0, _pid1, _pid2" +
+             ixargs + ", " + arg + expr(v, idx) + "));");
+      });
+    }
   }
 
   // Atomics: one lane at a time, in order; a masked-off lane does nothing and gives 0.
