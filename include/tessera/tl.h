@@ -31,6 +31,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "tessera/detail/function_ref.h"
@@ -156,6 +157,20 @@ Tile cast(Operand x, DType dtype, TS_HERE);
 Tile expand_dims(Operand x, int axis, TS_HERE);
 /** Broadcasts to `shape` (dims of size 1 stretch). */
 Tile broadcast_to(Operand x, std::initializer_list<Operand> shape, TS_HERE);
+Tile zeros_like(Operand x, TS_HERE);
+/** Row-major reshape (the element count must match). `can_reorder` is accepted as Triton's. */
+Tile reshape(Operand x, std::initializer_list<Operand> shape, bool can_reorder = false, TS_HERE);
+/** Output dim d is input dim dims[d]; `trans` reverses all dims. */
+Tile permute(Operand x, std::initializer_list<int> dims, TS_HERE);
+Tile trans(Operand x, TS_HERE);
+/** Stacks two tiles (broadcast together) along a new last dimension of size 2. */
+Tile join(Operand a, Operand b, TS_HERE);
+/** The inverse of join: the two halves of a last dimension of size 2. */
+std::pair<Tile, Tile> split(Operand x, TS_HERE);
+/** Concatenates along dim 0 (tiles of one shape; the order is kept). */
+Tile cat(Operand a, Operand b, bool can_reorder = false, TS_HERE);
+/** The same bits as another element type of the same width. */
+Tile bitcast(Operand x, DType dtype, TS_HERE);
 
 // ---- arithmetic (operators below), math ----------------------------------------------------------
 Tile where(Operand cond, Operand a, Operand b, TS_HERE);

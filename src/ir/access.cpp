@@ -59,7 +59,12 @@ class Provenance {
         case OpKind::AddPtr:
         case OpKind::Splat:
         case OpKind::Broadcast:
-        case OpKind::ExpandDims: add(op->result(), get(op->operands[0])); break;
+        case OpKind::ExpandDims:
+        case OpKind::Permute:
+        case OpKind::Reshape:
+        case OpKind::Extract: add(op->result(), get(op->operands[0])); break;
+        case OpKind::Join:
+        case OpKind::Cat: add(op->result(), get(op->operands[0]) | get(op->operands[1])); break;
         case OpKind::Select: add(op->result(), get(op->operands[1]) | get(op->operands[2])); break;
         case OpKind::Load:
           read_ |= get(op->operands[0]);

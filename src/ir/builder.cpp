@@ -354,6 +354,64 @@ ValueId Builder::atomic_cas(MemOrder o, ValueId ptr, ValueId cmp, ValueId v) {
   return r;
 }
 
+ValueId Builder::permute(ValueId v, ArrayRef<int64_t> perm) {
+  const Type& t = type(v);
+  SmallVector<int64_t, 4> shape;
+  int64_t packed = 0;
+  for (size_t d = 0; d < perm.size(); ++d) {
+    shape.push_back(t.shape[static_cast<size_t>(perm[d])]);
+    packed |= perm[d] << (4 * d);
+  }
+  Op* op = f_.new_op(OpKind::Permute);
+  op->ival = packed;
+  op->operands = {v};
+  return result(op, t.with_shape(shape));
+}
+
+ValueId Builder::reshape(ValueId v, ArrayRef<int64_t> shape) {
+  const Type& t = type(v);
+  if (t.shape == SmallVector<int64_t, 4>(shape)) return v;
+  Op* op = f_.new_op(OpKind::Reshape);
+  op->operands = {v};
+  return result(op, t.with_shape(shape));
+}
+
+ValueId Builder::join(ValueId a, ValueId b) {
+  const Type& t = type(a);
+  SmallVector<int64_t, 4> shape = t.shape;
+  shape.push_back(2);
+  Op* op = f_.new_op(OpKind::Join);
+  op->operands = {a, b};
+  return result(op, t.with_shape(shape));
+}
+
+ValueId Builder::extract(ValueId v, int64_t which) {
+  const Type& t = type(v);
+  SmallVector<int64_t, 4> shape(t.shape.begin(), t.shape.end() - 1);
+  Op* op = f_.new_op(OpKind::Extract);
+  op->ival = which;
+  op->operands = {v};
+  return result(op, t.with_shape(shape));
+}
+
+ValueId Builder::cat(ValueId a, ValueId b) {
+  const Type& t = type(a);
+  SmallVector<int64_t, 4> shape = t.shape;
+  shape[0] *= 2;
+  Op* op = f_.new_op(OpKind::Cat);
+  op->operands = {a, b};
+  return result(op, t.with_shape(shape));
+}
+
+ValueId Builder::bitcast(ValueId v, DType to) {
+  Type t = type(v);
+  if (t.elem == to) return v;
+  t.elem = to;
+  Op* op = f_.new_op(OpKind::Bitcast);
+  op->operands = {v};
+  return result(op, t);
+}
+
 void Builder::assert_(ValueId cond, std::string message) {
   Op* op = f_.new_op(OpKind::Assert);
   op->operands = {cond};

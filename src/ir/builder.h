@@ -54,6 +54,13 @@ class Builder {
   /** An atomic read-modify-write (inserted now: it has side effects); returns the old values. */
   ValueId atomic(AtomicKind k, MemOrder o, ValueId ptr, ValueId v, ValueId mask);
   ValueId atomic_cas(MemOrder o, ValueId ptr, ValueId cmp, ValueId v);
+  /** Shape ops (see OpKind). */
+  ValueId permute(ValueId v, ArrayRef<int64_t> perm);
+  ValueId reshape(ValueId v, ArrayRef<int64_t> shape);
+  ValueId join(ValueId a, ValueId b);
+  ValueId extract(ValueId v, int64_t which);
+  ValueId cat(ValueId a, ValueId b);
+  ValueId bitcast(ValueId v, DType to);
   /** device_assert / device_print (inserted now). */
   void assert_(ValueId cond, std::string message);
   void print(std::string prefix, const std::vector<ValueId>& values);

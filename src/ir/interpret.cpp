@@ -117,6 +117,19 @@ class Interp {
       }
       case OpKind::Broadcast:
         return broadcast(op);
+      case OpKind::Permute:
+      case OpKind::Reshape:
+      case OpKind::Extract:
+      case OpKind::Join:
+      case OpKind::Cat:
+        return reindex(op);
+      case OpKind::Bitcast: {
+        const Val a = val(op.operands[0]);
+        const DType s = f_.type(op.operands[0]).elem, d = f_.type(op.result()).elem;
+        Val& v = init(op.result(), a.d.size());
+        for (size_t k = 0; k < v.d.size(); ++k) v.d[k] = from_bits(d, to_bits(s, a.d[k]));
+        return;
+      }
       case OpKind::Binary:
         return binary(op);
       case OpKind::Compare:
@@ -327,6 +340,92 @@ class Interp {
       for (int64_t d = rank - 1; d >= 0; --d) {
         if (++idx[static_cast<size_t>(d)] < t.shape[static_cast<size_t>(d)]) break;
         idx[static_cast<size_t>(d)] = 0;
+      }
+    }
+  }
+
+  static uint64_t to_bits(DType d, Slot s) {
+    switch (d) {
+      case DType::Float32: return trt::f2u(static_cast<float>(s.f));
+      case DType::Float64: return trt::d2u(s.f);
+      case DType::Float16: return trt::float_to_half(static_cast<float>(s.f));
+      case DType::BFloat16: return trt::float_to_bf16(static_cast<float>(s.f));
+      case DType::Float8_e4m3fn: return trt::float_to_e4m3(static_cast<float>(s.f));
+      case DType::Float8_e5m2: return trt::float_to_e5m2(static_cast<float>(s.f));
+      default: {
+        const size_t w = 8 * itemsize(d);
+        return w == 64 ? static_cast<uint64_t>(s.i) : static_cast<uint64_t>(s.i) & ((uint64_t(1) << w) - 1);
+      }
+    }
+  }
+  static Slot from_bits(DType d, uint64_t b) {
+    Slot s{0};
+    switch (d) {
+      case DType::Float32: s.f = trt::u2f(static_cast<uint32_t>(b)); break;
+      case DType::Float64: s.f = trt::u2d(b); break;
+      case DType::Float16: s.f = trt::half_to_float(static_cast<uint16_t>(b)); break;
+      case DType::BFloat16: s.f = trt::bf16_to_float(static_cast<uint16_t>(b)); break;
+      case DType::Float8_e4m3fn: s.f = trt::e4m3_to_float(static_cast<uint8_t>(b)); break;
+      case DType::Float8_e5m2: s.f = trt::e5m2_to_float(static_cast<uint8_t>(b)); break;
+      default: s.i = eval::wrap_int(static_cast<int64_t>(b), d); break;
+    }
+    return s;
+  }
+
+  // Shape ops: each output element's source element (operand 0 or 1).
+  void reindex(const Op& op) {
+    const Type& t = f_.type(op.result());
+    const auto& out = t.shape;
+    const Val a = val(op.operands[0]);
+    const Val b = op.operands.size() > 1 ? val(op.operands[1]) : Val{};
+    const auto& in = f_.type(op.operands[0]).shape;
+    Val& v = init(op.result(), numel(t));
+    const bool ptr = t.ptr;
+    if (ptr) v.prov.resize(v.d.size());
+    std::vector<int64_t> idx(out.size(), 0), src;
+    auto flat = [](const std::vector<int64_t>& ix, const SmallVector<int64_t, 4>& shape) {
+      size_t f = 0;
+      for (size_t d = 0; d < shape.size(); ++d) f = f * static_cast<size_t>(shape[d]) + static_cast<size_t>(ix[d]);
+      return f;
+    };
+    for (size_t k = 0; k < v.d.size(); ++k) {
+      const Val* from = &a;
+      switch (op.kind) {
+        case OpKind::Permute:
+          src.assign(in.size(), 0);
+          for (size_t d = 0; d < out.size(); ++d) src[static_cast<size_t>((op.ival >> (4 * d)) & 15)] = idx[d];
+          break;
+        case OpKind::Reshape: {
+          size_t f = k;
+          src.assign(in.size(), 0);
+          for (size_t d = in.size(); d-- > 0;) {
+            src[d] = static_cast<int64_t>(f % static_cast<size_t>(in[d]));
+            f /= static_cast<size_t>(in[d]);
+          }
+          break;
+        }
+        case OpKind::Extract:
+          src = idx;
+          src.push_back(op.ival);
+          break;
+        case OpKind::Join:
+          src.assign(idx.begin(), idx.end() - 1);
+          if (idx.back() == 1) from = &b;
+          break;
+        default:  // Cat
+          src = idx;
+          if (idx[0] >= in[0]) {
+            src[0] -= in[0];
+            from = &b;
+          }
+          break;
+      }
+      const size_t s = flat(src, in);
+      v.d[k] = from->d.size() == 1 ? from->d[0] : from->d[s];
+      if (ptr) v.prov[k] = prov_at(*from, s);
+      for (size_t d = out.size(); d-- > 0;) {
+        if (++idx[d] < out[d]) break;
+        idx[d] = 0;
       }
     }
   }

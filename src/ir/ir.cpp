@@ -60,6 +60,12 @@ const char* op_name(OpKind k) {
     case OpKind::AtomicCas: return "atomic_cas";
     case OpKind::While: return "while";
     case OpKind::Assert: return "assert";
+    case OpKind::Permute: return "permute";
+    case OpKind::Reshape: return "reshape";
+    case OpKind::Join: return "join";
+    case OpKind::Extract: return "extract";
+    case OpKind::Cat: return "cat";
+    case OpKind::Bitcast: return "bitcast";
     case OpKind::Print: return "print";
     case OpKind::AddPtr: return "addptr";
     case OpKind::Load: return "load";

@@ -81,6 +81,12 @@ enum class OpKind : uint8_t {
   AtomicCas,    ///< ival: MemOrder; operands: ptr, cmp, val; result: the old values
   While,        ///< operands: inits; regions: cond (args: carried; yields one i1 scalar) and body
                 ///< (args: carried; yields the carried values); results: the carried values
+  Permute,      ///< ival: the permutation, 4 bits per output dim (output dim d is input dim perm[d])
+  Reshape,      ///< row-major reinterpretation to the result's shape
+  Join,         ///< two operands of one shape -> that shape + [2] (a new last dim)
+  Extract,      ///< ival: 0 or 1; the operand's last dim (of size 2) removed at that index (split)
+  Cat,          ///< two operands of one shape -> dim 0 doubled
+  Bitcast,      ///< the same bits as another element type of the same width
   Assert,       ///< device_assert: operands: cond (i1); text: the message; checked by the interpreter
   Print,        ///< device_print: operands: values; text: the prefix
 };

@@ -536,6 +536,124 @@ Tile broadcast_to(Operand x, std::initializer_list<Operand> shape, SourceLoc loc
   return c.tile(to_shape(c, v, s));
 }
 
+Tile zeros_like(Operand x, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const ValueId v = val(c, x);
+  const Type& t = c.type(v);
+  if (t.ptr) c.fail(loc, "tl::zeros_like of a pointer");
+  const ValueId z = c.builder().constant(0, Type::scalar(t.elem));
+  return c.tile(t.is_scalar() ? z : c.builder().splat(z, t.shape));
+}
+
+namespace {
+ValueId tile_operand(TraceContext& c, const Operand& x, const char* what, SourceLoc loc) {
+  const ValueId v = val(c, x);
+  if (!c.type(v).is_block()) c.fail(loc, std::string(what) + " needs a tile, got " + c.type(v).str());
+  return v;
+}
+}  // namespace
+
+Tile reshape(Operand x, std::initializer_list<Operand> shape, bool can_reorder, SourceLoc loc) {
+  (void)can_reorder;  // the CPU keeps row-major order either way
+  TraceContext& c = ctx(loc);
+  const ValueId v = tile_operand(c, x, "tl::reshape", loc);
+  const auto s = constant_shape(c, shape, "tl::reshape's shape");
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  if (n != c.type(v).numel()) {
+    c.fail(loc, "tl::reshape: " + shape_str(c.type(v).shape) + " has " + std::to_string(c.type(v).numel()) +
+                    " elements, " + shape_str(s) + " has " + std::to_string(n));
+  }
+  return c.tile(c.builder().reshape(v, s));
+}
+
+Tile permute(Operand x, std::initializer_list<int> dims, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const ValueId v = tile_operand(c, x, "tl::permute", loc);
+  const int64_t rank = c.type(v).rank();
+  std::vector<int64_t> perm;
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (int d : dims) {
+    const int64_t a = d < 0 ? d + rank : d;
+    if (a < 0 || a >= rank || seen[static_cast<size_t>(a)]) {
+      c.fail(loc, "tl::permute: the dims must be a permutation of 0.." + std::to_string(rank - 1));
+    }
+    seen[static_cast<size_t>(a)] = true;
+    perm.push_back(a);
+  }
+  if (static_cast<int64_t>(perm.size()) != rank) {
+    c.fail(loc, "tl::permute: " + std::to_string(perm.size()) + " dims for a tile of rank " + std::to_string(rank));
+  }
+  return c.tile(c.builder().permute(v, perm));
+}
+
+Tile trans(Operand x, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const ValueId v = tile_operand(c, x, "tl::trans", loc);
+  const int64_t rank = c.type(v).rank();
+  std::vector<int64_t> perm;
+  for (int64_t d = rank - 1; d >= 0; --d) perm.push_back(d);
+  return c.tile(c.builder().permute(v, perm));
+}
+
+Tile join(Operand a, Operand b, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  ValueId x = val(c, a), y = val(c, b);
+  const Type tx = c.type(x), ty = c.type(y);
+  if (tx.ptr != ty.ptr || (tx.ptr && tx.elem != ty.elem)) c.fail(loc, "tl::join of " + tx.str() + " and " + ty.str());
+  const auto shape = broadcast_shape(c, loc, tx, ty, "tl::join");
+  if (!tx.ptr) {
+    const DType ct = computation_type(c, loc, tx, ty, false);
+    x = cast_value(c, x, ct);
+    y = cast_value(c, y, ct);
+  }
+  if (shape.empty()) {  // two scalars: a [2] tile
+    x = to_shape(c, x, {1});
+    y = to_shape(c, y, {1});
+    return c.tile(c.builder().reshape(c.builder().join(x, y), {2}));
+  }
+  return c.tile(c.builder().join(to_shape(c, x, shape), to_shape(c, y, shape)));
+}
+
+std::pair<Tile, Tile> split(Operand x, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const ValueId v = tile_operand(c, x, "tl::split", loc);
+  const Type& t = c.type(v);
+  if (t.shape.back() != 2) c.fail(loc, "tl::split needs a last dimension of 2, got " + t.str());
+  if (t.rank() == 1) {  // [2] -> two scalars
+    const ValueId r = c.builder().reshape(v, {1, 2});
+    return {c.tile(c.builder().reduce(ir::ReduceKind::Sum, c.builder().extract(r, 0), 0)),
+            c.tile(c.builder().reduce(ir::ReduceKind::Sum, c.builder().extract(r, 1), 0))};
+  }
+  return {c.tile(c.builder().extract(v, 0)), c.tile(c.builder().extract(v, 1))};
+}
+
+Tile cat(Operand a, Operand b, bool can_reorder, SourceLoc loc) {
+  (void)can_reorder;  // the CPU keeps the order either way
+  TraceContext& c = ctx(loc);
+  ValueId x = tile_operand(c, a, "tl::cat", loc), y = tile_operand(c, b, "tl::cat", loc);
+  const Type tx = c.type(x), ty = c.type(y);
+  if (tx.shape != ty.shape) c.fail(loc, "tl::cat needs tiles of one shape, got " + tx.str() + " and " + ty.str());
+  if (tx.ptr != ty.ptr || (tx.ptr && tx.elem != ty.elem)) c.fail(loc, "tl::cat of " + tx.str() + " and " + ty.str());
+  if (!tx.ptr) {
+    const DType ct = computation_type(c, loc, tx, ty, false);
+    x = cast_value(c, x, ct);
+    y = cast_value(c, y, ct);
+  }
+  return c.tile(c.builder().cat(x, y));
+}
+
+Tile bitcast(Operand x, DType dtype, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const ValueId v = val(c, x);
+  const Type& t = c.type(v);
+  if (t.ptr || t.elem == DType::Bool || dtype == DType::Bool || itemsize(t.elem) != itemsize(dtype)) {
+    c.fail(loc, std::string("tl::bitcast from ") + t.str() + " to " + ir::elem_name(dtype) +
+                    ": the element types must have the same width (and not be bool)");
+  }
+  return c.tile(c.builder().bitcast(v, dtype));
+}
+
 // ---- math ---------------------------------------------------------------------------------------
 
 Tile where(Operand cond, Operand a, Operand b, SourceLoc loc) {

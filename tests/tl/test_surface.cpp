@@ -637,6 +637,72 @@ TEST(Surface, StaticAssertDeviceAssertAndDevicePrint) {
   EXPECT_NE(out.find("pid (0, 0, 0) idx (0) v: 1"), std::string::npos) << out;
 }
 
+// ---- shape ops ----------------------------------------------------------------------------------------
+
+TL_JIT(shape_kernel, tl::Ptr a_ptr, tl::Ptr b_ptr, tl::Ptr t_out, tl::Ptr p_out, tl::Ptr j_out, tl::Ptr s_out,
+       tl::Ptr c_out, tl::Ptr z_out) {
+  auto r = tl::arange(0, 4), c = tl::arange(0, 8);
+  auto idx = r[{tl::_, tl::None}] * 8 + c[{tl::None, tl::_}];
+  auto a = tl::load(a_ptr + idx);  // [4, 8]
+  auto b = tl::load(b_ptr + idx);
+  // trans: [8, 4]
+  tl::store(t_out + c[{tl::_, tl::None}] * 4 + r[{tl::None, tl::_}], tl::trans(a));
+  // reshape to [2, 2, 8], permute to [8, 2, 2]
+  auto p = tl::permute(tl::reshape(a, {2, 2, 8}), {2, 0, 1});
+  auto i8 = tl::arange(0, 8), i2 = tl::arange(0, 2);
+  tl::store(p_out + i8[{tl::_, tl::None, tl::None}] * 4 + i2[{tl::None, tl::_, tl::None}] * 2 + i2[{tl::None, tl::None, tl::_}], p);
+  // join: [4, 8, 2]; split back
+  auto j = tl::join(a, b);
+  tl::store(j_out + idx[{tl::_, tl::_, tl::None}] * 2 + i2[{tl::None, tl::None, tl::_}], j);
+  auto [x, y] = tl::split(j);
+  tl::store(s_out + idx, x - a + y - b);  // zeros when split inverts join
+  // cat: [8, 8]
+  auto r8 = tl::arange(0, 8);
+  tl::store(c_out + r8[{tl::_, tl::None}] * 8 + c[{tl::None, tl::_}], tl::cat(a, b));
+  tl::store(z_out + idx, tl::zeros_like(a) + 7);
+}
+
+TEST(Surface, ShapeOpsAgainstTensorOps) {
+  Tensor a = random_tensor({4, 8}, DType::Float32), b = random_tensor({4, 8}, DType::Float32);
+  compiled_and_interpreted([&](const char* mode) {
+    Tensor t = empty({8, 4}), p = empty({8, 2, 2}), j = empty({4, 8, 2}), s = empty({4, 8}), c = empty({8, 8}),
+           z = empty({4, 8});
+    for (Tensor* x : {&t, &p, &j, &s, &c, &z}) poison(*x);
+    shape_kernel[{1}](a, b, t, p, j, s, c, z);
+    EXPECT_TRUE(equal(t, a.transpose(0, 1).contiguous())) << mode;
+    EXPECT_TRUE(equal(p, a.reshape({2, 2, 8}).permute({2, 0, 1}).contiguous())) << mode;
+    EXPECT_TRUE(equal(j, stack({a, b}, 2))) << mode;
+    EXPECT_TRUE(equal(s, zeros({4, 8}))) << mode;
+    EXPECT_TRUE(equal(c, cat({a, b}, 0))) << mode;
+    EXPECT_TRUE(equal(z, full({4, 8}, 7.0))) << mode;
+  });
+}
+
+TL_JIT(bitcast_kernel, tl::Ptr x, tl::Ptr out, tl::Const TO, tl::Const BACK) {
+  auto o = tl::arange(0, 64);
+  auto v = tl::bitcast(tl::load(x + o), TO.int_value() == 0 ? tl::int32 : TO.int_value() == 1 ? tl::int16
+                                                            : TO.int_value() == 2 ? tl::uint16 : tl::uint8);
+  tl::store(out + o, BACK.int_value() ? tl::bitcast(v, tl::load(x + o).dtype()) : v);
+}
+
+TEST(Surface, BitcastKeepsTheBits) {
+  const std::pair<DType, DType> pairs[] = {{DType::Float32, DType::Int32},
+                                           {DType::Float16, DType::Int16},
+                                           {DType::BFloat16, DType::UInt16},
+                                           {DType::Float8_e4m3fn, DType::UInt8}};
+  for (int k = 0; k < 4; ++k) {
+    const auto [from, to] = pairs[k];
+    Tensor x = random_tensor({64}, DType::Float32).to(from);
+    compiled_and_interpreted([&](const char* mode) {
+      Tensor bits = empty({64}, TensorOptions().dtype(to)), back = empty({64}, TensorOptions().dtype(from));
+      bitcast_kernel[{1}](x, bits, k, 0);
+      EXPECT_TRUE(equal(bits, x.view(to))) << mode << " " << dtype_name(from);
+      bitcast_kernel[{1}](x, back, k, 1);
+      EXPECT_TRUE(equal(back.view(to), x.view(to))) << mode << " " << dtype_name(from) << " round trip";
+    });
+  }
+}
+
 TL_JIT(bad_shift_kernel, tl::Ptr x, tl::Const WHICH) {
   auto v = tl::load(x + tl::arange(0, 4));
   if (WHICH.int_value() == 0) tl::store(x + tl::arange(0, 4), v << 1);

@@ -275,6 +275,12 @@ class Emitter {
       case OpKind::Select:
       case OpKind::AddPtr:
       case OpKind::Fma:
+      case OpKind::Permute:
+      case OpKind::Reshape:
+      case OpKind::Join:
+      case OpKind::Extract:
+      case OpKind::Cat:
+      case OpKind::Bitcast:
         return true;
       case OpKind::Unary: {
         const auto k = static_cast<ir::UnaryKind>(op.sub);
@@ -591,6 +597,7 @@ class Emitter {
         return affine(op->operands[0], {}, checks);
       case OpKind::Broadcast:
       case OpKind::ExpandDims:
+      case OpKind::Permute:
         return affine(op->operands[0], source_index(*op, idx), checks);
       case OpKind::Binary: {
         const auto k = static_cast<ir::BinaryKind>(op->sub);
@@ -690,7 +697,22 @@ class Emitter {
         return operand(0, {});
       case OpKind::Broadcast:
       case OpKind::ExpandDims:
+      case OpKind::Permute:
+      case OpKind::Reshape:
+      case OpKind::Extract:
         return operand(0, source_index(op, idx));
+      case OpKind::Join: {
+        const std::vector<std::string> inner(idx.begin(), idx.end() - 1);
+        return "(" + idx.back() + " == 0 ? " + operand(0, inner) + " : " + operand(1, inner) + ")";
+      }
+      case OpKind::Cat: {
+        const int64_t n0 = f_.type(op.operands[0]).shape[0];
+        std::vector<std::string> second = idx;
+        second[0] = "(" + idx[0] + " - " + std::to_string(n0) + ")";
+        return "(" + idx[0] + " < " + std::to_string(n0) + " ? " + operand(0, idx) + " : " + operand(1, second) + ")";
+      }
+      case OpKind::Bitcast:
+        return from_bits(t.elem, to_bits(f_.type(op.operands[0]).elem, operand(0, idx)));
       case OpKind::Binary: {
         const auto k = static_cast<ir::BinaryKind>(op.sub);
         if (k == ir::BinaryKind::Div) {
@@ -771,8 +793,59 @@ class Emitter {
   }
 
   // The index into the operand of a Broadcast or ExpandDims for the result index `idx`.
+  // A register value's bits as an unsigned integer of its width, and back.
+  static std::string to_bits(DType d, const std::string& e) {
+    switch (d) {
+      case DType::Float32: return "trt::f2u(" + e + ")";
+      case DType::Float64: return "trt::d2u(" + e + ")";
+      case DType::Float16: return "trt::float_to_half(" + e + ")";
+      case DType::BFloat16: return "trt::float_to_bf16(" + e + ")";
+      case DType::Float8_e4m3fn: return "trt::float_to_e4m3(" + e + ")";
+      case DType::Float8_e5m2: return "trt::float_to_e5m2(" + e + ")";
+      default: {
+        const size_t w = 8 * itemsize(d);
+        return "((uint" + std::to_string(w) + "_t)(" + e + "))";
+      }
+    }
+  }
+  static std::string from_bits(DType d, const std::string& b) {
+    switch (d) {
+      case DType::Float32: return "trt::u2f((uint32_t)(" + b + "))";
+      case DType::Float64: return "trt::u2d((uint64_t)(" + b + "))";
+      case DType::Float16: return "trt::half_to_float((uint16_t)(" + b + "))";
+      case DType::BFloat16: return "trt::bf16_to_float((uint16_t)(" + b + "))";
+      case DType::Float8_e4m3fn: return "trt::e4m3_to_float((uint8_t)(" + b + "))";
+      case DType::Float8_e5m2: return "trt::e5m2_to_float((uint8_t)(" + b + "))";
+      default: return "((" + std::string(storage_type(d)) + ")(" + b + "))";
+    }
+  }
+
   std::vector<std::string> source_index(const Op& op, const std::vector<std::string>& idx) const {
     std::vector<std::string> ix;
+    if (op.kind == OpKind::Permute) {
+      const size_t rank = idx.size();
+      ix.assign(rank, "0");
+      for (size_t d = 0; d < rank; ++d) ix[static_cast<size_t>((op.ival >> (4 * d)) & 15)] = idx[d];
+      return ix;
+    }
+    if (op.kind == OpKind::Extract) {
+      ix = idx;
+      ix.push_back(std::to_string(op.ival));
+      return ix;
+    }
+    if (op.kind == OpKind::Reshape) {
+      const auto& out = f_.type(op.result()).shape;
+      const auto& in = f_.type(op.operands[0]).shape;
+      std::string flat = "0";
+      for (size_t d = 0; d < out.size(); ++d) flat = "(" + flat + " * " + std::to_string(out[d]) + " + " + idx[d] + ")";
+      int64_t stride = 1;
+      ix.assign(in.size(), "0");
+      for (size_t d = in.size(); d-- > 0;) {
+        ix[d] = "((" + flat + " / " + std::to_string(stride) + ") % " + std::to_string(in[d]) + ")";
+        stride *= in[d];
+      }
+      return ix;
+    }
     if (op.kind == OpKind::Broadcast) {
       const auto& src = f_.type(op.operands[0]).shape;
       for (size_t d = 0; d < src.size(); ++d) ix.push_back(src[d] == 1 ? "0" : idx[d]);
