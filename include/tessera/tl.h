@@ -287,6 +287,20 @@ Tile xor_sum(Operand x, int axis, bool keep_dims = false, TS_HERE);
 Tile argmax(Operand x, int axis, bool keep_dims = false, TS_HERE);
 Tile argmin(Operand x, int axis, bool keep_dims = false, TS_HERE);
 
+/** A combine function over N values: (a_1..a_N, b_1..b_N) -> N values (scalars). */
+using CombineFn = FunctionRef<std::vector<Tile>(const std::vector<Tile>& a, const std::vector<Tile>& b)>;
+/** `tl.reduce` with a user combine function over several inputs of one shape (e.g. Welford's
+ * mean and variance), folded left to right along `axis`; the combine must be pure. */
+std::vector<Tile> reduce(const std::vector<Tile>& inputs, int axis, CombineFn combine, bool keep_dims = false, TS_HERE);
+Tile reduce(Operand input, int axis, FunctionRef<Tile(Tile, Tile)> combine, bool keep_dims = false, TS_HERE);
+/** Inclusive scans along `axis` (from the end with `reverse`). */
+std::vector<Tile> associative_scan(const std::vector<Tile>& inputs, int axis, CombineFn combine, bool reverse = false,
+                                   TS_HERE);
+Tile associative_scan(Operand input, int axis, FunctionRef<Tile(Tile, Tile)> combine, bool reverse = false, TS_HERE);
+/** Running sums and products (accumulating in tl::sum's types: 32-bit ints, float32 for fp16/bf16). */
+Tile cumsum(Operand x, int axis = 0, bool reverse = false, TS_HERE);
+Tile cumprod(Operand x, int axis = 0, bool reverse = false, TS_HERE);
+
 // ---- runtime control flow -----------------------------------------------------------------------
 /** A loop from lo to hi (exclusive) by step, executed at run time; `body` receives the index. */
 void range(Operand lo, Operand hi, Operand step, FunctionRef<void(Tile)> body, TS_HERE);

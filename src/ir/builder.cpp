@@ -412,6 +412,24 @@ ValueId Builder::bitcast(ValueId v, DType to) {
   return result(op, t);
 }
 
+Op* Builder::create_reduce_fn(const std::vector<ValueId>& inputs, int64_t axis, bool scan, bool reverse) {
+  Op* op = f_.new_op(scan ? OpKind::ScanFn : OpKind::ReduceFn);
+  op->loc = loc_;
+  op->ival = axis;
+  op->sub = reverse ? 1 : 0;
+  op->operands = inputs;
+  op->regions.resize(1);
+  for (int side = 0; side < 2; ++side) {
+    for (ValueId v : inputs) op->regions[0].args.push_back(f_.new_value(Type::scalar(type(v).elem)));
+  }
+  for (ValueId v : inputs) {
+    Type t = type(v);
+    if (!scan) t.shape.erase(t.shape.begin() + axis);
+    op->results.push_back(f_.new_value(t, op));
+  }
+  return op;
+}
+
 void Builder::assert_(ValueId cond, std::string message) {
   Op* op = f_.new_op(OpKind::Assert);
   op->operands = {cond};

@@ -61,6 +61,9 @@ class Builder {
   ValueId extract(ValueId v, int64_t which);
   ValueId cat(ValueId a, ValueId b);
   ValueId bitcast(ValueId v, DType to);
+  /** tl.reduce / tl.associative_scan with a combine region: the op with its region arguments and
+   * results made; the caller traces the region and inserts the op. */
+  Op* create_reduce_fn(const std::vector<ValueId>& inputs, int64_t axis, bool scan, bool reverse);
   /** device_assert / device_print (inserted now). */
   void assert_(ValueId cond, std::string message);
   void print(std::string prefix, const std::vector<ValueId>& values);

@@ -24,6 +24,8 @@ class Cse {
       case OpKind::AtomicCas:
       case OpKind::Assert:
       case OpKind::Print:
+      case OpKind::ReduceFn:
+      case OpKind::ScanFn:
       case OpKind::While:
       case OpKind::For:
       case OpKind::If:

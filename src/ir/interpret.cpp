@@ -123,6 +123,9 @@ class Interp {
       case OpKind::Join:
       case OpKind::Cat:
         return reindex(op);
+      case OpKind::ReduceFn:
+      case OpKind::ScanFn:
+        return reduce_fn(op);
       case OpKind::Bitcast: {
         const Val a = val(op.operands[0]);
         const DType s = f_.type(op.operands[0]).elem, d = f_.type(op.result()).elem;
@@ -370,6 +373,52 @@ class Interp {
       default: s.i = eval::wrap_int(static_cast<int64_t>(b), d); break;
     }
     return s;
+  }
+
+  void reduce_fn(const Op& op) {
+    const bool scan = op.kind == OpKind::ScanFn, reverse = op.sub == 1;
+    const Region& comb = op.regions[0];
+    const size_t n_in = op.operands.size();
+    const Type& it = f_.type(op.operands[0]);
+    const auto axis = static_cast<size_t>(op.ival);
+    size_t outer = 1, inner = 1;
+    for (size_t d = 0; d < axis; ++d) outer *= static_cast<size_t>(it.shape[d]);
+    for (size_t d = axis + 1; d < it.shape.size(); ++d) inner *= static_cast<size_t>(it.shape[d]);
+    const auto len = static_cast<size_t>(it.shape[axis]);
+    std::vector<Val> in;
+    for (ValueId v : op.operands) in.push_back(val(v));
+    std::vector<std::vector<Slot>> out(n_in, std::vector<Slot>(scan ? outer * len * inner : outer * inner));
+    for (size_t o = 0; o < outer; ++o) {
+      for (size_t i = 0; i < inner; ++i) {
+        auto pos = [&](size_t j) { return (o * len + j) * inner + i; };
+        const size_t first = reverse ? len - 1 : 0;
+        std::vector<Slot> acc(n_in);
+        for (size_t k = 0; k < n_in; ++k) {
+          acc[k] = in[k].d[pos(first)];
+          if (scan) out[k][pos(first)] = acc[k];
+        }
+        for (size_t step = 1; step < len; ++step) {
+          const size_t j = reverse ? len - 1 - step : step;
+          for (size_t k = 0; k < n_in; ++k) {
+            init(comb.args[k], 1).d[0] = acc[k];
+            init(comb.args[n_in + k], 1).d[0] = in[k].d[pos(j)];
+          }
+          region(comb);
+          const Op& y = *comb.ops.back();
+          for (size_t k = 0; k < n_in; ++k) acc[k] = val(y.operands[k]).d[0];
+          if (scan) {
+            for (size_t k = 0; k < n_in; ++k) out[k][pos(j)] = acc[k];
+          }
+        }
+        if (!scan) {
+          for (size_t k = 0; k < n_in; ++k) out[k][o * inner + i] = acc[k];
+        }
+      }
+    }
+    for (size_t k = 0; k < n_in; ++k) {
+      Val& v = init(op.results[k], out[k].size());
+      v.d = std::move(out[k]);
+    }
   }
 
   // Shape ops: each output element's source element (operand 0 or 1).

@@ -61,6 +61,8 @@ const char* op_name(OpKind k) {
     case OpKind::While: return "while";
     case OpKind::Assert: return "assert";
     case OpKind::Permute: return "permute";
+    case OpKind::ReduceFn: return "reduce_fn";
+    case OpKind::ScanFn: return "scan_fn";
     case OpKind::Reshape: return "reshape";
     case OpKind::Join: return "join";
     case OpKind::Extract: return "extract";

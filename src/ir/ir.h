@@ -87,6 +87,9 @@ enum class OpKind : uint8_t {
   Extract,      ///< ival: 0 or 1; the operand's last dim (of size 2) removed at that index (split)
   Cat,          ///< two operands of one shape -> dim 0 doubled
   Bitcast,      ///< the same bits as another element type of the same width
+  ReduceFn,     ///< tl.reduce with a combine function: operands: N tiles of one shape; ival: axis;
+                ///< region: args a_1..a_N, b_1..b_N (scalars), yields N; results: N tiles without the axis
+  ScanFn,       ///< tl.associative_scan: as ReduceFn, results of the operands' shape; sub: 1 = reverse
   Assert,       ///< device_assert: operands: cond (i1); text: the message; checked by the interpreter
   Print,        ///< device_print: operands: values; text: the prefix
 };

@@ -1197,6 +1197,126 @@ Tile atomic_cas(Operand ptr, Operand cmp, Operand v, AtomicOptions o, SourceLoc 
   return c.tile(c.builder().atomic_cas(order, p, x, y));
 }
 
+// ---- reductions and scans with a combine function --------------------------------------------------
+
+namespace {
+
+std::vector<Tile> combine_op(const std::vector<Tile>& inputs, int axis, CombineFn combine, bool scan, bool reverse,
+                             const char* name, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  if (inputs.empty()) c.fail(loc, std::string("tl::") + name + " needs at least one input");
+  std::vector<ValueId> vs;
+  for (const Tile& t : inputs) {
+    const ValueId v = c.value(t, loc);
+    const Type& ty = c.type(v);
+    if (!ty.is_block() || ty.ptr) c.fail(loc, std::string("tl::") + name + " needs tiles of values, got " + ty.str());
+    if (!vs.empty() && ty.shape != c.type(vs[0]).shape) {
+      c.fail(loc, std::string("tl::") + name + ": the inputs' shapes differ (" + shape_str(c.type(vs[0]).shape) +
+                      " and " + shape_str(ty.shape) + ")");
+    }
+    vs.push_back(v);
+  }
+  const int64_t rank = c.type(vs[0]).rank();
+  int64_t a = axis;
+  if (a < -rank || a >= rank) {
+    c.fail(loc, std::string("tl::") + name + ": axis " + std::to_string(axis) + " is out of range for rank " +
+                    std::to_string(rank));
+  }
+  if (a < 0) a += rank;
+  ir::Builder& b = c.builder();
+  ir::Op* op = b.create_reduce_fn(vs, a, scan, reverse);
+  ir::Region& region = op->regions[0];
+  {
+    ir::Builder::InsertionGuard g(b);
+    b.set_insertion_region(&region);
+    c.push_scope();
+    std::vector<Tile> lhs, rhs;
+    for (size_t k = 0; k < vs.size(); ++k) {
+      lhs.push_back(c.tile(region.args[k]));
+      rhs.push_back(c.tile(region.args[vs.size() + k]));
+    }
+    const std::vector<Tile> out = combine(lhs, rhs);
+    c.pop_scope();
+    c.at(loc);
+    if (out.size() != vs.size()) {
+      c.fail(loc, std::string("tl::") + name + "'s combine function returned " + std::to_string(out.size()) +
+                      " values for " + std::to_string(vs.size()) + " inputs");
+    }
+    std::vector<ValueId> ys;
+    for (size_t k = 0; k < out.size(); ++k) {
+      const ValueId y = c.value(out[k], loc);
+      if (!c.type(y).is_scalar()) c.fail(loc, std::string("tl::") + name + "'s combine function must return scalars");
+      ys.push_back(cast_value(c, y, c.type(vs[k]).elem));
+    }
+    b.yield(ys);
+  }
+  ir::walk(region, [&](const ir::Op* o) {
+    if (o->kind == ir::OpKind::Load || o->has_side_effects()) {
+      c.fail(loc, std::string("tl::") + name + "'s combine function must be pure (no loads, stores, atomics or prints)");
+    }
+  });
+  b.insert(op);
+  std::vector<Tile> res;
+  for (ValueId r : op->results) res.push_back(c.tile(r));
+  return res;
+}
+
+}  // namespace
+
+std::vector<Tile> reduce(const std::vector<Tile>& inputs, int axis, CombineFn combine, bool keep_dims, SourceLoc loc) {
+  std::vector<Tile> r = combine_op(inputs, axis, combine, false, false, "reduce", loc);
+  if (keep_dims) {
+    const int64_t rank = static_cast<int64_t>(inputs[0].rank());
+    for (Tile& t : r) t = expand_dims(Operand(t, loc), axis < 0 ? static_cast<int>(axis + rank) : axis, loc);
+  }
+  return r;
+}
+
+Tile reduce(Operand input, int axis, FunctionRef<Tile(Tile, Tile)> combine, bool keep_dims, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const Tile x = c.tile(val(c, input));
+  auto fn = [&](const std::vector<Tile>& a, const std::vector<Tile>& b) { return std::vector<Tile>{combine(a[0], b[0])}; };
+  return reduce(std::vector<Tile>{x}, axis, fn, keep_dims, loc)[0];
+}
+
+std::vector<Tile> associative_scan(const std::vector<Tile>& inputs, int axis, CombineFn combine, bool reverse,
+                                   SourceLoc loc) {
+  return combine_op(inputs, axis, combine, true, reverse, "associative_scan", loc);
+}
+
+Tile associative_scan(Operand input, int axis, FunctionRef<Tile(Tile, Tile)> combine, bool reverse, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const Tile x = c.tile(val(c, input));
+  auto fn = [&](const std::vector<Tile>& a, const std::vector<Tile>& b) { return std::vector<Tile>{combine(a[0], b[0])}; };
+  return associative_scan(std::vector<Tile>{x}, axis, fn, reverse, loc)[0];
+}
+
+namespace {
+Tile cumulative(Operand x, int axis, bool reverse, bool product, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  ValueId v = val(c, x);
+  const Type t = c.type(v);
+  if (t.ptr || is_float8(t.elem)) c.fail(loc, std::string("tl::") + (product ? "cumprod" : "cumsum") + " of " + t.str());
+  // The accumulation type of tl::sum.
+  if (t.elem == DType::Bool) {
+    v = cast_value(c, v, DType::Int32);
+  } else if (is_integral(t.elem) && int_width(t.elem) < 32) {
+    v = cast_value(c, v, is_signed(t.elem) ? DType::Int32 : DType::UInt32);
+  } else if (t.elem == DType::BFloat16 || t.elem == DType::Float16) {
+    v = cast_value(c, v, DType::Float32);
+  }
+  auto fn = [&](Tile a, Tile b) { return product ? Tile(Operand(a, loc) * Operand(b, loc)) : Tile(Operand(a, loc) + Operand(b, loc)); };
+  return associative_scan(Operand(c.tile(v), loc), axis, fn, reverse, loc);
+}
+}  // namespace
+
+Tile cumsum(Operand x, int axis, bool reverse, SourceLoc loc) {
+  return cumulative(x, axis, reverse, false, loc);
+}
+Tile cumprod(Operand x, int axis, bool reverse, SourceLoc loc) {
+  return cumulative(x, axis, reverse, true, loc);
+}
+
 // ---- assertions and printing -----------------------------------------------------------------------
 
 void static_assert_(Operand cond, std::string_view message, SourceLoc loc) {

@@ -703,6 +703,114 @@ TEST(Surface, BitcastKeepsTheBits) {
   }
 }
 
+// ---- reduce and scans with combine functions --------------------------------------------------------
+
+// Welford's online mean and variance: (mean, m2, count) pairs combined along each row.
+TL_JIT(welford_kernel, tl::Ptr x, tl::Ptr mean_out, tl::Ptr var_out, tl::Const R, tl::Const C) {
+  auto r = tl::arange(0, R), c = tl::arange(0, C);
+  auto v = tl::load(x + r[{tl::_, tl::None}] * C + c[{tl::None, tl::_}]);
+  auto m2 = tl::zeros({R, C}, tl::float32);
+  auto n = tl::zeros({R, C}, tl::float32) + 1.0f;
+  auto out = tl::reduce({v, m2, n}, 1, [](const std::vector<tl::Tile>& a, const std::vector<tl::Tile>& b) {
+    auto count = a[2] + b[2];
+    auto delta = b[0] - a[0];
+    auto mean = a[0] + delta * b[2] / count;
+    auto m = a[1] + b[1] + delta * delta * a[2] * b[2] / count;
+    return std::vector<tl::Tile>{mean, m, count};
+  });
+  tl::store(mean_out + r, out[0]);
+  tl::store(var_out + r, out[1] / out[2]);
+}
+
+TEST(Surface, ReduceWithACombineFunctionWelford) {
+  constexpr int64_t R = 8, C = 64;
+  Tensor x = random_tensor({R, C}, DType::Float32);
+  const Tensor xd = x.to(DType::Float64);
+  const Tensor mean = xd.mean({1}), var = ((xd - xd.mean({1}, true)) * (xd - xd.mean({1}, true))).mean({1});
+  compiled_and_interpreted([&](const char* mode) {
+    Tensor m = empty({R}), v = empty({R});
+    welford_kernel[{1}](x, m, v, R, C);
+    EXPECT_TRUE(allclose(m.to(DType::Float64), mean, 1e-5, 1e-6)) << mode;
+    EXPECT_TRUE(allclose(v.to(DType::Float64), var, 1e-4, 1e-6)) << mode;
+  });
+}
+
+TL_JIT(scan_kernel, tl::Ptr x, tl::Ptr sum_out, tl::Ptr prod_out, tl::Ptr rev_out, tl::Ptr col_out, tl::Ptr amax_out,
+       tl::Const R, tl::Const C) {
+  auto r = tl::arange(0, R), c = tl::arange(0, C);
+  auto idx = r[{tl::_, tl::None}] * C + c[{tl::None, tl::_}];
+  auto v = tl::load(x + idx);
+  tl::store(sum_out + idx, tl::cumsum(v, 1));
+  tl::store(prod_out + idx, tl::cumprod(v, 1));
+  tl::store(rev_out + idx, tl::cumsum(v, 1, true));
+  tl::store(col_out + idx, tl::cumsum(v, 0));
+  // A running maximum by a one-input associative_scan, kept per row, reduced with keep_dims.
+  auto run = tl::associative_scan(v, 1, [](tl::Tile a, tl::Tile b) { return tl::maximum(a, b); });
+  auto last = tl::reduce(run, 1, [](tl::Tile a, tl::Tile b) { return tl::maximum(a, b); }, true);  // [R, 1]
+  tl::store(amax_out + idx, run - last);
+}
+
+template <class T>
+void check_scans(DType d) {
+  constexpr int64_t R = 4, C = 16;
+  Tensor x = d == DType::Float32 ? random_tensor({R, C}, d) : randint(-3, 4, {R, C}, TensorOptions().dtype(d));
+  std::vector<T> xv(R * C);
+  for (int64_t i = 0; i < R * C; ++i) xv[static_cast<size_t>(i)] = x.view({R * C})[i].item<T>();
+  compiled_and_interpreted([&](const char* mode) {
+    Tensor s = empty({R, C}, TensorOptions().dtype(d)), p = empty_like(s), rv = empty_like(s), col = empty_like(s),
+           am = empty_like(s);
+    scan_kernel[{1}](x, s, p, rv, col, am, R, C);
+    for (int64_t r = 0; r < R; ++r) {
+      T acc = 0, prod = 1, racc = 0, mx = xv[static_cast<size_t>(r * C)];
+      std::vector<T> rev(C);
+      for (int64_t c = C - 1; c >= 0; --c) rev[static_cast<size_t>(c)] = racc = static_cast<T>(racc + xv[static_cast<size_t>(r * C + c)]);
+      for (int64_t c = 0; c < C; ++c) {
+        const T v = xv[static_cast<size_t>(r * C + c)];
+        acc = c == 0 ? v : static_cast<T>(acc + v);
+        prod = c == 0 ? v : static_cast<T>(prod * v);
+        mx = std::max(mx, v);
+        EXPECT_EQ(s[r][c].item<T>(), acc) << mode << " cumsum " << r << "," << c;
+        EXPECT_EQ(p[r][c].item<T>(), prod) << mode << " cumprod " << r << "," << c;
+        EXPECT_EQ(rv[r][c].item<T>(), rev[static_cast<size_t>(c)]) << mode << " reverse cumsum";
+      }
+      (void)mx;
+    }
+    for (int64_t c = 0; c < C; ++c) {
+      T acc = 0;
+      for (int64_t r = 0; r < R; ++r) {
+        acc = r == 0 ? xv[static_cast<size_t>(c)] : static_cast<T>(acc + xv[static_cast<size_t>(r * C + c)]);
+        EXPECT_EQ(col[r][c].item<T>(), acc) << mode << " cumsum axis 0";
+      }
+    }
+    // run - row max: <= 0 everywhere and 0 at the end of each row.
+    EXPECT_TRUE(equal(am.select(1, C - 1), zeros({R}, TensorOptions().dtype(d)))) << mode;
+    EXPECT_LE(am.max().template item<double>(), 0.0) << mode;
+  });
+}
+
+TEST(Surface, CumsumCumprodAndAssociativeScans) {
+  check_scans<float>(DType::Float32);
+  check_scans<int32_t>(DType::Int32);
+  check_scans<int64_t>(DType::Int64);
+}
+
+TL_JIT(bad_reduce_kernel, tl::Ptr x, tl::Const WHICH) {
+  auto v = tl::load(x + tl::arange(0, 16));
+  if (WHICH.int_value() == 0) {
+    (void)tl::reduce(v, 0, [&](tl::Tile a, tl::Tile b) { return a + b + tl::load(x); });
+  } else {
+    (void)tl::reduce({v, v}, 0, [](const std::vector<tl::Tile>& a, const std::vector<tl::Tile>&) { return std::vector<tl::Tile>{a[0]}; });
+  }
+}
+
+TEST(Surface, ReduceDiagnostics) {
+  Tensor x = zeros({16});
+  auto msg = error_of<CompileError>([&] { bad_reduce_kernel[{1}](x, 0); });
+  EXPECT_NE(msg.find("combine function must be pure"), std::string::npos) << msg;
+  msg = error_of<CompileError>([&] { bad_reduce_kernel[{1}](x, 1); });
+  EXPECT_NE(msg.find("returned 1 values for 2 inputs"), std::string::npos) << msg;
+}
+
 TL_JIT(bad_shift_kernel, tl::Ptr x, tl::Const WHICH) {
   auto v = tl::load(x + tl::arange(0, 4));
   if (WHICH.int_value() == 0) tl::store(x + tl::arange(0, 4), v << 1);

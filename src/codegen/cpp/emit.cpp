@@ -1035,6 +1035,9 @@ class Emitter {
         return atomic(op);
       case OpKind::While:
         return while_op(op);
+      case OpKind::ReduceFn:
+      case OpKind::ScanFn:
+        return reduce_fn(op);
       case OpKind::Assert:
         return;  // device_assert is checked in the debug mode (the interpreter), as Triton's
       case OpKind::Print:
@@ -1398,6 +1401,74 @@ class Emitter {
     --indent_;
     line("}");
     for (size_t k = 0; k < op.results.size(); ++k) alias(op.results[k], carried[k]);
+  }
+
+  // tl.reduce / tl.associative_scan with a combine region: a sequential fold along the axis (the
+  // interpreter folds in the same order), the region emitted once inside the loop.
+  void reduce_fn(const Op& op) {
+    const bool scan = op.kind == OpKind::ScanFn, reverse = op.sub == 1;
+    const Region& comb = op.regions[0];
+    const size_t n_in = op.operands.size();
+    const Type& it = f_.type(op.operands[0]);
+    const auto axis = static_cast<size_t>(op.ival);
+    const int64_t len = it.shape[axis];
+    SmallVector<int64_t, 4> outer = it.shape;
+    outer.erase(outer.begin() + static_cast<std::ptrdiff_t>(axis));
+    for (ValueId r : op.results) {
+      if (f_.type(r).is_scalar()) {
+        line(type_str(f_.type(r)) + " " + name(r) + ";");
+      } else {
+        declare_array(r);
+      }
+    }
+    loops(outer, false, [&](const std::vector<std::string>& idx) {
+      const std::string j = fresh("_j");
+      auto at = [&](const std::string& pos) {
+        std::vector<std::string> ix = idx;
+        ix.insert(ix.begin() + static_cast<std::ptrdiff_t>(axis), pos);
+        return ix;
+      };
+      auto dest = [&](size_t k, const std::string& pos) {
+        const Type& rt = f_.type(op.results[k]);
+        if (rt.is_scalar()) return name(op.results[k]);
+        return name(op.results[k]) + "[" + flat(rt.shape, scan ? at(pos) : idx) + "]";
+      };
+      const std::string first = reverse ? std::to_string(len - 1) : "0";
+      std::vector<std::string> acc;
+      for (size_t k = 0; k < n_in; ++k) {
+        acc.push_back(fresh("_acc"));
+        line(type_str(f_.type(op.operands[k]).scalar_type()) + " " + acc[k] + " = " + expr(op.operands[k], at(first)) + ";");
+        if (scan) line(dest(k, first) + " = " + acc[k] + ";");
+      }
+      if (reverse) {
+        line("for (int32_t " + j + " = " + std::to_string(len - 2) + "; " + j + " >= 0; --" + j + ") {");
+      } else {
+        line("for (int32_t " + j + " = 1; " + j + " < " + std::to_string(len) + "; ++" + j + ") {");
+      }
+      ++indent_;
+      for (size_t k = 0; k < n_in; ++k) {
+        const std::string ty = type_str(f_.type(comb.args[k]));
+        line(ty + " const " + name(comb.args[k]) + " = " + acc[k] + ";");
+        line(ty + " const " + name(comb.args[n_in + k]) + " = " + expr(op.operands[k], at(j)) + ";");
+      }
+      region(comb);
+      const Op& y = *comb.ops.back();
+      std::vector<std::string> tmp;
+      for (size_t k = 0; k < n_in; ++k) {
+        tmp.push_back(fresh("_y"));
+        line(type_str(f_.type(comb.args[k])) + " const " + tmp[k] + " = " + expr(y.operands[k], {}) + ";");
+      }
+      for (size_t k = 0; k < n_in; ++k) {
+        line(acc[k] + " = " + tmp[k] + ";");
+        if (scan) line(dest(k, j) + " = " + acc[k] + ";");
+      }
+      --indent_;
+      line("}");
+      if (!scan) {
+        for (size_t k = 0; k < n_in; ++k) line(dest(k, "") + " = " + acc[k] + ";");
+      }
+      work_ += len * work_scale_;
+    });
   }
 
   // device_print: one line per element (Triton's format), the program id first.
