@@ -73,7 +73,10 @@ class Tile {
   /** Trace-time truth of a constant (C++ `if`/`for` on constexprs); an error for runtime values. */
   explicit operator bool() const;
 
-  /** Converts the element type (`x.to(tl::float32)`). */
+  /** The DType a dtype constexpr parameter holds (`tl::meta("DTYPE", tl::float16)`). */
+  DType dtype_value(TS_HERE) const;
+
+  /** Converts the element type (`x.to(tl::float32)`, or `x.to(DTYPE.dtype_value())`). */
   Tile to(DType dtype, TS_HERE) const;
   /** `x[{tl::_, tl::None}]`: keep (`_`) or insert (`None`) dimensions. */
   Tile operator[](std::initializer_list<IndexSpec> index) const;
@@ -153,6 +156,11 @@ Tile arange(Operand start, Operand end, TS_HERE);
 Tile zeros(std::initializer_list<Operand> shape, DType dtype, TS_HERE);
 Tile full(std::initializer_list<Operand> shape, Operand value, DType dtype, TS_HERE);
 Tile cast(Operand x, DType dtype, TS_HERE);
+/** Hints, as Triton's: every element of `x` is a multiple of `n` / `x` is made of runs of `n`
+ * consecutive values along its last dimension. They return `x`; the debug mode and the
+ * interpreter check them (a false hint is a device_assert failure). */
+Tile multiple_of(Operand x, Operand n, TS_HERE);
+Tile max_contiguous(Operand x, Operand n, TS_HERE);
 /** Inserts a size-1 dimension at `axis` (negative from the end). */
 Tile expand_dims(Operand x, int axis, TS_HERE);
 /** Broadcasts to `shape` (dims of size 1 stretch). */

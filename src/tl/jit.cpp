@@ -289,7 +289,7 @@ void make_key(const SmallVector<BoundArg, 16>& bound, int64_t num_warps, int64_t
 }
 
 std::shared_ptr<CompiledKernel> prepare(KernelState& s, const SmallVector<BoundArg, 16>& bound,
-                                        SourceLoc loc) {
+                                        SourceLoc /*loc: errors while tracing carry the kernel's own lines*/) {
   auto out = std::make_shared<CompiledKernel>();
   auto function = std::make_shared<ir::Function>();
   ir::Function& f = *function;
@@ -330,10 +330,10 @@ std::shared_ptr<CompiledKernel> prepare(KernelState& s, const SmallVector<BoundA
               v = b.constant_int(a.constant.i, ir::Type::scalar(DType::Bool));
               break;
             case MetaArg::Kind::DType:
-              launch_error(s, loc,
-                           "constexpr parameter '" + p.name +
-                               "' got a dtype; dtype constexprs are not "
-                               "supported by the kernel language yet");
+              // An int constant holding the DType, known to be one (Tile::dtype_value()).
+              v = b.constant_int(static_cast<int64_t>(a.constant.dtype), ir::Type::scalar(DType::Int32));
+              ctx.dtype_values().push_back(v);
+              break;
           }
           break;
       }

@@ -386,6 +386,17 @@ Tile::operator bool() const {
 
 Tile Tile::to(DType dtype, SourceLoc loc) const { return cast(Operand(*this, loc), dtype, loc); }
 
+DType Tile::dtype_value(SourceLoc loc) const {
+  TraceContext& c = TraceContext::current(loc);
+  const ValueId v = c.value(*this, loc);
+  const auto& dv = c.dtype_values();
+  const ir::Op* k = c.function().constant(v);
+  if (!k || std::find(dv.begin(), dv.end(), v) == dv.end()) {
+    c.fail(loc, "dtype_value() of a value that is not a dtype constexpr (pass tl::meta(\"NAME\", tl::float16))");
+  }
+  return static_cast<DType>(k->ival);
+}
+
 Tile Tile::operator[](std::initializer_list<IndexSpec> index) const {
   TraceContext& c = TraceContext::current({});
   ValueId v = c.value(*this, c.loc());
@@ -534,6 +545,44 @@ Tile broadcast_to(Operand x, std::initializer_list<Operand> shape, SourceLoc loc
     c.fail(loc, "cannot broadcast " + shape_str(c.type(v).shape) + " to " + shape_str(s));
   }
   return c.tile(to_shape(c, v, s));
+}
+
+Tile multiple_of(Operand x, Operand n_op, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const int64_t n = constant_int(c, n_op, "tl::multiple_of's n");
+  const ValueId v = val(c, x);
+  const Type& t = c.type(v);
+  if (!t.is_int() || t.elem == DType::Bool || n <= 0) {
+    c.fail(loc, "tl::multiple_of needs integers and a positive n, got " + t.str() + " and " + std::to_string(n));
+  }
+  device_assert(Operand(Operand(x) % Operand(n, loc), loc) == Operand(0, loc),
+                "multiple_of(" + std::to_string(n) + ") hint does not hold", loc);
+  return c.tile(v);
+}
+
+Tile max_contiguous(Operand x, Operand n_op, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const int64_t n = constant_int(c, n_op, "tl::max_contiguous's n");
+  const ValueId v = val(c, x);
+  const Type& t = c.type(v);
+  if (!t.is_int() || t.elem == DType::Bool || !t.is_block() || n <= 0 || t.shape.back() % n != 0) {
+    c.fail(loc, "tl::max_contiguous needs an integer tile whose last dimension divides by n, got " + t.str() +
+                    " and " + std::to_string(n));
+  }
+  // Within each group of n along the last dimension: x - (the group's first value) == position.
+  SmallVector<int64_t, 4> groups = t.shape;
+  groups.back() /= n;
+  groups.push_back(n);
+  const Tile g = c.tile(c.builder().reshape(v, groups));
+  const int64_t rank = static_cast<int64_t>(groups.size());
+  // The group's first element is its minimum when the hint holds; compare to positions.
+  Tile lo = min(Operand(g, loc), static_cast<int>(rank - 1), true, loc);
+  SmallVector<int64_t, 4> pos_shape(groups.size(), 1);
+  pos_shape.back() = n;
+  const Tile pos = c.tile(c.builder().reshape(c.value(arange(Operand(0, loc), Operand(n, loc), loc), loc), pos_shape));
+  device_assert(Operand(Operand(Operand(g, loc) - Operand(lo, loc), loc) == Operand(pos, loc), loc),
+                "max_contiguous(" + std::to_string(n) + ") hint does not hold", loc);
+  return c.tile(v);
 }
 
 Tile zeros_like(Operand x, SourceLoc loc) {

@@ -72,6 +72,8 @@ class TraceContext {
   };
   int32_t new_var(ir::ValueId init, SourceLoc loc);
   VarState& var(int32_t index) { return vars_.at(static_cast<size_t>(index)); }
+  /** Values that are dtype constexprs (an int constant holding the DType). */
+  std::vector<ir::ValueId>& dtype_values() { return dtype_values_; }
   std::vector<VarState>& vars() { return vars_; }
 
   /** Throws CompileError "[kernel K] file:line: msg". */
@@ -85,6 +87,7 @@ class TraceContext {
   std::vector<uint32_t> scopes_;
   uint32_t next_scope_ = 1;
   std::vector<VarState> vars_;
+  std::vector<ir::ValueId> dtype_values_;
   TraceContext* prev_;
 };
 

@@ -811,6 +811,148 @@ TEST(Surface, ReduceDiagnostics) {
   EXPECT_NE(msg.find("returned 1 values for 2 inputs"), std::string::npos) << msg;
 }
 
+// ---- dtypes: every pair's promotion, every dtype through memory, dtype constexprs ----------------------
+
+// One kernel per left-hand dtype: x + y_k for the twelve right-hand dtypes at once (one compile
+// each), the promoted types recorded while tracing.
+std::vector<DType> g_seen;
+
+TL_JIT(pair_add_kernel, tl::Ptr x, tl::Ptr y0, tl::Ptr y1, tl::Ptr y2, tl::Ptr y3, tl::Ptr y4, tl::Ptr y5, tl::Ptr y6,
+       tl::Ptr y7, tl::Ptr y8, tl::Ptr y9, tl::Ptr y10, tl::Ptr y11, tl::Ptr o0, tl::Ptr o1, tl::Ptr o2, tl::Ptr o3,
+       tl::Ptr o4, tl::Ptr o5, tl::Ptr o6, tl::Ptr o7, tl::Ptr o8, tl::Ptr o9, tl::Ptr o10, tl::Ptr o11) {
+  auto o = tl::arange(0, 32);
+  const tl::Tile ys[] = {y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11};
+  const tl::Tile os[] = {o0, o1, o2, o3, o4, o5, o6, o7, o8, o9, o10, o11};
+  g_seen.clear();
+  for (int k = 0; k < 12; ++k) {
+    auto r = tl::load(x + o) + tl::load(ys[k] + o);
+    g_seen.push_back(r.dtype());  // trace time: the promoted type
+    tl::store(os[k] + o, r);
+  }
+}
+
+// Triton's computation type for two tiles (semantics.md), written out independently.
+DType triton_promote(DType a, DType b) {
+  auto fl = [](DType d) { return is_floating_point(d); };
+  if (a == DType::Float64 || b == DType::Float64) return DType::Float64;
+  if (a == DType::Float32 || b == DType::Float32) return DType::Float32;
+  if (a == DType::Float16 || b == DType::Float16) return DType::Float16;
+  if (a == DType::BFloat16 || b == DType::BFloat16) return a == b ? DType::BFloat16 : DType::Float32;
+  if (fl(a) || fl(b)) return DType::Float32;
+  const int aw = static_cast<int>(itemsize(a)), bw = static_cast<int>(itemsize(b));
+  const bool as = is_signed(a), bs = is_signed(b);
+  if (as == bs) return aw >= bw ? a : b;
+  if (!as) return aw >= bw ? a : b;
+  return bw >= aw ? b : a;
+}
+
+bool same_values(const Tensor& got, const Tensor& want) {
+  if (is_float8(got.dtype())) return allclose(got.to(DType::Float32), want.to(DType::Float32), 0, 0, true);
+  return equal(got, want) || (is_floating_point(got.dtype()) && allclose(got, want, 0, 0, true));
+}
+
+TEST(Surface, EveryDtypePairPromotesAsTriton) {
+  const DType all[] = {DType::Int8,  DType::Int16,   DType::Int32,    DType::Int64,   DType::UInt8,  DType::UInt16,
+                       DType::UInt32, DType::UInt64, DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
+  for (DType a : all) {
+    Tensor x = random_tensor({32}, a);
+    std::vector<Tensor> ys, outs;
+    std::vector<DType> want;
+    for (DType b : all) {
+      want.push_back(triton_promote(a, b));
+      ys.push_back(random_tensor({32}, b));
+      outs.push_back(empty({32}, TensorOptions().dtype(want.back())));
+    }
+    compiled_and_interpreted([&](const char* mode) {
+      g_seen.clear();
+      pair_add_kernel[{1}](x, ys[0], ys[1], ys[2], ys[3], ys[4], ys[5], ys[6], ys[7], ys[8], ys[9], ys[10], ys[11],
+                           outs[0], outs[1], outs[2], outs[3], outs[4], outs[5], outs[6], outs[7], outs[8], outs[9],
+                           outs[10], outs[11]);
+      if (!g_seen.empty()) EXPECT_EQ(g_seen, want) << mode << " " << dtype_name(a);
+      for (size_t k = 0; k < 12; ++k) {
+        const DType w = want[k];
+        const Tensor ref = is_floating_point(w) ? (x.to(w).to(DType::Float64) + ys[k].to(w).to(DType::Float64)).to(w)
+                                                : (x.to(w).to(DType::Int64) + ys[k].to(w).to(DType::Int64)).to(w);
+        EXPECT_TRUE(same_values(outs[k], ref)) << mode << " " << dtype_name(a) << " + " << dtype_name(all[k]);
+      }
+    });
+  }
+}
+
+// Any dtype in, every dtype out (one compile per input dtype), and a dtype constexpr.
+TL_JIT(convert_all_kernel, tl::Ptr x, tl::Ptr o0, tl::Ptr o1, tl::Ptr o2, tl::Ptr o3, tl::Ptr o4, tl::Ptr o5, tl::Ptr o6,
+       tl::Ptr o7, tl::Ptr o8, tl::Ptr o9, tl::Ptr o10, tl::Ptr o11, tl::Ptr o12, tl::Ptr o13, tl::Ptr o14) {
+  auto o = tl::arange(0, 64);
+  auto v = tl::load(x + o);
+  for (const tl::Tile& out : {o0, o1, o2, o3, o4, o5, o6, o7, o8, o9, o10, o11, o12, o13, o14}) {
+    tl::store(out + o, v.to(out.dtype()));
+  }
+}
+
+TL_JIT(convert_kernel, tl::Ptr x, tl::Ptr out, tl::Const OUT_DTYPE) {
+  auto o = tl::arange(0, 64);
+  tl::store(out + o, tl::load(x + o).to(OUT_DTYPE.dtype_value()));
+}
+
+TEST(Surface, EveryDtypeLoadsStoresAndCastsWithDtypeConstexprs) {
+  const DType all[] = {DType::Bool,   DType::Int8,    DType::Int16,   DType::Int32,   DType::Int64,
+                       DType::UInt8,  DType::UInt16,  DType::UInt32,  DType::UInt64,  DType::Float16,
+                       DType::BFloat16, DType::Float32, DType::Float64, DType::Float8_e4m3fn, DType::Float8_e5m2};
+  for (DType from : all) {
+    Tensor x = (random_tensor({64}, DType::Float32) * 8.0).to(from);
+    std::vector<Tensor> outs;
+    for (DType to : all) outs.push_back(empty({64}, TensorOptions().dtype(to)));
+    compiled_and_interpreted([&](const char* mode) {
+      convert_all_kernel[{1}](x, outs[0], outs[1], outs[2], outs[3], outs[4], outs[5], outs[6], outs[7], outs[8],
+                              outs[9], outs[10], outs[11], outs[12], outs[13], outs[14]);
+      // Tensor conversions and kernel casts share tessera's rules (truncation, RNE, wrapping).
+      for (size_t k = 0; k < 15; ++k) {
+        EXPECT_TRUE(same_values(outs[k], x.to(all[k]))) << mode << " " << dtype_name(from) << " -> " << dtype_name(all[k]);
+      }
+    });
+  }
+  Tensor x = random_tensor({64}, DType::Float32), out = empty({64}, TensorOptions().dtype(DType::BFloat16));
+  convert_kernel[{1}](x, out, tl::meta("OUT_DTYPE", DType::BFloat16));
+  EXPECT_TRUE(equal(out, x.to(DType::BFloat16)));
+  const auto msg = error_of<CompileError>([&] { convert_kernel[{1}](x, out, tl::meta("OUT_DTYPE", 3)); });
+  EXPECT_NE(msg.find("not a dtype constexpr"), std::string::npos) << msg;
+}
+
+// ---- hints and helper functions ------------------------------------------------------------------------
+
+// A helper function of the kernel language: ordinary C++ over Tiles, traced inline.
+tl::Tile axpy(tl::Operand a, tl::Operand x, tl::Operand y) { return a * x + y; }
+
+TL_JIT(hinted_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::max_contiguous(tl::multiple_of(tl::program_id(0) * BLOCK, BLOCK) + tl::arange(0, BLOCK), BLOCK);
+  auto m = offs < n;
+  tl::store(out + offs, axpy(2.0f, tl::load(x + offs, m), 1.0f), m);
+}
+
+TL_JIT(bad_hint_kernel, tl::Ptr x, tl::Ptr out) {
+  auto offs = tl::max_contiguous(tl::arange(0, 8) * 2, 4);  // strided: the hint is false
+  tl::store(out + tl::arange(0, 8), tl::load(x + offs));
+}
+
+TEST(Surface, HintsHelperFunctionsAndTheirChecks) {
+  Tensor x = random_tensor({100}, DType::Float32);
+  compiled_and_interpreted([&](const char* mode) {
+    Tensor out = empty({100});
+    hinted_kernel[{tl::cdiv(100, 32)}](x, out, 100, tl::meta("BLOCK", 32));
+    EXPECT_TRUE(allclose(out, x * 2.0 + 1.0)) << mode;
+  });
+  Tensor big = random_tensor({16}, DType::Float32), out = empty({8});
+  bad_hint_kernel[{1}](big, out);  // compiled: hints are trusted
+  ::setenv("TESSERA_DEBUG", "1", 1);
+  reload_knobs();
+  ::testing::internal::CaptureStderr();
+  const auto msg = error_of<RuntimeError>([&] { bad_hint_kernel[{1}](big, out); });
+  ::testing::internal::GetCapturedStderr();
+  ::unsetenv("TESSERA_DEBUG");
+  reload_knobs();
+  EXPECT_NE(msg.find("max_contiguous(4) hint does not hold"), std::string::npos) << msg;
+}
+
 TL_JIT(bad_shift_kernel, tl::Ptr x, tl::Const WHICH) {
   auto v = tl::load(x + tl::arange(0, 4));
   if (WHICH.int_value() == 0) tl::store(x + tl::arange(0, 4), v << 1);
