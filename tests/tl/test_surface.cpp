@@ -953,6 +953,70 @@ TEST(Surface, HintsHelperFunctionsAndTheirChecks) {
   EXPECT_NE(msg.find("max_contiguous(4) hint does not hold"), std::string::npos) << msg;
 }
 
+// ---- zero-stride and offset views as kernel inputs -----------------------------------------------
+
+TL_JIT(row_bias_kernel, tl::Ptr x, tl::Ptr bias, tl::Ptr out, tl::Int sx, tl::Int sb, tl::Const R, tl::Const C) {
+  auto r = tl::arange(0, R), c = tl::arange(0, C);
+  auto v = tl::load(x + r[{tl::_, tl::None}] * sx + c[{tl::None, tl::_}]);
+  auto b = tl::load(bias + r[{tl::_, tl::None}] * sb + c[{tl::None, tl::_}]);  // sb = 0: every row the same
+  tl::store(out + r[{tl::_, tl::None}] * C + c[{tl::None, tl::_}], v + b);
+}
+
+TEST(Surface, ZeroStrideAndOffsetViews) {
+  Tensor base = random_tensor({10, 20}, DType::Float32);
+  Tensor x = base.slice(0, 2, 10).slice(1, 4, 20);        // an offset view with row stride 20
+  Tensor bias = random_tensor({16}, DType::Float32).expand({8, 16});  // row stride 0
+  compiled_and_interpreted([&](const char* mode) {
+    Tensor out = empty({8, 16});
+    poison(out);
+    row_bias_kernel[{1}](x, bias, out, x.stride(0).guard_int(), bias.stride(0).guard_int(), 8, 16);
+    EXPECT_TRUE(equal(out, x + bias)) << mode;
+  });
+}
+
+// ---- diagnostics of the wider surface -------------------------------------------------------------------
+
+TL_JIT(bad_surface_kernel, tl::Ptr x, tl::Int n, tl::Const WHICH) {
+  auto v = tl::load(x + tl::arange(0, 8));  // [8]
+  switch (WHICH.int_value()) {
+    case 0: (void)tl::reshape(v, {4, 4}); break;
+    case 1: (void)tl::permute(v, {0, 0}); break;
+    case 2: (void)tl::split(v); break;
+    case 3: (void)tl::cat(v, tl::load(x + tl::arange(0, 4))); break;
+    case 4: (void)tl::bitcast(v, tl::float16); break;
+    case 5: {
+      tl::Var k = 0;
+      tl::while_([&] { k = 1; return tl::Tile(k) < n; }, [&] {});
+      break;
+    }
+    case 6: (void)tl::rand(v, tl::arange(0, 8)); break;
+    case 7: (void)tl::multiple_of(v, 4); break;
+    case 8: (void)tl::associative_scan(v, 2, [](tl::Tile a, tl::Tile b) { return a + b; }); break;
+    default: (void)tl::cumsum(tl::load(x + tl::arange(0, 8)).to(tl::float8_e4m3fn)); break;
+  }
+}
+
+TEST(Surface, DiagnosticsOfShapeOpsLoopsRandomHintsAndScans) {
+  Tensor x = zeros({16});
+  const std::pair<int, const char*> cases[] = {
+      {0, "tl::reshape: [8] has 8 elements, [4, 4] has 16"},
+      {1, "tl::permute: the dims must be a permutation of 0..0"},
+      {2, "tl::split needs a last dimension of 2"},
+      {3, "tl::cat needs tiles of one shape"},
+      {4, "tl::bitcast from <8x fp32> to fp16: the element types must have the same width"},
+      {5, "tl::while_'s condition assigns a tl::Var"},
+      {6, "the seed must be a scalar integer"},
+      {7, "tl::multiple_of needs integers"},
+      {8, "tl::associative_scan: axis 2 is out of range for rank 1"},
+      {9, "tl::cumsum of <8x fp8e4nv>"},
+  };
+  for (const auto& [which, want] : cases) {
+    const auto msg = error_of<CompileError>([&] { bad_surface_kernel[{1}](x, 8, which); });
+    EXPECT_NE(msg.find(want), std::string::npos) << which << ": " << msg;
+    EXPECT_NE(msg.find("test_surface.cpp:"), std::string::npos) << msg;
+  }
+}
+
 TL_JIT(bad_shift_kernel, tl::Ptr x, tl::Const WHICH) {
   auto v = tl::load(x + tl::arange(0, 4));
   if (WHICH.int_value() == 0) tl::store(x + tl::arange(0, 4), v << 1);
