@@ -691,7 +691,7 @@ TEST(Surface, BitcastKeepsTheBits) {
                                            {DType::BFloat16, DType::UInt16},
                                            {DType::Float8_e4m3fn, DType::UInt8}};
   for (int k = 0; k < 4; ++k) {
-    const auto [from, to] = pairs[k];
+    const DType from = pairs[k].first, to = pairs[k].second;  // (clang 14 cannot capture bindings)
     Tensor x = random_tensor({64}, DType::Float32).to(from);
     compiled_and_interpreted([&](const char* mode) {
       Tensor bits = empty({64}, TensorOptions().dtype(to)), back = empty({64}, TensorOptions().dtype(from));
@@ -1010,7 +1010,9 @@ TEST(Surface, DiagnosticsOfShapeOpsLoopsRandomHintsAndScans) {
       {8, "tl::associative_scan: axis 2 is out of range for rank 1"},
       {9, "tl::cumsum of <8x fp8e4nv>"},
   };
-  for (const auto& [which, want] : cases) {
+  for (const auto& kase : cases) {
+    const int which = kase.first;
+    const char* want = kase.second;
     const auto msg = error_of<CompileError>([&] { bad_surface_kernel[{1}](x, 8, which); });
     EXPECT_NE(msg.find(want), std::string::npos) << which << ": " << msg;
     EXPECT_NE(msg.find("test_surface.cpp:"), std::string::npos) << msg;
