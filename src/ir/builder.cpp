@@ -326,12 +326,8 @@ ValueId Builder::cast(ValueId a, DType to) {
   return result(op, rt);
 }
 
-ValueId Builder::atomic(AtomicKind k, MemOrder o, ValueId ptr, ValueId v, ValueId mask) {
-  Op* op = f_.new_op(OpKind::Atomic);
-  op->sub = static_cast<uint8_t>(k);
-  op->ival = static_cast<int64_t>(o);
-  op->operands = {ptr, v};
-  if (mask != kNoValue) op->operands.push_back(mask);
+// An atomic op, inserted now (it has side effects); its result has the pointee type.
+ValueId Builder::atomic_op(Op* op, ValueId ptr) {
   op->loc = loc_;
   Type t = type(ptr);
   t.ptr = false;
@@ -341,17 +337,20 @@ ValueId Builder::atomic(AtomicKind k, MemOrder o, ValueId ptr, ValueId v, ValueI
   return r;
 }
 
+ValueId Builder::atomic(AtomicKind k, MemOrder o, ValueId ptr, ValueId v, ValueId mask) {
+  Op* op = f_.new_op(OpKind::Atomic);
+  op->sub = static_cast<uint8_t>(k);
+  op->ival = static_cast<int64_t>(o);
+  op->operands = {ptr, v};
+  if (mask != kNoValue) op->operands.push_back(mask);
+  return atomic_op(op, ptr);
+}
+
 ValueId Builder::atomic_cas(MemOrder o, ValueId ptr, ValueId cmp, ValueId v) {
   Op* op = f_.new_op(OpKind::AtomicCas);
   op->ival = static_cast<int64_t>(o);
   op->operands = {ptr, cmp, v};
-  op->loc = loc_;
-  Type t = type(ptr);
-  t.ptr = false;
-  const ValueId r = f_.new_value(t, op);
-  op->results.push_back(r);
-  insert(op);
-  return r;
+  return atomic_op(op, ptr);
 }
 
 ValueId Builder::permute(ValueId v, ArrayRef<int64_t> perm) {

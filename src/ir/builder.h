@@ -54,6 +54,10 @@ class Builder {
   /** An atomic read-modify-write (inserted now: it has side effects); returns the old values. */
   ValueId atomic(AtomicKind k, MemOrder o, ValueId ptr, ValueId v, ValueId mask);
   ValueId atomic_cas(MemOrder o, ValueId ptr, ValueId cmp, ValueId v);
+ private:
+  ValueId atomic_op(Op* op, ValueId ptr);
+
+ public:
   /** Shape ops (see OpKind). */
   ValueId permute(ValueId v, ArrayRef<int64_t> perm);
   ValueId reshape(ValueId v, ArrayRef<int64_t> shape);

@@ -267,6 +267,30 @@ LiveVars snapshot(TraceContext& c) {
   return lv;
 }
 
+// Traces `body` into region `r` with each live Var reading its placeholder, then yields the Vars
+// the body assigned; returns their indices in `lv` (the loop-carried ones).
+std::vector<size_t> trace_loop_body(TraceContext& c, ir::Region& r, const LiveVars& lv,
+                                    const std::vector<ValueId>& placeholders, FunctionRef<void()> body, SourceLoc loc) {
+  ir::Builder& b = c.builder();
+  ir::Builder::InsertionGuard g(b);
+  b.set_insertion_region(&r);
+  for (size_t k = 0; k < lv.index.size(); ++k) c.var(lv.index[k]).value = placeholders[k];
+  c.push_scope();
+  body();
+  c.pop_scope();
+  c.at(loc);
+  std::vector<size_t> carried;
+  std::vector<ValueId> yields;
+  for (size_t k = 0; k < lv.index.size(); ++k) {
+    if (c.var(lv.index[k]).value != placeholders[k]) {
+      carried.push_back(k);
+      yields.push_back(c.var(lv.index[k]).value);
+    }
+  }
+  b.yield(yields);
+  return carried;
+}
+
 void if_impl(const Operand& cond, FunctionRef<void()> then_body, const FunctionRef<void()>* else_body,
              SourceLoc loc) {
   TraceContext& c = ctx(loc);
@@ -1057,29 +1081,9 @@ void range(Operand lo, Operand hi, Operand step, FunctionRef<void(Tile)> body, S
   const ValueId iv = region.args[0];
   const LiveVars lv = snapshot(c);
   std::vector<ValueId> placeholders;
-  for (size_t k = 0; k < lv.index.size(); ++k) {
-    auto& var = c.var(lv.index[k]);
-    const ValueId ph = c.function().new_value(var.type);
-    placeholders.push_back(ph);
-    var.value = ph;
-  }
-  std::vector<size_t> carried;
-  {
-    ir::Builder::InsertionGuard g(b);
-    b.set_insertion_region(&region);
-    c.push_scope();
-    body(c.tile(iv));
-    c.pop_scope();
-    c.at(loc);
-    std::vector<ValueId> yields;
-    for (size_t k = 0; k < lv.index.size(); ++k) {
-      if (c.var(lv.index[k]).value != placeholders[k]) {
-        carried.push_back(k);
-        yields.push_back(c.var(lv.index[k]).value);
-      }
-    }
-    b.yield(yields);
-  }
+  for (size_t k = 0; k < lv.index.size(); ++k) placeholders.push_back(c.function().new_value(c.var(lv.index[k]).type));
+  auto traced = [&] { body(c.tile(iv)); };
+  const std::vector<size_t> carried = trace_loop_body(c, region, lv, placeholders, traced, loc);
   std::vector<bool> is_carried(lv.index.size(), false);
   for (size_t k : carried) is_carried[k] = true;
   for (size_t k = 0; k < lv.index.size(); ++k) {
@@ -1128,24 +1132,7 @@ void while_(FunctionRef<Tile()> cond, FunctionRef<void()> body, SourceLoc loc) {
     }
     b.yield({to_bool(c, cv)});
   }
-  std::vector<size_t> carried;
-  {
-    ir::Builder::InsertionGuard g(b);
-    b.set_insertion_region(&body_region);
-    for (size_t k = 0; k < lv.index.size(); ++k) c.var(lv.index[k]).value = pb[k];
-    c.push_scope();
-    body();
-    c.pop_scope();
-    c.at(loc);
-    std::vector<ValueId> yields;
-    for (size_t k = 0; k < lv.index.size(); ++k) {
-      if (c.var(lv.index[k]).value != pb[k]) {
-        carried.push_back(k);
-        yields.push_back(c.var(lv.index[k]).value);
-      }
-    }
-    b.yield(yields);
-  }
+  const std::vector<size_t> carried = trace_loop_body(c, body_region, lv, pb, body, loc);
   std::vector<bool> is_carried(lv.index.size(), false);
   for (size_t k : carried) is_carried[k] = true;
   for (size_t k = 0; k < lv.index.size(); ++k) {

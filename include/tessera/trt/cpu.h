@@ -230,12 +230,15 @@ TRT_INLINE float exp(float x) {
   return res;
 }
 
-/** ln(x): x = (1 + f) 2^e with 1 + f in [sqrt(1/2), sqrt(2)); log(1 + f) = 2 atanh(s) with
- * s = f / (2 + f), arranged as f - f^2/2 + s (f^2/2 + R) so that the large terms are exact. */
-TRT_INLINE float log(float x) {
-  const uint32_t ux = f2u(x);
+/** ln(x) and log2(x) share one reduction: x = (1 + f) 2^e with 1 + f in [sqrt(1/2), sqrt(2));
+ * log(1 + f) = 2 atanh(s) with s = f / (2 + f), arranged as f - f^2/2 + s (f^2/2 + R) so that
+ * the large terms are exact. */
+struct LogParts {
+  float f, s_terms, hfsq, e;  ///< log(1 + f) = s_terms - hfsq + f
+};
+TRT_INLINE LogParts log_parts(float x) {
   const bool subn = x < 1.17549435e-38f;
-  const uint32_t u = subn ? f2u(x * 8388608.0f) : ux;  // scale subnormals by 2^23
+  const uint32_t u = subn ? f2u(x * 8388608.0f) : f2u(x);  // scale subnormals by 2^23
   int32_t e = (int32_t)((u >> 23) & 0xffu) - 127 - (subn ? 23 : 0);
   float m = u2f((u & 0x007fffffu) | 0x3f800000u);
   const bool big = m > 1.41421356f;
@@ -250,13 +253,25 @@ TRT_INLINE float log(float x) {
   R = R * z + 0.66666667f;
   R = R * z;
   const float hfsq = 0.5f * f * f;
-  const float ef = (float)e;
-  // ln 2 = 0.693145751953125 + 1.428606820309417e-06 (the first part times e is exact).
-  float res = s * (hfsq + R) + ef * 1.42860682030941723212e-6f - hfsq + f + ef * 0.693145751953125f;
+  return LogParts{f, s * (hfsq + R), hfsq, (float)e};
+}
+// The special inputs of a logarithm: 0, negatives, +inf and NaN.
+TRT_INLINE float log_special(float x, float res) {
   res = x == 0.0f ? -__builtin_inff() : res;
   res = x < 0.0f ? __builtin_nanf("") : res;
-  res = ux == 0x7f800000u ? x : res;
+  res = f2u(x) == 0x7f800000u ? x : res;
   return x != x ? x : res;
+}
+TRT_INLINE float log(float x) {
+  const LogParts p = log_parts(x);
+  // ln 2 = 0.693145751953125 + 1.428606820309417e-06 (the first part times e is exact).
+  return log_special(x, p.s_terms + p.e * 1.42860682030941723212e-6f - p.hfsq + p.f + p.e * 0.693145751953125f);
+}
+/** log2(x): the logarithm of the reduced argument times log2(e), plus the exponent (exact for
+ * powers of two). */
+TRT_INLINE float log2(float x) {
+  const LogParts p = log_parts(x);
+  return log_special(x, (p.s_terms - p.hfsq + p.f) * 1.44269504088896341f + p.e);
 }
 
 /** sin/cos: reduction by pi/2 in three parts, minimax polynomials on [-pi/4, pi/4]. */
@@ -318,34 +333,6 @@ TRT_INLINE float exp2(float x) {
   float res = p * s1 * s2;
   res = x >= 128.0f ? __builtin_inff() : res;
   res = x < -150.0f ? 0.0f : res;
-  return x != x ? x : res;
-}
-
-/** log2(x): log's reduction, its polynomial times log2(e), plus the exponent (exact for powers
- * of two). */
-TRT_INLINE float log2(float x) {
-  const uint32_t ux = f2u(x);
-  const bool subn = x < 1.17549435e-38f;
-  const uint32_t u = subn ? f2u(x * 8388608.0f) : ux;
-  int32_t e = (int32_t)((u >> 23) & 0xffu) - 127 - (subn ? 23 : 0);
-  float m = u2f((u & 0x007fffffu) | 0x3f800000u);
-  const bool big = m > 1.41421356f;
-  m = big ? m * 0.5f : m;
-  e = big ? e + 1 : e;
-  const float f = m - 1.0f;
-  const float s = f / (2.0f + f);
-  const float z = s * s;
-  float R = 0.22222222f;
-  R = R * z + 0.28571429f;
-  R = R * z + 0.4f;
-  R = R * z + 0.66666667f;
-  R = R * z;
-  const float hfsq = 0.5f * f * f;
-  const float lnm = s * (hfsq + R) - hfsq + f;  // ln(m), m in [sqrt(1/2), sqrt(2))
-  float res = lnm * 1.44269504088896341f + (float)e;
-  res = x == 0.0f ? -__builtin_inff() : res;
-  res = x < 0.0f ? __builtin_nanf("") : res;
-  res = ux == 0x7f800000u ? x : res;
   return x != x ? x : res;
 }
 
