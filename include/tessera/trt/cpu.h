@@ -209,18 +209,18 @@ TRT_INLINE bool fits_i32(int64_t base, int64_t lo, int64_t hi) {
  * NaN passes through the polynomial. (The selects' order and form are what GCC vectorizes best:
  * 20% faster than one nested select.) */
 TRT_INLINE float exp(float x) {
-  const float kf = x * 1.44269504088896341f + 12582912.0f;
+  const float kf = __builtin_fmaf(x, 1.44269504088896341f, 12582912.0f);
   int32_t ki = (int32_t)(f2u(kf) - 0x4b400000u);
   ki = ki < -150 ? -150 : ki;
   ki = ki > 128 ? 128 : ki;
   const float k = (float)ki;
-  const float r = (x - k * 0.693145751953125f) - k * 1.42860682030941723212e-6f;
+  const float r = __builtin_fmaf(-k, 1.42860682030941723212e-6f, __builtin_fmaf(-k, 0.693145751953125f, x));
   float p = 1.381461275741458e-3f;
-  p = p * r + 8.368710055947304e-3f;
-  p = p * r + 4.166838899254799e-2f;
-  p = p * r + 1.666652113199234e-1f;
-  p = p * r + 4.999999403953552e-1f;
-  p = p * r * r + r + 1.0f;
+  p = __builtin_fmaf(p, r, 8.368710055947304e-3f);
+  p = __builtin_fmaf(p, r, 4.166838899254799e-2f);
+  p = __builtin_fmaf(p, r, 1.666652113199234e-1f);
+  p = __builtin_fmaf(p, r, 4.999999403953552e-1f);
+  p = __builtin_fmaf(p * r, r, r) + 1.0f;
   // 2^k in two steps so that subnormal results round once and 2^128 overflows only at the end.
   const int32_t k1 = ki >> 1, k2 = ki - k1;  // both in [-75, 64]
   const float s1 = u2f((uint32_t)(k1 + 127) << 23), s2 = u2f((uint32_t)(k2 + 127) << 23);
@@ -248,9 +248,9 @@ TRT_INLINE LogParts log_parts(float x) {
   const float s = f / (2.0f + f);
   const float z = s * s;
   float R = 0.22222222f;  // 2/9
-  R = R * z + 0.28571429f;
-  R = R * z + 0.4f;
-  R = R * z + 0.66666667f;
+  R = __builtin_fmaf(R, z, 0.28571429f);
+  R = __builtin_fmaf(R, z, 0.4f);
+  R = __builtin_fmaf(R, z, 0.66666667f);
   R = R * z;
   const float hfsq = 0.5f * f * f;
   return LogParts{f, s * (hfsq + R), hfsq, (float)e};
@@ -285,15 +285,15 @@ TRT_INLINE void sincos_reduce(float x, float& r, int32_t& q) {
 TRT_INLINE float sin_poly(float r) {
   const float r2 = r * r;
   float p = -1.9515295891e-4f;
-  p = p * r2 + 8.3321608736e-3f;
-  p = p * r2 - 1.6666654611e-1f;
+  p = __builtin_fmaf(p, r2, 8.3321608736e-3f);
+  p = __builtin_fmaf(p, r2, -1.6666654611e-1f);
   return r + r * r2 * p;
 }
 TRT_INLINE float cos_poly(float r) {
   const float r2 = r * r;
   float p = 2.443315711809948e-5f;
-  p = p * r2 - 1.388731625493765e-3f;
-  p = p * r2 + 4.166664568298827e-2f;
+  p = __builtin_fmaf(p, r2, -1.388731625493765e-3f);
+  p = __builtin_fmaf(p, r2, 4.166664568298827e-2f);
   return 1.0f - 0.5f * r2 + r2 * r2 * p;
 }
 TRT_INLINE float sin(float x) {
@@ -323,11 +323,11 @@ TRT_INLINE float exp2(float x) {
   ki = ki > 128 ? 128 : ki;
   const float r = (x - (float)ki) * 0.693147180559945309f;
   float p = 1.381461275741458e-3f;
-  p = p * r + 8.368710055947304e-3f;
-  p = p * r + 4.166838899254799e-2f;
-  p = p * r + 1.666652113199234e-1f;
-  p = p * r + 4.999999403953552e-1f;
-  p = p * r * r + r + 1.0f;
+  p = __builtin_fmaf(p, r, 8.368710055947304e-3f);
+  p = __builtin_fmaf(p, r, 4.166838899254799e-2f);
+  p = __builtin_fmaf(p, r, 1.666652113199234e-1f);
+  p = __builtin_fmaf(p, r, 4.999999403953552e-1f);
+  p = __builtin_fmaf(p * r, r, r) + 1.0f;
   const int32_t k1 = ki >> 1, k2 = ki - k1;
   const float s1 = u2f((uint32_t)(k1 + 127) << 23), s2 = u2f((uint32_t)(k2 + 127) << 23);
   float res = p * s1 * s2;
