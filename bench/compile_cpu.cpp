@@ -24,7 +24,8 @@ namespace tl = tessera::tl;
 
 namespace {
 
-TL_JIT(add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::Int n_elements, tl::Const BLOCK_SIZE) {
+TL_JIT(add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::Int n_elements,
+       tl::Const BLOCK_SIZE) {
   auto pid = tl::program_id(0);
   auto block_start = pid * BLOCK_SIZE;
   auto offsets = block_start + tl::arange(0, BLOCK_SIZE);
@@ -38,7 +39,9 @@ TL_JIT(add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::Int n_
 Tensor add_fn(const Tensor& x, const Tensor& y) {
   Tensor output = zeros_like(x);
   auto n_elements = output.numel();
-  auto grid = [&](const tl::Meta& meta) { return tl::Grid{tl::cdiv(n_elements, meta["BLOCK_SIZE"])}; };
+  auto grid = [&](const tl::Meta& meta) {
+    return tl::Grid{tl::cdiv(n_elements, meta["BLOCK_SIZE"])};
+  };
   add_kernel[grid](x, y, output, n_elements, tl::meta("BLOCK_SIZE", 4));
   return output;
 }
@@ -75,7 +78,8 @@ BENCHMARK(BM_CompiledAddFnDynamic);
 
 // The guards of four tensor arguments plus the executor's fixed cost: the body returns an input.
 void BM_GuardsFourInputs(benchmark::State& s) {
-  auto compiled = compile([](const Tensor& a, const Tensor&, const Tensor&, const Tensor&) { return a; }, options());
+  auto compiled = compile(
+      [](const Tensor& a, const Tensor&, const Tensor&, const Tensor&) { return a; }, options());
   Tensor a = randn({4, 8}), b = randn({4}), c = randn({2, 2}), d = randn({16});
   compiled(a, b, c, d);
   for (auto _ : s) benchmark::DoNotOptimize(compiled(a, b, c, d));
@@ -84,7 +88,8 @@ BENCHMARK(BM_GuardsFourInputs);
 
 // Only the guards of four tensor arguments (already flattened, as the call does once).
 void BM_GuardCheckFourInputs(benchmark::State& s) {
-  auto compiled = compile([](const Tensor& a, const Tensor&, const Tensor&, const Tensor&) { return a; }, options());
+  auto compiled = compile(
+      [](const Tensor& a, const Tensor&, const Tensor&, const Tensor&) { return a; }, options());
   Tensor a = randn({4, 8}), b = randn({4}), c = randn({2, 2}), d = randn({16});
   compiled(a, b, c, d);
   const std::vector<IValue> leaves = {IValue(a), IValue(b), IValue(c), IValue(d)};
@@ -95,7 +100,8 @@ BENCHMARK(BM_GuardCheckFourInputs);
 void BM_GuardCheckFourDynamicInputs(benchmark::State& s) {
   CompileOptions o = options();
   o.dynamic = true;
-  auto compiled = compile([](const Tensor& a, const Tensor&, const Tensor&, const Tensor&) { return a; }, o);
+  auto compiled =
+      compile([](const Tensor& a, const Tensor&, const Tensor&, const Tensor&) { return a; }, o);
   Tensor a = randn({4, 8}), b = randn({4}), c = randn({3, 5}), d = randn({16});
   compiled(a, b, c, d);
   const std::vector<IValue> leaves = {IValue(a), IValue(b), IValue(c), IValue(d)};

@@ -38,7 +38,8 @@ const std::initializer_list<int> kBlocks = {32, 64, 128, 256, 512, 1024, 2048, 4
 
 int tune_ms() {
   Tensor x = randn({1024, 4096});
-  auto tuned = tl::autotune(seed_autotune::softmax_looped, seed_autotune::softmax_configs(kBlocks), {"n_cols"});
+  auto tuned = tl::autotune(seed_autotune::softmax_looped, seed_autotune::softmax_configs(kBlocks),
+                            {"n_cols"});
   const auto t0 = Clock::now();
   Tensor y = seed_autotune::softmax_with(tuned, x);
   const double ms = ms_since(t0);
@@ -56,14 +57,20 @@ std::vector<runtime::cpu::KernelSource> sources() {
   auto& s = seed_autotune::softmax_looped.state();
   std::vector<tl::detail::Spec> specs;
   for (int b : kBlocks) {
-    const tl::KernelArg args[] = {y, x, x.stride(0).guard_int(), y.stride(0).guard_int(), int64_t(4096),
+    const tl::KernelArg args[] = {y,
+                                  x,
+                                  x.stride(0).guard_int(),
+                                  y.stride(0).guard_int(),
+                                  int64_t(4096),
                                   tl::meta("BLOCK_SIZE", b)};
     tl::detail::Spec sp;
-    tl::detail::bind(s, ArrayRef<tl::KernelArg>(args, 6), sp.bound, sp.num_warps, sp.num_stages, {});
+    tl::detail::bind(s, ArrayRef<tl::KernelArg>(args, 6), sp.bound, sp.num_warps, sp.num_stages,
+                     {});
     specs.push_back(std::move(sp));
   }
   std::vector<runtime::cpu::KernelSource> out;
-  for (const auto& k : tl::detail::lookup_or_prepare(s, specs, {})) out.push_back({k->source, s.name});
+  for (const auto& k : tl::detail::lookup_or_prepare(s, specs, {}))
+    out.push_back({k->source, s.name});
   return out;
 }
 
@@ -98,16 +105,18 @@ int launch_ns() {
   tl::AutotuneOptions o;
   o.warmup = 1;
   o.rep = 2;
-  auto tuned = tl::autotune(seed_autotune::add_kernel_autotuned,
-                            {tl::Config({{"BLOCK_SIZE", 4}}, 8, 3), tl::Config({{"BLOCK_SIZE", 4}}, 4, 4),
-                             tl::Config({{"BLOCK_SIZE", 2}}, 8, 3), tl::Config({{"BLOCK_SIZE", 2}}, 4, 4)},
-                            {}, o);
+  auto tuned =
+      tl::autotune(seed_autotune::add_kernel_autotuned,
+                   {tl::Config({{"BLOCK_SIZE", 4}}, 8, 3), tl::Config({{"BLOCK_SIZE", 4}}, 4, 4),
+                    tl::Config({{"BLOCK_SIZE", 2}}, 8, 3), tl::Config({{"BLOCK_SIZE", 2}}, 4, 4)},
+                   {}, o);
   tuned[grid](x, y, out, n);
   const int iters = 200000;
   double best_plain = 1e300, best_tuned = 1e300;
   for (int r = 0; r < 5; ++r) {
     auto t0 = Clock::now();
-    for (int i = 0; i < iters; ++i) seed_autotune::add_kernel_autotuned[grid](x, y, out, n, tl::meta("BLOCK_SIZE", 4));
+    for (int i = 0; i < iters; ++i)
+      seed_autotune::add_kernel_autotuned[grid](x, y, out, n, tl::meta("BLOCK_SIZE", 4));
     best_plain = std::min(best_plain, ms_since(t0) * 1e6 / iters);
     t0 = Clock::now();
     for (int i = 0; i < iters; ++i) tuned[grid](x, y, out, n);
@@ -161,22 +170,33 @@ int driver(int rounds) {
   double plain = 0, tuned = 0;
   std::sscanf(run(std::string(self) + " --launch-ns").c_str(), "%lf %lf", &plain, &tuned);
   const double c = median(cold), w = median(warm);
-  std::printf("## Autotuning 8 softmax configs on the CPU (1024x4096 float32; median of %d fresh processes)\n\n",
-              rounds);
+  std::printf(
+      "## Autotuning 8 softmax configs on the CPU (1024x4096 float32; median of %d fresh "
+      "processes)\n\n",
+      rounds);
   std::printf("| measure | ms | note |\n|---|---|---|\n");
-  std::printf("| cold: first tuned launch, empty caches | %.1f | %d configs compiled and timed (warmup 25 ms, rep 100 ms each) |\n",
-              c, cold_timed);
-  std::printf("| warm: first tuned launch in a new process | %.2f | %d timed (database hit); %.2f%% of cold (target < 1%%) |\n",
-              w, warm_timed, 100.0 * w / c);
-  std::printf("| compile 8 configs: one translation unit per core, in parallel | %.1f | %u cores |\n", median(par),
-              std::max(1u, std::thread::hardware_concurrency()));
-  std::printf("| compile 8 configs: one translation unit | %.1f | %.2fx of parallel |\n", median(one),
-              median(one) / median(par));
-  std::printf("| compile 8 configs: 8 compiler runs, one after another | %.1f | %.2fx of parallel |\n", median(ser),
-              median(ser) / median(par));
-  std::printf("| hot launch, the seed's add at n = 4: the kernel | %.4f | %.0f ns |\n", plain / 1e6, plain);
-  std::printf("| hot launch, autotuned over the seed's four configs | %.4f | %.0f ns (+%.0f ns for the key and lookup) |\n",
-              tuned / 1e6, tuned, tuned - plain);
+  std::printf(
+      "| cold: first tuned launch, empty caches | %.1f | %d configs compiled and timed (warmup 25 "
+      "ms, rep 100 ms each) |\n",
+      c, cold_timed);
+  std::printf(
+      "| warm: first tuned launch in a new process | %.2f | %d timed (database hit); %.2f%% of "
+      "cold (target < 1%%) |\n",
+      w, warm_timed, 100.0 * w / c);
+  std::printf(
+      "| compile 8 configs: one translation unit per core, in parallel | %.1f | %u cores |\n",
+      median(par), std::max(1u, std::thread::hardware_concurrency()));
+  std::printf("| compile 8 configs: one translation unit | %.1f | %.2fx of parallel |\n",
+              median(one), median(one) / median(par));
+  std::printf(
+      "| compile 8 configs: 8 compiler runs, one after another | %.1f | %.2fx of parallel |\n",
+      median(ser), median(ser) / median(par));
+  std::printf("| hot launch, the seed's add at n = 4: the kernel | %.4f | %.0f ns |\n", plain / 1e6,
+              plain);
+  std::printf(
+      "| hot launch, autotuned over the seed's four configs | %.4f | %.0f ns (+%.0f ns for the key "
+      "and lookup) |\n",
+      tuned / 1e6, tuned, tuned - plain);
   return 0;
 }
 

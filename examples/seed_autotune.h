@@ -31,8 +31,8 @@ TL_JIT(add_kernel_autotuned, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, 
 
 // Row softmax over rows of any length: three passes over the row in blocks of BLOCK_SIZE (max,
 // sum of exponentials, output), so BLOCK_SIZE is free to tune.
-TL_JIT(softmax_looped, tl::Ptr out_ptr, tl::Ptr in_ptr, tl::Int in_stride, tl::Int out_stride, tl::Int n_cols,
-       tl::Const BLOCK_SIZE) {
+TL_JIT(softmax_looped, tl::Ptr out_ptr, tl::Ptr in_ptr, tl::Int in_stride, tl::Int out_stride,
+       tl::Int n_cols, tl::Const BLOCK_SIZE) {
   auto row = tl::program_id(0);
   auto cols = tl::arange(0, BLOCK_SIZE);
   auto in_row = in_ptr + row * in_stride;
@@ -77,16 +77,20 @@ inline bool run(std::ostream& os) {
     ok = ok && good;
   };
 
-  os << "\n== Advanced usage: tl::autotune inside tessera::compile (the seed's four configs, key=[]) ==\n";
-  auto add_tuned = tl::autotune(add_kernel_autotuned,
-                                {tl::Config({{"BLOCK_SIZE", 4}}, /*num_warps=*/8, /*num_stages=*/3),
-                                 tl::Config({{"BLOCK_SIZE", 4}}, 4, 4), tl::Config({{"BLOCK_SIZE", 2}}, 8, 3),
-                                 tl::Config({{"BLOCK_SIZE", 2}}, 4, 4)},
-                                /*key=*/{});
+  os << "\n== Advanced usage: tl::autotune inside tessera::compile (the seed's four configs, "
+        "key=[]) ==\n";
+  auto add_tuned =
+      tl::autotune(add_kernel_autotuned,
+                   {tl::Config({{"BLOCK_SIZE", 4}}, /*num_warps=*/8, /*num_stages=*/3),
+                    tl::Config({{"BLOCK_SIZE", 4}}, 4, 4), tl::Config({{"BLOCK_SIZE", 2}}, 8, 3),
+                    tl::Config({{"BLOCK_SIZE", 2}}, 4, 4)},
+                   /*key=*/{});
   auto add_fn = [&](const Tensor& x, const Tensor& y) {
     Tensor output = zeros_like(x);
     auto n_elements = output.numel();
-    auto grid = [&](const tl::Meta& meta) { return tl::Grid{tl::cdiv(n_elements, meta["BLOCK_SIZE"])}; };
+    auto grid = [&](const tl::Meta& meta) {
+      return tl::Grid{tl::cdiv(n_elements, meta["BLOCK_SIZE"])};
+    };
     add_tuned[grid](x, y, output, n_elements);
     return output;
   };
@@ -95,7 +99,8 @@ inline bool run(std::ostream& os) {
   Tensor out = compiled(x, y);
   os << "Vector addition of\nX:\t" << x << "\nY:\t" << y << "\nis equal to\n" << out << "\n";
   check("equals x + y", equal(out, x + y));
-  os << "  timings (num_warps and num_stages do not change CPU code: configs that differ only in them "
+  os << "  timings (num_warps and num_stages do not change CPU code: configs that differ only in "
+        "them "
         "are timed once):\n";
   for (const auto& [c, ms] : add_tuned.last_timings())
     os << "    " << c.str() << ": " << std::setprecision(3) << ms * 1e3 << " us\n";

@@ -48,13 +48,13 @@ struct MetaValue {
 
   MetaValue() = default;
   template <class T>
-    requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
-  MetaValue(T v) : kind(MetaArg::Kind::Int), i(static_cast<int64_t>(v)) {}  // NOLINT
-  MetaValue(bool v) : kind(MetaArg::Kind::Bool), i(v) {}                  // NOLINT
+  requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) MetaValue(T v)
+      : kind(MetaArg::Kind::Int), i(static_cast<int64_t>(v)) {}  // NOLINT
+  MetaValue(bool v) : kind(MetaArg::Kind::Bool), i(v) {}         // NOLINT
   template <class T>
-    requires std::is_floating_point_v<T>
-  MetaValue(T v) : kind(MetaArg::Kind::Float), f(static_cast<double>(v)) {}  // NOLINT
-  MetaValue(DType d) : kind(MetaArg::Kind::DType), dtype(d) {}              // NOLINT
+  requires std::is_floating_point_v<T> MetaValue(T v)
+      : kind(MetaArg::Kind::Float), f(static_cast<double>(v)) {}  // NOLINT
+  MetaValue(DType d) : kind(MetaArg::Kind::DType), dtype(d) {}    // NOLINT
 
   MetaArg as_meta(std::string_view name) const;
   std::string str() const;
@@ -130,7 +130,8 @@ struct PruneConfigsBy {
   /** How many configs to keep by `perf_model`: a count (>= 1), or a fraction (< 1). */
   double top_k = 0;
   /** Returns the configs worth timing for these arguments (a subset of `configs`). */
-  std::function<std::vector<Config>(const std::vector<Config>& configs, const Args&)> early_config_prune;
+  std::function<std::vector<Config>(const std::vector<Config>& configs, const Args&)>
+      early_config_prune;
 };
 
 /** Autotuning options. Every Triton option is accepted, and they compose (Triton drops
@@ -192,13 +193,15 @@ class TunedKernel {
 };
 
 /** `triton.autotune`: tunes `kernel` over `configs` per value of the `key` arguments. */
-TunedKernel autotune(const JITFunction& kernel, std::vector<Config> configs, std::vector<std::string> key,
-                     AutotuneOptions options = {}, TS_HERE);
-TunedKernel autotune(const TunedKernel& inner, std::vector<Config> configs, std::vector<std::string> key,
-                     AutotuneOptions options = {}, TS_HERE);
+TunedKernel autotune(const JITFunction& kernel, std::vector<Config> configs,
+                     std::vector<std::string> key, AutotuneOptions options = {}, TS_HERE);
+TunedKernel autotune(const TunedKernel& inner, std::vector<Config> configs,
+                     std::vector<std::string> key, AutotuneOptions options = {}, TS_HERE);
 
 /** `triton.heuristics`: meta-parameters computed from the arguments at each launch. */
-TunedKernel heuristics(const JITFunction& kernel, std::vector<std::pair<std::string, Heuristic>> values, TS_HERE);
-TunedKernel heuristics(const TunedKernel& inner, std::vector<std::pair<std::string, Heuristic>> values, TS_HERE);
+TunedKernel heuristics(const JITFunction& kernel,
+                       std::vector<std::pair<std::string, Heuristic>> values, TS_HERE);
+TunedKernel heuristics(const TunedKernel& inner,
+                       std::vector<std::pair<std::string, Heuristic>> values, TS_HERE);
 
 }  // namespace tessera::tl

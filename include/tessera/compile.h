@@ -112,7 +112,8 @@ struct Tree<std::vector<T>> {
 template <class... T>
 struct Tree<std::tuple<T...>> {
   static void flatten(const std::tuple<T...>& v, std::vector<IValue>& out) {
-    std::apply([&](const auto&... e) { (Tree<std::decay_t<decltype(e)>>::flatten(e, out), ...); }, v);
+    std::apply([&](const auto&... e) { (Tree<std::decay_t<decltype(e)>>::flatten(e, out), ...); },
+               v);
   }
   static std::tuple<T...> unflatten(const std::vector<IValue>& in, size_t& i) {
     return std::tuple<T...>{Tree<T>::unflatten(in, i)...};  // braces: left to right
@@ -141,7 +142,7 @@ std::vector<IValue> call_compiled(CompiledFunction& f, const std::vector<IValue>
 struct Stats {
   int graphs = 0;
   int recompiles = 0;
-  bool eager = false;  ///< running eagerly (a graph break without fullgraph, or the limit)
+  bool eager = false;      ///< running eagerly (a graph break without fullgraph, or the limit)
   std::string last_graph;  ///< the newest graph, printed
 };
 Stats stats(const CompiledFunction& f);
@@ -190,7 +191,9 @@ class Compiled<R, std::tuple<A...>> {
     return compile_detail::guards_pass(*f_, leaves);
   }
   /** The guard check on already flattened arguments. */
-  bool guards_pass_flat(const std::vector<IValue>& leaves) const { return compile_detail::guards_pass(*f_, leaves); }
+  bool guards_pass_flat(const std::vector<IValue>& leaves) const {
+    return compile_detail::guards_pass(*f_, leaves);
+  }
 
  private:
   std::shared_ptr<compile_detail::CompiledFunction> f_;
@@ -202,7 +205,8 @@ auto compile(F fn, CompileOptions options = {}, SourceLoc loc = SourceLoc::curre
   using S = compile_detail::FnSig<std::decay_t<F>>;
   using R = typename S::Ret;
   using Args = typename S::Args;
-  compile_detail::Traced traced = [fn = std::move(fn)](const std::vector<IValue>& leaves) -> std::vector<IValue> {
+  compile_detail::Traced traced =
+      [fn = std::move(fn)](const std::vector<IValue>& leaves) -> std::vector<IValue> {
     size_t i = 0;
     Args args = compile_detail::Tree<Args>::unflatten(leaves, i);
     std::vector<IValue> out;
@@ -213,7 +217,8 @@ auto compile(F fn, CompileOptions options = {}, SourceLoc loc = SourceLoc::curre
     }
     return out;
   };
-  return Compiled<R, Args>(compile_detail::make_compiled(std::move(options), std::move(traced), loc));
+  return Compiled<R, Args>(
+      compile_detail::make_compiled(std::move(options), std::move(traced), loc));
 }
 
 }  // namespace tessera

@@ -15,9 +15,10 @@
 namespace tessera::testing {
 
 struct BenchOptions {
-  double warmup = 25;   ///< warm-up budget (ms, wall time including cache flushes)
-  double rep = 100;     ///< measurement budget (ms)
-  std::vector<double> quantiles;  ///< when given, `do_bench_all` returns these quantiles of the runs
+  double warmup = 25;  ///< warm-up budget (ms, wall time including cache flushes)
+  double rep = 100;    ///< measurement budget (ms)
+  std::vector<double>
+      quantiles;  ///< when given, `do_bench_all` returns these quantiles of the runs
   std::string return_mode = "mean";  ///< "mean", "median", "min", "max" (Triton's)
   bool flush_cache = true;  ///< overwrite a buffer the size of the last-level cache before each run
 };
@@ -28,25 +29,27 @@ struct BenchOptions {
 double do_bench(const std::function<void()>& fn, double warmup = 25, double rep = 100);
 double do_bench(const std::function<void()>& fn, const BenchOptions& options);
 /** The requested quantiles (in order) of the timed runs, in milliseconds. */
-std::vector<double> do_bench_quantiles(const std::function<void()>& fn, std::vector<double> quantiles,
-                                       double warmup = 25, double rep = 100);
+std::vector<double> do_bench_quantiles(const std::function<void()>& fn,
+                                       std::vector<double> quantiles, double warmup = 25,
+                                       double rep = 100);
 
 namespace detail {
 /** The timed loop behind do_bench: `setup` and `teardown` run around every call of `fn`, untimed.
  * Returns every timed run (ms). */
 std::vector<double> bench_runs(const std::function<void()>& fn, const std::function<void()>& setup,
-                               const std::function<void()>& teardown, double warmup, double rep, bool flush);
+                               const std::function<void()>& teardown, double warmup, double rep,
+                               bool flush);
 double summarize(std::vector<double> runs, const std::string& mode);
 double quantile(std::vector<double> sorted, double q);
 }  // namespace detail
 
 /** `triton.testing.Benchmark`: one plot, lines over x values. */
 struct Benchmark {
-  std::vector<std::string> x_names;   ///< the argument(s) the x axis sets (all to the same value)
+  std::vector<std::string> x_names;  ///< the argument(s) the x axis sets (all to the same value)
   std::vector<double> x_vals;
-  std::string line_arg;               ///< the argument that selects a line
+  std::string line_arg;  ///< the argument that selects a line
   std::vector<std::string> line_vals;
-  std::vector<std::string> line_names;  ///< legend labels (default: line_vals)
+  std::vector<std::string> line_names;                      ///< legend labels (default: line_vals)
   std::vector<std::pair<std::string, std::string>> styles;  ///< (color, dash: "-", "--", ":")
   std::string xlabel, ylabel = "ms";
   std::string plot_name = "benchmark";
@@ -57,7 +60,7 @@ struct Benchmark {
 /** One benchmark call's arguments. */
 struct BenchArgs {
   std::map<std::string, double> values;  ///< x_names and the fixed args
-  std::string line;                     ///< this line's value of `line_arg`
+  std::string line;                      ///< this line's value of `line_arg`
   double operator[](const std::string& name) const;
 };
 

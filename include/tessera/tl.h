@@ -100,14 +100,17 @@ using Const = Tile;
  * integers are i32 when they fit, else i64; floating literals are fp32; bools are i1). It also
  * records the caller's line, which errors and the IR keep. */
 struct Operand {
-  Operand(const Tile& t, SourceLoc loc = SourceLoc::current());       // NOLINT
-  Operand(const Var& v, SourceLoc loc = SourceLoc::current());        // NOLINT
+  Operand(const Tile& t, SourceLoc loc = SourceLoc::current());  // NOLINT
+  Operand(const Var& v, SourceLoc loc = SourceLoc::current());   // NOLINT
   template <class T>
-    requires std::is_arithmetic_v<T>
-  Operand(T v, SourceLoc loc = SourceLoc::current()) : loc(loc) {  // NOLINT
-    if constexpr (std::is_same_v<T, bool>) tile = literal_bool(v);
-    else if constexpr (std::is_integral_v<T>) tile = literal_int(static_cast<int64_t>(v), std::is_unsigned_v<T> && sizeof(T) == 8);
-    else tile = literal_float(static_cast<double>(v));
+  requires std::is_arithmetic_v<T> Operand(T v, SourceLoc loc = SourceLoc::current())
+      : loc(loc) {  // NOLINT
+    if constexpr (std::is_same_v<T, bool>)
+      tile = literal_bool(v);
+    else if constexpr (std::is_integral_v<T>)
+      tile = literal_int(static_cast<int64_t>(v), std::is_unsigned_v<T> && sizeof(T) == 8);
+    else
+      tile = literal_float(static_cast<double>(v));
   }
 
   Tile tile;
@@ -123,18 +126,18 @@ struct Operand {
  * a lambda cannot capture a silent copy. */
 class Var {
  public:
-  Var(Operand init);                                                  // NOLINT
-  Var(const Tile& init, SourceLoc loc = SourceLoc::current()) : Var(Operand(init, loc)) {}  // NOLINT
+  Var(Operand init);  // NOLINT
+  Var(const Tile& init, SourceLoc loc = SourceLoc::current())
+      : Var(Operand(init, loc)) {}  // NOLINT
   template <class T>
-    requires std::is_arithmetic_v<T>
-  Var(T init, SourceLoc loc = SourceLoc::current()) : Var(Operand(init, loc)) {}  // NOLINT
+  requires std::is_arithmetic_v<T> Var(T init, SourceLoc loc = SourceLoc::current())
+      : Var(Operand(init, loc)) {}  // NOLINT
   Var(const Var&) = delete;
   Var& operator=(const Var&) = delete;
   Var& operator=(Operand value);
   Var& operator=(const Tile& value) { return *this = Operand(value, SourceLoc{}); }
   template <class T>
-    requires std::is_arithmetic_v<T>
-  Var& operator=(T value) {
+  requires std::is_arithmetic_v<T> Var& operator=(T value) {
     return *this = Operand(value, SourceLoc{});
   }
   /** The current value. */
@@ -180,7 +183,8 @@ Tile cat(Operand a, Operand b, bool can_reorder = false, TS_HERE);
 /** The same bits as another element type of the same width. */
 Tile bitcast(Operand x, DType dtype, TS_HERE);
 
-// ---- arithmetic (operators below), math ----------------------------------------------------------
+// ---- arithmetic (operators below), math
+// ----------------------------------------------------------
 Tile where(Operand cond, Operand a, Operand b, TS_HERE);
 Tile maximum(Operand a, Operand b, TS_HERE);
 Tile minimum(Operand a, Operand b, TS_HERE);
@@ -219,13 +223,22 @@ struct DotOptions {
 };
 /** a [M, K] @ b [K, N] (+ acc [M, N]); every dimension at least 16. Each term is one fused
  * multiply-add, k ascending. */
-Tile dot(Operand a, Operand b, std::optional<Operand> acc = std::nullopt, DotOptions options = {}, TS_HERE);
+Tile dot(Operand a, Operand b, std::optional<Operand> acc = std::nullopt, DotOptions options = {},
+         TS_HERE);
 
 /** Host-side ceiling division, for grids. */
-inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-inline SymInt cdiv(const SymInt& a, const SymInt& b) { return tessera::cdiv(a, b); }
-inline SymInt cdiv(const SymInt& a, int64_t b) { return tessera::cdiv(a, SymInt(b)); }
-inline SymInt cdiv(int64_t a, const SymInt& b) { return tessera::cdiv(SymInt(a), b); }
+inline int64_t cdiv(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+inline SymInt cdiv(const SymInt& a, const SymInt& b) {
+  return tessera::cdiv(a, b);
+}
+inline SymInt cdiv(const SymInt& a, int64_t b) {
+  return tessera::cdiv(a, SymInt(b));
+}
+inline SymInt cdiv(int64_t a, const SymInt& b) {
+  return tessera::cdiv(SymInt(a), b);
+}
 
 // ---- memory -----------------------------------------------------------------------------------
 /** Loads from a pointer (tile); masked-off elements read `other` (0 when absent). */
@@ -241,13 +254,20 @@ struct AtomicOptions {
   std::string sem = "acq_rel";  ///< "acq_rel", "acquire", "release", "relaxed"
   std::string scope = "gpu";    ///< "gpu", "cta", "sys" (one coherent memory on the CPU)
 };
-Tile atomic_add(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt, AtomicOptions o = {}, TS_HERE);
-Tile atomic_max(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt, AtomicOptions o = {}, TS_HERE);
-Tile atomic_min(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt, AtomicOptions o = {}, TS_HERE);
-Tile atomic_and(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt, AtomicOptions o = {}, TS_HERE);
-Tile atomic_or(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt, AtomicOptions o = {}, TS_HERE);
-Tile atomic_xor(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt, AtomicOptions o = {}, TS_HERE);
-Tile atomic_xchg(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt, AtomicOptions o = {}, TS_HERE);
+Tile atomic_add(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt,
+                AtomicOptions o = {}, TS_HERE);
+Tile atomic_max(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt,
+                AtomicOptions o = {}, TS_HERE);
+Tile atomic_min(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt,
+                AtomicOptions o = {}, TS_HERE);
+Tile atomic_and(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt,
+                AtomicOptions o = {}, TS_HERE);
+Tile atomic_or(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt,
+               AtomicOptions o = {}, TS_HERE);
+Tile atomic_xor(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt,
+                AtomicOptions o = {}, TS_HERE);
+Tile atomic_xchg(Operand ptr, Operand val, std::optional<Operand> mask = std::nullopt,
+                 AtomicOptions o = {}, TS_HERE);
 /** Stores `val` where `*ptr == cmp` (compared bitwise); returns the old values. */
 Tile atomic_cas(Operand ptr, Operand cmp, Operand val, AtomicOptions o = {}, TS_HERE);
 
@@ -263,7 +283,8 @@ void device_assert(Operand cond, std::string_view message = "", TS_HERE);
 void device_print(std::string_view prefix, std::initializer_list<Operand> values, TS_HERE);
 void device_print(std::string_view prefix, Operand value, TS_HERE);
 
-// ---- random numbers (Philox 4x32, the tensor factories' streams: element `offset` of seed `seed`) --
+// ---- random numbers (Philox 4x32, the tensor factories' streams: element `offset` of seed `seed`)
+// --
 /** The four uint32 outputs of Philox for each offset (Triton's randint4x). */
 std::array<Tile, 4> randint4x(Operand seed, Operand offset, int n_rounds = 10, TS_HERE);
 /** The first output (uint32). */
@@ -296,16 +317,21 @@ Tile argmax(Operand x, int axis, bool keep_dims = false, TS_HERE);
 Tile argmin(Operand x, int axis, bool keep_dims = false, TS_HERE);
 
 /** A combine function over N values: (a_1..a_N, b_1..b_N) -> N values (scalars). */
-using CombineFn = FunctionRef<std::vector<Tile>(const std::vector<Tile>& a, const std::vector<Tile>& b)>;
+using CombineFn =
+    FunctionRef<std::vector<Tile>(const std::vector<Tile>& a, const std::vector<Tile>& b)>;
 /** `tl.reduce` with a user combine function over several inputs of one shape (e.g. Welford's
  * mean and variance), folded left to right along `axis`; the combine must be pure. */
-std::vector<Tile> reduce(const std::vector<Tile>& inputs, int axis, CombineFn combine, bool keep_dims = false, TS_HERE);
-Tile reduce(Operand input, int axis, FunctionRef<Tile(Tile, Tile)> combine, bool keep_dims = false, TS_HERE);
+std::vector<Tile> reduce(const std::vector<Tile>& inputs, int axis, CombineFn combine,
+                         bool keep_dims = false, TS_HERE);
+Tile reduce(Operand input, int axis, FunctionRef<Tile(Tile, Tile)> combine, bool keep_dims = false,
+            TS_HERE);
 /** Inclusive scans along `axis` (from the end with `reverse`). */
-std::vector<Tile> associative_scan(const std::vector<Tile>& inputs, int axis, CombineFn combine, bool reverse = false,
-                                   TS_HERE);
-Tile associative_scan(Operand input, int axis, FunctionRef<Tile(Tile, Tile)> combine, bool reverse = false, TS_HERE);
-/** Running sums and products (accumulating in tl::sum's types: 32-bit ints, float32 for fp16/bf16). */
+std::vector<Tile> associative_scan(const std::vector<Tile>& inputs, int axis, CombineFn combine,
+                                   bool reverse = false, TS_HERE);
+Tile associative_scan(Operand input, int axis, FunctionRef<Tile(Tile, Tile)> combine,
+                      bool reverse = false, TS_HERE);
+/** Running sums and products (accumulating in tl::sum's types: 32-bit ints, float32 for fp16/bf16).
+ */
 Tile cumsum(Operand x, int axis = 0, bool reverse = false, TS_HERE);
 Tile cumprod(Operand x, int axis = 0, bool reverse = false, TS_HERE);
 
@@ -320,7 +346,8 @@ void while_(FunctionRef<Tile()> cond, FunctionRef<void()> body, TS_HERE);
 void if_(Operand cond, FunctionRef<void()> then_body, TS_HERE);
 void if_(Operand cond, FunctionRef<void()> then_body, FunctionRef<void()> else_body, TS_HERE);
 
-// ---- operators (Triton's: C-style integer division, comparisons give i1 tiles) -------------------
+// ---- operators (Triton's: C-style integer division, comparisons give i1 tiles)
+// -------------------
 Tile operator+(Operand a, Operand b);
 Tile operator-(Operand a, Operand b);
 Tile operator*(Operand a, Operand b);
@@ -353,10 +380,18 @@ struct MetaArg {
   double f = 0;
   DType dtype = DType::Float32;
 };
-inline MetaArg meta(std::string_view name, int64_t v) { return {name, MetaArg::Kind::Int, v}; }
-inline MetaArg meta(std::string_view name, int v) { return meta(name, int64_t(v)); }
-inline MetaArg meta(std::string_view name, double v) { return {name, MetaArg::Kind::Float, 0, v}; }
-inline MetaArg meta(std::string_view name, bool v) { return {name, MetaArg::Kind::Bool, v}; }
+inline MetaArg meta(std::string_view name, int64_t v) {
+  return {name, MetaArg::Kind::Int, v};
+}
+inline MetaArg meta(std::string_view name, int v) {
+  return meta(name, int64_t(v));
+}
+inline MetaArg meta(std::string_view name, double v) {
+  return {name, MetaArg::Kind::Float, 0, v};
+}
+inline MetaArg meta(std::string_view name, bool v) {
+  return {name, MetaArg::Kind::Bool, v};
+}
 inline MetaArg meta(std::string_view name, DType d) {
   return {name, MetaArg::Kind::DType, 0, 0, d};
 }
@@ -366,8 +401,12 @@ struct LaunchOption {
   enum class Kind : uint8_t { NumWarps, NumStages } kind;
   int64_t value;
 };
-inline LaunchOption num_warps(int64_t n) { return {LaunchOption::Kind::NumWarps, n}; }
-inline LaunchOption num_stages(int64_t n) { return {LaunchOption::Kind::NumStages, n}; }
+inline LaunchOption num_warps(int64_t n) {
+  return {LaunchOption::Kind::NumWarps, n};
+}
+inline LaunchOption num_stages(int64_t n) {
+  return {LaunchOption::Kind::NumStages, n};
+}
 
 /** One launch argument. Converting constructors record the launch's source line. */
 struct KernelArg {
@@ -386,12 +425,11 @@ struct KernelArg {
   KernelArg(const SymInt& s, SourceLoc l = SourceLoc::current())  // NOLINT
       : kind(Kind::Int), sym(s), loc(l) {}
   template <class T>
-    requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
-  KernelArg(T v, SourceLoc l = SourceLoc::current())  // NOLINT
+  requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
+      KernelArg(T v, SourceLoc l = SourceLoc::current())  // NOLINT
       : kind(Kind::Int), i(static_cast<int64_t>(v)), sym(static_cast<int64_t>(v)), loc(l) {}
   template <class T>
-    requires std::is_floating_point_v<T>
-  KernelArg(T v, SourceLoc l = SourceLoc::current())  // NOLINT
+  requires std::is_floating_point_v<T> KernelArg(T v, SourceLoc l = SourceLoc::current())  // NOLINT
       : kind(Kind::Float), f(static_cast<double>(v)), loc(l) {}
   KernelArg(bool v, SourceLoc l = SourceLoc::current())  // NOLINT
       : kind(Kind::Bool), i(v), loc(l) {}
@@ -423,10 +461,11 @@ class Meta {
 /** A launch grid of up to three dimensions. Its constructors record the launch's source line. */
 struct Grid {
   Grid() = default;
-  Grid(std::initializer_list<SymInt> dims, SourceLoc loc = SourceLoc::current());  // NOLINT: `kernel[{n}]`
-  Grid(const SymInt& x, SourceLoc loc = SourceLoc::current()) : Grid({x}, loc) {}  // NOLINT
+  Grid(std::initializer_list<SymInt> dims,
+       SourceLoc loc = SourceLoc::current());  // NOLINT: `kernel[{n}]`
+  Grid(const SymInt& x, SourceLoc loc = SourceLoc::current()) : Grid({x}, loc) {}    // NOLINT
   Grid(int64_t x, SourceLoc loc = SourceLoc::current()) : Grid({SymInt(x)}, loc) {}  // NOLINT
-  Grid(int x, SourceLoc loc = SourceLoc::current()) : Grid({SymInt(x)}, loc) {}     // NOLINT
+  Grid(int x, SourceLoc loc = SourceLoc::current()) : Grid({SymInt(x)}, loc) {}      // NOLINT
   SymInt dims[3] = {1, 1, 1};
   int ndim = 0;
   SourceLoc loc;
@@ -435,8 +474,8 @@ struct Grid {
 /** A grid computed from the meta-parameters: `kernel[[&](const tl::Meta& m) { ... }]`. */
 struct GridFn {
   template <class F>
-    requires std::is_invocable_v<F&, const Meta&>
-  GridFn(F&& f, SourceLoc l = SourceLoc::current()) : fn(f), loc(l) {}  // NOLINT
+  requires std::is_invocable_v<F&, const Meta&> GridFn(F&& f, SourceLoc l = SourceLoc::current())
+      : fn(f), loc(l) {}  // NOLINT
   FunctionRef<Grid(const Meta&)> fn;
   SourceLoc loc;
 };
@@ -458,7 +497,8 @@ class LaunchTarget {
 class Launcher {
  public:
   Launcher(const JITFunction& fn, Grid grid) : fn_(fn), grid_(std::move(grid)), loc_(grid_.loc) {}
-  Launcher(const JITFunction& fn, GridFn grid_fn) : fn_(fn), grid_fn_(grid_fn.fn), loc_(grid_fn.loc) {}
+  Launcher(const JITFunction& fn, GridFn grid_fn)
+      : fn_(fn), grid_fn_(grid_fn.fn), loc_(grid_fn.loc) {}
   Launcher(const detail::LaunchTarget& target, const JITFunction& fn, Grid grid)
       : fn_(fn), target_(&target), grid_(std::move(grid)), loc_(grid_.loc) {}
   Launcher(const detail::LaunchTarget& target, const JITFunction& fn, GridFn grid_fn)
@@ -514,14 +554,14 @@ class JITFunction {
 
   template <class... P>
   JITFunction(const char* name, const char* param_text, void (*body)(P...), const char* file,
-              int line)
-      requires((std::is_same_v<std::decay_t<P>, Tile> && ...))
-      : JITFunction(name, param_text, reinterpret_cast<detail::ErasedBody>(body),
-                    [](detail::ErasedBody b, const Tile* params) {
-                      detail::invoke_body(reinterpret_cast<void (*)(P...)>(b), params,
-                                          std::index_sequence_for<P...>{});
-                    },
-                    sizeof...(P), file, line) {}
+              int line) requires((std::is_same_v<std::decay_t<P>, Tile> && ...))
+      : JITFunction(
+            name, param_text, reinterpret_cast<detail::ErasedBody>(body),
+            [](detail::ErasedBody b, const Tile* params) {
+              detail::invoke_body(reinterpret_cast<void (*)(P...)>(b), params,
+                                  std::index_sequence_for<P...>{});
+            },
+            sizeof...(P), file, line) {}
   ~JITFunction();
   JITFunction(const JITFunction&) = delete;
   JITFunction& operator=(const JITFunction&) = delete;
@@ -559,7 +599,7 @@ class JITFunction {
 }  // namespace tessera::tl
 
 /** Defines a kernel: `TL_JIT(name, tl::Ptr x, tl::Int n, tl::Const BLOCK) { body }`. */
-#define TL_JIT(kname, ...)                                                                 \
-  static void kname##_tl_body(__VA_ARGS__);                                                \
+#define TL_JIT(kname, ...)                                                                      \
+  static void kname##_tl_body(__VA_ARGS__);                                                     \
   ::tessera::tl::JITFunction kname(#kname, #__VA_ARGS__, &kname##_tl_body, __FILE__, __LINE__); \
   static void kname##_tl_body(__VA_ARGS__)

@@ -58,7 +58,8 @@ class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
 
   int value_of(const Tensor& t) {
     if (auto it = by_impl_.find(t.impl()); it != by_impl_.end()) return it->second;
-    TS_CHECK(t.has_data(), CompileError) << "a fake tensor from outside this trace reached the graph";
+    TS_CHECK(t.has_data(), CompileError)
+        << "a fake tensor from outside this trace reached the graph";
     // A real tensor the function closes over: an implicit input, guarded by identity.
     const int id = add_tensor(t, -1);
     g_.captured.push_back(t);
@@ -81,7 +82,8 @@ class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
     } else if (v.is_optional_tensor_list()) {
       a.kind = Arg::Kind::ValueList;
       a.optional_list = true;
-      for (const auto& t : v.to_optional_tensor_list()) a.values.push_back(t && t->defined() ? value_of(*t) : -1);
+      for (const auto& t : v.to_optional_tensor_list())
+        a.values.push_back(t && t->defined() ? value_of(*t) : -1);
     } else if (v.is_symint() && v.to_symint().is_symbolic()) {
       a.kind = Arg::Kind::Sym;
       a.expr = g_.env->expr_of(v.to_symint());
@@ -117,7 +119,8 @@ class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
     for (size_t i = 0; i < nargs; ++i) {
       Arg a = arg_of(args[i]);
       a.name = schema.arguments()[i].name;
-      if (schema.arguments()[i].is_written() && a.kind == Arg::Kind::Value) n.writes.push_back(a.value);
+      if (schema.arguments()[i].is_written() && a.kind == Arg::Kind::Value)
+        n.writes.push_back(a.value);
       n.args.push_back(std::move(a));
     }
     // The shape function runs; kernels its body launches record nothing.
@@ -128,8 +131,10 @@ class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
     } catch (const NotImplementedError& e) {
       tl::detail::capture_hook() = hook;
       if (op.has_tag(kTagCustomOp)) {
-        graph_break("the custom operator " + op.name() + " has no fake kernel to compute its result shapes "
-                    "(register one with register_fake)", loc);
+        graph_break("the custom operator " + op.name() +
+                        " has no fake kernel to compute its result shapes "
+                        "(register one with register_fake)",
+                    loc);
       }
       graph_break(std::string("the operator cannot run on fake tensors: ") + e.message(), loc);
     } catch (...) {
@@ -148,7 +153,8 @@ class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
         n.constant_outputs.emplace_back();
       } else {
         TS_CHECK(!r.is_tensor_list(), NotImplementedError)
-            << "[" << op.name() << "] operators returning tensor lists are not supported by the graph compiler yet";
+            << "[" << op.name()
+            << "] operators returning tensor lists are not supported by the graph compiler yet";
         n.outputs.push_back(-1);
         n.constant_outputs.push_back(r);
       }
@@ -187,21 +193,36 @@ class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
             a.constant = IValue(k.sym.expect_int());
           }
           break;
-        case tl::KernelArg::Kind::Float: a.constant = IValue(k.f); break;
-        case tl::KernelArg::Kind::Bool: a.constant = IValue(k.i != 0); break;
-        case tl::KernelArg::Kind::DType: a.constant = IValue(k.dtype); break;
+        case tl::KernelArg::Kind::Float:
+          a.constant = IValue(k.f);
+          break;
+        case tl::KernelArg::Kind::Bool:
+          a.constant = IValue(k.i != 0);
+          break;
+        case tl::KernelArg::Kind::DType:
+          a.constant = IValue(k.dtype);
+          break;
         case tl::KernelArg::Kind::Meta:
           a.role = Arg::Role::Meta;
           a.name = std::string(k.meta.name);
           switch (k.meta.kind) {
-            case tl::MetaArg::Kind::Int: a.constant = IValue(k.meta.i); break;
-            case tl::MetaArg::Kind::Float: a.constant = IValue(k.meta.f); break;
-            case tl::MetaArg::Kind::Bool: a.constant = IValue(k.meta.i != 0); break;
-            case tl::MetaArg::Kind::DType: a.constant = IValue(k.meta.dtype); break;
+            case tl::MetaArg::Kind::Int:
+              a.constant = IValue(k.meta.i);
+              break;
+            case tl::MetaArg::Kind::Float:
+              a.constant = IValue(k.meta.f);
+              break;
+            case tl::MetaArg::Kind::Bool:
+              a.constant = IValue(k.meta.i != 0);
+              break;
+            case tl::MetaArg::Kind::DType:
+              a.constant = IValue(k.meta.dtype);
+              break;
           }
           break;
         case tl::KernelArg::Kind::Option:
-          a.role = k.option.kind == tl::LaunchOption::Kind::NumWarps ? Arg::Role::NumWarps : Arg::Role::NumStages;
+          a.role = k.option.kind == tl::LaunchOption::Kind::NumWarps ? Arg::Role::NumWarps
+                                                                     : Arg::Role::NumStages;
           a.name = a.role == Arg::Role::NumWarps ? "num_warps" : "num_stages";
           a.constant = IValue(k.option.value);
           break;
@@ -224,12 +245,13 @@ class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
     std::vector<std::string> reasons(cands.size());
     for (size_t c = 0; c < cands.size(); ++c) {
       SmallVector<tl::KernelArg, 16> with;
-      tl::detail::TunedState::with_candidate(ArrayRef<tl::KernelArg>(hinted.data(), hinted.size()), cands[c], loc, with);
+      tl::detail::TunedState::with_candidate(ArrayRef<tl::KernelArg>(hinted.data(), hinted.size()),
+                                             cands[c], loc, with);
       cand_args[c].assign(with.begin(), with.end());
       tl::detail::Spec sp;
       try {
-        tl::detail::bind(state, ArrayRef<tl::KernelArg>(cand_args[c].data(), cand_args[c].size()), sp.bound,
-                         sp.num_warps, sp.num_stages, loc);
+        tl::detail::bind(state, ArrayRef<tl::KernelArg>(cand_args[c].data(), cand_args[c].size()),
+                         sp.bound, sp.num_warps, sp.num_stages, loc);
       } catch (const Error& e) {
         if (!tuned) throw;
         reasons[c] = e.what();
@@ -273,7 +295,8 @@ class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
       for (size_t p = 0; p < bound.size(); ++p) {
         if (!bound[p].tensor || !kernel->written[p]) continue;
         for (size_t i = 0; i < args.size(); ++i) {
-          if (args[i].kind != tl::KernelArg::Kind::Tensor || hinted[i].tensor != bound[p].tensor) continue;
+          if (args[i].kind != tl::KernelArg::Kind::Tensor || hinted[i].tensor != bound[p].tensor)
+            continue;
           Arg& a = n.args[i];
           if (a.written) continue;
           a.written = true;
@@ -283,9 +306,10 @@ class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
             const int64_t size = g_.env->hint(g_.env->expr_of(t.sizes()[d]));
             const int64_t stride = g_.env->hint(g_.env->expr_of(t.strides()[d]));
             if (size > 1 && stride == 0) {
-              TS_ERROR(CompileError) << "[kernel " << fn.name() << "] stores through parameter '" << state.params[p].name
-                                     << "', whose tensor overlaps itself (dimension " << d
-                                     << " is expanded): clone it before the launch";
+              TS_ERROR(CompileError)
+                  << "[kernel " << fn.name() << "] stores through parameter '"
+                  << state.params[p].name << "', whose tensor overlaps itself (dimension " << d
+                  << " is expanded): clone it before the launch";
             }
           }
         }
@@ -296,7 +320,9 @@ class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
       if (launch.grid_fn()) {
         tl::Meta meta = kernel->meta;
         for (size_t i = 0; i < args.size(); ++i) {
-          if (!symbolic[i] || param_of[i] < 0 || static_cast<size_t>(param_of[i]) >= meta.entries.size()) continue;
+          if (!symbolic[i] || param_of[i] < 0 ||
+              static_cast<size_t>(param_of[i]) >= meta.entries.size())
+            continue;
           meta.entries[static_cast<size_t>(param_of[i])].symbolic = args[i].sym;
           meta.entries[static_cast<size_t>(param_of[i])].is_symbolic = true;
         }
@@ -311,8 +337,10 @@ class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
     }
     if (n.variants.empty()) {
       std::string all;
-      for (size_t c = 0; c < cands.size(); ++c) all += "\n  candidate " + std::to_string(c) + ": " + reasons[c];
-      TS_ERROR(CompileError) << "[kernel " << fn.name() << "] every autotuning config failed:" << all;
+      for (size_t c = 0; c < cands.size(); ++c)
+        all += "\n  candidate " + std::to_string(c) + ": " + reasons[c];
+      TS_ERROR(CompileError) << "[kernel " << fn.name()
+                             << "] every autotuning config failed:" << all;
     }
     for (int d = 0; d < 3; ++d) n.grid[d] = n.variants[0].grid[d];
     if (tuned) {
@@ -337,7 +365,8 @@ class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
 };
 
 void throw_fake_read(const char* what) {
-  graph_break(std::string("reading tensor data (") + what + " of a traced tensor)", UserLocGuard::current());
+  graph_break(std::string("reading tensor data (") + what + " of a traced tensor)",
+              UserLocGuard::current());
 }
 
 // Installs the tracer for the duration of a trace.
@@ -357,7 +386,8 @@ struct TraceScope {
   detail::FakeDataHook prev_fake;
 };
 
-// ---- guards ---------------------------------------------------------------------------------------
+// ---- guards
+// ---------------------------------------------------------------------------------------
 
 /** What one argument leaf must look like. */
 struct LeafGuard {
@@ -367,13 +397,13 @@ struct LeafGuard {
   Device device;
   int64_t dim = 0;
   bool requires_grad = false;
-  bool contiguous = false;           ///< dynamic sizes: strides must be contiguous
-  std::vector<int64_t> sizes;        ///< static size, or -1 when symbolic
-  std::vector<int> size_symbol;      ///< symbol index per dim (-1 static)
-  std::vector<int64_t> strides;      ///< static strides (empty when `contiguous`)
+  bool contiguous = false;       ///< dynamic sizes: strides must be contiguous
+  std::vector<int64_t> sizes;    ///< static size, or -1 when symbolic
+  std::vector<int> size_symbol;  ///< symbol index per dim (-1 static)
+  std::vector<int64_t> strides;  ///< static strides (empty when `contiguous`)
   int64_t offset = 0;
-  const void* storage = nullptr;     ///< captured tensors: identity
-  uint64_t key = 0;                  ///< dtype, device, rank and grad packed (one compare)
+  const void* storage = nullptr;  ///< captured tensors: identity
+  uint64_t key = 0;               ///< dtype, device, rank and grad packed (one compare)
 };
 
 /** dtype, device, rank, autograd flag and "plain sizes with data" in one word. */
@@ -382,8 +412,10 @@ inline uint64_t pack_key(const TensorImpl* t) {
   const uint64_t flags = t->flags();
   const bool plain = !t->has_symbolic_shape() && t->has_data();
   return static_cast<uint64_t>(t->dtype()) | (static_cast<uint64_t>(d.type()) << 8) |
-         (static_cast<uint64_t>(static_cast<uint8_t>(d.index())) << 16) | (static_cast<uint64_t>(t->dim()) << 24) |
-         (static_cast<uint64_t>((flags & kTensorAutograd) != 0) << 40) | (static_cast<uint64_t>(plain) << 41);
+         (static_cast<uint64_t>(static_cast<uint8_t>(d.index())) << 16) |
+         (static_cast<uint64_t>(t->dim()) << 24) |
+         (static_cast<uint64_t>((flags & kTensorAutograd) != 0) << 40) |
+         (static_cast<uint64_t>(plain) << 41);
 }
 
 std::string leaf_name(size_t i) {
@@ -392,17 +424,18 @@ std::string leaf_name(size_t i) {
 
 }  // namespace
 
-// ---- a compiled graph and its guards -------------------------------------------------------------------
+// ---- a compiled graph and its guards
+// -------------------------------------------------------------------
 
 struct Entry {
   std::unique_ptr<Graph> graph;
   std::vector<LeafGuard> leaves;
   std::vector<std::pair<size_t, size_t>> alias_pairs;  ///< leaf pairs that shared storage
-  std::vector<std::pair<size_t, int>> symbol_sources;    ///< per symbol: (leaf, dim)
+  std::vector<std::pair<size_t, int>> symbol_sources;  ///< per symbol: (leaf, dim)
   std::unique_ptr<sym::Program> program;  ///< env guards first, then every expression the run needs
   size_t num_guards = 0;
   std::unordered_map<sym::ExprPtr, size_t> slot;  ///< expression -> program output
-  std::vector<size_t> tensor_leaves;  ///< positions of the tensor arguments
+  std::vector<size_t> tensor_leaves;              ///< positions of the tensor arguments
 
   struct Scratch {
     std::vector<int64_t> symbols, values;
@@ -412,14 +445,16 @@ struct Entry {
   struct SymRef {
     int64_t constant = 0;
     int64_t slot = -1;
-    int64_t get(const Scratch& s) const { return slot < 0 ? constant : s.values[static_cast<size_t>(slot)]; }
+    int64_t get(const Scratch& s) const {
+      return slot < 0 ? constant : s.values[static_cast<size_t>(slot)];
+    }
   };
   /** A kernel node's launch arguments, built once: constants, metas and options filled in; tensors
    * and symbolic integers patched per call. */
   struct KernelPlan {
     std::vector<tl::KernelArg> args;
-    std::vector<std::pair<size_t, int>> tensors;    ///< (argument, value id)
-    std::vector<std::pair<size_t, SymRef>> ints;    ///< (argument, integer)
+    std::vector<std::pair<size_t, int>> tensors;  ///< (argument, value id)
+    std::vector<std::pair<size_t, SymRef>> ints;  ///< (argument, integer)
     SymRef grid[3];
     std::vector<std::array<SymRef, 3>> variant_grids;  ///< autotuned launches: per candidate
     std::vector<tl::detail::Candidate> cands;
@@ -428,14 +463,16 @@ struct Entry {
 
   /** An autotuned launch: the tuner picks a candidate for the real arguments (tuning on its first
    * call for a key), then the candidate's kernel runs with its grid. */
-  void run_tuned(const Node& n, const KernelPlan& plan, ArrayRef<tl::KernelArg> args, const Scratch& s) const {
+  void run_tuned(const Node& n, const KernelPlan& plan, ArrayRef<tl::KernelArg> args,
+                 const Scratch& s) const {
     const tl::detail::TunedState& ts = *n.tuned;
     const tl::Args named = ts.named(args);
     auto run = [&](size_t i) {
       SmallVector<tl::KernelArg, 16> a;
       tl::detail::TunedState::with_candidate(args, plan.cands[i], n.loc, a);
       const auto& gr = plan.variant_grids[i];
-      const tl::Grid grid({SymInt(gr[0].get(s)), SymInt(gr[1].get(s)), SymInt(gr[2].get(s))}, n.loc);
+      const tl::Grid grid({SymInt(gr[0].get(s)), SymInt(gr[1].get(s)), SymInt(gr[2].get(s))},
+                          n.loc);
       tl::Launcher(*n.kernel, grid).run_kernel(ArrayRef<tl::KernelArg>(a.data(), a.size()));
     };
     const size_t pick = ts.choose(args, named, plan.cands, run, n.loc);
@@ -461,16 +498,21 @@ struct Entry {
         switch (a.role) {
           case Arg::Role::Meta: {
             const IValue& c = a.constant;
-            plan.args.emplace_back(c.is_bool() ? tl::meta(a.name, c.to_bool())
-                                   : c.is_int() ? tl::meta(a.name, c.to_int())
+            plan.args.emplace_back(c.is_bool()    ? tl::meta(a.name, c.to_bool())
+                                   : c.is_int()   ? tl::meta(a.name, c.to_int())
                                    : c.is_dtype() ? tl::meta(a.name, c.to_dtype())
                                                   : tl::meta(a.name, c.to_double()),
                                    n.loc);
             continue;
           }
-          case Arg::Role::NumWarps: plan.args.emplace_back(tl::num_warps(a.constant.to_int()), n.loc); continue;
-          case Arg::Role::NumStages: plan.args.emplace_back(tl::num_stages(a.constant.to_int()), n.loc); continue;
-          case Arg::Role::Positional: break;
+          case Arg::Role::NumWarps:
+            plan.args.emplace_back(tl::num_warps(a.constant.to_int()), n.loc);
+            continue;
+          case Arg::Role::NumStages:
+            plan.args.emplace_back(tl::num_stages(a.constant.to_int()), n.loc);
+            continue;
+          case Arg::Role::Positional:
+            break;
         }
         switch (a.kind) {
           case Arg::Kind::Value:
@@ -496,7 +538,8 @@ struct Entry {
             }
             break;
           }
-          default: TS_INTERNAL_ASSERT(false) << "a list argument to a kernel";
+          default:
+            TS_INTERNAL_ASSERT(false) << "a list argument to a kernel";
         }
       }
       for (int d = 0; d < 3; ++d) plan.grid[d] = ref_of(n.grid[d]);
@@ -563,34 +606,41 @@ struct Entry {
     slow:
       if (!why) return false;
       if (t.dtype() != g.dtype) {
-        return fail(leaf_name(i) + ".dtype == " + dtype_name(g.dtype) + " failed (got " + dtype_name(t.dtype()) + ")");
+        return fail(leaf_name(i) + ".dtype == " + dtype_name(g.dtype) + " failed (got " +
+                    dtype_name(t.dtype()) + ")");
       }
-      if (!(t.device() == g.device)) return fail(leaf_name(i) + ".device == " + g.device.str() + " failed");
+      if (!(t.device() == g.device))
+        return fail(leaf_name(i) + ".device == " + g.device.str() + " failed");
       if (impl->dim() != g.dim) {
-        return fail(leaf_name(i) + ".dim() == " + std::to_string(g.dim) + " failed (got " + std::to_string(impl->dim()) + ")");
+        return fail(leaf_name(i) + ".dim() == " + std::to_string(g.dim) + " failed (got " +
+                    std::to_string(impl->dim()) + ")");
       }
       if (t.requires_grad() != g.requires_grad) {
-        return fail(leaf_name(i) + ".requires_grad == " + (g.requires_grad ? "true" : "false") + " failed");
+        return fail(leaf_name(i) + ".requires_grad == " + (g.requires_grad ? "true" : "false") +
+                    " failed");
       }
-      if (impl->has_symbolic_shape() || !impl->has_data()) return fail(leaf_name(i) + " has data and plain sizes");
+      if (impl->has_symbolic_shape() || !impl->has_data())
+        return fail(leaf_name(i) + " has data and plain sizes");
       const auto sizes = impl->int_sizes();
       for (int64_t d = 0; d < g.dim; ++d) {
         const int sym_index = g.size_symbol[static_cast<size_t>(d)];
         auto dn = [&] { return leaf_name(i) + ".size(" + std::to_string(d) + ")"; };
         if (sym_index < 0) {
           if (sizes[d] != g.sizes[static_cast<size_t>(d)]) {
-            return fail(dn() + " == " + std::to_string(g.sizes[static_cast<size_t>(d)]) + " failed (got " +
-                        std::to_string(sizes[d]) + ")");
+            return fail(dn() + " == " + std::to_string(g.sizes[static_cast<size_t>(d)]) +
+                        " failed (got " + std::to_string(sizes[d]) + ")");
           }
           continue;
         }
-        if (sizes[d] < 2) return fail(dn() + " >= 2 failed (got " + std::to_string(sizes[d]) + "; sizes 0 and 1 are specialized)");
+        if (sizes[d] < 2)
+          return fail(dn() + " >= 2 failed (got " + std::to_string(sizes[d]) +
+                      "; sizes 0 and 1 are specialized)");
         const size_t s_idx = static_cast<size_t>(sym_index);
         if (s.symbols[s_idx] < 0) {
           s.symbols[s_idx] = sizes[d];
         } else if (s.symbols[s_idx] != sizes[d]) {
-          return fail(dn() + " == " + graph->env->symbols[s_idx].source + " failed (got " + std::to_string(sizes[d]) +
-                      " and " + std::to_string(s.symbols[s_idx]) + ")");
+          return fail(dn() + " == " + graph->env->symbols[s_idx].source + " failed (got " +
+                      std::to_string(sizes[d]) + " and " + std::to_string(s.symbols[s_idx]) + ")");
         }
       }
       if (g.contiguous) {
@@ -599,14 +649,15 @@ struct Entry {
         const auto strides = impl->int_strides();
         for (int64_t d = 0; d < g.dim; ++d) {
           if (strides[d] != g.strides[static_cast<size_t>(d)]) {
-            return fail(leaf_name(i) + ".stride(" + std::to_string(d) + ") == " +
-                        std::to_string(g.strides[static_cast<size_t>(d)]) + " failed (got " + std::to_string(strides[d]) + ")");
+            return fail(leaf_name(i) + ".stride(" + std::to_string(d) +
+                        ") == " + std::to_string(g.strides[static_cast<size_t>(d)]) +
+                        " failed (got " + std::to_string(strides[d]) + ")");
           }
         }
       }
       if (impl->int_offset() != g.offset) {
-        return fail(leaf_name(i) + ".storage_offset() == " + std::to_string(g.offset) + " failed (got " +
-                    std::to_string(impl->int_offset()) + ")");
+        return fail(leaf_name(i) + ".storage_offset() == " + std::to_string(g.offset) +
+                    " failed (got " + std::to_string(impl->int_offset()) + ")");
       }
     }
     // Tensor arguments must not share memory (as when traced).
@@ -621,13 +672,16 @@ struct Entry {
     }
     if (program->size() == 0) return true;
     s.values.resize(program->num_outputs());
-    if (!program->run(s.symbols.data(), s.values.data())) return fail("a size expression divides by zero");
+    if (!program->run(s.symbols.data(), s.values.data()))
+      return fail("a size expression divides by zero");
     for (size_t k = 0; k < num_guards; ++k) {
       if (s.values[k] == 0) {
         const auto& gd = graph->env->guards[k];
         std::ostringstream os;
         os << graph->env->ctx.str(gd.condition) << " failed (" << gd.why;
-        if (gd.loc.known()) os << (gd.why.find("after the call at") != std::string::npos ? " " : ", guard from ") << gd.loc;
+        if (gd.loc.known())
+          os << (gd.why.find("after the call at") != std::string::npos ? " " : ", guard from ")
+             << gd.loc;
         os << ")";
         return fail(os.str());
       }
@@ -651,21 +705,25 @@ struct Entry {
     for (size_t i = 0; i < g.inputs.size(); ++i) {
       if (g.inputs[i] >= 0) vals[static_cast<size_t>(g.inputs[i])] = args[i].to_tensor();
     }
-    for (size_t c = 0; c < g.captured.size(); ++c) vals[static_cast<size_t>(g.captured_values[c])] = g.captured[c];
+    for (size_t c = 0; c < g.captured.size(); ++c)
+      vals[static_cast<size_t>(g.captured_values[c])] = g.captured[c];
     auto sym_value = [&](sym::ExprPtr e) { return value_of(e, s); };
     for (const Node& n : g.nodes) {
       if (n.dead) continue;
       UserLocGuard loc(n.loc);
       if (n.kind == Node::Kind::Kernel) {
         const KernelPlan& plan = kernel_plans[static_cast<size_t>(&n - g.nodes.data())];
-        SmallVector<tl::KernelArg, 16> kargs(ArrayRef<tl::KernelArg>(plan.args.data(), plan.args.size()));
+        SmallVector<tl::KernelArg, 16> kargs(
+            ArrayRef<tl::KernelArg>(plan.args.data(), plan.args.size()));
         for (const auto& [i, v] : plan.tensors) kargs[i].tensor = &vals[static_cast<size_t>(v)];
         for (const auto& [i, r] : plan.ints) kargs[i].sym = SymInt(r.get(s));
         if (n.tuned) {
           run_tuned(n, plan, ArrayRef<tl::KernelArg>(kargs.data(), kargs.size()), s);
           continue;
         }
-        tl::Grid grid({SymInt(plan.grid[0].get(s)), SymInt(plan.grid[1].get(s)), SymInt(plan.grid[2].get(s))}, n.loc);
+        tl::Grid grid(
+            {SymInt(plan.grid[0].get(s)), SymInt(plan.grid[1].get(s)), SymInt(plan.grid[2].get(s))},
+            n.loc);
         tl::Launcher(*n.kernel, grid).run(ArrayRef<tl::KernelArg>(kargs.data(), kargs.size()));
         continue;
       }
@@ -673,11 +731,15 @@ struct Entry {
       st.reserve(n.args.size());
       for (const Arg& a : n.args) {
         switch (a.kind) {
-          case Arg::Kind::Value: st.emplace_back(vals[static_cast<size_t>(a.value)]); break;
+          case Arg::Kind::Value:
+            st.emplace_back(vals[static_cast<size_t>(a.value)]);
+            break;
           case Arg::Kind::ValueList:
             if (a.optional_list) {
               std::vector<std::optional<Tensor>> l;
-              for (int v : a.values) l.push_back(v < 0 ? std::nullopt : std::optional<Tensor>(vals[static_cast<size_t>(v)]));
+              for (int v : a.values)
+                l.push_back(v < 0 ? std::nullopt
+                                  : std::optional<Tensor>(vals[static_cast<size_t>(v)]));
               st.emplace_back(std::move(l));
             } else {
               std::vector<Tensor> l;
@@ -685,14 +747,18 @@ struct Entry {
               st.emplace_back(std::move(l));
             }
             break;
-          case Arg::Kind::Sym: st.emplace_back(SymInt(sym_value(a.expr))); break;
+          case Arg::Kind::Sym:
+            st.emplace_back(SymInt(sym_value(a.expr)));
+            break;
           case Arg::Kind::SymList: {
             std::vector<SymInt> l;
             for (auto* e : a.exprs) l.emplace_back(sym_value(e));
             st.emplace_back(std::move(l));
             break;
           }
-          case Arg::Kind::Constant: st.push_back(a.constant); break;
+          case Arg::Kind::Constant:
+            st.push_back(a.constant);
+            break;
         }
       }
       n.op.call(st);
@@ -712,11 +778,13 @@ struct Entry {
   }
 };
 
-// ---- the compiled function ------------------------------------------------------------------------------
+// ---- the compiled function
+// ------------------------------------------------------------------------------
 
 class CompiledFunction {
  public:
-  CompiledFunction(CompileOptions o, Traced fn, SourceLoc loc) : opts_(std::move(o)), fn_(std::move(fn)), loc_(loc) {
+  CompiledFunction(CompileOptions o, Traced fn, SourceLoc loc)
+      : opts_(std::move(o)), fn_(std::move(fn)), loc_(loc) {
     if (opts_.name.empty()) opts_.name = "compiled function";
     for (auto [leaf, dim] : opts_.dynamic_dims) dynamic_.insert({leaf, dim});
   }
@@ -737,9 +805,11 @@ class CompiledFunction {
       }
       if (recompiles_ > opts_.recompile_limit) {
         TS_CHECK(!opts_.fullgraph, CompileError)
-            << "[" << opts_.name << "] recompiled more than recompile_limit=" << opts_.recompile_limit
+            << "[" << opts_.name
+            << "] recompiled more than recompile_limit=" << opts_.recompile_limit
             << " times; the last guard that failed: " << why;
-        warn_once("tessera::compile: " + opts_.name + " hit recompile_limit=" + std::to_string(opts_.recompile_limit) +
+        warn_once("tessera::compile: " + opts_.name +
+                  " hit recompile_limit=" + std::to_string(opts_.recompile_limit) +
                   " (last failed guard: " + why + "); running it eagerly from now on");
         eager_ = true;
         return fn_(args);
@@ -750,14 +820,17 @@ class CompiledFunction {
     try {
       entry = trace(args);
     } catch (const GraphBreakError& e) {
-      if (opts_.fullgraph) throw CompileError("[" + opts_.name + "] " + e.message() + " (fullgraph=true)", e.user_loc());
+      if (opts_.fullgraph)
+        throw CompileError("[" + opts_.name + "] " + e.message() + " (fullgraph=true)",
+                           e.user_loc());
       log("graph_breaks", opts_.name + ": " + e.what() + "; running the function eagerly");
       eager_ = true;
       return fn_(args);
     }
     entries_.push_back(std::move(entry));
     Entry& e = *entries_.back();
-    TS_INTERNAL_ASSERT(e.match(args, s, &why)) << opts_.name << ": a fresh graph fails its own guards: " << why;
+    TS_INTERNAL_ASSERT(e.match(args, s, &why))
+        << opts_.name << ": a fresh graph fails its own guards: " << why;
     return e.run(args, s);
   }
 
@@ -807,7 +880,9 @@ class CompiledFunction {
     // With inputs that require grad, triton_ops stay whole so that their autograd formulas
     // apply when the graph runs (autograd under compile is the next slice's).
     bool grad_inputs = false;
-    for (const IValue& a : args) grad_inputs = grad_inputs || (a.is_tensor() && a.to_tensor().defined() && a.to_tensor().requires_grad());
+    for (const IValue& a : args)
+      grad_inputs = grad_inputs ||
+                    (a.is_tensor() && a.to_tensor().defined() && a.to_tensor().requires_grad());
     grad_inputs = grad_inputs && grad_enabled();
     Tracer tracer(g, grad_inputs);
     std::vector<IValue> fakes;
@@ -838,8 +913,9 @@ class CompiledFunction {
       const bool contiguous = t.is_contiguous();
       SymDimVector fsizes;
       for (int64_t d = 0; d < t.dim(); ++d) {
-        const bool dyn = contiguous && sizes[d] >= 2 &&
-                         (opts_.dynamic == true || dynamic_.count({static_cast<int>(k), static_cast<int>(d)}));
+        const bool dyn =
+            contiguous && sizes[d] >= 2 &&
+            (opts_.dynamic == true || dynamic_.count({static_cast<int>(k), static_cast<int>(d)}));
         lg.sizes.push_back(dyn ? -1 : sizes[d]);
         if (!dyn) {
           lg.size_symbol.push_back(-1);
@@ -856,14 +932,16 @@ class CompiledFunction {
         lg.size_symbol.push_back(node->expr()->symbol);
         fsizes.push_back(it->second);
       }
-      lg.contiguous = contiguous && std::any_of(lg.size_symbol.begin(), lg.size_symbol.end(), [](int s) { return s >= 0; });
+      lg.contiguous = contiguous && std::any_of(lg.size_symbol.begin(), lg.size_symbol.end(),
+                                                [](int s) { return s >= 0; });
       if (!lg.contiguous) {
         for (const auto& st : t.impl()->int_strides()) lg.strides.push_back(st);
       }
       Tensor fake = lg.contiguous ? detail::make_fake(fsizes, t.dtype(), t.device())
                                   : detail::make_fake(fsizes, t.dtype(), t.device(), t.strides());
       if (lg.offset != 0 || !lg.contiguous) {
-        fake = detail::make_view(fake, fake.sizes(), lg.contiguous ? fake.strides() : t.strides(), lg.offset);
+        fake = detail::make_view(fake, fake.sizes(), lg.contiguous ? fake.strides() : t.strides(),
+                                 lg.offset);
       }
       entry->leaves.push_back(lg);
       g.inputs.push_back(tracer.add_tensor(fake, -1));

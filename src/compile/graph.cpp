@@ -30,20 +30,25 @@ std::string Graph::str() const {
     const Value& v = values[static_cast<size_t>(id)];
     if (v.kind == Value::Kind::Int) return std::string("int");
     std::string s = std::string(dtype_name(v.tensor.dtype)) + "[";
-    for (size_t i = 0; i < v.tensor.sizes.size(); ++i) s += (i ? ", " : "") + ctx.str(v.tensor.sizes[i]);
+    for (size_t i = 0; i < v.tensor.sizes.size(); ++i)
+      s += (i ? ", " : "") + ctx.str(v.tensor.sizes[i]);
     return s + "]";
   };
   auto arg_str = [&](const Arg& a) {
     std::string s = a.role == Arg::Role::Positional ? "" : a.name + "=";
     switch (a.kind) {
-      case Arg::Kind::Value: s += value_str(a.value) + (a.written ? "!" : ""); break;
+      case Arg::Kind::Value:
+        s += value_str(a.value) + (a.written ? "!" : "");
+        break;
       case Arg::Kind::ValueList: {
         s += "[";
         for (size_t i = 0; i < a.values.size(); ++i) s += (i ? ", " : "") + value_str(a.values[i]);
         s += "]";
         break;
       }
-      case Arg::Kind::Sym: s += ctx.str(a.expr); break;
+      case Arg::Kind::Sym:
+        s += ctx.str(a.expr);
+        break;
       case Arg::Kind::SymList: {
         s += "[";
         for (size_t i = 0; i < a.exprs.size(); ++i) s += (i ? ", " : "") + ctx.str(a.exprs[i]);
@@ -88,13 +93,15 @@ std::string Graph::str() const {
           os << (v ? "; " : "");
           for (size_t m = 0; m < var.cand.meta.size(); ++m)
             os << (m ? ", " : "") << var.cand.meta[m].first << "=" << var.cand.meta[m].second.str();
-          if (var.cand.has_options) os << ", num_warps=" << var.cand.num_warps << ", num_stages=" << var.cand.num_stages;
-          os << ": [" << ctx.str(var.grid[0]) << ", " << ctx.str(var.grid[1]) << ", " << ctx.str(var.grid[2]) << "]";
+          if (var.cand.has_options)
+            os << ", num_warps=" << var.cand.num_warps << ", num_stages=" << var.cand.num_stages;
+          os << ": [" << ctx.str(var.grid[0]) << ", " << ctx.str(var.grid[1]) << ", "
+             << ctx.str(var.grid[2]) << "]";
         }
         os << "}(";
       } else {
-        os << "kernel " << n.kernel->name() << "[" << ctx.str(n.grid[0]) << ", " << ctx.str(n.grid[1]) << ", "
-           << ctx.str(n.grid[2]) << "](";
+        os << "kernel " << n.kernel->name() << "[" << ctx.str(n.grid[0]) << ", "
+           << ctx.str(n.grid[1]) << ", " << ctx.str(n.grid[2]) << "](";
       }
     } else {
       os << (n.kind == Node::Kind::Extern ? "extern " : "") << n.op.name() << "(";
@@ -119,7 +126,8 @@ std::string Graph::str() const {
   }
   os << "\n}\n";
   // Guards on symbolic sizes.
-  for (const auto& g : env->guards) os << "guard " << ctx.str(g.condition) << "  # " << g.why << ", " << g.loc << "\n";
+  for (const auto& g : env->guards)
+    os << "guard " << ctx.str(g.condition) << "  # " << g.why << ", " << g.loc << "\n";
   return os.str();
 }
 
@@ -130,9 +138,10 @@ void Graph::verify() const {
   }
   for (int c : captured_values) defined[static_cast<size_t>(c)] = true;
   auto use = [&](int v, const Node& n) {
-    TS_INTERNAL_ASSERT(v < 0 || (v < static_cast<int>(values.size()) && defined[static_cast<size_t>(v)]))
-        << "graph " << name << ": value %" << v << " used by " << (n.kernel ? "a kernel" : n.op.name())
-        << " before it is defined";
+    TS_INTERNAL_ASSERT(v < 0 ||
+                       (v < static_cast<int>(values.size()) && defined[static_cast<size_t>(v)]))
+        << "graph " << name << ": value %" << v << " used by "
+        << (n.kernel ? "a kernel" : n.op.name()) << " before it is defined";
   };
   for (const auto& n : nodes) {
     if (n.dead) continue;
@@ -154,7 +163,8 @@ void Graph::verify() const {
     }
   }
   for (int o : outputs) {
-    TS_INTERNAL_ASSERT(o < 0 || defined[static_cast<size_t>(o)]) << "graph " << name << ": output %" << o << " undefined";
+    TS_INTERNAL_ASSERT(o < 0 || defined[static_cast<size_t>(o)])
+        << "graph " << name << ": output %" << o << " undefined";
   }
 }
 
@@ -178,7 +188,8 @@ int Graph::eliminate_dead_code() {
     if (n.dead) continue;
     bool live = false;
     for (int o : n.outputs) live = live || (o >= 0 && live_values.count(o));
-    for (int w : n.writes) live = live || live_storages.count(values[static_cast<size_t>(w)].tensor.storage);
+    for (int w : n.writes)
+      live = live || live_storages.count(values[static_cast<size_t>(w)].tensor.storage);
     if (!live) {
       n.dead = true;
       ++removed;
@@ -223,7 +234,8 @@ int Graph::eliminate_common_subexpressions() {
                       !(n.op.entry().tags() & (kTagRandom | kTagFactory | kTagDataDependent));
     bool outputs_written = false;
     for (int o : n.outputs) {
-      if (o >= 0 && written.count(values[static_cast<size_t>(o)].tensor.storage)) outputs_written = true;
+      if (o >= 0 && written.count(values[static_cast<size_t>(o)].tensor.storage))
+        outputs_written = true;
     }
     if (pure && !outputs_written) {
       std::ostringstream key;
@@ -233,17 +245,27 @@ int Graph::eliminate_common_subexpressions() {
         switch (a.kind) {
           case Arg::Kind::Value: {
             key << a.value;
-            if (a.value >= 0) key << "@" << version[values[static_cast<size_t>(a.value)].tensor.storage];
+            if (a.value >= 0)
+              key << "@" << version[values[static_cast<size_t>(a.value)].tensor.storage];
             break;
           }
           case Arg::Kind::ValueList:
-            for (int v : a.values) key << v << (v >= 0 ? "@" + std::to_string(version[values[static_cast<size_t>(v)].tensor.storage]) : "") << ",";
+            for (int v : a.values)
+              key << v
+                  << (v >= 0 ? "@" + std::to_string(
+                                         version[values[static_cast<size_t>(v)].tensor.storage])
+                             : "")
+                  << ",";
             break;
-          case Arg::Kind::Sym: key << a.expr; break;
+          case Arg::Kind::Sym:
+            key << a.expr;
+            break;
           case Arg::Kind::SymList:
             for (auto* e : a.exprs) key << e << ",";
             break;
-          case Arg::Kind::Constant: key << a.constant; break;
+          case Arg::Kind::Constant:
+            key << a.constant;
+            break;
         }
       }
       auto [it, fresh] = seen.emplace(key.str(), i);

@@ -44,22 +44,23 @@ struct Arg {
   enum class Kind : uint8_t { Value, ValueList, Sym, SymList, Constant } kind = Kind::Constant;
   /** Kernel launches: a positional argument, a `tl::meta`, or a launch option. */
   enum class Role : uint8_t { Positional, Meta, NumWarps, NumStages } role = Role::Positional;
-  int value = -1;                    ///< Value
-  std::vector<int> values;           ///< ValueList (-1 for None entries)
-  bool optional_list = false;        ///< ValueList of optional tensors
-  sym::ExprPtr expr = nullptr;       ///< Sym: an integer computed at call start
-  std::vector<sym::ExprPtr> exprs;   ///< SymList
-  IValue constant;                   ///< Constant (scalars, strings, dtypes, None, ...)
-  std::string name;                  ///< the schema's argument name, or the meta/option name
-  bool written = false;              ///< kernel launches: the IR stores through it
+  int value = -1;                   ///< Value
+  std::vector<int> values;          ///< ValueList (-1 for None entries)
+  bool optional_list = false;       ///< ValueList of optional tensors
+  sym::ExprPtr expr = nullptr;      ///< Sym: an integer computed at call start
+  std::vector<sym::ExprPtr> exprs;  ///< SymList
+  IValue constant;                  ///< Constant (scalars, strings, dtypes, None, ...)
+  std::string name;                 ///< the schema's argument name, or the meta/option name
+  bool written = false;             ///< kernel launches: the IR stores through it
 };
 
 struct Node {
   enum class Kind : uint8_t { Op, Extern, Kernel } kind = Kind::Op;
-  OperatorHandle op;                       ///< Op, Extern
-  const tl::JITFunction* kernel = nullptr; ///< Kernel
+  OperatorHandle op;                        ///< Op, Extern
+  const tl::JITFunction* kernel = nullptr;  ///< Kernel
   std::vector<Arg> args;
-  sym::ExprPtr grid[3] = {nullptr, nullptr, nullptr};  ///< Kernel (an autotuned one: its first candidate's)
+  sym::ExprPtr grid[3] = {nullptr, nullptr,
+                          nullptr};  ///< Kernel (an autotuned one: its first candidate's)
   /** An autotuned or heuristic launch: the tuner, and per candidate its meta-parameters and grid.
    * The choice among them is made at run time, once per tuning key. */
   std::shared_ptr<const tl::detail::TunedState> tuned;
@@ -68,9 +69,9 @@ struct Node {
     sym::ExprPtr grid[3] = {nullptr, nullptr, nullptr};
   };
   std::vector<Variant> variants;
-  std::vector<int> outputs;       ///< value ids (tensors; -1 for non-tensor results)
+  std::vector<int> outputs;              ///< value ids (tensors; -1 for non-tensor results)
   std::vector<IValue> constant_outputs;  ///< non-tensor results, per output position
-  std::vector<int> writes;        ///< value ids of mutated tensors
+  std::vector<int> writes;               ///< value ids of mutated tensors
   SourceLoc loc;
   bool dead = false;
 };
@@ -80,8 +81,8 @@ struct Graph {
   IntrusivePtr<ShapeEnv> env;
   std::vector<Value> values;
   std::vector<Node> nodes;
-  std::vector<int> inputs;  ///< value ids of tensor inputs, in argument order (-1: not a tensor)
-  std::vector<int> outputs; ///< value ids of tensor results (-1: a constant result)
+  std::vector<int> inputs;   ///< value ids of tensor inputs, in argument order (-1: not a tensor)
+  std::vector<int> outputs;  ///< value ids of tensor results (-1: a constant result)
   std::vector<IValue> constant_outputs;
   std::vector<Tensor> captured;  ///< real tensors the function closed over (inputs after `inputs`)
   std::vector<int> captured_values;

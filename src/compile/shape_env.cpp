@@ -42,7 +42,8 @@ void ShapeEnv::add_guard(sym::ExprPtr condition, SourceLoc loc, std::string why)
   guards.push_back({condition, loc, std::move(why)});
 }
 
-// ---- SymExprNode -----------------------------------------------------------------------------------
+// ---- SymExprNode
+// -----------------------------------------------------------------------------------
 
 sym::ExprPtr SymExprNode::other(const SymNode& o) const {
   auto* n = dynamic_cast<SymExprNode*>(o.get());
@@ -50,9 +51,9 @@ sym::ExprPtr SymExprNode::other(const SymNode& o) const {
   return n->e_;
 }
 
-#define TS_BINARY(name, call)                                    \
-  SymNode SymExprNode::name(const SymNode& o) {                  \
-    return make(env_->ctx.call(e_, other(o)));                   \
+#define TS_BINARY(name, call)                   \
+  SymNode SymExprNode::name(const SymNode& o) { \
+    return make(env_->ctx.call(e_, other(o)));  \
   }
 TS_BINARY(add, add)
 TS_BINARY(sub, sub)
@@ -95,7 +96,8 @@ std::optional<bool> SymExprNode::constant_bool() const {
 
 int64_t SymExprNode::guard_int(SourceLoc loc) {
   const int64_t v = env_->hint(e_);
-  env_->add_guard(env_->ctx.eq(e_, env_->ctx.constant(v)), loc, "specialized to " + std::to_string(v));
+  env_->add_guard(env_->ctx.eq(e_, env_->ctx.constant(v)), loc,
+                  "specialized to " + std::to_string(v));
   return v;
 }
 

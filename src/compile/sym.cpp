@@ -47,7 +47,8 @@ int64_t sat_mul(int64_t a, int64_t b) {
   return clamp_inf(static_cast<__int128>(a) * b);
 }
 Range mul_range(Range x, Range y) {
-  const int64_t c[4] = {sat_mul(x.lo, y.lo), sat_mul(x.lo, y.hi), sat_mul(x.hi, y.lo), sat_mul(x.hi, y.hi)};
+  const int64_t c[4] = {sat_mul(x.lo, y.lo), sat_mul(x.lo, y.hi), sat_mul(x.hi, y.lo),
+                        sat_mul(x.hi, y.hi)};
   return {*std::min_element(c, c + 4), *std::max_element(c, c + 4)};
 }
 int64_t floor_div_inf(int64_t a, int64_t k) {  // k > 0
@@ -135,7 +136,8 @@ Context::Poly Context::as_poly(ExprPtr e) {
 }
 
 ExprPtr Context::from_poly(Poly p) {
-  std::sort(p.terms.begin(), p.terms.end(), [](const Term& a, const Term& b) { return atoms_less(a.atoms, b.atoms); });
+  std::sort(p.terms.begin(), p.terms.end(),
+            [](const Term& a, const Term& b) { return atoms_less(a.atoms, b.atoms); });
   std::vector<Term> merged;
   for (auto& t : p.terms) {
     if (!merged.empty() && merged.back().atoms == t.atoms) {
@@ -144,7 +146,9 @@ ExprPtr Context::from_poly(Poly p) {
       merged.push_back(std::move(t));
     }
   }
-  merged.erase(std::remove_if(merged.begin(), merged.end(), [](const Term& t) { return t.coef == 0; }), merged.end());
+  merged.erase(
+      std::remove_if(merged.begin(), merged.end(), [](const Term& t) { return t.coef == 0; }),
+      merged.end());
   if (p.constant == 0 && merged.size() == 1 && merged[0].coef == 1 && merged[0].atoms.size() == 1) {
     return merged[0].atoms[0];
   }
@@ -200,7 +204,8 @@ ExprPtr Context::floordiv(ExprPtr a, ExprPtr b) {
   const auto ca = a->constant(), cb = b->constant();
   if (cb) {
     const int64_t k = *cb;
-    TS_CHECK(k != 0, ValueError) << "floor division by zero in a size expression (" << str(a) << " // 0)";
+    TS_CHECK(k != 0, ValueError) << "floor division by zero in a size expression (" << str(a)
+                                 << " // 0)";
     if (ca) return constant(sym::floordiv(*ca, k));
     if (k == 1) return a;
     if (k < 0) return floordiv(neg(a), constant(-k));
@@ -298,10 +303,14 @@ ExprPtr Context::max(ExprPtr a, ExprPtr b) {
 ExprPtr Context::relation(Kind k, ExprPtr d) {
   if (auto c = d->constant()) {
     switch (k) {
-      case Kind::Eq: return boolean(*c == 0);
-      case Kind::Ne: return boolean(*c != 0);
-      case Kind::Lt: return boolean(*c < 0);
-      default: return boolean(*c <= 0);
+      case Kind::Eq:
+        return boolean(*c == 0);
+      case Kind::Ne:
+        return boolean(*c != 0);
+      case Kind::Lt:
+        return boolean(*c < 0);
+      default:
+        return boolean(*c <= 0);
     }
   }
   Poly p = as_poly(d);
@@ -314,7 +323,8 @@ ExprPtr Context::relation(Kind k, ExprPtr d) {
       p.constant /= g;
     } else {
       // q < -c/g  <=>  q <= ceil(-c/g) - 1  (Lt);  q <= floor(-c/g)  (Le).
-      const int64_t bound = k == Kind::Lt ? -sym::floordiv(p.constant, g) - 1 : sym::floordiv(-p.constant, g);
+      const int64_t bound =
+          k == Kind::Lt ? -sym::floordiv(p.constant, g) - 1 : sym::floordiv(-p.constant, g);
       p.constant = -bound;
       k = Kind::Le;
     }
@@ -362,13 +372,20 @@ ExprPtr Context::le(ExprPtr a, ExprPtr b) {
 
 ExprPtr Context::logical_not(ExprPtr a) {
   switch (a->kind) {
-    case Kind::BoolConst: return boolean(a->value == 0);
-    case Kind::Not: return a->args[0];
-    case Kind::Eq: return relation(Kind::Ne, a->args[0]);
-    case Kind::Ne: return relation(Kind::Eq, a->args[0]);
-    case Kind::Lt: return relation(Kind::Le, neg(a->args[0]));  // !(d < 0) <=> -d <= 0
-    case Kind::Le: return relation(Kind::Lt, neg(a->args[0]));  // !(d <= 0) <=> -d < 0
-    default: break;
+    case Kind::BoolConst:
+      return boolean(a->value == 0);
+    case Kind::Not:
+      return a->args[0];
+    case Kind::Eq:
+      return relation(Kind::Ne, a->args[0]);
+    case Kind::Ne:
+      return relation(Kind::Eq, a->args[0]);
+    case Kind::Lt:
+      return relation(Kind::Le, neg(a->args[0]));  // !(d < 0) <=> -d <= 0
+    case Kind::Le:
+      return relation(Kind::Lt, neg(a->args[0]));  // !(d <= 0) <=> -d < 0
+    default:
+      break;
   }
   Expr e;
   e.kind = Kind::Not;
@@ -410,10 +427,12 @@ Range Context::monomial_range(const std::vector<ExprPtr>& atoms) {
 
 Range Context::atom_range(ExprPtr e) {
   switch (e->kind) {
-    case Kind::Symbol: return symbol_range(e->symbol);
+    case Kind::Symbol:
+      return symbol_range(e->symbol);
     case Kind::FloorDiv: {
       const Range a = range(e->args[0]), b = range(e->args[1]);
-      if (auto k = e->args[1]->constant(); k && *k > 0) return {floor_div_inf(a.lo, *k), floor_div_inf(a.hi, *k)};
+      if (auto k = e->args[1]->constant(); k && *k > 0)
+        return {floor_div_inf(a.lo, *k), floor_div_inf(a.hi, *k)};
       if (b.lo > 0 && a.lo >= 0) {
         return {b.hi >= kInf ? 0 : floor_div_inf(a.lo, b.hi), floor_div_inf(a.hi, b.lo)};
       }
@@ -435,7 +454,8 @@ Range Context::atom_range(ExprPtr e) {
       const Range a = range(e->args[0]), b = range(e->args[1]);
       return {std::max(a.lo, b.lo), std::max(a.hi, b.hi)};
     }
-    default: return range(e);
+    default:
+      return range(e);
   }
 }
 
@@ -483,19 +503,32 @@ int64_t Context::evaluate(ExprPtr e, const std::vector<int64_t>& s) {
       }
       return v;
     }
-    case Kind::Symbol: return s.at(static_cast<size_t>(e->symbol));
-    case Kind::FloorDiv: return sym::floordiv(evaluate(e->args[0], s), evaluate(e->args[1], s));
-    case Kind::Mod: return pymod(evaluate(e->args[0], s), evaluate(e->args[1], s));
-    case Kind::Min: return std::min(evaluate(e->args[0], s), evaluate(e->args[1], s));
-    case Kind::Max: return std::max(evaluate(e->args[0], s), evaluate(e->args[1], s));
-    case Kind::BoolConst: return e->value;
-    case Kind::Eq: return evaluate(e->args[0], s) == 0;
-    case Kind::Ne: return evaluate(e->args[0], s) != 0;
-    case Kind::Lt: return evaluate(e->args[0], s) < 0;
-    case Kind::Le: return evaluate(e->args[0], s) <= 0;
-    case Kind::And: return evaluate(e->args[0], s) && evaluate(e->args[1], s);
-    case Kind::Or: return evaluate(e->args[0], s) || evaluate(e->args[1], s);
-    case Kind::Not: return !evaluate(e->args[0], s);
+    case Kind::Symbol:
+      return s.at(static_cast<size_t>(e->symbol));
+    case Kind::FloorDiv:
+      return sym::floordiv(evaluate(e->args[0], s), evaluate(e->args[1], s));
+    case Kind::Mod:
+      return pymod(evaluate(e->args[0], s), evaluate(e->args[1], s));
+    case Kind::Min:
+      return std::min(evaluate(e->args[0], s), evaluate(e->args[1], s));
+    case Kind::Max:
+      return std::max(evaluate(e->args[0], s), evaluate(e->args[1], s));
+    case Kind::BoolConst:
+      return e->value;
+    case Kind::Eq:
+      return evaluate(e->args[0], s) == 0;
+    case Kind::Ne:
+      return evaluate(e->args[0], s) != 0;
+    case Kind::Lt:
+      return evaluate(e->args[0], s) < 0;
+    case Kind::Le:
+      return evaluate(e->args[0], s) <= 0;
+    case Kind::And:
+      return evaluate(e->args[0], s) && evaluate(e->args[1], s);
+    case Kind::Or:
+      return evaluate(e->args[0], s) || evaluate(e->args[1], s);
+    case Kind::Not:
+      return !evaluate(e->args[0], s);
   }
   return 0;
 }
@@ -503,7 +536,8 @@ int64_t Context::evaluate(ExprPtr e, const std::vector<int64_t>& s) {
 std::string Context::str(ExprPtr e) const {
   auto atom_str = [&](ExprPtr a) -> std::string {
     const std::string s = str(a);
-    const bool composite = a->kind == Kind::Poly && (a->terms.size() > 1 || (a->terms.size() == 1 && a->value != 0));
+    const bool composite =
+        a->kind == Kind::Poly && (a->terms.size() > 1 || (a->terms.size() == 1 && a->value != 0));
     return composite ? "(" + s + ")" : s;
   };
   switch (e->kind) {
@@ -524,15 +558,22 @@ std::string Context::str(ExprPtr e) const {
         }
       }
       if (out.empty()) return std::to_string(e->value);
-      if (e->value != 0) out += (e->value < 0 ? " - " : " + ") + std::to_string(e->value < 0 ? -e->value : e->value);
+      if (e->value != 0)
+        out += (e->value < 0 ? " - " : " + ") + std::to_string(e->value < 0 ? -e->value : e->value);
       return out;
     }
-    case Kind::Symbol: return symbol_name(e->symbol);
-    case Kind::FloorDiv: return atom_str(e->args[0]) + "//" + atom_str(e->args[1]);
-    case Kind::Mod: return atom_str(e->args[0]) + " % " + atom_str(e->args[1]);
-    case Kind::Min: return "Min(" + str(e->args[0]) + ", " + str(e->args[1]) + ")";
-    case Kind::Max: return "Max(" + str(e->args[0]) + ", " + str(e->args[1]) + ")";
-    case Kind::BoolConst: return e->value ? "True" : "False";
+    case Kind::Symbol:
+      return symbol_name(e->symbol);
+    case Kind::FloorDiv:
+      return atom_str(e->args[0]) + "//" + atom_str(e->args[1]);
+    case Kind::Mod:
+      return atom_str(e->args[0]) + " % " + atom_str(e->args[1]);
+    case Kind::Min:
+      return "Min(" + str(e->args[0]) + ", " + str(e->args[1]) + ")";
+    case Kind::Max:
+      return "Max(" + str(e->args[0]) + ", " + str(e->args[1]) + ")";
+    case Kind::BoolConst:
+      return e->value ? "True" : "False";
     case Kind::Eq:
     case Kind::Ne:
     case Kind::Lt:
@@ -559,9 +600,12 @@ std::string Context::str(ExprPtr e) const {
       static const char* kOps[] = {"==", "!=", "<", "<="};
       return lhs + " " + kOps[static_cast<int>(e->kind) - static_cast<int>(Kind::Eq)] + " " + rhs;
     }
-    case Kind::And: return "(" + str(e->args[0]) + ") and (" + str(e->args[1]) + ")";
-    case Kind::Or: return "(" + str(e->args[0]) + ") or (" + str(e->args[1]) + ")";
-    case Kind::Not: return "not (" + str(e->args[0]) + ")";
+    case Kind::And:
+      return "(" + str(e->args[0]) + ") and (" + str(e->args[1]) + ")";
+    case Kind::Or:
+      return "(" + str(e->args[0]) + ") or (" + str(e->args[1]) + ")";
+    case Kind::Not:
+      return "not (" + str(e->args[0]) + ")";
   }
   return "?";
 }
@@ -585,14 +629,19 @@ int32_t Program::emit(Context& ctx, ExprPtr e, std::unordered_map<ExprPtr, int32
       out = push({Op::Const, 0, 0, e->value});
       for (const Term& t : e->terms) {
         int32_t m = emit(ctx, t.atoms[0], slots);
-        for (size_t i = 1; i < t.atoms.size(); ++i) m = push({Op::Mul, m, emit(ctx, t.atoms[i], slots), 0});
+        for (size_t i = 1; i < t.atoms.size(); ++i)
+          m = push({Op::Mul, m, emit(ctx, t.atoms[i], slots), 0});
         if (t.coef != 1) m = push({Op::MulConst, m, 0, t.coef});
         out = push({Op::Add, out, m, 0});
       }
       break;
     }
-    case Kind::Symbol: out = push({Op::Sym, 0, 0, e->symbol}); break;
-    case Kind::BoolConst: out = push({Op::Const, 0, 0, e->value}); break;
+    case Kind::Symbol:
+      out = push({Op::Sym, 0, 0, e->symbol});
+      break;
+    case Kind::BoolConst:
+      out = push({Op::Const, 0, 0, e->value});
+      break;
     case Kind::FloorDiv:
     case Kind::Mod:
     case Kind::Min:
@@ -601,11 +650,11 @@ int32_t Program::emit(Context& ctx, ExprPtr e, std::unordered_map<ExprPtr, int32
     case Kind::Or: {
       const int32_t a = emit(ctx, e->args[0], slots), b = emit(ctx, e->args[1], slots);
       const Op op = e->kind == Kind::FloorDiv ? Op::FloorDiv
-                    : e->kind == Kind::Mod   ? Op::Mod
-                    : e->kind == Kind::Min   ? Op::Min
-                    : e->kind == Kind::Max   ? Op::Max
-                    : e->kind == Kind::And   ? Op::And
-                                             : Op::Or;
+                    : e->kind == Kind::Mod    ? Op::Mod
+                    : e->kind == Kind::Min    ? Op::Min
+                    : e->kind == Kind::Max    ? Op::Max
+                    : e->kind == Kind::And    ? Op::And
+                                              : Op::Or;
       out = push({op, a, b, 0});
       break;
     }
@@ -639,11 +688,21 @@ bool Program::run(const int64_t* sym, int64_t* outputs) const {
   for (size_t i = 0; i < code_.size(); ++i) {
     const Instr& in = code_[i];
     switch (in.op) {
-      case Op::Const: r[i] = in.imm; break;
-      case Op::Sym: r[i] = sym[in.imm]; break;
-      case Op::Add: r[i] = r[in.a] + r[in.b]; break;
-      case Op::MulConst: r[i] = r[in.a] * in.imm; break;
-      case Op::Mul: r[i] = r[in.a] * r[in.b]; break;
+      case Op::Const:
+        r[i] = in.imm;
+        break;
+      case Op::Sym:
+        r[i] = sym[in.imm];
+        break;
+      case Op::Add:
+        r[i] = r[in.a] + r[in.b];
+        break;
+      case Op::MulConst:
+        r[i] = r[in.a] * in.imm;
+        break;
+      case Op::Mul:
+        r[i] = r[in.a] * r[in.b];
+        break;
       case Op::FloorDiv:
         if (r[in.b] == 0) return false;
         r[i] = floordiv(r[in.a], r[in.b]);
@@ -652,15 +711,33 @@ bool Program::run(const int64_t* sym, int64_t* outputs) const {
         if (r[in.b] == 0) return false;
         r[i] = pymod(r[in.a], r[in.b]);
         break;
-      case Op::Min: r[i] = std::min(r[in.a], r[in.b]); break;
-      case Op::Max: r[i] = std::max(r[in.a], r[in.b]); break;
-      case Op::Eq0: r[i] = r[in.a] == 0; break;
-      case Op::Ne0: r[i] = r[in.a] != 0; break;
-      case Op::Lt0: r[i] = r[in.a] < 0; break;
-      case Op::Le0: r[i] = r[in.a] <= 0; break;
-      case Op::And: r[i] = r[in.a] && r[in.b]; break;
-      case Op::Or: r[i] = r[in.a] || r[in.b]; break;
-      case Op::Not: r[i] = !r[in.a]; break;
+      case Op::Min:
+        r[i] = std::min(r[in.a], r[in.b]);
+        break;
+      case Op::Max:
+        r[i] = std::max(r[in.a], r[in.b]);
+        break;
+      case Op::Eq0:
+        r[i] = r[in.a] == 0;
+        break;
+      case Op::Ne0:
+        r[i] = r[in.a] != 0;
+        break;
+      case Op::Lt0:
+        r[i] = r[in.a] < 0;
+        break;
+      case Op::Le0:
+        r[i] = r[in.a] <= 0;
+        break;
+      case Op::And:
+        r[i] = r[in.a] && r[in.b];
+        break;
+      case Op::Or:
+        r[i] = r[in.a] || r[in.b];
+        break;
+      case Op::Not:
+        r[i] = !r[in.a];
+        break;
     }
   }
   for (size_t i = 0; i < outputs_.size(); ++i) outputs[i] = r[outputs_[i]];

@@ -157,7 +157,24 @@ class Program {
   size_t size() const { return code_.size(); }
 
  private:
-  enum class Op : uint8_t { Const, Sym, Add, MulConst, Mul, FloorDiv, Mod, Min, Max, Eq0, Ne0, Lt0, Le0, And, Or, Not };
+  enum class Op : uint8_t {
+    Const,
+    Sym,
+    Add,
+    MulConst,
+    Mul,
+    FloorDiv,
+    Mod,
+    Min,
+    Max,
+    Eq0,
+    Ne0,
+    Lt0,
+    Le0,
+    And,
+    Or,
+    Not
+  };
   struct Instr {
     Op op;
     int32_t a = 0, b = 0;  ///< operand slots

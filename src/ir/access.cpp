@@ -62,15 +62,23 @@ class Provenance {
         case OpKind::ExpandDims:
         case OpKind::Permute:
         case OpKind::Reshape:
-        case OpKind::Extract: add(op->result(), get(op->operands[0])); break;
+        case OpKind::Extract:
+          add(op->result(), get(op->operands[0]));
+          break;
         case OpKind::Join:
-        case OpKind::Cat: add(op->result(), get(op->operands[0]) | get(op->operands[1])); break;
-        case OpKind::Select: add(op->result(), get(op->operands[1]) | get(op->operands[2])); break;
+        case OpKind::Cat:
+          add(op->result(), get(op->operands[0]) | get(op->operands[1]));
+          break;
+        case OpKind::Select:
+          add(op->result(), get(op->operands[1]) | get(op->operands[2]));
+          break;
         case OpKind::Load:
           read_ |= get(op->operands[0]);
           if (f_.type(op->result()).ptr) add(op->result(), kAnywhere);
           break;
-        case OpKind::Store: written_ |= get(op->operands[0]); break;
+        case OpKind::Store:
+          written_ |= get(op->operands[0]);
+          break;
         case OpKind::Atomic:
         case OpKind::AtomicCas:
           read_ |= get(op->operands[0]);
@@ -108,7 +116,8 @@ class Provenance {
                                     get(op->regions[1].ops.back()->operands[k]));
           }
           break;
-        default: break;
+        default:
+          break;
       }
     }
   }

@@ -22,26 +22,37 @@ Num num_of(const Op& c, const Type& t) {
 
 template <class T>
 int64_t as_bits(T v) {
-  if constexpr (std::is_same_v<T, bool>) return v ? 1 : 0;
-  else return static_cast<int64_t>(v);
+  if constexpr (std::is_same_v<T, bool>)
+    return v ? 1 : 0;
+  else
+    return static_cast<int64_t>(v);
 }
 
 int64_t wrap_int(int64_t v, DType d) {
   return visit_dtype<kIntsAndBool>(d, "const", [&]<class T>() {
-    if constexpr (std::is_same_v<T, bool>) return int64_t(v != 0);
-    else return as_bits(static_cast<T>(v));
+    if constexpr (std::is_same_v<T, bool>)
+      return int64_t(v != 0);
+    else
+      return as_bits(static_cast<T>(v));
   });
 }
 
 double round_float(double v, DType d) {
   switch (d) {
-    case DType::Float64: return v;
-    case DType::Float32: return static_cast<float>(v);
-    case DType::Float16: return static_cast<float>(Half(static_cast<float>(v)));
-    case DType::BFloat16: return static_cast<float>(BFloat16(static_cast<float>(v)));
-    case DType::Float8_e4m3fn: return static_cast<float>(Float8_e4m3fn(static_cast<float>(v)));
-    case DType::Float8_e5m2: return static_cast<float>(Float8_e5m2(static_cast<float>(v)));
-    default: return v;
+    case DType::Float64:
+      return v;
+    case DType::Float32:
+      return static_cast<float>(v);
+    case DType::Float16:
+      return static_cast<float>(Half(static_cast<float>(v)));
+    case DType::BFloat16:
+      return static_cast<float>(BFloat16(static_cast<float>(v)));
+    case DType::Float8_e4m3fn:
+      return static_cast<float>(Float8_e4m3fn(static_cast<float>(v)));
+    case DType::Float8_e5m2:
+      return static_cast<float>(Float8_e5m2(static_cast<float>(v)));
+    default:
+      return v;
   }
 }
 
@@ -49,20 +60,34 @@ template <class T>
 T int_op(BinaryKind k, T a, T b) {
   using U = typename trt::make_unsigned_t_<T>::type;
   switch (k) {
-    case BinaryKind::Add: return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-    case BinaryKind::Sub: return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
-    case BinaryKind::Mul: return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-    case BinaryKind::Div: return trt::idiv(a, b);
-    case BinaryKind::Rem: return trt::irem(a, b);
-    case BinaryKind::Max: return a > b ? a : b;
-    case BinaryKind::Min: return a < b ? a : b;
-    case BinaryKind::And: return static_cast<T>(a & b);
-    case BinaryKind::Or: return static_cast<T>(a | b);
-    case BinaryKind::Xor: return static_cast<T>(a ^ b);
-    case BinaryKind::Shl: return trt::shl(a, b);
-    case BinaryKind::Shr: return trt::shr(a, b);
-    case BinaryKind::UMulHi: return trt::umulhi(a, b);
-    case BinaryKind::DivRn: return trt::idiv(a, b);
+    case BinaryKind::Add:
+      return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    case BinaryKind::Sub:
+      return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+    case BinaryKind::Mul:
+      return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    case BinaryKind::Div:
+      return trt::idiv(a, b);
+    case BinaryKind::Rem:
+      return trt::irem(a, b);
+    case BinaryKind::Max:
+      return a > b ? a : b;
+    case BinaryKind::Min:
+      return a < b ? a : b;
+    case BinaryKind::And:
+      return static_cast<T>(a & b);
+    case BinaryKind::Or:
+      return static_cast<T>(a | b);
+    case BinaryKind::Xor:
+      return static_cast<T>(a ^ b);
+    case BinaryKind::Shl:
+      return trt::shl(a, b);
+    case BinaryKind::Shr:
+      return trt::shr(a, b);
+    case BinaryKind::UMulHi:
+      return trt::umulhi(a, b);
+    case BinaryKind::DivRn:
+      return trt::idiv(a, b);
   }
   return 0;
 }
@@ -73,13 +98,17 @@ int64_t fold_int(BinaryKind k, int64_t a, int64_t b, DType d) {
     switch (k) {
       case BinaryKind::And:
       case BinaryKind::Mul:
-      case BinaryKind::Min: return x && y;
+      case BinaryKind::Min:
+        return x && y;
       case BinaryKind::Or:
       case BinaryKind::Max:
-      case BinaryKind::Add: return x || y;
+      case BinaryKind::Add:
+        return x || y;
       case BinaryKind::Xor:
-      case BinaryKind::Sub: return x != y;
-      default: return 0;
+      case BinaryKind::Sub:
+        return x != y;
+      default:
+        return 0;
     }
   }
   return visit_dtype<kInts>(d, "const", [&]<class T>() {
@@ -90,36 +119,56 @@ int64_t fold_int(BinaryKind k, int64_t a, int64_t b, DType d) {
 double fold_float(BinaryKind k, double a, double b, DType d) {
   double r = 0;
   switch (k) {
-    case BinaryKind::Add: r = a + b; break;
-    case BinaryKind::Sub: r = a - b; break;
-    case BinaryKind::Mul: r = a * b; break;
+    case BinaryKind::Add:
+      r = a + b;
+      break;
+    case BinaryKind::Sub:
+      r = a - b;
+      break;
+    case BinaryKind::Mul:
+      r = a * b;
+      break;
     case BinaryKind::Div:
-    case BinaryKind::DivRn: r = a / b; break;
-    case BinaryKind::Rem: r = std::fmod(a, b); break;
-    case BinaryKind::Max: r = trt::fmax_num(a, b); break;
-    case BinaryKind::Min: r = trt::fmin_num(a, b); break;
-    default: TS_INTERNAL_ASSERT(false) << "bitwise op on floats";
+    case BinaryKind::DivRn:
+      r = a / b;
+      break;
+    case BinaryKind::Rem:
+      r = std::fmod(a, b);
+      break;
+    case BinaryKind::Max:
+      r = trt::fmax_num(a, b);
+      break;
+    case BinaryKind::Min:
+      r = trt::fmin_num(a, b);
+      break;
+    default:
+      TS_INTERNAL_ASSERT(false) << "bitwise op on floats";
   }
   return round_float(r, d);
 }
 
 bool cmp(CmpKind k, auto a, auto b) {
   switch (k) {
-    case CmpKind::EQ: return a == b;
-    case CmpKind::NE: return a != b;
-    case CmpKind::LT: return a < b;
-    case CmpKind::LE: return a <= b;
-    case CmpKind::GT: return a > b;
-    case CmpKind::GE: return a >= b;
+    case CmpKind::EQ:
+      return a == b;
+    case CmpKind::NE:
+      return a != b;
+    case CmpKind::LT:
+      return a < b;
+    case CmpKind::LE:
+      return a <= b;
+    case CmpKind::GT:
+      return a > b;
+    case CmpKind::GE:
+      return a >= b;
   }
   return false;
 }
 
 bool fold_cmp_num(CmpKind k, const Num& a, const Num& b, DType d) {
   if (a.is_float) return cmp(k, a.f, b.f);
-  return visit_dtype<kIntsAndBool>(d, "cmp", [&]<class T>() {
-    return cmp(k, static_cast<T>(a.i), static_cast<T>(b.i));
-  });
+  return visit_dtype<kIntsAndBool>(
+      d, "cmp", [&]<class T>() { return cmp(k, static_cast<T>(a.i), static_cast<T>(b.i)); });
 }
 
 }  // namespace
@@ -134,17 +183,29 @@ double fold_binary(BinaryKind k, double a, double b, DType d) {
   return static_cast<double>(fold_int(k, static_cast<int64_t>(a), static_cast<int64_t>(b), d));
 }
 
-bool fold_compare(CmpKind k, double a, double b) { return cmp(k, a, b); }
+bool fold_compare(CmpKind k, double a, double b) {
+  return cmp(k, a, b);
+}
 
 namespace eval {
-int64_t wrap_int(int64_t v, DType d) { return ir::wrap_int(v, d); }
-double round_float(double v, DType d) { return ir::round_float(v, d); }
-int64_t binary_int(BinaryKind k, int64_t a, int64_t b, DType d) { return fold_int(k, a, b, d); }
-double binary_float(BinaryKind k, double a, double b, DType d) { return fold_float(k, a, b, d); }
+int64_t wrap_int(int64_t v, DType d) {
+  return ir::wrap_int(v, d);
+}
+double round_float(double v, DType d) {
+  return ir::round_float(v, d);
+}
+int64_t binary_int(BinaryKind k, int64_t a, int64_t b, DType d) {
+  return fold_int(k, a, b, d);
+}
+double binary_float(BinaryKind k, double a, double b, DType d) {
+  return fold_float(k, a, b, d);
+}
 bool compare_int(CmpKind k, int64_t a, int64_t b, DType d) {
   return fold_cmp_num(k, Num{false, a, 0}, Num{false, b, 0}, d);
 }
-bool compare_float(CmpKind k, double a, double b) { return cmp(k, a, b); }
+bool compare_float(CmpKind k, double a, double b) {
+  return cmp(k, a, b);
+}
 }  // namespace eval
 
 ValueId Builder::result(Op* op, Type t) {
@@ -308,15 +369,15 @@ ValueId Builder::cast(ValueId a, DType to) {
   if (const Op* c = f_.constant(a)) {
     if (is_floating_point(to)) {
       const double v = t.is_float() ? c->fval
-                       : (t.elem == DType::UInt64 ? static_cast<double>(static_cast<uint64_t>(c->ival))
-                                                  : static_cast<double>(c->ival));
+                                    : (t.elem == DType::UInt64
+                                           ? static_cast<double>(static_cast<uint64_t>(c->ival))
+                                           : static_cast<double>(c->ival));
       return constant_float(v, rt);
     }
     if (to == DType::Bool) return constant_int(t.is_float() ? c->fval != 0 : c->ival != 0, rt);
     if (t.is_float()) {
-      const int64_t i = visit_dtype<kIntsAndBool>(to, "cast", [&]<class T>() {
-        return as_bits(convert<T>(c->fval));
-      });
+      const int64_t i = visit_dtype<kIntsAndBool>(
+          to, "cast", [&]<class T>() { return as_bits(convert<T>(c->fval)); });
       return constant_int(i, rt);
     }
     return constant_int(c->ival, rt);
@@ -411,7 +472,8 @@ ValueId Builder::bitcast(ValueId v, DType to) {
   return result(op, t);
 }
 
-Op* Builder::create_reduce_fn(const std::vector<ValueId>& inputs, int64_t axis, bool scan, bool reverse) {
+Op* Builder::create_reduce_fn(const std::vector<ValueId>& inputs, int64_t axis, bool scan,
+                              bool reverse) {
   Op* op = f_.new_op(scan ? OpKind::ScanFn : OpKind::ReduceFn);
   op->loc = loc_;
   op->ival = axis;
@@ -419,7 +481,8 @@ Op* Builder::create_reduce_fn(const std::vector<ValueId>& inputs, int64_t axis, 
   op->operands = inputs;
   op->regions.resize(1);
   for (int side = 0; side < 2; ++side) {
-    for (ValueId v : inputs) op->regions[0].args.push_back(f_.new_value(Type::scalar(type(v).elem)));
+    for (ValueId v : inputs)
+      op->regions[0].args.push_back(f_.new_value(Type::scalar(type(v).elem)));
   }
   for (ValueId v : inputs) {
     Type t = type(v);
@@ -467,7 +530,8 @@ ValueId Builder::fma(ValueId a, ValueId b, ValueId c) {
   if (ca && cb && cc) {
     const double r = t.elem == DType::Float64
                          ? std::fma(ca->fval, cb->fval, cc->fval)
-                         : static_cast<double>(std::fma(static_cast<float>(ca->fval), static_cast<float>(cb->fval),
+                         : static_cast<double>(std::fma(static_cast<float>(ca->fval),
+                                                        static_cast<float>(cb->fval),
                                                         static_cast<float>(cc->fval)));
     return constant_float(round_float(r, t.elem), t);
   }

@@ -54,6 +54,7 @@ class Builder {
   /** An atomic read-modify-write (inserted now: it has side effects); returns the old values. */
   ValueId atomic(AtomicKind k, MemOrder o, ValueId ptr, ValueId v, ValueId mask);
   ValueId atomic_cas(MemOrder o, ValueId ptr, ValueId cmp, ValueId v);
+
  private:
   ValueId atomic_op(Op* op, ValueId ptr);
 

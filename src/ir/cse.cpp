@@ -29,8 +29,10 @@ class Cse {
       case OpKind::While:
       case OpKind::For:
       case OpKind::If:
-      case OpKind::Yield: return false;
-      default: return op.results.size() == 1;
+      case OpKind::Yield:
+        return false;
+      default:
+        return op.results.size() == 1;
     }
   }
 
@@ -78,6 +80,8 @@ class Cse {
 
 }  // namespace
 
-void cse(Function& f) { Cse(f).run(); }
+void cse(Function& f) {
+  Cse(f).run();
+}
 
 }  // namespace tessera::ir

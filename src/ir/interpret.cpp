@@ -186,7 +186,8 @@ class Interp {
         const Type& ot = f_.type(op.result());
         const auto M = static_cast<size_t>(at.shape[0]), K = static_cast<size_t>(at.shape[1]),
                    N = static_cast<size_t>(ot.shape[1]);
-        const bool tf32 = at.elem == DType::Float32 && static_cast<DotPrecision>(op.sub) == DotPrecision::TF32;
+        const bool tf32 =
+            at.elem == DType::Float32 && static_cast<DotPrecision>(op.sub) == DotPrecision::TF32;
         Val& v = init(op.result(), M * N);
         for (size_t i = 0; i < M * N; ++i) v.d[i] = acc.d[i];
         auto in = [&](const Val& x, size_t idx) {
@@ -202,9 +203,10 @@ class Interp {
               } else if (ot.is_float()) {
                 o.f = trt::fma(in(a, i * K + k), in(b, k * N + j), static_cast<float>(o.f));
               } else {
-                o.i = eval::binary_int(BinaryKind::Add, o.i,
-                                       eval::binary_int(BinaryKind::Mul, a.d[i * K + k].i, b.d[k * N + j].i, ot.elem),
-                                       ot.elem);
+                o.i = eval::binary_int(
+                    BinaryKind::Add, o.i,
+                    eval::binary_int(BinaryKind::Mul, a.d[i * K + k].i, b.d[k * N + j].i, ot.elem),
+                    ot.elem);
               }
             }
           }
@@ -250,9 +252,11 @@ class Interp {
           const int64_t n = o_.assert_failures ? o_.assert_failures->fetch_add(1) : 0;
           if (n >= kMaxReports) continue;
           char buf[512];
-          std::snprintf(buf, sizeof buf, "[kernel %s] device_assert failed at %s:%d: program (%d, %d, %d), lane %zu: %s",
-                        o_.kernel.c_str(), op.loc.file ? op.loc.file : "?", op.loc.line, pid_[0], pid_[1], pid_[2], k,
-                        op.text.c_str());
+          std::snprintf(
+              buf, sizeof buf,
+              "[kernel %s] device_assert failed at %s:%d: program (%d, %d, %d), lane %zu: %s",
+              o_.kernel.c_str(), op.loc.file ? op.loc.file : "?", op.loc.line, pid_[0], pid_[1],
+              pid_[2], k, op.text.c_str());
           static std::mutex m;
           std::lock_guard<std::mutex> g(m);
           std::fprintf(stderr, "tessera: %s\n", buf);
@@ -266,7 +270,8 @@ class Interp {
         for (size_t k = 0; k < op.operands.size(); ++k) {
           const Val& v = val(op.operands[k]);
           const Type& t = f_.type(op.operands[k]);
-          const std::string label = op.operands.size() > 1 ? " (operand " + std::to_string(k) + ")" : "";
+          const std::string label =
+              op.operands.size() > 1 ? " (operand " + std::to_string(k) + ")" : "";
           for (size_t e = 0; e < v.d.size(); ++e) {
             std::string ix = "(";
             size_t rem = e;
@@ -278,14 +283,16 @@ class Interp {
             for (size_t d = 0; d < idx.size(); ++d) ix += (d ? ", " : "") + std::to_string(idx[d]);
             ix += ")";
             if (t.is_float()) {
-              std::printf("pid (%d, %d, %d) idx %s %s%s: %.9g\n", pid_[0], pid_[1], pid_[2], ix.c_str(), op.text.c_str(),
-                          label.c_str(), v.d[e].f);
+              std::printf("pid (%d, %d, %d) idx %s %s%s: %.9g\n", pid_[0], pid_[1], pid_[2],
+                          ix.c_str(), op.text.c_str(), label.c_str(), v.d[e].f);
             } else if (is_signed(t.elem) || t.elem == DType::Bool) {
-              std::printf("pid (%d, %d, %d) idx %s %s%s: %lld\n", pid_[0], pid_[1], pid_[2], ix.c_str(), op.text.c_str(),
-                          label.c_str(), static_cast<long long>(v.d[e].i));
+              std::printf("pid (%d, %d, %d) idx %s %s%s: %lld\n", pid_[0], pid_[1], pid_[2],
+                          ix.c_str(), op.text.c_str(), label.c_str(),
+                          static_cast<long long>(v.d[e].i));
             } else {
-              std::printf("pid (%d, %d, %d) idx %s %s%s: %llu\n", pid_[0], pid_[1], pid_[2], ix.c_str(), op.text.c_str(),
-                          label.c_str(), static_cast<unsigned long long>(v.d[e].i));
+              std::printf("pid (%d, %d, %d) idx %s %s%s: %llu\n", pid_[0], pid_[1], pid_[2],
+                          ix.c_str(), op.text.c_str(), label.c_str(),
+                          static_cast<unsigned long long>(v.d[e].i));
             }
           }
         }
@@ -349,28 +356,49 @@ class Interp {
 
   static uint64_t to_bits(DType d, Slot s) {
     switch (d) {
-      case DType::Float32: return trt::f2u(static_cast<float>(s.f));
-      case DType::Float64: return trt::d2u(s.f);
-      case DType::Float16: return trt::float_to_half(static_cast<float>(s.f));
-      case DType::BFloat16: return trt::float_to_bf16(static_cast<float>(s.f));
-      case DType::Float8_e4m3fn: return trt::float_to_e4m3(static_cast<float>(s.f));
-      case DType::Float8_e5m2: return trt::float_to_e5m2(static_cast<float>(s.f));
+      case DType::Float32:
+        return trt::f2u(static_cast<float>(s.f));
+      case DType::Float64:
+        return trt::d2u(s.f);
+      case DType::Float16:
+        return trt::float_to_half(static_cast<float>(s.f));
+      case DType::BFloat16:
+        return trt::float_to_bf16(static_cast<float>(s.f));
+      case DType::Float8_e4m3fn:
+        return trt::float_to_e4m3(static_cast<float>(s.f));
+      case DType::Float8_e5m2:
+        return trt::float_to_e5m2(static_cast<float>(s.f));
       default: {
         const size_t w = 8 * itemsize(d);
-        return w == 64 ? static_cast<uint64_t>(s.i) : static_cast<uint64_t>(s.i) & ((uint64_t(1) << w) - 1);
+        return w == 64 ? static_cast<uint64_t>(s.i)
+                       : static_cast<uint64_t>(s.i) & ((uint64_t(1) << w) - 1);
       }
     }
   }
   static Slot from_bits(DType d, uint64_t b) {
     Slot s{0};
     switch (d) {
-      case DType::Float32: s.f = trt::u2f(static_cast<uint32_t>(b)); break;
-      case DType::Float64: s.f = trt::u2d(b); break;
-      case DType::Float16: s.f = trt::half_to_float(static_cast<uint16_t>(b)); break;
-      case DType::BFloat16: s.f = trt::bf16_to_float(static_cast<uint16_t>(b)); break;
-      case DType::Float8_e4m3fn: s.f = trt::e4m3_to_float(static_cast<uint8_t>(b)); break;
-      case DType::Float8_e5m2: s.f = trt::e5m2_to_float(static_cast<uint8_t>(b)); break;
-      default: s.i = eval::wrap_int(static_cast<int64_t>(b), d); break;
+      case DType::Float32:
+        s.f = trt::u2f(static_cast<uint32_t>(b));
+        break;
+      case DType::Float64:
+        s.f = trt::u2d(b);
+        break;
+      case DType::Float16:
+        s.f = trt::half_to_float(static_cast<uint16_t>(b));
+        break;
+      case DType::BFloat16:
+        s.f = trt::bf16_to_float(static_cast<uint16_t>(b));
+        break;
+      case DType::Float8_e4m3fn:
+        s.f = trt::e4m3_to_float(static_cast<uint8_t>(b));
+        break;
+      case DType::Float8_e5m2:
+        s.f = trt::e5m2_to_float(static_cast<uint8_t>(b));
+        break;
+      default:
+        s.i = eval::wrap_int(static_cast<int64_t>(b), d);
+        break;
     }
     return s;
   }
@@ -387,7 +415,8 @@ class Interp {
     const auto len = static_cast<size_t>(it.shape[axis]);
     std::vector<Val> in;
     for (ValueId v : op.operands) in.push_back(val(v));
-    std::vector<std::vector<Slot>> out(n_in, std::vector<Slot>(scan ? outer * len * inner : outer * inner));
+    std::vector<std::vector<Slot>> out(
+        n_in, std::vector<Slot>(scan ? outer * len * inner : outer * inner));
     for (size_t o = 0; o < outer; ++o) {
       for (size_t i = 0; i < inner; ++i) {
         auto pos = [&](size_t j) { return (o * len + j) * inner + i; };
@@ -434,7 +463,8 @@ class Interp {
     std::vector<int64_t> idx(out.size(), 0), src;
     auto flat = [](const std::vector<int64_t>& ix, const SmallVector<int64_t, 4>& shape) {
       size_t f = 0;
-      for (size_t d = 0; d < shape.size(); ++d) f = f * static_cast<size_t>(shape[d]) + static_cast<size_t>(ix[d]);
+      for (size_t d = 0; d < shape.size(); ++d)
+        f = f * static_cast<size_t>(shape[d]) + static_cast<size_t>(ix[d]);
       return f;
     };
     for (size_t k = 0; k < v.d.size(); ++k) {
@@ -442,7 +472,8 @@ class Interp {
       switch (op.kind) {
         case OpKind::Permute:
           src.assign(in.size(), 0);
-          for (size_t d = 0; d < out.size(); ++d) src[static_cast<size_t>((op.ival >> (4 * d)) & 15)] = idx[d];
+          for (size_t d = 0; d < out.size(); ++d)
+            src[static_cast<size_t>((op.ival >> (4 * d)) & 15)] = idx[d];
           break;
         case OpKind::Reshape: {
           size_t f = k;
@@ -602,9 +633,11 @@ class Interp {
         // (the generated code's register type), then rounded to a narrow type.
         double src = x.f;
         if (!sf) {
-          src = s == DType::UInt64 ? static_cast<double>(static_cast<uint64_t>(x.i)) : static_cast<double>(x.i);
+          src = s == DType::UInt64 ? static_cast<double>(static_cast<uint64_t>(x.i))
+                                   : static_cast<double>(x.i);
           if (d != DType::Float64) {
-            src = s == DType::UInt64 ? static_cast<float>(static_cast<uint64_t>(x.i)) : static_cast<float>(x.i);
+            src = s == DType::UInt64 ? static_cast<float>(static_cast<uint64_t>(x.i))
+                                     : static_cast<float>(x.i);
           }
         } else if (d != DType::Float64) {
           src = static_cast<float>(x.f);
@@ -626,17 +659,22 @@ class Interp {
     if (addr >= b.lo && addr + size <= b.hi) return true;
     const int64_t n = o_.violations ? o_.violations->fetch_add(1) : 0;
     if (n < kMaxReports) {
-      const int64_t elem = (static_cast<int64_t>(addr) - static_cast<int64_t>(b.base)) / b.elem_size;
-      const int64_t first = (static_cast<int64_t>(b.lo) - static_cast<int64_t>(b.base)) / b.elem_size;
-      const int64_t last = (static_cast<int64_t>(b.hi) - static_cast<int64_t>(b.base)) / b.elem_size - 1;
+      const int64_t elem =
+          (static_cast<int64_t>(addr) - static_cast<int64_t>(b.base)) / b.elem_size;
+      const int64_t first =
+          (static_cast<int64_t>(b.lo) - static_cast<int64_t>(b.base)) / b.elem_size;
+      const int64_t last =
+          (static_cast<int64_t>(b.hi) - static_cast<int64_t>(b.base)) / b.elem_size - 1;
       static std::mutex m;
       std::lock_guard<std::mutex> g(m);
       std::fprintf(stderr,
-                   "tessera: [kernel %s] out-of-bounds %s at %s:%d: program (%d, %d, %d), lane %zu: element %lld of "
+                   "tessera: [kernel %s] out-of-bounds %s at %s:%d: program (%d, %d, %d), lane "
+                   "%zu: element %lld of "
                    "'%s' (valid: %lld..%lld)\n",
-                   o_.kernel.c_str(), what, op.loc.file ? op.loc.file : "?", op.loc.line, pid_[0], pid_[1], pid_[2],
-                   lane, static_cast<long long>(elem), f_.params[static_cast<size_t>(prov)].name.c_str(),
-                   static_cast<long long>(first), static_cast<long long>(last));
+                   o_.kernel.c_str(), what, op.loc.file ? op.loc.file : "?", op.loc.line, pid_[0],
+                   pid_[1], pid_[2], lane, static_cast<long long>(elem),
+                   f_.params[static_cast<size_t>(prov)].name.c_str(), static_cast<long long>(first),
+                   static_cast<long long>(last));
     }
     return false;
   }
@@ -741,31 +779,39 @@ class Interp {
       Slot r{0};
       switch (d) {
         case DType::Float32:
-          r.f = cas ? trt::u2f(trt::atomic_cas_bits(static_cast<uint32_t*>(ptr), trt::f2u(static_cast<float>(a.f)),
-                                                    trt::f2u(static_cast<float>(at(*nv, k).f)), order))
-                    : trt::atomic_f32(kind, static_cast<float*>(ptr), static_cast<float>(a.f), order);
+          r.f =
+              cas ? trt::u2f(trt::atomic_cas_bits(
+                        static_cast<uint32_t*>(ptr), trt::f2u(static_cast<float>(a.f)),
+                        trt::f2u(static_cast<float>(at(*nv, k).f)), order))
+                  : trt::atomic_f32(kind, static_cast<float*>(ptr), static_cast<float>(a.f), order);
           break;
         case DType::Float64:
-          r.f = cas ? trt::u2d(trt::atomic_cas_bits(static_cast<uint64_t*>(ptr), trt::d2u(a.f), trt::d2u(at(*nv, k).f),
-                                                    order))
+          r.f = cas ? trt::u2d(trt::atomic_cas_bits(static_cast<uint64_t*>(ptr), trt::d2u(a.f),
+                                                    trt::d2u(at(*nv, k).f), order))
                     : trt::atomic_f64(kind, static_cast<double*>(ptr), a.f, order);
           break;
         case DType::Float16:
         case DType::BFloat16: {
           const bool bf = d == DType::BFloat16;
           if (cas) {
-            auto to = [&](double f) { return bf ? trt::float_to_bf16(static_cast<float>(f)) : trt::float_to_half(static_cast<float>(f)); };
-            const uint16_t old = trt::atomic_cas_bits(static_cast<uint16_t*>(ptr), to(a.f), to(at(*nv, k).f), order);
+            auto to = [&](double f) {
+              return bf ? trt::float_to_bf16(static_cast<float>(f))
+                        : trt::float_to_half(static_cast<float>(f));
+            };
+            const uint16_t old =
+                trt::atomic_cas_bits(static_cast<uint16_t*>(ptr), to(a.f), to(at(*nv, k).f), order);
             r.f = bf ? trt::bf16_to_float(old) : trt::half_to_float(old);
           } else {
-            r.f = trt::atomic_f16(kind, static_cast<uint16_t*>(ptr), static_cast<float>(a.f), order, bf);
+            r.f = trt::atomic_f16(kind, static_cast<uint16_t*>(ptr), static_cast<float>(a.f), order,
+                                  bf);
           }
           break;
         }
         default:
           r.i = visit_dtype<kInts>(d, "atomic", [&]<class T>() {
             T* tp = static_cast<T*>(ptr);
-            const T old = cas ? trt::atomic_cas_bits(tp, static_cast<T>(a.i), static_cast<T>(at(*nv, k).i), order)
+            const T old = cas ? trt::atomic_cas_bits(tp, static_cast<T>(a.i),
+                                                     static_cast<T>(at(*nv, k).i), order)
                               : trt::atomic_int<T>(kind, tp, static_cast<T>(a.i), order);
             return static_cast<int64_t>(old);
           });
@@ -831,7 +877,8 @@ class Interp {
             const Slot x = a.d[(o * len + j) * inner + i];
             bool better;
             if (fl) {
-              better = (is_max ? x.f > best.f : x.f < best.f) || (std::isnan(x.f) && !std::isnan(best.f));
+              better = (is_max ? x.f > best.f : x.f < best.f) ||
+                       (std::isnan(x.f) && !std::isnan(best.f));
             } else {
               better = eval::compare_int(is_max ? CmpKind::GT : CmpKind::LT, x.i, best.i, it.elem);
             }
@@ -882,8 +929,8 @@ class Interp {
 
 }  // namespace
 
-void interpret(const Function& f, const trt::Grid& grid, int64_t pid_begin, int64_t pid_end, const trt::Arg* args,
-               const InterpretOptions& options) {
+void interpret(const Function& f, const trt::Grid& grid, int64_t pid_begin, int64_t pid_end,
+               const trt::Arg* args, const InterpretOptions& options) {
   Interp in(f, grid, args, options);
   for (int64_t p = pid_begin; p < pid_end; ++p) in.run_program(p);
 }

@@ -48,7 +48,7 @@ struct InterpretOptions {
 
 /** Runs programs [pid_begin, pid_end) of `f` over `grid`, with arguments in the generated code's
  * layout (one trt::Arg per parameter). Thread-safe: programs may run on several threads. */
-void interpret(const Function& f, const trt::Grid& grid, int64_t pid_begin, int64_t pid_end, const trt::Arg* args,
-               const InterpretOptions& options);
+void interpret(const Function& f, const trt::Grid& grid, int64_t pid_begin, int64_t pid_end,
+               const trt::Arg* args, const InterpretOptions& options);
 
 }  // namespace tessera::ir

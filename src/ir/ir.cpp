@@ -13,21 +13,36 @@ int64_t Type::numel() const {
 
 const char* elem_name(DType d) {
   switch (d) {
-    case DType::Bool: return "i1";
-    case DType::Int8: return "i8";
-    case DType::Int16: return "i16";
-    case DType::Int32: return "i32";
-    case DType::Int64: return "i64";
-    case DType::UInt8: return "u8";
-    case DType::UInt16: return "u16";
-    case DType::UInt32: return "u32";
-    case DType::UInt64: return "u64";
-    case DType::Float16: return "fp16";
-    case DType::BFloat16: return "bf16";
-    case DType::Float32: return "fp32";
-    case DType::Float64: return "fp64";
-    case DType::Float8_e4m3fn: return "fp8e4nv";
-    case DType::Float8_e5m2: return "fp8e5";
+    case DType::Bool:
+      return "i1";
+    case DType::Int8:
+      return "i8";
+    case DType::Int16:
+      return "i16";
+    case DType::Int32:
+      return "i32";
+    case DType::Int64:
+      return "i64";
+    case DType::UInt8:
+      return "u8";
+    case DType::UInt16:
+      return "u16";
+    case DType::UInt32:
+      return "u32";
+    case DType::UInt64:
+      return "u64";
+    case DType::Float16:
+      return "fp16";
+    case DType::BFloat16:
+      return "bf16";
+    case DType::Float32:
+      return "fp32";
+    case DType::Float64:
+      return "fp64";
+    case DType::Float8_e4m3fn:
+      return "fp8e4nv";
+    case DType::Float8_e5m2:
+      return "fp8e5";
   }
   return "?";
 }
@@ -42,46 +57,80 @@ std::string Type::str() const {
 
 const char* op_name(OpKind k) {
   switch (k) {
-    case OpKind::Constant: return "const";
-    case OpKind::ProgramId: return "program_id";
-    case OpKind::NumPrograms: return "num_programs";
-    case OpKind::Arange: return "arange";
-    case OpKind::Splat: return "splat";
-    case OpKind::Broadcast: return "broadcast";
-    case OpKind::ExpandDims: return "expand_dims";
-    case OpKind::Binary: return "binary";
-    case OpKind::Compare: return "cmp";
-    case OpKind::Unary: return "unary";
-    case OpKind::Cast: return "cast";
-    case OpKind::Select: return "select";
-    case OpKind::Fma: return "fma";
-    case OpKind::Dot: return "dot";
-    case OpKind::Atomic: return "atomic";
-    case OpKind::AtomicCas: return "atomic_cas";
-    case OpKind::While: return "while";
-    case OpKind::Assert: return "assert";
-    case OpKind::Permute: return "permute";
-    case OpKind::ReduceFn: return "reduce_fn";
-    case OpKind::ScanFn: return "scan_fn";
-    case OpKind::Reshape: return "reshape";
-    case OpKind::Join: return "join";
-    case OpKind::Extract: return "extract";
-    case OpKind::Cat: return "cat";
-    case OpKind::Bitcast: return "bitcast";
-    case OpKind::Print: return "print";
-    case OpKind::AddPtr: return "addptr";
-    case OpKind::Load: return "load";
-    case OpKind::Store: return "store";
-    case OpKind::Reduce: return "reduce";
-    case OpKind::For: return "for";
-    case OpKind::If: return "if";
-    case OpKind::Yield: return "yield";
+    case OpKind::Constant:
+      return "const";
+    case OpKind::ProgramId:
+      return "program_id";
+    case OpKind::NumPrograms:
+      return "num_programs";
+    case OpKind::Arange:
+      return "arange";
+    case OpKind::Splat:
+      return "splat";
+    case OpKind::Broadcast:
+      return "broadcast";
+    case OpKind::ExpandDims:
+      return "expand_dims";
+    case OpKind::Binary:
+      return "binary";
+    case OpKind::Compare:
+      return "cmp";
+    case OpKind::Unary:
+      return "unary";
+    case OpKind::Cast:
+      return "cast";
+    case OpKind::Select:
+      return "select";
+    case OpKind::Fma:
+      return "fma";
+    case OpKind::Dot:
+      return "dot";
+    case OpKind::Atomic:
+      return "atomic";
+    case OpKind::AtomicCas:
+      return "atomic_cas";
+    case OpKind::While:
+      return "while";
+    case OpKind::Assert:
+      return "assert";
+    case OpKind::Permute:
+      return "permute";
+    case OpKind::ReduceFn:
+      return "reduce_fn";
+    case OpKind::ScanFn:
+      return "scan_fn";
+    case OpKind::Reshape:
+      return "reshape";
+    case OpKind::Join:
+      return "join";
+    case OpKind::Extract:
+      return "extract";
+    case OpKind::Cat:
+      return "cat";
+    case OpKind::Bitcast:
+      return "bitcast";
+    case OpKind::Print:
+      return "print";
+    case OpKind::AddPtr:
+      return "addptr";
+    case OpKind::Load:
+      return "load";
+    case OpKind::Store:
+      return "store";
+    case OpKind::Reduce:
+      return "reduce";
+    case OpKind::For:
+      return "for";
+    case OpKind::If:
+      return "if";
+    case OpKind::Yield:
+      return "yield";
   }
   return "?";
 }
 
 const char* binary_name(BinaryKind k) {
-  static constexpr const char* kNames[] = {"add", "sub", "mul", "div", "rem", "max", "min",
+  static constexpr const char* kNames[] = {"add", "sub", "mul", "div", "rem", "max",    "min",
                                            "and", "or",  "xor", "shl", "shr", "umulhi", "div_rn"};
   return kNames[static_cast<int>(k)];
 }
@@ -90,8 +139,8 @@ const char* cmp_name(CmpKind k) {
   return kNames[static_cast<int>(k)];
 }
 const char* unary_name(UnaryKind k) {
-  static constexpr const char* kNames[] = {"neg",  "not",  "abs",  "exp",   "log",   "sqrt", "rsqrt",
-                                           "sin",  "cos",  "exp2", "log2",  "floor", "ceil", "erf"};
+  static constexpr const char* kNames[] = {"neg", "not", "abs",  "exp",  "log",   "sqrt", "rsqrt",
+                                           "sin", "cos", "exp2", "log2", "floor", "ceil", "erf"};
   return kNames[static_cast<int>(k)];
 }
 const char* reduce_name(ReduceKind k) {
@@ -100,8 +149,8 @@ const char* reduce_name(ReduceKind k) {
 }
 
 bool Op::has_side_effects() const {
-  if (kind == OpKind::Store || kind == OpKind::Atomic || kind == OpKind::AtomicCas || kind == OpKind::Assert ||
-      kind == OpKind::Print)
+  if (kind == OpKind::Store || kind == OpKind::Atomic || kind == OpKind::AtomicCas ||
+      kind == OpKind::Assert || kind == OpKind::Print)
     return true;
   if (kind == OpKind::For || kind == OpKind::If || kind == OpKind::While) {
     for (const auto& r : regions) {
@@ -179,15 +228,28 @@ class Printer {
         }
         break;
       case OpKind::ProgramId:
-      case OpKind::NumPrograms: os_ << op_name(o.kind) << " " << "xyz"[o.ival]; break;
-      case OpKind::Arange: os_ << "arange " << o.ival << ", " << o.ival2; break;
-      case OpKind::ExpandDims: os_ << "expand_dims " << v(o.operands[0]) << ", axis " << o.ival; break;
-      case OpKind::Binary: os_ << binary_name(static_cast<BinaryKind>(o.sub)) << " " << args(o); break;
-      case OpKind::Compare: os_ << "cmp " << cmp_name(static_cast<CmpKind>(o.sub)) << " " << args(o); break;
-      case OpKind::Unary: os_ << unary_name(static_cast<UnaryKind>(o.sub)) << " " << args(o); break;
+      case OpKind::NumPrograms:
+        os_ << op_name(o.kind) << " "
+            << "xyz"[o.ival];
+        break;
+      case OpKind::Arange:
+        os_ << "arange " << o.ival << ", " << o.ival2;
+        break;
+      case OpKind::ExpandDims:
+        os_ << "expand_dims " << v(o.operands[0]) << ", axis " << o.ival;
+        break;
+      case OpKind::Binary:
+        os_ << binary_name(static_cast<BinaryKind>(o.sub)) << " " << args(o);
+        break;
+      case OpKind::Compare:
+        os_ << "cmp " << cmp_name(static_cast<CmpKind>(o.sub)) << " " << args(o);
+        break;
+      case OpKind::Unary:
+        os_ << unary_name(static_cast<UnaryKind>(o.sub)) << " " << args(o);
+        break;
       case OpKind::Reduce:
-        os_ << "reduce " << reduce_name(static_cast<ReduceKind>(o.sub)) << " " << args(o) << ", axis "
-            << o.ival;
+        os_ << "reduce " << reduce_name(static_cast<ReduceKind>(o.sub)) << " " << args(o)
+            << ", axis " << o.ival;
         break;
       case OpKind::For: {
         if (!o.results.empty()) {
@@ -221,7 +283,9 @@ class Printer {
         os_ << pad << "}\n";
         return;
       }
-      default: os_ << op_name(o.kind) << " " << args(o); break;
+      default:
+        os_ << op_name(o.kind) << " " << args(o);
+        break;
     }
     if (!o.results.empty()) os_ << " : " << f_.type(o.result()).str();
     os_ << loc(o) << "\n";
@@ -246,7 +310,9 @@ class Printer {
 
 }  // namespace
 
-std::string print(const Function& f) { return Printer(f).run(); }
+std::string print(const Function& f) {
+  return Printer(f).run();
+}
 
 // ---- verifier -------------------------------------------------------------------------------
 
@@ -282,13 +348,15 @@ class Verifier {
     for (size_t i = 0; i < r.ops.size(); ++i) {
       const Op& o = *r.ops[i];
       for (ValueId v : o.operands) {
-        if (!defined_.count(v)) fail(o, "operand %" + std::to_string(v) + " used outside its scope");
+        if (!defined_.count(v))
+          fail(o, "operand %" + std::to_string(v) + " used outside its scope");
       }
       check(o);
       if (o.kind == OpKind::Yield && i + 1 != r.ops.size()) fail(o, "yield is not the last op");
       for (const auto& sub : o.regions) {
         region(sub);
-        if (sub.ops.empty() || sub.ops.back()->kind != OpKind::Yield) fail(o, "region without yield");
+        if (sub.ops.empty() || sub.ops.back()->kind != OpKind::Yield)
+          fail(o, "region without yield");
       }
       for (ValueId res : o.results) {
         if (f_.def(res) != &o) fail(o, "result's definition does not point at its op");
@@ -319,7 +387,8 @@ class Verifier {
         break;
       case OpKind::Atomic:
       case OpKind::AtomicCas:
-        if (o.operands.size() < 2 || o.operands.size() > 3) fail(o, "atomic takes ptr, value(s) [, mask]");
+        if (o.operands.size() < 2 || o.operands.size() > 3)
+          fail(o, "atomic takes ptr, value(s) [, mask]");
         if (!t(o.operands[0]).ptr || t(o.operands[1]).elem != t(o.operands[0]).elem ||
             t(o.operands[1]).shape != t(o.operands[0]).shape || t(o.result()) != t(o.operands[1])) {
           fail(o, "atomic operand types");
@@ -333,7 +402,8 @@ class Verifier {
           fail(o, "while's carried values do not line up");
         }
         const Op& cy = *cond.ops.back();
-        if (cy.operands.size() != 1 || !t(cy.operands[0]).is_bool() || !t(cy.operands[0]).is_scalar()) {
+        if (cy.operands.size() != 1 || !t(cy.operands[0]).is_bool() ||
+            !t(cy.operands[0]).is_scalar()) {
           fail(o, "while's condition must yield one scalar i1");
         }
         if (body.ops.back()->operands.size() != o.results.size()) fail(o, "while's yield count");
@@ -342,8 +412,9 @@ class Verifier {
       case OpKind::Dot: {
         n_operands(3);
         const Type &a = t(o.operands[0]), &b = t(o.operands[1]), &c = t(o.operands[2]);
-        if (a.rank() != 2 || b.rank() != 2 || c.rank() != 2 || a.shape[1] != b.shape[0] || c.shape[0] != a.shape[0] ||
-            c.shape[1] != b.shape[1] || a.elem != b.elem || t(o.result()) != c) {
+        if (a.rank() != 2 || b.rank() != 2 || c.rank() != 2 || a.shape[1] != b.shape[0] ||
+            c.shape[0] != a.shape[0] || c.shape[1] != b.shape[1] || a.elem != b.elem ||
+            t(o.result()) != c) {
           fail(o, "dot shapes or types do not match");
         }
         break;
@@ -351,7 +422,8 @@ class Verifier {
       case OpKind::Fma:
         n_operands(3);
         for (int i = 0; i < 3; ++i) {
-          if (t(o.operands[static_cast<size_t>(i)]) != t(o.result())) fail(o, "operand types differ from the result");
+          if (t(o.operands[static_cast<size_t>(i)]) != t(o.result()))
+            fail(o, "operand types differ from the result");
         }
         if (!t(o.result()).is_float()) fail(o, "fma of a non-float");
         break;
@@ -383,9 +455,11 @@ class Verifier {
         if (t(o.operands[0]).shape != t(o.operands[1]).shape) fail(o, "addptr shapes differ");
         break;
       case OpKind::For: {
-        if (o.operands.size() < 3 || o.regions.size() != 1) fail(o, "for needs lb, ub, step and a body");
+        if (o.operands.size() < 3 || o.regions.size() != 1)
+          fail(o, "for needs lb, ub, step and a body");
         const Region& body = o.regions[0];
-        if (body.args.size() != o.operands.size() - 2 || o.results.size() != o.operands.size() - 3) {
+        if (body.args.size() != o.operands.size() - 2 ||
+            o.results.size() != o.operands.size() - 3) {
           fail(o, "for's carried values do not line up");
         }
         const Op& y = *body.ops.back();
@@ -398,11 +472,13 @@ class Verifier {
         break;
       }
       case OpKind::If:
-        if (o.regions.size() != 2 || !t(o.operands.at(0)).is_bool() || !t(o.operands[0]).is_scalar()) {
+        if (o.regions.size() != 2 || !t(o.operands.at(0)).is_bool() ||
+            !t(o.operands[0]).is_scalar()) {
           fail(o, "if needs a scalar i1 condition and two regions");
         }
         break;
-      default: break;
+      default:
+        break;
     }
   }
 
@@ -412,6 +488,8 @@ class Verifier {
 
 }  // namespace
 
-void verify(const Function& f) { Verifier(f).run(); }
+void verify(const Function& f) {
+  Verifier(f).run();
+}
 
 }  // namespace tessera::ir

@@ -43,7 +43,9 @@ struct Type {
   bool is_int() const { return !ptr && is_integral(elem); }
   bool is_bool() const { return !ptr && elem == DType::Bool; }
 
-  bool operator==(const Type& o) const { return elem == o.elem && ptr == o.ptr && shape == o.shape; }
+  bool operator==(const Type& o) const {
+    return elem == o.elem && ptr == o.ptr && shape == o.shape;
+  }
   bool operator!=(const Type& o) const { return !(*this == o); }
   /** "fp32", "*fp16", "<4x8 x fp32>", "<128 x *fp32>". */
   std::string str() const;
@@ -77,21 +79,22 @@ enum class OpKind : uint8_t {
   Yield,        ///< terminator of For/If regions
   Fma,          ///< a * b + c rounded once (floats); operands of the result's type
   Dot,          ///< a [M, K] @ b [K, N] + acc [M, N]; sub: DotPrecision; result: acc's type
-  Atomic,       ///< sub: AtomicKind; ival: MemOrder; operands: ptr, val [, mask]; result: the old values
-  AtomicCas,    ///< ival: MemOrder; operands: ptr, cmp, val; result: the old values
-  While,        ///< operands: inits; regions: cond (args: carried; yields one i1 scalar) and body
-                ///< (args: carried; yields the carried values); results: the carried values
-  Permute,      ///< ival: the permutation, 4 bits per output dim (output dim d is input dim perm[d])
-  Reshape,      ///< row-major reinterpretation to the result's shape
-  Join,         ///< two operands of one shape -> that shape + [2] (a new last dim)
-  Extract,      ///< ival: 0 or 1; the operand's last dim (of size 2) removed at that index (split)
-  Cat,          ///< two operands of one shape -> dim 0 doubled
-  Bitcast,      ///< the same bits as another element type of the same width
-  ReduceFn,     ///< tl.reduce with a combine function: operands: N tiles of one shape; ival: axis;
-                ///< region: args a_1..a_N, b_1..b_N (scalars), yields N; results: N tiles without the axis
-  ScanFn,       ///< tl.associative_scan: as ReduceFn, results of the operands' shape; sub: 1 = reverse
-  Assert,       ///< device_assert: operands: cond (i1); text: the message; checked by the interpreter
-  Print,        ///< device_print: operands: values; text: the prefix
+  Atomic,  ///< sub: AtomicKind; ival: MemOrder; operands: ptr, val [, mask]; result: the old values
+  AtomicCas,  ///< ival: MemOrder; operands: ptr, cmp, val; result: the old values
+  While,      ///< operands: inits; regions: cond (args: carried; yields one i1 scalar) and body
+              ///< (args: carried; yields the carried values); results: the carried values
+  Permute,    ///< ival: the permutation, 4 bits per output dim (output dim d is input dim perm[d])
+  Reshape,    ///< row-major reinterpretation to the result's shape
+  Join,       ///< two operands of one shape -> that shape + [2] (a new last dim)
+  Extract,    ///< ival: 0 or 1; the operand's last dim (of size 2) removed at that index (split)
+  Cat,        ///< two operands of one shape -> dim 0 doubled
+  Bitcast,    ///< the same bits as another element type of the same width
+  ReduceFn,   ///< tl.reduce with a combine function: operands: N tiles of one shape; ival: axis;
+              ///< region: args a_1..a_N, b_1..b_N (scalars), yields N; results: N tiles without the
+              ///< axis
+  ScanFn,  ///< tl.associative_scan: as ReduceFn, results of the operands' shape; sub: 1 = reverse
+  Assert,  ///< device_assert: operands: cond (i1); text: the message; checked by the interpreter
+  Print,   ///< device_print: operands: values; text: the prefix
 };
 
 enum class AtomicKind : uint8_t { Add, Max, Min, And, Or, Xor, Xchg };
@@ -104,9 +107,39 @@ enum class DotPrecision : uint8_t { TF32, TF32x3, IEEE };
 /** Shl/Shr: integers; a shift by a negative amount or by the width or more gives 0 (Shr of a
  * negative signed value: -1). UMulHi: the high half of the unsigned product. DivRn: float
  * division correctly rounded (never rewritten as a multiplication by a reciprocal). */
-enum class BinaryKind : uint8_t { Add, Sub, Mul, Div, Rem, Max, Min, And, Or, Xor, Shl, Shr, UMulHi, DivRn };
+enum class BinaryKind : uint8_t {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Rem,
+  Max,
+  Min,
+  And,
+  Or,
+  Xor,
+  Shl,
+  Shr,
+  UMulHi,
+  DivRn
+};
 enum class CmpKind : uint8_t { EQ, NE, LT, LE, GT, GE };
-enum class UnaryKind : uint8_t { Neg, Not, Abs, Exp, Log, Sqrt, Rsqrt, Sin, Cos, Exp2, Log2, Floor, Ceil, Erf };
+enum class UnaryKind : uint8_t {
+  Neg,
+  Not,
+  Abs,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Sin,
+  Cos,
+  Exp2,
+  Log2,
+  Floor,
+  Ceil,
+  Erf
+};
 /** ArgMax/ArgMin give the int32 index along the axis: the first of equal values; a NaN counts as
  * the largest (ArgMax) or the smallest (ArgMin) value, as torch.argmax/argmin. Xor: integers. */
 enum class ReduceKind : uint8_t { Sum, Max, Min, Xor, ArgMax, ArgMin };
@@ -127,11 +160,11 @@ struct Region {
 
 struct Op {
   OpKind kind;
-  uint8_t sub = 0;  ///< BinaryKind / CmpKind / UnaryKind / ReduceKind
-  int64_t ival = 0;  ///< integer constant, axis, arange start
+  uint8_t sub = 0;    ///< BinaryKind / CmpKind / UnaryKind / ReduceKind
+  int64_t ival = 0;   ///< integer constant, axis, arange start
   int64_t ival2 = 0;  ///< arange end
-  double fval = 0;   ///< float constant
-  std::string text;  ///< Assert's message, Print's prefix
+  double fval = 0;    ///< float constant
+  std::string text;   ///< Assert's message, Print's prefix
   std::vector<ValueId> operands;
   std::vector<ValueId> results;
   std::vector<Region> regions;

@@ -288,8 +288,9 @@ void make_key(const SmallVector<BoundArg, 16>& bound, int64_t num_warps, int64_t
   key.push_back(interpreting() ? 1u : 0u);
 }
 
-std::shared_ptr<CompiledKernel> prepare(KernelState& s, const SmallVector<BoundArg, 16>& bound,
-                                        SourceLoc /*loc: errors while tracing carry the kernel's own lines*/) {
+std::shared_ptr<CompiledKernel> prepare(
+    KernelState& s, const SmallVector<BoundArg, 16>& bound,
+    SourceLoc /*loc: errors while tracing carry the kernel's own lines*/) {
   auto out = std::make_shared<CompiledKernel>();
   auto function = std::make_shared<ir::Function>();
   ir::Function& f = *function;
@@ -331,7 +332,8 @@ std::shared_ptr<CompiledKernel> prepare(KernelState& s, const SmallVector<BoundA
               break;
             case MetaArg::Kind::DType:
               // An int constant holding the DType, known to be one (Tile::dtype_value()).
-              v = b.constant_int(static_cast<int64_t>(a.constant.dtype), ir::Type::scalar(DType::Int32));
+              v = b.constant_int(static_cast<int64_t>(a.constant.dtype),
+                                 ir::Type::scalar(DType::Int32));
               ctx.dtype_values().push_back(v);
               break;
           }
@@ -340,9 +342,10 @@ std::shared_ptr<CompiledKernel> prepare(KernelState& s, const SmallVector<BoundA
       f.params.push_back(param);
       handles.push_back(ctx.tile(v));
       out->meta.entries.push_back(
-          {p.name, a.kind == Kind::Constexpr
-                       ? a.constant
-                       : (a.kind == Kind::Int ? meta(p.name, a.i) : meta(p.name, a.f)),
+          {p.name,
+           a.kind == Kind::Constexpr
+               ? a.constant
+               : (a.kind == Kind::Int ? meta(p.name, a.i) : meta(p.name, a.f)),
            SymInt(), false});
     }
     s.invoke(s.body, handles.data());
@@ -389,8 +392,10 @@ std::shared_ptr<CompiledKernel> compile(KernelState& s, const SmallVector<BoundA
   return k;
 }
 
-std::vector<std::shared_ptr<CompiledKernel>> lookup_or_prepare(KernelState& s, const std::vector<Spec>& specs,
-                                                               SourceLoc loc, std::vector<std::string>* errors) {
+std::vector<std::shared_ptr<CompiledKernel>> lookup_or_prepare(KernelState& s,
+                                                               const std::vector<Spec>& specs,
+                                                               SourceLoc loc,
+                                                               std::vector<std::string>* errors) {
   std::vector<std::shared_ptr<CompiledKernel>> out(specs.size());
   std::vector<std::vector<uint64_t>> keys(specs.size());
   if (errors) errors->assign(specs.size(), std::string());
@@ -429,10 +434,12 @@ std::vector<std::shared_ptr<CompiledKernel>> lookup_or_prepare(KernelState& s, c
   return out;
 }
 
-void build_missing(KernelState& s, const std::vector<Spec>& specs, std::vector<std::shared_ptr<CompiledKernel>>& kernels) {
+void build_missing(KernelState& s, const std::vector<Spec>& specs,
+                   std::vector<std::shared_ptr<CompiledKernel>>& kernels) {
   std::vector<CompiledKernel*> missing;
   for (const auto& k : kernels) {
-    if (k && !k->fn && std::find(missing.begin(), missing.end(), k.get()) == missing.end()) missing.push_back(k.get());
+    if (k && !k->fn && std::find(missing.begin(), missing.end(), k.get()) == missing.end())
+      missing.push_back(k.get());
   }
   build(missing);
   std::lock_guard<std::mutex> g(s.mutex);
@@ -440,7 +447,8 @@ void build_missing(KernelState& s, const std::vector<Spec>& specs, std::vector<s
     if (!kernels[i]) continue;
     Key key;
     make_key(specs[i].bound, specs[i].num_warps, specs[i].num_stages, key);
-    auto [it, inserted] = s.cache.emplace(std::vector<uint64_t>(key.begin(), key.end()), kernels[i]);
+    auto [it, inserted] =
+        s.cache.emplace(std::vector<uint64_t>(key.begin(), key.end()), kernels[i]);
     if (inserted) {
       s.last_source = it->second->source;
       s.last_ir = it->second->ir;
@@ -451,7 +459,8 @@ void build_missing(KernelState& s, const std::vector<Spec>& specs, std::vector<s
   }
 }
 
-std::vector<std::shared_ptr<CompiledKernel>> get_kernels(KernelState& s, const std::vector<Spec>& specs,
+std::vector<std::shared_ptr<CompiledKernel>> get_kernels(KernelState& s,
+                                                         const std::vector<Spec>& specs,
                                                          SourceLoc loc) {
   auto out = lookup_or_prepare(s, specs, loc);
   build_missing(s, specs, out);
@@ -730,8 +739,8 @@ bool interpreting() {
   return knobs().interpret || knobs().debug;
 }
 
-void interpret_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 16>& bound, const trt::Grid& tg,
-                      int64_t total, const trt::Arg* slots) {
+void interpret_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 16>& bound,
+                      const trt::Grid& tg, int64_t total, const trt::Arg* slots) {
   ir::InterpretOptions o;
   o.kernel = kernel.name;
   std::atomic<int64_t> violations{0}, assert_failures{0};
@@ -765,7 +774,8 @@ void interpret_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 
   if (total == 1) {
     ir::interpret(f, tg, 0, 1, slots, o);
   } else {
-    runtime::parallel_for(0, total, 1, [&](int64_t b, int64_t e) { ir::interpret(f, tg, b, e, slots, o); });
+    runtime::parallel_for(0, total, 1,
+                          [&](int64_t b, int64_t e) { ir::interpret(f, tg, b, e, slots, o); });
   }
   const int64_t n = violations.load();
   if (n > 10) {
@@ -773,12 +783,14 @@ void interpret_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 
               << " out-of-bounds accesses in this launch (the first 10 shown)\n";
   }
   if (const int64_t a = assert_failures.load()) {
-    throw RuntimeError(first_assert + (a > 1 ? " (and " + std::to_string(a - 1) + " more failing lanes)" : ""),
-                       UserLocGuard::current());
+    throw RuntimeError(
+        first_assert + (a > 1 ? " (and " + std::to_string(a - 1) + " more failing lanes)" : ""),
+        UserLocGuard::current());
   }
 }
 
-void run_compiled(const CompiledKernel& k, const trt::Grid& tg, int64_t total, const trt::Arg* slots) {
+void run_compiled(const CompiledKernel& k, const trt::Grid& tg, int64_t total,
+                  const trt::Arg* slots) {
   const trt::KernelFn fn = k.fn;
   if (total == 1) {
     fn(&tg, 0, 1, slots);

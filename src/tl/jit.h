@@ -36,7 +36,8 @@ struct BoundArg {
 /** A compiled specialization. */
 struct CompiledKernel {
   trt::KernelFn fn = nullptr;
-  bool interpreted = false;  ///< TESSERA_INTERPRET / TESSERA_DEBUG: runs `function` in the interpreter
+  bool interpreted =
+      false;         ///< TESSERA_INTERPRET / TESSERA_DEBUG: runs `function` in the interpreter
   std::string name;  ///< the kernel's
   int64_t work_per_program = 1;
   std::string source;
@@ -120,11 +121,12 @@ class LaunchObserverGuard {
  * bounds checks the interpreter makes). */
 bool interpreting();
 /** Runs a launch in the interpreter (with bounds checks under `TESSERA_DEBUG=1`). */
-void interpret_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 16>& bound, const trt::Grid& grid,
-                      int64_t total, const trt::Arg* slots);
+void interpret_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 16>& bound,
+                      const trt::Grid& grid, int64_t total, const trt::Arg* slots);
 
 /** Runs a launch of a compiled kernel on the thread pool. */
-void run_compiled(const CompiledKernel& k, const trt::Grid& grid, int64_t total, const trt::Arg* slots);
+void run_compiled(const CompiledKernel& k, const trt::Grid& grid, int64_t total,
+                  const trt::Arg* slots);
 
 /** Binds launch arguments to parameters; a CompileError naming the parameter on a mismatch. */
 void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 16>& out,
@@ -150,13 +152,16 @@ struct Spec {
 /** Finds several specializations in the in-memory cache, or prepares them (`fn` null until
  * `build_missing`). With `errors`, a specialization that fails to trace leaves a null entry and
  * its message there instead of throwing. */
-std::vector<std::shared_ptr<CompiledKernel>> lookup_or_prepare(KernelState& s, const std::vector<Spec>& specs,
-                                                               SourceLoc loc, std::vector<std::string>* errors = nullptr);
+std::vector<std::shared_ptr<CompiledKernel>> lookup_or_prepare(
+    KernelState& s, const std::vector<Spec>& specs, SourceLoc loc,
+    std::vector<std::string>* errors = nullptr);
 /** Builds the prepared (unbuilt, non-null) entries of `kernels` in one batch and puts them in the
  * in-memory cache. */
-void build_missing(KernelState& s, const std::vector<Spec>& specs, std::vector<std::shared_ptr<CompiledKernel>>& kernels);
+void build_missing(KernelState& s, const std::vector<Spec>& specs,
+                   std::vector<std::shared_ptr<CompiledKernel>>& kernels);
 /** Both: finds or compiles several specializations at once. */
-std::vector<std::shared_ptr<CompiledKernel>> get_kernels(KernelState& s, const std::vector<Spec>& specs,
+std::vector<std::shared_ptr<CompiledKernel>> get_kernels(KernelState& s,
+                                                         const std::vector<Spec>& specs,
                                                          SourceLoc loc);
 /** Finds or compiles the specialization for bound arguments (the in-memory cache). */
 std::shared_ptr<CompiledKernel> get_kernel(KernelState& s, const SmallVector<BoundArg, 16>& bound,

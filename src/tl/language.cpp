@@ -23,7 +23,9 @@ TraceContext& ctx(SourceLoc loc) {
   return c;
 }
 
-ValueId val(TraceContext& c, const Operand& o) { return c.value(o.tile, o.loc); }
+ValueId val(TraceContext& c, const Operand& o) {
+  return c.value(o.tile, o.loc);
+}
 
 std::string shape_str(ArrayRef<int64_t> s) {
   std::string r = "[";
@@ -31,7 +33,9 @@ std::string shape_str(ArrayRef<int64_t> s) {
   return r + "]";
 }
 
-bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+bool is_pow2(int64_t v) {
+  return v > 0 && (v & (v - 1)) == 0;
+}
 
 // Kinds for Triton's scalar promotion rule: bool < uint < int < float.
 int kind_rank(const Type& t) {
@@ -41,7 +45,9 @@ int kind_rank(const Type& t) {
   return 2;
 }
 
-int int_width(DType d) { return static_cast<int>(itemsize(d)) * 8; }
+int int_width(DType d) {
+  return static_cast<int>(itemsize(d)) * 8;
+}
 
 DType integer_promote(SourceLoc loc, TraceContext& c, DType a, DType b) {
   (void)loc;
@@ -54,13 +60,15 @@ DType integer_promote(SourceLoc loc, TraceContext& c, DType a, DType b) {
 }
 
 // Triton's computation_type_impl.
-DType computation_type(TraceContext& c, SourceLoc loc, const Type& a, const Type& b, bool div_or_mod) {
+DType computation_type(TraceContext& c, SourceLoc loc, const Type& a, const Type& b,
+                       bool div_or_mod) {
   const bool a_scalar = a.is_scalar(), b_scalar = b.is_scalar();
   if (a_scalar != b_scalar) {
     const Type& s = a_scalar ? a : b;
     const Type& t = a_scalar ? b : a;
     if (kind_rank(s) <= kind_rank(t)) {
-      if (div_or_mod && (t.elem == DType::Float16 || t.elem == DType::BFloat16)) return DType::Float32;
+      if (div_or_mod && (t.elem == DType::Float16 || t.elem == DType::BFloat16))
+        return DType::Float32;
       return t.elem;
     }
   }
@@ -71,28 +79,33 @@ DType computation_type(TraceContext& c, SourceLoc loc, const Type& a, const Type
   }
   if (a.elem == DType::BFloat16 || b.elem == DType::BFloat16) {
     if (div_or_mod) return DType::Float32;
-    return (a.elem == DType::BFloat16 && b.elem == DType::BFloat16) ? DType::BFloat16 : DType::Float32;
+    return (a.elem == DType::BFloat16 && b.elem == DType::BFloat16) ? DType::BFloat16
+                                                                    : DType::Float32;
   }
   if (is_float8(a.elem) || is_float8(b.elem)) {
     c.fail(loc, std::string("arithmetic on float8 values (") + ir::elem_name(a.elem) + ", " +
-                    ir::elem_name(b.elem) + "): cast them to a wider type first (.to(tl::float32))");
+                    ir::elem_name(b.elem) +
+                    "): cast them to a wider type first (.to(tl::float32))");
   }
-  if (div_or_mod && a.elem != DType::Bool && b.elem != DType::Bool && is_signed(a.elem) != is_signed(b.elem)) {
+  if (div_or_mod && a.elem != DType::Bool && b.elem != DType::Bool &&
+      is_signed(a.elem) != is_signed(b.elem)) {
     c.fail(loc, std::string("cannot use / or % with ") + ir::elem_name(a.elem) + " and " +
-                    ir::elem_name(b.elem) + " because they have different signedness; cast them to "
+                    ir::elem_name(b.elem) +
+                    " because they have different signedness; cast them to "
                     "the same signedness");
   }
   return integer_promote(loc, c, a.elem, b.elem);
 }
 
 // Broadcast shapes as Triton does: a scalar splats; blocks need the same rank, dims equal or 1.
-SmallVector<int64_t, 4> broadcast_shape(TraceContext& c, SourceLoc loc, const Type& a, const Type& b,
-                                        const char* what) {
+SmallVector<int64_t, 4> broadcast_shape(TraceContext& c, SourceLoc loc, const Type& a,
+                                        const Type& b, const char* what) {
   if (a.is_scalar()) return b.shape;
   if (b.is_scalar()) return a.shape;
   if (a.rank() != b.rank()) {
     c.fail(loc, std::string(what) + ": shape mismatch: " + shape_str(a.shape) + " and " +
-                    shape_str(b.shape) + " have different ranks (use tl::expand_dims or x[{tl::_, tl::None}])");
+                    shape_str(b.shape) +
+                    " have different ranks (use tl::expand_dims or x[{tl::_, tl::None}])");
   }
   SmallVector<int64_t, 4> out = a.shape;
   for (size_t i = 0; i < out.size(); ++i) {
@@ -101,7 +114,8 @@ SmallVector<int64_t, 4> broadcast_shape(TraceContext& c, SourceLoc loc, const Ty
       out[i] = b.shape[i];
     } else if (b.shape[i] != 1) {
       c.fail(loc, std::string(what) + ": shape mismatch: " + shape_str(a.shape) + " and " +
-                      shape_str(b.shape) + " cannot be broadcast (dimension " + std::to_string(i) + ")");
+                      shape_str(b.shape) + " cannot be broadcast (dimension " + std::to_string(i) +
+                      ")");
     }
   }
   return out;
@@ -111,7 +125,9 @@ ValueId to_shape(TraceContext& c, ValueId v, ArrayRef<int64_t> shape) {
   return c.builder().broadcast(v, shape);
 }
 
-ValueId cast_value(TraceContext& c, ValueId v, DType d) { return c.builder().cast(v, d); }
+ValueId cast_value(TraceContext& c, ValueId v, DType d) {
+  return c.builder().cast(v, d);
+}
 
 ValueId to_bool(TraceContext& c, ValueId v) {
   const Type t = c.type(v);
@@ -121,12 +137,14 @@ ValueId to_bool(TraceContext& c, ValueId v) {
   return c.builder().compare(CmpKind::NE, v, to_shape(c, zero, t.shape));
 }
 
-Tile pointer_arith(TraceContext& c, SourceLoc loc, bool subtract, ValueId x, ValueId y, const char* op) {
+Tile pointer_arith(TraceContext& c, SourceLoc loc, bool subtract, ValueId x, ValueId y,
+                   const char* op) {
   const Type tx = c.type(x), ty = c.type(y);
   if (tx.ptr && ty.ptr) {
     c.fail(loc, std::string("invalid operands for ") + op + ": " + tx.str() + " and " + ty.str());
   }
-  if (subtract && ty.ptr) c.fail(loc, std::string("invalid operands for ") + op + ": " + tx.str() + " and " + ty.str());
+  if (subtract && ty.ptr)
+    c.fail(loc, std::string("invalid operands for ") + op + ": " + tx.str() + " and " + ty.str());
   const ValueId p = tx.ptr ? x : y;
   ValueId off = tx.ptr ? y : x;
   const Type& toff = c.type(off);
@@ -143,20 +161,24 @@ Tile arith(BinaryKind k, const Operand& a, const Operand& b, const char* op) {
   ValueId x = val(c, a), y = val(c, b);
   const Type tx = c.type(x), ty = c.type(y);
   if (tx.ptr || ty.ptr) {
-    if (k == BinaryKind::Add || k == BinaryKind::Sub) return pointer_arith(c, a.loc, k == BinaryKind::Sub, x, y, op);
+    if (k == BinaryKind::Add || k == BinaryKind::Sub)
+      return pointer_arith(c, a.loc, k == BinaryKind::Sub, x, y, op);
     c.fail(a.loc, std::string("invalid operands for ") + op + ": " + tx.str() + " and " + ty.str());
   }
   const bool bitwise = k == BinaryKind::And || k == BinaryKind::Or || k == BinaryKind::Xor;
   const bool int_only = k == BinaryKind::Shl || k == BinaryKind::Shr || k == BinaryKind::UMulHi;
   if (bitwise && (tx.is_float() || ty.is_float())) {
-    c.fail(a.loc, std::string("bitwise operator ") + op + " needs integer operands, got " + tx.str() +
-                      " and " + ty.str());
+    c.fail(a.loc, std::string("bitwise operator ") + op + " needs integer operands, got " +
+                      tx.str() + " and " + ty.str());
   }
-  if (int_only && (!tx.is_int() || !ty.is_int() || tx.elem == DType::Bool || ty.elem == DType::Bool)) {
-    c.fail(a.loc, std::string(op) + " needs integer operands, got " + tx.str() + " and " + ty.str());
+  if (int_only &&
+      (!tx.is_int() || !ty.is_int() || tx.elem == DType::Bool || ty.elem == DType::Bool)) {
+    c.fail(a.loc,
+           std::string(op) + " needs integer operands, got " + tx.str() + " and " + ty.str());
   }
   if (k == BinaryKind::DivRn && (!tx.is_float() || !ty.is_float())) {
-    c.fail(a.loc, std::string(op) + " needs floating point operands, got " + tx.str() + " and " + ty.str());
+    c.fail(a.loc, std::string(op) + " needs floating point operands, got " + tx.str() + " and " +
+                      ty.str());
   }
   const DType ct = computation_type(c, a.loc, tx, ty, k == BinaryKind::Div || k == BinaryKind::Rem);
   const auto shape = broadcast_shape(c, a.loc, tx, ty, op);
@@ -187,7 +209,8 @@ Tile float_unary(UnaryKind k, const Operand& x, const char* name) {
   const ValueId v = val(c, x);
   const Type& t = c.type(v);
   if (!t.is_float() || is_float8(t.elem)) {
-    c.fail(x.loc, std::string("tl::") + name + " expects a floating point argument (fp16, bf16, fp32, fp64), got " +
+    c.fail(x.loc, std::string("tl::") + name +
+                      " expects a floating point argument (fp16, bf16, fp32, fp64), got " +
                       t.str());
   }
   return c.tile(c.builder().unary(k, v));
@@ -198,18 +221,22 @@ int64_t constant_int(TraceContext& c, const Operand& o, const char* what) {
   const ir::Op* k = c.function().constant(v);
   const Type& t = c.type(v);
   if (!k || !t.is_scalar() || t.is_float()) {
-    c.fail(o.loc, std::string(what) + " must be a constexpr integer (a tl::Const parameter, a C++ "
-                      "number or arithmetic on them), got a runtime " + t.str());
+    c.fail(o.loc, std::string(what) +
+                      " must be a constexpr integer (a tl::Const parameter, a C++ "
+                      "number or arithmetic on them), got a runtime " +
+                      t.str());
   }
   return k->ival;
 }
 
-SmallVector<int64_t, 4> constant_shape(TraceContext& c, std::initializer_list<Operand> shape, const char* what) {
+SmallVector<int64_t, 4> constant_shape(TraceContext& c, std::initializer_list<Operand> shape,
+                                       const char* what) {
   SmallVector<int64_t, 4> out;
   for (const auto& o : shape) {
     const int64_t d = constant_int(c, o, what);
     if (!is_pow2(d)) {
-      c.fail(o.loc, std::string(what) + ": tile dimensions must be powers of 2, got " + std::to_string(d));
+      c.fail(o.loc,
+             std::string(what) + ": tile dimensions must be powers of 2, got " + std::to_string(d));
     }
     out.push_back(d);
   }
@@ -222,17 +249,22 @@ Tile reduce(ir::ReduceKind k, const Operand& x, std::optional<int> axis, const c
   Type t = c.type(v);
   if (t.ptr) c.fail(x.loc, std::string("tl::") + name + " of pointers");
   if (t.is_scalar()) {
-    if (axis) c.fail(x.loc, std::string("tl::") + name + " with an axis needs a tile, got a scalar");
+    if (axis)
+      c.fail(x.loc, std::string("tl::") + name + " with an axis needs a tile, got a scalar");
     return c.tile(v);
   }
-  if (is_float8(t.elem)) c.fail(x.loc, std::string("tl::") + name + " of float8 values: cast them first");
+  if (is_float8(t.elem))
+    c.fail(x.loc, std::string("tl::") + name + " of float8 values: cast them first");
   if (k == ir::ReduceKind::Xor && (!t.is_int() || t.elem == DType::Bool)) {
     c.fail(x.loc, std::string("tl::") + name + " needs integers, got " + t.str());
   }
   if (k == ir::ReduceKind::Sum) {
-    if (t.elem == DType::Bool) v = cast_value(c, v, DType::Int32);
-    else if (is_integral(t.elem) && int_width(t.elem) < 32) v = cast_value(c, v, is_signed(t.elem) ? DType::Int32 : DType::UInt32);
-    else if (t.elem == DType::BFloat16) v = cast_value(c, v, DType::Float32);
+    if (t.elem == DType::Bool)
+      v = cast_value(c, v, DType::Int32);
+    else if (is_integral(t.elem) && int_width(t.elem) < 32)
+      v = cast_value(c, v, is_signed(t.elem) ? DType::Int32 : DType::UInt32);
+    else if (t.elem == DType::BFloat16)
+      v = cast_value(c, v, DType::Float32);
   }
   t = c.type(v);
   if (axis) {
@@ -270,7 +302,8 @@ LiveVars snapshot(TraceContext& c) {
 // Traces `body` into region `r` with each live Var reading its placeholder, then yields the Vars
 // the body assigned; returns their indices in `lv` (the loop-carried ones).
 std::vector<size_t> trace_loop_body(TraceContext& c, ir::Region& r, const LiveVars& lv,
-                                    const std::vector<ValueId>& placeholders, FunctionRef<void()> body, SourceLoc loc) {
+                                    const std::vector<ValueId>& placeholders,
+                                    FunctionRef<void()> body, SourceLoc loc) {
   ir::Builder& b = c.builder();
   ir::Builder::InsertionGuard g(b);
   b.set_insertion_region(&r);
@@ -291,13 +324,13 @@ std::vector<size_t> trace_loop_body(TraceContext& c, ir::Region& r, const LiveVa
   return carried;
 }
 
-void if_impl(const Operand& cond, FunctionRef<void()> then_body, const FunctionRef<void()>* else_body,
-             SourceLoc loc) {
+void if_impl(const Operand& cond, FunctionRef<void()> then_body,
+             const FunctionRef<void()>* else_body, SourceLoc loc) {
   TraceContext& c = ctx(loc);
   ValueId cv = val(c, cond);
   if (!c.type(cv).is_scalar()) {
-    c.fail(loc, "tl::if_ needs a scalar condition, got a tile of shape " + shape_str(c.type(cv).shape) +
-                    " (use tl::where for elementwise choices)");
+    c.fail(loc, "tl::if_ needs a scalar condition, got a tile of shape " +
+                    shape_str(c.type(cv).shape) + " (use tl::where for elementwise choices)");
   }
   cv = to_bool(c, cv);
   ir::Builder& b = c.builder();
@@ -364,21 +397,28 @@ Tile::Tile(const Tile& o) : id_(o.id_), trace_(o.trace_), scope_(o.scope_) {
 Tile& Tile::operator=(const Tile& o) {
   TraceContext* c = TraceContext::current_or_null();
   if (c && trace_ == c->id() && scope_ != c->scope() && c->scope_active(scope_)) {
-    c->fail(c->loc(), "a tl::Tile declared outside this tl::range / tl::if_ region is assigned inside "
-                      "it; declare it as a tl::Var to carry a value out of the region");
+    c->fail(c->loc(),
+            "a tl::Tile declared outside this tl::range / tl::if_ region is assigned inside "
+            "it; declare it as a tl::Var to carry a value out of the region");
   }
   id_ = o.id_;
   trace_ = o.trace_;
   return *this;
 }
 
-DType Tile::dtype() const { return TraceContext::current({}).type(id_).elem; }
-bool Tile::is_ptr() const { return TraceContext::current({}).type(id_).ptr; }
+DType Tile::dtype() const {
+  return TraceContext::current({}).type(id_).elem;
+}
+bool Tile::is_ptr() const {
+  return TraceContext::current({}).type(id_).ptr;
+}
 std::vector<int64_t> Tile::shape() const {
   const auto& s = TraceContext::current({}).type(id_).shape;
   return std::vector<int64_t>(s.begin(), s.end());
 }
-int64_t Tile::rank() const { return TraceContext::current({}).type(id_).rank(); }
+int64_t Tile::rank() const {
+  return TraceContext::current({}).type(id_).rank();
+}
 bool Tile::is_constant() const {
   TraceContext& c = TraceContext::current({});
   return c.function().constant(c.value(*this, {})) != nullptr;
@@ -402,13 +442,16 @@ Tile::operator bool() const {
   const ValueId v = c.value(*this, c.loc());
   const ir::Op* k = c.function().constant(v);
   if (!k || !c.type(v).is_scalar()) {
-    c.fail(c.loc(), "a runtime value is used as a C++ condition (if/for/while/?:); branches on runtime "
-                    "values are tl::if_, loops tl::range, elementwise choices tl::where");
+    c.fail(c.loc(),
+           "a runtime value is used as a C++ condition (if/for/while/?:); branches on runtime "
+           "values are tl::if_, loops tl::range, elementwise choices tl::where");
   }
   return c.type(v).is_float() ? k->fval != 0 : k->ival != 0;
 }
 
-Tile Tile::to(DType dtype, SourceLoc loc) const { return cast(Operand(*this, loc), dtype, loc); }
+Tile Tile::to(DType dtype, SourceLoc loc) const {
+  return cast(Operand(*this, loc), dtype, loc);
+}
 
 DType Tile::dtype_value(SourceLoc loc) const {
   TraceContext& c = TraceContext::current(loc);
@@ -416,7 +459,9 @@ DType Tile::dtype_value(SourceLoc loc) const {
   const auto& dv = c.dtype_values();
   const ir::Op* k = c.function().constant(v);
   if (!k || std::find(dv.begin(), dv.end(), v) == dv.end()) {
-    c.fail(loc, "dtype_value() of a value that is not a dtype constexpr (pass tl::meta(\"NAME\", tl::float16))");
+    c.fail(loc,
+           "dtype_value() of a value that is not a dtype constexpr (pass tl::meta(\"NAME\", "
+           "tl::float16))");
   }
   return static_cast<DType>(k->ival);
 }
@@ -428,8 +473,10 @@ Tile Tile::operator[](std::initializer_list<IndexSpec> index) const {
   int64_t kept = 0;
   for (IndexSpec s : index) kept += s == IndexSpec::All ? 1 : 0;
   if (kept != rank) {
-    c.fail(c.loc(), "subscript x[{...}] names " + std::to_string(kept) + " existing dimensions (tl::_) "
-                    "but the tile has " + std::to_string(rank));
+    c.fail(c.loc(), "subscript x[{...}] names " + std::to_string(kept) +
+                        " existing dimensions (tl::_) "
+                        "but the tile has " +
+                        std::to_string(rank));
   }
   int64_t axis = 0;
   for (IndexSpec s : index) {
@@ -449,8 +496,10 @@ Operand::Operand(const Var& v, SourceLoc l) : tile(v.get()), loc(l) {}
 Tile Operand::literal_int(int64_t v, bool unsigned64) {
   TraceContext& c = TraceContext::current({});
   DType d = DType::Int32;
-  if (unsigned64 && v < 0) d = DType::UInt64;
-  else if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) d = DType::Int64;
+  if (unsigned64 && v < 0)
+    d = DType::UInt64;
+  else if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+    d = DType::Int64;
   return c.tile(c.builder().constant_int(v, Type::scalar(d)));
 }
 
@@ -482,7 +531,8 @@ Var& Var::operator=(Operand value) {
     if (var.scope != c.scope()) {
       std::ostringstream os;
       os << "the tl::Var declared at " << var.loc << " holds " << var.type.str()
-         << " but is assigned " << t.str() << " inside a tl::range / tl::if_ region; values carried "
+         << " but is assigned " << t.str()
+         << " inside a tl::range / tl::if_ region; values carried "
          << "across a region keep their type (convert with .to(...) or tl::broadcast_to)";
       c.fail(value.loc, os.str());
     }
@@ -500,17 +550,20 @@ Tile Var::get() const {
   return c.tile(var.value);
 }
 
-// ---- creation -------------------------------------------------------------------------------------
+// ---- creation
+// -------------------------------------------------------------------------------------
 
 Tile program_id(int axis, SourceLoc loc) {
   TraceContext& c = ctx(loc);
-  if (axis < 0 || axis > 2) c.fail(loc, "program_id axis must be 0, 1 or 2, got " + std::to_string(axis));
+  if (axis < 0 || axis > 2)
+    c.fail(loc, "program_id axis must be 0, 1 or 2, got " + std::to_string(axis));
   return c.tile(c.builder().program_id(axis));
 }
 
 Tile num_programs(int axis, SourceLoc loc) {
   TraceContext& c = ctx(loc);
-  if (axis < 0 || axis > 2) c.fail(loc, "num_programs axis must be 0, 1 or 2, got " + std::to_string(axis));
+  if (axis < 0 || axis > 2)
+    c.fail(loc, "num_programs axis must be 0, 1 or 2, got " + std::to_string(axis));
   return c.tile(c.builder().num_programs(axis));
 }
 
@@ -519,9 +572,12 @@ Tile arange(Operand start, Operand end, SourceLoc loc) {
   const int64_t s = constant_int(c, start, "arange's start");
   const int64_t e = constant_int(c, end, "arange's end");
   const int64_t n = e - s;
-  if (n <= 0) c.fail(loc, "arange's end (" + std::to_string(e) + ") must be greater than its start (" + std::to_string(s) + ")");
+  if (n <= 0)
+    c.fail(loc, "arange's end (" + std::to_string(e) + ") must be greater than its start (" +
+                    std::to_string(s) + ")");
   if (!is_pow2(n)) c.fail(loc, "arange's range must be a power of 2, got " + std::to_string(n));
-  if (n > (int64_t(1) << 20)) c.fail(loc, "arange's range must be at most 1048576, got " + std::to_string(n));
+  if (n > (int64_t(1) << 20))
+    c.fail(loc, "arange's range must be at most 1048576, got " + std::to_string(n));
   if (s < std::numeric_limits<int32_t>::min() || e > std::numeric_limits<int32_t>::max()) {
     c.fail(loc, "arange's bounds must fit in int32");
   }
@@ -552,7 +608,8 @@ Tile expand_dims(Operand x, int axis, SourceLoc loc) {
   const ValueId v = val(c, x);
   const int64_t r = c.type(v).rank();
   if (axis < -(r + 1) || axis > r) {
-    c.fail(loc, "expand_dims axis " + std::to_string(axis) + " is out of range for a tile of rank " + std::to_string(r));
+    c.fail(loc, "expand_dims axis " + std::to_string(axis) +
+                    " is out of range for a tile of rank " + std::to_string(r));
   }
   const int64_t a = axis < 0 ? axis + r + 1 : axis;
   if (r == 0) return c.tile(c.builder().splat(v, {1}));
@@ -577,7 +634,8 @@ Tile multiple_of(Operand x, Operand n_op, SourceLoc loc) {
   const ValueId v = val(c, x);
   const Type& t = c.type(v);
   if (!t.is_int() || t.elem == DType::Bool || n <= 0) {
-    c.fail(loc, "tl::multiple_of needs integers and a positive n, got " + t.str() + " and " + std::to_string(n));
+    c.fail(loc, "tl::multiple_of needs integers and a positive n, got " + t.str() + " and " +
+                    std::to_string(n));
   }
   device_assert(Operand(Operand(x) % Operand(n, loc), loc) == Operand(0, loc),
                 "multiple_of(" + std::to_string(n) + ") hint does not hold", loc);
@@ -590,8 +648,8 @@ Tile max_contiguous(Operand x, Operand n_op, SourceLoc loc) {
   const ValueId v = val(c, x);
   const Type& t = c.type(v);
   if (!t.is_int() || t.elem == DType::Bool || !t.is_block() || n <= 0 || t.shape.back() % n != 0) {
-    c.fail(loc, "tl::max_contiguous needs an integer tile whose last dimension divides by n, got " + t.str() +
-                    " and " + std::to_string(n));
+    c.fail(loc, "tl::max_contiguous needs an integer tile whose last dimension divides by n, got " +
+                    t.str() + " and " + std::to_string(n));
   }
   // Within each group of n along the last dimension: x - (the group's first value) == position.
   SmallVector<int64_t, 4> groups = t.shape;
@@ -603,7 +661,8 @@ Tile max_contiguous(Operand x, Operand n_op, SourceLoc loc) {
   Tile lo = min(Operand(g, loc), static_cast<int>(rank - 1), true, loc);
   SmallVector<int64_t, 4> pos_shape(groups.size(), 1);
   pos_shape.back() = n;
-  const Tile pos = c.tile(c.builder().reshape(c.value(arange(Operand(0, loc), Operand(n, loc), loc), loc), pos_shape));
+  const Tile pos = c.tile(
+      c.builder().reshape(c.value(arange(Operand(0, loc), Operand(n, loc), loc), loc), pos_shape));
   device_assert(Operand(Operand(Operand(g, loc) - Operand(lo, loc), loc) == Operand(pos, loc), loc),
                 "max_contiguous(" + std::to_string(n) + ") hint does not hold", loc);
   return c.tile(v);
@@ -621,7 +680,8 @@ Tile zeros_like(Operand x, SourceLoc loc) {
 namespace {
 ValueId tile_operand(TraceContext& c, const Operand& x, const char* what, SourceLoc loc) {
   const ValueId v = val(c, x);
-  if (!c.type(v).is_block()) c.fail(loc, std::string(what) + " needs a tile, got " + c.type(v).str());
+  if (!c.type(v).is_block())
+    c.fail(loc, std::string(what) + " needs a tile, got " + c.type(v).str());
   return v;
 }
 }  // namespace
@@ -634,8 +694,9 @@ Tile reshape(Operand x, std::initializer_list<Operand> shape, bool can_reorder, 
   int64_t n = 1;
   for (int64_t d : s) n *= d;
   if (n != c.type(v).numel()) {
-    c.fail(loc, "tl::reshape: " + shape_str(c.type(v).shape) + " has " + std::to_string(c.type(v).numel()) +
-                    " elements, " + shape_str(s) + " has " + std::to_string(n));
+    c.fail(loc, "tl::reshape: " + shape_str(c.type(v).shape) + " has " +
+                    std::to_string(c.type(v).numel()) + " elements, " + shape_str(s) + " has " +
+                    std::to_string(n));
   }
   return c.tile(c.builder().reshape(v, s));
 }
@@ -655,7 +716,8 @@ Tile permute(Operand x, std::initializer_list<int> dims, SourceLoc loc) {
     perm.push_back(a);
   }
   if (static_cast<int64_t>(perm.size()) != rank) {
-    c.fail(loc, "tl::permute: " + std::to_string(perm.size()) + " dims for a tile of rank " + std::to_string(rank));
+    c.fail(loc, "tl::permute: " + std::to_string(perm.size()) + " dims for a tile of rank " +
+                    std::to_string(rank));
   }
   return c.tile(c.builder().permute(v, perm));
 }
@@ -673,7 +735,8 @@ Tile join(Operand a, Operand b, SourceLoc loc) {
   TraceContext& c = ctx(loc);
   ValueId x = val(c, a), y = val(c, b);
   const Type tx = c.type(x), ty = c.type(y);
-  if (tx.ptr != ty.ptr || (tx.ptr && tx.elem != ty.elem)) c.fail(loc, "tl::join of " + tx.str() + " and " + ty.str());
+  if (tx.ptr != ty.ptr || (tx.ptr && tx.elem != ty.elem))
+    c.fail(loc, "tl::join of " + tx.str() + " and " + ty.str());
   const auto shape = broadcast_shape(c, loc, tx, ty, "tl::join");
   if (!tx.ptr) {
     const DType ct = computation_type(c, loc, tx, ty, false);
@@ -706,8 +769,10 @@ Tile cat(Operand a, Operand b, bool can_reorder, SourceLoc loc) {
   TraceContext& c = ctx(loc);
   ValueId x = tile_operand(c, a, "tl::cat", loc), y = tile_operand(c, b, "tl::cat", loc);
   const Type tx = c.type(x), ty = c.type(y);
-  if (tx.shape != ty.shape) c.fail(loc, "tl::cat needs tiles of one shape, got " + tx.str() + " and " + ty.str());
-  if (tx.ptr != ty.ptr || (tx.ptr && tx.elem != ty.elem)) c.fail(loc, "tl::cat of " + tx.str() + " and " + ty.str());
+  if (tx.shape != ty.shape)
+    c.fail(loc, "tl::cat needs tiles of one shape, got " + tx.str() + " and " + ty.str());
+  if (tx.ptr != ty.ptr || (tx.ptr && tx.elem != ty.elem))
+    c.fail(loc, "tl::cat of " + tx.str() + " and " + ty.str());
   if (!tx.ptr) {
     const DType ct = computation_type(c, loc, tx, ty, false);
     x = cast_value(c, x, ct);
@@ -720,7 +785,8 @@ Tile bitcast(Operand x, DType dtype, SourceLoc loc) {
   TraceContext& c = ctx(loc);
   const ValueId v = val(c, x);
   const Type& t = c.type(v);
-  if (t.ptr || t.elem == DType::Bool || dtype == DType::Bool || itemsize(t.elem) != itemsize(dtype)) {
+  if (t.ptr || t.elem == DType::Bool || dtype == DType::Bool ||
+      itemsize(t.elem) != itemsize(dtype)) {
     c.fail(loc, std::string("tl::bitcast from ") + t.str() + " to " + ir::elem_name(dtype) +
                     ": the element types must have the same width (and not be bool)");
   }
@@ -743,7 +809,8 @@ Tile where(Operand cond, Operand a, Operand b, SourceLoc loc) {
   }
   auto shape = broadcast_shape(c, loc, c.type(k), c.type(x), "tl::where");
   shape = broadcast_shape(c, loc, c.type(x).with_shape(shape), c.type(y), "tl::where");
-  return c.tile(c.builder().select(to_shape(c, k, shape), to_shape(c, x, shape), to_shape(c, y, shape)));
+  return c.tile(
+      c.builder().select(to_shape(c, k, shape), to_shape(c, x, shape), to_shape(c, y, shape)));
 }
 
 Tile maximum(Operand a, Operand b, SourceLoc loc) {
@@ -828,14 +895,15 @@ Tile fma(Operand a, Operand b, Operand c, SourceLoc loc) {
   TraceContext& t = ctx(loc);
   ValueId x = val(t, a), y = val(t, b), z = val(t, c);
   const Type tx = t.type(x), ty = t.type(y), tz = t.type(z);
-  if (!tx.is_float() || !ty.is_float() || !tz.is_float() || is_float8(tx.elem) || is_float8(ty.elem) ||
-      is_float8(tz.elem)) {
-    t.fail(loc, "tl::fma needs floating point operands (fp16, bf16, fp32, fp64), got " + tx.str() + ", " + ty.str() +
-                    " and " + tz.str());
+  if (!tx.is_float() || !ty.is_float() || !tz.is_float() || is_float8(tx.elem) ||
+      is_float8(ty.elem) || is_float8(tz.elem)) {
+    t.fail(loc, "tl::fma needs floating point operands (fp16, bf16, fp32, fp64), got " + tx.str() +
+                    ", " + ty.str() + " and " + tz.str());
   }
   const DType ab = computation_type(t, loc, tx, ty, false);
-  const Type tab = tx.is_scalar() && ty.is_scalar() ? Type::scalar(ab)
-                                                    : Type::scalar(ab).with_shape(broadcast_shape(t, loc, tx, ty, "tl::fma"));
+  const Type tab = tx.is_scalar() && ty.is_scalar()
+                       ? Type::scalar(ab)
+                       : Type::scalar(ab).with_shape(broadcast_shape(t, loc, tx, ty, "tl::fma"));
   const DType ct = computation_type(t, loc, tab, tz, false);
   auto shape = broadcast_shape(t, loc, tab, tz, "tl::fma");
   x = to_shape(t, cast_value(t, x, ct), shape);
@@ -864,23 +932,29 @@ Tile dot(Operand a, Operand b, std::optional<Operand> acc, DotOptions o, SourceL
   }
   for (int64_t d : {tx.shape[0], tx.shape[1], ty.shape[1]}) {
     if (d < 16) {
-      c.fail(loc, "tl::dot needs every dimension >= 16 (as Triton on GPUs), got " + tx.str() + " @ " + ty.str());
+      c.fail(loc, "tl::dot needs every dimension >= 16 (as Triton on GPUs), got " + tx.str() +
+                      " @ " + ty.str());
     }
   }
   if (tx.elem != ty.elem) {
-    c.fail(loc, "tl::dot needs operands of one dtype, got " + tx.str() + " and " + ty.str() + "; cast one first");
+    c.fail(loc, "tl::dot needs operands of one dtype, got " + tx.str() + " and " + ty.str() +
+                    "; cast one first");
   }
   const DType in = tx.elem;
   const bool fl = is_floating_point(in);
   if (!fl && in != DType::Int8 && in != DType::UInt8) {
-    c.fail(loc, std::string("tl::dot of ") + ir::elem_name(in) + " operands: integer dot takes int8 or uint8");
+    c.fail(loc, std::string("tl::dot of ") + ir::elem_name(in) +
+                    " operands: integer dot takes int8 or uint8");
   }
-  DType out = o.out_dtype.value_or(in == DType::Float64 ? DType::Float64 : fl ? DType::Float32 : DType::Int32);
+  DType out = o.out_dtype.value_or(in == DType::Float64 ? DType::Float64
+                                   : fl                 ? DType::Float32
+                                                        : DType::Int32);
   const bool ok = fl ? (out == DType::Float32 || (out == DType::Float64 && in == DType::Float64) ||
                         ((out == DType::Float16 || out == DType::BFloat16) && out == in))
                      : out == DType::Int32;
   if (!ok) {
-    c.fail(loc, std::string("tl::dot: out_dtype ") + ir::elem_name(out) + " is not supported for " + ir::elem_name(in) +
+    c.fail(loc, std::string("tl::dot: out_dtype ") + ir::elem_name(out) + " is not supported for " +
+                    ir::elem_name(in) +
                     " operands (float32, or the operands' own fp16/bf16/fp64; int32 for int8)");
   }
   // Narrow outputs accumulate in float32 and round at the end.
@@ -890,7 +964,8 @@ Tile dot(Operand a, Operand b, std::optional<Operand> acc, DotOptions o, SourceL
   if (acc) {
     z = val(c, *acc);
     const Type tz = c.type(z);
-    if (tz.shape != shape) c.fail(loc, "tl::dot: acc must be " + shape_str(shape) + ", got " + tz.str());
+    if (tz.shape != shape)
+      c.fail(loc, "tl::dot: acc must be " + shape_str(shape) + ", got " + tz.str());
     z = cast_value(c, z, acc_t);
   } else {
     z = to_shape(c, c.builder().constant(0, Type::scalar(acc_t)), shape);
@@ -901,7 +976,8 @@ Tile dot(Operand a, Operand b, std::optional<Operand> acc, DotOptions o, SourceL
   } else if (o.input_precision == "tf32x3") {
     p = ir::DotPrecision::TF32x3;
   } else if (o.input_precision != "tf32") {
-    c.fail(loc, "tl::dot: input_precision must be \"tf32\", \"tf32x3\" or \"ieee\", got \"" + o.input_precision + "\"");
+    c.fail(loc, "tl::dot: input_precision must be \"tf32\", \"tf32x3\" or \"ieee\", got \"" +
+                    o.input_precision + "\"");
   }
   ValueId r = c.builder().dot(x, y, z, p);
   if (acc_t != out) r = cast_value(c, r, out);
@@ -921,12 +997,14 @@ Tile cdiv(Operand a, Operand b, SourceLoc loc) {
   return Operand(num1, loc) / b;
 }
 
-// ---- memory ---------------------------------------------------------------------------------------
+// ---- memory
+// ---------------------------------------------------------------------------------------
 
 Tile load(Operand ptr, SourceLoc loc) {
   TraceContext& c = ctx(loc);
   const ValueId p = val(c, ptr);
-  if (!c.type(p).ptr) c.fail(loc, "tl::load expects a pointer (or a tile of pointers), got " + c.type(p).str());
+  if (!c.type(p).ptr)
+    c.fail(loc, "tl::load expects a pointer (or a tile of pointers), got " + c.type(p).str());
   return c.tile(c.builder().load(p));
 }
 
@@ -948,8 +1026,11 @@ Tile load(Operand ptr, Operand mask, Operand other, SourceLoc loc) {
   if (tm.ptr) c.fail(loc, "tl::load's mask must be a boolean tile, got " + tm.str());
   if (tm.is_block() && tp.is_block() && tm.shape != tp.shape) {
     bool ok = tm.rank() == tp.rank();
-    for (int64_t i = 0; ok && i < tm.rank(); ++i) ok = tm.shape[i] == tp.shape[i] || tm.shape[i] == 1 || tp.shape[i] == 1;
-    if (!ok) c.fail(loc, "tl::load's mask shape " + shape_str(tm.shape) + " does not match the pointer shape " + shape_str(tp.shape));
+    for (int64_t i = 0; ok && i < tm.rank(); ++i)
+      ok = tm.shape[i] == tp.shape[i] || tm.shape[i] == 1 || tp.shape[i] == 1;
+    if (!ok)
+      c.fail(loc, "tl::load's mask shape " + shape_str(tm.shape) +
+                      " does not match the pointer shape " + shape_str(tp.shape));
   }
   m = to_bool(c, m);
   const auto shape = broadcast_shape(c, loc, tp, c.type(m), "tl::load's mask");
@@ -958,7 +1039,8 @@ Tile load(Operand ptr, Operand mask, Operand other, SourceLoc loc) {
   o = cast_value(c, o, tp.elem);
   const auto oshape = broadcast_shape(c, loc, tp.with_shape(shape), c.type(o), "tl::load's other");
   if (SmallVector<int64_t, 4>(oshape) != shape) {
-    c.fail(loc, "tl::load's other of shape " + shape_str(c.type(o).shape) + " does not fit the pointer shape " + shape_str(shape));
+    c.fail(loc, "tl::load's other of shape " + shape_str(c.type(o).shape) +
+                    " does not fit the pointer shape " + shape_str(shape));
   }
   p = to_shape(c, p, shape);
   return c.tile(c.builder().load(p, to_shape(c, m, shape), to_shape(c, o, shape)));
@@ -972,8 +1054,10 @@ void store_impl(TraceContext& c, SourceLoc loc, ValueId p, ValueId v, ValueId m)
   auto shape = broadcast_shape(c, loc, tp, c.type(v), "tl::store's value");
   if (m != ir::kNoValue) {
     const Type tm = c.type(m);
-    if (tm.is_block() && SmallVector<int64_t, 4>(shape) != tm.shape && tm.rank() != static_cast<int64_t>(shape.size())) {
-      c.fail(loc, "tl::store's mask shape " + shape_str(tm.shape) + " does not match the pointer shape " + shape_str(shape));
+    if (tm.is_block() && SmallVector<int64_t, 4>(shape) != tm.shape &&
+        tm.rank() != static_cast<int64_t>(shape.size())) {
+      c.fail(loc, "tl::store's mask shape " + shape_str(tm.shape) +
+                      " does not match the pointer shape " + shape_str(shape));
     }
     m = to_bool(c, m);
     shape = broadcast_shape(c, loc, tp.with_shape(shape), c.type(m), "tl::store's mask");
@@ -1056,12 +1140,14 @@ Tile argmin(Operand x, int axis, bool keep_dims, SourceLoc loc) {
   return keep(ir::ReduceKind::ArgMin, x, axis, keep_dims, "argmin", loc);
 }
 
-// ---- control flow ---------------------------------------------------------------------------------
+// ---- control flow
+// ---------------------------------------------------------------------------------
 
 void range(Operand lo, Operand hi, Operand step, FunctionRef<void(Tile)> body, SourceLoc loc) {
   TraceContext& c = ctx(loc);
   ValueId l = val(c, lo), h = val(c, hi), s = val(c, step);
-  for (auto [v, what] : {std::pair{l, "lower bound"}, std::pair{h, "upper bound"}, std::pair{s, "step"}}) {
+  for (auto [v, what] :
+       {std::pair{l, "lower bound"}, std::pair{h, "upper bound"}, std::pair{s, "step"}}) {
     const Type& t = c.type(v);
     if (!t.is_scalar() || !t.is_int() || t.elem == DType::Bool) {
       c.fail(loc, std::string("tl::range's ") + what + " must be a scalar integer, got " + t.str());
@@ -1070,7 +1156,8 @@ void range(Operand lo, Operand hi, Operand step, FunctionRef<void(Tile)> body, S
   if (const ir::Op* k = c.function().constant(s); k && k->ival <= 0) {
     c.fail(loc, "tl::range's step must be positive, got " + std::to_string(k->ival));
   }
-  DType it = integer_promote(loc, c, integer_promote(loc, c, c.type(l).elem, c.type(h).elem), c.type(s).elem);
+  DType it = integer_promote(loc, c, integer_promote(loc, c, c.type(l).elem, c.type(h).elem),
+                             c.type(s).elem);
   if (itemsize(it) < 4) it = DType::Int32;
   ir::Builder& b = c.builder();
   l = cast_value(c, l, it);
@@ -1081,7 +1168,8 @@ void range(Operand lo, Operand hi, Operand step, FunctionRef<void(Tile)> body, S
   const ValueId iv = region.args[0];
   const LiveVars lv = snapshot(c);
   std::vector<ValueId> placeholders;
-  for (size_t k = 0; k < lv.index.size(); ++k) placeholders.push_back(c.function().new_value(c.var(lv.index[k]).type));
+  for (size_t k = 0; k < lv.index.size(); ++k)
+    placeholders.push_back(c.function().new_value(c.var(lv.index[k]).type));
   auto traced = [&] { body(c.tile(iv)); };
   const std::vector<size_t> carried = trace_loop_body(c, region, lv, placeholders, traced, loc);
   std::vector<bool> is_carried(lv.index.size(), false);
@@ -1124,11 +1212,13 @@ void while_(FunctionRef<Tile()> cond, FunctionRef<void()> body, SourceLoc loc) {
     c.pop_scope();
     c.at(loc);
     for (size_t k = 0; k < lv.index.size(); ++k) {
-      if (c.var(lv.index[k]).value != pc[k]) c.fail(loc, "tl::while_'s condition assigns a tl::Var; assign it in the body");
+      if (c.var(lv.index[k]).value != pc[k])
+        c.fail(loc, "tl::while_'s condition assigns a tl::Var; assign it in the body");
     }
     ValueId cv = c.value(t, loc);
     if (!c.type(cv).is_scalar()) {
-      c.fail(loc, "tl::while_ needs a scalar condition, got a tile of shape " + shape_str(c.type(cv).shape));
+      c.fail(loc, "tl::while_ needs a scalar condition, got a tile of shape " +
+                      shape_str(c.type(cv).shape));
     }
     b.yield({to_bool(c, cv)});
   }
@@ -1163,25 +1253,29 @@ ir::MemOrder mem_order(TraceContext& c, const AtomicOptions& o, SourceLoc loc) {
   if (o.sem == "acquire") return ir::MemOrder::Acquire;
   if (o.sem == "release") return ir::MemOrder::Release;
   if (o.sem == "relaxed") return ir::MemOrder::Relaxed;
-  c.fail(loc, "atomic sem must be \"acq_rel\", \"acquire\", \"release\" or \"relaxed\", got \"" + o.sem + "\"");
+  c.fail(loc, "atomic sem must be \"acq_rel\", \"acquire\", \"release\" or \"relaxed\", got \"" +
+                  o.sem + "\"");
 }
 
 // Checks the pointer and broadcasts pointer, values (cast to the pointee type) and mask together.
-ValueId atomic_pointer(TraceContext& c, const Operand& ptr, const char* name, bool int_only, SourceLoc loc) {
+ValueId atomic_pointer(TraceContext& c, const Operand& ptr, const char* name, bool int_only,
+                       SourceLoc loc) {
   const ValueId p = val(c, ptr);
   const Type& t = c.type(p);
   if (!t.ptr) c.fail(loc, std::string("tl::") + name + " needs a pointer, got " + t.str());
   if (t.elem == DType::Bool || is_float8(t.elem) || (int_only && !is_integral(t.elem))) {
-    c.fail(loc, std::string("tl::") + name + " of " + ir::elem_name(t.elem) + " values is not supported" +
+    c.fail(loc, std::string("tl::") + name + " of " + ir::elem_name(t.elem) +
+                    " values is not supported" +
                     (int_only ? " (integers only)" : " (ints, fp16, bf16, fp32, fp64)"));
   }
   return p;
 }
 
-Tile atomic_rmw(ir::AtomicKind k, const char* name, Operand ptr, Operand v, std::optional<Operand> mask,
-                const AtomicOptions& o, SourceLoc loc) {
+Tile atomic_rmw(ir::AtomicKind k, const char* name, Operand ptr, Operand v,
+                std::optional<Operand> mask, const AtomicOptions& o, SourceLoc loc) {
   TraceContext& c = ctx(loc);
-  const bool int_only = k == ir::AtomicKind::And || k == ir::AtomicKind::Or || k == ir::AtomicKind::Xor;
+  const bool int_only =
+      k == ir::AtomicKind::And || k == ir::AtomicKind::Or || k == ir::AtomicKind::Xor;
   ValueId p = atomic_pointer(c, ptr, name, int_only, loc);
   const ir::MemOrder order = mem_order(c, o, loc);
   ValueId x = val(c, v);
@@ -1199,25 +1293,32 @@ Tile atomic_rmw(ir::AtomicKind k, const char* name, Operand ptr, Operand v, std:
 
 }  // namespace
 
-Tile atomic_add(Operand ptr, Operand v, std::optional<Operand> mask, AtomicOptions o, SourceLoc loc) {
+Tile atomic_add(Operand ptr, Operand v, std::optional<Operand> mask, AtomicOptions o,
+                SourceLoc loc) {
   return atomic_rmw(ir::AtomicKind::Add, "atomic_add", ptr, v, mask, o, loc);
 }
-Tile atomic_max(Operand ptr, Operand v, std::optional<Operand> mask, AtomicOptions o, SourceLoc loc) {
+Tile atomic_max(Operand ptr, Operand v, std::optional<Operand> mask, AtomicOptions o,
+                SourceLoc loc) {
   return atomic_rmw(ir::AtomicKind::Max, "atomic_max", ptr, v, mask, o, loc);
 }
-Tile atomic_min(Operand ptr, Operand v, std::optional<Operand> mask, AtomicOptions o, SourceLoc loc) {
+Tile atomic_min(Operand ptr, Operand v, std::optional<Operand> mask, AtomicOptions o,
+                SourceLoc loc) {
   return atomic_rmw(ir::AtomicKind::Min, "atomic_min", ptr, v, mask, o, loc);
 }
-Tile atomic_and(Operand ptr, Operand v, std::optional<Operand> mask, AtomicOptions o, SourceLoc loc) {
+Tile atomic_and(Operand ptr, Operand v, std::optional<Operand> mask, AtomicOptions o,
+                SourceLoc loc) {
   return atomic_rmw(ir::AtomicKind::And, "atomic_and", ptr, v, mask, o, loc);
 }
-Tile atomic_or(Operand ptr, Operand v, std::optional<Operand> mask, AtomicOptions o, SourceLoc loc) {
+Tile atomic_or(Operand ptr, Operand v, std::optional<Operand> mask, AtomicOptions o,
+               SourceLoc loc) {
   return atomic_rmw(ir::AtomicKind::Or, "atomic_or", ptr, v, mask, o, loc);
 }
-Tile atomic_xor(Operand ptr, Operand v, std::optional<Operand> mask, AtomicOptions o, SourceLoc loc) {
+Tile atomic_xor(Operand ptr, Operand v, std::optional<Operand> mask, AtomicOptions o,
+                SourceLoc loc) {
   return atomic_rmw(ir::AtomicKind::Xor, "atomic_xor", ptr, v, mask, o, loc);
 }
-Tile atomic_xchg(Operand ptr, Operand v, std::optional<Operand> mask, AtomicOptions o, SourceLoc loc) {
+Tile atomic_xchg(Operand ptr, Operand v, std::optional<Operand> mask, AtomicOptions o,
+                 SourceLoc loc) {
   return atomic_rmw(ir::AtomicKind::Xchg, "atomic_xchg", ptr, v, mask, o, loc);
 }
 Tile atomic_cas(Operand ptr, Operand cmp, Operand v, AtomicOptions o, SourceLoc loc) {
@@ -1233,30 +1334,32 @@ Tile atomic_cas(Operand ptr, Operand cmp, Operand v, AtomicOptions o, SourceLoc 
   return c.tile(c.builder().atomic_cas(order, p, x, y));
 }
 
-// ---- reductions and scans with a combine function --------------------------------------------------
+// ---- reductions and scans with a combine function
+// --------------------------------------------------
 
 namespace {
 
-std::vector<Tile> combine_op(const std::vector<Tile>& inputs, int axis, CombineFn combine, bool scan, bool reverse,
-                             const char* name, SourceLoc loc) {
+std::vector<Tile> combine_op(const std::vector<Tile>& inputs, int axis, CombineFn combine,
+                             bool scan, bool reverse, const char* name, SourceLoc loc) {
   TraceContext& c = ctx(loc);
   if (inputs.empty()) c.fail(loc, std::string("tl::") + name + " needs at least one input");
   std::vector<ValueId> vs;
   for (const Tile& t : inputs) {
     const ValueId v = c.value(t, loc);
     const Type& ty = c.type(v);
-    if (!ty.is_block() || ty.ptr) c.fail(loc, std::string("tl::") + name + " needs tiles of values, got " + ty.str());
+    if (!ty.is_block() || ty.ptr)
+      c.fail(loc, std::string("tl::") + name + " needs tiles of values, got " + ty.str());
     if (!vs.empty() && ty.shape != c.type(vs[0]).shape) {
-      c.fail(loc, std::string("tl::") + name + ": the inputs' shapes differ (" + shape_str(c.type(vs[0]).shape) +
-                      " and " + shape_str(ty.shape) + ")");
+      c.fail(loc, std::string("tl::") + name + ": the inputs' shapes differ (" +
+                      shape_str(c.type(vs[0]).shape) + " and " + shape_str(ty.shape) + ")");
     }
     vs.push_back(v);
   }
   const int64_t rank = c.type(vs[0]).rank();
   int64_t a = axis;
   if (a < -rank || a >= rank) {
-    c.fail(loc, std::string("tl::") + name + ": axis " + std::to_string(axis) + " is out of range for rank " +
-                    std::to_string(rank));
+    c.fail(loc, std::string("tl::") + name + ": axis " + std::to_string(axis) +
+                    " is out of range for rank " + std::to_string(rank));
   }
   if (a < 0) a += rank;
   ir::Builder& b = c.builder();
@@ -1275,20 +1378,23 @@ std::vector<Tile> combine_op(const std::vector<Tile>& inputs, int axis, CombineF
     c.pop_scope();
     c.at(loc);
     if (out.size() != vs.size()) {
-      c.fail(loc, std::string("tl::") + name + "'s combine function returned " + std::to_string(out.size()) +
-                      " values for " + std::to_string(vs.size()) + " inputs");
+      c.fail(loc, std::string("tl::") + name + "'s combine function returned " +
+                      std::to_string(out.size()) + " values for " + std::to_string(vs.size()) +
+                      " inputs");
     }
     std::vector<ValueId> ys;
     for (size_t k = 0; k < out.size(); ++k) {
       const ValueId y = c.value(out[k], loc);
-      if (!c.type(y).is_scalar()) c.fail(loc, std::string("tl::") + name + "'s combine function must return scalars");
+      if (!c.type(y).is_scalar())
+        c.fail(loc, std::string("tl::") + name + "'s combine function must return scalars");
       ys.push_back(cast_value(c, y, c.type(vs[k]).elem));
     }
     b.yield(ys);
   }
   ir::walk(region, [&](const ir::Op* o) {
     if (o->kind == ir::OpKind::Load || o->has_side_effects()) {
-      c.fail(loc, std::string("tl::") + name + "'s combine function must be pure (no loads, stores, atomics or prints)");
+      c.fail(loc, std::string("tl::") + name +
+                      "'s combine function must be pure (no loads, stores, atomics or prints)");
     }
   });
   b.insert(op);
@@ -1299,31 +1405,39 @@ std::vector<Tile> combine_op(const std::vector<Tile>& inputs, int axis, CombineF
 
 }  // namespace
 
-std::vector<Tile> reduce(const std::vector<Tile>& inputs, int axis, CombineFn combine, bool keep_dims, SourceLoc loc) {
+std::vector<Tile> reduce(const std::vector<Tile>& inputs, int axis, CombineFn combine,
+                         bool keep_dims, SourceLoc loc) {
   std::vector<Tile> r = combine_op(inputs, axis, combine, false, false, "reduce", loc);
   if (keep_dims) {
     const int64_t rank = static_cast<int64_t>(inputs[0].rank());
-    for (Tile& t : r) t = expand_dims(Operand(t, loc), axis < 0 ? static_cast<int>(axis + rank) : axis, loc);
+    for (Tile& t : r)
+      t = expand_dims(Operand(t, loc), axis < 0 ? static_cast<int>(axis + rank) : axis, loc);
   }
   return r;
 }
 
-Tile reduce(Operand input, int axis, FunctionRef<Tile(Tile, Tile)> combine, bool keep_dims, SourceLoc loc) {
+Tile reduce(Operand input, int axis, FunctionRef<Tile(Tile, Tile)> combine, bool keep_dims,
+            SourceLoc loc) {
   TraceContext& c = ctx(loc);
   const Tile x = c.tile(val(c, input));
-  auto fn = [&](const std::vector<Tile>& a, const std::vector<Tile>& b) { return std::vector<Tile>{combine(a[0], b[0])}; };
+  auto fn = [&](const std::vector<Tile>& a, const std::vector<Tile>& b) {
+    return std::vector<Tile>{combine(a[0], b[0])};
+  };
   return reduce(std::vector<Tile>{x}, axis, fn, keep_dims, loc)[0];
 }
 
-std::vector<Tile> associative_scan(const std::vector<Tile>& inputs, int axis, CombineFn combine, bool reverse,
-                                   SourceLoc loc) {
+std::vector<Tile> associative_scan(const std::vector<Tile>& inputs, int axis, CombineFn combine,
+                                   bool reverse, SourceLoc loc) {
   return combine_op(inputs, axis, combine, true, reverse, "associative_scan", loc);
 }
 
-Tile associative_scan(Operand input, int axis, FunctionRef<Tile(Tile, Tile)> combine, bool reverse, SourceLoc loc) {
+Tile associative_scan(Operand input, int axis, FunctionRef<Tile(Tile, Tile)> combine, bool reverse,
+                      SourceLoc loc) {
   TraceContext& c = ctx(loc);
   const Tile x = c.tile(val(c, input));
-  auto fn = [&](const std::vector<Tile>& a, const std::vector<Tile>& b) { return std::vector<Tile>{combine(a[0], b[0])}; };
+  auto fn = [&](const std::vector<Tile>& a, const std::vector<Tile>& b) {
+    return std::vector<Tile>{combine(a[0], b[0])};
+  };
   return associative_scan(std::vector<Tile>{x}, axis, fn, reverse, loc)[0];
 }
 
@@ -1332,7 +1446,8 @@ Tile cumulative(Operand x, int axis, bool reverse, bool product, SourceLoc loc) 
   TraceContext& c = ctx(loc);
   ValueId v = val(c, x);
   const Type t = c.type(v);
-  if (t.ptr || is_float8(t.elem)) c.fail(loc, std::string("tl::") + (product ? "cumprod" : "cumsum") + " of " + t.str());
+  if (t.ptr || is_float8(t.elem))
+    c.fail(loc, std::string("tl::") + (product ? "cumprod" : "cumsum") + " of " + t.str());
   // The accumulation type of tl::sum.
   if (t.elem == DType::Bool) {
     v = cast_value(c, v, DType::Int32);
@@ -1341,7 +1456,10 @@ Tile cumulative(Operand x, int axis, bool reverse, bool product, SourceLoc loc) 
   } else if (t.elem == DType::BFloat16 || t.elem == DType::Float16) {
     v = cast_value(c, v, DType::Float32);
   }
-  auto fn = [&](Tile a, Tile b) { return product ? Tile(Operand(a, loc) * Operand(b, loc)) : Tile(Operand(a, loc) + Operand(b, loc)); };
+  auto fn = [&](Tile a, Tile b) {
+    return product ? Tile(Operand(a, loc) * Operand(b, loc))
+                   : Tile(Operand(a, loc) + Operand(b, loc));
+  };
   return associative_scan(Operand(c.tile(v), loc), axis, fn, reverse, loc);
 }
 }  // namespace
@@ -1353,7 +1471,8 @@ Tile cumprod(Operand x, int axis, bool reverse, SourceLoc loc) {
   return cumulative(x, axis, reverse, true, loc);
 }
 
-// ---- assertions and printing -----------------------------------------------------------------------
+// ---- assertions and printing
+// -----------------------------------------------------------------------
 
 void static_assert_(Operand cond, std::string_view message, SourceLoc loc) {
   TraceContext& c = ctx(loc);
@@ -1364,14 +1483,17 @@ void static_assert_(Operand cond, std::string_view message, SourceLoc loc) {
                     " (use tl::device_assert for runtime checks)");
   }
   const bool holds = c.type(v).is_float() ? k->fval != 0 : k->ival != 0;
-  if (!holds) c.fail(loc, "static_assert failed" + (message.empty() ? std::string() : ": " + std::string(message)));
+  if (!holds)
+    c.fail(loc, "static_assert failed" +
+                    (message.empty() ? std::string() : ": " + std::string(message)));
 }
 
 void device_assert(Operand cond, std::string_view message, SourceLoc loc) {
   TraceContext& c = ctx(loc);
   const ValueId v = val(c, cond);
   if (c.type(v).ptr) c.fail(loc, "tl::device_assert of a pointer");
-  c.builder().assert_(to_bool(c, v), message.empty() ? std::string("assertion failed") : std::string(message));
+  c.builder().assert_(to_bool(c, v),
+                      message.empty() ? std::string("assertion failed") : std::string(message));
 }
 
 void device_print(std::string_view prefix, std::initializer_list<Operand> values, SourceLoc loc) {
@@ -1400,9 +1522,12 @@ std::array<Tile, 4> randint4x(Operand seed, Operand offset, int n_rounds, Source
   if (to.ptr || !to.is_int() || to.elem == DType::Bool) {
     c.fail(loc, "tl::rand*: the offsets must be integers, got " + to.str());
   }
-  if (n_rounds < 1 || n_rounds > 64) c.fail(loc, "tl::rand*: n_rounds must be in [1, 64], got " + std::to_string(n_rounds));
+  if (n_rounds < 1 || n_rounds > 64)
+    c.fail(loc, "tl::rand*: n_rounds must be in [1, 64], got " + std::to_string(n_rounds));
   auto u32 = [&](Operand x) { return cast(x, DType::UInt32, loc); };
-  auto lit = [&](uint32_t v) { return cast(Operand(static_cast<int64_t>(v), loc), DType::UInt32, loc); };
+  auto lit = [&](uint32_t v) {
+    return cast(Operand(static_cast<int64_t>(v), loc), DType::UInt32, loc);
+  };
   const Tile s64 = cast(seed, DType::Int64, loc);
   Tile k0 = u32(Operand(s64, loc)), k1 = u32(Operand(Operand(s64, loc) >> Operand(32, loc), loc));
   // Counter (lo32(offset), hi32(offset), 0, 0); the high word of an int32 offset is 0, as Triton.
@@ -1411,7 +1536,8 @@ std::array<Tile, 4> randint4x(Operand seed, Operand offset, int n_rounds, Source
                 ? u32(Operand(Operand(offset) >> Operand(32, loc), loc))
                 : Operand(c0, loc) * Operand(0, loc);
   Tile c2 = Operand(c0, loc) * Operand(0, loc), c3 = c2;
-  const Tile mul_a = lit(0xD2511F53u), mul_b = lit(0xCD9E8D57u), key_a = lit(0x9E3779B9u), key_b = lit(0xBB67AE85u);
+  const Tile mul_a = lit(0xD2511F53u), mul_b = lit(0xCD9E8D57u), key_a = lit(0x9E3779B9u),
+             key_b = lit(0xBB67AE85u);
   for (int r = 0; r < n_rounds; ++r) {
     const Tile n0 = umulhi(mul_b, c2, loc) ^ c1 ^ k0;
     const Tile n2 = umulhi(mul_a, c0, loc) ^ c3 ^ k1;
@@ -1447,10 +1573,14 @@ Tile randn(Operand seed, Operand offset, int n_rounds, SourceLoc loc) {
   };
   // (float64 constants built directly: a C++ literal is a float32 constant in the language)
   TraceContext& c = ctx(loc);
-  auto f64 = [&](double v) { return c.tile(c.builder().constant_float(v, Type::scalar(DType::Float64))); };
-  const Tile u1 = Operand(Operand(top24(r[0]), loc) + Operand(f64(1.0), loc), loc) * Operand(f64(1.0 / 16777216.0), loc);
+  auto f64 = [&](double v) {
+    return c.tile(c.builder().constant_float(v, Type::scalar(DType::Float64)));
+  };
+  const Tile u1 = Operand(Operand(top24(r[0]), loc) + Operand(f64(1.0), loc), loc) *
+                  Operand(f64(1.0 / 16777216.0), loc);
   const Tile u2 = Operand(top24(r[1]), loc) * Operand(f64(1.0 / 16777216.0), loc);
-  const Tile rad = sqrt(Operand(Operand(f64(-2.0), loc) * Operand(log(Operand(u1, loc), loc), loc), loc), loc);
+  const Tile rad =
+      sqrt(Operand(Operand(f64(-2.0), loc) * Operand(log(Operand(u1, loc), loc), loc), loc), loc);
   const Tile ang = cos(Operand(Operand(f64(6.283185307179586), loc) * Operand(u2, loc), loc), loc);
   return cast(Operand(Operand(rad, loc) * Operand(ang, loc), loc), DType::Float32, loc);
 }
@@ -1463,34 +1593,69 @@ void if_(Operand cond, FunctionRef<void()> then_body, SourceLoc loc) {
   if_impl(cond, then_body, nullptr, loc);
 }
 
-void if_(Operand cond, FunctionRef<void()> then_body, FunctionRef<void()> else_body, SourceLoc loc) {
+void if_(Operand cond, FunctionRef<void()> then_body, FunctionRef<void()> else_body,
+         SourceLoc loc) {
   if_impl(cond, then_body, &else_body, loc);
 }
 
-// ---- operators ------------------------------------------------------------------------------------
+// ---- operators
+// ------------------------------------------------------------------------------------
 
-Tile operator+(Operand a, Operand b) { return arith(BinaryKind::Add, a, b, "+"); }
-Tile operator-(Operand a, Operand b) { return arith(BinaryKind::Sub, a, b, "-"); }
-Tile operator*(Operand a, Operand b) { return arith(BinaryKind::Mul, a, b, "*"); }
-Tile operator/(Operand a, Operand b) { return arith(BinaryKind::Div, a, b, "/"); }
-Tile operator%(Operand a, Operand b) { return arith(BinaryKind::Rem, a, b, "%"); }
-Tile operator&(Operand a, Operand b) { return arith(BinaryKind::And, a, b, "&"); }
-Tile operator|(Operand a, Operand b) { return arith(BinaryKind::Or, a, b, "|"); }
-Tile operator^(Operand a, Operand b) { return arith(BinaryKind::Xor, a, b, "^"); }
-Tile operator<<(Operand a, Operand b) { return arith(BinaryKind::Shl, a, b, "<<"); }
-Tile operator>>(Operand a, Operand b) { return arith(BinaryKind::Shr, a, b, ">>"); }
-Tile operator==(Operand a, Operand b) { return compare(CmpKind::EQ, a, b, "=="); }
-Tile operator!=(Operand a, Operand b) { return compare(CmpKind::NE, a, b, "!="); }
-Tile operator<(Operand a, Operand b) { return compare(CmpKind::LT, a, b, "<"); }
-Tile operator<=(Operand a, Operand b) { return compare(CmpKind::LE, a, b, "<="); }
-Tile operator>(Operand a, Operand b) { return compare(CmpKind::GT, a, b, ">"); }
-Tile operator>=(Operand a, Operand b) { return compare(CmpKind::GE, a, b, ">="); }
+Tile operator+(Operand a, Operand b) {
+  return arith(BinaryKind::Add, a, b, "+");
+}
+Tile operator-(Operand a, Operand b) {
+  return arith(BinaryKind::Sub, a, b, "-");
+}
+Tile operator*(Operand a, Operand b) {
+  return arith(BinaryKind::Mul, a, b, "*");
+}
+Tile operator/(Operand a, Operand b) {
+  return arith(BinaryKind::Div, a, b, "/");
+}
+Tile operator%(Operand a, Operand b) {
+  return arith(BinaryKind::Rem, a, b, "%");
+}
+Tile operator&(Operand a, Operand b) {
+  return arith(BinaryKind::And, a, b, "&");
+}
+Tile operator|(Operand a, Operand b) {
+  return arith(BinaryKind::Or, a, b, "|");
+}
+Tile operator^(Operand a, Operand b) {
+  return arith(BinaryKind::Xor, a, b, "^");
+}
+Tile operator<<(Operand a, Operand b) {
+  return arith(BinaryKind::Shl, a, b, "<<");
+}
+Tile operator>>(Operand a, Operand b) {
+  return arith(BinaryKind::Shr, a, b, ">>");
+}
+Tile operator==(Operand a, Operand b) {
+  return compare(CmpKind::EQ, a, b, "==");
+}
+Tile operator!=(Operand a, Operand b) {
+  return compare(CmpKind::NE, a, b, "!=");
+}
+Tile operator<(Operand a, Operand b) {
+  return compare(CmpKind::LT, a, b, "<");
+}
+Tile operator<=(Operand a, Operand b) {
+  return compare(CmpKind::LE, a, b, "<=");
+}
+Tile operator>(Operand a, Operand b) {
+  return compare(CmpKind::GT, a, b, ">");
+}
+Tile operator>=(Operand a, Operand b) {
+  return compare(CmpKind::GE, a, b, ">=");
+}
 
 Tile operator-(Operand a) {
   TraceContext& c = ctx(a.loc);
   const ValueId v = val(c, a);
   const Type& t = c.type(v);
-  if (t.ptr || t.elem == DType::Bool || is_float8(t.elem)) c.fail(a.loc, "unary minus of " + t.str());
+  if (t.ptr || t.elem == DType::Bool || is_float8(t.elem))
+    c.fail(a.loc, "unary minus of " + t.str());
   return c.tile(c.builder().unary(UnaryKind::Neg, v));
 }
 
@@ -1498,7 +1663,8 @@ Tile operator~(Operand a) {
   TraceContext& c = ctx(a.loc);
   const ValueId v = val(c, a);
   const Type& t = c.type(v);
-  if (t.ptr || t.is_float()) c.fail(a.loc, "bitwise not (~) needs an integer or boolean operand, got " + t.str());
+  if (t.ptr || t.is_float())
+    c.fail(a.loc, "bitwise not (~) needs an integer or boolean operand, got " + t.str());
   return c.tile(c.builder().unary(UnaryKind::Not, v));
 }
 

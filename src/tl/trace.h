@@ -110,9 +110,9 @@ class KernelError {
 }  // namespace tessera::tl
 
 /** `TL_CHECK(cond, loc) << "msg"`: a user mistake in a kernel. */
-#define TL_CHECK(cond, loc)                      \
+#define TL_CHECK(cond, loc)                           \
   if (__builtin_expect(static_cast<bool>(cond), 1)) { \
-  } else                                         \
+  } else                                              \
     ::tessera::tl::KernelRaise() & ::tessera::tl::KernelError(loc)
 
 namespace tessera::tl {

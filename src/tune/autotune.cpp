@@ -26,7 +26,8 @@ using detail::Candidate;
 using detail::TunedState;
 using PKind = JITFunction::ParamSpec::Kind;
 
-// ---- values, configs, args -------------------------------------------------------------------------
+// ---- values, configs, args
+// -------------------------------------------------------------------------
 
 MetaArg MetaValue::as_meta(std::string_view name) const {
   MetaArg m{name, kind};
@@ -54,7 +55,8 @@ std::string MetaValue::str() const {
 }
 
 bool MetaValue::operator==(const MetaValue& o) const {
-  return kind == o.kind && i == o.i && (f == o.f || (std::isnan(f) && std::isnan(o.f))) && dtype == o.dtype;
+  return kind == o.kind && i == o.i && (f == o.f || (std::isnan(f) && std::isnan(o.f))) &&
+         dtype == o.dtype;
 }
 
 namespace {
@@ -72,11 +74,13 @@ Config::Config(std::initializer_list<std::pair<std::string, MetaValue>> kw, int6
                std::optional<int64_t> mr)
     : Config(std::vector<std::pair<std::string, MetaValue>>(kw), nw, ns, mr) {}
 
-Config::Config(std::vector<std::pair<std::string, MetaValue>> kw, int64_t nw, int64_t ns, std::optional<int64_t> mr)
+Config::Config(std::vector<std::pair<std::string, MetaValue>> kw, int64_t nw, int64_t ns,
+               std::optional<int64_t> mr)
     : kwargs(std::move(kw)), num_warps(nw), num_stages(ns), maxnreg(mr) {
   TS_CHECK(num_warps >= 1 && (num_warps & (num_warps - 1)) == 0, ValueError)
       << "tl::Config: num_warps must be a power of 2, got " << num_warps;
-  TS_CHECK(num_stages >= 1, ValueError) << "tl::Config: num_stages must be >= 1, got " << num_stages;
+  TS_CHECK(num_stages >= 1, ValueError)
+      << "tl::Config: num_stages must be >= 1, got " << num_stages;
   for (size_t a = 0; a < kwargs.size(); ++a) {
     for (size_t b = a + 1; b < kwargs.size(); ++b) {
       TS_CHECK(kwargs[a].first != kwargs[b].first, ValueError)
@@ -127,7 +131,8 @@ const Tensor& Args::tensor(std::string_view name) const {
 int64_t Args::operator[](std::string_view name) const {
   const Entry& e = get(name);
   if (e.kind == Entry::Kind::Int) return static_cast<int64_t>(e.sym);  // guards while compiling
-  if (e.kind == Entry::Kind::Meta && (e.meta.kind == MetaArg::Kind::Int || e.meta.kind == MetaArg::Kind::Bool))
+  if (e.kind == Entry::Kind::Meta &&
+      (e.meta.kind == MetaArg::Kind::Int || e.meta.kind == MetaArg::Kind::Bool))
     return e.meta.i;
   TS_ERROR(TypeError) << "[kernel " << kernel_ << "] argument '" << name << "' is not an integer";
 }
@@ -157,10 +162,12 @@ MetaValue Args::value(std::string_view name) const {
     case Entry::Kind::Tensor:
       break;
   }
-  TS_ERROR(TypeError) << "[kernel " << kernel_ << "] argument '" << name << "' is a tensor, not a value";
+  TS_ERROR(TypeError) << "[kernel " << kernel_ << "] argument '" << name
+                      << "' is a tensor, not a value";
 }
 
-// ---- the tuned state ---------------------------------------------------------------------------------
+// ---- the tuned state
+// ---------------------------------------------------------------------------------
 
 namespace detail {
 namespace {
@@ -260,7 +267,9 @@ std::vector<Candidate> TunedState::candidates(const Args& named, SourceLoc loc) 
                      "; do not pass tuned or heuristic meta-parameters at the launch");
     }
     for (const auto& [m, v] : c.meta) {
-      if (m == n) tune_error(name(), loc, "meta-parameter '" + n + "' is set twice (the second time by " + by + ")");
+      if (m == n)
+        tune_error(name(), loc,
+                   "meta-parameter '" + n + "' is set twice (the second time by " + by + ")");
     }
   };
   for (size_t li = layers.size(); li-- > 0;) {  // outermost first
@@ -315,11 +324,13 @@ void TunedState::with_candidate(ArrayRef<KernelArg> args, const Candidate& c, So
 
 void TunedState::before_launch(const Args& named, const Candidate& c) const {
   if (tune_layer < 0 || c.config < 0) return;
-  const Config& cfg = layers[static_cast<size_t>(tune_layer)].configs[static_cast<size_t>(c.config)];
+  const Config& cfg =
+      layers[static_cast<size_t>(tune_layer)].configs[static_cast<size_t>(c.config)];
   if (cfg.pre_hook) cfg.pre_hook(with_meta(named, c.meta));
 }
 
-size_t TunedState::choose(ArrayRef<KernelArg> args, const Args& named, const std::vector<Candidate>& cands,
+size_t TunedState::choose(ArrayRef<KernelArg> args, const Args& named,
+                          const std::vector<Candidate>& cands,
                           FunctionRef<void(size_t)> launch_candidate, SourceLoc loc) const {
   if (cands.size() == 1) {
     std::lock_guard<std::mutex> g(mutex);
@@ -369,7 +380,9 @@ const Args::Entry* entry_of(const Args& a, std::string_view name) {
 // divisible by 16 (unless the kernel opts out for that parameter).
 int spec_code(const KernelState& s, const Args::Entry& e) {
   if (e.kind == Args::Entry::Kind::Tensor) {
-    return !e.tensor->has_data() || reinterpret_cast<uintptr_t>(e.tensor->impl()->data()) % 16 == 0 ? 'a' : '-';
+    return !e.tensor->has_data() || reinterpret_cast<uintptr_t>(e.tensor->impl()->data()) % 16 == 0
+               ? 'a'
+               : '-';
   }
   if (e.kind != Args::Entry::Kind::Int) return 0;
   size_t p = 0;
@@ -393,7 +406,8 @@ void TunedState::key_words(const Args& named, std::vector<int64_t>& out) const {
     switch (e->kind) {
       case Args::Entry::Kind::Tensor:
         out.push_back(e->tensor->dim());
-        for (int64_t d = 0; d < e->tensor->dim(); ++d) out.push_back(e->tensor->size(d).expect_int());
+        for (int64_t d = 0; d < e->tensor->dim(); ++d)
+          out.push_back(e->tensor->size(d).expect_int());
         break;
       case Args::Entry::Kind::Int:
         out.push_back(e->sym.expect_int());
@@ -432,7 +446,8 @@ std::string TunedState::key_text(const Args& named) const {
     switch (e->kind) {
       case Args::Entry::Kind::Tensor: {
         key += "[";
-        for (int64_t d = 0; d < e->tensor->dim(); ++d) key += (d ? "," : "") + std::to_string(e->tensor->size(d).expect_int());
+        for (int64_t d = 0; d < e->tensor->dim(); ++d)
+          key += (d ? "," : "") + std::to_string(e->tensor->size(d).expect_int());
         key += "]";
         break;
       }
@@ -454,20 +469,25 @@ std::string TunedState::key_text(const Args& named) const {
   std::string dtypes, spec;
   const auto& s = kernel->state();
   for (const auto& e : named.entries()) {
-    if (e.kind == Args::Entry::Kind::Tensor) dtypes += std::string(dtypes.empty() ? "" : ",") + dtype_name(e.tensor->dtype());
+    if (e.kind == Args::Entry::Kind::Tensor)
+      dtypes += std::string(dtypes.empty() ? "" : ",") + dtype_name(e.tensor->dtype());
     if (const int c = spec_code(s, e)) spec += static_cast<char>(c);
   }
   return key + "dtypes=" + dtypes + " spec=" + spec;
 }
 
-int TunedState::tune(ArrayRef<KernelArg> args, const Args& named, const std::vector<Candidate>& cands,
-                     FunctionRef<void(size_t)> launch_candidate, const std::string& key, SourceLoc loc) const {
+int TunedState::tune(ArrayRef<KernelArg> args, const Args& named,
+                     const std::vector<Candidate>& cands,
+                     FunctionRef<void(size_t)> launch_candidate, const std::string& key,
+                     SourceLoc loc) const {
   const Layer& L = layers[static_cast<size_t>(tune_layer)];
   const AutotuneOptions& o = L.options;
   auto& s = kernel->state();
   const auto t_round = Clock::now();
   const bool print = knobs().print_autotuning;
-  auto cfg_of = [&](size_t i) -> const Config& { return L.configs[static_cast<size_t>(cands[i].config)]; };
+  auto cfg_of = [&](size_t i) -> const Config& {
+    return L.configs[static_cast<size_t>(cands[i].config)];
+  };
 
   // Pruning: early_config_prune, then perf_model / top_k.
   std::vector<size_t> pool(cands.size());
@@ -479,19 +499,27 @@ int TunedState::tune(ArrayRef<KernelArg> args, const Args& named, const std::vec
     std::vector<size_t> next;
     for (size_t i : pool) {
       const std::string cs = cfg_of(i).str();
-      if (std::any_of(kept.begin(), kept.end(), [&](const Config& c) { return c.str() == cs; })) next.push_back(i);
+      if (std::any_of(kept.begin(), kept.end(), [&](const Config& c) { return c.str() == cs; }))
+        next.push_back(i);
     }
-    if (next.empty()) tune_error(name(), loc, "early_config_prune kept none of the " + std::to_string(pool.size()) + " configs");
+    if (next.empty())
+      tune_error(name(), loc,
+                 "early_config_prune kept none of the " + std::to_string(pool.size()) + " configs");
     pool = std::move(next);
   }
   if (o.prune_configs_by.perf_model && o.prune_configs_by.top_k > 0) {
     const double tk = o.prune_configs_by.top_k;
-    const size_t k = tk >= 1 ? static_cast<size_t>(tk)
-                             : std::max<size_t>(1, static_cast<size_t>(std::ceil(tk * static_cast<double>(pool.size()))));
+    const size_t k =
+        tk >= 1 ? static_cast<size_t>(tk)
+                : std::max<size_t>(
+                      1, static_cast<size_t>(std::ceil(tk * static_cast<double>(pool.size()))));
     if (k < pool.size()) {
       std::vector<std::pair<double, size_t>> est;
-      for (size_t i : pool) est.emplace_back(o.prune_configs_by.perf_model(cfg_of(i), with_meta(named, cands[i].meta)), i);
-      std::stable_sort(est.begin(), est.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (size_t i : pool)
+        est.emplace_back(o.prune_configs_by.perf_model(cfg_of(i), with_meta(named, cands[i].meta)),
+                         i);
+      std::stable_sort(est.begin(), est.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
       pool.clear();
       for (size_t j = 0; j < k; ++j) pool.push_back(est[j].second);
     }
@@ -579,13 +607,16 @@ int TunedState::tune(ArrayRef<KernelArg> args, const Args& named, const std::vec
     for (const auto& e : named.entries()) {
       if (e.kind != Args::Entry::Kind::Tensor || !e.tensor->has_data()) continue;
       const std::string n(e.name);
-      const bool zero = std::find(o.reset_to_zero.begin(), o.reset_to_zero.end(), n) != o.reset_to_zero.end();
-      bool keep = std::find(o.restore_value.begin(), o.restore_value.end(), n) != o.restore_value.end();
+      const bool zero =
+          std::find(o.reset_to_zero.begin(), o.reset_to_zero.end(), n) != o.reset_to_zero.end();
+      bool keep =
+          std::find(o.restore_value.begin(), o.restore_value.end(), n) != o.restore_value.end();
       if (!keep && o.restore_written && !zero) {
         size_t p = 0;
         while (p < s.params.size() && s.params[p].name != n) ++p;
         for (size_t j : to_time) {
-          if (p < kernels[j]->read.size() && kernels[j]->read[p] && kernels[j]->written[p]) keep = true;
+          if (p < kernels[j]->read.size() && kernels[j]->read[p] && kernels[j]->written[p])
+            keep = true;
         }
       }
       if (zero) zeroed.push_back(*e.tensor);
@@ -639,7 +670,8 @@ int TunedState::tune(ArrayRef<KernelArg> args, const Args& named, const std::vec
           });
         } else {
           try {
-            const auto runs = testing::detail::bench_runs(call, setup, teardown, o.warmup, o.rep, true);
+            const auto runs =
+                testing::detail::bench_runs(call, setup, teardown, o.warmup, o.rep, true);
             ms[j] = testing::detail::quantile(runs, 0.5);
           } catch (...) {
             if (o.post_hook) o.post_hook(view, std::current_exception());
@@ -660,8 +692,10 @@ int TunedState::tune(ArrayRef<KernelArg> args, const Args& named, const std::vec
       const double elapsed = ms_since(t_round);
       if (progress_allowed && elapsed > 1000 && timed < distinct) {
         const double per = ms_since(t_timing) / static_cast<double>(timed ? timed : 1);
-        std::fprintf(stderr, "\r[tessera autotune] %s: compiled %zu, timed %zu/%zu, ~%.1f s left   ", s.name.c_str(),
-                     compiled, timed, distinct, per * static_cast<double>(distinct - timed) / 1000.0);
+        std::fprintf(stderr,
+                     "\r[tessera autotune] %s: compiled %zu, timed %zu/%zu, ~%.1f s left   ",
+                     s.name.c_str(), compiled, timed, distinct,
+                     per * static_cast<double>(distinct - timed) / 1000.0);
         std::fflush(stderr);
         progress_shown = true;
       }
@@ -688,7 +722,8 @@ int TunedState::tune(ArrayRef<KernelArg> args, const Args& named, const std::vec
     }
     if (!best) {
       std::string all;
-      for (size_t i : pool) all += "\n  " + cfg_of(i).str() + ": " + (reason[i].empty() ? "not timed" : reason[i]);
+      for (size_t i : pool)
+        all += "\n  " + cfg_of(i).str() + ": " + (reason[i].empty() ? "not timed" : reason[i]);
       tune_error(name(), loc, "every autotuning config failed:" + all);
     }
     winner = cands[ok[*best]].config;
@@ -713,8 +748,10 @@ int TunedState::tune(ArrayRef<KernelArg> args, const Args& named, const std::vec
         os << "pruned";
       } else if (j == ok.end() || !std::isfinite(ms[static_cast<size_t>(j - ok.begin())])) {
         const size_t jj = static_cast<size_t>(j - ok.begin());
-        os << (j != ok.end() && found[jj] ? "recorded, not re-timed"
-                                          : "skipped (" + (reason[i].empty() ? std::string("not timed") : reason[i]) + ")");
+        os << (j != ok.end() && found[jj]
+                   ? "recorded, not re-timed"
+                   : "skipped (" + (reason[i].empty() ? std::string("not timed") : reason[i]) +
+                         ")");
       } else {
         const size_t jj = static_cast<size_t>(j - ok.begin());
         os << ms[jj] << " ms";
@@ -722,9 +759,9 @@ int TunedState::tune(ArrayRef<KernelArg> args, const Args& named, const std::vec
       }
       os << "\n";
     }
-    os << "  best: " << L.configs[static_cast<size_t>(winner)].str() << "; " << compiled << " compiled in "
-       << static_cast<int64_t>(compile_ms) << " ms, " << timed << " timed, round " << static_cast<int64_t>(ms_since(t_round))
-       << " ms\n";
+    os << "  best: " << L.configs[static_cast<size_t>(winner)].str() << "; " << compiled
+       << " compiled in " << static_cast<int64_t>(compile_ms) << " ms, " << timed
+       << " timed, round " << static_cast<int64_t>(ms_since(t_round)) << " ms\n";
     std::cerr << os.str() << std::flush;
   }
   return winner;
@@ -737,9 +774,11 @@ void TunedState::launch(const Launcher& launcher, ArrayRef<KernelArg> args) cons
   // a tuned meta-parameter itself still gets the conflict error from candidates()).
   std::shared_ptr<const std::vector<Candidate>> fixed;
   std::vector<Candidate> per_call;
-  const bool has_heuristics = std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return !l.autotune; });
-  const bool launch_sets_meta = std::any_of(nm.entries().begin(), nm.entries().end(),
-                                            [](const Args::Entry& e) { return e.kind == Args::Entry::Kind::Meta; });
+  const bool has_heuristics =
+      std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return !l.autotune; });
+  const bool launch_sets_meta =
+      std::any_of(nm.entries().begin(), nm.entries().end(),
+                  [](const Args::Entry& e) { return e.kind == Args::Entry::Kind::Meta; });
   if (!has_heuristics && !launch_sets_meta) {
     {
       std::lock_guard<std::mutex> g(mutex);
@@ -766,7 +805,8 @@ void TunedState::launch(const Launcher& launcher, ArrayRef<KernelArg> args) cons
 
 }  // namespace detail
 
-// ---- the public face ------------------------------------------------------------------------------
+// ---- the public face
+// ------------------------------------------------------------------------------
 
 Launcher TunedKernel::operator[](Grid grid) const {
   return Launcher(*s_, *s_->kernel, std::move(grid));
@@ -789,7 +829,8 @@ std::optional<Config> TunedKernel::best_config() const {
 std::vector<std::pair<Config, double>> TunedKernel::last_timings() const {
   std::lock_guard<std::mutex> g(s_->mutex);
   std::vector<std::pair<Config, double>> out;
-  for (const auto& [c, ms] : s_->last_timings) out.emplace_back(configs()[static_cast<size_t>(c)], ms);
+  for (const auto& [c, ms] : s_->last_timings)
+    out.emplace_back(configs()[static_cast<size_t>(c)], ms);
   return out;
 }
 int TunedKernel::tuning_rounds() const {
@@ -820,17 +861,18 @@ std::string param_names(const JITFunction& k) {
   return r;
 }
 
-void check_names(const JITFunction& k, const std::vector<std::string>& names, const char* what, bool tensors,
-                 SourceLoc loc) {
+void check_names(const JITFunction& k, const std::vector<std::string>& names, const char* what,
+                 bool tensors, SourceLoc loc) {
   for (const auto& n : names) {
     const auto* p = param(k, n);
     if (!p) {
-      throw ValueError("[kernel " + k.name() + "] " + what + " names '" + n + "', which is not a parameter (" +
-                           param_names(k) + ")",
+      throw ValueError("[kernel " + k.name() + "] " + what + " names '" + n +
+                           "', which is not a parameter (" + param_names(k) + ")",
                        loc);
     }
     if (tensors && p->kind != PKind::Pointer) {
-      throw ValueError("[kernel " + k.name() + "] " + what + " names '" + n + "', which is not a pointer parameter",
+      throw ValueError("[kernel " + k.name() + "] " + what + " names '" + n +
+                           "', which is not a pointer parameter",
                        loc);
     }
   }
@@ -844,23 +886,25 @@ std::shared_ptr<TunedState> copy_of(const TunedState& in) {
   return s;
 }
 
-TunedKernel add_autotune(std::shared_ptr<TunedState> s, std::vector<Config> configs, std::vector<std::string> key,
-                         AutotuneOptions options, SourceLoc loc) {
+TunedKernel add_autotune(std::shared_ptr<TunedState> s, std::vector<Config> configs,
+                         std::vector<std::string> key, AutotuneOptions options, SourceLoc loc) {
   const JITFunction& k = *s->kernel;
   if (s->tune_layer >= 0) {
     throw CompileError("[kernel " + k.name() +
-                           "] is autotuned twice; stacking tl::autotune is not supported (put all configs in one list)",
+                           "] is autotuned twice; stacking tl::autotune is not supported (put all "
+                           "configs in one list)",
                        loc);
   }
-  if (configs.empty()) throw ValueError("[kernel " + k.name() + "] tl::autotune needs at least one config", loc);
+  if (configs.empty())
+    throw ValueError("[kernel " + k.name() + "] tl::autotune needs at least one config", loc);
   check_names(k, key, "the autotuning key", false, loc);
   check_names(k, options.reset_to_zero, "reset_to_zero", true, loc);
   check_names(k, options.restore_value, "restore_value", true, loc);
   for (const auto& c : configs) {
     for (const auto& [n, v] : c.kwargs) {
       if (!param(k, n)) {
-        throw ValueError("[kernel " + k.name() + "] config '" + c.str() + "' sets '" + n + "', which is not a parameter (" +
-                             param_names(k) + ")",
+        throw ValueError("[kernel " + k.name() + "] config '" + c.str() + "' sets '" + n +
+                             "', which is not a parameter (" + param_names(k) + ")",
                          loc);
       }
     }
@@ -868,7 +912,8 @@ TunedKernel add_autotune(std::shared_ptr<TunedState> s, std::vector<Config> conf
   for (size_t a = 0; a < configs.size(); ++a) {
     for (size_t b = a + 1; b < configs.size(); ++b) {
       if (configs[a] == configs[b]) {
-        throw ValueError("[kernel " + k.name() + "] config '" + configs[a].str() + "' is listed twice", loc);
+        throw ValueError(
+            "[kernel " + k.name() + "] config '" + configs[a].str() + "' is listed twice", loc);
       }
     }
   }
@@ -883,14 +928,17 @@ TunedKernel add_autotune(std::shared_ptr<TunedState> s, std::vector<Config> conf
   return TunedKernel(std::move(s));
 }
 
-TunedKernel add_heuristics(std::shared_ptr<TunedState> s, std::vector<std::pair<std::string, Heuristic>> values,
-                           SourceLoc loc) {
+TunedKernel add_heuristics(std::shared_ptr<TunedState> s,
+                           std::vector<std::pair<std::string, Heuristic>> values, SourceLoc loc) {
   const JITFunction& k = *s->kernel;
   for (const auto& [n, fn] : values) {
     if (!param(k, n)) {
-      throw ValueError("[kernel " + k.name() + "] heuristic '" + n + "' is not a parameter (" + param_names(k) + ")", loc);
+      throw ValueError("[kernel " + k.name() + "] heuristic '" + n + "' is not a parameter (" +
+                           param_names(k) + ")",
+                       loc);
     }
-    if (!fn) throw ValueError("[kernel " + k.name() + "] heuristic '" + n + "' has no function", loc);
+    if (!fn)
+      throw ValueError("[kernel " + k.name() + "] heuristic '" + n + "' has no function", loc);
   }
   TunedState::Layer L;
   L.heuristics = std::move(values);
@@ -901,25 +949,28 @@ TunedKernel add_heuristics(std::shared_ptr<TunedState> s, std::vector<std::pair<
 
 }  // namespace
 
-TunedKernel autotune(const JITFunction& kernel, std::vector<Config> configs, std::vector<std::string> key,
-                     AutotuneOptions options, SourceLoc loc) {
+TunedKernel autotune(const JITFunction& kernel, std::vector<Config> configs,
+                     std::vector<std::string> key, AutotuneOptions options, SourceLoc loc) {
   auto s = std::make_shared<TunedState>();
   s->kernel = &kernel;
   return add_autotune(std::move(s), std::move(configs), std::move(key), std::move(options), loc);
 }
 
-TunedKernel autotune(const TunedKernel& inner, std::vector<Config> configs, std::vector<std::string> key,
-                     AutotuneOptions options, SourceLoc loc) {
-  return add_autotune(copy_of(*inner.state()), std::move(configs), std::move(key), std::move(options), loc);
+TunedKernel autotune(const TunedKernel& inner, std::vector<Config> configs,
+                     std::vector<std::string> key, AutotuneOptions options, SourceLoc loc) {
+  return add_autotune(copy_of(*inner.state()), std::move(configs), std::move(key),
+                      std::move(options), loc);
 }
 
-TunedKernel heuristics(const JITFunction& kernel, std::vector<std::pair<std::string, Heuristic>> values, SourceLoc loc) {
+TunedKernel heuristics(const JITFunction& kernel,
+                       std::vector<std::pair<std::string, Heuristic>> values, SourceLoc loc) {
   auto s = std::make_shared<TunedState>();
   s->kernel = &kernel;
   return add_heuristics(std::move(s), std::move(values), loc);
 }
 
-TunedKernel heuristics(const TunedKernel& inner, std::vector<std::pair<std::string, Heuristic>> values, SourceLoc loc) {
+TunedKernel heuristics(const TunedKernel& inner,
+                       std::vector<std::pair<std::string, Heuristic>> values, SourceLoc loc) {
   return add_heuristics(copy_of(*inner.state()), std::move(values), loc);
 }
 

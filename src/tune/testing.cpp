@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <sys/stat.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -15,7 +16,6 @@
 #include <memory>
 #include <numeric>
 #include <sstream>
-#include <sys/stat.h>
 
 #include "tessera/error.h"
 
@@ -71,17 +71,20 @@ double quantile(std::vector<double> v, double q) {
 
 double summarize(std::vector<double> runs, const std::string& mode) {
   TS_CHECK(!runs.empty(), InternalError) << "do_bench: no timed runs";
-  if (mode == "mean") return std::accumulate(runs.begin(), runs.end(), 0.0) / static_cast<double>(runs.size());
+  if (mode == "mean")
+    return std::accumulate(runs.begin(), runs.end(), 0.0) / static_cast<double>(runs.size());
   if (mode == "median") return quantile(std::move(runs), 0.5);
   if (mode == "min") return *std::min_element(runs.begin(), runs.end());
   if (mode == "max") return *std::max_element(runs.begin(), runs.end());
-  TS_ERROR(ValueError) << "do_bench: return_mode must be mean, median, min or max, got '" << mode << "'";
+  TS_ERROR(ValueError) << "do_bench: return_mode must be mean, median, min or max, got '" << mode
+                       << "'";
 }
 
 std::vector<double> bench_runs(const std::function<void()>& fn, const std::function<void()>& setup,
-                               const std::function<void()>& teardown, double warmup, double rep, bool flush) {
-  TS_CHECK(warmup >= 0 && rep > 0, ValueError) << "do_bench: warmup must be >= 0 and rep > 0 (ms), got "
-                                               << warmup << " and " << rep;
+                               const std::function<void()>& teardown, double warmup, double rep,
+                               bool flush) {
+  TS_CHECK(warmup >= 0 && rep > 0, ValueError)
+      << "do_bench: warmup must be >= 0 and rep > 0 (ms), got " << warmup << " and " << rep;
   // Estimate one call (and its untimed overhead) from 5 calls.
   auto one = [&](double* overhead) {
     const auto t0 = Clock::now();
@@ -92,7 +95,8 @@ std::vector<double> bench_runs(const std::function<void()>& fn, const std::funct
     const double ms = ms_since(t1);
     const auto t2 = Clock::now();
     if (teardown) teardown();
-    if (overhead) *overhead += std::chrono::duration<double, std::milli>(t1 - t0).count() + ms_since(t2);
+    if (overhead)
+      *overhead += std::chrono::duration<double, std::milli>(t1 - t0).count() + ms_since(t2);
     return ms;
   };
   double est = 0, extra = 0;
@@ -124,8 +128,8 @@ double do_bench(const std::function<void()>& fn, const BenchOptions& o) {
   return detail::summarize(std::move(runs), o.return_mode);
 }
 
-std::vector<double> do_bench_quantiles(const std::function<void()>& fn, std::vector<double> quantiles, double warmup,
-                                       double rep) {
+std::vector<double> do_bench_quantiles(const std::function<void()>& fn,
+                                       std::vector<double> quantiles, double warmup, double rep) {
   for (double q : quantiles) {
     TS_CHECK(q >= 0 && q <= 1, ValueError) << "do_bench: quantiles must be in [0, 1], got " << q;
   }
@@ -135,11 +139,13 @@ std::vector<double> do_bench_quantiles(const std::function<void()>& fn, std::vec
   return out;
 }
 
-// ---- perf_report ---------------------------------------------------------------------------------
+// ---- perf_report
+// ---------------------------------------------------------------------------------
 
 double BenchArgs::operator[](const std::string& name) const {
   auto it = values.find(name);
-  TS_CHECK(it != values.end(), ValueError) << "perf_report: the benchmark has no argument '" << name << "'";
+  TS_CHECK(it != values.end(), ValueError)
+      << "perf_report: the benchmark has no argument '" << name << "'";
   return it->second;
 }
 
@@ -164,10 +170,14 @@ std::string x_header(const Benchmark& b) {
 std::string xml_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else o += c;
+    if (c == '<')
+      o += "&lt;";
+    else if (c == '>')
+      o += "&gt;";
+    else if (c == '&')
+      o += "&amp;";
+    else
+      o += c;
   }
   return o;
 }
@@ -177,7 +187,8 @@ std::string xml_escape(const std::string& s) {
 std::string PerfTable::markdown() const {
   std::ostringstream os;
   os << "| " << x_header(bench) << " |";
-  for (size_t l = 0; l < bench.line_vals.size(); ++l) os << " " << line_name(bench, l) << " (" << bench.ylabel << ") |";
+  for (size_t l = 0; l < bench.line_vals.size(); ++l)
+    os << " " << line_name(bench, l) << " (" << bench.ylabel << ") |";
   os << "\n|---|";
   for (size_t l = 0; l < bench.line_vals.size(); ++l) os << "---|";
   os << "\n";
@@ -199,7 +210,8 @@ std::string PerfTable::csv() const {
   os << "\n";
   for (size_t r = 0; r < rows.size(); ++r) {
     os << num(bench.x_vals[r]);
-    for (const auto& m : rows[r]) os << "," << num(m.y) << "," << num(m.y_min) << "," << num(m.y_max);
+    for (const auto& m : rows[r])
+      os << "," << num(m.y) << "," << num(m.y_min) << "," << num(m.y_max);
     os << "\n";
   }
   return os.str();
@@ -236,46 +248,56 @@ std::string PerfTable::svg(int width, int height) const {
      << "\" fill=\"none\" stroke=\"#444\"/>\n";
   for (int t = 0; t <= 4; ++t) {  // y ticks
     const double yv = y0 + (y1 - y0) * t / 4, yp = top + ph - ph * t / 4;
-    os << "<line x1=\"" << left - 4 << "\" y1=\"" << yp << "\" x2=\"" << left + pw << "\" y2=\"" << yp
-       << "\" stroke=\"#ddd\"/>\n<text x=\"" << left - 6 << "\" y=\"" << yp + 4 << "\" text-anchor=\"end\">"
-       << num(bench.y_log ? std::pow(10, yv) : yv) << "</text>\n";
+    os << "<line x1=\"" << left - 4 << "\" y1=\"" << yp << "\" x2=\"" << left + pw << "\" y2=\""
+       << yp << "\" stroke=\"#ddd\"/>\n<text x=\"" << left - 6 << "\" y=\"" << yp + 4
+       << "\" text-anchor=\"end\">" << num(bench.y_log ? std::pow(10, yv) : yv) << "</text>\n";
   }
   for (double xv : bench.x_vals) {  // x ticks
-    os << "<text x=\"" << px(xv) << "\" y=\"" << top + ph + 16 << "\" text-anchor=\"middle\">" << num(xv)
-       << "</text>\n";
+    os << "<text x=\"" << px(xv) << "\" y=\"" << top + ph + 16 << "\" text-anchor=\"middle\">"
+       << num(xv) << "</text>\n";
   }
   os << "<text x=\"" << left + pw / 2 << "\" y=\"" << height - 10 << "\" text-anchor=\"middle\">"
      << xml_escape(bench.xlabel.empty() ? x_header(bench) : bench.xlabel) << "</text>\n";
-  os << "<text transform=\"translate(16," << top + ph / 2 << ") rotate(-90)\" text-anchor=\"middle\">"
-     << xml_escape(bench.ylabel) << "</text>\n";
+  os << "<text transform=\"translate(16," << top + ph / 2
+     << ") rotate(-90)\" text-anchor=\"middle\">" << xml_escape(bench.ylabel) << "</text>\n";
   for (size_t l = 0; l < bench.line_vals.size(); ++l) {
     const std::string color = l < bench.styles.size() ? bench.styles[l].first : palette[l % 6];
     const std::string dash = l < bench.styles.size() ? bench.styles[l].second : "-";
-    const char* dasharray = dash == "--" ? "6,4" : dash == ":" ? "2,3" : dash == "-." ? "6,3,2,3" : "";
+    const char* dasharray = dash == "--"   ? "6,4"
+                            : dash == ":"  ? "2,3"
+                            : dash == "-." ? "6,3,2,3"
+                                           : "";
     // The min/max band, then the line.
     std::ostringstream band, line;
-    for (size_t r = 0; r < rows.size(); ++r) band << (r ? " " : "") << px(bench.x_vals[r]) << "," << py(rows[r][l].y_max);
-    for (size_t r = rows.size(); r-- > 0;) band << " " << px(bench.x_vals[r]) << "," << py(rows[r][l].y_min);
-    for (size_t r = 0; r < rows.size(); ++r) line << (r ? " " : "") << px(bench.x_vals[r]) << "," << py(rows[r][l].y);
-    os << "<polygon points=\"" << band.str() << "\" fill=\"" << color << "\" fill-opacity=\"0.15\" stroke=\"none\"/>\n";
-    os << "<polyline points=\"" << line.str() << "\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\""
+    for (size_t r = 0; r < rows.size(); ++r)
+      band << (r ? " " : "") << px(bench.x_vals[r]) << "," << py(rows[r][l].y_max);
+    for (size_t r = rows.size(); r-- > 0;)
+      band << " " << px(bench.x_vals[r]) << "," << py(rows[r][l].y_min);
+    for (size_t r = 0; r < rows.size(); ++r)
+      line << (r ? " " : "") << px(bench.x_vals[r]) << "," << py(rows[r][l].y);
+    os << "<polygon points=\"" << band.str() << "\" fill=\"" << color
+       << "\" fill-opacity=\"0.15\" stroke=\"none\"/>\n";
+    os << "<polyline points=\"" << line.str() << "\" fill=\"none\" stroke=\"" << color
+       << "\" stroke-width=\"2\""
        << (*dasharray ? std::string(" stroke-dasharray=\"") + dasharray + "\"" : "") << "/>\n";
     const double ly = top + 14 + 18.0 * static_cast<double>(l);
-    os << "<line x1=\"" << left + pw + 10 << "\" y1=\"" << ly - 4 << "\" x2=\"" << left + pw + 30 << "\" y2=\"" << ly - 4
-       << "\" stroke=\"" << color << "\" stroke-width=\"2\"/>\n<text x=\"" << left + pw + 34 << "\" y=\"" << ly
-       << "\">" << xml_escape(line_name(bench, l)) << "</text>\n";
+    os << "<line x1=\"" << left + pw + 10 << "\" y1=\"" << ly - 4 << "\" x2=\"" << left + pw + 30
+       << "\" y2=\"" << ly - 4 << "\" stroke=\"" << color << "\" stroke-width=\"2\"/>\n<text x=\""
+       << left + pw + 34 << "\" y=\"" << ly << "\">" << xml_escape(line_name(bench, l))
+       << "</text>\n";
   }
   os << "</svg>\n";
   return os.str();
 }
 
-PerfTable perf_report(const Benchmark& bench, const std::function<Measure(const BenchArgs&)>& fn, bool print_data,
-                      const std::string& save_path) {
+PerfTable perf_report(const Benchmark& bench, const std::function<Measure(const BenchArgs&)>& fn,
+                      bool print_data, const std::string& save_path) {
   TS_CHECK(!bench.x_vals.empty() && !bench.line_vals.empty(), ValueError)
       << "perf_report '" << bench.plot_name << "': x_vals and line_vals must not be empty";
-  TS_CHECK(bench.line_names.empty() || bench.line_names.size() == bench.line_vals.size(), ValueError)
-      << "perf_report '" << bench.plot_name << "': line_names has " << bench.line_names.size() << " entries for "
-      << bench.line_vals.size() << " line_vals";
+  TS_CHECK(bench.line_names.empty() || bench.line_names.size() == bench.line_vals.size(),
+           ValueError)
+      << "perf_report '" << bench.plot_name << "': line_names has " << bench.line_names.size()
+      << " entries for " << bench.line_vals.size() << " line_vals";
   PerfTable t;
   t.bench = bench;
   for (double x : bench.x_vals) {

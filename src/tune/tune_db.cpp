@@ -22,7 +22,8 @@
 namespace tessera::tune {
 namespace {
 
-constexpr const char* kHeader = "# tessera tuning database v1: kernel\tconfig\tkey\ttarget\tcode\tms\tunix_time";
+constexpr const char* kHeader =
+    "# tessera tuning database v1: kernel\tconfig\tkey\ttarget\tcode\tms\tunix_time";
 
 using files::make_dirs;
 using files::read_file;
@@ -50,8 +51,8 @@ std::vector<std::string> split(const std::string& s, char sep) {
 std::string line_of(const Record& r) {
   std::ostringstream os;
   os.precision(9);
-  os << r.kernel << '\t' << r.config << '\t' << r.key << '\t' << r.target << '\t' << r.code << '\t' << r.ms << '\t'
-     << r.unix_time;
+  os << r.kernel << '\t' << r.config << '\t' << r.key << '\t' << r.target << '\t' << r.code << '\t'
+     << r.ms << '\t' << r.unix_time;
   return os.str();
 }
 
@@ -97,12 +98,13 @@ void put(const Record& r) {
   const std::string id = r.id();
   const std::string dir = root() + "/" + id.substr(0, 2);
   if (!make_dirs(dir)) {
-    warn_once("tessera: cannot write the tuning database under " + root() + ": " + std::strerror(errno));
+    warn_once("tessera: cannot write the tuning database under " + root() + ": " +
+              std::strerror(errno));
     return;
   }
   std::random_device rd;
-  const std::string tmp =
-      dir + "/.tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" + std::to_string(rd());
+  const std::string tmp = dir + "/.tmp-" + std::to_string(::getpid()) + "-" +
+                          std::to_string(counter++) + "-" + std::to_string(rd());
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     f << line_of(r) << "\n";
@@ -159,9 +161,10 @@ std::vector<Record> from_text(const std::string& text) {
     ++n;
     if (line.empty() || line[0] == '#') continue;
     auto r = parse(line);
-    TS_CHECK(r.has_value(), ValueError) << "tuning database import: line " << n
-                                        << " is not a record (7 tab-separated fields: kernel, config, key, "
-                                           "target, code, ms, unix_time)";
+    TS_CHECK(r.has_value(), ValueError)
+        << "tuning database import: line " << n
+        << " is not a record (7 tab-separated fields: kernel, config, key, "
+           "target, code, ms, unix_time)";
     out.push_back(*r);
   }
   return out;

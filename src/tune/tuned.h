@@ -5,10 +5,10 @@
 #pragma once
 
 #include <map>
-#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "tessera/autotune.h"
@@ -62,7 +62,8 @@ class TunedState : public LaunchTarget, public std::enable_shared_from_this<Tune
   struct WordsHash {
     size_t operator()(const std::vector<int64_t>& v) const;
   };
-  mutable std::unordered_map<std::vector<int64_t>, int, WordsHash> choices;  ///< tuning key -> config
+  mutable std::unordered_map<std::vector<int64_t>, int, WordsHash>
+      choices;  ///< tuning key -> config
   /** Candidates when no heuristic layer exists (they depend only on the configs). */
   mutable std::shared_ptr<const std::vector<Candidate>> fixed_cands;
   mutable int last_config = -1;

@@ -16,7 +16,8 @@ namespace tl = tessera::tl;
 
 namespace {
 
-TL_JIT(add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::Int n_elements, tl::Const BLOCK_SIZE) {
+TL_JIT(add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::Int n_elements,
+       tl::Const BLOCK_SIZE) {
   auto pid = tl::program_id(0);
   auto offsets = pid * BLOCK_SIZE + tl::arange(0, BLOCK_SIZE);
   auto mask = offsets < n_elements;
@@ -28,7 +29,9 @@ TL_JIT(add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::Int n_
 Tensor add_fn(const Tensor& x, const Tensor& y) {
   Tensor output = zeros_like(x);
   auto n_elements = output.numel();
-  auto grid = [&](const tl::Meta& meta) { return tl::Grid{tl::cdiv(n_elements, meta["BLOCK_SIZE"])}; };
+  auto grid = [&](const tl::Meta& meta) {
+    return tl::Grid{tl::cdiv(n_elements, meta["BLOCK_SIZE"])};
+  };
   add_kernel[grid](x, y, output, n_elements, tl::meta("BLOCK_SIZE", 4));
   return output;
 }
@@ -68,7 +71,9 @@ TEST(Compile, EveryGridFormAndConstexprForm) {
     return out;
   };
   struct GridOf {
-    static tl::Grid make(const tl::Meta& m, const SymInt& n) { return tl::Grid{tl::cdiv(n, m["BLOCK_SIZE"])}; }
+    static tl::Grid make(const tl::Meta& m, const SymInt& n) {
+      return tl::Grid{tl::cdiv(n, m["BLOCK_SIZE"])};
+    }
   };
   auto function_grid = [](const Tensor& x, const Tensor& y) {
     Tensor out = empty_like(x);
@@ -100,7 +105,8 @@ TEST(Compile, DynamicFromTheStartSharesOneGraphForAlignedAndUnalignedSizes) {
   EXPECT_GE(add_kernel.num_specializations(), 2u);
 }
 
-TL_JIT(strided_copy, tl::Ptr src, tl::Ptr dst, tl::Int rows, tl::Int cols, tl::Int src_stride, tl::Const BLOCK) {
+TL_JIT(strided_copy, tl::Ptr src, tl::Ptr dst, tl::Int rows, tl::Int cols, tl::Int src_stride,
+       tl::Const BLOCK) {
   (void)rows;  // one program per row
   auto r = tl::program_id(0);
   auto c = tl::arange(0, BLOCK);
@@ -192,12 +198,14 @@ TEST(Compile, AConstexprFedByASizeRecompilesWithAnExplanation) {
   EXPECT_NE(log.find("s0 == 8 failed"), std::string::npos) << log;
   EXPECT_NE(log.find("test_compile.cpp:" + std::to_string(line)), std::string::npos) << log;
   // An implicit conversion cannot take a location: the guard names the last traced call.
-  auto implicit = compile([](const Tensor& x) {
-    Tensor y = mul(x, 2.0);  // a function call carries its line; operators cannot
-    const int64_t n = x.size(0);
-    return y + static_cast<double>(n);
-  }, o);
-  const int implicit_line = __LINE__ - 4;
+  auto implicit = compile(
+      [](const Tensor& x) {
+        Tensor y = mul(x, 2.0);  // a function call carries its line; operators cannot
+        const int64_t n = x.size(0);
+        return y + static_cast<double>(n);
+      },
+      o);
+  const int implicit_line = __LINE__ - 5;  // the line of `mul` above
   implicit(randn({5}));
   setenv("TESSERA_LOGS", "recompiles", 1);
   reload_knobs();
@@ -206,7 +214,9 @@ TEST(Compile, AConstexprFedByASizeRecompilesWithAnExplanation) {
   const std::string log2 = ::testing::internal::GetCapturedStderr();
   unsetenv("TESSERA_LOGS");
   reload_knobs();
-  EXPECT_NE(log2.find("after the call at test_compile.cpp:" + std::to_string(implicit_line)), std::string::npos) << log2;
+  EXPECT_NE(log2.find("after the call at test_compile.cpp:" + std::to_string(implicit_line)),
+            std::string::npos)
+      << log2;
 }
 
 TEST(Compile, ADynamicGridDoesNotRecompileUnderALimitOfOne) {
@@ -222,7 +232,8 @@ TEST(Compile, ADynamicGridDoesNotRecompileUnderALimitOfOne) {
   auto dtype_fn = compile([](const Tensor& x) { return x * 2; }, o);
   dtype_fn(randn({4}));
   dtype_fn(randn({4}, TensorOptions().dtype(DType::Float64)));
-  const std::string msg = error_of<CompileError>([&] { dtype_fn(randn({4}, TensorOptions().dtype(DType::BFloat16))); });
+  const std::string msg =
+      error_of<CompileError>([&] { dtype_fn(randn({4}, TensorOptions().dtype(DType::BFloat16))); });
   EXPECT_NE(msg.find("recompile_limit=1"), std::string::npos) << msg;
   CompileOptions lenient;
   lenient.recompile_limit = 0;
@@ -245,7 +256,8 @@ TEST(Compile, TritonOpsAreTracedIntoCustomOpsStayOpaque) {
     library::wrap_triton(sin_kernel)[{tl::cdiv(n, 32)}](x, out, n, tl::meta("BLOCK", 32));
     return out;
   });
-  static auto opaque = library::custom_op("compilelib::opaque", [](const Tensor& x) { return x * 3; });
+  static auto opaque =
+      library::custom_op("compilelib::opaque", [](const Tensor& x) { return x * 3; });
   opaque.register_fake([](const Tensor& x) { return empty_like(x); });
   auto fn = compile([](const Tensor& x) { return opaque(mysin(x)); }, full());
   Tensor x = randn({100});
@@ -255,7 +267,8 @@ TEST(Compile, TritonOpsAreTracedIntoCustomOpsStayOpaque) {
   EXPECT_NE(g.find("kernel sin_kernel"), std::string::npos) << g;
   EXPECT_NE(g.find("extern compilelib::opaque"), std::string::npos) << g;
   // Without a fake kernel, a custom_op cannot be traced.
-  static auto nofake = library::custom_op("compilelib::nofake", [](const Tensor& x) { return x * 3; });
+  static auto nofake =
+      library::custom_op("compilelib::nofake", [](const Tensor& x) { return x * 3; });
   auto bad = compile([](const Tensor& x) { return nofake(x); }, full());
   const std::string msg = error_of<CompileError>([&] { bad(x); });
   EXPECT_NE(msg.find("register_fake"), std::string::npos) << msg;
@@ -269,8 +282,11 @@ TEST(Compile, InputsThatRequireGradKeepTritonOpsWholeForAutograd) {
       library::wrap_triton(sin_kernel)[{tl::cdiv(n, 32)}](x, out, n, tl::meta("BLOCK", 32));
       return out;
     });
-    op.register_autograd([](autograd::AutogradContext& ctx, const Tensor& g) { return g * ctx.saved(0).cos(); },
-                         [](autograd::AutogradContext& ctx, const Tensor& x, const Tensor&) { ctx.save_for_backward({x}); });
+    op.register_autograd(
+        [](autograd::AutogradContext& ctx, const Tensor& g) { return g * ctx.saved(0).cos(); },
+        [](autograd::AutogradContext& ctx, const Tensor& x, const Tensor&) {
+          ctx.save_for_backward({x});
+        });
     return op;
   }();
   auto fn = compile([](const Tensor& x) { return mysin2(x * 2).sum(); }, full());
@@ -299,11 +315,13 @@ TEST(Compile, GraphBreaksNameCauseAndLine) {
 }
 
 TEST(Compile, GuardsOnDtypeScalarsAndMutatedInputs) {
-  auto fn = compile([](const Tensor& x, double alpha, const Tensor& out) {
-    Tensor t = x * alpha;
-    add_kernel[{tl::cdiv(x.numel(), 64)}](t, x, out, x.numel(), tl::meta("BLOCK_SIZE", 64));
-    return t.sum();
-  }, full());
+  auto fn = compile(
+      [](const Tensor& x, double alpha, const Tensor& out) {
+        Tensor t = x * alpha;
+        add_kernel[{tl::cdiv(x.numel(), 64)}](t, x, out, x.numel(), tl::meta("BLOCK_SIZE", 64));
+        return t.sum();
+      },
+      full());
   Tensor x = randn({30}), out = zeros({30});
   fn(x, 2.0, out);
   EXPECT_TRUE(allclose(out, x * 3));  // the write into an input persists
@@ -318,11 +336,13 @@ TEST(Compile, GuardsOnDtypeScalarsAndMutatedInputs) {
 }
 
 TEST(Compile, DeadCodeAndCommonSubexpressionsAreRemoved) {
-  auto fn = compile([](const Tensor& x) {
-    Tensor unused = x.exp() * 7;  // dead
-    (void)unused;
-    return x.sin() + x.sin();     // one sin
-  }, full());
+  auto fn = compile(
+      [](const Tensor& x) {
+        Tensor unused = x.exp() * 7;  // dead
+        (void)unused;
+        return x.sin() + x.sin();  // one sin
+      },
+      full());
   Tensor x = randn({16});
   EXPECT_TRUE(allclose(fn(x), x.sin() * 2));
   const std::string g = fn.stats().last_graph;
@@ -333,11 +353,13 @@ TEST(Compile, DeadCodeAndCommonSubexpressionsAreRemoved) {
 }
 
 TEST(Compile, TuplesVectorsAndOptionalsFlatten) {
-  auto fn = compile([](const std::vector<Tensor>& xs, std::optional<Tensor> bias) {
-    Tensor s = xs[0] + xs[1];
-    if (bias) s = s + *bias;
-    return std::make_tuple(s, s.sum());
-  }, full());
+  auto fn = compile(
+      [](const std::vector<Tensor>& xs, std::optional<Tensor> bias) {
+        Tensor s = xs[0] + xs[1];
+        if (bias) s = s + *bias;
+        return std::make_tuple(s, s.sum());
+      },
+      full());
   Tensor a = randn({3}), b = randn({3}), c = randn({3});
   auto [s, total] = fn(std::vector<Tensor>{a, b}, std::optional<Tensor>(c));
   EXPECT_TRUE(allclose(s, a + b + c));

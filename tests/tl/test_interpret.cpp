@@ -21,7 +21,7 @@ namespace {
 bool same_up_to_contraction(const Tensor& a, const Tensor& b) {
   if (equal(a, b)) return true;
   if (!is_floating_point(a.dtype())) return false;
-  const double eps = a.dtype() == DType::Float64  ? 0x1p-52
+  const double eps = a.dtype() == DType::Float64   ? 0x1p-52
                      : a.dtype() == DType::Float32 ? 0x1p-23
                      : a.dtype() == DType::Float16 ? 0x1p-10
                                                    : 0x1p-7;
@@ -58,10 +58,14 @@ TL_JIT(float_math_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
   auto m = offs < n;
   auto a = tl::load(x + offs, m, 1.0);
-  tl::store(out + offs, tl::exp(a * 0.5f) + tl::sqrt(tl::abs(a)) - tl::sin(a) * tl::cos(a) + tl::rsqrt(a * a + 1.0f), m);
+  tl::store(
+      out + offs,
+      tl::exp(a * 0.5f) + tl::sqrt(tl::abs(a)) - tl::sin(a) * tl::cos(a) + tl::rsqrt(a * a + 1.0f),
+      m);
 }
 
-TL_JIT(row_reduce_kernel, tl::Ptr x, tl::Ptr sum_out, tl::Ptr max_out, tl::Int cols, tl::Const BLOCK) {
+TL_JIT(row_reduce_kernel, tl::Ptr x, tl::Ptr sum_out, tl::Ptr max_out, tl::Int cols,
+       tl::Const BLOCK) {
   auto row = tl::program_id(0);
   auto c = tl::arange(0, BLOCK);
   auto v = tl::load(x + row * cols + c, c < cols);
@@ -78,8 +82,8 @@ Tensor run_mix(const Tensor& x, const Tensor& y) {
 }
 
 TEST(Interpreter, EveryDtypeAgreesBitForBitWithTheCompiledKernel) {
-  for (DType d : {DType::Int8, DType::Int16, DType::Int32, DType::Int64, DType::UInt8, DType::Float16,
-                  DType::BFloat16, DType::Float32, DType::Float64}) {
+  for (DType d : {DType::Int8, DType::Int16, DType::Int32, DType::Int64, DType::UInt8,
+                  DType::Float16, DType::BFloat16, DType::Float32, DType::Float64}) {
     const int64_t n = 1000;
     Tensor x = random_tensor({n}, d), y = random_tensor({n}, d);
     const Tensor compiled = run_mix(x, y);
@@ -97,7 +101,9 @@ TEST(Interpreter, MathFunctionsAreTheRuntimes) {
   for (DType d : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
     Tensor x = random_tensor({777}, d), out = empty_like(x), out2 = empty_like(x);
     float_math_kernel[{tl::cdiv(777, 128)}](x, out, 777, tl::meta("BLOCK", 128));
-    with_env("TESSERA_INTERPRET", [&] { float_math_kernel[{tl::cdiv(777, 128)}](x, out2, 777, tl::meta("BLOCK", 128)); });
+    with_env("TESSERA_INTERPRET", [&] {
+      float_math_kernel[{tl::cdiv(777, 128)}](x, out2, 777, tl::meta("BLOCK", 128));
+    });
     EXPECT_TRUE(same_up_to_contraction(out, out2)) << dtype_name(d);
   }
 }
@@ -106,13 +112,16 @@ TEST(Interpreter, ReductionsIntegersExactFloatsWithinRounding) {
   const int64_t rows = 37, cols = 300;
   for (DType d : {DType::Int32, DType::Float32, DType::BFloat16}) {
     Tensor x = random_tensor({rows, cols}, d);
-    Tensor s1 = empty({rows}, TensorOptions().dtype(d)), m1 = empty_like(s1), s2 = empty_like(s1), m2 = empty_like(s1);
+    Tensor s1 = empty({rows}, TensorOptions().dtype(d)), m1 = empty_like(s1), s2 = empty_like(s1),
+           m2 = empty_like(s1);
     row_reduce_kernel[{rows}](x, s1, m1, cols, tl::meta("BLOCK", 512));
-    with_env("TESSERA_INTERPRET", [&] { row_reduce_kernel[{rows}](x, s2, m2, cols, tl::meta("BLOCK", 512)); });
+    with_env("TESSERA_INTERPRET",
+             [&] { row_reduce_kernel[{rows}](x, s2, m2, cols, tl::meta("BLOCK", 512)); });
     EXPECT_TRUE(equal(m1, m2)) << dtype_name(d);
     if (is_floating_point(d)) {
       // The interpreter sums in double and rounds once; the compiled kernel sums float lanes.
-      EXPECT_TRUE(allclose(s1.to(DType::Float64), s2.to(DType::Float64), d == DType::Float32 ? 1e-5 : 1e-2, 1e-3))
+      EXPECT_TRUE(allclose(s1.to(DType::Float64), s2.to(DType::Float64),
+                           d == DType::Float32 ? 1e-5 : 1e-2, 1e-3))
           << dtype_name(d);
     } else {
       EXPECT_TRUE(equal(s1, s2)) << dtype_name(d);
@@ -120,7 +129,8 @@ TEST(Interpreter, ReductionsIntegersExactFloatsWithinRounding) {
   }
 }
 
-// ---- TESSERA_DEBUG: bounds checks ------------------------------------------------------------------
+// ---- TESSERA_DEBUG: bounds checks
+// ------------------------------------------------------------------
 
 // An off-by-one mask: `<=` reads and writes one element past the end.
 TL_JIT(off_by_one_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
@@ -141,8 +151,11 @@ TEST(DebugMode, CatchesAnOffByOneMaskAndKeepsRunning) {
     err = ::testing::internal::GetCapturedStderr();
   });
   EXPECT_NE(err.find("[kernel off_by_one_kernel] out-of-bounds load at"), std::string::npos) << err;
-  EXPECT_NE(err.find("test_interpret.cpp:" + std::to_string(__LINE__ - 15)), std::string::npos) << err;
-  EXPECT_NE(err.find("program (2, 0, 0), lane 8: element 40 of 'x' (valid: 0..39)"), std::string::npos) << err;
+  EXPECT_NE(err.find("test_interpret.cpp:" + std::to_string(__LINE__ - 15)), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("program (2, 0, 0), lane 8: element 40 of 'x' (valid: 0..39)"),
+            std::string::npos)
+      << err;
   EXPECT_NE(err.find("out-of-bounds store"), std::string::npos) << err;
   EXPECT_NE(err.find("element 40 of 'out'"), std::string::npos) << err;
   // In-bounds lanes ran; the bad store was suppressed (the element past the view is untouched).
@@ -179,13 +192,18 @@ TEST(DebugMode, ManyViolationsAreSummarized) {
   std::string err;
   with_env("TESSERA_DEBUG", [&] {
     ::testing::internal::CaptureStderr();
-    off_by_one_kernel[{4}](x, out, 100, tl::meta("BLOCK", 32));  // n is wrong: 120 lanes past the end
+    off_by_one_kernel[{4}](x, out, 100,
+                           tl::meta("BLOCK", 32));  // n is wrong: 120 lanes past the end
     err = ::testing::internal::GetCapturedStderr();
   });
   size_t lines = 0;
-  for (size_t p = err.find("out-of-bounds"); p != std::string::npos; p = err.find("out-of-bounds", p + 1)) ++lines;
+  for (size_t p = err.find("out-of-bounds"); p != std::string::npos;
+       p = err.find("out-of-bounds", p + 1))
+    ++lines;
   EXPECT_EQ(lines, 11u) << err;  // ten reports and the summary
-  EXPECT_NE(err.find("out-of-bounds accesses in this launch (the first 10 shown)"), std::string::npos) << err;
+  EXPECT_NE(err.find("out-of-bounds accesses in this launch (the first 10 shown)"),
+            std::string::npos)
+      << err;
   EXPECT_TRUE(allclose(out, x + 1.0));
 }
 

@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <limits>
 
+#include "tessera/detail/philox.h"
 #include "tessera/env.h"
 #include "tessera/tessera.h"
 #include "tessera/tl.h"
-#include "tessera/detail/philox.h"
 #include "testing.h"
 
 using namespace tessera;
@@ -36,13 +36,14 @@ double ulps(float got, double want) {
   if (std::isnan(want)) return std::isnan(got) ? 0 : 1e9;
   if (std::isinf(want)) return got == static_cast<float>(want) ? 0 : 1e9;
   const float w = static_cast<float>(want);
-  if (w == 0.0f) return std::fabs(static_cast<double>(got)) / std::numeric_limits<float>::denorm_min();
+  if (w == 0.0f)
+    return std::fabs(static_cast<double>(got)) / std::numeric_limits<float>::denorm_min();
   const double ulp = std::nextafter(std::fabs(w), INFINITY) - std::fabs(w);
   return std::fabs(static_cast<double>(got) - want) / ulp;
 }
 
-TL_JIT(shift_kernel, tl::Ptr a, tl::Ptr b, tl::Ptr shl_out, tl::Ptr shr_out, tl::Ptr hi_out, tl::Int n,
-       tl::Const BLOCK) {
+TL_JIT(shift_kernel, tl::Ptr a, tl::Ptr b, tl::Ptr shl_out, tl::Ptr shr_out, tl::Ptr hi_out,
+       tl::Int n, tl::Const BLOCK) {
   auto o = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
   auto m = o < n;
   auto x = tl::load(a + o, m);
@@ -72,14 +73,19 @@ void check_shifts(DType d) {
     using U = std::make_unsigned_t<T>;
     for (int64_t i = 0; i < n; ++i) {
       const T x = av[static_cast<size_t>(i)], y = bv[static_cast<size_t>(i)];
-      const bool out = static_cast<U>(y) >= static_cast<U>(bits);  // negative amounts are huge as unsigned
+      const bool out =
+          static_cast<U>(y) >= static_cast<U>(bits);  // negative amounts are huge as unsigned
       const T want_l = out ? T(0) : static_cast<T>(static_cast<U>(x) << static_cast<int>(y));
       const T want_r = out ? (x < 0 ? T(-1) : T(0)) : static_cast<T>(x >> static_cast<int>(y));
-      const unsigned __int128 p = static_cast<unsigned __int128>(static_cast<U>(x)) * static_cast<U>(y);
+      const unsigned __int128 p =
+          static_cast<unsigned __int128>(static_cast<U>(x)) * static_cast<U>(y);
       const T want_h = static_cast<T>(static_cast<U>(p >> bits));
-      ASSERT_EQ(l[i].item<T>(), want_l) << mode << " " << dtype_name(d) << " " << +x << " << " << +y;
-      ASSERT_EQ(r[i].item<T>(), want_r) << mode << " " << dtype_name(d) << " " << +x << " >> " << +y;
-      ASSERT_EQ(h[i].item<T>(), want_h) << mode << " " << dtype_name(d) << " umulhi " << +x << ", " << +y;
+      ASSERT_EQ(l[i].item<T>(), want_l)
+          << mode << " " << dtype_name(d) << " " << +x << " << " << +y;
+      ASSERT_EQ(r[i].item<T>(), want_r)
+          << mode << " " << dtype_name(d) << " " << +x << " >> " << +y;
+      ASSERT_EQ(h[i].item<T>(), want_h)
+          << mode << " " << dtype_name(d) << " umulhi " << +x << ", " << +y;
     }
   });
 }
@@ -95,7 +101,8 @@ TEST(Surface, ShiftsAndUmulhiAtEveryWidthAndEdge) {
   check_shifts<uint64_t>(DType::UInt64);
 }
 
-TL_JIT(math_kernel, tl::Ptr x, tl::Ptr y, tl::Ptr z, tl::Ptr out, tl::Int n, tl::Const FN, tl::Const BLOCK) {
+TL_JIT(math_kernel, tl::Ptr x, tl::Ptr y, tl::Ptr z, tl::Ptr out, tl::Int n, tl::Const FN,
+       tl::Const BLOCK) {
   auto o = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
   auto m = o < n;
   auto a = tl::load(x + o, m);
@@ -103,16 +110,36 @@ TL_JIT(math_kernel, tl::Ptr x, tl::Ptr y, tl::Ptr z, tl::Ptr out, tl::Int n, tl:
   auto c = tl::load(z + o, m);
   tl::Tile r;
   switch (FN.int_value()) {
-    case 0: r = tl::exp2(a); break;
-    case 1: r = tl::log2(a); break;
-    case 2: r = tl::floor(a); break;
-    case 3: r = tl::ceil(a); break;
-    case 4: r = tl::erf(a); break;
-    case 5: r = tl::sigmoid(a); break;
-    case 6: r = tl::fma(a, b, c); break;
-    case 7: r = tl::div_rn(a, b); break;
-    case 8: r = tl::sqrt_rn(a); break;
-    default: r = tl::clamp(a, b, c, true); break;
+    case 0:
+      r = tl::exp2(a);
+      break;
+    case 1:
+      r = tl::log2(a);
+      break;
+    case 2:
+      r = tl::floor(a);
+      break;
+    case 3:
+      r = tl::ceil(a);
+      break;
+    case 4:
+      r = tl::erf(a);
+      break;
+    case 5:
+      r = tl::sigmoid(a);
+      break;
+    case 6:
+      r = tl::fma(a, b, c);
+      break;
+    case 7:
+      r = tl::div_rn(a, b);
+      break;
+    case 8:
+      r = tl::sqrt_rn(a);
+      break;
+    default:
+      r = tl::clamp(a, b, c, true);
+      break;
   }
   tl::store(out + o, r, m);
 }
@@ -135,7 +162,8 @@ TEST(Surface, MathWithinItsContract) {
       {"sigmoid", 5, 4, [](double a, double, double) { return 1 / (1 + std::exp(-a)); }, -30, 30},
       {"fma", 6, 0,
        [](double a, double b, double c) {
-         return static_cast<double>(std::fma(static_cast<float>(a), static_cast<float>(b), static_cast<float>(c)));
+         return static_cast<double>(
+             std::fma(static_cast<float>(a), static_cast<float>(b), static_cast<float>(c)));
        },
        -1e3, 1e3},
       {"div_rn", 7, 0.5, [](double a, double b, double) { return a / b; }, -1e3, 1e3},
@@ -151,8 +179,8 @@ TEST(Surface, MathWithinItsContract) {
       zv[static_cast<size_t>(i)] = static_cast<float>(uy(rng()));
     }
     // Edges: zeros, infinities, NaN, tiny and huge values, exact integers and halves.
-    const float edges[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-40f, 1.0f, 2.0f, 0.5f, -2.5f, 127.0f, 128.0f,
-                           -149.0f, -150.0f, 3.0e38f};
+    const float edges[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN,     1e-40f,  1.0f,   2.0f,
+                           0.5f, -2.5f, 127.0f,   128.0f,    -149.0f, -150.0f, 3.0e38f};
     for (size_t e = 0; e < std::size(edges); ++e) xv[e] = edges[e];
     Tensor x = from_vector(xv, {n}), y = from_vector(yv, {n}), z = from_vector(zv, {n});
     compiled_and_interpreted([&](const char* mode) {
@@ -162,15 +190,17 @@ TEST(Surface, MathWithinItsContract) {
       double worst = 0;
       int64_t at = -1;
       for (int64_t i = 0; i < n; ++i) {
-        const double want = mc.ref(xv[static_cast<size_t>(i)], yv[static_cast<size_t>(i)], zv[static_cast<size_t>(i)]);
+        const double want = mc.ref(xv[static_cast<size_t>(i)], yv[static_cast<size_t>(i)],
+                                   zv[static_cast<size_t>(i)]);
         const double u = ulps(out[i].item<float>(), want);
         if (u > worst) {
           worst = u;
           at = i;
         }
       }
-      EXPECT_LE(worst, mc.max_ulp) << mc.name << " (" << mode << "): " << worst << " ulp at x = "
-                                   << (at >= 0 ? xv[static_cast<size_t>(at)] : 0.0f);
+      EXPECT_LE(worst, mc.max_ulp)
+          << mc.name << " (" << mode << "): " << worst
+          << " ulp at x = " << (at >= 0 ? xv[static_cast<size_t>(at)] : 0.0f);
     });
   }
 }
@@ -181,13 +211,15 @@ TEST(Surface, ClampAndItsNaNs) {
   Tensor lo = full({n}, -1.0), hi = full({n}, 1.0), out = empty({n});
   compiled_and_interpreted([&](const char* mode) {
     math_kernel[{1}](x, lo, hi, out, n, 9, tl::meta("BLOCK", 8));  // propagate_nan
-    EXPECT_TRUE(allclose(out, from_vector(std::vector<float>{-1, -1, 0, 1, 1, NAN, 1, -1}, {n}), 0, 0, true)) << mode;
+    EXPECT_TRUE(allclose(out, from_vector(std::vector<float>{-1, -1, 0, 1, 1, NAN, 1, -1}, {n}), 0,
+                         0, true))
+        << mode;
   });
 }
 
 // A 2-D tile [R, C]: argmax/argmin along both axes, xor_sum, and keep_dims used by broadcasting.
-TL_JIT(reduce2d_kernel, tl::Ptr x, tl::Ptr amax0, tl::Ptr amin0, tl::Ptr amax1, tl::Ptr amin1, tl::Ptr centered,
-       tl::Const R, tl::Const C) {
+TL_JIT(reduce2d_kernel, tl::Ptr x, tl::Ptr amax0, tl::Ptr amin0, tl::Ptr amax1, tl::Ptr amin1,
+       tl::Ptr centered, tl::Const R, tl::Const C) {
   auto r = tl::arange(0, R);
   auto c = tl::arange(0, C);
   auto v = tl::load(x + r[{tl::_, tl::None}] * C + c[{tl::None, tl::_}]);
@@ -215,7 +247,8 @@ void check_arg_reductions(DType d, bool with_nans) {
     double bv = along_rows ? xv[static_cast<size_t>(fixed)] : xv[static_cast<size_t>(fixed * C)];
     const int64_t n = along_rows ? R : C;
     for (int64_t k = 1; k < n; ++k) {
-      const double v = along_rows ? xv[static_cast<size_t>(k * C + fixed)] : xv[static_cast<size_t>(fixed * C + k)];
+      const double v = along_rows ? xv[static_cast<size_t>(k * C + fixed)]
+                                  : xv[static_cast<size_t>(fixed * C + k)];
       const bool better = (is_max ? v > bv : v < bv) || (std::isnan(v) && !std::isnan(bv));
       if (better) {
         bv = v;
@@ -231,12 +264,16 @@ void check_arg_reductions(DType d, bool with_nans) {
     for (Tensor* t : {&a0, &i0, &a1, &i1}) poison(*t);
     reduce2d_kernel[{1}](x, a0, i0, a1, i1, cen, R, C);
     for (int64_t c = 0; c < C; ++c) {
-      EXPECT_EQ(a0[c].item<int32_t>(), ref(c, true, true)) << mode << " " << dtype_name(d) << " argmax col " << c;
-      EXPECT_EQ(i0[c].item<int32_t>(), ref(c, true, false)) << mode << " " << dtype_name(d) << " argmin col " << c;
+      EXPECT_EQ(a0[c].item<int32_t>(), ref(c, true, true))
+          << mode << " " << dtype_name(d) << " argmax col " << c;
+      EXPECT_EQ(i0[c].item<int32_t>(), ref(c, true, false))
+          << mode << " " << dtype_name(d) << " argmin col " << c;
     }
     for (int64_t r = 0; r < R; ++r) {
-      EXPECT_EQ(a1[r].item<int32_t>(), ref(r, false, true)) << mode << " " << dtype_name(d) << " argmax row " << r;
-      EXPECT_EQ(i1[r].item<int32_t>(), ref(r, false, false)) << mode << " " << dtype_name(d) << " argmin row " << r;
+      EXPECT_EQ(a1[r].item<int32_t>(), ref(r, false, true))
+          << mode << " " << dtype_name(d) << " argmax row " << r;
+      EXPECT_EQ(i1[r].item<int32_t>(), ref(r, false, false))
+          << mode << " " << dtype_name(d) << " argmin row " << r;
     }
     if (!with_nans) {
       // keep_dims: the row max broadcasts back over the row.
@@ -268,9 +305,11 @@ TEST(Surface, XorSum) {
   for (DType d : {DType::Int32, DType::UInt8, DType::Int64}) {
     Tensor x = random_tensor({R, C}, d);
     std::vector<int64_t> xv(R * C);
-    for (int64_t i = 0; i < R * C; ++i) xv[static_cast<size_t>(i)] = x.view({R * C})[i].item<int64_t>();
+    for (int64_t i = 0; i < R * C; ++i)
+      xv[static_cast<size_t>(i)] = x.view({R * C})[i].item<int64_t>();
     compiled_and_interpreted([&](const char* mode) {
-      Tensor all = empty({1}, TensorOptions().dtype(d)), rows = empty({R}, TensorOptions().dtype(d));
+      Tensor all = empty({1}, TensorOptions().dtype(d)),
+             rows = empty({R}, TensorOptions().dtype(d));
       xor_kernel[{1}](x, all, rows, R, C);
       int64_t whole = 0;
       for (int64_t r = 0; r < R; ++r) {
@@ -283,13 +322,15 @@ TEST(Surface, XorSum) {
     });
   }
   Tensor f = zeros({R, C});
-  EXPECT_NE(error_of<CompileError>([&] { xor_kernel[{1}](f, zeros({1}), zeros({R}), R, C); }).find("tl::xor_sum needs integers"),
+  EXPECT_NE(error_of<CompileError>([&] {
+              xor_kernel[{1}](f, zeros({1}), zeros({R}), R, C);
+            }).find("tl::xor_sum needs integers"),
             std::string::npos);
 }
 
 // Triton's matmul tutorial, simplified: one program per [BM, BN] block of C, K in steps of BK.
-TL_JIT(matmul_kernel, tl::Ptr a, tl::Ptr b, tl::Ptr c, tl::Int M, tl::Int N, tl::Int K, tl::Const BM, tl::Const BN,
-       tl::Const BK, tl::Const PRECISION) {
+TL_JIT(matmul_kernel, tl::Ptr a, tl::Ptr b, tl::Ptr c, tl::Int M, tl::Int N, tl::Int K,
+       tl::Const BM, tl::Const BN, tl::Const BK, tl::Const PRECISION) {
   auto pm = tl::program_id(0), pn = tl::program_id(1);
   auto rm = pm * BM + tl::arange(0, BM);
   auto rn = pn * BN + tl::arange(0, BN);
@@ -313,8 +354,9 @@ Tensor tiled_matmul(const Tensor& a, const Tensor& b, int precision) {
   const int64_t M = a.size(0).guard_int(), K = a.size(1).guard_int(), N = b.size(1).guard_int();
   Tensor c = empty({M, N});
   poison(c);
-  matmul_kernel[{tl::cdiv(M, 32), tl::cdiv(N, 32)}](a, b, c, M, N, K, tl::meta("BM", 32), tl::meta("BN", 32),
-                                                   tl::meta("BK", 16), tl::meta("PRECISION", precision));
+  matmul_kernel[{tl::cdiv(M, 32), tl::cdiv(N, 32)}](a, b, c, M, N, K, tl::meta("BM", 32),
+                                                    tl::meta("BN", 32), tl::meta("BK", 16),
+                                                    tl::meta("PRECISION", precision));
   return c;
 }
 
@@ -342,11 +384,12 @@ TEST(Surface, DotTiledMatmulAgainstADoubleReference) {
 
 TL_JIT(small_dot_kernel, tl::Ptr a, tl::Ptr b, tl::Ptr acc, tl::Ptr out, tl::Const MODE) {
   auto r = tl::arange(0, 16), c = tl::arange(0, 32);
-  auto ta = tl::load(a + r[{tl::_, tl::None}] * 32 + c[{tl::None, tl::_}]);   // [16, 32]
-  auto tb = tl::load(b + c[{tl::_, tl::None}] * 16 + r[{tl::None, tl::_}]);   // [32, 16]
+  auto ta = tl::load(a + r[{tl::_, tl::None}] * 32 + c[{tl::None, tl::_}]);  // [16, 32]
+  auto tb = tl::load(b + c[{tl::_, tl::None}] * 16 + r[{tl::None, tl::_}]);  // [32, 16]
   auto idx = r[{tl::_, tl::None}] * 16 + r[{tl::None, tl::_}];
-  if (MODE.int_value() == 0) tl::store(out + idx, tl::dot(ta, tb));                          // int8 -> int32
-  if (MODE.int_value() == 1) tl::store(out + idx, tl::dot(ta, tb, tl::load(acc + idx)));      // fp16 + acc
+  if (MODE.int_value() == 0) tl::store(out + idx, tl::dot(ta, tb));  // int8 -> int32
+  if (MODE.int_value() == 1)
+    tl::store(out + idx, tl::dot(ta, tb, tl::load(acc + idx)));  // fp16 + acc
   if (MODE.int_value() == 2) {
     tl::DotOptions o;
     o.out_dtype = tl::float16;
@@ -356,19 +399,23 @@ TL_JIT(small_dot_kernel, tl::Ptr a, tl::Ptr b, tl::Ptr acc, tl::Ptr out, tl::Con
 
 TEST(Surface, DotInt8Fp16AccAndOutDtype) {
   Tensor a8 = random_tensor({16, 32}, DType::Int8), b8 = random_tensor({32, 16}, DType::Int8);
-  Tensor a16 = random_tensor({16, 32}, DType::Float16), b16 = random_tensor({32, 16}, DType::Float16);
+  Tensor a16 = random_tensor({16, 32}, DType::Float16),
+         b16 = random_tensor({32, 16}, DType::Float16);
   Tensor acc = random_tensor({16, 16}, DType::Float32);
   compiled_and_interpreted([&](const char* mode) {
     Tensor o8 = empty({16, 16}, TensorOptions().dtype(DType::Int32));
     small_dot_kernel[{1}](a8, b8, acc, o8, 0);
-    EXPECT_TRUE(equal(o8, matmul(a8.to(DType::Int64), b8.to(DType::Int64)).to(DType::Int32))) << mode;
+    EXPECT_TRUE(equal(o8, matmul(a8.to(DType::Int64), b8.to(DType::Int64)).to(DType::Int32)))
+        << mode;
     Tensor of = empty({16, 16});
     small_dot_kernel[{1}](a16, b16, acc, of, 1);
-    const Tensor ref = matmul(a16.to(DType::Float64), b16.to(DType::Float64)) + acc.to(DType::Float64);
+    const Tensor ref =
+        matmul(a16.to(DType::Float64), b16.to(DType::Float64)) + acc.to(DType::Float64);
     EXPECT_TRUE(allclose(of.to(DType::Float64), ref, 1e-5, 1e-4)) << mode;
     Tensor oh = empty({16, 16}, TensorOptions().dtype(DType::Float16));
     small_dot_kernel[{1}](a16, b16, acc, oh, 2);
-    EXPECT_TRUE(allclose(oh.to(DType::Float64), matmul(a16.to(DType::Float64), b16.to(DType::Float64)), 2e-3, 1e-2))
+    EXPECT_TRUE(allclose(oh.to(DType::Float64),
+                         matmul(a16.to(DType::Float64), b16.to(DType::Float64)), 2e-3, 1e-2))
         << mode;
   });
 }
@@ -376,8 +423,10 @@ TEST(Surface, DotInt8Fp16AccAndOutDtype) {
 TL_JIT(bad_dot_kernel, tl::Ptr x, tl::Const WHICH) {
   auto r8 = tl::arange(0, 8), r16 = tl::arange(0, 16), r32 = tl::arange(0, 32);
   auto t16 = tl::load(x + r16[{tl::_, tl::None}] * 16 + r16[{tl::None, tl::_}]);
-  if (WHICH.int_value() == 0) (void)tl::dot(t16, tl::load(x + r16[{tl::_, tl::None}] * 8 + r8[{tl::None, tl::_}]));
-  if (WHICH.int_value() == 1) (void)tl::dot(t16, tl::load(x + r32[{tl::_, tl::None}] * 16 + r16[{tl::None, tl::_}]));
+  if (WHICH.int_value() == 0)
+    (void)tl::dot(t16, tl::load(x + r16[{tl::_, tl::None}] * 8 + r8[{tl::None, tl::_}]));
+  if (WHICH.int_value() == 1)
+    (void)tl::dot(t16, tl::load(x + r32[{tl::_, tl::None}] * 16 + r16[{tl::None, tl::_}]));
   if (WHICH.int_value() == 2) (void)tl::dot(t16, t16.to(tl::float16));
   if (WHICH.int_value() == 3) {
     tl::DotOptions o;
@@ -398,7 +447,8 @@ TEST(Surface, DotDiagnostics) {
   EXPECT_NE(msg.find("input_precision must be"), std::string::npos) << msg;
 }
 
-// ---- atomics and while loops ------------------------------------------------------------------------
+// ---- atomics and while loops
+// ------------------------------------------------------------------------
 
 // A histogram: every program adds ones into shared bins.
 TL_JIT(histogram_kernel, tl::Ptr x, tl::Ptr bins, tl::Int n, tl::Const BLOCK) {
@@ -436,21 +486,38 @@ TL_JIT(atomic_kinds_kernel, tl::Ptr x, tl::Ptr v, tl::Ptr old, tl::Const KIND, t
   auto val = tl::load(v + o);
   tl::Tile r;
   switch (KIND.int_value()) {
-    case 0: r = tl::atomic_add(x + o, val, m); break;
-    case 1: r = tl::atomic_max(x + o, val, m); break;
-    case 2: r = tl::atomic_min(x + o, val, m); break;
-    case 3: r = tl::atomic_and(x + o, val, m); break;
-    case 4: r = tl::atomic_or(x + o, val, m); break;
-    case 5: r = tl::atomic_xor(x + o, val, m); break;
-    case 6: r = tl::atomic_xchg(x + o, val, m); break;
-    default: r = tl::atomic_cas(x + o, tl::load(x + o), val); break;  // always swaps
+    case 0:
+      r = tl::atomic_add(x + o, val, m);
+      break;
+    case 1:
+      r = tl::atomic_max(x + o, val, m);
+      break;
+    case 2:
+      r = tl::atomic_min(x + o, val, m);
+      break;
+    case 3:
+      r = tl::atomic_and(x + o, val, m);
+      break;
+    case 4:
+      r = tl::atomic_or(x + o, val, m);
+      break;
+    case 5:
+      r = tl::atomic_xor(x + o, val, m);
+      break;
+    case 6:
+      r = tl::atomic_xchg(x + o, val, m);
+      break;
+    default:
+      r = tl::atomic_cas(x + o, tl::load(x + o), val);
+      break;  // always swaps
   }
   tl::store(old + o, r);
 }
 
 TEST(Surface, EveryAtomicKindReturnsTheOldValues) {
   const int64_t B = 32;
-  for (DType d : {DType::Int32, DType::Int64, DType::UInt8, DType::Float32, DType::Float64, DType::BFloat16}) {
+  for (DType d : {DType::Int32, DType::Int64, DType::UInt8, DType::Float32, DType::Float64,
+                  DType::BFloat16}) {
     const bool fl = is_floating_point(d);
     for (int kind = 0; kind < 8; ++kind) {
       if (fl && kind >= 3 && kind <= 5) continue;  // bitwise: integers only
@@ -465,21 +532,41 @@ TEST(Surface, EveryAtomicKindReturnsTheOldValues) {
           double want = a;
           if (!off) {
             switch (kind) {
-              case 0: want = fl ? a + b : static_cast<double>(x0[i].item<int64_t>() + bi); break;
-              case 1: want = std::max(a, b); break;
-              case 2: want = std::min(a, b); break;
-              case 3: want = static_cast<double>(ai & bi); break;
-              case 4: want = static_cast<double>(ai | bi); break;
-              case 5: want = static_cast<double>(ai ^ bi); break;
-              default: want = b; break;
+              case 0:
+                want = fl ? a + b : static_cast<double>(x0[i].item<int64_t>() + bi);
+                break;
+              case 1:
+                want = std::max(a, b);
+                break;
+              case 2:
+                want = std::min(a, b);
+                break;
+              case 3:
+                want = static_cast<double>(ai & bi);
+                break;
+              case 4:
+                want = static_cast<double>(ai | bi);
+                break;
+              case 5:
+                want = static_cast<double>(ai ^ bi);
+                break;
+              default:
+                want = b;
+                break;
             }
           }
           // The expected value in the tensor's dtype (wrapping, rounding).
-          const double stored = from_vector(std::vector<double>{want}, {1}, DType::Float64).to(DType::Int64).item<double>();
+          const double stored = from_vector(std::vector<double>{want}, {1}, DType::Float64)
+                                    .to(DType::Int64)
+                                    .item<double>();
           const double w = fl ? from_vector(std::vector<double>{want}, {1}, d).item<double>()
-                              : from_vector(std::vector<int64_t>{static_cast<int64_t>(stored)}, {1}).to(d).item<double>();
-          EXPECT_EQ(x[i].item<double>(), w) << mode << " " << dtype_name(d) << " kind " << kind << " lane " << i;
-          EXPECT_EQ(old[i].item<double>(), off ? 0.0 : a) << mode << " " << dtype_name(d) << " kind " << kind;
+                              : from_vector(std::vector<int64_t>{static_cast<int64_t>(stored)}, {1})
+                                    .to(d)
+                                    .item<double>();
+          EXPECT_EQ(x[i].item<double>(), w)
+              << mode << " " << dtype_name(d) << " kind " << kind << " lane " << i;
+          EXPECT_EQ(old[i].item<double>(), off ? 0.0 : a)
+              << mode << " " << dtype_name(d) << " kind " << kind;
         }
       });
     }
@@ -498,7 +585,8 @@ TL_JIT(locked_increment_kernel, tl::Ptr lock, tl::Ptr counter, tl::Const REPEAT)
 
 TEST(Surface, CasSpinLock) {
   compiled_and_interpreted([&](const char* mode) {
-    Tensor lock = zeros({1}, TensorOptions().dtype(DType::Int32)), counter = zeros({1}, TensorOptions().dtype(DType::Int32));
+    Tensor lock = zeros({1}, TensorOptions().dtype(DType::Int32)),
+           counter = zeros({1}, TensorOptions().dtype(DType::Int32));
     locked_increment_kernel[{64}](lock, counter, 50);
     EXPECT_EQ(counter.item<int32_t>(), 64 * 50) << mode;
     EXPECT_EQ(lock.item<int32_t>(), 0) << mode;
@@ -510,10 +598,11 @@ TL_JIT(collatz_kernel, tl::Ptr x, tl::Ptr steps) {
   auto pid = tl::program_id(0);
   tl::Var n = tl::load(x + pid).to(tl::int64);
   tl::Var k = 0;
-  tl::while_([&] { return tl::Tile(n) != 1; }, [&] {
-    n = tl::where(tl::Tile(n) % 2 == 0, tl::Tile(n) / 2, tl::Tile(n) * 3 + 1);
-    k = tl::Tile(k) + 1;
-  });
+  tl::while_([&] { return tl::Tile(n) != 1; },
+             [&] {
+               n = tl::where(tl::Tile(n) % 2 == 0, tl::Tile(n) / 2, tl::Tile(n) * 3 + 1);
+               k = tl::Tile(k) + 1;
+             });
   tl::store(steps + pid, k);
 }
 
@@ -553,16 +642,20 @@ TL_JIT(bad_atomic_kernel, tl::Ptr x, tl::Const WHICH) {
 TEST(Surface, AtomicDiagnostics) {
   Tensor x = zeros({4});
   auto msg = error_of<CompileError>([&] { bad_atomic_kernel[{1}](x, 0); });
-  EXPECT_NE(msg.find("tl::atomic_xor of fp32 values is not supported (integers only)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tl::atomic_xor of fp32 values is not supported (integers only)"),
+            std::string::npos)
+      << msg;
   msg = error_of<CompileError>([&] { bad_atomic_kernel[{1}](x, 1); });
   EXPECT_NE(msg.find("atomic sem must be"), std::string::npos) << msg;
   msg = error_of<CompileError>([&] { bad_atomic_kernel[{1}](x, 2); });
   EXPECT_NE(msg.find("tl::atomic_add needs a pointer"), std::string::npos) << msg;
 }
 
-// ---- random numbers -----------------------------------------------------------------------------------
+// ---- random numbers
+// -----------------------------------------------------------------------------------
 
-TL_JIT(random_kernel, tl::Ptr u, tl::Ptr z, tl::Ptr i, tl::Ptr r4, tl::Int seed, tl::Int base, tl::Int n, tl::Const BLOCK) {
+TL_JIT(random_kernel, tl::Ptr u, tl::Ptr z, tl::Ptr i, tl::Ptr r4, tl::Int seed, tl::Int base,
+       tl::Int n, tl::Const BLOCK) {
   auto o = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
   auto m = o < n;
   auto off = base + o;
@@ -577,19 +670,23 @@ TEST(Surface, RandomNumbersAreTheTensorFactoriesStreams) {
   const int64_t n = 1000;
   const uint64_t seed = 0x1234567890abull;  // a key with both halves set
   manual_seed(seed);
-  const Tensor want_u = rand({n});                                  // offsets 0 .. n-1
-  const Tensor want_z = randn({n});                                 // offsets n .. 2n-1
+  const Tensor want_u = rand({n});   // offsets 0 .. n-1
+  const Tensor want_z = randn({n});  // offsets n .. 2n-1
   compiled_and_interpreted([&](const char* mode) {
-    Tensor u = empty({n}), z = empty({n}), z0 = empty({n}), i = empty({n}, TensorOptions().dtype(DType::UInt32));
+    Tensor u = empty({n}), z = empty({n}), z0 = empty({n}),
+           i = empty({n}, TensorOptions().dtype(DType::UInt32));
     Tensor r4 = empty({n * 4}, TensorOptions().dtype(DType::UInt32));
-    random_kernel[{tl::cdiv(n, 128)}](u, z0, i, r4, static_cast<int64_t>(seed), 0, n, tl::meta("BLOCK", 128));
+    random_kernel[{tl::cdiv(n, 128)}](u, z0, i, r4, static_cast<int64_t>(seed), 0, n,
+                                      tl::meta("BLOCK", 128));
     EXPECT_TRUE(equal(u, want_u)) << mode;
-    random_kernel[{tl::cdiv(n, 128)}](u, z, i, r4, static_cast<int64_t>(seed), n, n, tl::meta("BLOCK", 128));
+    random_kernel[{tl::cdiv(n, 128)}](u, z, i, r4, static_cast<int64_t>(seed), n, n,
+                                      tl::meta("BLOCK", 128));
     EXPECT_TRUE(equal(z, want_z)) << mode;
     // The raw outputs are Philox 4x32-10 (tessera/detail/philox.h, checked against Random123).
     for (int64_t k = 0; k < n; k += 97) {
       const auto r = philox::random4(seed, static_cast<uint64_t>(n + k));
-      for (int w = 0; w < 4; ++w) EXPECT_EQ(r4[k * 4 + w].item<uint32_t>(), r.v[w]) << mode << " offset " << n + k;
+      for (int w = 0; w < 4; ++w)
+        EXPECT_EQ(r4[k * 4 + w].item<uint32_t>(), r.v[w]) << mode << " offset " << n + k;
       EXPECT_EQ(i[k].item<uint32_t>(), r.v[0]) << mode;
     }
   });
@@ -600,7 +697,8 @@ TEST(Surface, RandomNumbersAreTheTensorFactoriesStreams) {
   EXPECT_NEAR((want_z * want_z).mean().item<float>(), 1.0, 0.15);
 }
 
-// ---- static_assert_, device_assert, device_print ------------------------------------------------------
+// ---- static_assert_, device_assert, device_print
+// ------------------------------------------------------
 
 TL_JIT(checked_kernel, tl::Ptr x, tl::Int n, tl::Const BLOCK) {
   tl::static_assert_(BLOCK >= 16, "BLOCK must be at least 16");
@@ -632,15 +730,17 @@ TEST(Surface, StaticAssertDeviceAssertAndDevicePrint) {
   ::unsetenv("TESSERA_DEBUG");
   reload_knobs();
   EXPECT_NE(msg.find("[kernel checked_kernel] device_assert failed at"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("program (0, 0, 0), lane 2: x must be non-negative"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("program (0, 0, 0), lane 2: x must be non-negative"), std::string::npos)
+      << msg;
   EXPECT_NE(err.find("lane 2: x must be non-negative"), std::string::npos) << err;
   EXPECT_NE(out.find("pid (0, 0, 0) idx (0) v: 1"), std::string::npos) << out;
 }
 
-// ---- shape ops ----------------------------------------------------------------------------------------
+// ---- shape ops
+// ----------------------------------------------------------------------------------------
 
-TL_JIT(shape_kernel, tl::Ptr a_ptr, tl::Ptr b_ptr, tl::Ptr t_out, tl::Ptr p_out, tl::Ptr j_out, tl::Ptr s_out,
-       tl::Ptr c_out, tl::Ptr z_out) {
+TL_JIT(shape_kernel, tl::Ptr a_ptr, tl::Ptr b_ptr, tl::Ptr t_out, tl::Ptr p_out, tl::Ptr j_out,
+       tl::Ptr s_out, tl::Ptr c_out, tl::Ptr z_out) {
   auto r = tl::arange(0, 4), c = tl::arange(0, 8);
   auto idx = r[{tl::_, tl::None}] * 8 + c[{tl::None, tl::_}];
   auto a = tl::load(a_ptr + idx);  // [4, 8]
@@ -650,7 +750,9 @@ TL_JIT(shape_kernel, tl::Ptr a_ptr, tl::Ptr b_ptr, tl::Ptr t_out, tl::Ptr p_out,
   // reshape to [2, 2, 8], permute to [8, 2, 2]
   auto p = tl::permute(tl::reshape(a, {2, 2, 8}), {2, 0, 1});
   auto i8 = tl::arange(0, 8), i2 = tl::arange(0, 2);
-  tl::store(p_out + i8[{tl::_, tl::None, tl::None}] * 4 + i2[{tl::None, tl::_, tl::None}] * 2 + i2[{tl::None, tl::None, tl::_}], p);
+  tl::store(p_out + i8[{tl::_, tl::None, tl::None}] * 4 + i2[{tl::None, tl::_, tl::None}] * 2 +
+                i2[{tl::None, tl::None, tl::_}],
+            p);
   // join: [4, 8, 2]; split back
   auto j = tl::join(a, b);
   tl::store(j_out + idx[{tl::_, tl::_, tl::None}] * 2 + i2[{tl::None, tl::None, tl::_}], j);
@@ -665,8 +767,8 @@ TL_JIT(shape_kernel, tl::Ptr a_ptr, tl::Ptr b_ptr, tl::Ptr t_out, tl::Ptr p_out,
 TEST(Surface, ShapeOpsAgainstTensorOps) {
   Tensor a = random_tensor({4, 8}, DType::Float32), b = random_tensor({4, 8}, DType::Float32);
   compiled_and_interpreted([&](const char* mode) {
-    Tensor t = empty({8, 4}), p = empty({8, 2, 2}), j = empty({4, 8, 2}), s = empty({4, 8}), c = empty({8, 8}),
-           z = empty({4, 8});
+    Tensor t = empty({8, 4}), p = empty({8, 2, 2}), j = empty({4, 8, 2}), s = empty({4, 8}),
+           c = empty({8, 8}), z = empty({4, 8});
     for (Tensor* x : {&t, &p, &j, &s, &c, &z}) poison(*x);
     shape_kernel[{1}](a, b, t, p, j, s, c, z);
     EXPECT_TRUE(equal(t, a.transpose(0, 1).contiguous())) << mode;
@@ -680,8 +782,10 @@ TEST(Surface, ShapeOpsAgainstTensorOps) {
 
 TL_JIT(bitcast_kernel, tl::Ptr x, tl::Ptr out, tl::Const TO, tl::Const BACK) {
   auto o = tl::arange(0, 64);
-  auto v = tl::bitcast(tl::load(x + o), TO.int_value() == 0 ? tl::int32 : TO.int_value() == 1 ? tl::int16
-                                                            : TO.int_value() == 2 ? tl::uint16 : tl::uint8);
+  auto v = tl::bitcast(tl::load(x + o), TO.int_value() == 0   ? tl::int32
+                                        : TO.int_value() == 1 ? tl::int16
+                                        : TO.int_value() == 2 ? tl::uint16
+                                                              : tl::uint8);
   tl::store(out + o, BACK.int_value() ? tl::bitcast(v, tl::load(x + o).dtype()) : v);
 }
 
@@ -694,16 +798,19 @@ TEST(Surface, BitcastKeepsTheBits) {
     const DType from = pairs[k].first, to = pairs[k].second;  // (clang 14 cannot capture bindings)
     Tensor x = random_tensor({64}, DType::Float32).to(from);
     compiled_and_interpreted([&](const char* mode) {
-      Tensor bits = empty({64}, TensorOptions().dtype(to)), back = empty({64}, TensorOptions().dtype(from));
+      Tensor bits = empty({64}, TensorOptions().dtype(to)),
+             back = empty({64}, TensorOptions().dtype(from));
       bitcast_kernel[{1}](x, bits, k, 0);
       EXPECT_TRUE(equal(bits, x.view(to))) << mode << " " << dtype_name(from);
       bitcast_kernel[{1}](x, back, k, 1);
-      EXPECT_TRUE(equal(back.view(to), x.view(to))) << mode << " " << dtype_name(from) << " round trip";
+      EXPECT_TRUE(equal(back.view(to), x.view(to)))
+          << mode << " " << dtype_name(from) << " round trip";
     });
   }
 }
 
-// ---- reduce and scans with combine functions --------------------------------------------------------
+// ---- reduce and scans with combine functions
+// --------------------------------------------------------
 
 // Welford's online mean and variance: (mean, m2, count) pairs combined along each row.
 TL_JIT(welford_kernel, tl::Ptr x, tl::Ptr mean_out, tl::Ptr var_out, tl::Const R, tl::Const C) {
@@ -711,13 +818,14 @@ TL_JIT(welford_kernel, tl::Ptr x, tl::Ptr mean_out, tl::Ptr var_out, tl::Const R
   auto v = tl::load(x + r[{tl::_, tl::None}] * C + c[{tl::None, tl::_}]);
   auto m2 = tl::zeros({R, C}, tl::float32);
   auto n = tl::zeros({R, C}, tl::float32) + 1.0f;
-  auto out = tl::reduce({v, m2, n}, 1, [](const std::vector<tl::Tile>& a, const std::vector<tl::Tile>& b) {
-    auto count = a[2] + b[2];
-    auto delta = b[0] - a[0];
-    auto mean = a[0] + delta * b[2] / count;
-    auto m = a[1] + b[1] + delta * delta * a[2] * b[2] / count;
-    return std::vector<tl::Tile>{mean, m, count};
-  });
+  auto out =
+      tl::reduce({v, m2, n}, 1, [](const std::vector<tl::Tile>& a, const std::vector<tl::Tile>& b) {
+        auto count = a[2] + b[2];
+        auto delta = b[0] - a[0];
+        auto mean = a[0] + delta * b[2] / count;
+        auto m = a[1] + b[1] + delta * delta * a[2] * b[2] / count;
+        return std::vector<tl::Tile>{mean, m, count};
+      });
   tl::store(mean_out + r, out[0]);
   tl::store(var_out + r, out[1] / out[2]);
 }
@@ -726,7 +834,8 @@ TEST(Surface, ReduceWithACombineFunctionWelford) {
   constexpr int64_t R = 8, C = 64;
   Tensor x = random_tensor({R, C}, DType::Float32);
   const Tensor xd = x.to(DType::Float64);
-  const Tensor mean = xd.mean({1}), var = ((xd - xd.mean({1}, true)) * (xd - xd.mean({1}, true))).mean({1});
+  const Tensor mean = xd.mean({1}),
+               var = ((xd - xd.mean({1}, true)) * (xd - xd.mean({1}, true))).mean({1});
   compiled_and_interpreted([&](const char* mode) {
     Tensor m = empty({R}), v = empty({R});
     welford_kernel[{1}](x, m, v, R, C);
@@ -735,8 +844,8 @@ TEST(Surface, ReduceWithACombineFunctionWelford) {
   });
 }
 
-TL_JIT(scan_kernel, tl::Ptr x, tl::Ptr sum_out, tl::Ptr prod_out, tl::Ptr rev_out, tl::Ptr col_out, tl::Ptr amax_out,
-       tl::Const R, tl::Const C) {
+TL_JIT(scan_kernel, tl::Ptr x, tl::Ptr sum_out, tl::Ptr prod_out, tl::Ptr rev_out, tl::Ptr col_out,
+       tl::Ptr amax_out, tl::Const R, tl::Const C) {
   auto r = tl::arange(0, R), c = tl::arange(0, C);
   auto idx = r[{tl::_, tl::None}] * C + c[{tl::None, tl::_}];
   auto v = tl::load(x + idx);
@@ -746,24 +855,28 @@ TL_JIT(scan_kernel, tl::Ptr x, tl::Ptr sum_out, tl::Ptr prod_out, tl::Ptr rev_ou
   tl::store(col_out + idx, tl::cumsum(v, 0));
   // A running maximum by a one-input associative_scan, kept per row, reduced with keep_dims.
   auto run = tl::associative_scan(v, 1, [](tl::Tile a, tl::Tile b) { return tl::maximum(a, b); });
-  auto last = tl::reduce(run, 1, [](tl::Tile a, tl::Tile b) { return tl::maximum(a, b); }, true);  // [R, 1]
+  auto last = tl::reduce(
+      run, 1, [](tl::Tile a, tl::Tile b) { return tl::maximum(a, b); }, true);  // [R, 1]
   tl::store(amax_out + idx, run - last);
 }
 
 template <class T>
 void check_scans(DType d) {
   constexpr int64_t R = 4, C = 16;
-  Tensor x = d == DType::Float32 ? random_tensor({R, C}, d) : randint(-3, 4, {R, C}, TensorOptions().dtype(d));
+  Tensor x = d == DType::Float32 ? random_tensor({R, C}, d)
+                                 : randint(-3, 4, {R, C}, TensorOptions().dtype(d));
   std::vector<T> xv(R * C);
   for (int64_t i = 0; i < R * C; ++i) xv[static_cast<size_t>(i)] = x.view({R * C})[i].item<T>();
   compiled_and_interpreted([&](const char* mode) {
-    Tensor s = empty({R, C}, TensorOptions().dtype(d)), p = empty_like(s), rv = empty_like(s), col = empty_like(s),
-           am = empty_like(s);
+    Tensor s = empty({R, C}, TensorOptions().dtype(d)), p = empty_like(s), rv = empty_like(s),
+           col = empty_like(s), am = empty_like(s);
     scan_kernel[{1}](x, s, p, rv, col, am, R, C);
     for (int64_t r = 0; r < R; ++r) {
       T acc = 0, prod = 1, racc = 0, mx = xv[static_cast<size_t>(r * C)];
       std::vector<T> rev(C);
-      for (int64_t c = C - 1; c >= 0; --c) rev[static_cast<size_t>(c)] = racc = static_cast<T>(racc + xv[static_cast<size_t>(r * C + c)]);
+      for (int64_t c = C - 1; c >= 0; --c)
+        rev[static_cast<size_t>(c)] = racc =
+            static_cast<T>(racc + xv[static_cast<size_t>(r * C + c)]);
       for (int64_t c = 0; c < C; ++c) {
         const T v = xv[static_cast<size_t>(r * C + c)];
         acc = c == 0 ? v : static_cast<T>(acc + v);
@@ -778,7 +891,8 @@ void check_scans(DType d) {
     for (int64_t c = 0; c < C; ++c) {
       T acc = 0;
       for (int64_t r = 0; r < R; ++r) {
-        acc = r == 0 ? xv[static_cast<size_t>(c)] : static_cast<T>(acc + xv[static_cast<size_t>(r * C + c)]);
+        acc = r == 0 ? xv[static_cast<size_t>(c)]
+                     : static_cast<T>(acc + xv[static_cast<size_t>(r * C + c)]);
         EXPECT_EQ(col[r][c].item<T>(), acc) << mode << " cumsum axis 0";
       }
     }
@@ -799,7 +913,9 @@ TL_JIT(bad_reduce_kernel, tl::Ptr x, tl::Const WHICH) {
   if (WHICH.int_value() == 0) {
     (void)tl::reduce(v, 0, [&](tl::Tile a, tl::Tile b) { return a + b + tl::load(x); });
   } else {
-    (void)tl::reduce({v, v}, 0, [](const std::vector<tl::Tile>& a, const std::vector<tl::Tile>&) { return std::vector<tl::Tile>{a[0]}; });
+    (void)tl::reduce({v, v}, 0, [](const std::vector<tl::Tile>& a, const std::vector<tl::Tile>&) {
+      return std::vector<tl::Tile>{a[0]};
+    });
   }
 }
 
@@ -811,15 +927,17 @@ TEST(Surface, ReduceDiagnostics) {
   EXPECT_NE(msg.find("returned 1 values for 2 inputs"), std::string::npos) << msg;
 }
 
-// ---- dtypes: every pair's promotion, every dtype through memory, dtype constexprs ----------------------
+// ---- dtypes: every pair's promotion, every dtype through memory, dtype constexprs
+// ----------------------
 
 // One kernel per left-hand dtype: x + y_k for the twelve right-hand dtypes at once (one compile
 // each), the promoted types recorded while tracing.
 std::vector<DType> g_seen;
 
-TL_JIT(pair_add_kernel, tl::Ptr x, tl::Ptr y0, tl::Ptr y1, tl::Ptr y2, tl::Ptr y3, tl::Ptr y4, tl::Ptr y5, tl::Ptr y6,
-       tl::Ptr y7, tl::Ptr y8, tl::Ptr y9, tl::Ptr y10, tl::Ptr y11, tl::Ptr o0, tl::Ptr o1, tl::Ptr o2, tl::Ptr o3,
-       tl::Ptr o4, tl::Ptr o5, tl::Ptr o6, tl::Ptr o7, tl::Ptr o8, tl::Ptr o9, tl::Ptr o10, tl::Ptr o11) {
+TL_JIT(pair_add_kernel, tl::Ptr x, tl::Ptr y0, tl::Ptr y1, tl::Ptr y2, tl::Ptr y3, tl::Ptr y4,
+       tl::Ptr y5, tl::Ptr y6, tl::Ptr y7, tl::Ptr y8, tl::Ptr y9, tl::Ptr y10, tl::Ptr y11,
+       tl::Ptr o0, tl::Ptr o1, tl::Ptr o2, tl::Ptr o3, tl::Ptr o4, tl::Ptr o5, tl::Ptr o6,
+       tl::Ptr o7, tl::Ptr o8, tl::Ptr o9, tl::Ptr o10, tl::Ptr o11) {
   auto o = tl::arange(0, 32);
   const tl::Tile ys[] = {y0, y1, y2, y3, y4, y5, y6, y7, y8, y9, y10, y11};
   const tl::Tile os[] = {o0, o1, o2, o3, o4, o5, o6, o7, o8, o9, o10, o11};
@@ -837,7 +955,8 @@ DType triton_promote(DType a, DType b) {
   if (a == DType::Float64 || b == DType::Float64) return DType::Float64;
   if (a == DType::Float32 || b == DType::Float32) return DType::Float32;
   if (a == DType::Float16 || b == DType::Float16) return DType::Float16;
-  if (a == DType::BFloat16 || b == DType::BFloat16) return a == b ? DType::BFloat16 : DType::Float32;
+  if (a == DType::BFloat16 || b == DType::BFloat16)
+    return a == b ? DType::BFloat16 : DType::Float32;
   if (fl(a) || fl(b)) return DType::Float32;
   const int aw = static_cast<int>(itemsize(a)), bw = static_cast<int>(itemsize(b));
   const bool as = is_signed(a), bs = is_signed(b);
@@ -847,13 +966,15 @@ DType triton_promote(DType a, DType b) {
 }
 
 bool same_values(const Tensor& got, const Tensor& want) {
-  if (is_float8(got.dtype())) return allclose(got.to(DType::Float32), want.to(DType::Float32), 0, 0, true);
+  if (is_float8(got.dtype()))
+    return allclose(got.to(DType::Float32), want.to(DType::Float32), 0, 0, true);
   return equal(got, want) || (is_floating_point(got.dtype()) && allclose(got, want, 0, 0, true));
 }
 
 TEST(Surface, EveryDtypePairPromotesAsTriton) {
-  const DType all[] = {DType::Int8,  DType::Int16,   DType::Int32,    DType::Int64,   DType::UInt8,  DType::UInt16,
-                       DType::UInt32, DType::UInt64, DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
+  const DType all[] = {DType::Int8,    DType::Int16,    DType::Int32,   DType::Int64,
+                       DType::UInt8,   DType::UInt16,   DType::UInt32,  DType::UInt64,
+                       DType::Float16, DType::BFloat16, DType::Float32, DType::Float64};
   for (DType a : all) {
     Tensor x = random_tensor({32}, a);
     std::vector<Tensor> ys, outs;
@@ -865,23 +986,28 @@ TEST(Surface, EveryDtypePairPromotesAsTriton) {
     }
     compiled_and_interpreted([&](const char* mode) {
       g_seen.clear();
-      pair_add_kernel[{1}](x, ys[0], ys[1], ys[2], ys[3], ys[4], ys[5], ys[6], ys[7], ys[8], ys[9], ys[10], ys[11],
-                           outs[0], outs[1], outs[2], outs[3], outs[4], outs[5], outs[6], outs[7], outs[8], outs[9],
-                           outs[10], outs[11]);
-      if (!g_seen.empty()) EXPECT_EQ(g_seen, want) << mode << " " << dtype_name(a);
+      pair_add_kernel[{1}](x, ys[0], ys[1], ys[2], ys[3], ys[4], ys[5], ys[6], ys[7], ys[8], ys[9],
+                           ys[10], ys[11], outs[0], outs[1], outs[2], outs[3], outs[4], outs[5],
+                           outs[6], outs[7], outs[8], outs[9], outs[10], outs[11]);
+      if (!g_seen.empty()) {  // (empty when the kernel came from the cache: not traced again)
+        EXPECT_EQ(g_seen, want) << mode << " " << dtype_name(a);
+      }
       for (size_t k = 0; k < 12; ++k) {
         const DType w = want[k];
-        const Tensor ref = is_floating_point(w) ? (x.to(w).to(DType::Float64) + ys[k].to(w).to(DType::Float64)).to(w)
-                                                : (x.to(w).to(DType::Int64) + ys[k].to(w).to(DType::Int64)).to(w);
-        EXPECT_TRUE(same_values(outs[k], ref)) << mode << " " << dtype_name(a) << " + " << dtype_name(all[k]);
+        const Tensor ref = is_floating_point(w)
+                               ? (x.to(w).to(DType::Float64) + ys[k].to(w).to(DType::Float64)).to(w)
+                               : (x.to(w).to(DType::Int64) + ys[k].to(w).to(DType::Int64)).to(w);
+        EXPECT_TRUE(same_values(outs[k], ref))
+            << mode << " " << dtype_name(a) << " + " << dtype_name(all[k]);
       }
     });
   }
 }
 
 // Any dtype in, every dtype out (one compile per input dtype), and a dtype constexpr.
-TL_JIT(convert_all_kernel, tl::Ptr x, tl::Ptr o0, tl::Ptr o1, tl::Ptr o2, tl::Ptr o3, tl::Ptr o4, tl::Ptr o5, tl::Ptr o6,
-       tl::Ptr o7, tl::Ptr o8, tl::Ptr o9, tl::Ptr o10, tl::Ptr o11, tl::Ptr o12, tl::Ptr o13, tl::Ptr o14) {
+TL_JIT(convert_all_kernel, tl::Ptr x, tl::Ptr o0, tl::Ptr o1, tl::Ptr o2, tl::Ptr o3, tl::Ptr o4,
+       tl::Ptr o5, tl::Ptr o6, tl::Ptr o7, tl::Ptr o8, tl::Ptr o9, tl::Ptr o10, tl::Ptr o11,
+       tl::Ptr o12, tl::Ptr o13, tl::Ptr o14) {
   auto o = tl::arange(0, 64);
   auto v = tl::load(x + o);
   for (const tl::Tile& out : {o0, o1, o2, o3, o4, o5, o6, o7, o8, o9, o10, o11, o12, o13, o14}) {
@@ -895,36 +1021,45 @@ TL_JIT(convert_kernel, tl::Ptr x, tl::Ptr out, tl::Const OUT_DTYPE) {
 }
 
 TEST(Surface, EveryDtypeLoadsStoresAndCastsWithDtypeConstexprs) {
-  const DType all[] = {DType::Bool,   DType::Int8,    DType::Int16,   DType::Int32,   DType::Int64,
-                       DType::UInt8,  DType::UInt16,  DType::UInt32,  DType::UInt64,  DType::Float16,
-                       DType::BFloat16, DType::Float32, DType::Float64, DType::Float8_e4m3fn, DType::Float8_e5m2};
+  const DType all[] = {DType::Bool,    DType::Int8,          DType::Int16,      DType::Int32,
+                       DType::Int64,   DType::UInt8,         DType::UInt16,     DType::UInt32,
+                       DType::UInt64,  DType::Float16,       DType::BFloat16,   DType::Float32,
+                       DType::Float64, DType::Float8_e4m3fn, DType::Float8_e5m2};
   for (DType from : all) {
     Tensor x = (random_tensor({64}, DType::Float32) * 8.0).to(from);
     std::vector<Tensor> outs;
     for (DType to : all) outs.push_back(empty({64}, TensorOptions().dtype(to)));
     compiled_and_interpreted([&](const char* mode) {
-      convert_all_kernel[{1}](x, outs[0], outs[1], outs[2], outs[3], outs[4], outs[5], outs[6], outs[7], outs[8],
-                              outs[9], outs[10], outs[11], outs[12], outs[13], outs[14]);
+      convert_all_kernel[{1}](x, outs[0], outs[1], outs[2], outs[3], outs[4], outs[5], outs[6],
+                              outs[7], outs[8], outs[9], outs[10], outs[11], outs[12], outs[13],
+                              outs[14]);
       // Tensor conversions and kernel casts share tessera's rules (truncation, RNE, wrapping).
       for (size_t k = 0; k < 15; ++k) {
-        EXPECT_TRUE(same_values(outs[k], x.to(all[k]))) << mode << " " << dtype_name(from) << " -> " << dtype_name(all[k]);
+        EXPECT_TRUE(same_values(outs[k], x.to(all[k])))
+            << mode << " " << dtype_name(from) << " -> " << dtype_name(all[k]);
       }
     });
   }
-  Tensor x = random_tensor({64}, DType::Float32), out = empty({64}, TensorOptions().dtype(DType::BFloat16));
+  Tensor x = random_tensor({64}, DType::Float32),
+         out = empty({64}, TensorOptions().dtype(DType::BFloat16));
   convert_kernel[{1}](x, out, tl::meta("OUT_DTYPE", DType::BFloat16));
   EXPECT_TRUE(equal(out, x.to(DType::BFloat16)));
-  const auto msg = error_of<CompileError>([&] { convert_kernel[{1}](x, out, tl::meta("OUT_DTYPE", 3)); });
+  const auto msg =
+      error_of<CompileError>([&] { convert_kernel[{1}](x, out, tl::meta("OUT_DTYPE", 3)); });
   EXPECT_NE(msg.find("not a dtype constexpr"), std::string::npos) << msg;
 }
 
-// ---- hints and helper functions ------------------------------------------------------------------------
+// ---- hints and helper functions
+// ------------------------------------------------------------------------
 
 // A helper function of the kernel language: ordinary C++ over Tiles, traced inline.
-tl::Tile axpy(tl::Operand a, tl::Operand x, tl::Operand y) { return a * x + y; }
+tl::Tile axpy(tl::Operand a, tl::Operand x, tl::Operand y) {
+  return a * x + y;
+}
 
 TL_JIT(hinted_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
-  auto offs = tl::max_contiguous(tl::multiple_of(tl::program_id(0) * BLOCK, BLOCK) + tl::arange(0, BLOCK), BLOCK);
+  auto offs = tl::max_contiguous(
+      tl::multiple_of(tl::program_id(0) * BLOCK, BLOCK) + tl::arange(0, BLOCK), BLOCK);
   auto m = offs < n;
   tl::store(out + offs, axpy(2.0f, tl::load(x + offs, m), 1.0f), m);
 }
@@ -953,18 +1088,21 @@ TEST(Surface, HintsHelperFunctionsAndTheirChecks) {
   EXPECT_NE(msg.find("max_contiguous(4) hint does not hold"), std::string::npos) << msg;
 }
 
-// ---- zero-stride and offset views as kernel inputs -----------------------------------------------
+// ---- zero-stride and offset views as kernel inputs
+// -----------------------------------------------
 
-TL_JIT(row_bias_kernel, tl::Ptr x, tl::Ptr bias, tl::Ptr out, tl::Int sx, tl::Int sb, tl::Const R, tl::Const C) {
+TL_JIT(row_bias_kernel, tl::Ptr x, tl::Ptr bias, tl::Ptr out, tl::Int sx, tl::Int sb, tl::Const R,
+       tl::Const C) {
   auto r = tl::arange(0, R), c = tl::arange(0, C);
   auto v = tl::load(x + r[{tl::_, tl::None}] * sx + c[{tl::None, tl::_}]);
-  auto b = tl::load(bias + r[{tl::_, tl::None}] * sb + c[{tl::None, tl::_}]);  // sb = 0: every row the same
+  auto b = tl::load(bias + r[{tl::_, tl::None}] * sb +
+                    c[{tl::None, tl::_}]);  // sb = 0: every row the same
   tl::store(out + r[{tl::_, tl::None}] * C + c[{tl::None, tl::_}], v + b);
 }
 
 TEST(Surface, ZeroStrideAndOffsetViews) {
   Tensor base = random_tensor({10, 20}, DType::Float32);
-  Tensor x = base.slice(0, 2, 10).slice(1, 4, 20);        // an offset view with row stride 20
+  Tensor x = base.slice(0, 2, 10).slice(1, 4, 20);  // an offset view with row stride 20
   Tensor bias = random_tensor({16}, DType::Float32).expand({8, 16});  // row stride 0
   compiled_and_interpreted([&](const char* mode) {
     Tensor out = empty({8, 16});
@@ -974,25 +1112,49 @@ TEST(Surface, ZeroStrideAndOffsetViews) {
   });
 }
 
-// ---- diagnostics of the wider surface -------------------------------------------------------------------
+// ---- diagnostics of the wider surface
+// -------------------------------------------------------------------
 
 TL_JIT(bad_surface_kernel, tl::Ptr x, tl::Int n, tl::Const WHICH) {
   auto v = tl::load(x + tl::arange(0, 8));  // [8]
   switch (WHICH.int_value()) {
-    case 0: (void)tl::reshape(v, {4, 4}); break;
-    case 1: (void)tl::permute(v, {0, 0}); break;
-    case 2: (void)tl::split(v); break;
-    case 3: (void)tl::cat(v, tl::load(x + tl::arange(0, 4))); break;
-    case 4: (void)tl::bitcast(v, tl::float16); break;
+    case 0:
+      (void)tl::reshape(v, {4, 4});
+      break;
+    case 1:
+      (void)tl::permute(v, {0, 0});
+      break;
+    case 2:
+      (void)tl::split(v);
+      break;
+    case 3:
+      (void)tl::cat(v, tl::load(x + tl::arange(0, 4)));
+      break;
+    case 4:
+      (void)tl::bitcast(v, tl::float16);
+      break;
     case 5: {
       tl::Var k = 0;
-      tl::while_([&] { k = 1; return tl::Tile(k) < n; }, [&] {});
+      tl::while_(
+          [&] {
+            k = 1;
+            return tl::Tile(k) < n;
+          },
+          [&] {});
       break;
     }
-    case 6: (void)tl::rand(v, tl::arange(0, 8)); break;
-    case 7: (void)tl::multiple_of(v, 4); break;
-    case 8: (void)tl::associative_scan(v, 2, [](tl::Tile a, tl::Tile b) { return a + b; }); break;
-    default: (void)tl::cumsum(tl::load(x + tl::arange(0, 8)).to(tl::float8_e4m3fn)); break;
+    case 6:
+      (void)tl::rand(v, tl::arange(0, 8));
+      break;
+    case 7:
+      (void)tl::multiple_of(v, 4);
+      break;
+    case 8:
+      (void)tl::associative_scan(v, 2, [](tl::Tile a, tl::Tile b) { return a + b; });
+      break;
+    default:
+      (void)tl::cumsum(tl::load(x + tl::arange(0, 8)).to(tl::float8_e4m3fn));
+      break;
   }
 }
 

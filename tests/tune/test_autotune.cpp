@@ -28,10 +28,12 @@ namespace tl = tessera::tl;
 
 namespace {
 
-TL_JIT(add_kernel, tl::Ptr x_ptr, tl::Ptr y_ptr, tl::Ptr out_ptr, tl::Int n_elements, tl::Const BLOCK_SIZE) {
+TL_JIT(add_kernel, tl::Ptr x_ptr, tl::Ptr y_ptr, tl::Ptr out_ptr, tl::Int n_elements,
+       tl::Const BLOCK_SIZE) {
   auto offsets = tl::program_id(0) * BLOCK_SIZE + tl::arange(0, BLOCK_SIZE);
   auto mask = offsets < n_elements;
-  tl::store(out_ptr + offsets, tl::load(x_ptr + offsets, mask) + tl::load(y_ptr + offsets, mask), mask);
+  tl::store(out_ptr + offsets, tl::load(x_ptr + offsets, mask) + tl::load(y_ptr + offsets, mask),
+            mask);
 }
 
 // In place: x += 1 (reads and writes x).
@@ -49,7 +51,8 @@ TL_JIT(acc_kernel, tl::Ptr x_ptr, tl::Ptr out_ptr, tl::Int n, tl::Const BLOCK) {
 }
 
 // out = x * SCALE, with a heuristic-set flag EVEN (whether n divides by BLOCK: no mask needed).
-TL_JIT(scale_kernel, tl::Ptr x_ptr, tl::Ptr out_ptr, tl::Int n, tl::Const BLOCK, tl::Const SCALE, tl::Const EVEN) {
+TL_JIT(scale_kernel, tl::Ptr x_ptr, tl::Ptr out_ptr, tl::Int n, tl::Const BLOCK, tl::Const SCALE,
+       tl::Const EVEN) {
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
   if (EVEN) {
     tl::store(out_ptr + offs, tl::load(x_ptr + offs) * SCALE);
@@ -163,7 +166,8 @@ TEST_F(Autotune, KeyValuesDtypesAndAlignmentMakeNewRounds) {
   Script sc;
   tl::AutotuneOptions o;
   sc.install(o);
-  auto tuned = tl::autotune(add_kernel, {tl::Config({{"BLOCK_SIZE", 64}}), tl::Config({{"BLOCK_SIZE", 128}})},
+  auto tuned = tl::autotune(add_kernel,
+                            {tl::Config({{"BLOCK_SIZE", 64}}), tl::Config({{"BLOCK_SIZE", 128}})},
                             {"n_elements"}, o);
   auto run = [&](int64_t n, DType dt) {
     Tensor x = random_tensor({n}, dt), y = random_tensor({n}, dt), out = empty({n}, dt);
@@ -215,15 +219,17 @@ TEST_F(Autotune, RealTimingPicksATimedConfig) {
 
 TEST_F(Autotune, HeuristicsAlone) {
   std::vector<int64_t> seen;
-  auto k = tl::heuristics(scale_kernel, {{"BLOCK", [](const tl::Args& a) { return int64_t(a["n"] >= 64 ? 64 : 16); }},
-                                         {"EVEN", [&](const tl::Args& a) {
-                                            seen.push_back(a["BLOCK"]);  // sees the heuristic before it
-                                            return a["n"] % a["BLOCK"] == 0;
-                                          }}});
+  auto k = tl::heuristics(
+      scale_kernel, {{"BLOCK", [](const tl::Args& a) { return int64_t(a["n"] >= 64 ? 64 : 16); }},
+                     {"EVEN", [&](const tl::Args& a) {
+                        seen.push_back(a["BLOCK"]);  // sees the heuristic before it
+                        return a["n"] % a["BLOCK"] == 0;
+                      }}});
   for (int64_t n : {48, 100, 128}) {
     Tensor x = rand(n), out = empty({n});
     poison(out);
-    k[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](x, out, n, tl::meta("SCALE", 2.0));
+    k[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](
+        x, out, n, tl::meta("SCALE", 2.0));
     EXPECT_TRUE(out.allclose(x * 2.0)) << n;
   }
   EXPECT_EQ(seen, (std::vector<int64_t>{16, 64, 64}));
@@ -240,11 +246,13 @@ TEST_F(Autotune, HeuristicsInsideAutotuneSeeEachConfig) {
   sc.block = "BLOCK";
   tl::AutotuneOptions o;
   sc.install(o);
-  auto tuned = tl::autotune(inner, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 32}})}, {"n"}, o);
+  auto tuned =
+      tl::autotune(inner, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 32}})}, {"n"}, o);
   const int64_t n = 48;  // divisible by 16, not by 32
   Tensor x = rand(n), out = empty({n});
   poison(out);
-  tuned[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](x, out, n, tl::meta("SCALE", 3.0));
+  tuned[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](
+      x, out, n, tl::meta("SCALE", 3.0));
   EXPECT_TRUE(out.allclose(x * 3.0));
   ASSERT_GE(seen.size(), 2u);
   EXPECT_EQ(seen[0], 16);
@@ -260,16 +268,18 @@ TEST_F(Autotune, HeuristicsOutsideAutotuneRunBeforeTuning) {
   sc.block = "BLOCK";
   tl::AutotuneOptions o;
   sc.install(o);
-  auto tuned = tl::autotune(scale_kernel, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 32}})}, {"n"}, o);
+  auto tuned = tl::autotune(scale_kernel,
+                            {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 32}})}, {"n"}, o);
   auto k = tl::heuristics(tuned, {{"EVEN", [&](const tl::Args& a) {
-                                    ++calls;
-                                    saw_block = a.contains("BLOCK");
-                                    return false;
-                                  }}});
+                                     ++calls;
+                                     saw_block = a.contains("BLOCK");
+                                     return false;
+                                   }}});
   const int64_t n = 50;
   Tensor x = rand(n), out = empty({n});
   poison(out);
-  k[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](x, out, n, tl::meta("SCALE", 0.5));
+  k[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](x, out, n,
+                                                                            tl::meta("SCALE", 0.5));
   EXPECT_TRUE(out.allclose(x * 0.5));
   EXPECT_EQ(calls, 1);
   EXPECT_FALSE(saw_block);
@@ -284,10 +294,13 @@ TEST_F(Autotune, ConflictsAndBadNamesAreClearErrors) {
   EXPECT_NE(msg.find("test_autotune.cpp"), std::string::npos) << msg;
   msg = error_of<ValueError>([&] { tl::autotune(add_kernel, {tl::Config({{"BLOCK", 4}})}, {}); });
   EXPECT_NE(msg.find("sets 'BLOCK', which is not a parameter"), std::string::npos) << msg;
-  msg = error_of<ValueError>([&] { tl::autotune(add_kernel, {tl::Config({{"BLOCK_SIZE", 4}})}, {"n"}); });
+  msg = error_of<ValueError>([&] {
+    tl::autotune(add_kernel, {tl::Config({{"BLOCK_SIZE", 4}})}, {"n"});
+  });
   EXPECT_NE(msg.find("the autotuning key names 'n'"), std::string::npos) << msg;
-  msg = error_of<ValueError>(
-      [&] { tl::heuristics(add_kernel, {{"BLOCK", [](const tl::Args&) { return tl::MetaValue(4); }}}); });
+  msg = error_of<ValueError>([&] {
+    tl::heuristics(add_kernel, {{"BLOCK", [](const tl::Args&) { return tl::MetaValue(4); }}});
+  });
   EXPECT_NE(msg.find("heuristic 'BLOCK' is not a parameter"), std::string::npos) << msg;
   msg = error_of<CompileError>([&] { tl::autotune(tuned, {tl::Config({{"BLOCK_SIZE", 8}})}, {}); });
   EXPECT_NE(msg.find("autotuned twice"), std::string::npos) << msg;
@@ -297,8 +310,10 @@ TEST_F(Autotune, ConflictsAndBadNamesAreClearErrors) {
     tl::autotune(add_kernel, {tl::Config({{"BLOCK_SIZE", 4}})}, {}, o);
   });
   EXPECT_NE(msg.find("not a pointer parameter"), std::string::npos) << msg;
-  msg = error_of<ValueError>(
-      [&] { tl::autotune(add_kernel, {tl::Config({{"BLOCK_SIZE", 4}}), tl::Config({{"BLOCK_SIZE", 4}})}, {}); });
+  msg = error_of<ValueError>([&] {
+    tl::autotune(add_kernel, {tl::Config({{"BLOCK_SIZE", 4}}), tl::Config({{"BLOCK_SIZE", 4}})},
+                 {});
+  });
   EXPECT_NE(msg.find("listed twice"), std::string::npos) << msg;
 }
 
@@ -307,7 +322,8 @@ TEST_F(Autotune, FailingConfigsAreSkippedWithTheirReasons) {
   tl::AutotuneOptions o;
   sc.install(o);
   // BLOCK_SIZE 3 is not a power of 2: tl::arange rejects it while tracing.
-  auto tuned = tl::autotune(add_kernel, {tl::Config({{"BLOCK_SIZE", 3}}), tl::Config({{"BLOCK_SIZE", 8}})}, {}, o);
+  auto tuned = tl::autotune(
+      add_kernel, {tl::Config({{"BLOCK_SIZE", 3}}), tl::Config({{"BLOCK_SIZE", 8}})}, {}, o);
   const int64_t n = 20;
   Tensor x = rand(n), y = rand(n), out = empty({n});
   poison(out);
@@ -316,7 +332,8 @@ TEST_F(Autotune, FailingConfigsAreSkippedWithTheirReasons) {
   EXPECT_EQ(tuned.best_config()->find("BLOCK_SIZE")->i, 8);
   EXPECT_EQ(sc.timed, (std::vector<int64_t>{8}));
 
-  auto all_bad = tl::autotune(add_kernel, {tl::Config({{"BLOCK_SIZE", 3}}), tl::Config({{"BLOCK_SIZE", 6}})}, {}, o);
+  auto all_bad = tl::autotune(
+      add_kernel, {tl::Config({{"BLOCK_SIZE", 3}}), tl::Config({{"BLOCK_SIZE", 6}})}, {}, o);
   const auto msg = error_of<CompileError>([&] { all_bad[grid_of(n)](x, y, out, n); });
   EXPECT_NE(msg.find("every autotuning config failed"), std::string::npos) << msg;
   EXPECT_NE(msg.find("BLOCK_SIZE: 3"), std::string::npos) << msg;
@@ -347,7 +364,8 @@ TEST_F(Autotune, InPlaceKernelIsRightAfterTuning) {
   tl::AutotuneOptions o;
   o.warmup = 1;
   o.rep = 2;
-  auto tuned = tl::autotune(inc_kernel, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 64}})}, {"n"}, o);
+  auto tuned = tl::autotune(inc_kernel, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 64}})},
+                            {"n"}, o);
   const int64_t n = 300;
   Tensor x = rand(n);
   Tensor x0 = x.clone();
@@ -356,13 +374,15 @@ TEST_F(Autotune, InPlaceKernelIsRightAfterTuning) {
   // With the automatic restore off and no restore_value, the trials corrupt x (as in Triton).
   o.restore_written = false;
   o.cache_results = false;  // (the database already knows this key: nothing would be timed)
-  auto unsafe = tl::autotune(inc_kernel, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 64}})}, {"n"}, o);
+  auto unsafe = tl::autotune(inc_kernel, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 64}})},
+                             {"n"}, o);
   Tensor z = rand(n), z0 = z.clone();
   unsafe[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](z, n);
   EXPECT_FALSE(z.allclose(z0 + 1.0));
   // ... and restore_value fixes it.
   o.restore_value = {"x_ptr"};
-  auto named = tl::autotune(inc_kernel, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 64}})}, {"n"}, o);
+  auto named = tl::autotune(inc_kernel, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 64}})},
+                            {"n"}, o);
   Tensor w = rand(n), w0 = w.clone();
   named[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](w, n);
   EXPECT_TRUE(w.allclose(w0 + 1.0));
@@ -373,7 +393,8 @@ TEST_F(Autotune, ResetToZeroAccumulators) {
   o.warmup = 1;
   o.rep = 2;
   o.reset_to_zero = {"out_ptr"};
-  auto tuned = tl::autotune(acc_kernel, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 32}})}, {"n"}, o);
+  auto tuned = tl::autotune(acc_kernel, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 32}})},
+                            {"n"}, o);
   const int64_t n = 100;
   Tensor x = rand(n), out = zeros({n});
   tuned[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](x, out, n);
@@ -382,7 +403,8 @@ TEST_F(Autotune, ResetToZeroAccumulators) {
   o.reset_to_zero.clear();
   o.restore_written = false;
   o.cache_results = false;
-  auto bad = tl::autotune(acc_kernel, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 32}})}, {"n"}, o);
+  auto bad = tl::autotune(acc_kernel, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 32}})},
+                          {"n"}, o);
   Tensor out2 = zeros({n});
   bad[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](x, out2, n);
   EXPECT_FALSE(out2.allclose(x));
@@ -401,7 +423,8 @@ TEST_F(Autotune, PreAndPostHooksRunAroundEveryTrialWithResetToZero) {
     if (a.tensor("out_ptr").abs().max().item<float>() != 0.0f) zero_before_hook = false;
   };
   o.post_hook = [&](const tl::Args&, std::exception_ptr) { ++post; };
-  auto tuned = tl::autotune(acc_kernel, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 32}})}, {"n"}, o);
+  auto tuned = tl::autotune(acc_kernel, {tl::Config({{"BLOCK", 16}}), tl::Config({{"BLOCK", 32}})},
+                            {"n"}, o);
   const int64_t n = 64;
   Tensor x = rand(n), out = zeros({n});
   tuned[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](x, out, n);
@@ -502,15 +525,22 @@ TEST_F(Autotune, DatabaseHitTimesNothingAndAddingAConfigRetimesOnlyItAndTheIncum
 }
 
 TEST_F(Autotune, DatabaseRecordsRoundTripAndDamagedRecordsAreIgnored) {
-  tune::Record r{"k", "BLOCK: 4, num_warps: 4, num_stages: 3", "n=5 dtypes=float32 spec=a", "cpu:x", "abc", 0.25, 7};
+  tune::Record r{"k",
+                 "BLOCK: 4, num_warps: 4, num_stages: 3",
+                 "n=5 dtypes=float32 spec=a",
+                 "cpu:x",
+                 "abc",
+                 0.25,
+                 7};
   tune::put(r);
   auto f = tune::find(r);
   ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->ms, 0.25);
   const auto text = tune::to_text(tune::all());
   EXPECT_EQ(tune::from_text(text).size(), 1u);
-  EXPECT_NE(error_of<ValueError>([&] { tune::from_text("k\tonly three\tfields\n"); }).find("line 1"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of<ValueError>([&] { tune::from_text("k\tonly three\tfields\n"); }).find("line 1"),
+      std::string::npos);
   // Truncate the record's file: it is ignored, not trusted.
   const std::string path = tune::root() + "/" + r.id().substr(0, 2) + "/" + r.id();
   std::ofstream(path, std::ios::trunc) << "k\tBLOCK";
@@ -548,7 +578,8 @@ TEST_F(Autotune, PersistsAcrossProcessesAndConcurrentWritersAreSafe) {
   run_capture(cli + " tune-db export " + file);
   EXPECT_NE(run_capture(cli + " tune-db clear").find("removed 4 records"), std::string::npos);
   EXPECT_TRUE(tune::all().empty());
-  EXPECT_NE(run_capture(cli + " tune-db import " + file).find("imported 4 records"), std::string::npos);
+  EXPECT_NE(run_capture(cli + " tune-db import " + file).find("imported 4 records"),
+            std::string::npos);
   EXPECT_EQ(tune::all().size(), 4u);
   EXPECT_NE(run_capture(child + " 2>&1").find("timed=0"), std::string::npos);
 }
@@ -586,7 +617,8 @@ TEST_F(Autotune, ConfigsCompileInOneBatch) {
   auto tuned = tl::autotune(add_kernel, cs, {"n_elements"}, o);
   size_t built_before_first_timing = 0;
   o.do_bench = [&](const std::function<void()>& call) {
-    if (built_before_first_timing == 0) built_before_first_timing = add_kernel.num_specializations();
+    if (built_before_first_timing == 0)
+      built_before_first_timing = add_kernel.num_specializations();
     call();
     return 1.0;
   };
@@ -599,7 +631,8 @@ TEST_F(Autotune, ConfigsCompileInOneBatch) {
   EXPECT_EQ(runtime::cpu::cache_entries().size(), 4u);
 }
 
-// ---- inside tessera::compile -------------------------------------------------------------------------
+// ---- inside tessera::compile
+// -------------------------------------------------------------------------
 
 TEST_F(Autotune, InsideCompileTunesOncePerKeyAndRecordsTheChoiceInTheGraph) {
   Script sc;
@@ -610,7 +643,8 @@ TEST_F(Autotune, InsideCompileTunesOncePerKeyAndRecordsTheChoiceInTheGraph) {
   auto fn = [&](const Tensor& x, const Tensor& y) {
     Tensor out = zeros_like(x);
     auto n = out.numel();
-    tuned[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK_SIZE"])}; })](x, y, out, n);
+    tuned[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK_SIZE"])}; })](x, y, out,
+                                                                                       n);
     return out;
   };
   CompileOptions opts;
@@ -623,8 +657,9 @@ TEST_F(Autotune, InsideCompileTunesOncePerKeyAndRecordsTheChoiceInTheGraph) {
   EXPECT_EQ(sc.timed.size(), 2u);  // four configs, two distinct kernels
   const std::string g = compiled.stats().last_graph;
   // Each config's grid is in the graph, evaluated symbolically.
-  EXPECT_NE(g.find("kernel add_kernel tuned over {BLOCK_SIZE=4, num_warps=4, num_stages=3: [3, 1, 1]"),
-            std::string::npos)
+  EXPECT_NE(
+      g.find("kernel add_kernel tuned over {BLOCK_SIZE=4, num_warps=4, num_stages=3: [3, 1, 1]"),
+      std::string::npos)
       << g;
   EXPECT_NE(g.find("BLOCK_SIZE=2, num_warps=8, num_stages=4: [5, 1, 1]"), std::string::npos) << g;
   // Same key: no tuning; a new size recompiles as dynamic and tunes once for the new key.
@@ -638,20 +673,24 @@ TEST_F(Autotune, InsideCompileTunesOncePerKeyAndRecordsTheChoiceInTheGraph) {
   EXPECT_EQ(compiled.stats().graphs, 2);
   EXPECT_EQ(tuned.tuning_rounds(), 3);  // keys 10, 33, 34
   const std::string dyn = compiled.stats().last_graph;
-  EXPECT_NE(dyn.find("BLOCK_SIZE=2, num_warps=4, num_stages=4: [(s0 + 1)//2, 1, 1]"), std::string::npos) << dyn;
+  EXPECT_NE(dyn.find("BLOCK_SIZE=2, num_warps=4, num_stages=4: [(s0 + 1)//2, 1, 1]"),
+            std::string::npos)
+      << dyn;
 }
 
 TEST_F(Autotune, HeuristicsInsideCompileGuardTheSizesTheyRead) {
-  auto k = tl::heuristics(scale_kernel, {{"BLOCK", [](const tl::Args&) { return int64_t(16); }},
-                                         // sym() keeps n symbolic: the guard is on n % 16 alone
-                                         // (a["n"] would specialize n to its value).
-                                         {"EVEN", [](const tl::Args& a) {
-                                            return static_cast<bool>(mod(a.sym("n"), a["BLOCK"]) == 0);
-                                          }}});
+  auto k =
+      tl::heuristics(scale_kernel, {{"BLOCK", [](const tl::Args&) { return int64_t(16); }},
+                                    // sym() keeps n symbolic: the guard is on n % 16 alone
+                                    // (a["n"] would specialize n to its value).
+                                    {"EVEN", [](const tl::Args& a) {
+                                       return static_cast<bool>(mod(a.sym("n"), a["BLOCK"]) == 0);
+                                     }}});
   auto fn = [&](const Tensor& x) {
     Tensor out = empty_like(x);
     auto n = x.numel();
-    k[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](x, out, n, tl::meta("SCALE", 2.0));
+    k[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](
+        x, out, n, tl::meta("SCALE", 2.0));
     return out;
   };
   CompileOptions opts;
@@ -666,7 +705,8 @@ TEST_F(Autotune, HeuristicsInsideCompileGuardTheSizesTheyRead) {
   EXPECT_EQ(compiled.stats().graphs, 2);
 }
 
-// ---- do_bench and perf_report ------------------------------------------------------------------------
+// ---- do_bench and perf_report
+// ------------------------------------------------------------------------
 
 TEST(DoBench, TimesAndQuantiles) {
   // Compute-bound work (cache flushes do not change its time), ten times more in `slow`.
@@ -688,7 +728,8 @@ TEST(DoBench, TimesAndQuantiles) {
   EXPECT_NE(error_of<ValueError>([&] { do_bench([] {}, 1, 0); }).find("rep"), std::string::npos);
   BenchOptions o;
   o.return_mode = "fastest";
-  EXPECT_NE(error_of<ValueError>([&] { do_bench([] {}, o); }).find("return_mode"), std::string::npos);
+  EXPECT_NE(error_of<ValueError>([&] { do_bench([] {}, o); }).find("return_mode"),
+            std::string::npos);
 }
 
 TEST(PerfReport, WritesTableCsvAndSvg) {
@@ -722,8 +763,10 @@ TEST(PerfReport, WritesTableCsvAndSvg) {
   EXPECT_NE(s1.str().find("stroke-dasharray"), std::string::npos);
   EXPECT_NE(s1.str().find(">Eager<"), std::string::npos);
   EXPECT_NE(s2.str().find("16384,16.384,14.7456,18.0224,32.768"), std::string::npos) << s2.str();
-  EXPECT_NE(error_of<ValueError>([&] { b.line_names = {"one"}; perf_report(b, [](const BenchArgs&) { return Measure(1); }); })
-                .find("line_names"),
+  EXPECT_NE(error_of<ValueError>([&] {
+              b.line_names = {"one"};
+              perf_report(b, [](const BenchArgs&) { return Measure(1); });
+            }).find("line_names"),
             std::string::npos);
 }
 

@@ -75,7 +75,8 @@ int demo() {
   };
   auto compiled = compile(add_fn, {.fullgraph = true, .name = "add_fn"});
   Tensor out2 = compiled(x, y);
-  std::cout << "Vector addition of\nX:\t" << x << "\nY:\t" << y << "\nis equal to\n" << out2 << "\n";
+  std::cout << "Vector addition of\nX:\t" << x << "\nY:\t" << y << "\nis equal to\n"
+            << out2 << "\n";
   std::cout << "(equals x + y: " << (equal(out2, x + y) ? "yes" : "NO") << ")\n";
   for (int64_t n : {5, 6, 4096}) {
     Tensor a = randn({n}), b = randn({n});

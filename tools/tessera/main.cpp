@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
     if (cmd == "doctor") return tessera::cli::doctor();
     if (cmd == "demo") return tessera::cli::demo();
     if (cmd == "cache") return tessera::cli::cache(argc > 2 ? argv[2] : "stats");
-    if (cmd == "tune-db") return tessera::cli::tune_db(std::vector<std::string>(argv + 2, argv + argc));
+    if (cmd == "tune-db")
+      return tessera::cli::tune_db(std::vector<std::string>(argv + 2, argv + argc));
     if (cmd == "version") {
       std::cout << "tessera " << tessera::version() << "\n";
       return 0;

@@ -1,11 +1,11 @@
 // `tessera tune-db ls|export|import|clear`: the tuning database.
 #include <algorithm>
 #include <fstream>
-#include <tuple>
 #include <iomanip>
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "tools/tessera/commands.h"
 #include "tune/tune_db.h"
@@ -25,8 +25,8 @@ int tune_db(const std::vector<std::string>& args) {
       const std::string head = r.kernel + "  key: " + r.key + "  target: " + r.target;
       if (head != last) std::cout << head << "\n";
       last = head;
-      std::cout << "  " << std::setw(12) << std::setprecision(5) << r.ms << " ms  " << r.config << "  (code "
-                << r.code.substr(0, 12) << ")\n";
+      std::cout << "  " << std::setw(12) << std::setprecision(5) << r.ms << " ms  " << r.config
+                << "  (code " << r.code.substr(0, 12) << ")\n";
     }
     return 0;
   }
@@ -65,7 +65,8 @@ int tune_db(const std::vector<std::string>& args) {
     std::cout << "removed " << tune::clear() << " records from " << tune::root() << "\n";
     return 0;
   }
-  std::cerr << "tessera tune-db: unknown subcommand '" << what << "' (ls, export [FILE], import [FILE], clear)\n";
+  std::cerr << "tessera tune-db: unknown subcommand '" << what
+            << "' (ls, export [FILE], import [FILE], clear)\n";
   return 1;
 }
 

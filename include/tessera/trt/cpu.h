@@ -214,7 +214,8 @@ TRT_INLINE float exp(float x) {
   ki = ki < -150 ? -150 : ki;
   ki = ki > 128 ? 128 : ki;
   const float k = (float)ki;
-  const float r = __builtin_fmaf(-k, 1.42860682030941723212e-6f, __builtin_fmaf(-k, 0.693145751953125f, x));
+  const float r =
+      __builtin_fmaf(-k, 1.42860682030941723212e-6f, __builtin_fmaf(-k, 0.693145751953125f, x));
   float p = 1.381461275741458e-3f;
   p = __builtin_fmaf(p, r, 8.368710055947304e-3f);
   p = __builtin_fmaf(p, r, 4.166838899254799e-2f);
@@ -265,7 +266,8 @@ TRT_INLINE float log_special(float x, float res) {
 TRT_INLINE float log(float x) {
   const LogParts p = log_parts(x);
   // ln 2 = 0.693145751953125 + 1.428606820309417e-06 (the first part times e is exact).
-  return log_special(x, p.s_terms + p.e * 1.42860682030941723212e-6f - p.hfsq + p.f + p.e * 0.693145751953125f);
+  return log_special(
+      x, p.s_terms + p.e * 1.42860682030941723212e-6f - p.hfsq + p.f + p.e * 0.693145751953125f);
 }
 /** log2(x): the logarithm of the reduced argument times log2(e), plus the exponent (exact for
  * powers of two). */
@@ -410,13 +412,17 @@ TRT_INLINE double fma(double a, double b, double c) {
   return __builtin_fma(a, b, c);
 }
 
-// ---- atomics ---------------------------------------------------------------------------------------
-// kind: 0 add, 1 max, 2 min, 3 and, 4 or, 5 xor, 6 xchg (ir::AtomicKind); order: 0 relaxed,
-// 1 acquire, 2 release, 3 acq_rel (ir::MemOrder). Floats update by compare-and-swap loops on
-// their bits; max/min follow tl.maximum/minimum (a NaN operand loses).
+// ---- atomics
+// --------------------------------------------------------------------------------------- kind: 0
+// add, 1 max, 2 min, 3 and, 4 or, 5 xor, 6 xchg (ir::AtomicKind); order: 0 relaxed, 1 acquire, 2
+// release, 3 acq_rel (ir::MemOrder). Floats update by compare-and-swap loops on their bits; max/min
+// follow tl.maximum/minimum (a NaN operand loses).
 
 TRT_INLINE int mem_order(int o) {
-  return o == 0 ? __ATOMIC_RELAXED : o == 1 ? __ATOMIC_ACQUIRE : o == 2 ? __ATOMIC_RELEASE : __ATOMIC_ACQ_REL;
+  return o == 0   ? __ATOMIC_RELAXED
+         : o == 1 ? __ATOMIC_ACQUIRE
+         : o == 2 ? __ATOMIC_RELEASE
+                  : __ATOMIC_ACQ_REL;
 }
 TRT_INLINE int fail_order(int o) {
   return (o == 1 || o == 3) ? __ATOMIC_ACQUIRE : __ATOMIC_RELAXED;
@@ -424,10 +430,14 @@ TRT_INLINE int fail_order(int o) {
 template <class T>
 TRT_INLINE T rmw_value(int kind, T old, T v) {
   switch (kind) {
-    case 0: return (T)(old + v);
-    case 1: return fmax_num(old, v);
-    case 2: return fmin_num(old, v);
-    default: return v;  // xchg
+    case 0:
+      return (T)(old + v);
+    case 1:
+      return fmax_num(old, v);
+    case 2:
+      return fmin_num(old, v);
+    default:
+      return v;  // xchg
   }
 }
 /** A read-modify-write by compare-and-swap on storage S holding register values R. */
@@ -443,11 +453,16 @@ TRT_INLINE R atomic_cas_loop(S* p, int kind, R v, int o, ToR to_r, ToS to_s) {
 template <class T>
 TRT_INLINE T atomic_int(int kind, T* p, T v, int o) {
   switch (kind) {
-    case 0: return __atomic_fetch_add(p, v, mem_order(o));
-    case 3: return __atomic_fetch_and(p, v, mem_order(o));
-    case 4: return __atomic_fetch_or(p, v, mem_order(o));
-    case 5: return __atomic_fetch_xor(p, v, mem_order(o));
-    case 6: return __atomic_exchange_n(p, v, mem_order(o));
+    case 0:
+      return __atomic_fetch_add(p, v, mem_order(o));
+    case 3:
+      return __atomic_fetch_and(p, v, mem_order(o));
+    case 4:
+      return __atomic_fetch_or(p, v, mem_order(o));
+    case 5:
+      return __atomic_fetch_xor(p, v, mem_order(o));
+    case 6:
+      return __atomic_exchange_n(p, v, mem_order(o));
     default: {
       T old = __atomic_load_n(p, __ATOMIC_RELAXED);
       for (;;) {
@@ -458,7 +473,8 @@ TRT_INLINE T atomic_int(int kind, T* p, T v, int o) {
   }
 }
 TRT_INLINE float atomic_f32(int kind, float* p, float v, int o) {
-  return atomic_cas_loop((uint32_t*)p, kind, v, o, [](uint32_t b) { return u2f(b); }, [](float f) { return f2u(f); });
+  return atomic_cas_loop((uint32_t*)p, kind, v, o, [](uint32_t b) { return u2f(b); },
+                         [](float f) { return f2u(f); });
 }
 TRT_INLINE double u2d(uint64_t u) {
   double d;
@@ -471,16 +487,19 @@ TRT_INLINE uint64_t d2u(double d) {
   return u;
 }
 TRT_INLINE double atomic_f64(int kind, double* p, double v, int o) {
-  return atomic_cas_loop((uint64_t*)p, kind, v, o, [](uint64_t b) { return u2d(b); }, [](double d) { return d2u(d); });
+  return atomic_cas_loop((uint64_t*)p, kind, v, o, [](uint64_t b) { return u2d(b); },
+                         [](double d) { return d2u(d); });
 }
 /** float16 (bf16 = false) or bfloat16 storage; the update is rounded to the storage type. */
 TRT_INLINE float atomic_f16(int kind, uint16_t* p, float v, int o, bool bf16) {
   if (bf16) {
-    return atomic_cas_loop(p, kind, v, o, [](uint16_t b) { return bf16_to_float(b); },
-                           [](float f) { return float_to_bf16(f); });
+    return atomic_cas_loop(
+        p, kind, v, o, [](uint16_t b) { return bf16_to_float(b); },
+        [](float f) { return float_to_bf16(f); });
   }
-  return atomic_cas_loop(p, kind, v, o, [](uint16_t b) { return half_to_float(b); },
-                         [](float f) { return float_to_half(f); });
+  return atomic_cas_loop(
+      p, kind, v, o, [](uint16_t b) { return half_to_float(b); },
+      [](float f) { return float_to_half(f); });
 }
 /** Compare-and-swap on the bits: stores `val` if `*p` equals `cmp`; returns the old bits. */
 template <class S>

@@ -80,7 +80,8 @@ template <class T>
 inline T shr(T a, T b) {
   using U = typename make_unsigned_t_<T>::type;
   const U n = static_cast<U>(b);
-  const T fill = static_cast<T>(-1) < static_cast<T>(0) ? static_cast<T>(a >> (8 * sizeof(T) - 1)) : static_cast<T>(0);
+  const T fill = static_cast<T>(-1) < static_cast<T>(0) ? static_cast<T>(a >> (8 * sizeof(T) - 1))
+                                                        : static_cast<T>(0);
   return n >= 8 * sizeof(T) ? fill : static_cast<T>(a >> n);
 }
 /** The high half of the product of a and b taken as unsigned (Triton's umulhi). */
@@ -88,11 +89,14 @@ template <class T>
 inline T umulhi(T a, T b) {
   using U = typename make_unsigned_t_<T>::type;
   if (sizeof(T) == 8) {
-    const unsigned __int128 p = static_cast<unsigned __int128>(static_cast<U>(a)) * static_cast<U>(b);
+    const unsigned __int128 p =
+        static_cast<unsigned __int128>(static_cast<U>(a)) * static_cast<U>(b);
     return static_cast<T>(static_cast<U>(p >> 64));
   }
-  const uint64_t p = static_cast<uint64_t>(static_cast<U>(a)) * static_cast<uint64_t>(static_cast<U>(b));
-  return static_cast<T>(static_cast<U>(p >> (sizeof(T) == 8 ? 0 : 8 * sizeof(T))));  // (8: handled above)
+  const uint64_t p =
+      static_cast<uint64_t>(static_cast<U>(a)) * static_cast<uint64_t>(static_cast<U>(b));
+  return static_cast<T>(
+      static_cast<U>(p >> (sizeof(T) == 8 ? 0 : 8 * sizeof(T))));  // (8: handled above)
 }
 
 // IEEE maxNum/minNum: a NaN operand gives the other one; ties give b. Written as one select on

@@ -709,7 +709,8 @@ class Emitter {
         const int64_t n0 = f_.type(op.operands[0]).shape[0];
         std::vector<std::string> second = idx;
         second[0] = "(" + idx[0] + " - " + std::to_string(n0) + ")";
-        return "(" + idx[0] + " < " + std::to_string(n0) + " ? " + operand(0, idx) + " : " + operand(1, second) + ")";
+        return "(" + idx[0] + " < " + std::to_string(n0) + " ? " + operand(0, idx) + " : " +
+               operand(1, second) + ")";
       }
       case OpKind::Bitcast:
         return from_bits(t.elem, to_bits(f_.type(op.operands[0]).elem, operand(0, idx)));
@@ -732,7 +733,8 @@ class Emitter {
       case OpKind::Select:
         return "(" + operand(0, idx) + " ? " + operand(1, idx) + " : " + operand(2, idx) + ")";
       case OpKind::Fma:
-        return round_to(t.elem, "trt::fma(" + operand(0, idx) + ", " + operand(1, idx) + ", " + operand(2, idx) + ")");
+        return round_to(t.elem, "trt::fma(" + operand(0, idx) + ", " + operand(1, idx) + ", " +
+                                    operand(2, idx) + ")");
       case OpKind::AddPtr:
         return "(" + operand(0, idx) + " + " + offset_expr(op.operands[1], idx) + ")";
       case OpKind::Load: {
@@ -796,12 +798,18 @@ class Emitter {
   // A register value's bits as an unsigned integer of its width, and back.
   static std::string to_bits(DType d, const std::string& e) {
     switch (d) {
-      case DType::Float32: return "trt::f2u(" + e + ")";
-      case DType::Float64: return "trt::d2u(" + e + ")";
-      case DType::Float16: return "trt::float_to_half(" + e + ")";
-      case DType::BFloat16: return "trt::float_to_bf16(" + e + ")";
-      case DType::Float8_e4m3fn: return "trt::float_to_e4m3(" + e + ")";
-      case DType::Float8_e5m2: return "trt::float_to_e5m2(" + e + ")";
+      case DType::Float32:
+        return "trt::f2u(" + e + ")";
+      case DType::Float64:
+        return "trt::d2u(" + e + ")";
+      case DType::Float16:
+        return "trt::float_to_half(" + e + ")";
+      case DType::BFloat16:
+        return "trt::float_to_bf16(" + e + ")";
+      case DType::Float8_e4m3fn:
+        return "trt::float_to_e4m3(" + e + ")";
+      case DType::Float8_e5m2:
+        return "trt::float_to_e5m2(" + e + ")";
       default: {
         const size_t w = 8 * itemsize(d);
         return "((uint" + std::to_string(w) + "_t)(" + e + "))";
@@ -810,13 +818,20 @@ class Emitter {
   }
   static std::string from_bits(DType d, const std::string& b) {
     switch (d) {
-      case DType::Float32: return "trt::u2f((uint32_t)(" + b + "))";
-      case DType::Float64: return "trt::u2d((uint64_t)(" + b + "))";
-      case DType::Float16: return "trt::half_to_float((uint16_t)(" + b + "))";
-      case DType::BFloat16: return "trt::bf16_to_float((uint16_t)(" + b + "))";
-      case DType::Float8_e4m3fn: return "trt::e4m3_to_float((uint8_t)(" + b + "))";
-      case DType::Float8_e5m2: return "trt::e5m2_to_float((uint8_t)(" + b + "))";
-      default: return "((" + std::string(storage_type(d)) + ")(" + b + "))";
+      case DType::Float32:
+        return "trt::u2f((uint32_t)(" + b + "))";
+      case DType::Float64:
+        return "trt::u2d((uint64_t)(" + b + "))";
+      case DType::Float16:
+        return "trt::half_to_float((uint16_t)(" + b + "))";
+      case DType::BFloat16:
+        return "trt::bf16_to_float((uint16_t)(" + b + "))";
+      case DType::Float8_e4m3fn:
+        return "trt::e4m3_to_float((uint8_t)(" + b + "))";
+      case DType::Float8_e5m2:
+        return "trt::e5m2_to_float((uint8_t)(" + b + "))";
+      default:
+        return "((" + std::string(storage_type(d)) + ")(" + b + "))";
     }
   }
 
@@ -837,7 +852,8 @@ class Emitter {
       const auto& out = f_.type(op.result()).shape;
       const auto& in = f_.type(op.operands[0]).shape;
       std::string flat = "0";
-      for (size_t d = 0; d < out.size(); ++d) flat = "(" + flat + " * " + std::to_string(out[d]) + " + " + idx[d] + ")";
+      for (size_t d = 0; d < out.size(); ++d)
+        flat = "(" + flat + " * " + std::to_string(out[d]) + " + " + idx[d] + ")";
       int64_t stride = 1;
       ix.assign(in.size(), "0");
       for (size_t d = in.size(); d-- > 0;) {
@@ -1000,7 +1016,7 @@ class Emitter {
       default:
         break;
     }
-    static constexpr const char* kFns[] = {"",    "",    "",     "exp",   "log",  "sqrt", "rsqrt",
+    static constexpr const char* kFns[] = {"",    "",    "",     "exp",  "log",   "sqrt", "rsqrt",
                                            "sin", "cos", "exp2", "log2", "floor", "ceil", "erf"};
     return round_to(d, std::string("trt::") + kFns[static_cast<int>(k)] + "(" + a + ")");
   }
@@ -1080,7 +1096,8 @@ class Emitter {
     const Type& ot = f_.type(out);
     const int64_t M = at.shape[0], K = at.shape[1], N = ot.shape[1];
     const bool fl = ot.is_float();
-    const bool tf32 = at.elem == DType::Float32 && static_cast<ir::DotPrecision>(op.sub) == ir::DotPrecision::TF32;
+    const bool tf32 = at.elem == DType::Float32 &&
+                      static_cast<ir::DotPrecision>(op.sub) == ir::DotPrecision::TF32;
     const std::string rt = register_type(ot.elem);
     declare_array(out);
     auto in = [&](ValueId v, const std::string& i, const std::string& j) {
@@ -1090,8 +1107,8 @@ class Emitter {
     const std::string i = fresh("_i"), j = fresh("_j"), k = fresh("_k"), x = fresh("_x");
     const std::string at_ij = name(out) + "[" + i + " * " + std::to_string(N) + " + " + j + "]";
     line("for (int32_t " + i + " = 0; " + i + " < " + std::to_string(M) + "; ++" + i + ")");
-    line("  for (int32_t " + j + " = 0; " + j + " < " + std::to_string(N) + "; ++" + j + ") " + at_ij + " = " +
-         expr(acc, {i, j}) + ";");
+    line("  for (int32_t " + j + " = 0; " + j + " < " + std::to_string(N) + "; ++" + j + ") " +
+         at_ij + " = " + expr(acc, {i, j}) + ";");
     line("for (int32_t " + i + " = 0; " + i + " < " + std::to_string(M) + "; ++" + i + ") {");
     ++indent_;
     line("for (int32_t " + k + " = 0; " + k + " < " + std::to_string(K) + "; ++" + k + ") {");
@@ -1132,15 +1149,18 @@ class Emitter {
       at.insert(at.begin() + static_cast<std::ptrdiff_t>(axis), k);
       line(rt + " " + best + " = " + expr(in, first) + ";");
       line("int32_t " + bi + " = 0;");
-      line("for (int32_t " + k + " = 1; " + k + " < " + std::to_string(it.shape[axis]) + "; ++" + k + ") {");
+      line("for (int32_t " + k + " = 1; " + k + " < " + std::to_string(it.shape[axis]) + "; ++" +
+           k + ") {");
       ++indent_;
       line(rt + " const " + x + " = " + expr(in, at) + ";");
       std::string better = "(" + x + (is_max ? " > " : " < ") + best + ")";
-      if (fl) better = "(" + better + " || (" + x + " != " + x + " && " + best + " == " + best + "))";
+      if (fl)
+        better = "(" + better + " || (" + x + " != " + x + " && " + best + " == " + best + "))";
       line("if (" + better + ") { " + best + " = " + x + "; " + bi + " = " + k + "; }");
       --indent_;
       line("}");
-      line((ot.is_scalar() ? name(out) : name(out) + "[" + flat(ot.shape, idx) + "]") + " = " + bi + ";");
+      line((ot.is_scalar() ? name(out) : name(out) + "[" + flat(ot.shape, idx) + "]") + " = " + bi +
+           ";");
       work_ += it.shape[axis] * work_scale_;
     });
   }
@@ -1437,11 +1457,13 @@ class Emitter {
       std::vector<std::string> acc;
       for (size_t k = 0; k < n_in; ++k) {
         acc.push_back(fresh("_acc"));
-        line(type_str(f_.type(op.operands[k]).scalar_type()) + " " + acc[k] + " = " + expr(op.operands[k], at(first)) + ";");
+        line(type_str(f_.type(op.operands[k]).scalar_type()) + " " + acc[k] + " = " +
+             expr(op.operands[k], at(first)) + ";");
         if (scan) line(dest(k, first) + " = " + acc[k] + ";");
       }
       if (reverse) {
-        line("for (int32_t " + j + " = " + std::to_string(len - 2) + "; " + j + " >= 0; --" + j + ") {");
+        line("for (int32_t " + j + " = " + std::to_string(len - 2) + "; " + j + " >= 0; --" + j +
+             ") {");
       } else {
         line("for (int32_t " + j + " = 1; " + j + " < " + std::to_string(len) + "; ++" + j + ") {");
       }
@@ -1449,14 +1471,16 @@ class Emitter {
       for (size_t k = 0; k < n_in; ++k) {
         const std::string ty = type_str(f_.type(comb.args[k]));
         line(ty + " const " + name(comb.args[k]) + " = " + acc[k] + ";");
-        line(ty + " const " + name(comb.args[n_in + k]) + " = " + expr(op.operands[k], at(j)) + ";");
+        line(ty + " const " + name(comb.args[n_in + k]) + " = " + expr(op.operands[k], at(j)) +
+             ";");
       }
       region(comb);
       const Op& y = *comb.ops.back();
       std::vector<std::string> tmp;
       for (size_t k = 0; k < n_in; ++k) {
         tmp.push_back(fresh("_y"));
-        line(type_str(f_.type(comb.args[k])) + " const " + tmp[k] + " = " + expr(y.operands[k], {}) + ";");
+        line(type_str(f_.type(comb.args[k])) + " const " + tmp[k] + " = " +
+             expr(y.operands[k], {}) + ";");
       }
       for (size_t k = 0; k < n_in; ++k) {
         line(acc[k] + " = " + tmp[k] + ";");
@@ -1483,9 +1507,14 @@ class Emitter {
       const ValueId v = op.operands[k];
       const Type& t = f_.type(v);
       const bool fl = t.is_float();
-      const std::string fmt = fl ? "%.9g" : (is_signed(t.elem) || t.elem == DType::Bool ? "%lld" : "%llu");
-      const std::string arg = fl ? "(double)(" : (is_signed(t.elem) || t.elem == DType::Bool ? "(long long)(" : "(unsigned long long)(");
-      const std::string label = op.operands.size() > 1 ? " (operand " + std::to_string(k) + ")" : "";
+      const std::string fmt =
+          fl ? "%.9g" : (is_signed(t.elem) || t.elem == DType::Bool ? "%lld" : "%llu");
+      const std::string arg =
+          fl ? "(double)("
+             : (is_signed(t.elem) || t.elem == DType::Bool ? "(long long)("
+                                                           : "(unsigned long long)(");
+      const std::string label =
+          op.operands.size() > 1 ? " (operand " + std::to_string(k) + ")" : "";
       loops(t.shape, false, [&](const std::vector<std::string>& idx) {
         std::string ix = "(";
         std::string ixargs;
@@ -1494,8 +1523,8 @@ class Emitter {
           ixargs += ", (int)(" + idx[d] + ")";
         }
         ix += ")";
-        line("printf(\"pid (%d, %d, %d) idx " + ix + " " + prefix + label + ": " + fmt + "\\n\", _pid0, _pid1, _pid2" +
-             ixargs + ", " + arg + expr(v, idx) + "));");
+        line("printf(\"pid (%d, %d, %d) idx " + ix + " " + prefix + label + ": " + fmt +
+             "\\n\", _pid0, _pid1, _pid2" + ixargs + ", " + arg + expr(v, idx) + "));");
       });
     }
   }
@@ -1516,21 +1545,27 @@ class Emitter {
     }
     const std::string kind = std::to_string(op.sub);
     loops(pt.shape, false, [&](const std::vector<std::string>& idx) {
-      const std::string dst = pt.is_scalar() ? name(out) : name(out) + "[" + flat(pt.shape, idx) + "]";
+      const std::string dst =
+          pt.is_scalar() ? name(out) : name(out) + "[" + flat(pt.shape, idx) + "]";
       const std::string p = expr(op.operands[0], idx), v = expr(op.operands[1], idx);
       std::string call;
       if (cas) {
         const std::string c = expr(op.operands[1], idx), nv = expr(op.operands[2], idx);
         if (d == DType::Float32) {
-          call = "trt::u2f(trt::atomic_cas_bits((uint32_t*)" + p + ", trt::f2u(" + c + "), trt::f2u(" + nv + "), " + order + "))";
+          call = "trt::u2f(trt::atomic_cas_bits((uint32_t*)" + p + ", trt::f2u(" + c +
+                 "), trt::f2u(" + nv + "), " + order + "))";
         } else if (d == DType::Float64) {
-          call = "trt::u2d(trt::atomic_cas_bits((uint64_t*)" + p + ", trt::d2u(" + c + "), trt::d2u(" + nv + "), " + order + "))";
+          call = "trt::u2d(trt::atomic_cas_bits((uint64_t*)" + p + ", trt::d2u(" + c +
+                 "), trt::d2u(" + nv + "), " + order + "))";
         } else if (d == DType::Float16 || d == DType::BFloat16) {
           const std::string to = d == DType::Float16 ? "trt::float_to_half" : "trt::float_to_bf16";
-          const std::string from = d == DType::Float16 ? "trt::half_to_float" : "trt::bf16_to_float";
-          call = from + "(trt::atomic_cas_bits(" + p + ", " + to + "(" + c + "), " + to + "(" + nv + "), " + order + "))";
+          const std::string from =
+              d == DType::Float16 ? "trt::half_to_float" : "trt::bf16_to_float";
+          call = from + "(trt::atomic_cas_bits(" + p + ", " + to + "(" + c + "), " + to + "(" + nv +
+                 "), " + order + "))";
         } else {
-          call = "trt::atomic_cas_bits(" + p + ", (" + st + ")(" + c + "), (" + st + ")(" + nv + "), " + order + ")";
+          call = "trt::atomic_cas_bits(" + p + ", (" + st + ")(" + c + "), (" + st + ")(" + nv +
+                 "), " + order + ")";
         }
       } else if (d == DType::Float32) {
         call = "trt::atomic_f32(" + kind + ", " + p + ", " + v + ", " + order + ")";
@@ -1540,10 +1575,12 @@ class Emitter {
         call = "trt::atomic_f16(" + kind + ", " + p + ", " + v + ", " + order + ", " +
                (d == DType::BFloat16 ? "true" : "false") + ")";
       } else {
-        call = "trt::atomic_int<" + st + ">(" + kind + ", " + p + ", (" + st + ")(" + v + "), " + order + ")";
+        call = "trt::atomic_int<" + st + ">(" + kind + ", " + p + ", (" + st + ")(" + v + "), " +
+               order + ")";
       }
       if (masked) {
-        line("if (" + expr(op.operands[2], idx) + ") " + dst + " = " + call + "; else " + dst + " = 0;");
+        line("if (" + expr(op.operands[2], idx) + ") " + dst + " = " + call + "; else " + dst +
+             " = 0;");
       } else {
         line(dst + " = " + call + ";");
       }

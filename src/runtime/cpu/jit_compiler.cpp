@@ -44,9 +44,9 @@ uint64_t file_size(const std::string& p) {
 }
 
 void make_dirs(const std::string& path) {
-  TS_CHECK(files::make_dirs(path), RuntimeError) << "cannot create the cache directory " << path << ": "
-                                                 << std::strerror(errno)
-                                                 << " (set TESSERA_CACHE_DIR to a writable directory)";
+  TS_CHECK(files::make_dirs(path), RuntimeError)
+      << "cannot create the cache directory " << path << ": " << std::strerror(errno)
+      << " (set TESSERA_CACHE_DIR to a writable directory)";
 }
 
 using files::read_file;
@@ -161,13 +161,21 @@ CompilerInfo discover() {
       << (knobs().cxx.empty() ? "" : knobs().cxx + ", ")
       << "c++, g++, clang++ on PATH); install g++ or set TESSERA_CXX";
   info.version = compiler_version(info.path);
-  info.flags = {"-std=c++17",    "-O3",
-                "-march=native", "-fPIC",
-                "-shared",       "-fno-math-errno",
-                "-fwrapv",       "-fno-trapping-math", "-ffp-contract=off",
-                "-fopenmp-simd", "-fno-exceptions",
-                "-fno-rtti",     "-fvisibility=hidden",
-                "-fno-plt",      "-w"};
+  info.flags = {"-std=c++17",
+                "-O3",
+                "-march=native",
+                "-fPIC",
+                "-shared",
+                "-fno-math-errno",
+                "-fwrapv",
+                "-fno-trapping-math",
+                "-ffp-contract=off",
+                "-fopenmp-simd",
+                "-fno-exceptions",
+                "-fno-rtti",
+                "-fvisibility=hidden",
+                "-fno-plt",
+                "-w"};
   info.target = cpu_features_digest();
   return info;
 }
@@ -308,9 +316,11 @@ trt::KernelFn find_cached(const std::string& key) {
 
 // One compiler run over several kernels: each source is renamed to its own entry point and the
 // shared object is linked into every kernel's cache entry. Returns the compiler time.
-double build_bundle(const std::vector<const KernelSource*>& members, const std::vector<std::string>& keys) {
+double build_bundle(const std::vector<const KernelSource*>& members,
+                    const std::vector<std::string>& keys) {
   const CompilerInfo& c = compiler();
-  const std::string tmp = cache_root() + "/tmp/bundle-" + keys[0].substr(0, 16) + "-" + unique_suffix();
+  const std::string tmp =
+      cache_root() + "/tmp/bundle-" + keys[0].substr(0, 16) + "-" + unique_suffix();
   make_dirs(tmp);
   const bool single = members.size() == 1;
   std::string text;
@@ -319,8 +329,8 @@ double build_bundle(const std::vector<const KernelSource*>& members, const std::
       text = members[i]->source;
       break;
     }
-    text += "#define tessera_kernel tessera_kernel_" + std::to_string(i) + "\n" + members[i]->source +
-            "\n#undef tessera_kernel\n";
+    text += "#define tessera_kernel tessera_kernel_" + std::to_string(i) + "\n" +
+            members[i]->source + "\n#undef tessera_kernel\n";
   }
   write_file(tmp + "/kernel.cpp", text);
   std::vector<std::string> argv = {c.path};
@@ -328,7 +338,8 @@ double build_bundle(const std::vector<const KernelSource*>& members, const std::
   argv.insert(argv.end(), {"-I", include_dir(), "-o", tmp + "/kernel.so", tmp + "/kernel.cpp"});
   const auto t0 = std::chrono::steady_clock::now();
   const int rc = run(argv, tmp + "/compiler.log");
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (rc != 0) {
     std::string names;
     for (const auto* m : members) names += (names.empty() ? "'" : ", '") + m->kernel + "'";
@@ -346,13 +357,16 @@ double build_bundle(const std::vector<const KernelSource*>& members, const std::
     const std::string entry = tmp + "/entry-" + std::to_string(i);
     make_dirs(entry);
     write_file(entry + "/kernel.cpp", members[i]->source);
-    if (::link(so.c_str(), (entry + "/" + so_name).c_str()) != 0) write_file(entry + "/" + so_name, read_file(so));
-    write_file(entry + "/info", "kernel=" + members[i]->kernel + "\nso=" + so_name + "\nbytes=" + std::to_string(bytes) +
-                                    "\ncompile_ms=" + std::to_string(ms) +
-                                    (single ? std::string() : "\nsymbol=tessera_kernel_" + std::to_string(i)) +
-                                    "\nbundle=" + std::to_string(members.size()) + "\n");
+    if (::link(so.c_str(), (entry + "/" + so_name).c_str()) != 0)
+      write_file(entry + "/" + so_name, read_file(so));
+    write_file(entry + "/info",
+               "kernel=" + members[i]->kernel + "\nso=" + so_name +
+                   "\nbytes=" + std::to_string(bytes) + "\ncompile_ms=" + std::to_string(ms) +
+                   (single ? std::string() : "\nsymbol=tessera_kernel_" + std::to_string(i)) +
+                   "\nbundle=" + std::to_string(members.size()) + "\n");
     make_dirs(cache_root() + "/" + keys[i].substr(0, 2));
-    if (::rename(entry.c_str(), dir.c_str()) != 0) remove_tree(entry);  // another process won: use its entry
+    if (::rename(entry.c_str(), dir.c_str()) != 0)
+      remove_tree(entry);  // another process won: use its entry
   }
   remove_tree(tmp);
   return ms;
@@ -360,7 +374,8 @@ double build_bundle(const std::vector<const KernelSource*>& members, const std::
 
 }  // namespace
 
-std::vector<CompiledBinary> compile_many(const std::vector<KernelSource>& kernels, size_t max_groups) {
+std::vector<CompiledBinary> compile_many(const std::vector<KernelSource>& kernels,
+                                         size_t max_groups) {
   std::vector<CompiledBinary> out(kernels.size());
   std::vector<size_t> misses;
   std::unordered_map<std::string, size_t> first;  // key -> first index (duplicates compile once)
@@ -409,7 +424,8 @@ std::vector<CompiledBinary> compile_many(const std::vector<KernelSource>& kernel
     std::string why;
     out[i].fn = try_load(dir, why);
     TS_CHECK(out[i].fn != nullptr, RuntimeError)
-        << "cannot load the compiled kernel '" << kernels[i].kernel << "' from " << dir << ": " << why;
+        << "cannot load the compiled kernel '" << kernels[i].kernel << "' from " << dir << ": "
+        << why;
   }
   std::lock_guard<std::mutex> g(loaded_mutex());
   for (const auto& b : out) loaded().emplace(b.key, b.fn);

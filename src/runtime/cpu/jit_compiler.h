@@ -41,7 +41,8 @@ struct KernelSource {
  * per core and the compiler runs on all of them in parallel (DESIGN.md D3). Each kernel still
  * gets its own cache entry (its shared object a hard link to the one it was built in).
  * `max_groups` caps the number of translation units (0: one per core). */
-std::vector<CompiledBinary> compile_many(const std::vector<KernelSource>& kernels, size_t max_groups = 0);
+std::vector<CompiledBinary> compile_many(const std::vector<KernelSource>& kernels,
+                                         size_t max_groups = 0);
 
 /** The disk cache key of a kernel's source (no compiler run). */
 std::string source_key(const std::string& source);
