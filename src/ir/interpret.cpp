@@ -27,6 +27,13 @@ struct Val {
 
 constexpr int kMaxReports = 10;
 
+// A location's file without its directories (as SourceLoc prints it).
+const char* file_name(const SourceLoc& loc) {
+  if (!loc.file) return "?";
+  const char* base = std::strrchr(loc.file, '/');
+  return base ? base + 1 : loc.file;
+}
+
 class Interp {
  public:
   Interp(const Function& f, const trt::Grid& g, const trt::Arg* args, const InterpretOptions& o)
@@ -255,8 +262,8 @@ class Interp {
           std::snprintf(
               buf, sizeof buf,
               "[kernel %s] device_assert failed at %s:%d: program (%d, %d, %d), lane %zu: %s",
-              o_.kernel.c_str(), op.loc.file ? op.loc.file : "?", op.loc.line, pid_[0], pid_[1],
-              pid_[2], k, op.text.c_str());
+              o_.kernel.c_str(), file_name(op.loc), op.loc.line, pid_[0], pid_[1], pid_[2], k,
+              op.text.c_str());
           static std::mutex m;
           std::lock_guard<std::mutex> g(m);
           std::fprintf(stderr, "tessera: %s\n", buf);
@@ -671,8 +678,8 @@ class Interp {
                    "tessera: [kernel %s] out-of-bounds %s at %s:%d: program (%d, %d, %d), lane "
                    "%zu: element %lld of "
                    "'%s' (valid: %lld..%lld)\n",
-                   o_.kernel.c_str(), what, op.loc.file ? op.loc.file : "?", op.loc.line, pid_[0],
-                   pid_[1], pid_[2], lane, static_cast<long long>(elem),
+                   o_.kernel.c_str(), what, file_name(op.loc), op.loc.line, pid_[0], pid_[1],
+                   pid_[2], lane, static_cast<long long>(elem),
                    f_.params[static_cast<size_t>(prov)].name.c_str(), static_cast<long long>(first),
                    static_cast<long long>(last));
     }

@@ -1,11 +1,13 @@
 // `tessera demo` (what `make demo` runs): the seed walkthrough, as far as tessera has grown.
 // Each section shows only what exists.
+#include <cstdlib>
 #include <iostream>
 #include <map>
 
 #include "examples/seed_autotune.h"
 #include "examples/seed_composability.h"
 #include "tessera/compile.h"
+#include "tessera/env.h"
 #include "tessera/tl.h"
 #include "tools/tessera/commands.h"
 
@@ -22,6 +24,13 @@ TL_JIT(add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::Int n_
   auto y = tl::load(in_ptr1 + offsets, mask);
   auto output = x + y;
   tl::store(out_ptr + offsets, output, mask);
+}
+
+// An off-by-one mask (`<=`): it reads and writes one element past the end of its tensors.
+TL_JIT(off_by_one_kernel, tl::Ptr x_ptr, tl::Ptr out_ptr, tl::Int n, tl::Const BLOCK) {
+  auto offsets = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto mask = offsets <= n;
+  tl::store(out_ptr + offsets, tl::load(x_ptr + offsets, mask) * 2.0f, mask);
 }
 
 namespace tessera::cli {
@@ -107,6 +116,21 @@ int demo() {
   for (const auto& [name, n] : counter.calls) std::cout << "  " << name << ": " << n << "\n";
 
   const bool tuned = seed_autotune::run(std::cout);
+
+  section("Beyond the peers: TESSERA_DEBUG=1 checks every load and store against its tensor");
+  {
+    Tensor buf = randn({24}), obuf = zeros({24});
+    Tensor xs = buf.slice(0, 0, 20), outs = obuf.slice(0, 0, 20);  // views into larger buffers
+    ::setenv("TESSERA_DEBUG", "1", 1);
+    reload_knobs();
+    std::cout << "off_by_one_kernel (mask `offsets <= n`) on 20 elements:" << std::endl;
+    off_by_one_kernel[{tl::cdiv(20, 8)}](xs, outs, 20, tl::meta("BLOCK", 8));
+    ::unsetenv("TESSERA_DEBUG");
+    reload_knobs();
+    std::cout << "  the bad lanes were suppressed: the element after the view is still "
+              << obuf[20].item<float>()
+              << "; the other 20 are right: " << (allclose(outs, xs * 2.0) ? "yes" : "NO") << "\n";
+  }
   const bool composed = seed_composability::run(std::cout);
 
   std::cout << "\n"
