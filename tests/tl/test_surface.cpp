@@ -1181,6 +1181,42 @@ TEST(Surface, DiagnosticsOfShapeOpsLoopsRandomHintsAndScans) {
   }
 }
 
+// ---- comparisons and where with broadcasting
+// ----------------------------------------------------------
+
+TL_JIT(compare_kernel, tl::Ptr a, tl::Ptr b, tl::Ptr cmp_out, tl::Ptr where_out) {
+  auto r = tl::arange(0, 4), c = tl::arange(0, 8);
+  auto x = tl::load(a + r)[{tl::_, tl::None}];  // [4, 1]
+  auto y = tl::load(b + c)[{tl::None, tl::_}];  // [1, 8]
+  auto idx = r[{tl::_, tl::None}] * 8 + c[{tl::None, tl::_}];
+  const tl::Tile results[] = {x == y, x != y, x<y, x <= y, x> y, x >= y};
+  for (int k = 0; k < 6; ++k) tl::store(cmp_out + k * 32 + idx, results[k]);
+  tl::store(where_out + idx, tl::where(x < y, x, y));  // broadcast to [4, 8]
+}
+
+TEST(Surface, ComparisonsAndWhereBroadcast) {
+  for (DType d :
+       {DType::Int8, DType::UInt32, DType::Int64, DType::Float16, DType::Float32, DType::Float64}) {
+    // Few distinct values, so equal pairs occur; a NaN for floats.
+    std::vector<double> av(4), bv(8);
+    for (auto& e : av) e = static_cast<double>(rng()() % 4);
+    for (auto& e : bv) e = static_cast<double>(rng()() % 4);
+    if (is_floating_point(d)) bv[3] = NAN;
+    Tensor a = from_vector(av, {4}, d), b = from_vector(bv, {8}, d);
+    const Tensor x = a.view({4, 1}), y = b.view({1, 8});
+    const Tensor want[] = {eq(x, y), ne(x, y), lt(x, y), le(x, y), gt(x, y), ge(x, y)};
+    compiled_and_interpreted([&](const char* mode) {
+      Tensor cmp = empty({6, 4, 8}, TensorOptions().dtype(DType::Bool)),
+             w = empty({4, 8}, TensorOptions().dtype(d));
+      compare_kernel[{1}](a, b, cmp, w);
+      for (int k = 0; k < 6; ++k)
+        EXPECT_TRUE(equal(cmp[k], want[k])) << mode << " " << dtype_name(d) << " op " << k;
+      EXPECT_TRUE(same_values(w, where(lt(x, y), x.expand({4, 8}), y.expand({4, 8}))))
+          << mode << " " << dtype_name(d);
+    });
+  }
+}
+
 TL_JIT(bad_shift_kernel, tl::Ptr x, tl::Const WHICH) {
   auto v = tl::load(x + tl::arange(0, 4));
   if (WHICH.int_value() == 0) tl::store(x + tl::arange(0, 4), v << 1);
