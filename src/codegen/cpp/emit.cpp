@@ -795,44 +795,19 @@ class Emitter {
   }
 
   // The index into the operand of a Broadcast or ExpandDims for the result index `idx`.
-  // A register value's bits as an unsigned integer of its width, and back.
+  // A register value's bits as an unsigned integer of its width, and back (narrow floats: their
+  // storage conversions).
   static std::string to_bits(DType d, const std::string& e) {
-    switch (d) {
-      case DType::Float32:
-        return "trt::f2u(" + e + ")";
-      case DType::Float64:
-        return "trt::d2u(" + e + ")";
-      case DType::Float16:
-        return "trt::float_to_half(" + e + ")";
-      case DType::BFloat16:
-        return "trt::float_to_bf16(" + e + ")";
-      case DType::Float8_e4m3fn:
-        return "trt::float_to_e4m3(" + e + ")";
-      case DType::Float8_e5m2:
-        return "trt::float_to_e5m2(" + e + ")";
-      default: {
-        const size_t w = 8 * itemsize(d);
-        return "((uint" + std::to_string(w) + "_t)(" + e + "))";
-      }
-    }
+    if (d == DType::Float32) return "trt::f2u(" + e + ")";
+    if (d == DType::Float64) return "trt::d2u(" + e + ")";
+    if (narrow_float(d)) return store_conv(d, e);
+    return "((uint" + std::to_string(8 * itemsize(d)) + "_t)(" + e + "))";
   }
   static std::string from_bits(DType d, const std::string& b) {
-    switch (d) {
-      case DType::Float32:
-        return "trt::u2f((uint32_t)(" + b + "))";
-      case DType::Float64:
-        return "trt::u2d((uint64_t)(" + b + "))";
-      case DType::Float16:
-        return "trt::half_to_float((uint16_t)(" + b + "))";
-      case DType::BFloat16:
-        return "trt::bf16_to_float((uint16_t)(" + b + "))";
-      case DType::Float8_e4m3fn:
-        return "trt::e4m3_to_float((uint8_t)(" + b + "))";
-      case DType::Float8_e5m2:
-        return "trt::e5m2_to_float((uint8_t)(" + b + "))";
-      default:
-        return "((" + std::string(storage_type(d)) + ")(" + b + "))";
-    }
+    if (d == DType::Float32) return "trt::u2f((uint32_t)(" + b + "))";
+    if (d == DType::Float64) return "trt::u2d((uint64_t)(" + b + "))";
+    const std::string bits = "((" + std::string(storage_type(d)) + ")(" + b + "))";
+    return narrow_float(d) ? load_conv(d, bits) : bits;
   }
 
   std::vector<std::string> source_index(const Op& op, const std::vector<std::string>& idx) const {
