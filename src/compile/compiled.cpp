@@ -660,13 +660,17 @@ struct Entry {
                     " failed (got " + std::to_string(impl->int_offset()) + ")");
       }
     }
-    // Tensor arguments must not share memory (as when traced).
+    // Tensor arguments share memory exactly as when traced.
     for (size_t a = 0; a < tensor_leaves.size(); ++a) {
       const StorageImpl* sa = args[tensor_leaves[a]].to_tensor().impl()->storage();
       for (size_t b = a + 1; b < tensor_leaves.size(); ++b) {
-        if (sa == args[tensor_leaves[b]].to_tensor().impl()->storage()) {
+        const bool shares = sa == args[tensor_leaves[b]].to_tensor().impl()->storage();
+        const bool traced = std::find(alias_pairs.begin(), alias_pairs.end(),
+                                      std::pair<size_t, size_t>{
+                                          tensor_leaves[a], tensor_leaves[b]}) != alias_pairs.end();
+        if (shares != traced) {
           return fail(leaf_name(tensor_leaves[a]) + " and " + leaf_name(tensor_leaves[b]) +
-                      " do not share memory failed");
+                      (traced ? " share memory" : " do not share memory") + " failed");
         }
       }
     }
@@ -888,6 +892,14 @@ class CompiledFunction {
     std::vector<IValue> fakes;
     std::map<int64_t, SymInt> duck;  // equal sizes share a symbol (duck sizing)
     size_t tensor_index = 0;
+    // Arguments sharing memory are traced as views of one fake storage, with static sizes; the
+    // guards then require the same sharing.
+    std::map<const StorageImpl*, int> storage_uses;
+    for (const IValue& a : args) {
+      if (a.is_tensor() && a.to_tensor().defined() && a.to_tensor().has_data())
+        ++storage_uses[a.to_tensor().impl()->storage()];
+    }
+    std::map<const StorageImpl*, Tensor> shared_fakes;
     for (size_t i = 0; i < args.size(); ++i) {
       const IValue& a = args[i];
       LeafGuard lg;
@@ -910,11 +922,12 @@ class CompiledFunction {
       lg.offset = t.impl()->int_offset();
       lg.key = pack_key(t.impl());
       const auto sizes = t.impl()->int_sizes();
+      const bool aliased = storage_uses[t.impl()->storage()] > 1;
       const bool contiguous = t.is_contiguous();
       SymDimVector fsizes;
       for (int64_t d = 0; d < t.dim(); ++d) {
         const bool dyn =
-            contiguous && sizes[d] >= 2 &&
+            !aliased && contiguous && sizes[d] >= 2 &&
             (opts_.dynamic == true || dynamic_.count({static_cast<int>(k), static_cast<int>(d)}));
         lg.sizes.push_back(dyn ? -1 : sizes[d]);
         if (!dyn) {
@@ -937,8 +950,32 @@ class CompiledFunction {
       if (!lg.contiguous) {
         for (const auto& st : t.impl()->int_strides()) lg.strides.push_back(st);
       }
-      Tensor fake = lg.contiguous ? detail::make_fake(fsizes, t.dtype(), t.device())
-                                  : detail::make_fake(fsizes, t.dtype(), t.device(), t.strides());
+      Tensor fake;
+      if (aliased) {
+        const StorageImpl* st = t.impl()->storage();
+        auto it = shared_fakes.find(st);
+        if (it == shared_fakes.end()) {
+          const int64_t elems =
+              st->nbytes().expect_int() / static_cast<int64_t>(itemsize(t.dtype()));
+          it = shared_fakes
+                   .emplace(st,
+                            detail::make_fake(SymDimVector{SymInt(elems)}, t.dtype(), t.device()))
+                   .first;
+        }
+        TS_CHECK(it->second.dtype() == t.dtype(), NotImplementedError)
+            << "[" << opts_.name << "] argument " << i
+            << " shares memory with an argument of another dtype; the graph compiler does not "
+               "support that yet";
+        SymDimVector fstrides;
+        for (const auto& st2 : t.impl()->int_strides()) fstrides.push_back(st2);
+        fake = detail::make_view(it->second, fsizes, fstrides, lg.offset);
+        entry->leaves.push_back(lg);
+        g.inputs.push_back(tracer.add_tensor(fake, -1));
+        fakes.emplace_back(fake);
+        continue;
+      }
+      fake = lg.contiguous ? detail::make_fake(fsizes, t.dtype(), t.device())
+                           : detail::make_fake(fsizes, t.dtype(), t.device(), t.strides());
       if (lg.offset != 0 || !lg.contiguous) {
         fake = detail::make_view(fake, fake.sizes(), lg.contiguous ? fake.strides() : t.strides(),
                                  lg.offset);
@@ -956,9 +993,6 @@ class CompiledFunction {
         if (!entry->leaves[i].tensor || !entry->leaves[j].tensor) continue;
         if (args[i].to_tensor().impl()->storage() == args[j].to_tensor().impl()->storage()) {
           entry->alias_pairs.push_back({i, j});
-          TS_CHECK(false, NotImplementedError)
-              << "[" << opts_.name << "] arguments " << i << " and " << j
-              << " share memory; the graph compiler does not support aliased arguments yet";
         }
       }
     }
