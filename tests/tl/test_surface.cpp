@@ -697,6 +697,31 @@ TEST(Surface, RandomNumbersAreTheTensorFactoriesStreams) {
   EXPECT_NEAR((want_z * want_z).mean().item<float>(), 1.0, 0.15);
 }
 
+TL_JIT(random_wide_kernel, tl::Ptr r4, tl::Int seed, tl::Int base, tl::Const ROUNDS) {
+  auto off = base + tl::arange(0, 16).to(tl::int64);  // 64-bit offsets: the counter's high word
+  auto four = tl::randint4x(seed, off, static_cast<int>(ROUNDS.int_value()));
+  for (int k = 0; k < 4; ++k)
+    tl::store(r4 + tl::arange(0, 16) * 4 + k, four[static_cast<size_t>(k)]);
+}
+
+TEST(Surface, RandomOffsetsBeyond32BitsAndFewerRounds) {
+  const int64_t base = (int64_t(5) << 32) + 123;
+  const uint64_t seed = 0xfedcba9876543210ull;
+  compiled_and_interpreted([&](const char* mode) {
+    Tensor r4 = empty({64}, TensorOptions().dtype(DType::UInt32));
+    random_wide_kernel[{1}](r4, static_cast<int64_t>(seed), base, tl::meta("ROUNDS", 10));
+    for (int64_t i = 0; i < 16; ++i) {
+      const auto r = philox::random4(seed, static_cast<uint64_t>(base + i));
+      for (int w = 0; w < 4; ++w)
+        EXPECT_EQ(r4[i * 4 + w].item<uint32_t>(), r.v[w]) << mode << " offset " << base + i;
+    }
+    // Fewer rounds give other numbers (n_rounds reaches the kernel).
+    Tensor r7 = empty({64}, TensorOptions().dtype(DType::UInt32));
+    random_wide_kernel[{1}](r7, static_cast<int64_t>(seed), base, tl::meta("ROUNDS", 7));
+    EXPECT_FALSE(equal(r7, r4)) << mode;
+  });
+}
+
 // ---- static_assert_, device_assert, device_print
 // ------------------------------------------------------
 
