@@ -9,8 +9,9 @@
  * - `TESSERA_CXX`: the C++ compiler for JIT kernels (default: `c++`, `g++`, `clang++` on PATH).
  * - `TESSERA_PRINT_AUTOTUNING=1`: prints each tuning round (key, every config's time, the winner).
  * - `TESSERA_INTERPRET=1`: kernels run in the reference interpreter of the tile IR (no compiler).
- * - `TESSERA_DEBUG=1`: kernels run in the interpreter with every load and store checked against
- *   the bounds of the tensor it points into (reported, suppressed, the process keeps running).
+ * - `TESSERA_DEBUG=1`: kernels are compiled with every load, store and atomic checked against the
+ *   bounds of the tensor it points into (reported, suppressed, the process keeps running) and
+ *   with device_assert active; with TESSERA_INTERPRET=1 too, the interpreter checks.
  * - `TESSERA_DEVICE`: reserved for the CUDA backend; read but changes nothing yet.
  *
  * An unknown `TESSERA_*` variable gets a one-time warning naming the known ones, so a typo does

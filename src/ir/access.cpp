@@ -26,6 +26,15 @@ class Provenance {
     }
   }
 
+  std::vector<uint64_t> masks() const {
+    std::vector<uint64_t> out(f_.num_values(), 0);
+    uint64_t all = 0;
+    for (size_t i = 0; i < f_.params.size() && i < 63; ++i) all |= uint64_t(1) << i;
+    for (const auto& [v, m] : of_)
+      out[static_cast<size_t>(v)] = (m & kAnywhere) ? all : (m & ~kAnywhere);
+    return out;
+  }
+
   std::vector<ParamAccess> result() const {
     std::vector<ParamAccess> out(f_.params.size());
     for (size_t i = 0; i < out.size(); ++i) {
@@ -134,6 +143,12 @@ std::vector<ParamAccess> param_access(const Function& f) {
   Provenance p(f);
   p.run();
   return p.result();
+}
+
+std::vector<uint64_t> pointer_provenance(const Function& f) {
+  Provenance p(f);
+  p.run();
+  return p.masks();
 }
 
 }  // namespace tessera::ir

@@ -21,4 +21,8 @@ struct ParamAccess {
  * from memory could point anywhere: then every pointer parameter counts as read and written. */
 std::vector<ParamAccess> param_access(const Function& f);
 
+/** Per value: the pointer parameters it may derive from (bit i for parameter i; all bits when a
+ * pointer was loaded from memory). */
+std::vector<uint64_t> pointer_provenance(const Function& f);
+
 }  // namespace tessera::ir

@@ -255,19 +255,10 @@ class Interp {
       case OpKind::Assert: {
         const Val& c = val(op.operands[0]);
         for (size_t k = 0; k < c.d.size(); ++k) {
-          if (c.d[k].i != 0) continue;
-          const int64_t n = o_.assert_failures ? o_.assert_failures->fetch_add(1) : 0;
-          if (n >= kMaxReports) continue;
-          char buf[512];
-          std::snprintf(
-              buf, sizeof buf,
-              "[kernel %s] device_assert failed at %s:%d: program (%d, %d, %d), lane %zu: %s",
-              o_.kernel.c_str(), file_name(op.loc), op.loc.line, pid_[0], pid_[1], pid_[2], k,
-              op.text.c_str());
-          static std::mutex m;
-          std::lock_guard<std::mutex> g(m);
-          std::fprintf(stderr, "tessera: %s\n", buf);
-          if (o_.first_assert && o_.first_assert->empty()) *o_.first_assert = buf;
+          if (c.d[k].i == 0) {
+            report_assert_failure(o_.kernel, op.loc, op.text, pid_, static_cast<int64_t>(k),
+                                  o_.assert_failures, o_.first_assert);
+          }
         }
         return;
       }
@@ -664,25 +655,8 @@ class Interp {
     if (!b.known) return true;
     const size_t size = itemsize(f_.type(op.operands[0]).elem);
     if (addr >= b.lo && addr + size <= b.hi) return true;
-    const int64_t n = o_.violations ? o_.violations->fetch_add(1) : 0;
-    if (n < kMaxReports) {
-      const int64_t elem =
-          (static_cast<int64_t>(addr) - static_cast<int64_t>(b.base)) / b.elem_size;
-      const int64_t first =
-          (static_cast<int64_t>(b.lo) - static_cast<int64_t>(b.base)) / b.elem_size;
-      const int64_t last =
-          (static_cast<int64_t>(b.hi) - static_cast<int64_t>(b.base)) / b.elem_size - 1;
-      static std::mutex m;
-      std::lock_guard<std::mutex> g(m);
-      std::fprintf(stderr,
-                   "tessera: [kernel %s] out-of-bounds %s at %s:%d: program (%d, %d, %d), lane "
-                   "%zu: element %lld of "
-                   "'%s' (valid: %lld..%lld)\n",
-                   o_.kernel.c_str(), what, file_name(op.loc), op.loc.line, pid_[0], pid_[1],
-                   pid_[2], lane, static_cast<long long>(elem),
-                   f_.params[static_cast<size_t>(prov)].name.c_str(), static_cast<long long>(first),
-                   static_cast<long long>(last));
-    }
+    report_out_of_bounds(o_.kernel, what, op.loc, pid_, static_cast<int64_t>(lane),
+                         f_.params[static_cast<size_t>(prov)].name, b, addr, o_.violations);
     return false;
   }
 
@@ -935,6 +909,41 @@ class Interp {
 };
 
 }  // namespace
+
+void report_out_of_bounds(const std::string& kernel, const char* what, SourceLoc loc,
+                          const int32_t pid[3], int64_t lane, const std::string& param,
+                          const PointerBounds& b, uintptr_t addr, std::atomic<int64_t>* counter) {
+  const int64_t n = counter ? counter->fetch_add(1) : 0;
+  if (n >= kMaxReports) return;
+  const auto base = static_cast<int64_t>(b.base);
+  const int64_t elem = (static_cast<int64_t>(addr) - base) / b.elem_size;
+  const int64_t first = (static_cast<int64_t>(b.lo) - base) / b.elem_size;
+  const int64_t last = (static_cast<int64_t>(b.hi) - base) / b.elem_size - 1;
+  static std::mutex m;
+  std::lock_guard<std::mutex> g(m);
+  std::fprintf(stderr,
+               "tessera: [kernel %s] out-of-bounds %s at %s:%d: program (%d, %d, %d), lane %lld: "
+               "element %lld of '%s' (valid: %lld..%lld)\n",
+               kernel.c_str(), what, file_name(loc), loc.line, pid[0], pid[1], pid[2],
+               static_cast<long long>(lane), static_cast<long long>(elem), param.c_str(),
+               static_cast<long long>(first), static_cast<long long>(last));
+}
+
+void report_assert_failure(const std::string& kernel, SourceLoc loc, const std::string& message,
+                           const int32_t pid[3], int64_t lane, std::atomic<int64_t>* counter,
+                           std::string* first) {
+  const int64_t n = counter ? counter->fetch_add(1) : 0;
+  if (n >= kMaxReports) return;
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "[kernel %s] device_assert failed at %s:%d: program (%d, %d, %d), lane %lld: %s",
+                kernel.c_str(), file_name(loc), loc.line, pid[0], pid[1], pid[2],
+                static_cast<long long>(lane), message.c_str());
+  static std::mutex m;
+  std::lock_guard<std::mutex> g(m);
+  std::fprintf(stderr, "tessera: %s\n", buf);
+  if (first && first->empty()) *first = buf;
+}
 
 void interpret(const Function& f, const trt::Grid& grid, int64_t pid_begin, int64_t pid_end,
                const trt::Arg* args, const InterpretOptions& options) {

@@ -46,6 +46,24 @@ struct InterpretOptions {
   std::string* first_assert = nullptr;
 };
 
+/** A checked operation of a kernel compiled for the debug mode: what it is ("load", "store",
+ * "atomic", "assert"), where, and an assertion's message. */
+struct CheckSite {
+  std::string what;
+  SourceLoc loc;
+  std::string text;
+};
+
+/** Reports an out-of-bounds lane in the debug mode's format (the first 10 of a launch, counted in
+ * `counter`). */
+void report_out_of_bounds(const std::string& kernel, const char* what, SourceLoc loc,
+                          const int32_t pid[3], int64_t lane, const std::string& param,
+                          const PointerBounds& b, uintptr_t addr, std::atomic<int64_t>* counter);
+/** Reports a failing device_assert lane (the first 10), keeping the first report in `first`. */
+void report_assert_failure(const std::string& kernel, SourceLoc loc, const std::string& message,
+                           const int32_t pid[3], int64_t lane, std::atomic<int64_t>* counter,
+                           std::string* first);
+
 /** Runs programs [pid_begin, pid_end) of `f` over `grid`, with arguments in the generated code's
  * layout (one trt::Arg per parameter). Thread-safe: programs may run on several threads. */
 void interpret(const Function& f, const trt::Grid& grid, int64_t pid_begin, int64_t pid_end,

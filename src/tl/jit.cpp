@@ -285,7 +285,7 @@ void make_key(const SmallVector<BoundArg, 16>& bound, int64_t num_warps, int64_t
   }
   key.push_back(static_cast<uint64_t>(num_warps));
   key.push_back(static_cast<uint64_t>(num_stages));
-  key.push_back(interpreting() ? 1u : 0u);
+  key.push_back((interpreting() ? 1u : 0u) | (knobs().debug ? 2u : 0u));
 }
 
 std::shared_ptr<CompiledKernel> prepare(
@@ -356,12 +356,14 @@ std::shared_ptr<CompiledKernel> prepare(
     out->written.push_back(a.written);
     out->read.push_back(a.read);
   }
-  const auto k = codegen::cpp::emit(f);
+  const auto k = codegen::cpp::emit(f, checking());
   if (knobs().dump_enabled("src"))
     std::cerr << "// ---- C++ of kernel " << s.name << " ----\n" << k.source;
   out->work_per_program = k.work_per_program;
   out->source = k.source;
   out->interpreted = interpreting();
+  out->checked = checking();
+  out->sites = k.sites;
   out->cache_key = runtime::cpu::source_key(k.source);
   out->function = std::move(function);
   out->name = s.name;
@@ -704,7 +706,7 @@ void Launcher::run_kernel(ArrayRef<KernelArg> args, const Grid* grid_override) c
   const int64_t total = dims[0] * dims[1] * dims[2];
   if (total == 0) return;
   for (detail::LaunchObserver* o : detail::observers()) o->on_launch(s, *kernel, bound, dims);
-  trt::Arg slots[64];
+  trt::Arg slots[65];  // the parameters, and the checked mode's context
   for (size_t i = 0; i < bound.size(); ++i) {
     const auto& b = bound[i];
     switch (b.kind) {
@@ -725,6 +727,8 @@ void Launcher::run_kernel(ArrayRef<KernelArg> args, const Grid* grid_override) c
   const trt::Grid tg{dims[0], dims[1], dims[2]};
   if (kernel->interpreted) {
     detail::interpret_launch(*kernel, bound, tg, total, slots);
+  } else if (kernel->checked) {
+    detail::checked_launch(*kernel, bound, tg, total, slots);
   } else {
     detail::run_compiled(*kernel, tg, total, slots);
   }
@@ -736,7 +740,100 @@ void Launcher::run_kernel(ArrayRef<KernelArg> args, const Grid* grid_override) c
 namespace detail {
 
 bool interpreting() {
-  return knobs().interpret || knobs().debug;
+  return knobs().interpret;
+}
+
+bool checking() {
+  return knobs().debug && !knobs().interpret;
+}
+
+namespace {
+
+// The extent of each tensor argument's view: the bytes its sizes and strides can reach.
+std::vector<ir::PointerBounds> tensor_bounds(const SmallVector<BoundArg, 16>& bound) {
+  std::vector<ir::PointerBounds> out(bound.size());
+  for (size_t i = 0; i < bound.size(); ++i) {
+    const Tensor* t = bound[i].tensor;
+    if (!t || !t->has_data()) continue;
+    const auto size = static_cast<int64_t>(itemsize(t->dtype()));
+    int64_t lo = 0, hi = 0;
+    bool empty = false;
+    for (int64_t d = 0; d < t->dim(); ++d) {
+      const int64_t n = t->size(d).expect_int(), st = t->stride(d).expect_int();
+      if (n == 0) empty = true;
+      if (n > 0) (st < 0 ? lo : hi) += (n - 1) * st;
+    }
+    auto& b = out[i];
+    b.known = true;
+    b.base = reinterpret_cast<uintptr_t>(t->impl()->data());
+    b.elem_size = size;
+    b.lo = b.base + static_cast<uintptr_t>(lo * size);
+    b.hi = empty ? b.lo : b.base + static_cast<uintptr_t>((hi + 1) * size);
+  }
+  return out;
+}
+
+// After a checked launch: the violation count, and a failed device_assert as an error.
+void finish_checks(const std::string& kernel, int64_t violations, int64_t assert_failures,
+                   const std::string& first_assert) {
+  if (violations > 10) {
+    std::cerr << "tessera: [kernel " << kernel << "] " << violations
+              << " out-of-bounds accesses in this launch (the first 10 shown)\n";
+  }
+  if (assert_failures) {
+    throw RuntimeError(
+        first_assert + (assert_failures > 1 ? " (and " + std::to_string(assert_failures - 1) +
+                                                  " more failing lanes)"
+                                            : ""),
+        UserLocGuard::current());
+  }
+}
+
+struct CheckedLaunch {
+  const CompiledKernel* kernel = nullptr;
+  std::vector<ir::PointerBounds> bounds;
+  std::atomic<int64_t> violations{0}, assert_failures{0};
+  std::string first_assert;
+};
+
+void report_oob(void* ctx, int site, int param, uintptr_t addr, int32_t p0, int32_t p1, int32_t p2,
+                int64_t lane) {
+  auto* c = static_cast<CheckedLaunch*>(ctx);
+  const ir::CheckSite& st = c->kernel->sites.at(static_cast<size_t>(site));
+  const int32_t pid[3] = {p0, p1, p2};
+  const auto& params = c->kernel->function->params;
+  const bool known = param >= 0 && static_cast<size_t>(param) < params.size();
+  ir::report_out_of_bounds(c->kernel->name, st.what.c_str(), st.loc, pid, lane,
+                           known ? params[static_cast<size_t>(param)].name : std::string("?"),
+                           known ? c->bounds[static_cast<size_t>(param)] : ir::PointerBounds{},
+                           addr, &c->violations);
+}
+
+void report_assert(void* ctx, int site, int32_t p0, int32_t p1, int32_t p2, int64_t lane) {
+  auto* c = static_cast<CheckedLaunch*>(ctx);
+  const ir::CheckSite& st = c->kernel->sites.at(static_cast<size_t>(site));
+  const int32_t pid[3] = {p0, p1, p2};
+  ir::report_assert_failure(c->kernel->name, st.loc, st.text, pid, lane, &c->assert_failures,
+                            &c->first_assert);
+}
+
+}  // namespace
+
+void checked_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 16>& bound,
+                    const trt::Grid& tg, int64_t total, trt::Arg* slots) {
+  CheckedLaunch c;
+  c.kernel = &kernel;
+  c.bounds = tensor_bounds(bound);
+  std::vector<uintptr_t> lo(64, 0), hi(64, 0);
+  for (size_t i = 0; i < c.bounds.size() && i < 64; ++i) {
+    if (!c.bounds[i].known) continue;
+    lo[i] = c.bounds[i].lo;
+    hi[i] = c.bounds[i].hi;
+  }
+  trt::DebugCtx dbg{lo.data(), hi.data(), &report_oob, &report_assert, &c};
+  slots[bound.size()].p = &dbg;
+  run_compiled(kernel, tg, total, slots);
+  finish_checks(kernel.name, c.violations.load(), c.assert_failures.load(), c.first_assert);
 }
 
 void interpret_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 16>& bound,
@@ -748,27 +845,8 @@ void interpret_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 
   o.assert_failures = &assert_failures;
   o.first_assert = &first_assert;
   if (knobs().debug) {
-    // The extent of each tensor argument's view: the bytes its sizes and strides can reach.
     o.violations = &violations;
-    o.bounds.resize(bound.size());
-    for (size_t i = 0; i < bound.size(); ++i) {
-      const Tensor* t = bound[i].tensor;
-      if (!t || !t->has_data()) continue;
-      const auto size = static_cast<int64_t>(itemsize(t->dtype()));
-      int64_t lo = 0, hi = 0;
-      bool empty = false;
-      for (int64_t d = 0; d < t->dim(); ++d) {
-        const int64_t n = t->size(d).expect_int(), st = t->stride(d).expect_int();
-        if (n == 0) empty = true;
-        if (n > 0) (st < 0 ? lo : hi) += (n - 1) * st;
-      }
-      auto& b = o.bounds[i];
-      b.known = true;
-      b.base = reinterpret_cast<uintptr_t>(t->impl()->data());
-      b.elem_size = size;
-      b.lo = b.base + static_cast<uintptr_t>(lo * size);
-      b.hi = empty ? b.lo : b.base + static_cast<uintptr_t>((hi + 1) * size);
-    }
+    o.bounds = tensor_bounds(bound);
   }
   const ir::Function& f = *kernel.function;
   if (total == 1) {
@@ -777,16 +855,7 @@ void interpret_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 
     runtime::parallel_for(0, total, 1,
                           [&](int64_t b, int64_t e) { ir::interpret(f, tg, b, e, slots, o); });
   }
-  const int64_t n = violations.load();
-  if (n > 10) {
-    std::cerr << "tessera: [kernel " << kernel.name << "] " << n
-              << " out-of-bounds accesses in this launch (the first 10 shown)\n";
-  }
-  if (const int64_t a = assert_failures.load()) {
-    throw RuntimeError(
-        first_assert + (a > 1 ? " (and " + std::to_string(a - 1) + " more failing lanes)" : ""),
-        UserLocGuard::current());
-  }
+  finish_checks(kernel.name, violations.load(), assert_failures.load(), first_assert);
 }
 
 void run_compiled(const CompiledKernel& k, const trt::Grid& tg, int64_t total,

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ir/interpret.h"
 #include "tessera/detail/small_vector.h"
 #include "tessera/tl.h"
 #include "tessera/trt/cpu.h"
@@ -36,9 +37,10 @@ struct BoundArg {
 /** A compiled specialization. */
 struct CompiledKernel {
   trt::KernelFn fn = nullptr;
-  bool interpreted =
-      false;         ///< TESSERA_INTERPRET / TESSERA_DEBUG: runs `function` in the interpreter
-  std::string name;  ///< the kernel's
+  bool interpreted = false;          ///< TESSERA_INTERPRET: runs `function` in the interpreter
+  bool checked = false;              ///< TESSERA_DEBUG (compiled): bounds and device_assert checks
+  std::vector<ir::CheckSite> sites;  ///< the checked code's sites
+  std::string name;                  ///< the kernel's
   int64_t work_per_program = 1;
   std::string source;
   std::string ir;
@@ -117,9 +119,14 @@ class LaunchObserverGuard {
   LaunchObserverGuard& operator=(const LaunchObserverGuard&) = delete;
 };
 
-/** Whether kernels run in the interpreter (`TESSERA_INTERPRET=1`, or `TESSERA_DEBUG=1`, whose
- * bounds checks the interpreter makes). */
+/** Whether kernels run in the interpreter (`TESSERA_INTERPRET=1`). */
 bool interpreting();
+/** Whether kernels are compiled with bounds and assertion checks (`TESSERA_DEBUG=1` without the
+ * interpreter; with it, the interpreter checks). */
+bool checking();
+/** Runs a launch of a checked kernel: reports violations, throws after a failed device_assert. */
+void checked_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 16>& bound,
+                    const trt::Grid& grid, int64_t total, trt::Arg* slots);
 /** Runs a launch in the interpreter (with bounds checks under `TESSERA_DEBUG=1`). */
 void interpret_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 16>& bound,
                       const trt::Grid& grid, int64_t total, const trt::Arg* slots);

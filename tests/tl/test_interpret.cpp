@@ -133,35 +133,61 @@ TEST(Interpreter, ReductionsIntegersExactFloatsWithinRounding) {
 // ------------------------------------------------------------------
 
 // An off-by-one mask: `<=` reads and writes one element past the end.
+constexpr int kOffByOneLine = __LINE__ + 4;  // the load and store below
 TL_JIT(off_by_one_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
   auto m = offs <= n;
   tl::store(out + offs, tl::load(x + offs, m) + 1.0f, m);
 }
 
+/** Runs `f(mode)` in both debug modes: checks compiled into the kernel, and the interpreter. */
+template <class F>
+void debug_modes(F&& f) {
+  for (const bool interp : {false, true}) {
+    ::setenv("TESSERA_DEBUG", "1", 1);
+    if (interp) ::setenv("TESSERA_INTERPRET", "1", 1);
+    reload_knobs();
+    try {
+      f(interp ? "interpreted" : "compiled with checks");
+    } catch (...) {
+      ::unsetenv("TESSERA_DEBUG");
+      ::unsetenv("TESSERA_INTERPRET");
+      reload_knobs();
+      throw;
+    }
+    ::unsetenv("TESSERA_DEBUG");
+    ::unsetenv("TESSERA_INTERPRET");
+    reload_knobs();
+  }
+}
+
 TEST(DebugMode, CatchesAnOffByOneMaskAndKeepsRunning) {
   const int64_t n = 40;
-  // Both tensors are views into larger buffers, so the bad lane lands on real memory.
-  Tensor xbuf = random_tensor({n + 8}, DType::Float32), obuf = zeros({n + 8});
-  Tensor x = xbuf.slice(0, 0, n), out = obuf.slice(0, 0, n);
-  std::string err;
-  with_env("TESSERA_DEBUG", [&] {
+  debug_modes([&](const char* mode) {
+    // Both tensors are views into larger buffers, so the bad lane lands on real memory.
+    Tensor xbuf = random_tensor({n + 8}, DType::Float32), obuf = zeros({n + 8});
+    Tensor x = xbuf.slice(0, 0, n), out = obuf.slice(0, 0, n);
     ::testing::internal::CaptureStderr();
     off_by_one_kernel[{tl::cdiv(n, 16)}](x, out, n, tl::meta("BLOCK", 16));
-    err = ::testing::internal::GetCapturedStderr();
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("[kernel off_by_one_kernel] out-of-bounds load at test_interpret.cpp:" +
+                       std::to_string(kOffByOneLine)),
+              std::string::npos)
+        << mode << "\n"
+        << err;
+    EXPECT_NE(err.find("program (2, 0, 0), lane 8: element 40 of 'x' (valid: 0..39)"),
+              std::string::npos)
+        << mode << "\n"
+        << err;
+    EXPECT_NE(err.find("out-of-bounds store"), std::string::npos) << mode << "\n" << err;
+    EXPECT_NE(err.find("element 40 of 'out'"), std::string::npos) << mode << "\n" << err;
+    // In-bounds lanes ran; the bad store was suppressed (the element past the view is untouched).
+    EXPECT_TRUE(allclose(out, x + 1.0)) << mode;
+    EXPECT_EQ(obuf[n].item<float>(), 0.0f) << mode;
   });
-  EXPECT_NE(err.find("[kernel off_by_one_kernel] out-of-bounds load at"), std::string::npos) << err;
-  EXPECT_NE(err.find("test_interpret.cpp:" + std::to_string(__LINE__ - 15)), std::string::npos)
-      << err;
-  EXPECT_NE(err.find("program (2, 0, 0), lane 8: element 40 of 'x' (valid: 0..39)"),
-            std::string::npos)
-      << err;
-  EXPECT_NE(err.find("out-of-bounds store"), std::string::npos) << err;
-  EXPECT_NE(err.find("element 40 of 'out'"), std::string::npos) << err;
-  // In-bounds lanes ran; the bad store was suppressed (the element past the view is untouched).
-  EXPECT_TRUE(allclose(out, x + 1.0));
-  EXPECT_EQ(obuf[n].item<float>(), 0.0f);
   // Without the debug mode the compiled kernel writes past the view (what the checker catches).
+  Tensor xbuf = random_tensor({n + 8}, DType::Float32), obuf = zeros({n + 8});
+  Tensor x = xbuf.slice(0, 0, n), out = obuf.slice(0, 0, n);
   off_by_one_kernel[{tl::cdiv(n, 16)}](x, out, n, tl::meta("BLOCK", 16));
   EXPECT_EQ(obuf[n].item<float>(), xbuf[n].item<float>() + 1.0f);
 }
@@ -173,38 +199,39 @@ TL_JIT(shift_left_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
 }
 
 TEST(DebugMode, ChecksTheViewNotTheAllocation) {
-  Tensor buf = random_tensor({64}, DType::Float32);
-  Tensor x = buf.slice(0, 8, 40), out = zeros({32});
-  std::string err;
-  with_env("TESSERA_DEBUG", [&] {
+  debug_modes([&](const char* mode) {
+    Tensor buf = random_tensor({64}, DType::Float32);
+    Tensor x = buf.slice(0, 8, 40), out = zeros({32});
     ::testing::internal::CaptureStderr();
     shift_left_kernel[{1}](x, out, 32, tl::meta("BLOCK", 32));
-    err = ::testing::internal::GetCapturedStderr();
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("lane 0: element -1 of 'x' (valid: 0..31)"), std::string::npos)
+        << mode << "\n"
+        << err;
+    EXPECT_EQ(out[0].item<float>(), 0.0f) << mode;  // the suppressed load gives 0
+    EXPECT_TRUE(allclose(out.slice(0, 1, 32), x.slice(0, 0, 31))) << mode;
   });
-  EXPECT_NE(err.find("lane 0: element -1 of 'x' (valid: 0..31)"), std::string::npos) << err;
-  EXPECT_EQ(out[0].item<float>(), 0.0f);  // the suppressed load gives 0
-  EXPECT_TRUE(allclose(out.slice(0, 1, 32), x.slice(0, 0, 31)));
 }
 
 TEST(DebugMode, ManyViolationsAreSummarized) {
-  const int64_t n = 8;
-  Tensor x = zeros({n}), out = zeros({n});
-  std::string err;
-  with_env("TESSERA_DEBUG", [&] {
+  debug_modes([&](const char* mode) {
+    const int64_t n = 8;
+    Tensor x = zeros({n}), out = zeros({n});
     ::testing::internal::CaptureStderr();
     off_by_one_kernel[{4}](x, out, 100,
                            tl::meta("BLOCK", 32));  // n is wrong: 120 lanes past the end
-    err = ::testing::internal::GetCapturedStderr();
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    size_t lines = 0;
+    for (size_t p = err.find("out-of-bounds"); p != std::string::npos;
+         p = err.find("out-of-bounds", p + 1))
+      ++lines;
+    EXPECT_EQ(lines, 11u) << mode << "\n" << err;  // ten reports and the summary
+    EXPECT_NE(err.find("out-of-bounds accesses in this launch (the first 10 shown)"),
+              std::string::npos)
+        << mode << "\n"
+        << err;
+    EXPECT_TRUE(allclose(out, x + 1.0)) << mode;
   });
-  size_t lines = 0;
-  for (size_t p = err.find("out-of-bounds"); p != std::string::npos;
-       p = err.find("out-of-bounds", p + 1))
-    ++lines;
-  EXPECT_EQ(lines, 11u) << err;  // ten reports and the summary
-  EXPECT_NE(err.find("out-of-bounds accesses in this launch (the first 10 shown)"),
-            std::string::npos)
-      << err;
-  EXPECT_TRUE(allclose(out, x + 1.0));
 }
 
 }  // namespace

@@ -508,6 +508,33 @@ TRT_INLINE S atomic_cas_bits(S* p, S cmp, S val, int o) {
   return cmp;
 }
 
+// ---- the checked mode (TESSERA_DEBUG) -----------------------------------------------------------
+/** Passed to kernels compiled with checks (after the parameters): the bytes each pointer parameter
+ * may touch, and the host's reporting functions. */
+struct DebugCtx {
+  const uintptr_t* lo;
+  const uintptr_t* hi;
+  void (*report_oob)(void* ctx, int site, int param, uintptr_t addr, int32_t pid0, int32_t pid1,
+                     int32_t pid2, int64_t lane);
+  void (*report_assert)(void* ctx, int site, int32_t pid0, int32_t pid1, int32_t pid2,
+                        int64_t lane);
+  void* ctx;
+};
+/** Whether [p, p + size) lies in the range of one of the parameters in `params` (the ones the
+ * pointer may derive from); otherwise reports it (against the first of them) and returns false. */
+TRT_INLINE bool dbg_ok(const DebugCtx* d, int site, uint64_t params, const void* p, uint64_t size,
+                       int32_t pid0, int32_t pid1, int32_t pid2, int64_t lane) {
+  const uintptr_t a = (uintptr_t)p;
+  int first = -1;
+  for (int i = 0; i < 64; ++i) {
+    if (!((params >> i) & 1u)) continue;
+    if (first < 0) first = i;
+    if (d->lo[i] <= a && a + size <= d->hi[i]) return true;
+  }
+  d->report_oob(d->ctx, site, first, a, pid0, pid1, pid2, lane);
+  return false;
+}
+
 // ---- the program index ------------------------------------------------------------------------
 /** Splits a linear program index into (x, y, z), x fastest. */
 TRT_INLINE void program_coords(const Grid* g, int64_t p, int32_t& x, int32_t& y, int32_t& z) {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 
+#include "ir/access.h"
 #include "ir/passes.h"
 
 namespace tessera::codegen::cpp {
@@ -212,7 +213,9 @@ enum class Storage : uint8_t { Inline, Scalar, Array };
 
 class Emitter {
  public:
-  explicit Emitter(const ir::Function& f) : f_(f) {}
+  explicit Emitter(const ir::Function& f, bool checked = false) : f_(f), checked_(checked) {
+    if (checked_) prov_ = ir::pointer_provenance(f_);
+  }
 
   Kernel run() {
     const size_t n = f_.num_values();
@@ -243,6 +246,7 @@ class Emitter {
     Kernel k;
     k.source = out_.str();
     k.work_per_program = std::max<int64_t>(work_, 1);
+    k.sites = sites_;
     return k;
   }
 
@@ -424,6 +428,10 @@ class Emitter {
             "_pe, "
             "const trt::Arg* _a) {\n";
     indent_ = 1;
+    if (checked_) {
+      line("const trt::DebugCtx* const _dbg = (const trt::DebugCtx*)_a[" +
+           std::to_string(f_.params.size()) + "].p;");
+    }
     for (size_t i = 0; i < f_.params.size(); ++i) {
       const auto& p = f_.params[i];
       if (p.value == ir::kNoValue) continue;
@@ -739,8 +747,13 @@ class Emitter {
         return "(" + operand(0, idx) + " + " + offset_expr(op.operands[1], idx) + ")";
       case OpKind::Load: {
         const std::string v = load_conv(t.elem, "*" + operand(0, idx));
-        if (op.operands.size() == 1) return v;
         const std::string other = op.operands.size() > 2 ? operand(2, idx) : "0";
+        if (checked_) {
+          std::string cond = check(op, "load", idx);
+          if (op.operands.size() > 1) cond = "(" + operand(1, idx) + " && " + cond + ")";
+          return "(" + cond + " ? " + v + " : " + other + ")";
+        }
+        if (op.operands.size() == 1) return v;
         return "(" + operand(1, idx) + " ? " + v + " : " + other + ")";
       }
       default:
@@ -1030,7 +1043,8 @@ class Emitter {
       case OpKind::ScanFn:
         return reduce_fn(op);
       case OpKind::Assert:
-        return;  // device_assert is checked in the debug mode (the interpreter), as Triton's
+        if (checked_) return assert_op(op);
+        return;  // device_assert is checked in the debug mode only, as Triton's
       case OpKind::Print:
         return print(op);
       default:
@@ -1055,8 +1069,18 @@ class Emitter {
     loops(pt.shape, true, [&](const std::vector<std::string>& idx) {
       const std::string value = store_conv(pt.elem, expr(op.operands[1], idx));
       const std::string dst = "*" + expr(op.operands[0], idx) + " = " + value + ";";
-      if (op.operands.size() > 2) {
-        line("if (" + expr(op.operands[2], idx) + ") { " + dst + " }");
+      std::string cond = op.operands.size() > 2 ? expr(op.operands[2], idx) : "";
+      if (checked_) {
+        // The value first (its loads check themselves, whether or not the store is in bounds).
+        const std::string v = fresh("_v");
+        line("{ " + std::string(storage_type(pt.elem)) + " const " + v + " = " + value + ";");
+        cond = cond.empty() ? check(op, "store", idx)
+                            : "(" + cond + " && " + check(op, "store", idx) + ")";
+        line("  if (" + cond + ") *" + expr(op.operands[0], idx) + " = " + v + "; }");
+        return;
+      }
+      if (!cond.empty()) {
+        line("if (" + cond + ") { " + dst + " }");
       } else {
         line(dst);
       }
@@ -1519,6 +1543,36 @@ class Emitter {
     });
   }
 
+  // The checked mode: a site number per checked op.
+  int site(const Op& op, const char* what) {
+    auto it = site_of_.find(&op);
+    if (it != site_of_.end()) return it->second;
+    sites_.push_back(ir::CheckSite{what, op.loc, op.text});
+    return site_of_[&op] = static_cast<int>(sites_.size() - 1);
+  }
+  // The lane index of `idx` in the pointer tile of `op`.
+  std::string lane(const Op& op, const std::vector<std::string>& idx) const {
+    const Type& t = f_.type(op.operands[0]);
+    return t.is_scalar() ? std::string("0") : "(int64_t)(" + flat(t.shape, idx) + ")";
+  }
+  // A bounds check of the pointer lane of a load, store or atomic (true when in bounds).
+  std::string check(const Op& op, const char* what, const std::vector<std::string>& idx) {
+    const std::string p = expr(op.operands[0], idx);
+    const uint64_t mask = prov_.at(static_cast<size_t>(op.operands[0]));
+    return "trt::dbg_ok(_dbg, " + std::to_string(site(op, what)) + ", " + std::to_string(mask) +
+           "ULL, " + p + ", sizeof(*" + p + "), _pid0, _pid1, _pid2, " + lane(op, idx) + ")";
+  }
+  void assert_op(const Op& op) {
+    const Type& t = f_.type(op.operands[0]);
+    const int s = site(op, "assert");
+    loops(t.shape, false, [&](const std::vector<std::string>& idx) {
+      const std::string ln =
+          t.is_scalar() ? std::string("0") : "(int64_t)(" + flat(t.shape, idx) + ")";
+      line("if (!(" + expr(op.operands[0], idx) + ")) _dbg->report_assert(_dbg->ctx, " +
+           std::to_string(s) + ", _pid0, _pid1, _pid2, " + ln + ");");
+    });
+  }
+
   // device_print: one line per element (Triton's format), the program id first.
   void print(const Op& op) {
     std::string prefix;
@@ -1602,9 +1656,12 @@ class Emitter {
         call = "trt::atomic_int<" + st + ">(" + kind + ", " + p + ", (" + st + ")(" + v + "), " +
                order + ")";
       }
-      if (masked) {
-        line("if (" + expr(op.operands[2], idx) + ") " + dst + " = " + call + "; else " + dst +
-             " = 0;");
+      std::string cond = masked ? expr(op.operands[2], idx) : "";
+      if (checked_)
+        cond = cond.empty() ? check(op, "atomic", idx)
+                            : "(" + cond + " && " + check(op, "atomic", idx) + ")";
+      if (!cond.empty()) {
+        line("if (" + cond + ") " + dst + " = " + call + "; else " + dst + " = 0;");
       } else {
         line(dst + " = " + call + ";");
       }
@@ -1639,6 +1696,10 @@ class Emitter {
   enum class Fast : uint8_t { Unset, On, Off };
 
   const ir::Function& f_;
+  bool checked_ = false;
+  std::vector<uint64_t> prov_;  // checked mode: per value, the pointer parameters it derives from
+  std::vector<ir::CheckSite> sites_;
+  std::map<const Op*, int> site_of_;
   Fast fast_ = Fast::Unset;
   std::vector<std::string> guards_;
   std::map<std::string, int64_t> extents_;  // loop index -> trip count, inside plain_loops
@@ -1660,8 +1721,8 @@ class Emitter {
 
 }  // namespace
 
-Kernel emit(const ir::Function& f) {
-  return Emitter(f).run();
+Kernel emit(const ir::Function& f, bool checked) {
+  return Emitter(f, checked).run();
 }
 
 }  // namespace tessera::codegen::cpp

@@ -11,7 +11,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "ir/interpret.h"
 #include "ir/ir.h"
 
 namespace tessera::codegen::cpp {
@@ -22,8 +24,13 @@ struct Kernel {
   std::string symbol = "tessera_kernel";
   /** Elements processed per program (loop bodies counted once), to size thread-pool chunks. */
   int64_t work_per_program = 1;
+  /** The checked mode's sites (`checked` kernels): the `site` numbers the code reports. */
+  std::vector<ir::CheckSite> sites;
 };
 
-Kernel emit(const ir::Function& f);
+/** With `checked` (TESSERA_DEBUG), every load, store and atomic lane is checked against the
+ * bounds of the parameters its pointer derives from, and device_assert is evaluated; the kernel
+ * then takes a trt::DebugCtx* after its parameters. */
+Kernel emit(const ir::Function& f, bool checked = false);
 
 }  // namespace tessera::codegen::cpp
