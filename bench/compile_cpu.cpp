@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "seed_add_kernel.h"
 #include "tessera/compile.h"
 #include "tessera/tessera.h"
 #include "tessera/tl.h"
@@ -24,17 +25,7 @@ namespace tl = tessera::tl;
 
 namespace {
 
-TL_JIT(add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::Int n_elements,
-       tl::Const BLOCK_SIZE) {
-  auto pid = tl::program_id(0);
-  auto block_start = pid * BLOCK_SIZE;
-  auto offsets = block_start + tl::arange(0, BLOCK_SIZE);
-  auto mask = offsets < n_elements;
-  auto x = tl::load(in_ptr0 + offsets, mask);
-  auto y = tl::load(in_ptr1 + offsets, mask);
-  auto output = x + y;
-  tl::store(out_ptr + offsets, output, mask);
-}
+using bench::add_kernel;
 
 Tensor add_fn(const Tensor& x, const Tensor& y) {
   Tensor output = zeros_like(x);

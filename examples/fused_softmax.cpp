@@ -42,7 +42,8 @@ int main() {
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1823, 781}, {4096, 1024}, {3, 5000}}) {
     Tensor x = tessera::randn({rows, cols});
     const bool good = tessera::allclose(softmax(x), tessera::softmax(x, 1), 1e-5, 1e-7);
-    std::cout << "softmax " << rows << "x" << cols << ": " << (good ? "matches" : "MISMATCH") << "\n";
+    std::cout << "softmax " << rows << "x" << cols << ": " << (good ? "matches" : "MISMATCH")
+              << "\n";
     ok = ok && good;
   }
   std::cout << (ok ? "fused_softmax: OK" : "fused_softmax: MISMATCH") << "\n";

@@ -24,7 +24,9 @@ TL_JIT(add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::Int n_
 Tensor add_fn(const Tensor& x, const Tensor& y, int64_t block = 4) {
   Tensor output = tessera::zeros_like(x);
   auto n_elements = output.numel();
-  auto grid = [&](const tl::Meta& meta) { return tl::Grid{tl::cdiv(n_elements, meta["BLOCK_SIZE"])}; };
+  auto grid = [&](const tl::Meta& meta) {
+    return tl::Grid{tl::cdiv(n_elements, meta["BLOCK_SIZE"])};
+  };
   add_kernel[grid](x, y, output, n_elements, tl::meta("BLOCK_SIZE", block));
   return output;
 }

@@ -277,7 +277,7 @@ Tile atomic_cas(Operand ptr, Operand cmp, Operand val, AtomicOptions o = {}, TS_
 void static_assert_(Operand cond, std::string_view message = "", TS_HERE);
 /** A run-time check, active in the debug mode and the interpreter (as Triton's, which checks only
  * under TRITON_DEBUG): failing lanes are reported with kernel, line, program and lane, and the
- * launch then throws a RuntimeError. The compiled kernel skips it. */
+ * launch then throws a RuntimeError. Kernels compiled without TESSERA_DEBUG skip it. */
 void device_assert(Operand cond, std::string_view message = "", TS_HERE);
 /** Prints every element, one line each: `pid (x, y, z) idx (i, j) prefix: value`. */
 void device_print(std::string_view prefix, std::initializer_list<Operand> values, TS_HERE);

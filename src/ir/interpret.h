@@ -10,10 +10,11 @@
  * `device_assert` is checked (a failing lane is reported; the launch then fails) and
  * `device_print` prints, one line per element.
  *
- * With bounds (`TESSERA_DEBUG=1`), every load and store lane is checked against the extent of
- * the tensor its pointer derives from (the parameter it was computed from, tracked per element);
- * an out-of-bounds lane is reported (kernel, line, program, lane, element) and suppressed: a load
- * gives `other` (or 0) and a store writes nothing, so the process keeps running.
+ * With bounds (`TESSERA_DEBUG=1` together with `TESSERA_INTERPRET=1`), every load and store lane is
+ * checked against the extent of the tensor its pointer derives from (the parameter it was computed
+ * from, tracked per element); an out-of-bounds lane is reported (kernel, line, program, lane,
+ * element) and suppressed: a load gives `other` (or 0) and a store writes nothing, so the process
+ * keeps running.
  */
 #pragma once
 

@@ -461,14 +461,6 @@ void build_missing(KernelState& s, const std::vector<Spec>& specs,
   }
 }
 
-std::vector<std::shared_ptr<CompiledKernel>> get_kernels(KernelState& s,
-                                                         const std::vector<Spec>& specs,
-                                                         SourceLoc loc) {
-  auto out = lookup_or_prepare(s, specs, loc);
-  build_missing(s, specs, out);
-  return out;
-}
-
 std::shared_ptr<CompiledKernel> get_kernel(KernelState& s, const SmallVector<BoundArg, 16>& bound,
                                            int64_t num_warps, int64_t num_stages, SourceLoc loc) {
   Key key;

@@ -166,10 +166,6 @@ std::vector<std::shared_ptr<CompiledKernel>> lookup_or_prepare(
  * in-memory cache. */
 void build_missing(KernelState& s, const std::vector<Spec>& specs,
                    std::vector<std::shared_ptr<CompiledKernel>>& kernels);
-/** Both: finds or compiles several specializations at once. */
-std::vector<std::shared_ptr<CompiledKernel>> get_kernels(KernelState& s,
-                                                         const std::vector<Spec>& specs,
-                                                         SourceLoc loc);
 /** Finds or compiles the specialization for bound arguments (the in-memory cache). */
 std::shared_ptr<CompiledKernel> get_kernel(KernelState& s, const SmallVector<BoundArg, 16>& bound,
                                            int64_t num_warps, int64_t num_stages, SourceLoc loc);

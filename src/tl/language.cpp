@@ -743,11 +743,6 @@ Tile join(Operand a, Operand b, SourceLoc loc) {
     x = cast_value(c, x, ct);
     y = cast_value(c, y, ct);
   }
-  if (shape.empty()) {  // two scalars: a [2] tile
-    x = to_shape(c, x, {1});
-    y = to_shape(c, y, {1});
-    return c.tile(c.builder().reshape(c.builder().join(x, y), {2}));
-  }
   return c.tile(c.builder().join(to_shape(c, x, shape), to_shape(c, y, shape)));
 }
 
@@ -756,11 +751,6 @@ std::pair<Tile, Tile> split(Operand x, SourceLoc loc) {
   const ValueId v = tile_operand(c, x, "tl::split", loc);
   const Type& t = c.type(v);
   if (t.shape.back() != 2) c.fail(loc, "tl::split needs a last dimension of 2, got " + t.str());
-  if (t.rank() == 1) {  // [2] -> two scalars
-    const ValueId r = c.builder().reshape(v, {1, 2});
-    return {c.tile(c.builder().reduce(ir::ReduceKind::Sum, c.builder().extract(r, 0), 0)),
-            c.tile(c.builder().reduce(ir::ReduceKind::Sum, c.builder().extract(r, 1), 0))};
-  }
   return {c.tile(c.builder().extract(v, 0)), c.tile(c.builder().extract(v, 1))};
 }
 

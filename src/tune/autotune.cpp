@@ -774,8 +774,6 @@ void TunedState::launch(const Launcher& launcher, ArrayRef<KernelArg> args) cons
   // a tuned meta-parameter itself still gets the conflict error from candidates()).
   std::shared_ptr<const std::vector<Candidate>> fixed;
   std::vector<Candidate> per_call;
-  const bool has_heuristics =
-      std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return !l.autotune; });
   const bool launch_sets_meta =
       std::any_of(nm.entries().begin(), nm.entries().end(),
                   [](const Args::Entry& e) { return e.kind == Args::Entry::Kind::Meta; });
@@ -883,6 +881,7 @@ std::shared_ptr<TunedState> copy_of(const TunedState& in) {
   s->kernel = in.kernel;
   s->layers = in.layers;
   s->tune_layer = in.tune_layer;
+  s->has_heuristics = in.has_heuristics;
   return s;
 }
 
@@ -944,6 +943,7 @@ TunedKernel add_heuristics(std::shared_ptr<TunedState> s,
   L.heuristics = std::move(values);
   L.loc = loc;
   s->layers.push_back(std::move(L));
+  s->has_heuristics = true;
   return TunedKernel(std::move(s));
 }
 

@@ -38,6 +38,7 @@ class TunedState : public LaunchTarget, public std::enable_shared_from_this<Tune
   const JITFunction* kernel = nullptr;
   std::vector<Layer> layers;  ///< innermost first
   int tune_layer = -1;
+  bool has_heuristics = false;  ///< a heuristics layer exists (candidates depend on the arguments)
 
   /** The launch's arguments by parameter name. */
   Args named(ArrayRef<KernelArg> args) const;

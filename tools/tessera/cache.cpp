@@ -28,8 +28,8 @@ int cache(const std::string& what) {
     return 0;
   }
   if (what == "clear") {
-    std::cout << "removed " << runtime::cpu::clear_cache() << " kernels from " << runtime::cpu::cache_root()
-              << "\n";
+    std::cout << "removed " << runtime::cpu::clear_cache() << " kernels from "
+              << runtime::cpu::cache_root() << "\n";
     return 0;
   }
   std::cerr << "tessera cache: unknown subcommand '" << what << "' (ls, stats, clear)\n";
