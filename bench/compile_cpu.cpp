@@ -8,13 +8,18 @@
 //                                       compile or disk-cache load, run); cold or warm by
 //                                       TESSERA_CACHE_DIR
 //   bench_compile_cpu --recompile-ms    milliseconds of the call at n = 5 after one at n = 4 (the
-//                                       recompile with a dynamic size)
+//                                       recompile with a dynamic size: a re-trace; the kernel
+//                                       specialization it needs is already compiled)
+//   bench_compile_cpu --recompile-new-kernel-ms   the same with every kernel cache emptied first,
+//                                       so the recompile also compiles its kernel anew (what
+//                                       torch.compile does: it generates and builds new C++)
 #include <benchmark/benchmark.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 
+#include "runtime/cpu/jit_compiler.h"
 #include "seed_add_kernel.h"
 #include "tessera/compile.h"
 #include "tessera/tessera.h"
@@ -50,10 +55,16 @@ void BM_EagerAddFnN4(benchmark::State& s) {
 }
 BENCHMARK(BM_EagerAddFnN4);
 
+/** Checks a benchmark's result once before timing; a mismatch fails the benchmark. */
+bool verified(benchmark::State& s, bool ok) {
+  if (!ok) s.SkipWithError("the compiled result differs from eager");
+  return ok;
+}
+
 void BM_CompiledAddFnN4(benchmark::State& s) {
   auto compiled = compile(add_fn, options());
   Tensor x = randn({4}), y = randn({4});
-  compiled(x, y);
+  if (!verified(s, equal(compiled(x, y), x + y))) return;
   for (auto _ : s) benchmark::DoNotOptimize(compiled(x, y));
 }
 BENCHMARK(BM_CompiledAddFnN4);
@@ -62,7 +73,8 @@ void BM_CompiledAddFnDynamic(benchmark::State& s) {
   auto compiled = compile(add_fn, options());
   Tensor x4 = randn({4}), y4 = randn({4}), x = randn({5}), y = randn({5});
   compiled(x4, y4);
-  compiled(x, y);  // now dynamic
+  if (!verified(s, equal(compiled(x, y), x + y) && compiled.stats().graphs == 2))
+    return;  // dynamic
   for (auto _ : s) benchmark::DoNotOptimize(compiled(x, y));
 }
 BENCHMARK(BM_CompiledAddFnDynamic);
@@ -117,9 +129,15 @@ int main(int argc, char** argv) {
     std::printf("%.2f\n", ms);
     return 0;
   }
-  if (argc > 1 && std::strcmp(argv[1], "--recompile-ms") == 0) {
+  const bool new_kernel = argc > 1 && std::strcmp(argv[1], "--recompile-new-kernel-ms") == 0;
+  if (argc > 1 && (std::strcmp(argv[1], "--recompile-ms") == 0 || new_kernel)) {
     auto compiled = compile(add_fn, options());
     compiled(randn({4}), randn({4}));
+    if (new_kernel) {
+      add_kernel.clear_memory_cache();
+      runtime::cpu::forget_loaded();
+      runtime::cpu::clear_cache();
+    }
     Tensor x = randn({5}), y = randn({5});
     const auto t0 = std::chrono::steady_clock::now();
     Tensor out = compiled(x, y);

@@ -133,19 +133,59 @@ void BM_HalideLayerNorm(benchmark::State& s) {
 }
 BENCHMARK(BM_HalideLayerNorm)->UseRealTime();
 
-// Checks the pipelines against a double-precision reference once, so a wrong schedule cannot
-// report a fast time.
-bool self_check() {
+// Checks every timed pipeline, at the size it is timed, against a double-precision reference
+// once, so that a wrong schedule cannot report a fast time.
+bool check_add() {
+  const int n = 1 << 24;
+  AddPipeline p;
+  Buffer<float> a = random_buffer(std::uniform_real_distribution<float>(0, 1), {n});
+  Buffer<float> b = random_buffer(std::uniform_real_distribution<float>(-1, 1), {n});
+  p.a.set(a);
+  p.b.set(b);
+  Buffer<float> out = p.out.realize({n});
+  for (int i = 0; i < n; ++i) {
+    if (out(i) != a(i) + b(i)) return false;  // one rounding, exactly as float addition
+  }
+  return true;
+}
+
+bool check_softmax() {
+  const int cols = 1024, rows = 4096;
   SoftmaxPipeline sp;
-  Buffer<float> x = random_buffer(std::normal_distribution<float>(0, 1), {100, 7});
+  Buffer<float> x = random_buffer(std::normal_distribution<float>(0, 1), {cols, rows});
   sp.in.set(x);
-  Buffer<float> y = sp.out.realize({100, 7});
-  for (int r = 0; r < 7; ++r) {
+  Buffer<float> y = sp.out.realize({cols, rows});
+  for (int r = 0; r < rows; ++r) {
     double m = -INFINITY, s = 0;
-    for (int c = 0; c < 100; ++c) m = std::max(m, double(x(c, r)));
-    for (int c = 0; c < 100; ++c) s += std::exp(double(x(c, r)) - m);
-    for (int c = 0; c < 100; ++c) {
-      if (std::abs(y(c, r) - std::exp(double(x(c, r)) - m) / s) > 1e-6) return false;
+    for (int c = 0; c < cols; ++c) m = std::max(m, double(x(c, r)));
+    for (int c = 0; c < cols; ++c) s += std::exp(double(x(c, r)) - m);
+    for (int c = 0; c < cols; ++c) {
+      const double want = std::exp(double(x(c, r)) - m) / s;
+      if (std::abs(y(c, r) - want) > 1e-6 + 1e-5 * want) return false;
+    }
+  }
+  return true;
+}
+
+bool check_layer_norm() {
+  const int n = 4096;
+  LayerNormPipeline p;
+  Buffer<float> x = random_buffer(std::normal_distribution<float>(0, 1), {n, n});
+  Buffer<float> w = random_buffer(std::uniform_real_distribution<float>(0, 1), {n});
+  Buffer<float> b = random_buffer(std::normal_distribution<float>(0, 1), {n});
+  p.in.set(x);
+  p.w.set(w);
+  p.b.set(b);
+  Buffer<float> y = p.out.realize({n, n});
+  for (int r = 0; r < n; ++r) {
+    double mean = 0, var = 0;
+    for (int c = 0; c < n; ++c) mean += x(c, r);
+    mean /= n;
+    for (int c = 0; c < n; ++c) var += (x(c, r) - mean) * (x(c, r) - mean);
+    const double rstd = 1 / std::sqrt(var / n + 1e-5);
+    for (int c = 0; c < n; ++c) {
+      const double want = (x(c, r) - mean) * rstd * w(c) + b(c);
+      if (std::abs(y(c, r) - want) > 1e-4 + 1e-4 * std::abs(want)) return false;
     }
   }
   return true;
@@ -167,9 +207,16 @@ int main(int argc, char** argv) {
     std::printf("%.2f\n", std::chrono::duration<double, std::milli>(t1 - t0).count());
     return 0;
   }
-  if (!self_check()) {
-    std::fprintf(stderr, "bench_halide_cpu: softmax pipeline disagrees with the reference\n");
-    return 1;
+  const struct {
+    const char* name;
+    bool (*check)();
+  } checks[] = {{"add", check_add}, {"softmax", check_softmax}, {"layer norm", check_layer_norm}};
+  for (const auto& c : checks) {
+    if (!c.check()) {
+      std::fprintf(stderr, "bench_halide_cpu: the %s pipeline disagrees with the reference\n",
+                   c.name);
+      return 1;
+    }
   }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();

@@ -1,7 +1,9 @@
 // tessera's kernels on the CPU: the seed's add, fused softmax and layer norm (the examples'
-// kernels), with the eager operators beside them, and the launch overhead of a one-program grid
-// against calling the compiled function directly. `make bench` runs it; bench/compare_cpu.py puts
-// PyTorch and Halide beside it in one run.
+// kernels, examples/*.h), a tl::dot matmul, with the eager operators beside them (writing into
+// preallocated outputs as the kernels do), and the launch overhead of a one-program grid against
+// calling the compiled function directly. Every benchmark checks its result against eager once
+// before timing (a wrong result is reported as an error, not a time). `make bench` runs it;
+// bench/compare_cpu.py puts PyTorch and Halide beside it in one run.
 //
 //   bench_kernels_cpu                    Google Benchmark run
 //   bench_kernels_cpu --first-result-ms  prints the milliseconds from the first launch of the seed
@@ -14,7 +16,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
+#include "examples/fused_softmax.h"
+#include "examples/layer_norm.h"
 #include "seed_add_kernel.h"
 #include "tessera/tessera.h"
 #include "tessera/tl.h"
@@ -26,29 +31,6 @@ namespace tl = tessera::tl;
 namespace {
 
 using bench::add_kernel;
-
-TL_JIT(softmax_kernel, tl::Ptr out, tl::Ptr in, tl::Int in_stride, tl::Int out_stride,
-       tl::Int n_cols, tl::Const BLOCK) {
-  auto row = tl::program_id(0);
-  auto cols = tl::arange(0, BLOCK);
-  auto mask = cols < n_cols;
-  auto x = tl::load(in + row * in_stride + cols, mask, -INFINITY);
-  auto num = tl::exp(x - tl::max(x, 0));
-  tl::store(out + row * out_stride + cols, num / tl::sum(num, 0), mask);
-}
-
-TL_JIT(layer_norm_kernel, tl::Ptr X, tl::Ptr Y, tl::Ptr W, tl::Ptr B, tl::Int stride, tl::Int N,
-       tl::Float eps, tl::Const BLOCK) {
-  auto row = tl::program_id(0);
-  auto cols = tl::arange(0, BLOCK);
-  auto mask = cols < N;
-  auto x = tl::load(X + row * stride + cols, mask, 0.0);
-  auto mean = tl::sum(x, 0) / N;
-  auto d = tl::where(mask, x - mean, 0.0);
-  auto rstd = tl::rsqrt(tl::sum(d * d, 0) / N + eps);
-  tl::store(Y + row * stride + cols, d * rstd * tl::load(W + cols, mask) + tl::load(B + cols, mask),
-            mask);
-}
 
 // Triton's matmul tutorial without grouping: one program per BM x BN block, K in steps of BK.
 TL_JIT(matmul_kernel, tl::Ptr a, tl::Ptr b, tl::Ptr c, tl::Int M, tl::Int N, tl::Int K,
@@ -74,9 +56,17 @@ TL_JIT(tiny_kernel, tl::Ptr x, tl::Const BLOCK) {
   tl::store(x + offs, tl::load(x + offs) + 1);
 }
 
+/** Checks a benchmark's result once before timing; a mismatch fails the benchmark. */
+bool verified(benchmark::State& s, bool ok, const char* what) {
+  if (!ok) s.SkipWithError((std::string(what) + ": the result differs from eager").c_str());
+  return ok;
+}
+
 void BM_AddKernel(benchmark::State& s) {
   const int64_t n = int64_t(1) << 24, block = s.range(0);
   Tensor a = rand({n}), b = rand({n}), out = empty({n});
+  add_kernel[{tl::cdiv(n, block)}](a, b, out, n, tl::meta("BLOCK_SIZE", block));
+  if (!verified(s, equal(out, a + b), "add_kernel")) return;
   for (auto _ : s) add_kernel[{tl::cdiv(n, block)}](a, b, out, n, tl::meta("BLOCK_SIZE", block));
   s.SetBytesProcessed(s.iterations() * n * 12);
 }
@@ -92,7 +82,9 @@ BENCHMARK(BM_AddEager)->UseRealTime();
 
 void BM_SoftmaxKernel(benchmark::State& s) {
   Tensor x = randn({4096, 1024}), y = empty({4096, 1024});
-  for (auto _ : s) softmax_kernel[{4096}](y, x, 1024, 1024, 1024, tl::meta("BLOCK", 1024));
+  fused_softmax::softmax_into(x, y);
+  if (!verified(s, allclose(y, softmax(x, 1), 1e-5, 1e-7), "softmax_kernel")) return;
+  for (auto _ : s) fused_softmax::softmax_into(x, y);
   s.SetBytesProcessed(s.iterations() * 4096 * 1024 * 8);
 }
 BENCHMARK(BM_SoftmaxKernel)->UseRealTime();
@@ -104,9 +96,14 @@ void BM_SoftmaxEager(benchmark::State& s) {
 }
 BENCHMARK(BM_SoftmaxEager)->UseRealTime();
 
+// The example's kernel (Triton's tutorial 05: three passes over each row, mean and rstd stored).
 void BM_LayerNormKernel(benchmark::State& s) {
   Tensor x = randn({4096, 4096}), y = empty({4096, 4096}), w = rand({4096}), b = randn({4096});
-  for (auto _ : s) layer_norm_kernel[{4096}](x, y, w, b, 4096, 4096, 1e-5, tl::meta("BLOCK", 4096));
+  Tensor mean = empty({4096}), rstd = empty({4096});
+  layer_norm_example::layer_norm_into(x, w, b, 1e-5, y, mean, rstd);
+  if (!verified(s, allclose(y, layer_norm(x, {4096}, w, b, 1e-5), 1e-4, 1e-5), "layer_norm_fwd"))
+    return;
+  for (auto _ : s) layer_norm_example::layer_norm_into(x, w, b, 1e-5, y, mean, rstd);
   s.SetBytesProcessed(s.iterations() * 4096 * 4096 * 8);
 }
 BENCHMARK(BM_LayerNormKernel)->UseRealTime();
@@ -118,13 +115,17 @@ void BM_LayerNormEager(benchmark::State& s) {
 }
 BENCHMARK(BM_LayerNormEager)->UseRealTime();
 
-// 512^3 float32 matmul: tl::dot (64 x 64 x 64 blocks) against OpenBLAS (eager matmul).
+// 512^3 float32 matmul: tl::dot (64 x 64 x 64 blocks) against OpenBLAS (eager matmul_out), both
+// into a preallocated output.
 void BM_MatmulKernel(benchmark::State& s) {
   Tensor a = randn({512, 512}), b = randn({512, 512}), c = empty({512, 512});
-  for (auto _ : s) {
+  auto run = [&] {
     matmul_kernel[{8, 8}](a, b, c, 512, 512, 512, tl::meta("BM", 64), tl::meta("BN", 64),
                           tl::meta("BK", 64));
-  }
+  };
+  run();
+  if (!verified(s, allclose(c, matmul(a, b), 1e-4, 1e-4), "matmul_kernel")) return;
+  for (auto _ : s) run();
   s.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * 512 * 512 * 512 * s.iterations(), benchmark::Counter::kIsRate,
                          benchmark::Counter::kIs1000);
@@ -132,8 +133,8 @@ void BM_MatmulKernel(benchmark::State& s) {
 BENCHMARK(BM_MatmulKernel)->UseRealTime();
 
 void BM_MatmulEager(benchmark::State& s) {
-  Tensor a = randn({512, 512}), b = randn({512, 512});
-  for (auto _ : s) benchmark::DoNotOptimize(matmul(a, b));
+  Tensor a = randn({512, 512}), b = randn({512, 512}), c = empty({512, 512});
+  for (auto _ : s) matmul_out(c, a, b);
   s.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * 512 * 512 * 512 * s.iterations(), benchmark::Counter::kIsRate,
                          benchmark::Counter::kIs1000);
@@ -143,6 +144,7 @@ BENCHMARK(BM_MatmulEager)->UseRealTime();
 void BM_HotLaunch(benchmark::State& s) {
   Tensor x = zeros({16});
   tiny_kernel[{1}](x, tl::meta("BLOCK", 16));
+  if (!verified(s, equal(x, ones({16})), "tiny_kernel")) return;
   for (auto _ : s) tiny_kernel[{1}](x, tl::meta("BLOCK", 16));
 }
 BENCHMARK(BM_HotLaunch);

@@ -8,6 +8,9 @@
 //                                by TESSERA_CACHE_DIR)
 //   bench_tune_cpu --compile-ms  one process: milliseconds to compile the 8 configs three ways
 //   bench_tune_cpu --launch-ns   one process: ns per hot launch, plain and autotuned
+//   bench_tune_cpu --do-bench-ms one process: do_bench's result for a 20000-sqrt body beside a
+//   plain
+//                                loop's mean for the same body
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +25,7 @@
 #include "examples/seed_autotune.h"
 #include "runtime/cpu/jit_compiler.h"
 #include "tessera/env.h"
+#include "tessera/testing.h"
 #include "tl/jit.h"
 
 using namespace tessera;
@@ -167,8 +171,10 @@ int driver(int rounds) {
     ser.push_back(c);
     run("rm -rf '" + dir + "'");
   }
-  double plain = 0, tuned = 0;
+  double plain = 0, tuned = 0, bench_timed = 0, bench_plain = 0;
   std::sscanf(run(std::string(self) + " --launch-ns").c_str(), "%lf %lf", &plain, &tuned);
+  std::sscanf(run(std::string(self) + " --do-bench-ms").c_str(), "%lf %lf", &bench_timed,
+              &bench_plain);
   const double c = median(cold), w = median(warm);
   std::printf(
       "## Autotuning 8 softmax configs on the CPU (1024x4096 float32; median of %d fresh "
@@ -197,12 +203,34 @@ int driver(int rounds) {
       "| hot launch, autotuned over the seed's four configs | %.4f | %.0f ns (+%.0f ns for the key "
       "and lookup) |\n",
       tuned / 1e6, tuned, tuned - plain);
+  std::printf(
+      "| do_bench of a 20000-sqrt body | %.4f | a plain loop's mean: %.4f ms (%.2fx; the LLC flush "
+      "between runs is untimed) |\n",
+      bench_timed, bench_plain, bench_plain > 0 ? bench_timed / bench_plain : 0.0);
+  return 0;
+}
+
+// do_bench's own cost: a compute-bound body (cache flushes do not change its time), timed by
+// do_bench and by a plain loop of the same runs (what the unit tests no longer time).
+int do_bench_ms() {
+  volatile double sink = 0;
+  auto work = [&] {
+    double acc = 0;
+    for (int i = 0; i < 20000; ++i) acc += __builtin_sqrt(static_cast<double>(i) + sink);
+    sink = acc;
+  };
+  const auto t0 = Clock::now();
+  for (int i = 0; i < 100; ++i) work();
+  const double plain = ms_since(t0) / 100;
+  const double timed = testing::do_bench(work, 2, 10);
+  std::printf("%.4f %.4f\n", timed, plain);
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && !std::strcmp(argv[1], "--do-bench-ms")) return do_bench_ms();
   if (argc > 1 && !std::strcmp(argv[1], "--tune-ms")) return tune_ms();
   if (argc > 1 && !std::strcmp(argv[1], "--compile-ms")) return compile_ms();
   if (argc > 1 && !std::strcmp(argv[1], "--launch-ns")) return launch_ns();

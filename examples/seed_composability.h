@@ -93,11 +93,21 @@ inline bool run(std::ostream& os) {
   check("w.grad equals cos(w)", allclose(w.grad(), w.detach().cos()));
 
   os << "\n== Adding a CPU fallback: register_kernel(\"cpu\", ...) ==\n";
-  mysin.register_kernel("cpu", [](const Tensor& t) { return tessera::sin(t); });
+  // The fallback computes what the kernel computes, so it counts its calls to show it ran.
+  static int fallback_calls = 0;
+  mysin.register_kernel("cpu", [](const Tensor& t) {
+    ++fallback_calls;
+    return tessera::sin(t);
+  });
   Tensor x2 = randn({3});
-  os << "mysin(x) with the fallback = " << mysin(x2) << "\n";
-  check("allclose(mysin(x), x.sin())", allclose(mysin(x2), x2.sin()));
+  const int before = fallback_calls;
+  Tensor y2 = mysin(x2);
+  os << "mysin(x) with the fallback = " << y2 << "\n";
+  check("allclose(mysin(x), x.sin())", allclose(y2, x2.sin()));
+  check("the fallback ran (not the kernel)", fallback_calls == before + 1);
   mysin.set_kernel_enabled("cpu", false);  // back to the kernel
+  (void)mysin(x2);
+  check("disabled, the kernel runs again", fallback_calls == before + 1);
 
   os << "\n== FLOP counting: FlopCounterMode ==\n";
   os << "Without a formula, tessera derives the count from the kernel's IR. The seed's grid "

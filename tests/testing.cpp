@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <sstream>
 
 namespace tessera::testing {
@@ -194,6 +195,66 @@ Tol default_tol(DType t) {
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+namespace {
+std::vector<int64_t> int_shape(const Tensor& t) {
+  std::vector<int64_t> shape;
+  for (const auto& s : t.sizes()) shape.push_back(s.expect_int());
+  return shape;
+}
+}  // namespace
+
+::testing::AssertionResult all_close(const Tensor& got, const Tensor& want, double rtol,
+                                     double atol, bool equal_nan) {
+  if (int_shape(got) != int_shape(want)) {
+    return ::testing::AssertionFailure()
+           << "shape " << got.sizes() << " != expected " << want.sizes();
+  }
+  if (allclose(got, want, rtol, atol, equal_nan)) return ::testing::AssertionSuccess();
+  const Ref g = to_ref(got), w = to_ref(want);
+  for (size_t i = 0; i < g.data.size(); ++i) {
+    const double a = g.data[i], b = w.data[i];
+    const bool nan_ok = equal_nan && std::isnan(a) && std::isnan(b);
+    if (!nan_ok && !(std::fabs(a - b) <= atol + rtol * std::fabs(b))) {
+      return ::testing::AssertionFailure()
+             << "element " << i << " of " << g.data.size() << ": got " << a << ", expected " << b
+             << " (atol " << atol << ", rtol " << rtol << ", seed " << test_seed() << ")";
+    }
+  }
+  return ::testing::AssertionFailure() << "not allclose (seed " << test_seed() << ")";
+}
+
+::testing::AssertionResult bitwise_equal(const Tensor& got, const Tensor& want) {
+  if (int_shape(got) != int_shape(want) || got.dtype() != want.dtype()) {
+    return ::testing::AssertionFailure()
+           << "got " << dtype_name(got.dtype()) << got.sizes() << ", expected "
+           << dtype_name(want.dtype()) << want.sizes();
+  }
+  const Tensor a = got.contiguous(), b = want.contiguous();
+  const size_t size = itemsize(got.dtype());
+  const auto* pa = static_cast<const unsigned char*>(a.impl()->data());
+  const auto* pb = static_cast<const unsigned char*>(b.impl()->data());
+  const Ref ra = to_ref(a), rb = to_ref(b);
+  for (int64_t i = 0; i < a.numel().expect_int(); ++i) {
+    if (std::memcmp(pa + i * size, pb + i * size, size) != 0) {
+      return ::testing::AssertionFailure()
+             << "element " << i << " of " << a.numel() << ": got "
+             << ra.data[static_cast<size_t>(i)] << ", expected " << rb.data[static_cast<size_t>(i)]
+             << " (bits differ; " << dtype_name(got.dtype()) << ", seed " << test_seed() << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+double ulp_error(float got, double want) {
+  if (std::isnan(want)) return std::isnan(got) ? 0 : 1e9;
+  if (std::isinf(want)) return got == static_cast<float>(want) ? 0 : 1e9;
+  const float w = static_cast<float>(want);
+  if (w == 0.0f)
+    return std::fabs(static_cast<double>(got)) / std::numeric_limits<float>::denorm_min();
+  const double ulp = std::nextafter(std::fabs(w), INFINITY) - std::fabs(w);
+  return std::fabs(static_cast<double>(got) - want) / ulp;
 }
 
 void poison(Tensor& t) {

@@ -65,6 +65,19 @@ Tol default_tol(DType t);
 /** Checks shape and values (NaNs match NaNs); reports the first mismatch with its index. */
 ::testing::AssertionResult close_to(const Tensor& got, const Ref& want, Tol tol);
 
+/** `allclose` with the shapes required equal (allclose broadcasts: `[3]` against `[]` passes
+ * there); names the first mismatching element. Use it in tests instead of `allclose`. */
+::testing::AssertionResult all_close(const Tensor& got, const Tensor& want, double rtol = 1e-5,
+                                     double atol = 1e-8, bool equal_nan = false);
+
+/** Same shape and dtype, and every element the same bits (NaNs with the same payload too);
+ * names the first element that differs. */
+::testing::AssertionResult bitwise_equal(const Tensor& got, const Tensor& want);
+
+/** How many float32 units in the last place `got` is from the exact value `want` (NaN and
+ * infinities: 0 when matched, 1e9 otherwise; near zero, in units of the smallest subnormal). */
+double ulp_error(float got, double want);
+
 /** Fills a tensor with a poison value (NaN for floats, a byte pattern for ints). */
 void poison(Tensor& t);
 

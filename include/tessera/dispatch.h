@@ -19,6 +19,7 @@
  */
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -86,43 +87,62 @@ class OperatorHandle {
   OperatorEntry* entry_ = nullptr;
 };
 
-/** The registry's record of one operator overload. */
+/** The registry's record of one operator overload.
+ *
+ * Registration may happen while other threads dispatch: every kernel and slot is an immutable
+ * value published through an atomic pointer, so a reader sees the old or the new value whole.
+ * Replaced values stay alive with the entry (registrations are few; calls in flight keep working).
+ */
 class OperatorEntry {
  public:
   explicit OperatorEntry(FunctionSchema schema, uint32_t tags);
+  ~OperatorEntry();
+  OperatorEntry(const OperatorEntry&) = delete;
+  OperatorEntry& operator=(const OperatorEntry&) = delete;
 
   const FunctionSchema& schema() const { return schema_; }
   const std::string& name() const { return name_; }
-  uint32_t tags() const { return tags_; }
-  void add_tags(uint32_t t) { tags_ |= t; }
+  uint32_t tags() const { return tags_.load(std::memory_order_relaxed); }
+  void add_tags(uint32_t t) { tags_.fetch_or(t, std::memory_order_relaxed); }
 
   /** The kernel for a device type (Meta: the shape function). */
-  const KernelFunction& kernel(DeviceType t) const { return kernels_[static_cast<int>(t)]; }
-  const KernelFunction& composite() const { return composite_; }
+  const KernelFunction& kernel(DeviceType t) const {
+    return *kernels_[static_cast<int>(t)].load(std::memory_order_acquire);
+  }
+  const KernelFunction& composite() const { return *composite_.load(std::memory_order_acquire); }
   void set_kernel(DeviceType t, KernelFunction k);
   void set_composite(KernelFunction k);
-  bool has_kernel(DeviceType t) const { return kernels_[static_cast<int>(t)].valid(); }
+  bool has_kernel(DeviceType t) const { return kernel(t).valid(); }
 
   /** Slot for the autograd layer (an opaque formula); null when none. */
-  const std::shared_ptr<void>& autograd_slot() const { return autograd_; }
-  void set_autograd_slot(std::shared_ptr<void> a) { autograd_ = std::move(a); }
+  const std::shared_ptr<void>& autograd_slot() const {
+    return *autograd_.load(std::memory_order_acquire);
+  }
+  void set_autograd_slot(std::shared_ptr<void> a) { publish(autograd_, std::move(a)); }
   /** Slot for the FLOP-counting layer. */
-  const std::shared_ptr<void>& flop_slot() const { return flops_; }
-  void set_flop_slot(std::shared_ptr<void> f) { flops_ = std::move(f); }
+  const std::shared_ptr<void>& flop_slot() const { return *flops_.load(std::memory_order_acquire); }
+  void set_flop_slot(std::shared_ptr<void> f) { publish(flops_, std::move(f)); }
   /** Slot for the library layer (custom_op / triton_op data). */
-  const std::shared_ptr<void>& library_slot() const { return library_; }
-  void set_library_slot(std::shared_ptr<void> l) { library_ = std::move(l); }
+  const std::shared_ptr<void>& library_slot() const {
+    return *library_.load(std::memory_order_acquire);
+  }
+  void set_library_slot(std::shared_ptr<void> l) { publish(library_, std::move(l)); }
 
   /** Number of tensors among the arguments (for the fast dispatch check). */
   int num_arguments() const { return static_cast<int>(schema_.arguments().size()); }
 
  private:
+  using Slot = std::atomic<const std::shared_ptr<void>*>;
+  void publish(Slot& slot, std::shared_ptr<void> v);
+
   FunctionSchema schema_;
   std::string name_;
-  uint32_t tags_;
-  KernelFunction kernels_[kNumDeviceTypes];
-  KernelFunction composite_;
-  std::shared_ptr<void> autograd_, flops_, library_;
+  std::atomic<uint32_t> tags_;
+  std::atomic<const KernelFunction*> kernels_[kNumDeviceTypes];
+  std::atomic<const KernelFunction*> composite_;
+  Slot autograd_, flops_, library_;
+  struct Published;  ///< every value ever published (owned), and the lock writers take
+  std::unique_ptr<Published> published_;
 };
 
 // ---- the registry ---------------------------------------------------------------------------

@@ -3,8 +3,10 @@
  *
  * - `TESSERA_CACHE_DIR`: on-disk cache root (default `~/.cache/tessera`).
  * - `TESSERA_NUM_THREADS`: size of the CPU thread pool (default: all cores).
- * - `TESSERA_LOGS`: comma list of log channels (`cache`, `all`; `recompiles`, `graph`,
- *   `graph_breaks`, `dispatch` once the graph compiler lands).
+ * - `TESSERA_LOGS`: comma list of log channels: `cache` (disk cache hits, misses, rebuilds),
+ *   `recompiles` (why a compiled function recompiled), `graph` (each compiled graph),
+ *   `graph_breaks` (why a function runs eagerly), `dispatch` (every operator call: the operator,
+ *   the kernel's device and the arguments' shapes; slows every call), `all`.
  * - `TESSERA_DUMP`: comma list of dumps: `ir` (tile IR after optimization), `src` (generated C++).
  * - `TESSERA_CXX`: the C++ compiler for JIT kernels (default: `c++`, `g++`, `clang++` on PATH).
  * - `TESSERA_PRINT_AUTOTUNING=1`: prints each tuning round (key, every config's time, the winner).
@@ -12,7 +14,7 @@
  * - `TESSERA_DEBUG=1`: kernels are compiled with every load, store and atomic checked against the
  *   bounds of the tensor it points into (reported, suppressed, the process keeps running) and
  *   with device_assert active; with TESSERA_INTERPRET=1 too, the interpreter checks.
- * - `TESSERA_DEVICE`: reserved for the CUDA backend; read but changes nothing yet.
+ * - `TESSERA_DEVICE`: reserved for the CUDA backend; setting it warns that it changes nothing yet.
  *
  * An unknown `TESSERA_*` variable gets a one-time warning naming the known ones, so a typo does
  * not silently do nothing.

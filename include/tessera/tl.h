@@ -216,7 +216,8 @@ Tile clamp(Operand x, Operand lo, Operand hi, bool propagate_nan = false, TS_HER
 Tile cdiv(Operand a, Operand b, TS_HERE);
 /** `tl.dot`'s options: the output dtype (float32 for float inputs, float64 for float64, int32 for
  * int8; fp16/bf16 outputs accumulate in float32) and how float32 inputs are rounded: "tf32"
- * (Triton's default on GPUs: inputs rounded to 10 mantissa bits), "tf32x3" or "ieee" (exact). */
+ * (Triton's default on GPUs: inputs rounded to 10 mantissa bits), "tf32x3" (three tf32 products
+ * per term, the small ones first: near float32 accuracy) or "ieee" (exact float32 products). */
 struct DotOptions {
   std::optional<DType> out_dtype;
   std::string input_precision = "tf32";
@@ -227,17 +228,24 @@ Tile dot(Operand a, Operand b, std::optional<Operand> acc = std::nullopt, DotOpt
          TS_HERE);
 
 /** Host-side ceiling division, for grids. */
-inline int64_t cdiv(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
+namespace detail {
+[[noreturn]] void cdiv_error(const SymInt& a, const SymInt& b, SourceLoc loc);
 }
-inline SymInt cdiv(const SymInt& a, const SymInt& b) {
+/** Ceiling division for grids, `(a + b - 1) // b` without overflow; `b` must be positive (a
+ * ValueError naming the caller's line otherwise). */
+inline int64_t cdiv(int64_t a, int64_t b, SourceLoc loc = SourceLoc::current()) {
+  if (b <= 0) detail::cdiv_error(SymInt(a), SymInt(b), loc);
+  return a / b + (a % b > 0);
+}
+inline SymInt cdiv(const SymInt& a, const SymInt& b, SourceLoc loc = SourceLoc::current()) {
+  if (auto v = b.maybe_as_int(); v && *v <= 0) detail::cdiv_error(a, b, loc);
   return tessera::cdiv(a, b);
 }
-inline SymInt cdiv(const SymInt& a, int64_t b) {
-  return tessera::cdiv(a, SymInt(b));
+inline SymInt cdiv(const SymInt& a, int64_t b, SourceLoc loc = SourceLoc::current()) {
+  return cdiv(a, SymInt(b), loc);
 }
-inline SymInt cdiv(int64_t a, const SymInt& b) {
-  return tessera::cdiv(SymInt(a), b);
+inline SymInt cdiv(int64_t a, const SymInt& b, SourceLoc loc = SourceLoc::current()) {
+  return cdiv(SymInt(a), b, loc);
 }
 
 // ---- memory -----------------------------------------------------------------------------------

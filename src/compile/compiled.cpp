@@ -2,8 +2,10 @@
 // the cache of guarded graphs with automatic dynamic shapes and explained recompiles.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -785,6 +787,67 @@ struct Entry {
 // ---- the compiled function
 // ------------------------------------------------------------------------------
 
+/** The guarded graphs of one compiled function: an append-only list that callers read without a
+ * lock while one thread at a time appends (under the function's miss lock). Readers load the size,
+ * then the array; an array is published before any size that counts its new slot, and replaced
+ * arrays are kept until the list dies, so a reader never sees a slot that is not filled. */
+class EntryList {
+ public:
+  size_t size() const { return size_.load(std::memory_order_acquire); }
+  const Entry& operator[](size_t i) const { return *items_.load(std::memory_order_acquire)[i]; }
+  const Entry& back() const { return (*this)[size() - 1]; }
+
+  /** Appends (the caller holds the miss lock). */
+  const Entry& push_back(std::unique_ptr<Entry> e) {
+    const size_t n = size_.load(std::memory_order_relaxed);
+    if (n == capacity_) {
+      capacity_ = capacity_ ? 2 * capacity_ : 4;
+      auto grown = std::make_unique<Entry*[]>(capacity_);
+      for (size_t i = 0; i < n; ++i) grown[i] = arrays_.back()[i];
+      items_.store(grown.get(), std::memory_order_release);
+      arrays_.push_back(std::move(grown));
+    }
+    Entry* raw = e.get();
+    owned_.push_back(std::move(e));
+    arrays_.back()[n] = raw;
+    size_.store(n + 1, std::memory_order_release);
+    return *raw;
+  }
+
+ private:
+  std::atomic<Entry* const*> items_{nullptr};
+  std::atomic<size_t> size_{0};
+  size_t capacity_ = 0;
+  std::vector<std::unique_ptr<Entry*[]>> arrays_;  ///< the current one last
+  std::vector<std::unique_ptr<Entry>> owned_;
+};
+
+/** One call's scratch (guard symbols, size and grid values) from a per-thread stack: a compiled
+ * function called from inside another's graph (a custom op's kernel) gets a level of its own.
+ * Levels are allocated once per depth, so a hot call allocates nothing. */
+struct ScratchLease {
+  ScratchLease() : scratch(acquire()) {}
+  ~ScratchLease() { --stack().depth; }
+  ScratchLease(const ScratchLease&) = delete;
+  ScratchLease& operator=(const ScratchLease&) = delete;
+  Entry::Scratch& scratch;
+
+ private:
+  struct Stack {
+    std::vector<std::unique_ptr<Entry::Scratch>> levels;
+    size_t depth = 0;
+  };
+  static Stack& stack() {
+    thread_local Stack s;
+    return s;
+  }
+  static Entry::Scratch& acquire() {
+    Stack& s = stack();
+    if (s.depth == s.levels.size()) s.levels.push_back(std::make_unique<Entry::Scratch>());
+    return *s.levels[s.depth++];
+  }
+};
+
 class CompiledFunction {
  public:
   CompiledFunction(CompileOptions o, Traced fn, SourceLoc loc)
@@ -794,15 +857,28 @@ class CompiledFunction {
   }
 
   std::vector<IValue> call(const std::vector<IValue>& args) {
-    if (eager_) return fn_(args);
-    thread_local Entry::Scratch s;  // no allocation on the hot path
-    for (const auto& e : entries_) {
-      if (e->match(args, s, nullptr)) return e->run(args, s);
+    if (eager_.load(std::memory_order_acquire)) return fn_(args);
+    ScratchLease lease;  // this call's own sizes and grids (a graph node may call another)
+    Entry::Scratch& s = lease.scratch;
+    const size_t seen = entries_.size();
+    for (size_t i = 0; i < seen; ++i) {
+      if (const Entry& e = entries_[i]; e.match(args, s, nullptr)) return e.run(args, s);
     }
-    // A miss: explain it, learn dynamic dimensions, compile again.
+    // A miss: one thread at a time explains it, learns dynamic dimensions and compiles again.
+    std::unique_lock<std::recursive_mutex> lock(miss_mutex_);  // recursive: fn may call itself
+    if (eager_.load(std::memory_order_relaxed)) {
+      lock.unlock();
+      return fn_(args);
+    }
+    for (size_t i = seen; i < entries_.size(); ++i) {  // compiled meanwhile by another thread
+      if (const Entry& e = entries_[i]; e.match(args, s, nullptr)) {
+        lock.unlock();
+        return e.run(args, s);
+      }
+    }
     std::string why;
-    if (!entries_.empty()) {
-      entries_.back()->match(args, s, &why);
+    if (entries_.size() > 0) {
+      entries_.back().match(args, s, &why);
       ++recompiles_;
       if (knobs().log_enabled("recompiles")) {
         log("recompiles", opts_.name + " #" + std::to_string(entries_.size() + 1) + ": " + why);
@@ -815,10 +891,11 @@ class CompiledFunction {
         warn_once("tessera::compile: " + opts_.name +
                   " hit recompile_limit=" + std::to_string(opts_.recompile_limit) +
                   " (last failed guard: " + why + "); running it eagerly from now on");
-        eager_ = true;
+        eager_.store(true, std::memory_order_release);
+        lock.unlock();
         return fn_(args);
       }
-      if (opts_.dynamic != false) learn_dynamic(*entries_.back(), args);
+      if (opts_.dynamic != false) learn_dynamic(entries_.back(), args);
     }
     std::unique_ptr<Entry> entry;
     try {
@@ -828,30 +905,33 @@ class CompiledFunction {
         throw CompileError("[" + opts_.name + "] " + e.message() + " (fullgraph=true)",
                            e.user_loc());
       log("graph_breaks", opts_.name + ": " + e.what() + "; running the function eagerly");
-      eager_ = true;
+      eager_.store(true, std::memory_order_release);
+      lock.unlock();
       return fn_(args);
     }
-    entries_.push_back(std::move(entry));
-    Entry& e = *entries_.back();
-    TS_INTERNAL_ASSERT(e.match(args, s, &why))
+    TS_INTERNAL_ASSERT(entry->match(args, s, &why))
         << opts_.name << ": a fresh graph fails its own guards: " << why;
+    const Entry& e = entries_.push_back(std::move(entry));
+    lock.unlock();
     return e.run(args, s);
   }
 
   bool guards_pass(const std::vector<IValue>& args) const {
-    thread_local Entry::Scratch s;
-    for (const auto& e : entries_) {
-      if (e->match(args, s, nullptr)) return true;
+    ScratchLease lease;
+    const size_t n = entries_.size();
+    for (size_t i = 0; i < n; ++i) {
+      if (entries_[i].match(args, lease.scratch, nullptr)) return true;
     }
     return false;
   }
 
   Stats stats() const {
+    std::lock_guard<std::recursive_mutex> lock(miss_mutex_);
     Stats st;
     st.graphs = static_cast<int>(entries_.size());
     st.recompiles = recompiles_;
-    st.eager = eager_;
-    if (!entries_.empty()) st.last_graph = entries_.back()->graph->str();
+    st.eager = eager_.load();
+    if (entries_.size() > 0) st.last_graph = entries_.back().graph->str();
     return st;
   }
 
@@ -1044,10 +1124,11 @@ class CompiledFunction {
   CompileOptions opts_;
   Traced fn_;
   SourceLoc loc_;
-  std::vector<std::unique_ptr<Entry>> entries_;
-  std::set<std::pair<int, int>> dynamic_;
-  int recompiles_ = 0;
-  bool eager_ = false;
+  EntryList entries_;  ///< read without a lock; appended under miss_mutex_
+  mutable std::recursive_mutex miss_mutex_;
+  std::set<std::pair<int, int>> dynamic_;  ///< under miss_mutex_
+  int recompiles_ = 0;                     ///< under miss_mutex_
+  std::atomic<bool> eager_{false};
 };
 
 std::shared_ptr<CompiledFunction> make_compiled(CompileOptions options, Traced fn, SourceLoc loc) {

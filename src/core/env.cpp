@@ -1,11 +1,15 @@
 #include "tessera/env.h"
 
+#include <atomic>
+
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <mutex>
 #include <set>
 #include <sstream>
+
+#include "tessera/detail/local_state.h"
 
 extern char** environ;
 
@@ -62,7 +66,12 @@ Knobs read_knobs() {
   k.debug = truthy(std::getenv("TESSERA_DEBUG"));
   k.interpret = truthy(std::getenv("TESSERA_INTERPRET"));
   k.print_autotuning = truthy(std::getenv("TESSERA_PRINT_AUTOTUNING"));
-  if (const char* d = std::getenv("TESSERA_DEVICE")) k.device = d;
+  if (const char* d = std::getenv("TESSERA_DEVICE"); d && *d) {
+    k.device = d;
+    warn_once(std::string("TESSERA_DEVICE='") + d +
+              "' changes nothing yet: it is reserved for the CUDA backend (tensors are made on "
+              "the CPU unless a device is given)");
+  }
   if (const char* c = std::getenv("TESSERA_CXX")) k.cxx = c;
 
   for (char** e = environ; e && *e; ++e) {
@@ -121,7 +130,12 @@ void reload_knobs() {
   } else {
     *k = std::move(fresh);
   }
+  detail::g_log_dispatch.store(k->log_enabled("dispatch"), std::memory_order_relaxed);
 }
+
+namespace detail {
+std::atomic<bool> g_log_dispatch{knobs().log_enabled("dispatch")};
+}  // namespace detail
 
 void warn_once(const std::string& msg) {
   static std::mutex m;

@@ -127,6 +127,11 @@ SymInt mod(const SymInt& a, const SymInt& b) {
   return binary(a, b, py_mod, [](const SymNode& x, const SymNode& y) { return x->mod(y); });
 }
 SymInt cdiv(const SymInt& a, const SymInt& b) {
+  if (!b.is_symbolic()) {
+    TS_CHECK(b.raw() > 0, ValueError)
+        << "cdiv(" << a << ", " << b.raw() << "): the divisor must be positive";
+    if (!a.is_symbolic()) return SymInt(a.raw() / b.raw() + (a.raw() % b.raw() > 0));
+  }
   return floordiv(a + b - 1, b);
 }
 SymInt sym_min(const SymInt& a, const SymInt& b) {

@@ -4,6 +4,7 @@
 
 #include "tessera/detail/boxing.h"
 #include "tessera/dispatch.h"
+#include "tessera/env.h"
 
 namespace tessera {
 namespace {
@@ -88,6 +89,32 @@ WrapperTensorImpl* first_wrapper(const OperatorEntry& op, const Stack& s) {
   return nullptr;
 }
 
+// TESSERA_LOGS=dispatch: one line per call that reaches a kernel or a wrapper's handler.
+void log_call(const OperatorEntry& op, const Stack& stack, const char* target) {
+  std::ostringstream os;
+  os << op.name() << " -> " << target << " (";
+  const size_t n = static_cast<size_t>(op.num_arguments());
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    if (i != stack.size() - n) os << ", ";
+    const IValue& v = stack[i];
+    if (v.is_tensor() && v.to_tensor().defined()) {
+      const Tensor& t = v.to_tensor();
+      os << dtype_name(t.dtype()) << t.sizes();
+      if (!(t.device() == Device("cpu"))) os << " " << t.device().str();
+    } else if (v.is_tensor()) {
+      os << "undefined";
+    } else if (v.is_tensor_list()) {
+      os << "Tensor[" << v.to_tensor_list().size() << "]";
+    } else {
+      os << v;
+    }
+  }
+  os << ")";
+  const SourceLoc loc = UserLocGuard::current();
+  if (loc.known()) os << " at " << loc;
+  log("dispatch", os.str());
+}
+
 void run_from(const OperatorEntry& op, Stack& stack, Level level) {
   auto& ls = detail::local_state();
   const OperatorHandle handle(const_cast<OperatorEntry*>(&op));
@@ -139,6 +166,8 @@ void run_from(const OperatorEntry& op, Stack& stack, Level level) {
     WrapperTensorImpl* w = first_wrapper(op, stack);
     TS_INTERNAL_ASSERT(w != nullptr) << "wrapper flag without a wrapper tensor";
     HandlerScope scope(Level::Backend, true);
+    if (detail::g_log_dispatch.load(std::memory_order_relaxed))
+      log_call(op, stack, w->type_name().c_str());
     w->dispatch(handle, stack);
     return;
   }
@@ -155,6 +184,9 @@ void run_from(const OperatorEntry& op, Stack& stack, Level level) {
                                   << (dev == DeviceType::CUDA
                                           ? " (tessera's CUDA backend is not built yet)"
                                           : "");
+  }
+  if (detail::g_log_dispatch.load(std::memory_order_relaxed)) {
+    log_call(op, stack, k == &op.kernel(dev) ? device_type_name(dev) : "composite");
   }
   k->boxed(op, k->functor, stack);
 }

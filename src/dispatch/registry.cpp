@@ -46,20 +46,53 @@ size_t distance(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+struct OperatorEntry::Published {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<const KernelFunction>> kernels;
+  std::vector<std::unique_ptr<const std::shared_ptr<void>>> slots;
+};
+
+namespace {
+const KernelFunction kNoKernel{};
+const std::shared_ptr<void> kNoSlot{};
+}  // namespace
+
 OperatorEntry::OperatorEntry(FunctionSchema schema, uint32_t tags)
-    : schema_(std::move(schema)), name_(schema_.qualified_name()), tags_(tags) {}
+    : schema_(std::move(schema)),
+      name_(schema_.qualified_name()),
+      tags_(tags),
+      composite_(&kNoKernel),
+      autograd_(&kNoSlot),
+      flops_(&kNoSlot),
+      library_(&kNoSlot),
+      published_(std::make_unique<Published>()) {
+  for (auto& k : kernels_) k.store(&kNoKernel, std::memory_order_relaxed);
+}
+
+OperatorEntry::~OperatorEntry() = default;
 
 void OperatorEntry::set_kernel(DeviceType t, KernelFunction k) {
-  for (const auto& other : kernels_) {
+  std::lock_guard<std::mutex> lock(published_->mutex);
+  for (const auto& slot : kernels_) {
+    const KernelFunction& other = *slot.load(std::memory_order_relaxed);
     if (other.valid() && other.signature && k.signature && *other.signature != *k.signature) {
       detail::throw_kernel_mismatch(*this, "kernel", *k.signature);
     }
   }
-  kernels_[static_cast<int>(t)] = std::move(k);
+  published_->kernels.push_back(std::make_unique<const KernelFunction>(std::move(k)));
+  kernels_[static_cast<int>(t)].store(published_->kernels.back().get(), std::memory_order_release);
 }
 
 void OperatorEntry::set_composite(KernelFunction k) {
-  composite_ = std::move(k);
+  std::lock_guard<std::mutex> lock(published_->mutex);
+  published_->kernels.push_back(std::make_unique<const KernelFunction>(std::move(k)));
+  composite_.store(published_->kernels.back().get(), std::memory_order_release);
+}
+
+void OperatorEntry::publish(Slot& slot, std::shared_ptr<void> v) {
+  std::lock_guard<std::mutex> lock(published_->mutex);
+  published_->slots.push_back(std::make_unique<const std::shared_ptr<void>>(std::move(v)));
+  slot.store(published_->slots.back().get(), std::memory_order_release);
 }
 
 const FunctionSchema& OperatorHandle::schema() const {

@@ -193,8 +193,9 @@ class Interp {
         const Type& ot = f_.type(op.result());
         const auto M = static_cast<size_t>(at.shape[0]), K = static_cast<size_t>(at.shape[1]),
                    N = static_cast<size_t>(ot.shape[1]);
-        const bool tf32 =
-            at.elem == DType::Float32 && static_cast<DotPrecision>(op.sub) == DotPrecision::TF32;
+        const auto precision = static_cast<DotPrecision>(op.sub);
+        const bool tf32 = at.elem == DType::Float32 && precision == DotPrecision::TF32;
+        const bool tf32x3 = at.elem == DType::Float32 && precision == DotPrecision::TF32x3;
         Val& v = init(op.result(), M * N);
         for (size_t i = 0; i < M * N; ++i) v.d[i] = acc.d[i];
         auto in = [&](const Val& x, size_t idx) {
@@ -207,6 +208,8 @@ class Interp {
               Slot& o = v.d[i * N + j];
               if (ot.elem == DType::Float64) {
                 o.f = trt::fma(a.d[i * K + k].f, b.d[k * N + j].f, o.f);
+              } else if (tf32x3) {
+                o.f = trt::fma_tf32x3(in(a, i * K + k), in(b, k * N + j), static_cast<float>(o.f));
               } else if (ot.is_float()) {
                 o.f = trt::fma(in(a, i * K + k), in(b, k * N + j), static_cast<float>(o.f));
               } else {
@@ -513,11 +516,20 @@ class Interp {
     const Type& t = f_.type(op.result());
     const auto k = static_cast<BinaryKind>(op.sub);
     Val& v = init(op.result(), numel(t));
+    const bool check = o_.overflows && t.elem == DType::Int32 &&
+                       (k == BinaryKind::Add || k == BinaryKind::Sub || k == BinaryKind::Mul);
     for (size_t e = 0; e < v.d.size(); ++e) {
       if (t.is_float()) {
         v.d[e].f = eval::binary_float(k, at(a, e).f, at(b, e).f, t.elem);
       } else {
         v.d[e].i = eval::binary_int(k, at(a, e).i, at(b, e).i, t.elem);
+      }
+      if (check) {
+        const int64_t x = at(a, e).i, y = at(b, e).i;
+        const int64_t exact = k == BinaryKind::Add ? x + y : k == BinaryKind::Sub ? x - y : x * y;
+        if (exact != v.d[e].i)
+          report_int_overflow(o_.kernel, op.loc, pid_, static_cast<int64_t>(e), exact,
+                              o_.overflows);
       }
     }
   }
@@ -927,6 +939,21 @@ void report_out_of_bounds(const std::string& kernel, const char* what, SourceLoc
                kernel.c_str(), what, file_name(loc), loc.line, pid[0], pid[1], pid[2],
                static_cast<long long>(lane), static_cast<long long>(elem), param.c_str(),
                static_cast<long long>(first), static_cast<long long>(last));
+}
+
+void report_int_overflow(const std::string& kernel, SourceLoc loc, const int32_t pid[3],
+                         int64_t lane, int64_t exact, std::atomic<int64_t>* counter) {
+  const int64_t n = counter ? counter->fetch_add(1) : 0;
+  if (n >= kMaxReports) return;
+  const auto wrapped = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(exact)));
+  static std::mutex m;
+  std::lock_guard<std::mutex> g(m);
+  std::fprintf(stderr,
+               "tessera: [kernel %s] int32 overflow at %s:%d: program (%d, %d, %d), lane %lld: the "
+               "result %lld wrapped to %d (offsets past 2^31 need int64, e.g. "
+               "`tl::program_id(0).to(tl::int64) * BLOCK`)\n",
+               kernel.c_str(), file_name(loc), loc.line, pid[0], pid[1], pid[2],
+               static_cast<long long>(lane), static_cast<long long>(exact), wrapped);
 }
 
 void report_assert_failure(const std::string& kernel, SourceLoc loc, const std::string& message,

@@ -14,7 +14,8 @@
  * checked against the extent of the tensor its pointer derives from (the parameter it was computed
  * from, tracked per element); an out-of-bounds lane is reported (kernel, line, program, lane,
  * element) and suppressed: a load gives `other` (or 0) and a store writes nothing, so the process
- * keeps running.
+ * keeps running; an int32 add, subtract or multiply whose exact result does not fit is reported
+ * (it still wraps, as on a GPU).
  */
 #pragma once
 
@@ -42,6 +43,8 @@ struct InterpretOptions {
   std::vector<PointerBounds> bounds;
   /** Out-of-bounds accesses seen (all threads); the first few are printed. */
   std::atomic<int64_t>* violations = nullptr;
+  /** int32 adds, subtracts and multiplies whose exact result wrapped (null: not checked). */
+  std::atomic<int64_t>* overflows = nullptr;
   /** Failed device_assert lanes (all threads), and the first failure's report. */
   std::atomic<int64_t>* assert_failures = nullptr;
   std::string* first_assert = nullptr;
@@ -60,6 +63,9 @@ struct CheckSite {
 void report_out_of_bounds(const std::string& kernel, const char* what, SourceLoc loc,
                           const int32_t pid[3], int64_t lane, const std::string& param,
                           const PointerBounds& b, uintptr_t addr, std::atomic<int64_t>* counter);
+/** Reports an int32 result that wrapped (the first 10 of a launch, counted in `counter`). */
+void report_int_overflow(const std::string& kernel, SourceLoc loc, const int32_t pid[3],
+                         int64_t lane, int64_t exact, std::atomic<int64_t>* counter);
 /** Reports a failing device_assert lane (the first 10), keeping the first report in `first`. */
 void report_assert_failure(const std::string& kernel, SourceLoc loc, const std::string& message,
                            const int32_t pid[3], int64_t lane, std::atomic<int64_t>* counter,

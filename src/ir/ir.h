@@ -101,7 +101,7 @@ enum class AtomicKind : uint8_t { Add, Max, Min, And, Or, Xor, Xchg };
 enum class MemOrder : uint8_t { Relaxed, Acquire, Release, AcqRel };
 
 /** How `Dot` treats float32 inputs: rounded to tf32 (Triton's default on NVIDIA GPUs), or exact
- * (ieee; tf32x3 emulates fp32 on GPUs, so it is exact here too). */
+ * (ieee), or three tf32 products per term (tf32x3, trt::fma_tf32x3: within ~2^-21 of ieee). */
 enum class DotPrecision : uint8_t { TF32, TF32x3, IEEE };
 
 /** Shl/Shr: integers; a shift by a negative amount or by the width or more gives 0 (Shr of a

@@ -1,6 +1,7 @@
 // The non-template half of library.h: schema inference, kernels per device with overrides, and
 // the checks on register_autograd.
 #include <algorithm>
+#include <mutex>
 #include <sstream>
 
 #include "tessera/library.h"
@@ -14,9 +15,15 @@ struct LibraryData {
   KernelFunction overrides[kNumDeviceTypes];
 };
 
+// Registration paths hold this while they read or change an operator's LibraryData (dispatch reads
+// only the kernels the entry publishes).
+std::mutex& library_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 LibraryData& data_of(const OperatorHandle& op) {
-  auto& slot = op.entry().library_slot();
-  if (!slot) op.entry().set_library_slot(std::make_shared<LibraryData>());
+  if (!op.entry().library_slot()) op.entry().set_library_slot(std::make_shared<LibraryData>());
   return *static_cast<LibraryData*>(op.entry().library_slot().get());
 }
 
@@ -94,6 +101,7 @@ OperatorHandle define(std::string_view name, const CustomOpOptions& o,
 
 void set_default_kernels(const OperatorHandle& op, const CustomOpOptions& o, KernelFunction k,
                          bool also_fake) {
+  std::lock_guard<std::mutex> lock(library_mutex());
   LibraryData& d = data_of(op);
   std::vector<DeviceType> devices;
   if (o.device_types.empty()) {
@@ -110,12 +118,14 @@ void set_default_kernels(const OperatorHandle& op, const CustomOpOptions& o, Ker
 
 void set_device_kernel(const OperatorHandle& op, std::string_view device, KernelFunction k) {
   const DeviceType t = device_type_of(op, device);
+  std::lock_guard<std::mutex> lock(library_mutex());
   data_of(op).overrides[static_cast<int>(t)] = k;
   op.entry().set_kernel(t, std::move(k));
 }
 
 void enable_device_kernel(const OperatorHandle& op, std::string_view device, bool enabled) {
   const DeviceType t = device_type_of(op, device);
+  std::lock_guard<std::mutex> lock(library_mutex());
   LibraryData& d = data_of(op);
   const KernelFunction& o = d.overrides[static_cast<int>(t)];
   TS_CHECK(o.valid(), ValueError) << "[" << op.name() << "] has no kernel registered for '"

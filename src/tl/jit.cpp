@@ -4,11 +4,14 @@
 #include "tl/jit.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <cstring>
 #include <iostream>
 #include <limits>
+#include <mutex>
+#include <set>
 #include <sstream>
 
 #include "codegen/cpp/emit.h"
@@ -652,6 +655,14 @@ double Meta::float_value(std::string_view name) const {
   TS_ERROR(ValueError) << "no meta-parameter named '" << name << "'";
 }
 
+namespace detail {
+void cdiv_error(const SymInt& a, const SymInt& b, SourceLoc loc) {
+  std::ostringstream os;
+  os << "tl::cdiv(" << a << ", " << b << "): the divisor must be positive";
+  throw ValueError(os.str(), loc);  // the message gains "(at file:line)"
+}
+}  // namespace detail
+
 Grid::Grid(std::initializer_list<SymInt> dims, SourceLoc l) : loc(l) {
   TS_CHECK(dims.size() >= 1 && dims.size() <= 3, ValueError)
       << "a launch grid has 1 to 3 dimensions, got " << dims.size();
@@ -694,6 +705,15 @@ void Launcher::run_kernel(ArrayRef<KernelArg> args, const Grid* grid_override) c
     dims[d] = g.dims[d].expect_int();
     if (dims[d] < 0)
       detail::launch_error(s, loc_, "negative grid dimension " + std::to_string(dims[d]));
+    // CUDA's limits on every backend: program ids are int32, so a kernel is portable.
+    static constexpr int64_t kMaxGrid[3] = {(int64_t{1} << 31) - 1, 65535, 65535};
+    if (dims[d] > kMaxGrid[d]) {
+      static constexpr const char* kAxis[3] = {"x", "y", "z"};
+      std::ostringstream os;
+      os << "grid dimension " << d << " (" << kAxis[d] << ") is " << dims[d] << ", above the limit "
+         << kMaxGrid[d] << " (program ids are int32; y and z are below 65536 as on CUDA)";
+      detail::launch_error(s, loc_, os.str());
+    }
   }
   const int64_t total = dims[0] * dims[1] * dims[2];
   if (total == 0) return;
@@ -765,12 +785,16 @@ std::vector<ir::PointerBounds> tensor_bounds(const SmallVector<BoundArg, 16>& bo
   return out;
 }
 
-// After a checked launch: the violation count, and a failed device_assert as an error.
-void finish_checks(const std::string& kernel, int64_t violations, int64_t assert_failures,
-                   const std::string& first_assert) {
+// After a checked launch: the violation counts, and a failed device_assert as an error.
+void finish_checks(const std::string& kernel, int64_t violations, int64_t overflows,
+                   int64_t assert_failures, const std::string& first_assert) {
   if (violations > 10) {
     std::cerr << "tessera: [kernel " << kernel << "] " << violations
               << " out-of-bounds accesses in this launch (the first 10 shown)\n";
+  }
+  if (overflows > 10) {
+    std::cerr << "tessera: [kernel " << kernel << "] " << overflows
+              << " int32 results wrapped in this launch (the first 10 shown)\n";
   }
   if (assert_failures) {
     throw RuntimeError(
@@ -784,8 +808,12 @@ void finish_checks(const std::string& kernel, int64_t violations, int64_t assert
 struct CheckedLaunch {
   const CompiledKernel* kernel = nullptr;
   std::vector<ir::PointerBounds> bounds;
-  std::atomic<int64_t> violations{0}, assert_failures{0};
+  std::atomic<int64_t> violations{0}, overflows{0}, assert_failures{0};
   std::string first_assert;
+  // An inlined int32 expression is evaluated once per use: each (site, program, lane) is
+  // reported once, as the interpreter does.
+  std::mutex seen_mutex;
+  std::set<std::array<int64_t, 5>> seen_overflows;
 };
 
 void report_oob(void* ctx, int site, int param, uintptr_t addr, int32_t p0, int32_t p1, int32_t p2,
@@ -799,6 +827,18 @@ void report_oob(void* ctx, int site, int param, uintptr_t addr, int32_t p0, int3
                            known ? params[static_cast<size_t>(param)].name : std::string("?"),
                            known ? c->bounds[static_cast<size_t>(param)] : ir::PointerBounds{},
                            addr, &c->violations);
+}
+
+void report_overflow(void* ctx, int site, int32_t p0, int32_t p1, int32_t p2, int64_t lane,
+                     int64_t exact) {
+  auto* c = static_cast<CheckedLaunch*>(ctx);
+  {
+    std::lock_guard<std::mutex> g(c->seen_mutex);
+    if (!c->seen_overflows.insert({site, p0, p1, p2, lane}).second) return;
+  }
+  const ir::CheckSite& st = c->kernel->sites.at(static_cast<size_t>(site));
+  const int32_t pid[3] = {p0, p1, p2};
+  ir::report_int_overflow(c->kernel->name, st.loc, pid, lane, exact, &c->overflows);
 }
 
 void report_assert(void* ctx, int site, int32_t p0, int32_t p1, int32_t p2, int64_t lane) {
@@ -822,22 +862,24 @@ void checked_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 16
     lo[i] = c.bounds[i].lo;
     hi[i] = c.bounds[i].hi;
   }
-  trt::DebugCtx dbg{lo.data(), hi.data(), &report_oob, &report_assert, &c};
+  trt::DebugCtx dbg{lo.data(), hi.data(), &report_oob, &report_assert, &report_overflow, &c};
   slots[bound.size()].p = &dbg;
   run_compiled(kernel, tg, total, slots);
-  finish_checks(kernel.name, c.violations.load(), c.assert_failures.load(), c.first_assert);
+  finish_checks(kernel.name, c.violations.load(), c.overflows.load(), c.assert_failures.load(),
+                c.first_assert);
 }
 
 void interpret_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 16>& bound,
                       const trt::Grid& tg, int64_t total, const trt::Arg* slots) {
   ir::InterpretOptions o;
   o.kernel = kernel.name;
-  std::atomic<int64_t> violations{0}, assert_failures{0};
+  std::atomic<int64_t> violations{0}, overflows{0}, assert_failures{0};
   std::string first_assert;
   o.assert_failures = &assert_failures;
   o.first_assert = &first_assert;
   if (knobs().debug) {
     o.violations = &violations;
+    o.overflows = &overflows;
     o.bounds = tensor_bounds(bound);
   }
   const ir::Function& f = *kernel.function;
@@ -847,7 +889,8 @@ void interpret_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 
     runtime::parallel_for(0, total, 1,
                           [&](int64_t b, int64_t e) { ir::interpret(f, tg, b, e, slots, o); });
   }
-  finish_checks(kernel.name, violations.load(), assert_failures.load(), first_assert);
+  finish_checks(kernel.name, violations.load(), overflows.load(), assert_failures.load(),
+                first_assert);
 }
 
 void run_compiled(const CompiledKernel& k, const trt::Grid& tg, int64_t total,

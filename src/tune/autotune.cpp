@@ -81,6 +81,8 @@ Config::Config(std::vector<std::pair<std::string, MetaValue>> kw, int64_t nw, in
       << "tl::Config: num_warps must be a power of 2, got " << num_warps;
   TS_CHECK(num_stages >= 1, ValueError)
       << "tl::Config: num_stages must be >= 1, got " << num_stages;
+  TS_CHECK(!maxnreg || (*maxnreg >= 1 && *maxnreg <= 255), ValueError)
+      << "tl::Config: maxnreg is a per-thread register limit in 1..255, got " << *maxnreg;
   for (size_t a = 0; a < kwargs.size(); ++a) {
     for (size_t b = a + 1; b < kwargs.size(); ++b) {
       TS_CHECK(kwargs[a].first != kwargs[b].first, ValueError)
@@ -900,6 +902,12 @@ TunedKernel add_autotune(std::shared_ptr<TunedState> s, std::vector<Config> conf
   check_names(k, options.reset_to_zero, "reset_to_zero", true, loc);
   check_names(k, options.restore_value, "restore_value", true, loc);
   for (const auto& c : configs) {
+    if (c.maxnreg) {
+      // The CUDA backend will pass it to the compiler; say so instead of pretending it acts.
+      warn_once("[kernel " + k.name() + "] config '" + c.str() +
+                "': maxnreg limits registers on CUDA GPUs only; on the CPU backend it is kept "
+                "with the config (and its tuning record) and changes nothing");
+    }
     for (const auto& [n, v] : c.kwargs) {
       if (!param(k, n)) {
         throw ValueError("[kernel " + k.name() + "] config '" + c.str() + "' sets '" + n +

@@ -26,9 +26,9 @@ TEST(Autograd, LeavesAccumulateGradients) {
   ASSERT_NE(loss.grad_fn(), nullptr);
   EXPECT_EQ(loss.grad_fn()->name(), "SumBackward");
   loss.backward(Tensor(), /*retain_graph=*/true);
-  EXPECT_TRUE(allclose(w.grad(), from_vector(std::vector<double>{2, -4, 6})));
+  EXPECT_TRUE(all_close(w.grad(), from_vector(std::vector<double>{2, -4, 6})));
   loss.backward();  // accumulates
-  EXPECT_TRUE(allclose(w.grad(), from_vector(std::vector<double>{4, -8, 12})));
+  EXPECT_TRUE(all_close(w.grad(), from_vector(std::vector<double>{4, -8, 12})));
   EXPECT_NE(error_of([&] { loss.backward(); }).find("second time"), std::string::npos);
 }
 
@@ -39,7 +39,7 @@ TEST(Autograd, GradientsMeetAndSplitAcrossTheGraph) {
   y.backward();
   const Tensor xd = x.detach();
   Tensor want = xd.exp() * xd + xd.exp() + xd.exp().cos() * xd.exp() - 1;
-  EXPECT_TRUE(allclose(x.grad(), want, 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(x.grad(), want, 1e-12, 1e-12));
 }
 
 TEST(Autograd, NoGradRecordsNothing) {
@@ -68,7 +68,7 @@ TEST(Autograd, GradReturnsWithoutAccumulating) {
   Tensor x = leaf({1, 2, 3}), u = leaf({4});
   Tensor y = (x * x * x).sum();
   auto g = autograd::grad({y}, {x});
-  EXPECT_TRUE(allclose(g[0], from_vector(std::vector<double>{3, 12, 27})));
+  EXPECT_TRUE(all_close(g[0], from_vector(std::vector<double>{3, 12, 27})));
   EXPECT_FALSE(x.grad().defined());
   EXPECT_NE(error_of([&] {
               autograd::grad({(x * 2).sum()}, {x, u});
@@ -84,12 +84,12 @@ TEST(Autograd, SecondDerivativesWithCreateGraph) {
   auto g = autograd::grad({y}, {x}, {}, false, /*create_graph=*/true);
   EXPECT_TRUE(g[0].requires_grad());
   auto h = autograd::grad({g[0].sum()}, {x});
-  EXPECT_TRUE(allclose(h[0], x.detach() * 6));
+  EXPECT_TRUE(all_close(h[0], x.detach() * 6));
   // Through saved results too: d2/dx2 exp(x) = exp(x).
   Tensor z = x.exp().sum();
   auto gz = autograd::grad({z}, {x}, {}, false, true);
   auto hz = autograd::grad({gz[0].sum()}, {x});
-  EXPECT_TRUE(allclose(hz[0], x.detach().exp()));
+  EXPECT_TRUE(all_close(hz[0], x.detach().exp()));
 }
 
 TEST(Autograd, NonScalarOutputsNeedAGradient) {
@@ -97,7 +97,7 @@ TEST(Autograd, NonScalarOutputsNeedAGradient) {
   Tensor y = x * 3;
   EXPECT_NE(error_of([&] { y.backward(); }).find("single-element"), std::string::npos);
   y.backward(from_vector(std::vector<double>{1, 10}));
-  EXPECT_TRUE(allclose(x.grad(), from_vector(std::vector<double>{3, 30})));
+  EXPECT_TRUE(all_close(x.grad(), from_vector(std::vector<double>{3, 30})));
   EXPECT_NE(error_of([&] { (x.detach() * 2).sum().backward(); }).find("does not require grad"),
             std::string::npos);
 }
@@ -138,7 +138,7 @@ TEST(Autograd, InPlaceOnLeavesAndViewsIsRefused) {
     NoGradGuard g;  // allowed without recording
     x.mul_(2);
   }
-  EXPECT_TRUE(allclose(x.detach(), from_vector(std::vector<double>{2, 4})));
+  EXPECT_TRUE(all_close(x.detach(), from_vector(std::vector<double>{2, 4})));
 }
 
 TEST(Autograd, InPlaceOnIntermediatesIsDifferentiated) {
@@ -147,13 +147,13 @@ TEST(Autograd, InPlaceOnIntermediatesIsDifferentiated) {
   a.mul_(w);  // a = 2 x w
   a.add_(x);  // a = 2 x w + x
   a.sum().backward();
-  EXPECT_TRUE(allclose(x.grad(), w.detach() * 2 + 1));
-  EXPECT_TRUE(allclose(w.grad(), x.detach() * 2));
+  EXPECT_TRUE(all_close(x.grad(), w.detach() * 2 + 1));
+  EXPECT_TRUE(all_close(w.grad(), x.detach() * 2));
   // copy_ into an intermediate routes the gradient to the source only.
   Tensor b = x * 3, src = leaf({7, 8, 9});
   b.copy_(src * 2);
   b.sum().backward();
-  EXPECT_TRUE(allclose(src.grad(), full({3}, 2.0, TensorOptions().dtype(DType::Float64))));
+  EXPECT_TRUE(all_close(src.grad(), full({3}, 2.0, TensorOptions().dtype(DType::Float64))));
 }
 
 TEST(Autograd, BroadcastGradientsAreSummedBackAndCastToTheInputDtype) {
@@ -165,7 +165,7 @@ TEST(Autograd, BroadcastGradientsAreSummedBackAndCastToTheInputDtype) {
   ASSERT_TRUE(b.grad().sizes().equals(b.sizes()));
   EXPECT_EQ(b.grad().dtype(), DType::Float32);
   EXPECT_NEAR(b.grad().sum().item<double>(), 12.0, 1e-6);
-  EXPECT_TRUE(allclose(a.grad(), b.detach().sum().to(DType::Float64).expand({3})));
+  EXPECT_TRUE(all_close(a.grad(), b.detach().sum().to(DType::Float64).expand({3})));
 }
 
 TEST(Autograd, BackwardOpsGoThroughDispatchModes) {

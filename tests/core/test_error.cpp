@@ -70,3 +70,24 @@ TEST(Env, KnobsParseLists) {
   reload_knobs();
   EXPECT_FALSE(knobs().log_enabled("graph"));
 }
+
+TEST(Env, AKnobThatChangesNothingYetSaysSo) {
+  setenv("TESSERA_DEVICE", "cuda:0", 1);
+  ::testing::internal::CaptureStderr();
+  reload_knobs();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  unsetenv("TESSERA_DEVICE");
+  reload_knobs();
+  EXPECT_NE(err.find("TESSERA_DEVICE='cuda:0' changes nothing yet"), std::string::npos) << err;
+}
+
+TEST(Env, AnUnknownKnobIsNamed) {
+  setenv("TESSERA_DEBGU", "1", 1);  // a typo
+  ::testing::internal::CaptureStderr();
+  reload_knobs();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  unsetenv("TESSERA_DEBGU");
+  reload_knobs();
+  EXPECT_NE(err.find("unknown environment variable TESSERA_DEBGU"), std::string::npos) << err;
+  EXPECT_NE(err.find("TESSERA_DEBUG"), std::string::npos) << err;
+}

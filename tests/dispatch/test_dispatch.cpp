@@ -123,9 +123,9 @@ TEST(Registry, EveryBuiltinHasAShapeFunction) {
 TEST(Registry, CallByNameWithDefaultsAndKeywords) {
   Tensor x = arange(0, 4, 1, float32);
   Tensor r = ops("aten::add")(x, 1.5, kw("alpha", 2));  // picks add.Scalar
-  EXPECT_TRUE(allclose(r, x + 3));
+  EXPECT_TRUE(all_close(r, x + 3));
   Tensor s = ops("aten::add.Tensor")(x, x);
-  EXPECT_TRUE(allclose(s, x * 2));
+  EXPECT_TRUE(all_close(s, x * 2));
   IValue mx = ops("aten::max.dim")(x.view({2, 2}), 1);
   ASSERT_TRUE(mx.is_tuple());
   EXPECT_EQ(mx.to_tuple()[1].to_tensor()[0].item<int64_t>(), 1);
@@ -283,8 +283,8 @@ TEST(WrapperTensors, HandlerReceivesEveryOp) {
   auto* w = wrapper_cast<TwoTensor>(y);
   ASSERT_NE(w, nullptr);
   const Tensor base = fvec_helper();
-  EXPECT_TRUE(allclose(w->a_, (base + 1).exp().sum()));
-  EXPECT_TRUE(allclose(w->b_, (base * 10 + 1).exp().sum(), 1e-4));
+  EXPECT_TRUE(all_close(w->a_, (base + 1).exp().sum()));
+  EXPECT_TRUE(all_close(w->b_, (base * 10 + 1).exp().sum(), 1e-4));
   // Composite ops decompose, and each piece reaches the handler.
   Tensor z = linear(TwoTensor::make(ones({2, 3}), zeros({2, 3})), ones({4, 3}));
   auto* wz = wrapper_cast<TwoTensor>(z);
@@ -328,3 +328,26 @@ TEST(FakeTensors, DataDependentOpsRefuseFakeTensors) {
 }
 
 }  // namespace
+
+TEST(Dispatch, TheDispatchLogChannelNamesEveryCall) {
+  Tensor x = ones({3}), y = ones({3});
+  setenv("TESSERA_LOGS", "dispatch", 1);
+  reload_knobs();
+  ::testing::internal::CaptureStderr();
+  Tensor z = x + y;                          // the typed fast path
+  IValue w = ops("aten::mul.Tensor")(z, y);  // by name (boxed)
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  unsetenv("TESSERA_LOGS");
+  reload_knobs();
+  EXPECT_NE(err.find("[tessera:dispatch] aten::add.Tensor -> cpu (float32[3], float32[3], 1)"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("[tessera:dispatch] aten::mul.Tensor -> cpu (float32[3], float32[3])"),
+            std::string::npos)
+      << err;
+  EXPECT_TRUE(equal(w.to_tensor(), full({3}, 2.0)));
+  ::testing::internal::CaptureStderr();
+  Tensor again = x + y;  // the channel off: nothing printed
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  EXPECT_TRUE(equal(again, z));
+}

@@ -4,6 +4,11 @@
 // another triton_op), wrapper tensor types, and every registration error.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
 #include "tessera/library.h"
 #include "tessera/tessera.h"
 #include "testing.h"
@@ -69,9 +74,10 @@ auto& mysin() {
 TEST(CustomOps, TritonOpBothCallForms) {
   Tensor x = randn({1000});
   EXPECT_EQ(mysin().schema().str(), "testlib::mysin(Tensor x) -> Tensor");
-  EXPECT_TRUE(allclose(mysin()(x), x.sin(), 1e-6, 1e-6));
-  EXPECT_TRUE(allclose(ops("testlib::mysin")(x).to_tensor(), x.sin(), 1e-6, 1e-6));
-  EXPECT_TRUE(allclose(ops("testlib::mysin.default")(kw("x", x)).to_tensor(), x.sin(), 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(mysin()(x), x.sin(), 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(ops("testlib::mysin")(x).to_tensor(), x.sin(), 1e-6, 1e-6));
+  EXPECT_TRUE(
+      all_close(ops("testlib::mysin.default")(kw("x", x)).to_tensor(), x.sin(), 1e-6, 1e-6));
   EXPECT_TRUE(get_op("testlib::mysin").has_tag(kTagTritonOp));
 }
 
@@ -81,7 +87,7 @@ TEST(CustomOps, TrainingThroughABackwardThatCallsAnotherTritonOp) {
   ASSERT_NE(y.grad_fn(), nullptr);
   EXPECT_EQ(y.grad_fn()->name(), "testlib::mysinBackward");
   y.sum().backward();
-  EXPECT_TRUE(allclose(x.grad(), x.detach().cos(), 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(x.grad(), x.detach().cos(), 1e-12, 1e-12));
   // Counting ops in the backward: the backward's mycos is visible to dispatch modes.
   struct Seen : DispatchMode {
     int mycos = 0;
@@ -99,6 +105,31 @@ TEST(CustomOps, TrainingThroughABackwardThatCallsAnotherTritonOp) {
   EXPECT_TRUE(autograd::gradcheck(
       [](const std::vector<Tensor>& v) { return std::vector<Tensor>{mysin()(v[0])}; },
       {randn({7}, TensorOptions().dtype(DType::Float64)).requires_grad_()}));
+}
+
+TEST(CustomOps, OptionsFirstTritonOpAndCustomOp) {
+  // The decorator form's order: name, options, function.
+  static auto op = library::triton_op(
+      "testlib::scale_opts_first", {.arg_names = {"x", "s"}}, [](const Tensor& x, double s) {
+        Tensor out = empty_like(x);
+        auto n = x.numel();
+        library::wrap_triton(scale_kernel)[{tl::cdiv(n, 32)}](x, out, s, n, tl::meta("BLOCK", 32));
+        return out;
+      });
+  EXPECT_EQ(op.schema().str(), "testlib::scale_opts_first(Tensor x, float s) -> Tensor");
+  EXPECT_TRUE(get_op("testlib::scale_opts_first").has_tag(kTagTritonOp));
+  Tensor x = randn({100});
+  EXPECT_TRUE(all_close(op(x, 2.5), x * 2.5));
+  EXPECT_TRUE(
+      all_close(ops("testlib::scale_opts_first")(kw("s", -1.0), kw("x", x)).to_tensor(), -x));
+  auto c = library::custom_op("testlib::opts_first_custom",
+                              {.mutates_args = {"out"}, .arg_names = {"x", "out"}},
+                              [](const Tensor& x, const Tensor& out) { Tensor(out).copy_(x * 2); });
+  EXPECT_EQ(c.schema().str(), "testlib::opts_first_custom(Tensor x, Tensor(a!) out) -> ()");
+  Tensor out = zeros({100});
+  c(x, out);
+  EXPECT_TRUE(all_close(out, x * 2));
+  EXPECT_FALSE(get_op("testlib::opts_first_custom").has_tag(kTagTritonOp));
 }
 
 TEST(CustomOps, RegisterKernelOverridesADeviceAndCanBeDisabled) {
@@ -160,10 +191,33 @@ TEST(CustomOps, SchemaInferenceCoversTheArgumentTypes) {
                    std::vector<int64_t>{1});
   EXPECT_TRUE(equal(r, full({2, 3}, -6.0)));
   EXPECT_TRUE(equal(s, full({2}, -18.0)));
-  // By name with keyword arguments and defaults filled from the schema.
+  // By name, positionally: the tuple's values.
   IValue t = ops("testlib::many")(x, 0, 1.0, false, IValue(), std::vector<Tensor>{}, "pos",
                                   std::vector<int64_t>{0});
-  EXPECT_TRUE(t.is_tensor_list() || t.is_tuple());
+  ASSERT_TRUE(t.is_tuple());
+  EXPECT_TRUE(equal(t.to_tuple()[0].to_tensor(), x));
+  EXPECT_TRUE(equal(t.to_tuple()[1].to_tensor(), full({3}, 2.0)));
+}
+
+TEST(CustomOps, KeywordArgumentsAndDefaultsByName) {
+  auto op = library::custom_op(
+      "testlib::affine_kw",
+      [](const Tensor& x, int64_t k, double s, bool neg) {
+        Tensor r = x * s + static_cast<double>(k);
+        return neg ? -r : r;
+      },
+      {.schema = "testlib::affine_kw(Tensor x, int k=2, float s=1.5, bool neg=False) -> Tensor"});
+  EXPECT_EQ(op.schema().str(),
+            "testlib::affine_kw(Tensor x, int k=2, float s=1.5, bool neg=False) -> Tensor");
+  Tensor x = arange(4).to(DType::Float32);
+  auto call = ops("testlib::affine_kw");
+  EXPECT_TRUE(equal(call(x).to_tensor(), x * 1.5 + 2));              // every default
+  EXPECT_TRUE(equal(call(x, kw("s", 3.0)).to_tensor(), x * 3 + 2));  // one keyword, others default
+  EXPECT_TRUE(equal(call(x, 5, kw("neg", true)).to_tensor(), -(x * 1.5 + 5)));
+  EXPECT_TRUE(equal(call(kw("neg", true), kw("x", x), kw("k", 0), kw("s", 2.0)).to_tensor(),
+                    -(x * 2)));  // keywords in any order
+  const std::string msg = error_of<TypeError>([&] { call(x, kw("scale", 2.0)); });
+  EXPECT_NE(msg.find("scale"), std::string::npos) << msg;
 }
 
 TEST(CustomOps, MutatingOperators) {
@@ -178,7 +232,7 @@ TEST(CustomOps, MutatingOperators) {
   Tensor x = arange(10).to(DType::Float32), out = zeros({10});
   const uint32_t v = out.version();
   op(x, out, 0.5);
-  EXPECT_TRUE(allclose(out, x * 0.5));
+  EXPECT_TRUE(all_close(out, x * 0.5));
   EXPECT_GT(out.version(), v);
   EXPECT_NE(error_of<ValueError>([&] {
               op.register_autograd([](autograd::AutogradContext&, const Tensor& g) { return g; });
@@ -260,7 +314,7 @@ TEST(CustomOps, BoxedSetupAndNeedsInputGrad) {
   Tensor a = randn({4}).requires_grad_(), b = randn({4});
   op(a, b).sum().backward();
   EXPECT_EQ(seen, (std::vector<bool>{true, false}));
-  EXPECT_TRUE(allclose(a.grad(), b));
+  EXPECT_TRUE(all_close(a.grad(), b));
 }
 
 TEST(CustomOps, WrapperTensorTypesSeeTritonOps) {
@@ -269,8 +323,8 @@ TEST(CustomOps, WrapperTensorTypesSeeTritonOps) {
   Tensor y = mysin()(x);
   auto* w = wrapper_cast<TwoTensor>(y);
   ASSERT_NE(w, nullptr);
-  EXPECT_TRUE(allclose(w->a_, base.sin(), 1e-6, 1e-6));
-  EXPECT_TRUE(allclose(w->b_, (base * 2).sin(), 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(w->a_, base.sin(), 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(w->b_, (base * 2).sin(), 1e-6, 1e-6));
 }
 
 TEST(CustomOps, DeviceTypesRestrictTheFunction) {
@@ -284,11 +338,61 @@ TEST(CustomOps, DeviceTypesRestrictTheFunction) {
 }
 
 TEST(CustomOps, CpuFallbackOfTheSeed) {
-  auto op = library::triton_op("testlib::mysin_fallback",
-                               [](const Tensor& x) { return launch_unary(sin_kernel, x); });
-  op.register_kernel("cpu", [](const Tensor& x) { return tessera::sin(x); });
+  // The fallback computes what the kernel computes, so which one ran is observed by counting.
+  static int kernel_calls = 0, fallback_calls = 0;
+  auto op = library::triton_op("testlib::mysin_fallback", [](const Tensor& x) {
+    ++kernel_calls;
+    return launch_unary(sin_kernel, x);
+  });
   Tensor x = randn({3});
-  EXPECT_TRUE(allclose(op(x), x.sin()));
+  EXPECT_TRUE(all_close(op(x), x.sin()));
+  EXPECT_EQ(kernel_calls, 1);
+  op.register_kernel("cpu", [](const Tensor& x) {
+    ++fallback_calls;
+    return tessera::sin(x);
+  });
+  EXPECT_TRUE(all_close(op(x), x.sin()));
+  EXPECT_EQ(fallback_calls, 1);
+  EXPECT_EQ(kernel_calls, 1);
+  op.set_kernel_enabled("cpu", false);  // back to the triton_op's body
+  EXPECT_TRUE(all_close(op(x), x.sin()));
+  EXPECT_EQ(fallback_calls, 1);
+  EXPECT_EQ(kernel_calls, 2);
+}
+
+TEST(CustomOps, RegistrationWhileOtherThreadsDispatch) {
+  // Kernels are replaced while four threads call the operator: every call runs one whole kernel
+  // (never a mix of two, never a freed one).
+  auto op = library::custom_op("testlib::swapped", [](const Tensor& x) { return x * 2; },
+                               {.arg_names = {"x"}});
+  auto make = [](double k) {
+    auto factor = std::make_shared<std::vector<double>>(64, k);  // freed if the kernel is
+    return [factor](const Tensor& x) { return x * (*factor)[static_cast<size_t>(x.numel())]; };
+  };
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0}, calls{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t) {
+    callers.emplace_back([&] {
+      Tensor x = ones({1});
+      while (!stop.load()) {
+        const double v = op(x).item<double>();
+        if (v != 2 && v != 3 && v != 5) ++bad;
+        ++calls;
+      }
+    });
+  }
+  for (int i = 0; i < 2000; ++i) {
+    op.register_kernel("cpu", make(i % 2 ? 3.0 : 5.0));
+    if (i % 7 == 0) op.set_kernel_enabled("cpu", false);
+    if (i % 50 == 0) {
+      op.register_autograd([](autograd::AutogradContext&, const Tensor& g) { return g; });
+    }
+  }
+  stop = true;
+  for (auto& th : callers) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(calls.load(), 0);
 }
 
 }  // namespace

@@ -139,7 +139,7 @@ TEST(FlopCounter, DerivedCountsEvaluateRuntimeLoopBounds) {
   // Per row: 5 trips of a 64-wide add, then a 64-element sum.
   EXPECT_EQ(c.forward_flops, 6 * (5 * 64 + 64));
   EXPECT_FALSE(c.inexact);
-  EXPECT_TRUE(allclose(out, x.sum({1}), 1e-4, 1e-4));
+  EXPECT_TRUE(all_close(out, x.sum({1}), 1e-4, 1e-4));
 }
 
 TEST(FlopCounter, AFormulaReplacesTheDerivedCount) {
@@ -153,6 +153,32 @@ TEST(FlopCounter, AFormulaReplacesTheDerivedCount) {
   EXPECT_EQ(g.at("flopslib::myexp2").forward_flops, 1000);
   EXPECT_TRUE(g.at("flopslib::myexp2").declared);
   EXPECT_EQ(g.count("flopslib::myexp"), 0u);  // the inner op runs inside the counted one
+}
+
+TEST(FlopCounter, ARawFormulaSeesTheArgumentsThemselves) {
+  // get_raw=True: the formula reads a scalar argument (the repeat count) and the result.
+  auto op = library::custom_op("flopslib::repeat_exp",
+                               [](const Tensor& x, int64_t times) {
+                                 Tensor r = x;
+                                 for (int64_t i = 0; i < times; ++i) r = r.exp();
+                                 return r;
+                               },
+                               {.arg_names = {"x", "times"}});
+  std::vector<int64_t> seen_times;
+  register_raw_flop_formula("flopslib::repeat_exp", [&](const Stack& in, const Stack& out) {
+    seen_times.push_back(in.at(1).to_int());
+    return in.at(1).to_int() * out.at(0).to_tensor().numel().expect_int();
+  });
+  Tensor x = randn({10}) * 0.1;
+  FlopCounterMode counter(quiet());
+  Tensor y = op(x, 3);
+  op(x, 2);
+  EXPECT_TRUE(all_close(y, x.exp().exp().exp(), 1e-6, 1e-6));
+  EXPECT_EQ(seen_times, (std::vector<int64_t>{3, 2}));
+  const auto& g = counter.counts().at("Global");
+  EXPECT_EQ(g.at("flopslib::repeat_exp").forward_flops, 3 * 10 + 2 * 10);
+  EXPECT_TRUE(g.at("flopslib::repeat_exp").declared);
+  EXPECT_EQ(g.count("aten::exp"), 0u);  // the declared op counts for its body
 }
 
 TEST(FlopCounter, PrintsATableOnExit) {

@@ -23,8 +23,24 @@ TEST(ThreadPool, CoversTheRangeExactlyOnce) {
   }
 }
 
+/** Sets the pool's size for a test and restores the size it had. */
+class PoolSize {
+ public:
+  explicit PoolSize(int n) : saved_(runtime::num_threads()) { runtime::set_num_threads(n); }
+  ~PoolSize() { runtime::set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
 TEST(ThreadPool, UsesSeveralThreadsAndRespectsTheGrain) {
-  runtime::set_num_threads(4);
+  const int before = runtime::num_threads();
+  {
+    PoolSize four(4);
+    EXPECT_EQ(runtime::num_threads(), 4);
+  }
+  EXPECT_EQ(runtime::num_threads(), before);
+  PoolSize four(4);
   std::mutex m;
   std::set<std::thread::id> threads;
   std::atomic<int64_t> min_chunk{INT64_MAX};
@@ -51,7 +67,6 @@ TEST(ThreadPool, UsesSeveralThreadsAndRespectsTheGrain) {
   });
   EXPECT_GE(min_chunk.load(), 1024);
   EXPECT_GT(threads.size(), 1u);
-  runtime::set_num_threads(2);
 }
 
 TEST(ThreadPool, SmallAndNestedLoopsRunInline) {
@@ -75,13 +90,29 @@ TEST(ThreadPool, SmallAndNestedLoopsRunInline) {
 }
 
 TEST(ThreadPool, TheFirstExceptionIsRethrownAfterAllChunksStop) {
-  std::atomic<int> ran{0};
+  PoolSize four(4);
+  std::atomic<int> ran{0}, active{0};
+  struct Active {
+    std::atomic<int>& n;
+    explicit Active(std::atomic<int>& a) : n(a) { ++n; }
+    ~Active() { --n; }
+  };
   EXPECT_THROW(runtime::parallel_for(0, 1000, 1,
-                                     [&](int64_t b, int64_t) {
+                                     [&](int64_t b, int64_t e) {
+                                       Active in(active);
                                        ++ran;
-                                       TS_CHECK(b != 500, ValueError) << "chunk " << b << " failed";
+                                       // Long enough that other chunks are in flight.
+                                       std::this_thread::sleep_for(std::chrono::milliseconds(2));
+                                       TS_CHECK(!(b <= 500 && 500 < e), ValueError)
+                                           << "chunk " << b << " failed";
                                      }),
                ValueError);
+  // Every chunk had returned when the exception reached the caller, and none starts later.
+  EXPECT_EQ(active.load(), 0);
+  const int after = ran.load();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(ran.load(), after);
+  EXPECT_EQ(active.load(), 0);
   // The pool is usable afterwards.
   std::atomic<int64_t> sum{0};
   runtime::parallel_for(0, 100, 1, [&](int64_t b, int64_t e) {
@@ -91,18 +122,46 @@ TEST(ThreadPool, TheFirstExceptionIsRethrownAfterAllChunksStop) {
 }
 
 TEST(ThreadPool, UserLocationFollowsIntoTasks) {
+  PoolSize four(4);
   UserLocGuard g(SourceLoc{"model.cpp", 77});
-  std::atomic<int> seen{0};
+  const auto caller = std::this_thread::get_id();
+  std::mutex m;
+  std::vector<std::pair<std::thread::id, int>> seen;  // per chunk: its thread and the line it saw
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   runtime::parallel_for(0, 64, 1, [&](int64_t, int64_t) {
-    if (UserLocGuard::current().line == 77) ++seen;
+    std::lock_guard<std::mutex> lock(m);
+    seen.emplace_back(std::this_thread::get_id(), UserLocGuard::current().line);
   });
-  EXPECT_GT(seen.load(), 0);
+  // Keep one chunk busy until a pool thread has run one, so that a pool thread is checked.
+  std::atomic<bool> pool_ran{false};
+  std::atomic<int> pool_line{0};
+  runtime::parallel_for(0, 64, 1, [&](int64_t, int64_t) {
+    if (std::this_thread::get_id() != caller) {
+      pool_line = UserLocGuard::current().line;
+      pool_ran = true;
+      return;
+    }
+    while (!pool_ran && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  });
+  ASSERT_TRUE(pool_ran.load());
+  EXPECT_EQ(pool_line.load(), 77);
+  ASSERT_FALSE(seen.empty());
+  for (const auto& [id, line] : seen) EXPECT_EQ(line, 77);
+  bool threw = false;
+  std::atomic<bool> pool_threw{false};
   try {
-    runtime::parallel_for(0, 64, 1,
-                          [&](int64_t, int64_t) { TS_CHECK(false, ValueError) << "boom"; });
+    runtime::parallel_for(0, 64, 1, [&](int64_t, int64_t) {
+      if (std::this_thread::get_id() != caller) {
+        pool_threw = true;
+        TS_CHECK(false, ValueError) << "boom";
+      }
+      while (!pool_threw && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    });
   } catch (const Error& e) {
-    EXPECT_EQ(e.user_loc().line, 77);
+    threw = true;
+    EXPECT_EQ(e.user_loc().line, 77);  // thrown on a pool thread, with the caller's line
   }
+  EXPECT_TRUE(threw);
 }
 
 TEST(ThreadPool, ConcurrentCallersDoNotDeadlock) {

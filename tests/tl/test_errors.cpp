@@ -1,6 +1,7 @@
 // Every diagnostic of the kernel language: a CompileError naming the kernel and the user's line.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 
 #include "tessera/tl.h"
@@ -212,6 +213,56 @@ TEST(KernelDiagnostics, LaunchErrorsNameTheParameter) {
     EXPECT_NE(std::string(e.what()).find("parameter 'n' has type 'tl::Tile'"), std::string::npos)
         << e.what();
   }
+}
+
+TL_JIT(grid_add_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  tl::store(out + offs, tl::load(x + offs, offs < n) + 1.0f, offs < n);
+}
+
+TEST(KernelDiagnostics, GridsAboveCudasLimitsNameTheDimension) {
+  Tensor x = zeros({1000}), out = zeros({1000});
+  struct Case {
+    tl::Grid grid;
+    const char* want;
+  };
+  const Case cases[] = {
+      {tl::Grid{int64_t{1} << 31},
+       "grid dimension 0 (x) is 2147483648, above the limit 2147483647"},
+      {tl::Grid{1, 65536}, "grid dimension 1 (y) is 65536, above the limit 65535"},
+      {tl::Grid{1, 1, 70000}, "grid dimension 2 (z) is 70000, above the limit 65535"},
+  };
+  for (const auto& c : cases) {
+    const std::string msg = tessera::testing::error_of<CompileError>(
+        [&] { grid_add_kernel[c.grid](x, out, 1000, tl::meta("BLOCK", 16)); });
+    EXPECT_NE(msg.find(c.want), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[kernel grid_add_kernel]"), std::string::npos) << msg;
+  }
+  EXPECT_TRUE(equal(out, zeros({1000})));  // nothing ran
+  // At the limits, launches run (an empty y/z grid of one program each).
+  grid_add_kernel[{tl::cdiv(1000, 16), 1, 1}](x, out, 1000, tl::meta("BLOCK", 16));
+  EXPECT_TRUE(equal(out, ones({1000})));
+}
+
+TEST(KernelDiagnostics, CdivNeedsAPositiveDivisorAndDoesNotOverflow) {
+  EXPECT_EQ(tl::cdiv(int64_t{10}, int64_t{4}), 3);
+  EXPECT_EQ(tl::cdiv(int64_t{0}, int64_t{4}), 0);
+  EXPECT_EQ(tl::cdiv(int64_t{-5}, int64_t{4}), -1);  // (a + b - 1) // b, as Triton's
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(tl::cdiv(big, int64_t{2}), big / 2 + 1);  // a + b - 1 would overflow
+  EXPECT_EQ(tl::cdiv(big, big), 1);
+  auto zero_block = [] { (void)tl::cdiv(int64_t{7}, int64_t{0}); };
+  const int line = __LINE__ - 1;
+  const std::string msg = tessera::testing::error_of<ValueError>(zero_block);
+  EXPECT_NE(msg.find("tl::cdiv(7, 0): the divisor must be positive (at test_errors.cpp:" +
+                     std::to_string(line) + ")"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(tessera::testing::error_of<ValueError>([] {
+              (void)tl::cdiv(SymInt(7), int64_t{-2});
+            }).find("the divisor must be positive"),
+            std::string::npos);
+  EXPECT_EQ(tl::cdiv(SymInt(big), SymInt(3)).expect_int(), big / 3 + 1);
 }
 
 TEST(KernelDiagnostics, LanguageOutsideAKernel) {

@@ -3,6 +3,7 @@
 // concurrent writers, the CLI), do_bench and perf_report. Timing is replaced by a scripted
 // `do_bench` where the winner must be known; results are always checked against a reference.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,9 +12,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "runtime/cpu/jit_compiler.h"
+#include "runtime/thread_pool.h"
 #include "tessera/autotune.h"
 #include "tessera/compile.h"
 #include "tessera/env.h"
@@ -146,7 +149,7 @@ TEST_F(Autotune, SeedConfigsDeduplicatedAndChosenOncePerKey) {
   Tensor x = rand(n), y = rand(n), out = empty({n});
   poison(out);
   tuned[grid_of(n)](x, y, out, n);
-  EXPECT_TRUE(out.allclose(x + y));
+  EXPECT_TRUE(all_close(out, x + y));
   // num_warps does not change the CPU code: two distinct kernels were timed, not four.
   EXPECT_EQ(sc.timed.size(), 2u);
   ASSERT_TRUE(tuned.best_config().has_value());
@@ -157,7 +160,7 @@ TEST_F(Autotune, SeedConfigsDeduplicatedAndChosenOncePerKey) {
   Tensor x2 = rand(n), y2 = rand(n), out2 = empty({n});
   poison(out2);
   tuned[grid_of(n)](x2, y2, out2, n);
-  EXPECT_TRUE(out2.allclose(x2 + y2));
+  EXPECT_TRUE(all_close(out2, x2 + y2));
   EXPECT_EQ(tuned.tuning_rounds(), 1);
   EXPECT_EQ(sc.timed.size(), 2u);
 }
@@ -172,7 +175,7 @@ TEST_F(Autotune, KeyValuesDtypesAndAlignmentMakeNewRounds) {
   auto run = [&](int64_t n, DType dt) {
     Tensor x = random_tensor({n}, dt), y = random_tensor({n}, dt), out = empty({n}, dt);
     tuned[grid_of(n)](x, y, out, n);
-    EXPECT_TRUE(out.allclose(x + y));
+    EXPECT_TRUE(all_close(out, x + y));
   };
   run(100, DType::Float32);
   EXPECT_EQ(tuned.tuning_rounds(), 1);
@@ -186,7 +189,7 @@ TEST_F(Autotune, KeyValuesDtypesAndAlignmentMakeNewRounds) {
   Tensor base = rand(201), yb = rand(201), out = empty({200});
   Tensor x = base.slice(0, 1, 201), y = yb.slice(0, 1, 201);
   tuned[grid_of(200)](x, y, out, 200);
-  EXPECT_TRUE(out.allclose(x + y));
+  EXPECT_TRUE(all_close(out, x + y));
   EXPECT_EQ(tuned.tuning_rounds(), 4);
 }
 
@@ -202,7 +205,7 @@ TEST_F(Autotune, RealTimingPicksATimedConfig) {
   Tensor x = rand(n), y = rand(n), out = empty({n});
   poison(out);
   tuned[grid_of(n)](x, y, out, n);
-  EXPECT_TRUE(out.allclose(x + y));
+  EXPECT_TRUE(all_close(out, x + y));
   const auto t = tuned.last_timings();
   ASSERT_EQ(t.size(), 3u);
   double best = 1e300;
@@ -230,7 +233,7 @@ TEST_F(Autotune, HeuristicsAlone) {
     poison(out);
     k[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](
         x, out, n, tl::meta("SCALE", 2.0));
-    EXPECT_TRUE(out.allclose(x * 2.0)) << n;
+    EXPECT_TRUE(all_close(out, x * 2.0)) << n;
   }
   EXPECT_EQ(seen, (std::vector<int64_t>{16, 64, 64}));
 }
@@ -253,7 +256,7 @@ TEST_F(Autotune, HeuristicsInsideAutotuneSeeEachConfig) {
   poison(out);
   tuned[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](
       x, out, n, tl::meta("SCALE", 3.0));
-  EXPECT_TRUE(out.allclose(x * 3.0));
+  EXPECT_TRUE(all_close(out, x * 3.0));
   ASSERT_GE(seen.size(), 2u);
   EXPECT_EQ(seen[0], 16);
   EXPECT_EQ(seen[1], 32);
@@ -280,7 +283,7 @@ TEST_F(Autotune, HeuristicsOutsideAutotuneRunBeforeTuning) {
   poison(out);
   k[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](x, out, n,
                                                                             tl::meta("SCALE", 0.5));
-  EXPECT_TRUE(out.allclose(x * 0.5));
+  EXPECT_TRUE(all_close(out, x * 0.5));
   EXPECT_EQ(calls, 1);
   EXPECT_FALSE(saw_block);
 }
@@ -328,7 +331,7 @@ TEST_F(Autotune, FailingConfigsAreSkippedWithTheirReasons) {
   Tensor x = rand(n), y = rand(n), out = empty({n});
   poison(out);
   tuned[grid_of(n)](x, y, out, n);
-  EXPECT_TRUE(out.allclose(x + y));
+  EXPECT_TRUE(all_close(out, x + y));
   EXPECT_EQ(tuned.best_config()->find("BLOCK_SIZE")->i, 8);
   EXPECT_EQ(sc.timed, (std::vector<int64_t>{8}));
 
@@ -353,7 +356,7 @@ TEST_F(Autotune, FailingTrialsCallPostHookWithTheException) {
   const int64_t n = 100;
   Tensor x = rand(n), y = rand(n), out = empty({n});
   tuned[grid_of(n)](x, y, out, n);
-  EXPECT_TRUE(out.allclose(x + y));
+  EXPECT_TRUE(all_close(out, x + y));
   EXPECT_EQ(failures, 1);
   EXPECT_GT(successes, 0);
   EXPECT_EQ(tuned.best_config()->find("BLOCK_SIZE")->i, 32);
@@ -370,7 +373,7 @@ TEST_F(Autotune, InPlaceKernelIsRightAfterTuning) {
   Tensor x = rand(n);
   Tensor x0 = x.clone();
   tuned[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](x, n);
-  EXPECT_TRUE(x.allclose(x0 + 1.0));
+  EXPECT_TRUE(all_close(x, x0 + 1.0));
   // With the automatic restore off and no restore_value, the trials corrupt x (as in Triton).
   o.restore_written = false;
   o.cache_results = false;  // (the database already knows this key: nothing would be timed)
@@ -385,7 +388,7 @@ TEST_F(Autotune, InPlaceKernelIsRightAfterTuning) {
                             {"n"}, o);
   Tensor w = rand(n), w0 = w.clone();
   named[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](w, n);
-  EXPECT_TRUE(w.allclose(w0 + 1.0));
+  EXPECT_TRUE(all_close(w, w0 + 1.0));
 }
 
 TEST_F(Autotune, ResetToZeroAccumulators) {
@@ -398,7 +401,7 @@ TEST_F(Autotune, ResetToZeroAccumulators) {
   const int64_t n = 100;
   Tensor x = rand(n), out = zeros({n});
   tuned[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](x, out, n);
-  EXPECT_TRUE(out.allclose(x));
+  EXPECT_TRUE(all_close(out, x));
   // Without it, the trials accumulate.
   o.reset_to_zero.clear();
   o.restore_written = false;
@@ -428,7 +431,7 @@ TEST_F(Autotune, PreAndPostHooksRunAroundEveryTrialWithResetToZero) {
   const int64_t n = 64;
   Tensor x = rand(n), out = zeros({n});
   tuned[([&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; })](x, out, n);
-  EXPECT_TRUE(out.allclose(x));
+  EXPECT_TRUE(all_close(out, x));
   EXPECT_GT(pre, 2);
   EXPECT_EQ(pre, post);
   EXPECT_TRUE(zero_before_hook);
@@ -451,7 +454,7 @@ TEST_F(Autotune, PruneConfigsBy) {
   const int64_t n = 40;
   Tensor x = rand(n), y = rand(n), out = empty({n});
   tuned[grid_of(n)](x, y, out, n);
-  EXPECT_TRUE(out.allclose(x + y));
+  EXPECT_TRUE(all_close(out, x + y));
   EXPECT_EQ(sc.timed, (std::vector<int64_t>{8, 16, 32}));
 
   // perf_model + top_k: only the best predicted are timed.
@@ -465,7 +468,7 @@ TEST_F(Autotune, PruneConfigsBy) {
   o2.cache_results = false;  // time again what the first tuner recorded
   auto tuned2 = tl::autotune(add_kernel, cs, {"n_elements"}, o2);
   tuned2[grid_of(n)](x, y, out, n);
-  EXPECT_TRUE(out.allclose(x + y));
+  EXPECT_TRUE(all_close(out, x + y));
   ASSERT_EQ(sc2.timed.size(), 2u);
   EXPECT_EQ(sc2.timed[0], 32);
   // A fraction keeps that share of the configs (at least one).
@@ -499,7 +502,7 @@ TEST_F(Autotune, DatabaseHitTimesNothingAndAddingAConfigRetimesOnlyItAndTheIncum
     auto tuned = tl::autotune(add_kernel, cs, {"n_elements"}, o);
     poison(out);
     tuned[grid_of(n)](x, y, out, n);
-    EXPECT_TRUE(out.allclose(x + y));
+    EXPECT_TRUE(all_close(out, x + y));
     EXPECT_TRUE(sc.timed.empty());
     EXPECT_EQ(tuned.last_round_timed(), 0);
     EXPECT_EQ(tuned.best_config()->find("BLOCK_SIZE")->i, 16);
@@ -511,17 +514,26 @@ TEST_F(Autotune, DatabaseHitTimesNothingAndAddingAConfigRetimesOnlyItAndTheIncum
     auto tuned = tl::autotune(add_kernel, more, {"n_elements"}, o);
     poison(out);
     tuned[grid_of(n)](x, y, out, n);
-    EXPECT_TRUE(out.allclose(x + y));
+    EXPECT_TRUE(all_close(out, x + y));
     EXPECT_EQ(sc.timed, (std::vector<int64_t>{32, 16}));
     EXPECT_EQ(tuned.best_config()->find("BLOCK_SIZE")->i, 32);
   }
-  // cache_results=false neither reads nor writes it.
+  // cache_results=false neither reads nor writes it: with other times and one more config,
+  // every config is timed, the new times pick the winner, and the records stay as they were.
+  const std::string records = tune::to_text(tune::all());
+  ASSERT_EQ(tune::all().size(), 4u);
   sc.timed.clear();
+  sc.ms = {{8, 0.5}, {16, 2.0}, {32, 1.5}, {64, 4.0}, {128, 3.0}};
   o.cache_results = false;
-  auto fresh = tl::autotune(add_kernel, cs, {"n_elements"}, o);
+  auto others = cs;
+  others.push_back(tl::Config({{"BLOCK_SIZE", 128}}));
+  auto fresh = tl::autotune(add_kernel, others, {"n_elements"}, o);
+  poison(out);
   fresh[grid_of(n)](x, y, out, n);
-  EXPECT_EQ(sc.timed.size(), 3u);
-  EXPECT_EQ(tune::all().size(), 4u);
+  EXPECT_TRUE(all_close(out, x + y));
+  EXPECT_EQ(sc.timed, (std::vector<int64_t>{8, 16, 64, 128}));
+  EXPECT_EQ(fresh.best_config()->find("BLOCK_SIZE")->i, 8);
+  EXPECT_EQ(tune::to_text(tune::all()), records);
 }
 
 TEST_F(Autotune, DatabaseRecordsRoundTripAndDamagedRecordsAreIgnored) {
@@ -564,7 +576,13 @@ TEST_F(Autotune, PersistsAcrossProcessesAndConcurrentWritersAreSafe) {
   // Two processes tune at once into the same database; a third finds every timing and times
   // nothing.
   const std::string child = "TS_TEST_CHILD=tune /proc/" + std::to_string(::getpid()) + "/exe";
-  const std::string both = run_capture("(" + child + " & " + child + "; wait) 2>&1");
+  // Both children must exit 0 having printed "ok" (a crashed child fails the test).
+  const std::string both = run_capture("(" + child + " & a=$!; " + child + " & b=$!; wait $a; " +
+                                       "sa=$?; wait $b; echo \"status=$sa,$?\") 2>&1");
+  EXPECT_NE(both.find("status=0,0"), std::string::npos) << both;
+  size_t oks = 0;
+  for (size_t p = both.find(" ok"); p != std::string::npos; p = both.find(" ok", p + 1)) ++oks;
+  EXPECT_EQ(oks, 2u) << both;
   EXPECT_NE(both.find("timed=4"), std::string::npos) << both;
   const std::string third = run_capture(child + " 2>&1");
   EXPECT_EQ(both.find("WRONG"), std::string::npos) << both;
@@ -604,8 +622,34 @@ TEST_F(Autotune, PrintAutotuning) {
   EXPECT_NE(err.find("best: BLOCK_SIZE: 2, num_warps: 4, num_stages: 4"), std::string::npos) << err;
 }
 
+TEST_F(Autotune, MaxnregIsCheckedAndSaysItChangesNothingOnTheCpu) {
+  EXPECT_NE(error_of<ValueError>([] {
+              tl::Config({{"BLOCK_SIZE", 8}}, 4, 3, 0);
+            }).find("maxnreg"),
+            std::string::npos);
+  EXPECT_NE(error_of<ValueError>([] {
+              tl::Config({{"BLOCK_SIZE", 8}}, 4, 3, 256);
+            }).find("1..255"),
+            std::string::npos);
+  const tl::Config with_limit({{"BLOCK_SIZE", 8}}, 4, 3, 128);
+  EXPECT_EQ(with_limit.str(), "BLOCK_SIZE: 8, num_warps: 4, num_stages: 3, maxnreg: 128");
+  ::testing::internal::CaptureStderr();
+  auto tuned = tl::autotune(add_kernel, {with_limit, tl::Config({{"BLOCK_SIZE", 16}})}, {});
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("maxnreg limits registers on CUDA GPUs only"), std::string::npos) << err;
+  Tensor x = rand(40), y = rand(40), out = empty({40});
+  tuned[grid_of(40)](x, y, out, 40);
+  EXPECT_TRUE(all_close(out, x + y));
+}
+
 TEST_F(Autotune, ConfigsCompileInOneBatch) {
   // Fresh kernels (a new cache directory): all configs are compiled before any is timed.
+  const int threads = runtime::num_threads();
+  runtime::set_num_threads(2);
+  struct Restore {
+    int n;
+    ~Restore() { runtime::set_num_threads(n); }
+  } restore{threads};
   Script sc;
   tl::AutotuneOptions o;
   sc.install(o);
@@ -625,10 +669,20 @@ TEST_F(Autotune, ConfigsCompileInOneBatch) {
   tuned = tl::autotune(add_kernel, cs, {"n_elements"}, o);
   Tensor x = rand(50), y = rand(50), out = empty({50});
   tuned[grid_of(50)](x, y, out, 50);
-  EXPECT_TRUE(out.allclose(x + y));
+  EXPECT_TRUE(all_close(out, x + y));
   EXPECT_EQ(built_before_first_timing, 4u);
-  // Each kernel has its own cache entry; entries built together share one shared object.
-  EXPECT_EQ(runtime::cpu::cache_entries().size(), 4u);
+  // Each kernel has its own cache entry; entries built in one translation unit share one shared
+  // object (hard links to one file). With a pool of two threads the four configs are two
+  // translation units: two objects (compiled one by one, they would be four).
+  const auto entries = runtime::cpu::cache_entries();
+  ASSERT_EQ(entries.size(), 4u);
+  std::set<std::pair<dev_t, ino_t>> objects;
+  for (const auto& e : entries) {
+    struct stat st;
+    ASSERT_EQ(::stat(e.so.c_str(), &st), 0) << e.so;
+    objects.insert({st.st_dev, st.st_ino});
+  }
+  EXPECT_EQ(objects.size(), 2u);
 }
 
 // ---- inside tessera::compile
@@ -652,7 +706,7 @@ TEST_F(Autotune, InsideCompileTunesOncePerKeyAndRecordsTheChoiceInTheGraph) {
   opts.name = "tuned_add";
   auto compiled = tessera::compile(fn, opts);
   Tensor x = rand(10), y = rand(10);
-  EXPECT_TRUE(compiled(x, y).allclose(x + y));
+  EXPECT_TRUE(all_close(compiled(x, y), x + y));
   EXPECT_EQ(tuned.tuning_rounds(), 1);
   EXPECT_EQ(sc.timed.size(), 2u);  // four configs, two distinct kernels
   const std::string g = compiled.stats().last_graph;
@@ -664,11 +718,11 @@ TEST_F(Autotune, InsideCompileTunesOncePerKeyAndRecordsTheChoiceInTheGraph) {
   EXPECT_NE(g.find("BLOCK_SIZE=2, num_warps=8, num_stages=4: [5, 1, 1]"), std::string::npos) << g;
   // Same key: no tuning; a new size recompiles as dynamic and tunes once for the new key.
   Tensor x1 = rand(10), y1 = rand(10);
-  EXPECT_TRUE(compiled(x1, y1).allclose(x1 + y1));
+  EXPECT_TRUE(all_close(compiled(x1, y1), x1 + y1));
   EXPECT_EQ(tuned.tuning_rounds(), 1);
   for (int64_t n : {33, 34, 33}) {
     Tensor a = rand(n), b = rand(n);
-    EXPECT_TRUE(compiled(a, b).allclose(a + b)) << n;
+    EXPECT_TRUE(all_close(compiled(a, b), a + b)) << n;
   }
   EXPECT_EQ(compiled.stats().graphs, 2);
   EXPECT_EQ(tuned.tuning_rounds(), 3);  // keys 10, 33, 34
@@ -699,7 +753,7 @@ TEST_F(Autotune, HeuristicsInsideCompileGuardTheSizesTheyRead) {
   auto compiled = tessera::compile(fn, opts);
   for (int64_t n : {32, 48, 40, 64}) {
     Tensor x = rand(n);
-    EXPECT_TRUE(compiled(x).allclose(x * 2.0)) << n;
+    EXPECT_TRUE(all_close(compiled(x), x * 2.0)) << n;
   }
   // EVEN read n % 16: one graph for sizes divisible by 16, one for the others.
   EXPECT_EQ(compiled.stats().graphs, 2);
@@ -717,8 +771,7 @@ TEST(DoBench, TimesAndQuantiles) {
     sink = acc;
   };
   const double ms = do_bench([&] { work(20000); }, 2, 10);
-  EXPECT_GT(ms, 0);
-  EXPECT_LT(ms, 10);
+  EXPECT_GT(ms, 0);  // (how long it takes is bench_tune_cpu's to say, not a test's)
   const auto q = do_bench_quantiles([&] { work(20000); }, {0.2, 0.5, 0.8}, 1, 5);
   ASSERT_EQ(q.size(), 3u);
   EXPECT_LE(q[0], q[1]);

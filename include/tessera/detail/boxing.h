@@ -448,7 +448,8 @@ class TypedOp<R(Args...)> {
     const auto& ls = detail::local_state();
     const bool slow = ls.function_depth != 0 || ls.dispatch_depth != 0 ||
                       (info.flags & kTensorWrapper) ||
-                      ((info.flags & kTensorAutograd) && ls.grad_enabled);
+                      ((info.flags & kTensorAutograd) && ls.grad_enabled) ||
+                      detail::g_log_dispatch.load(std::memory_order_relaxed);
     if (__builtin_expect(!slow, 1)) {
       const KernelFunction* k = &entry_->kernel(info.kernel_device());
       if (!k->unboxed) k = &entry_->composite();

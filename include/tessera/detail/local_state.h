@@ -5,6 +5,7 @@
  */
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -26,6 +27,10 @@ struct LocalState {
   /** Where `OperatorHandle::redispatch` resumes (the dispatcher's level enum). */
   uint8_t resume_level = 0;
 };
+
+/** `TESSERA_LOGS=dispatch`: every operator call takes the dispatcher's logging path (set with the
+ * knobs; read relaxed on the hot path). */
+extern std::atomic<bool> g_log_dispatch;
 
 /** This thread's state. */
 LocalState& local_state() noexcept;

@@ -356,6 +356,16 @@ TRT_INLINE float ceil(float x) {
 TRT_INLINE float erf(float x) {
   return __builtin_erff(x);
 }
+/** One term of a tf32x3 dot (Triton's `input_precision="tf32x3"`): each input splits into a tf32
+ * high part and a tf32 remainder, and three tf32 products are accumulated, small ones first:
+ * `c + a_hi*b_lo + a_lo*b_hi + a_hi*b_hi` (the a_lo*b_lo term, ~2^-22 relative, is dropped). */
+TRT_INLINE float fma_tf32x3(float a, float b, float c) {
+  const float a_hi = to_tf32(a), b_hi = to_tf32(b);
+  const float a_lo = to_tf32(a - a_hi), b_lo = to_tf32(b - b_hi);
+  c = __builtin_fmaf(a_hi, b_lo, c);
+  c = __builtin_fmaf(a_lo, b_hi, c);
+  return __builtin_fmaf(a_hi, b_hi, c);
+}
 TRT_INLINE float fma(float a, float b, float c) {
   return __builtin_fmaf(a, b, c);
 }
@@ -518,8 +528,20 @@ struct DebugCtx {
                      int32_t pid2, int64_t lane);
   void (*report_assert)(void* ctx, int site, int32_t pid0, int32_t pid1, int32_t pid2,
                         int64_t lane);
+  void (*report_overflow)(void* ctx, int site, int32_t pid0, int32_t pid1, int32_t pid2,
+                          int64_t lane, int64_t exact);
   void* ctx;
 };
+/** An int32 add (kind 0), subtract (1) or multiply (2) of the checked mode: the wrapped result, as
+ * the plain operation gives, with a report when the exact result does not fit (an offset that
+ * wrapped: `pid * BLOCK` past 2^31). */
+TRT_INLINE int32_t dbg_arith32(const DebugCtx* d, int site, int kind, int32_t a, int32_t b,
+                               int32_t pid0, int32_t pid1, int32_t pid2, int64_t lane) {
+  const int64_t x = a, y = b;
+  const int64_t r = kind == 0 ? x + y : kind == 1 ? x - y : x * y;
+  if (r != (int64_t)(int32_t)r) d->report_overflow(d->ctx, site, pid0, pid1, pid2, lane, r);
+  return (int32_t)(uint32_t)(uint64_t)r;
+}
 /** Whether [p, p + size) lies in the range of one of the parameters in `params` (the ones the
  * pointer may derive from); otherwise reports it (against the first of them) and returns false. */
 TRT_INLINE bool dbg_ok(const DebugCtx* d, int site, uint64_t params, const void* p, uint64_t size,

@@ -727,6 +727,16 @@ class Emitter {
         if (k == ir::BinaryKind::Div) {
           if (auto q = div_by_uniform(op, t, idx)) return *q;
         }
+        if (checked_ && t.elem == DType::Int32 &&
+            (k == ir::BinaryKind::Add || k == ir::BinaryKind::Sub || k == ir::BinaryKind::Mul)) {
+          // The checked mode reports int32 results that wrapped (offsets past 2^31).
+          const int kind = k == ir::BinaryKind::Add ? 0 : k == ir::BinaryKind::Sub ? 1 : 2;
+          const std::string ln =
+              t.is_scalar() ? std::string("0") : "(int64_t)(" + flat(t.shape, idx) + ")";
+          return "trt::dbg_arith32(_dbg, " + std::to_string(site(op, "overflow")) + ", " +
+                 std::to_string(kind) + ", " + operand(0, idx) + ", " + operand(1, idx) +
+                 ", _pid0, _pid1, _pid2, " + ln + ")";
+        }
         return binary(k, t, operand(0, idx), operand(1, idx));
       }
       case OpKind::Compare: {
@@ -1095,20 +1105,23 @@ class Emitter {
     const Type& ot = f_.type(out);
     const int64_t M = at.shape[0], K = at.shape[1], N = ot.shape[1];
     const bool fl = ot.is_float();
-    const bool tf32 = at.elem == DType::Float32 &&
-                      static_cast<ir::DotPrecision>(op.sub) == ir::DotPrecision::TF32;
+    const auto precision = static_cast<ir::DotPrecision>(op.sub);
+    const bool tf32 = at.elem == DType::Float32 && precision == ir::DotPrecision::TF32;
+    const bool tf32x3 = at.elem == DType::Float32 && precision == ir::DotPrecision::TF32x3;
     const std::string rt = register_type(ot.elem);
     declare_array(out);
     auto in = [&](ValueId v, const std::string& i, const std::string& j) {
       std::string e = "(" + rt + ")(" + expr(v, {i, j}) + ")";
       return tf32 ? "trt::to_tf32(" + e + ")" : e;
     };
+    // tf32x3 splits the raw inputs inside each multiply-add (trt::fma_tf32x3).
+    const std::string fma = tf32x3 ? "trt::fma_tf32x3(" : "trt::fma(";
     const std::string i = fresh("_i"), j = fresh("_j"), k = fresh("_k"), x = fresh("_x");
     const std::string at_ij = name(out) + "[" + i + " * " + std::to_string(N) + " + " + j + "]";
     line("for (int32_t " + i + " = 0; " + i + " < " + std::to_string(M) + "; ++" + i + ")");
     line("  for (int32_t " + j + " = 0; " + j + " < " + std::to_string(N) + "; ++" + j + ") " +
          at_ij + " = " + expr(acc, {i, j}) + ";");
-    if (fl && M % 4 == 0 && N % 16 == 0) return dot_blocked(op, in, i, k, x);
+    if (fl && M % 4 == 0 && N % 16 == 0) return dot_blocked(op, in, fma, i, k, x);
     line("for (int32_t " + i + " = 0; " + i + " < " + std::to_string(M) + "; ++" + i + ") {");
     ++indent_;
     line("for (int32_t " + k + " = 0; " + k + " < " + std::to_string(K) + "; ++" + k + ") {");
@@ -1117,7 +1130,7 @@ class Emitter {
     line("#pragma omp simd");
     line("for (int32_t " + j + " = 0; " + j + " < " + std::to_string(N) + "; ++" + j + ")");
     if (fl) {
-      line("  " + at_ij + " = trt::fma(" + x + ", " + in(b, k, j) + ", " + at_ij + ");");
+      line("  " + at_ij + " = " + fma + x + ", " + in(b, k, j) + ", " + at_ij + ");");
     } else {
       line("  " + at_ij + " = (" + rt + ")(" + at_ij + " + " + x + " * " + in(b, k, j) + ");");
     }
@@ -1132,8 +1145,8 @@ class Emitter {
   // k loop (2.6x the simple loop on AVX-512), with the same multiply-adds in the same order per
   // element, so the result does not change.
   template <class In>
-  void dot_blocked(const Op& op, In in, const std::string& i, const std::string& k,
-                   const std::string& x) {
+  void dot_blocked(const Op& op, In in, const std::string& fma, const std::string& i,
+                   const std::string& k, const std::string& x) {
     const ValueId out = op.result(), a = op.operands[0], b = op.operands[1];
     const int64_t M = f_.type(a).shape[0], K = f_.type(a).shape[1], N = f_.type(out).shape[1];
     const std::string rt = register_type(f_.type(out).elem), sN = std::to_string(N);
@@ -1163,7 +1176,7 @@ class Emitter {
     ++indent_;
     line(rt + " const " + bv + " = " + in(b, k, "(" + j0 + " + " + l + ")") + ";");
     for (int r = 0; r < 4; ++r)
-      line(acc(r) + " = trt::fma(" + x + std::to_string(r) + ", " + bv + ", " + acc(r) + ");");
+      line(acc(r) + " = " + fma + x + std::to_string(r) + ", " + bv + ", " + acc(r) + ");");
     --indent_;
     line("}");
     --indent_;

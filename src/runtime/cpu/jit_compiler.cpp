@@ -1,5 +1,7 @@
 #include "runtime/cpu/jit_compiler.h"
 
+#include "runtime/thread_pool.h"
+
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -387,8 +389,9 @@ std::vector<CompiledBinary> compile_many(const std::vector<KernelSource>& kernel
     if (!out[i].fn && first.emplace(out[i].key, i).second) misses.push_back(i);
   }
   if (!misses.empty()) {
-    // One translation unit per core, compiled in parallel.
-    const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+    // One translation unit per thread of the pool (TESSERA_NUM_THREADS; all cores by default),
+    // compiled in parallel.
+    const size_t cores = static_cast<size_t>(std::max(1, runtime::num_threads()));
     const size_t groups = std::min(misses.size(), max_groups ? max_groups : cores);
     std::vector<std::vector<const KernelSource*>> members(groups);
     std::vector<std::vector<std::string>> keys(groups);

@@ -38,7 +38,8 @@ struct KernelSource {
   std::string kernel;  ///< its name, for messages
 };
 /** Compiles many kernels at once: those not in the caches are split into one translation unit
- * per core and the compiler runs on all of them in parallel (DESIGN.md D3). Each kernel still
+ * per thread of the pool (`runtime::num_threads()`: all cores unless TESSERA_NUM_THREADS says
+ * otherwise) and the compiler runs on all of them in parallel (DESIGN.md D3). Each kernel still
  * gets its own cache entry (its shared object a hard link to the one it was built in).
  * `max_groups` caps the number of translation units (0: one per core). */
 std::vector<CompiledBinary> compile_many(const std::vector<KernelSource>& kernels,
