@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -365,9 +366,19 @@ TEST(CustomOps, RegistrationWhileOtherThreadsDispatch) {
   // (never a mix of two, never a freed one).
   auto op = library::custom_op("testlib::swapped", [](const Tensor& x) { return x * 2; },
                                {.arg_names = {"x"}});
+  // Each kernel owns its factor; a kernel that is destroyed poisons it first, so a call that
+  // runs a kernel freed under it (or a torn kernel record) computes a wrong value.
+  struct Factor {
+    double v;
+    ~Factor() { v = -1; }
+  };
   auto make = [](double k) {
-    auto factor = std::make_shared<std::vector<double>>(64, k);  // freed if the kernel is
-    return [factor](const Tensor& x) { return x * (*factor)[static_cast<size_t>(x.numel())]; };
+    auto factor = std::make_shared<Factor>(Factor{k});
+    return [factor](const Tensor& x) {
+      const double f = factor->v;
+      std::this_thread::yield();  // widen the window in which the kernel may be replaced
+      return x * (f == factor->v ? f : -1.0);
+    };
   };
   std::atomic<bool> stop{false};
   std::atomic<int> bad{0}, calls{0};
@@ -382,17 +393,21 @@ TEST(CustomOps, RegistrationWhileOtherThreadsDispatch) {
       }
     });
   }
-  for (int i = 0; i < 2000; ++i) {
+  while (calls.load() == 0) std::this_thread::yield();
+  // Register while the callers run: until they made 20000 calls (or 3 s passed).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  for (int i = 0; calls.load() < 20000 && std::chrono::steady_clock::now() < deadline; ++i) {
     op.register_kernel("cpu", make(i % 2 ? 3.0 : 5.0));
     if (i % 7 == 0) op.set_kernel_enabled("cpu", false);
     if (i % 50 == 0) {
       op.register_autograd([](autograd::AutogradContext&, const Tensor& g) { return g; });
     }
+    std::this_thread::yield();
   }
   stop = true;
   for (auto& th : callers) th.join();
   EXPECT_EQ(bad.load(), 0);
-  EXPECT_GT(calls.load(), 0);
+  EXPECT_GE(calls.load(), 20000);
 }
 
 }  // namespace
