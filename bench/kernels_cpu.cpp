@@ -108,6 +108,35 @@ void BM_LayerNormKernel(benchmark::State& s) {
 }
 BENCHMARK(BM_LayerNormKernel)->UseRealTime();
 
+// The same normalization as one tile per row (the whole row in registers, read once): what a
+// kernel written for rows that fit one block gets.
+TL_JIT(layer_norm_one_block, tl::Ptr X, tl::Ptr Y, tl::Ptr W, tl::Ptr B, tl::Int stride, tl::Int N,
+       tl::Float eps, tl::Const BLOCK) {
+  auto row = tl::program_id(0);
+  auto cols = tl::arange(0, BLOCK);
+  auto mask = cols < N;
+  auto x = tl::load(X + row * stride + cols, mask, 0.0);
+  auto mean = tl::sum(x, 0) / N;
+  auto d = tl::where(mask, x - mean, 0.0);
+  auto rstd = tl::rsqrt(tl::sum(d * d, 0) / N + eps);
+  tl::store(Y + row * stride + cols, d * rstd * tl::load(W + cols, mask) + tl::load(B + cols, mask),
+            mask);
+}
+
+void BM_LayerNormOneBlockKernel(benchmark::State& s) {
+  Tensor x = randn({4096, 4096}), y = empty({4096, 4096}), w = rand({4096}), b = randn({4096});
+  auto run = [&] {
+    layer_norm_one_block[{4096}](x, y, w, b, 4096, 4096, 1e-5, tl::meta("BLOCK", 4096));
+  };
+  run();
+  if (!verified(s, allclose(y, layer_norm(x, {4096}, w, b, 1e-5), 1e-4, 1e-5),
+                "layer_norm_one_block"))
+    return;
+  for (auto _ : s) run();
+  s.SetBytesProcessed(s.iterations() * 4096 * 4096 * 8);
+}
+BENCHMARK(BM_LayerNormOneBlockKernel)->UseRealTime();
+
 void BM_LayerNormEager(benchmark::State& s) {
   Tensor x = randn({4096, 4096}), w = rand({4096}), b = randn({4096});
   for (auto _ : s) benchmark::DoNotOptimize(layer_norm(x, {4096}, w, b));

@@ -64,22 +64,19 @@ DType result_type(std::initializer_list<const Tensor*> ts) {
 }
 
 void check_same_device(const char* op, std::initializer_list<const Tensor*> ts) {
-  std::optional<Device> dev;
+  // The device of the first tensor that is not a CPU scalar; CPU scalars (0-dim) join any device.
+  const Tensor* first = nullptr;
   for (const Tensor* t : ts) {
     if (!t->defined()) continue;
     const Device d = t->device();
-    if (!dev) {
-      dev = d;
+    if (t->dim() == 0 && d.is_cpu()) continue;
+    if (!first) {
+      first = t;
       continue;
     }
-    if (d == *dev) continue;
-    if (t->dim() == 0 && d.is_cpu()) continue;  // CPU scalars join any device
-    if (dev->is_cpu()) {
-      dev = d;  // the first was a CPU scalar, perhaps; recheck is cheap
-      continue;
-    }
+    if (d == first->device()) continue;
     TS_ERROR(DeviceError) << "[" << op << "] expected all tensors to be on the same device, but "
-                          << "found at least two devices, " << *dev << " and " << d;
+                          << "found at least two devices, " << first->device() << " and " << d;
   }
 }
 

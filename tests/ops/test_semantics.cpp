@@ -2,6 +2,7 @@
 // out= and in-place rules, determinism, and one test per user-facing diagnostic.
 #include <cmath>
 
+#include "ops/op_utils.h"
 #include "runtime/thread_pool.h"
 #include "testing.h"
 
@@ -16,6 +17,29 @@ Tensor fvec(std::vector<float> v) {
 
 const std::vector<DType> kPromotable = {bool_, int8,    int16,    int32,   int64,
                                         uint8, float16, bfloat16, float32, float64};
+
+TEST(Devices, MixedDevicesAreAnErrorNamingBoth) {
+  // Fake tensors carry a device without memory, so the check runs without a GPU.
+  Tensor cpu = zeros({3}), cpu_scalar = zeros({});
+  Tensor gpu = detail::make_fake(SymDimVector{SymInt(3)}, float32, Device("cuda"));
+  Tensor gpu1 = detail::make_fake(SymDimVector{SymInt(3)}, float32, Device("cuda:1"));
+  for (auto order :
+       {std::pair<const Tensor*, const Tensor*>{&cpu, &gpu}, {&gpu, &cpu}, {&gpu, &gpu1}}) {
+    const std::string msg = error_of<DeviceError>([&] {
+      ops_detail::check_same_device("aten::add", {order.first, order.second});
+    });
+    EXPECT_NE(msg.find("[aten::add] expected all tensors to be on the same device"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find(order.first->device().str() + " and " + order.second->device().str()),
+              std::string::npos)
+        << msg;
+  }
+  // CPU scalars join any device, in any position.
+  ops_detail::check_same_device("aten::add", {&cpu_scalar, &gpu});
+  ops_detail::check_same_device("aten::add", {&gpu, &cpu_scalar, &gpu});
+  ops_detail::check_same_device("aten::add", {&cpu_scalar, &cpu});
+}
 
 TEST(Promotion, BinaryOpsFollowPromoteTypesForEveryPair) {
   for (DType a : kPromotable) {
