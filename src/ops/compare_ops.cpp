@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "ops/cpu_loops.h"
+#include "ops/device_copy.h"
 #include "ops/register.h"
 
 namespace tessera {
@@ -86,6 +87,15 @@ TS_REGISTER_OPS(compare_ops) {
     lib.impl("allclose", dev, allclose_impl);
     lib.impl("equal", dev, equal_impl);
   }
+  lib.impl("allclose", DeviceType::CUDA,
+           [](const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+             check_same_device("allclose", {&a, &b});
+             return allclose_impl(to_host(a), to_host(b), rtol, atol, equal_nan);
+           });
+  lib.impl("equal", DeviceType::CUDA, [](const Tensor& a, const Tensor& b) {
+    check_same_device("equal", {&a, &b});
+    return equal_impl(to_host(a), to_host(b));
+  });
 }
 
 Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan,

@@ -1,4 +1,5 @@
 // Copies and conversions: copy_, clone, to / _to_copy, fill_, zero_, resize_.
+#include "ops/device_copy.h"
 #include "ops/register.h"
 
 namespace tessera {
@@ -13,15 +14,18 @@ void check_copy_shape(const Tensor& self, const Tensor& src) {
       << " cannot be broadcast to the destination's shape " << self.sizes();
 }
 
-Tensor& copy_cpu(Tensor& self, const Tensor& src) {
+// Any pair of devices (the kernel is the destination's: CPU or CUDA).
+Tensor& copy_any(Tensor& self, const Tensor& src) {
   check_copy_shape(self, src);
   TS_CHECK(src.has_data(), ValueError) << "[copy_] cannot copy from a tensor without data ("
                                        << (src.is_fake() ? "fake" : "meta") << ")";
-  TS_CHECK(src.device().is_cpu(), NotImplementedError)
-      << "[copy_] copies from " << src.device() << " are not available yet";
   check_no_partial_overlap(self, src, "copy_");
   if (self.is_same(src)) return self;
-  cpu_copy(self, src);
+  if (self.device().is_cpu() && src.device().is_cpu()) {
+    cpu_copy(self, src);
+  } else {
+    copy_between(self, src);
+  }
   bump_version(self);
   return self;
 }
@@ -31,9 +35,13 @@ Tensor& copy_meta(Tensor& self, const Tensor& src) {
   return self;
 }
 
-Tensor clone_cpu(const Tensor& self) {
+Tensor clone_impl(const Tensor& self) {
   Tensor out = detail::make_empty(self.sizes(), self.dtype(), self.device());
-  cpu_copy(out, self);
+  if (self.device().is_cpu()) {
+    cpu_copy(out, self);
+  } else {
+    copy_between(out, self);
+  }
   return out;
 }
 
@@ -48,10 +56,12 @@ Tensor to_copy_impl(const Tensor& self, std::optional<DType> dtype, std::optiona
     if (dev.is_meta()) return detail::make_empty(self.sizes(), dt, dev);
     return detail::make_fake(self.sizes(), dt, dev);
   }
-  TS_CHECK(dev.is_cpu(), NotImplementedError)
-      << "[to] device " << dev << " is not available: the CUDA backend is not built yet";
   Tensor out = detail::make_empty(self.sizes(), dt, dev);
-  cpu_copy(out, self);
+  if (dev.is_cpu() && self.device().is_cpu()) {
+    cpu_copy(out, self);
+  } else {
+    copy_between(out, self);
+  }
   return out;
 }
 
@@ -67,6 +77,12 @@ Tensor to_device_composite(const Tensor& self, Device device, std::optional<DTyp
 
 Tensor& fill_cpu(Tensor& self, const Scalar& value) {
   cpu_fill(self, value);
+  bump_version(self);
+  return self;
+}
+
+Tensor& fill_cuda(Tensor& self, const Scalar& value) {
+  cuda_fill(self, value);
   bump_version(self);
   return self;
 }
@@ -101,10 +117,12 @@ TS_REGISTER_OPS(copy_ops) {
   using namespace ops_detail;
   Library lib("aten");
   lib.def("copy_(Tensor(a!) self, Tensor src) -> Tensor(a!)", kBuiltin | kTagInplace);
-  lib.impl("copy_", DeviceType::CPU, copy_cpu);
+  lib.impl("copy_", DeviceType::CPU, copy_any);
+  lib.impl("copy_", DeviceType::CUDA, copy_any);
   lib.fake("copy_", copy_meta);
   lib.def("clone(Tensor self) -> Tensor", kBuiltin);
-  lib.impl("clone", DeviceType::CPU, clone_cpu);
+  lib.impl("clone", DeviceType::CPU, clone_impl);
+  lib.impl("clone", DeviceType::CUDA, clone_impl);
   lib.fake("clone", clone_meta);
   lib.def("_to_copy(Tensor self, *, ScalarType? dtype=None, Device? device=None) -> Tensor",
           kBuiltin);
@@ -116,6 +134,7 @@ TS_REGISTER_OPS(copy_ops) {
   lib.composite("to.device", to_device_composite);
   lib.def("fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)", kBuiltin | kTagInplace);
   lib.impl("fill_.Scalar", DeviceType::CPU, fill_cpu);
+  lib.impl("fill_.Scalar", DeviceType::CUDA, fill_cuda);
   lib.fake("fill_.Scalar", fill_meta);
   lib.def("zero_(Tensor(a!) self) -> Tensor(a!)", kBuiltin | kTagInplace);
   lib.composite("zero_", zero_composite);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ops/cpu_loops.h"
+#include "ops/device_copy.h"
 #include "ops/register.h"
 #include "tessera/detail/philox.h"
 
@@ -53,6 +54,13 @@ Tensor full_cpu(SymIntArrayRef size, const Scalar& v, std::optional<DType> dtype
   return t;
 }
 
+Tensor full_cuda(SymIntArrayRef size, const Scalar& v, std::optional<DType> dtype,
+                 std::optional<Device> device) {
+  Tensor t = make_factory(size, full_dtype(v, dtype), device.value_or(Device("cuda")), "full");
+  cuda_fill(t, v);
+  return t;
+}
+
 Tensor full_meta(SymIntArrayRef size, const Scalar& v, std::optional<DType> dtype,
                  std::optional<Device> device) {
   return make_factory(size, full_dtype(v, dtype), device.value_or(kMeta), "full");
@@ -87,8 +95,11 @@ Tensor full_like_impl(const Tensor& self, const Scalar& v, std::optional<DType> 
                       std::optional<Device> device) {
   Tensor t = like_output(self, dtype, device);
   if (t.has_data()) {
-    TS_CHECK(t.device().is_cpu(), NotImplementedError) << "[full_like] on " << t.device();
-    cpu_fill(t, v);
+    if (t.device().is_cuda()) {
+      cuda_fill(t, v);
+    } else {
+      cpu_fill(t, v);
+    }
   }
   return t;
 }
@@ -247,6 +258,28 @@ Tensor randint_meta(int64_t low, int64_t high, SymIntArrayRef size, std::optiona
   return make_factory(size, dtype.value_or(DType::Int64), device.value_or(kMeta), "randint");
 }
 
+// CUDA factories computed on the host, then copied: the random streams are the CPU's, bit for
+// bit (the tile IR generates them on the GPU later, issue 14).
+Tensor on_device(const Tensor& host, std::optional<Device> device) {
+  Tensor out = detail::make_empty(host.sizes(), host.dtype(), device.value_or(Device("cuda")));
+  copy_between(out, host);
+  return out;
+}
+Tensor arange_cuda(const Scalar& start, const Scalar& end, const Scalar& step,
+                   std::optional<DType> dtype, std::optional<Device> device) {
+  return on_device(arange_cpu(start, end, step, dtype, kCPU), device);
+}
+Tensor rand_cuda(SymIntArrayRef size, std::optional<DType> dtype, std::optional<Device> device) {
+  return on_device(rand_cpu(size, dtype, kCPU), device);
+}
+Tensor randn_cuda(SymIntArrayRef size, std::optional<DType> dtype, std::optional<Device> device) {
+  return on_device(randn_cpu(size, dtype, kCPU), device);
+}
+Tensor randint_cuda(int64_t low, int64_t high, SymIntArrayRef size, std::optional<DType> dtype,
+                    std::optional<Device> device) {
+  return on_device(randint_cpu(low, high, size, dtype, kCPU), device);
+}
+
 Tensor rand_like_composite(const Tensor& self, std::optional<DType> dtype,
                            std::optional<Device> device) {
   return rand(
@@ -272,31 +305,39 @@ TS_REGISTER_OPS(factory_ops) {
   };
   def("empty(SymInt[] size, ", f);
   lib.impl("empty", DeviceType::CPU, empty_impl).fake("empty", empty_impl);
+  lib.impl("empty", DeviceType::CUDA, empty_impl);
   def("empty_strided(SymInt[] size, SymInt[] stride, ", f);
   lib.impl("empty_strided", DeviceType::CPU, empty_strided_impl)
       .fake("empty_strided", empty_strided_impl);
+  lib.impl("empty_strided", DeviceType::CUDA, empty_strided_impl);
   def("full(SymInt[] size, Scalar fill_value, ", f);
   lib.impl("full", DeviceType::CPU, full_cpu).fake("full", full_meta);
+  lib.impl("full", DeviceType::CUDA, full_cuda);
   def("zeros(SymInt[] size, ", f);
   lib.composite("zeros", zeros_composite);
   def("ones(SymInt[] size, ", f);
   lib.composite("ones", ones_composite);
   def("arange.start_step(Scalar start, Scalar end, Scalar step=1, ", f);
   lib.impl("arange.start_step", DeviceType::CPU, arange_cpu).fake("arange.start_step", arange_meta);
+  lib.impl("arange.start_step", DeviceType::CUDA, arange_cuda);
   def("empty_like(Tensor self, ", f);
   lib.impl_all("empty_like", empty_like_impl);
   def("full_like(Tensor self, Scalar fill_value, ", f);
   lib.impl("full_like", DeviceType::CPU, full_like_impl).fake("full_like", full_like_impl);
+  lib.impl("full_like", DeviceType::CUDA, full_like_impl);
   def("zeros_like(Tensor self, ", f);
   lib.composite("zeros_like", zeros_like_composite);
   def("ones_like(Tensor self, ", f);
   lib.composite("ones_like", ones_like_composite);
   def("rand(SymInt[] size, ", f | kTagRandom);
   lib.impl("rand", DeviceType::CPU, rand_cpu).fake("rand", rand_meta);
+  lib.impl("rand", DeviceType::CUDA, rand_cuda);
   def("randn(SymInt[] size, ", f | kTagRandom);
   lib.impl("randn", DeviceType::CPU, randn_cpu).fake("randn", rand_meta);
+  lib.impl("randn", DeviceType::CUDA, randn_cuda);
   def("randint.low(int low, int high, SymInt[] size, ", f | kTagRandom);
   lib.impl("randint.low", DeviceType::CPU, randint_cpu).fake("randint.low", randint_meta);
+  lib.impl("randint.low", DeviceType::CUDA, randint_cuda);
   def("rand_like(Tensor self, ", f | kTagRandom);
   lib.composite("rand_like", rand_like_composite);
   def("randn_like(Tensor self, ", f | kTagRandom);

@@ -249,8 +249,9 @@ std::string Tensor::str() const {
     body = "[]";
   } else {
     if (!default_dtype) suffixes.push_back("dtype=tessera." + std::string(dtype_name(dtype())));
-    TS_CHECK(device().is_cpu(), NotImplementedError) << "[print] tensors on " << device();
-    Printer p(*this);
+    const Tensor host = device().is_cuda() ? to(kCPU) : *this;
+    TS_CHECK(host.device().is_cpu(), NotImplementedError) << "[print] tensors on " << device();
+    Printer p(host);
     const bool summarize = numel().expect_int() > kThreshold;
     std::vector<Value> values;
     p.collect(0, 0, summarize, values);

@@ -61,6 +61,7 @@ Scalar Tensor::item(SourceLoc loc) const {
   if (is_fake() && detail::fake_data_hook()) detail::fake_data_hook()("item");
   TS_CHECK(has_data(), ValueError)
       << "[item] cannot read the value of a " << (is_fake() ? "fake" : "meta") << " tensor";
+  if (device().is_cuda()) return to(kCPU).item(loc);  // synchronizes the device's stream
   TS_CHECK(device().is_cpu(), NotImplementedError) << "[item] on " << device();
   const void* p = impl_->data();
   return visit_dtype<kAllDTypes>(dtype(), "item", [&]<class T>() -> Scalar {

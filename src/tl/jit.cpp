@@ -109,7 +109,8 @@ void bind_value(const KernelState& s, size_t i, const KernelArg& a, BoundArg& b,
       if (!t.device().is_cpu()) {
         launch_error(s, loc,
                      "parameter '" + p.name + "' got a tensor on " + t.device().str() +
-                         "; this build runs kernels on the CPU only");
+                         "; kernels run on the CPU until the CUDA code generator lands (move it "
+                         "with .cpu())");
       }
       b.tensor = &t;
       b.dtype = t.dtype();

@@ -1,16 +1,18 @@
 // `tessera doctor`: what tessera finds on this machine. Nothing missing here is an error: a
 // machine without a GPU or NVRTC runs everything on the CPU.
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "runtime/cuda/context.h"
+#include "runtime/cuda/nvrtc.h"
 #include "runtime/thread_pool.h"
 #include "tools/tessera/commands.h"
 
@@ -57,23 +59,6 @@ std::string find_cxx() {
   return "";
 }
 
-std::string find_nvrtc() {
-  std::vector<std::string> names = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12",
-                                    "libnvrtc.alt.so.13"};
-  std::vector<std::string> dirs = {""};
-  if (const char* h = getenv("CUDA_HOME")) dirs.push_back(std::string(h) + "/lib64/");
-  dirs.push_back("/usr/local/cuda/lib64/");
-  for (const auto& d : dirs) {
-    for (const auto& n : names) {
-      if (void* lib = dlopen((d + n).c_str(), RTLD_LAZY | RTLD_LOCAL)) {
-        dlclose(lib);
-        return d + n;
-      }
-    }
-  }
-  return "";
-}
-
 }  // namespace
 
 int doctor() {
@@ -91,12 +76,27 @@ int doctor() {
                             : cxx + ": " + first_line_of(cxx + " --version"))
             << "\n";
   std::cout << "matmul:     " << matmul_backend() << "\n";
-  std::cout << "cuda driver: "
-            << (cuda_is_available() ? "found, with a GPU"
-                                    : "none (fine: everything runs on the CPU)")
-            << "\n";
-  const std::string nvrtc = find_nvrtc();
-  std::cout << "nvrtc:      " << (nvrtc.empty() ? std::string("none found") : nvrtc) << "\n";
+  std::string why;
+  if (const auto* d = runtime::cuda::driver(&why)) {
+    std::cout << "cuda driver: " << d->path << ", CUDA " << d->version / 1000 << "."
+              << (d->version % 1000) / 10 << ", " << runtime::cuda::device_count() << " GPU(s)\n";
+    for (int i = 0; i < runtime::cuda::device_count(); ++i) {
+      const auto& g = runtime::cuda::device_info(i);
+      std::cout << "  cuda:" << i << ": " << g.name << ", compute capability " << g.major << "."
+                << g.minor << ", " << g.multiprocessors << " SMs, " << std::fixed
+                << std::setprecision(1) << static_cast<double>(g.total_memory) / (1 << 30)
+                << " GiB, L2 " << (g.l2_bytes >> 20) << " MiB\n";
+    }
+  } else {
+    std::cout << "cuda driver: none (" << why << "; fine: everything runs on the CPU)\n";
+  }
+  std::string nvrtc_why;
+  if (const auto* n = runtime::cuda::nvrtc(&nvrtc_why)) {
+    std::cout << "nvrtc:      " << n->path << ", " << n->major << "." << n->minor
+              << " (compiles CUDA kernels with or without a GPU)\n";
+  } else {
+    std::cout << "nvrtc:      none found (" << nvrtc_why << ")\n";
+  }
   std::cout << "cache dir:  " << knobs().cache_dir << "\n";
   return 0;
 }

@@ -25,13 +25,17 @@ struct DispatchInfo {
   uint8_t flags = 0;
   bool has_tensor = false;
   bool has_device_arg = false;
+  bool cpu_scalar = false;  ///< the device so far comes from a 0-dim CPU tensor
   Device device = kCPU;
 
+  /** The kernel's device is the first tensor's, except that a CPU scalar (0-dim) gives way to a
+   * later tensor on another device (PyTorch's wrapped numbers). */
   void add(const Tensor& t) {
     if (!t.defined()) return;
     flags |= t.impl()->flags();
-    if (!has_tensor) {
+    if (!has_tensor || (cpu_scalar && !t.device().is_cpu())) {
       device = t.device();
+      cpu_scalar = device.is_cpu() && t.dim() == 0;
       has_tensor = true;
     }
   }

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The GPU machine's check, in one call of the device tool (DESIGN.md §4):
+#   builds GoogleTest from the Debian sources carried in .deps/googletest (the machine has none),
+#   builds tessera with every core, runs the `gpu` and `nvrtc` test labels, then the whole suite,
+#   `tessera doctor` and the demo, and ends with a short summary (full logs under $OUT).
+#
+#   scripts/gpu-check.sh            # on the GPU machine: run(command="scripts/gpu-check.sh",
+#                                   #                         carry=[".deps"])
+# Here, once: mkdir -p .deps && cp -r /usr/src/googletest .deps/   (.deps/ is git-ignored)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/tessera-gpu-check}
+mkdir -p "$OUT"
+J=$(nproc)
+BUILD=build-gpu
+export TESSERA_CACHE_DIR
+TESSERA_CACHE_DIR=$(mktemp -d)
+summary="$OUT/summary.txt"
+: > "$summary"
+say() { echo "$*" | tee -a "$summary"; }
+step() {  # step NAME LOG COMMAND...: runs a step, records its status and seconds
+  local name=$1 logf=$2
+  shift 2
+  local t0=$SECONDS
+  "$@" > "$OUT/$logf" 2>&1
+  local rc=$?
+  say "$(printf '%-28s %s (%ds, log %s)' "$name" "$([ $rc = 0 ] && echo ok || echo "FAILED rc=$rc")" $((SECONDS - t0)) "$logf")"
+  return $rc
+}
+
+say "== tessera GPU check, $(date -u +%Y-%m-%dT%H:%MZ), $J cores"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader 2>&1 | tee -a "$summary"
+
+GT=.deps/googletest
+[ -d "$GT" ] || GT=/usr/src/googletest
+if [ ! -d "$GT" ]; then
+  say "no GoogleTest sources: carry .deps (mkdir -p .deps && cp -r /usr/src/googletest .deps/)"
+  exit 1
+fi
+step "googletest" gtest.log bash -c "cmake -S '$GT' -B /tmp/gtest-build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_INSTALL_PREFIX=/tmp/gtest && cmake --build /tmp/gtest-build -j$J && cmake --install /tmp/gtest-build" || exit 1
+step "configure" configure.log cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH=/tmp/gtest -DTESSERA_BUILD_BENCH=OFF || { tail -30 "$OUT/configure.log"; exit 1; }
+step "build" build.log cmake --build "$BUILD" -j"$J" || { grep -m20 -B2 -A8 "error" "$OUT/build.log"; exit 1; }
+step "doctor" doctor.log "$BUILD/bin/tessera" doctor
+cat "$OUT/doctor.log"
+step "ctest -L 'gpu|nvrtc'" ctest-gpu.log ctest --test-dir "$BUILD" -L 'gpu|nvrtc' --output-on-failure -j4
+grep -E "Skipped|SKIPPED|Failure|FAILED|tests passed|tests failed" "$OUT/ctest-gpu.log" | head -30 | tee -a "$summary"
+step "ctest (everything)" ctest-all.log ctest --test-dir "$BUILD" --output-on-failure -j"$J"
+grep -E "tests passed|tests failed|\*\*\*Failed|Timeout" "$OUT/ctest-all.log" | head -20 | tee -a "$summary"
+step "demo" demo.log "$BUILD/bin/tessera" demo
+head -2 "$OUT/demo.log" | tee -a "$summary"
+say "== done"

@@ -1,0 +1,175 @@
+// NVRTC loaded with dlopen: the entry points tessera uses, declared here.
+#include "runtime/cuda/nvrtc.h"
+
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+
+#include "tessera/error.h"
+
+namespace tessera::runtime::cuda {
+namespace {
+
+using nvrtcResult = int;
+struct _nvrtcProgram;
+using nvrtcProgram = _nvrtcProgram*;
+
+struct Api {
+  nvrtcResult (*nvrtcVersion)(int*, int*);
+  const char* (*nvrtcGetErrorString)(nvrtcResult);
+  nvrtcResult (*nvrtcCreateProgram)(nvrtcProgram*, const char*, const char*, int,
+                                    const char* const*, const char* const*);
+  nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram*);
+  nvrtcResult (*nvrtcCompileProgram)(nvrtcProgram, int, const char* const*);
+  nvrtcResult (*nvrtcGetProgramLogSize)(nvrtcProgram, size_t*);
+  nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram, char*);
+  nvrtcResult (*nvrtcGetCUBINSize)(nvrtcProgram, size_t*);
+  nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram, char*);
+};
+
+struct Loaded {
+  Api api{};
+  NvrtcInfo info;
+  bool ok = false;
+  std::string why;
+};
+
+std::vector<std::string> candidates() {
+  const char* names[] = {"libnvrtc.so.13", "libnvrtc.alt.so.13", "libnvrtc.so.12", "libnvrtc.so"};
+  std::vector<std::string> dirs;
+  if (const char* home = std::getenv("CUDA_HOME"); home && *home) {
+    dirs.push_back(std::string(home) + "/lib64/");
+    dirs.push_back(std::string(home) + "/lib/");
+  }
+  dirs.push_back("/usr/local/cuda/lib64/");
+  dirs.push_back("");  // the loader's own search path
+  std::vector<std::string> out;
+  for (const auto& d : dirs) {
+    for (const char* n : names) out.push_back(d + n);
+  }
+  return out;
+}
+
+template <class F>
+bool resolve(void* lib, const char* name, F& out) {
+  out = reinterpret_cast<F>(dlsym(lib, name));
+  return out != nullptr;
+}
+
+Loaded load() {
+  Loaded l;
+  void* lib = nullptr;
+  for (const auto& path : candidates()) {
+    lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib) {
+      l.info.path = path;
+      break;
+    }
+  }
+  if (!lib) {
+    l.why =
+        "no NVRTC (looked for libnvrtc.so.13 and libnvrtc.alt.so.13 under $CUDA_HOME/lib64, "
+        "/usr/local/cuda/lib64 and the loader's path)";
+    return l;
+  }
+  Api& a = l.api;
+  const bool ok = resolve(lib, "nvrtcVersion", a.nvrtcVersion) &&
+                  resolve(lib, "nvrtcGetErrorString", a.nvrtcGetErrorString) &&
+                  resolve(lib, "nvrtcCreateProgram", a.nvrtcCreateProgram) &&
+                  resolve(lib, "nvrtcDestroyProgram", a.nvrtcDestroyProgram) &&
+                  resolve(lib, "nvrtcCompileProgram", a.nvrtcCompileProgram) &&
+                  resolve(lib, "nvrtcGetProgramLogSize", a.nvrtcGetProgramLogSize) &&
+                  resolve(lib, "nvrtcGetProgramLog", a.nvrtcGetProgramLog) &&
+                  resolve(lib, "nvrtcGetCUBINSize", a.nvrtcGetCUBINSize) &&
+                  resolve(lib, "nvrtcGetCUBIN", a.nvrtcGetCUBIN);
+  if (!ok) {
+    l.why = l.info.path + " lacks an entry point tessera needs (an NVRTC older than 11.1?)";
+    return l;
+  }
+  a.nvrtcVersion(&l.info.major, &l.info.minor);
+  if (l.info.major < 12) {
+    l.why = l.info.path + " is NVRTC " + std::to_string(l.info.major) + "." +
+            std::to_string(l.info.minor) + "; tessera needs 12 or newer";
+    return l;
+  }
+  l.ok = true;
+  return l;
+}
+
+const Loaded& loaded() {
+  static const Loaded l = load();
+  return l;
+}
+
+const Api& api(const char* what) {
+  const Loaded& l = loaded();
+  TS_CHECK(l.ok, RuntimeError) << "[" << what << "] needs NVRTC, but " << l.why;
+  return l.api;
+}
+
+void check(const Api& a, nvrtcResult r, const char* call, const std::string& name) {
+  TS_CHECK(r == 0, RuntimeError) << "[kernel " << name << "] " << call
+                                 << " failed: " << a.nvrtcGetErrorString(r);
+}
+
+}  // namespace
+
+const NvrtcInfo* nvrtc(std::string* why) {
+  const Loaded& l = loaded();
+  if (!l.ok && why) *why = l.why;
+  return l.ok ? &l.info : nullptr;
+}
+
+CompiledCubin compile_cubin(const std::string& source, const std::string& name, int arch,
+                            const std::vector<Header>& headers,
+                            const std::vector<std::string>& options,
+                            const std::string& arch_suffix) {
+  const Api& a = api(name.c_str());
+  std::vector<const char*> hdr_text, hdr_name;
+  for (const auto& [n, text] : headers) {
+    hdr_name.push_back(n.c_str());
+    hdr_text.push_back(text.c_str());
+  }
+  nvrtcProgram prog = nullptr;
+  check(a,
+        a.nvrtcCreateProgram(&prog, source.c_str(), (name + ".cu").c_str(),
+                             static_cast<int>(headers.size()), hdr_text.data(), hdr_name.data()),
+        "nvrtcCreateProgram", name);
+  struct Destroy {
+    const Api& a;
+    nvrtcProgram& p;
+    ~Destroy() { a.nvrtcDestroyProgram(&p); }
+  } destroy{a, prog};
+  std::vector<std::string> opts = {"-arch=sm_" + std::to_string(arch) + arch_suffix,
+                                   "-default-device", "-std=c++17"};
+  opts.insert(opts.end(), options.begin(), options.end());
+  std::vector<const char*> argv;
+  for (const auto& o : opts) argv.push_back(o.c_str());
+  const auto t0 = std::chrono::steady_clock::now();
+  const nvrtcResult r = a.nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
+  CompiledCubin out;
+  out.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  size_t log_size = 0;
+  a.nvrtcGetProgramLogSize(prog, &log_size);
+  if (log_size > 1) {
+    out.log.resize(log_size);
+    a.nvrtcGetProgramLog(prog, out.log.data());
+    out.log.resize(log_size - 1);  // the terminating NUL
+  }
+  if (r != 0) {
+    std::string cmd;
+    for (const auto& o : opts) cmd += " " + o;
+    throw CompileError("[kernel " + name + "] NVRTC could not compile the generated CUDA (" +
+                           a.nvrtcGetErrorString(r) + ", options:" + cmd + "):\n" + out.log,
+                       SourceLoc{});
+  }
+  size_t size = 0;
+  check(a, a.nvrtcGetCUBINSize(prog, &size), "nvrtcGetCUBINSize", name);
+  out.cubin.resize(size);
+  check(a, a.nvrtcGetCUBIN(prog, out.cubin.data()), "nvrtcGetCUBIN", name);
+  return out;
+}
+
+}  // namespace tessera::runtime::cuda

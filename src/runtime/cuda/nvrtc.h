@@ -1,0 +1,41 @@
+/** \file
+ * NVRTC, loaded with dlopen (DESIGN.md D5): CUDA C++ to a cubin for one architecture, with only
+ * the headers given in memory (no libcu++: it costs over a second per compile). NVRTC needs no
+ * GPU, so machines without one still compile every generated kernel (the `nvrtc` test label).
+ */
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tessera::runtime::cuda {
+
+/** The loaded library: its path and version. */
+struct NvrtcInfo {
+  std::string path;
+  int major = 0, minor = 0;
+};
+/** NVRTC, found under $CUDA_HOME/lib64, /usr/local/cuda/lib64 or by soname (libnvrtc.so.13,
+ * libnvrtc.alt.so.13, ...); null when absent (`why` says where it looked). Thread-safe. */
+const NvrtcInfo* nvrtc(std::string* why = nullptr);
+
+/** What one compilation gives. */
+struct CompiledCubin {
+  std::string cubin;  ///< the binary, for cuModuleLoadData
+  std::string log;    ///< the compiler's messages (warnings), possibly empty
+  double ms = 0;      ///< wall time of nvrtcCompileProgram
+};
+
+/** A header given to NVRTC in memory: the name `#include` uses, and its text. */
+using Header = std::pair<std::string, std::string>;
+
+/** Compiles `source` (named `name` in messages) to a cubin for `sm_<arch>` (90 for Hopper; "90a"
+ * style suffixes go in `arch_suffix`). A compile error is a CompileError holding NVRTC's log and
+ * naming the kernel; calls may run in parallel from many threads. */
+CompiledCubin compile_cubin(const std::string& source, const std::string& name, int arch,
+                            const std::vector<Header>& headers = {},
+                            const std::vector<std::string>& options = {},
+                            const std::string& arch_suffix = "");
+
+}  // namespace tessera::runtime::cuda
