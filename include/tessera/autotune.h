@@ -167,8 +167,7 @@ class TunedKernel {
  public:
   explicit TunedKernel(std::shared_ptr<detail::TunedState> s) : s_(std::move(s)) {}
 
-  Launcher operator[](Grid grid) const;
-  Launcher operator[](GridFn grid_fn) const;
+  Launcher operator[](const LaunchGrid& grid) const;
 
   const JITFunction& kernel() const;
   /** The configs of the autotuning layer (empty for heuristics alone). */

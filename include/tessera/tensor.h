@@ -231,6 +231,8 @@ class Tensor {
   Tensor& mutable_grad();
   /** The backward node that produced this tensor; null for leaves. */
   std::shared_ptr<autograd::Node> grad_fn() const;
+  /** The name of `grad_fn()` ("" when there is none): printing uses it below autograd. */
+  std::string grad_fn_name() const;
   /** Whether no recorded operator produced this tensor. */
   bool is_leaf() const;
   /** Which result of `grad_fn()` this tensor is. */

@@ -90,11 +90,28 @@ class Tile {
   uint32_t scope_ = 0;
 };
 
-/** Parameter handle types: their names in a TL_JIT signature declare the parameter's kind. */
-using Ptr = Tile;
-using Int = Tile;
-using Float = Tile;
-using Const = Tile;
+/** Parameter handle types of a TL_JIT signature: each type declares its parameter's kind (a
+ * pointer to a tensor's elements, an integer, a float, a constexpr). They are tiles in the body. */
+struct Ptr : Tile {
+  Ptr() = default;
+  Ptr(const Tile& t) : Tile(t) {}  // NOLINT
+  static constexpr int kParamKind = 0;
+};
+struct Int : Tile {
+  Int() = default;
+  Int(const Tile& t) : Tile(t) {}  // NOLINT
+  static constexpr int kParamKind = 1;
+};
+struct Float : Tile {
+  Float() = default;
+  Float(const Tile& t) : Tile(t) {}  // NOLINT
+  static constexpr int kParamKind = 2;
+};
+struct Const : Tile {
+  Const() = default;
+  Const(const Tile& t) : Tile(t) {}  // NOLINT
+  static constexpr int kParamKind = 3;
+};
 
 /** An operand of a kernel-language function: a Tile, a Var, or a C++ number (a literal:
  * integers are i32 when they fit, else i64; floating literals are fp32; bools are i1). It also
@@ -488,6 +505,30 @@ struct GridFn {
   SourceLoc loc;
 };
 
+/** What `kernel[...]` takes: a grid, its dimensions or a grid callable, with the line of the
+ * launch itself (the `kernel[grid]` expression, also when `grid` is a variable made elsewhere),
+ * which launch errors name. */
+struct LaunchGrid {
+  LaunchGrid(const Grid& g, SourceLoc l = SourceLoc::current()) : grid(g), loc(l) {}  // NOLINT
+  LaunchGrid(std::initializer_list<SymInt> dims, SourceLoc l = SourceLoc::current())  // NOLINT
+      : grid(dims, l), loc(l) {}
+  LaunchGrid(const SymInt& x, SourceLoc l = SourceLoc::current())  // NOLINT
+      : grid({x}, l), loc(l) {}
+  LaunchGrid(int64_t x, SourceLoc l = SourceLoc::current())  // NOLINT
+      : grid({SymInt(x)}, l), loc(l) {}
+  LaunchGrid(int x, SourceLoc l = SourceLoc::current())  // NOLINT
+      : grid({SymInt(x)}, l), loc(l) {}
+  LaunchGrid(const GridFn& f, SourceLoc l = SourceLoc::current())  // NOLINT
+      : fn(f.fn), loc(l) {}
+  template <class F>
+  requires std::is_invocable_v<F&, const Meta&> LaunchGrid(F&& f,  // NOLINT
+                                                           SourceLoc l = SourceLoc::current())
+      : fn(FunctionRef<Grid(const Meta&)>(f)), loc(l) {}
+  Grid grid;
+  std::optional<FunctionRef<Grid(const Meta&)>> fn;  ///< the callable (it lives for the call)
+  SourceLoc loc;
+};
+
 class JITFunction;
 class Launcher;
 
@@ -504,13 +545,10 @@ class LaunchTarget {
 /** `kernel[grid]`: holds the grid until the call supplies the arguments. */
 class Launcher {
  public:
-  Launcher(const JITFunction& fn, Grid grid) : fn_(fn), grid_(std::move(grid)), loc_(grid_.loc) {}
-  Launcher(const JITFunction& fn, GridFn grid_fn)
-      : fn_(fn), grid_fn_(grid_fn.fn), loc_(grid_fn.loc) {}
-  Launcher(const detail::LaunchTarget& target, const JITFunction& fn, Grid grid)
-      : fn_(fn), target_(&target), grid_(std::move(grid)), loc_(grid_.loc) {}
-  Launcher(const detail::LaunchTarget& target, const JITFunction& fn, GridFn grid_fn)
-      : fn_(fn), target_(&target), grid_fn_(grid_fn.fn), loc_(grid_fn.loc) {}
+  Launcher(const JITFunction& fn, const LaunchGrid& g)
+      : fn_(fn), grid_(g.grid), grid_fn_(g.fn), loc_(g.loc) {}
+  Launcher(const detail::LaunchTarget& target, const JITFunction& fn, const LaunchGrid& g)
+      : fn_(fn), target_(&target), grid_(g.grid), grid_fn_(g.fn), loc_(g.loc) {}
 
   template <class... A>
   void operator()(A&&... args) const {
@@ -548,7 +586,18 @@ using ErasedBody = void (*)();
 using BodyInvoker = void (*)(ErasedBody body, const Tile* params);
 template <class... P, size_t... I>
 void invoke_body(void (*f)(P...), const Tile* params, std::index_sequence<I...>) {
-  f(params[I]...);
+  f(std::decay_t<P>(params[I])...);
+}
+template <class P>
+inline constexpr bool is_param_v = std::is_same_v<P, Ptr> || std::is_same_v<P, Int> ||
+                                   std::is_same_v<P, Float> || std::is_same_v<P, Const>;
+/** The kinds of a TL_JIT signature's parameters, from their types. */
+template <class... P>
+const std::array<int, sizeof...(P) + 1>& param_kinds() {
+  static_assert((is_param_v<std::decay_t<P>> && ...),
+                "TL_JIT parameters are tl::Ptr, tl::Int, tl::Float or tl::Const");
+  static const std::array<int, sizeof...(P) + 1> kinds = {std::decay_t<P>::kParamKind..., -1};
+  return kinds;
 }
 }  // namespace detail
 
@@ -562,14 +611,14 @@ class JITFunction {
 
   template <class... P>
   JITFunction(const char* name, const char* param_text, void (*body)(P...), const char* file,
-              int line) requires((std::is_same_v<std::decay_t<P>, Tile> && ...))
+              int line)
       : JITFunction(
             name, param_text, reinterpret_cast<detail::ErasedBody>(body),
             [](detail::ErasedBody b, const Tile* params) {
               detail::invoke_body(reinterpret_cast<void (*)(P...)>(b), params,
                                   std::index_sequence_for<P...>{});
             },
-            sizeof...(P), file, line) {}
+            detail::param_kinds<P...>().data(), sizeof...(P), file, line) {}
   ~JITFunction();
   JITFunction(const JITFunction&) = delete;
   JITFunction& operator=(const JITFunction&) = delete;
@@ -579,8 +628,7 @@ class JITFunction {
   /** Where the kernel is defined. */
   SourceLoc location() const;
 
-  Launcher operator[](Grid grid) const { return Launcher(*this, std::move(grid)); }
-  Launcher operator[](GridFn grid_fn) const { return Launcher(*this, grid_fn); }
+  Launcher operator[](const LaunchGrid& grid) const { return Launcher(*this, grid); }
 
   /** Never specializes these integer parameters on ==1 or divisibility by 16. */
   JITFunction& do_not_specialize(std::initializer_list<std::string_view> names);
@@ -600,7 +648,8 @@ class JITFunction {
 
  private:
   JITFunction(const char* name, const char* param_text, detail::ErasedBody body,
-              detail::BodyInvoker invoke, size_t arity, const char* file, int line);
+              detail::BodyInvoker invoke, const int* kinds, size_t arity, const char* file,
+              int line);
   std::unique_ptr<detail::KernelState> state_;
 };
 

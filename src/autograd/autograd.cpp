@@ -392,6 +392,11 @@ std::shared_ptr<autograd::Node> Tensor::grad_fn() const {
   return m ? m->grad_fn : nullptr;
 }
 
+std::string Tensor::grad_fn_name() const {
+  const auto fn = grad_fn();
+  return fn ? fn->name() : std::string();
+}
+
 bool Tensor::is_leaf() const {
   return grad_fn() == nullptr;
 }

@@ -475,7 +475,8 @@ struct Entry {
       const auto& gr = plan.variant_grids[i];
       const tl::Grid grid({SymInt(gr[0].get(s)), SymInt(gr[1].get(s)), SymInt(gr[2].get(s))},
                           n.loc);
-      tl::Launcher(*n.kernel, grid).run_kernel(ArrayRef<tl::KernelArg>(a.data(), a.size()));
+      tl::Launcher(*n.kernel, tl::LaunchGrid(grid, n.loc))
+          .run_kernel(ArrayRef<tl::KernelArg>(a.data(), a.size()));
     };
     const size_t pick = ts.choose(args, named, plan.cands, run, n.loc);
     ts.before_launch(named, plan.cands[pick]);
@@ -730,7 +731,8 @@ struct Entry {
         tl::Grid grid(
             {SymInt(plan.grid[0].get(s)), SymInt(plan.grid[1].get(s)), SymInt(plan.grid[2].get(s))},
             n.loc);
-        tl::Launcher(*n.kernel, grid).run(ArrayRef<tl::KernelArg>(kargs.data(), kargs.size()));
+        tl::Launcher(*n.kernel, tl::LaunchGrid(grid, n.loc))
+            .run(ArrayRef<tl::KernelArg>(kargs.data(), kargs.size()));
         continue;
       }
       st.clear();

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "core/dtype_visit.h"
-#include "tessera/autograd.h"
 #include "tessera/tensor.h"
 
 namespace tessera {
@@ -263,8 +262,8 @@ std::string Tensor::str() const {
     }
   }
   // As PyTorch: the backward node of a recorded result, or a leaf's requires_grad.
-  if (auto fn = grad_fn()) {
-    suffixes.push_back("grad_fn=<" + fn->name() + ">");
+  if (const std::string fn = grad_fn_name(); !fn.empty()) {
+    suffixes.push_back("grad_fn=<" + fn + ">");
   } else if (requires_grad()) {
     suffixes.push_back("requires_grad=True");
   }

@@ -508,40 +508,29 @@ std::string trim(std::string s) {
 }  // namespace
 
 JITFunction::JITFunction(const char* name, const char* param_text, detail::ErasedBody body,
-                         detail::BodyInvoker invoke, size_t arity, const char* file, int line)
+                         detail::BodyInvoker invoke, const int* kinds, size_t arity,
+                         const char* file, int line)
     : state_(std::make_unique<detail::KernelState>()) {
   auto& s = *state_;
   s.name = name;
   s.body = body;
   s.invoke = invoke;
   s.loc = SourceLoc{file, line};
+  // The kinds come from the parameters' types; the names from the signature's text.
   std::stringstream ss(param_text);
   std::string item;
+  size_t i = 0;
   while (std::getline(ss, item, ',')) {
     item = trim(item);
     if (item.empty()) continue;
     const size_t sp = item.find_last_of(" \t&*");
     const std::string pname = sp == std::string::npos ? item : trim(item.substr(sp + 1));
-    std::string type = sp == std::string::npos ? "" : trim(item.substr(0, sp));
-    const size_t colon = type.rfind("::");
-    const std::string base = colon == std::string::npos ? type : type.substr(colon + 2);
-    ParamSpec p{pname, ParamSpec::Kind::Int};
-    if (base == "Ptr")
-      p.kind = ParamSpec::Kind::Pointer;
-    else if (base == "Int")
-      p.kind = ParamSpec::Kind::Int;
-    else if (base == "Float")
-      p.kind = ParamSpec::Kind::Float;
-    else if (base == "Const")
-      p.kind = ParamSpec::Kind::Constexpr;
-    else if (s.param_error.empty()) {
-      s.param_error = "parameter '" + pname + "' has type '" + type +
-                      "'; kernel parameters are tl::Ptr, tl::Int, tl::Float or tl::Const";
-    }
-    s.params.push_back(p);
+    const auto kind = i < arity ? static_cast<ParamSpec::Kind>(kinds[i]) : ParamSpec::Kind::Int;
+    s.params.push_back(ParamSpec{pname, kind});
+    ++i;
   }
-  if (s.params.size() != arity && s.param_error.empty()) {
-    s.param_error = "could not read the parameter list of TL_JIT (" +
+  if (s.params.size() != arity) {
+    s.param_error = "could not read the parameter names of TL_JIT (" +
                     std::to_string(s.params.size()) + " names for " + std::to_string(arity) +
                     " parameters)";
   }

@@ -808,11 +808,8 @@ void TunedState::launch(const Launcher& launcher, ArrayRef<KernelArg> args) cons
 // ---- the public face
 // ------------------------------------------------------------------------------
 
-Launcher TunedKernel::operator[](Grid grid) const {
-  return Launcher(*s_, *s_->kernel, std::move(grid));
-}
-Launcher TunedKernel::operator[](GridFn grid_fn) const {
-  return Launcher(*s_, *s_->kernel, grid_fn);
+Launcher TunedKernel::operator[](const LaunchGrid& grid) const {
+  return Launcher(*s_, *s_->kernel, grid);
 }
 const JITFunction& TunedKernel::kernel() const {
   return *s_->kernel;

@@ -303,7 +303,9 @@ TEST(Diagnostics, ErrorTypes) {
   EXPECT_THROW((void)bitwise_and(zeros({2}), zeros({2})), DTypeError);
   EXPECT_THROW((void)sum(zeros({2}), {3}), IndexError);
   EXPECT_THROW((void)add(zeros({2}), detail::make_fake({2}, float32, Device("cuda"))), DeviceError);
-  if (!cuda_is_available()) EXPECT_THROW((void)zeros({2}, Device("cuda")), DeviceError);
+  if (!cuda_is_available()) {
+    EXPECT_THROW((void)zeros({2}, Device("cuda")), DeviceError);
+  }
   EXPECT_THROW(Device("tpu"), ValueError);
 }
 
