@@ -1,6 +1,8 @@
 // The tuning database: one file per timing record, written atomically.
 #include "tune/tune_db.h"
 
+#include "runtime/disk_cache.h"
+
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -94,28 +96,7 @@ std::optional<Record> find(const Record& identity) {
 }
 
 void put(const Record& r) {
-  static std::atomic<uint64_t> counter{0};
-  const std::string id = r.id();
-  const std::string dir = root() + "/" + id.substr(0, 2);
-  if (!make_dirs(dir)) {
-    warn_once("tessera: cannot write the tuning database under " + root() + ": " +
-              std::strerror(errno));
-    return;
-  }
-  std::random_device rd;
-  const std::string tmp = dir + "/.tmp-" + std::to_string(::getpid()) + "-" +
-                          std::to_string(counter++) + "-" + std::to_string(rd());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << line_of(r) << "\n";
-    f.close();
-    if (!f.good()) {
-      ::unlink(tmp.c_str());
-      warn_once("tessera: cannot write the tuning database under " + root());
-      return;
-    }
-  }
-  if (::rename(tmp.c_str(), path_of(id).c_str()) != 0) ::unlink(tmp.c_str());
+  runtime::disk::write_atomic(path_of(r.id()), line_of(r) + "\n", "the tuning database");
 }
 
 std::vector<Record> all() {

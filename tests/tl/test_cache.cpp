@@ -130,7 +130,22 @@ TEST_F(KernelCache, DamagedEntryIsRebuilt) {
   EXPECT_EQ(child_run(), 11);  // truncated: rebuilt
   EXPECT_EQ(entries(), 1u);
   EXPECT_EQ(child_run(), 10);  // and found again
-  std::ofstream(e[0].dir + "/info", std::ios::trunc) << "garbage";
+  // The same size, its middle overwritten (a bad disk, a stray write): the digest catches it, so
+  // the entry is rebuilt instead of loaded and run (which died with SIGTRAP before digests).
+  const auto e2 = runtime::cpu::cache_entries();
+  ASSERT_EQ(e2.size(), 1u);
+  {
+    std::fstream f(e2[0].so, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekg(0, std::ios::end);
+    const std::streamoff size = f.tellg();
+    ASSERT_GT(size, 4096);
+    f.seekp(size / 2);
+    const std::string junk(512, '\xcc');  // int3: a trap if ever executed
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  EXPECT_EQ(child_run(), 11);  // rebuilt, not run
+  EXPECT_EQ(child_run(), 10);
+  std::ofstream(runtime::cpu::cache_entries().at(0).dir + "/info", std::ios::trunc) << "garbage";
   EXPECT_EQ(child_run(), 11);  // a damaged record: rebuilt
   EXPECT_EQ(child_run(), 10);
 }

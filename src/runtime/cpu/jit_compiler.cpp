@@ -25,6 +25,7 @@
 
 #include "core/files.h"
 #include "runtime/cpu/embedded_headers.h"
+#include "runtime/disk_cache.h"
 #include "tessera/detail/hash.h"
 #include "tessera/env.h"
 #include "tessera/error.h"
@@ -61,10 +62,11 @@ void write_file(const std::string& path, const std::string& text) {
   TS_CHECK(f.good(), RuntimeError) << "cannot write " << path;
 }
 
-std::string unique_suffix() {
-  static std::atomic<uint64_t> counter{0};
-  std::random_device rd;
-  return std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" + std::to_string(rd());
+using disk::unique_suffix;
+
+const disk::Store& store() {
+  static const disk::Store s("cpu");
+  return s;
 }
 
 // Runs argv, with stdout and stderr sent to `log`; returns the exit status.
@@ -212,7 +214,7 @@ std::string headers_digest() {
 std::string key_of(const std::string& source) {
   const CompilerInfo& c = compiler();
   Sha256 h;
-  h.field("tessera-cpu-kernel-v1")
+  h.field("tessera-cpu-kernel-v2")
       .field(build_id())
       .field(headers_digest())
       .field(c.path)
@@ -223,44 +225,29 @@ std::string key_of(const std::string& source) {
 }
 
 std::string entry_dir(const std::string& key) {
-  return cache_root() + "/" + key.substr(0, 2) + "/" + key;
+  return store().dir_of(key);
 }
 
-// The shared object of an entry, named in its info record. Every build gets a new file name: the
-// dynamic loader recognizes a path it loaded before and would hand back the old library (with
-// other entry points) when a cleared entry is rebuilt in the same process.
-std::string so_of(const std::string& dir, const std::string& info) {
-  const auto p = info.find("so=");
-  if (p == std::string::npos) return dir + "/kernel.so";
-  return dir + "/" + info.substr(p + 3, info.find('\n', p) - p - 3);
-}
-
-// Loads a complete entry; nullopt (after removing it) when it is missing or damaged.
-trt::KernelFn try_load(const std::string& dir, std::string& why) {
-  const std::string info = read_file(dir + "/info");
-  if (info.empty()) {
-    why = "no info record";
+// Loads an entry whose files the store has checked; null (the entry discarded) when the loader
+// refuses it.
+trt::KernelFn try_load(const std::string& key, std::string& why) {
+  const auto info = store().open(key, &why);
+  if (!info) {
+    if (why.empty()) why = "no entry";
     return nullptr;
   }
-  const std::string so = so_of(dir, info);
-  const auto pos = info.find("bytes=");
-  const uint64_t want =
-      pos == std::string::npos ? 0 : std::strtoull(info.c_str() + pos + 6, nullptr, 10);
-  if (want == 0 || file_size(so) != want) {
-    why = "size mismatch";
-    return nullptr;
-  }
+  const std::string so = entry_dir(key) + "/" + info->get("so", "kernel.so");
   void* handle = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     why = ::dlerror();
+    store().discard(key, why);
     return nullptr;
   }
-  std::string symbol = "tessera_kernel";
-  const auto sym = info.find("symbol=");
-  if (sym != std::string::npos) symbol = info.substr(sym + 7, info.find('\n', sym) - sym - 7);
+  const std::string symbol = info->get("symbol", "tessera_kernel");
   auto fn = reinterpret_cast<trt::KernelFn>(::dlsym(handle, symbol.c_str()));
   if (!fn) {
     why = "no " + symbol + " symbol";
+    store().discard(key, why);
     return nullptr;
   }
   return fn;  // handles stay open for the life of the process
@@ -303,17 +290,8 @@ trt::KernelFn find_cached(const std::string& key) {
     auto it = loaded().find(key);
     if (it != loaded().end()) return it->second;
   }
-  const std::string dir = entry_dir(key);
-  if (!exists(dir)) return nullptr;
   std::string why;
-  trt::KernelFn fn = try_load(dir, why);
-  if (!fn) {
-    log("cache", "rebuilding damaged cache entry " + dir + " (" + why + ")");
-    const std::string trash = cache_root() + "/tmp/damaged-" + unique_suffix();
-    make_dirs(cache_root() + "/tmp");
-    if (::rename(dir.c_str(), trash.c_str()) == 0) remove_tree(trash);
-  }
-  return fn;
+  return try_load(key, why);
 }
 
 // One compiler run over several kernels: each source is renamed to its own entry point and the
@@ -352,23 +330,24 @@ double build_bundle(const std::vector<const KernelSource*>& members,
                             << log_text.substr(0, 4000);
   }
   const std::string so = tmp + "/kernel.so";
-  const uint64_t bytes = file_size(so);
+  // A new file name per build: the dynamic loader would hand back a library it loaded before
+  // from the same path (with other entry points) when a cleared entry is rebuilt in-process.
   const std::string so_name = "kernel-" + sha256_hex(tmp).substr(0, 16) + ".so";
+  const disk::Info::File so_file{so_name, file_size(so), disk::file_digest(so)};
   for (size_t i = 0; i < members.size(); ++i) {
-    const std::string dir = entry_dir(keys[i]);
-    const std::string entry = tmp + "/entry-" + std::to_string(i);
-    make_dirs(entry);
+    const std::string entry = store().stage();
     write_file(entry + "/kernel.cpp", members[i]->source);
     if (::link(so.c_str(), (entry + "/" + so_name).c_str()) != 0)
       write_file(entry + "/" + so_name, read_file(so));
-    write_file(entry + "/info",
-               "kernel=" + members[i]->kernel + "\nso=" + so_name +
-                   "\nbytes=" + std::to_string(bytes) + "\ncompile_ms=" + std::to_string(ms) +
-                   (single ? std::string() : "\nsymbol=tessera_kernel_" + std::to_string(i)) +
-                   "\nbundle=" + std::to_string(members.size()) + "\n");
-    make_dirs(cache_root() + "/" + keys[i].substr(0, 2));
-    if (::rename(entry.c_str(), dir.c_str()) != 0)
-      remove_tree(entry);  // another process won: use its entry
+    disk::Info info;
+    info.values = {{"kernel", members[i]->kernel},
+                   {"so", so_name},
+                   {"compile_ms", std::to_string(ms)},
+                   {"bundle", std::to_string(members.size())}};
+    if (!single) info.values["symbol"] = "tessera_kernel_" + std::to_string(i);
+    info.files.push_back(so_file);  // checked when a process first loads the entry
+    disk::Store::record_file(info, entry, "kernel.cpp");
+    store().publish(entry, keys[i], info);  // another process may have won: its entry stands
   }
   remove_tree(tmp);
   return ms;
@@ -423,12 +402,11 @@ std::vector<CompiledBinary> compile_many(const std::vector<KernelSource>& kernel
   }
   for (size_t i = 0; i < kernels.size(); ++i) {
     if (out[i].fn) continue;
-    const std::string dir = entry_dir(out[i].key);
     std::string why;
-    out[i].fn = try_load(dir, why);
+    out[i].fn = try_load(out[i].key, why);
     TS_CHECK(out[i].fn != nullptr, RuntimeError)
-        << "cannot load the compiled kernel '" << kernels[i].kernel << "' from " << dir << ": "
-        << why;
+        << "cannot load the compiled kernel '" << kernels[i].kernel << "' from "
+        << entry_dir(out[i].key) << ": " << why;
   }
   std::lock_guard<std::mutex> g(loaded_mutex());
   for (const auto& b : out) loaded().emplace(b.key, b.fn);
@@ -441,32 +419,18 @@ CompiledBinary compile(const std::string& source, const std::string& kernel) {
 
 std::vector<CacheEntry> cache_entries() {
   std::vector<CacheEntry> out;
-  const std::string root = cache_root();
-  DIR* d = ::opendir(root.c_str());
-  if (!d) return out;
-  while (dirent* e = ::readdir(d)) {
-    const std::string shard = e->d_name;
-    if (shard.size() != 2) continue;
-    DIR* s = ::opendir((root + "/" + shard).c_str());
-    if (!s) continue;
-    while (dirent* k = ::readdir(s)) {
-      const std::string key = k->d_name;
-      if (key.size() != 64) continue;
-      CacheEntry ce;
-      ce.key = key;
-      ce.dir = root + "/" + shard + "/" + key;
-      const std::string info = read_file(ce.dir + "/info");
-      const auto p = info.find("kernel=");
-      if (p != std::string::npos) ce.kernel = info.substr(p + 7, info.find('\n', p) - p - 7);
-      ce.so = so_of(ce.dir, info);
-      ce.bytes = file_size(ce.so) + file_size(ce.dir + "/kernel.cpp");
-      struct stat st;
-      if (::stat(ce.so.c_str(), &st) == 0) ce.mtime = st.st_mtime;
-      out.push_back(ce);
-    }
-    ::closedir(s);
+  for (const auto& key : store().keys()) {
+    CacheEntry ce;
+    ce.key = key;
+    ce.dir = entry_dir(key);
+    const auto info = disk::Info::parse(read_file(ce.dir + "/info"));
+    if (info) ce.kernel = info->get("kernel");
+    ce.so = ce.dir + "/" + (info ? info->get("so", "kernel.so") : std::string("kernel.so"));
+    ce.bytes = file_size(ce.so) + file_size(ce.dir + "/kernel.cpp");
+    struct stat st;
+    if (::stat(ce.so.c_str(), &st) == 0) ce.mtime = st.st_mtime;
+    out.push_back(ce);
   }
-  ::closedir(d);
   return out;
 }
 
@@ -476,8 +440,7 @@ void forget_loaded() {
 }
 
 size_t clear_cache() {
-  const size_t n = cache_entries().size();
-  remove_tree(cache_root());
+  const size_t n = store().clear();
   std::lock_guard<std::mutex> g(loaded_mutex());
   loaded().clear();
   return n;

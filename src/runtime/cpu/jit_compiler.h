@@ -4,9 +4,10 @@
  * A kernel's binary is addressed by the SHA-256 of everything that determines it: the source,
  * the tile runtime headers, tessera's build id, the compiler's identity, the flags and the CPU's
  * features. Entries live under `$TESSERA_CACHE_DIR/cpu/<2 hex>/<key>/` (kernel-<id>.so, kernel.cpp,
- * info); they are built in a private temporary directory and renamed into place, so concurrent
- * processes never see a half-written entry and the first rename wins. An entry that fails to
- * load or whose size does not match its record is rebuilt.
+ * info) in the store of runtime/disk_cache.h: built in a private folder and renamed into place, so
+ * concurrent processes never see a half-written entry and the first rename wins; the shared
+ * object's SHA-256 is checked when a process first loads it, and an entry that is damaged (or
+ * that the loader refuses) is rebuilt instead of run.
  */
 #pragma once
 
