@@ -19,7 +19,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "runtime/cpu/jit_compiler.h"
+#include "backend/cpu/toolchain.h"
 #include "seed_add_kernel.h"
 #include "tessera/compile.h"
 #include "tessera/tessera.h"
@@ -135,8 +135,8 @@ int main(int argc, char** argv) {
     compiled(randn({4}), randn({4}));
     if (new_kernel) {
       add_kernel.clear_memory_cache();
-      runtime::cpu::forget_loaded();
-      runtime::cpu::clear_cache();
+      backend::cpu::forget_loaded();
+      backend::cpu::clear_cache();
     }
     Tensor x = randn({5}), y = randn({5});
     const auto t0 = std::chrono::steady_clock::now();

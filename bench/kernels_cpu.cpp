@@ -18,6 +18,7 @@
 #include <cstring>
 #include <string>
 
+#include "backend/cpu/cpu_backend.h"
 #include "examples/fused_softmax.h"
 #include "examples/layer_norm.h"
 #include "seed_add_kernel.h"
@@ -181,7 +182,7 @@ BENCHMARK(BM_HotLaunch);
 void BM_DirectCall(benchmark::State& s) {
   Tensor x = zeros({16});
   tiny_kernel[{1}](x, tl::meta("BLOCK", 16));
-  const auto fn = tiny_kernel.state().last->fn;
+  const auto fn = backend::cpu::kernel_fn(tiny_kernel.state().last->code);
   trt::Arg args[2];
   args[0].p = x.data_ptr();
   const trt::Grid g{1, 1, 1};

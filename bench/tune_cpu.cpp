@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "backend/cpu/toolchain.h"
 #include "examples/seed_autotune.h"
-#include "runtime/cpu/jit_compiler.h"
 #include "tessera/env.h"
 #include "tessera/testing.h"
 #include "tl/jit.h"
@@ -56,7 +56,7 @@ int tune_ms() {
 }
 
 // The 8 configs' generated sources, prepared (traced, optimized, emitted) without compiling.
-std::vector<runtime::cpu::KernelSource> sources() {
+std::vector<backend::cpu::KernelSource> sources() {
   Tensor x = randn({64, 4096}), y = empty_like(x);
   auto& s = seed_autotune::softmax_looped.state();
   std::vector<tl::detail::Spec> specs;
@@ -72,29 +72,29 @@ std::vector<runtime::cpu::KernelSource> sources() {
                      {});
     specs.push_back(std::move(sp));
   }
-  std::vector<runtime::cpu::KernelSource> out;
+  std::vector<backend::cpu::KernelSource> out;
   for (const auto& k : tl::detail::lookup_or_prepare(s, specs, {}))
-    out.push_back({k->source, s.name});
+    out.push_back({k->code.source, s.name});
   return out;
 }
 
 int compile_ms() {
   const auto src = sources();
   auto fresh = [] {
-    runtime::cpu::forget_loaded();
-    runtime::cpu::clear_cache();
+    backend::cpu::forget_loaded();
+    backend::cpu::clear_cache();
   };
   fresh();
   auto t0 = Clock::now();
-  runtime::cpu::compile_many(src);  // one translation unit per core, in parallel
+  backend::cpu::compile_many(src);  // one translation unit per core, in parallel
   const double parallel = ms_since(t0);
   fresh();
   t0 = Clock::now();
-  runtime::cpu::compile_many(src, 1);  // one translation unit
+  backend::cpu::compile_many(src, 1);  // one translation unit
   const double one = ms_since(t0);
   fresh();
   t0 = Clock::now();
-  for (const auto& k : src) runtime::cpu::compile(k.source, k.kernel);  // one compiler run each
+  for (const auto& k : src) backend::cpu::compile(k.source, k.kernel);  // one compiler run each
   const double serial = ms_since(t0);
   std::printf("%.3f %.3f %.3f\n", parallel, one, serial);
   return 0;

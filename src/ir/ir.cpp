@@ -184,7 +184,7 @@ namespace {
 
 class Printer {
  public:
-  explicit Printer(const Function& f) : f_(f) {}
+  Printer(const Function& f, bool attributes) : f_(f), attributes_(attributes) {}
 
   std::string run() {
     os_ << "kernel @" << f_.name << "(";
@@ -195,10 +195,20 @@ class Printer {
       if (p.divisible_by_16) os_ << " {div16}";
       first = false;
     }
-    os_ << ") {\n";
+    os_ << ")";
+    if (attributes_) attributes();
+    os_ << " {\n";
     region(f_.body, 1);
     os_ << "}\n";
     return os_.str();
+  }
+
+  void attributes() {
+    os_ << " attributes {num_warps = " << f_.attrs.num_warps
+        << ", num_stages = " << f_.attrs.num_stages;
+    if (f_.attrs.maxnreg) os_ << ", maxnreg = " << f_.attrs.maxnreg;
+    if (!f_.attrs.target.empty()) os_ << ", target = \"" << f_.attrs.target << "\"";
+    os_ << "}";
   }
 
  private:
@@ -305,13 +315,14 @@ class Printer {
   }
 
   const Function& f_;
+  bool attributes_ = true;
   std::ostringstream os_;
 };
 
 }  // namespace
 
-std::string print(const Function& f) {
-  return Printer(f).run();
+std::string print(const Function& f, bool attributes) {
+  return Printer(f, attributes).run();
 }
 
 // ---- verifier -------------------------------------------------------------------------------

@@ -190,11 +190,21 @@ struct ValueInfo {
   std::string name;   ///< parameter or user-visible name, for printing
 };
 
+/** A kernel's launch attributes: part of its specialization, they reach code generation (the CPU
+ * backend records them; the CUDA backend sizes blocks, pipelines and registers by them). */
+struct LaunchAttributes {
+  int64_t num_warps = 4;
+  int64_t num_stages = 3;
+  int64_t maxnreg = 0;  ///< a per-thread register limit; 0 for none
+  std::string target;   ///< the backend's target key
+};
+
 class Function {
  public:
   std::string name;
   std::vector<Param> params;
   Region body;
+  LaunchAttributes attrs;
 
   ValueId new_value(Type t, Op* def = nullptr, std::string name = "");
   const Type& type(ValueId v) const { return values_.at(static_cast<size_t>(v)).type; }
@@ -229,8 +239,9 @@ void walk(const Region& r, F&& f) {
   }
 }
 
-/** Prints the function as text (`TESSERA_DUMP=ir`). */
-std::string print(const Function& f);
+/** Prints the function as text (`TESSERA_DUMP=ir`); without the launch attributes when
+ * `attributes` is false (what the code itself is, for backends that ignore them). */
+std::string print(const Function& f, bool attributes = true);
 
 /** Checks internal consistency (types, dominance, terminators); an InternalError on failure. */
 void verify(const Function& f);

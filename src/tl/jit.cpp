@@ -14,11 +14,8 @@
 #include <set>
 #include <sstream>
 
-#include "codegen/cpp/emit.h"
 #include "ir/access.h"
-#include "ir/interpret.h"
 #include "ir/passes.h"
-#include "runtime/cpu/jit_compiler.h"
 #include "runtime/thread_pool.h"
 #include "tessera/detail/hash.h"
 #include "tessera/env.h"
@@ -289,11 +286,24 @@ void make_key(const SmallVector<BoundArg, 16>& bound, int64_t num_warps, int64_t
   }
   key.push_back(static_cast<uint64_t>(num_warps));
   key.push_back(static_cast<uint64_t>(num_stages));
-  key.push_back((interpreting() ? 1u : 0u) | (knobs().debug ? 2u : 0u));
+  // The backend's target (device, ISA, toolchain) and the checked mode.
+  key.push_back(backend_of(bound).target_hash());
+  key.push_back(knobs().debug ? 1u : 0u);
+}
+
+const backend::Backend& backend_of(const SmallVector<BoundArg, 16>& bound) {
+  Device device = kCPU;
+  for (const auto& b : bound) {
+    if (b.tensor) {
+      device = b.tensor->device();
+      break;
+    }
+  }
+  return backend::for_device(device);
 }
 
 std::shared_ptr<CompiledKernel> prepare(
-    KernelState& s, const SmallVector<BoundArg, 16>& bound,
+    KernelState& s, const SmallVector<BoundArg, 16>& bound, int64_t num_warps, int64_t num_stages,
     SourceLoc /*loc: errors while tracing carry the kernel's own lines*/) {
   auto out = std::make_shared<CompiledKernel>();
   auto function = std::make_shared<ir::Function>();
@@ -354,46 +364,42 @@ std::shared_ptr<CompiledKernel> prepare(
     }
     s.invoke(s.body, handles.data());
   }
+  const backend::Backend& be = backend_of(bound);
+  f.attrs.num_warps = num_warps;
+  f.attrs.num_stages = num_stages;
+  f.attrs.target = be.target_key();
   ir::run_pipeline(f);
   out->ir = ir::print(f);
   for (const auto& a : ir::param_access(f)) {
     out->written.push_back(a.written);
     out->read.push_back(a.read);
   }
-  const auto k = codegen::cpp::emit(f, checking());
-  if (knobs().dump_enabled("src"))
-    std::cerr << "// ---- C++ of kernel " << s.name << " ----\n" << k.source;
-  out->work_per_program = k.work_per_program;
-  out->source = k.source;
-  out->interpreted = interpreting();
-  out->checked = checking();
-  out->sites = k.sites;
-  out->cache_key = runtime::cpu::source_key(k.source);
-  out->function = std::move(function);
+  out->backend = &be;
+  out->function = function;
   out->name = s.name;
+  be.generate(std::move(function), knobs().debug, out->code);
   return out;
 }
 
 void build(const std::vector<CompiledKernel*>& all) {
-  std::vector<CompiledKernel*> kernels;  // interpreted kernels need no compiler
-  for (CompiledKernel* k : all) {
-    if (!k->interpreted) kernels.push_back(k);
+  // One batch per backend (the CPU's compiles in parallel; the interpreter builds nothing).
+  std::vector<const backend::Backend*> backends;
+  for (const CompiledKernel* k : all) {
+    if (std::find(backends.begin(), backends.end(), k->backend) == backends.end())
+      backends.push_back(k->backend);
   }
-  if (kernels.empty()) return;
-  std::vector<runtime::cpu::KernelSource> sources;
-  sources.reserve(kernels.size());
-  for (const CompiledKernel* k : kernels) sources.push_back({k->source, k->name});
-  const auto bins = runtime::cpu::compile_many(sources);
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    kernels[i]->fn = bins[i].fn;
-    kernels[i]->from_disk = bins[i].from_disk;
-    kernels[i]->compile_ms = bins[i].compile_ms;
+  for (const backend::Backend* be : backends) {
+    std::vector<backend::Kernel*> batch;
+    for (CompiledKernel* k : all) {
+      if (k->backend == be) batch.push_back(&k->code);
+    }
+    be->build(batch);
   }
 }
 
 std::shared_ptr<CompiledKernel> compile(KernelState& s, const SmallVector<BoundArg, 16>& bound,
-                                        SourceLoc loc) {
-  auto k = prepare(s, bound, loc);
+                                        int64_t num_warps, int64_t num_stages, SourceLoc loc) {
+  auto k = prepare(s, bound, num_warps, num_stages, loc);
   build({k.get()});
   return k;
 }
@@ -428,11 +434,11 @@ std::vector<std::shared_ptr<CompiledKernel>> lookup_or_prepare(KernelState& s,
     }
     if (shared) continue;
     if (!errors) {
-      out[i] = prepare(s, specs[i].bound, loc);
+      out[i] = prepare(s, specs[i].bound, specs[i].num_warps, specs[i].num_stages, loc);
       continue;
     }
     try {
-      out[i] = prepare(s, specs[i].bound, loc);
+      out[i] = prepare(s, specs[i].bound, specs[i].num_warps, specs[i].num_stages, loc);
     } catch (const Error& e) {
       (*errors)[i] = e.what();
     }
@@ -444,7 +450,7 @@ void build_missing(KernelState& s, const std::vector<Spec>& specs,
                    std::vector<std::shared_ptr<CompiledKernel>>& kernels) {
   std::vector<CompiledKernel*> missing;
   for (const auto& k : kernels) {
-    if (k && !k->fn && std::find(missing.begin(), missing.end(), k.get()) == missing.end())
+    if (k && !k->code.built && std::find(missing.begin(), missing.end(), k.get()) == missing.end())
       missing.push_back(k.get());
   }
   build(missing);
@@ -456,10 +462,10 @@ void build_missing(KernelState& s, const std::vector<Spec>& specs,
     auto [it, inserted] =
         s.cache.emplace(std::vector<uint64_t>(key.begin(), key.end()), kernels[i]);
     if (inserted) {
-      s.last_source = it->second->source;
+      s.last_source = it->second->code.source;
       s.last_ir = it->second->ir;
-      s.last_from_disk = it->second->from_disk;
-      s.last_compile_ms = it->second->compile_ms;
+      s.last_from_disk = it->second->code.from_disk;
+      s.last_compile_ms = it->second->code.compile_ms;
     }
     kernels[i] = it->second;
   }
@@ -480,15 +486,15 @@ std::shared_ptr<CompiledKernel> get_kernel(KernelState& s, const SmallVector<Bou
       return it->second;
     }
   }
-  auto compiled = compile(s, bound, loc);
+  auto compiled = compile(s, bound, num_warps, num_stages, loc);
   std::lock_guard<std::mutex> g(s.mutex);
   auto [it, inserted] = s.cache.emplace(std::vector<uint64_t>(key.begin(), key.end()), compiled);
   s.last = it->second;
   s.last_key.assign(key.begin(), key.end());
-  s.last_source = it->second->source;
+  s.last_source = it->second->code.source;
   s.last_ir = it->second->ir;
-  s.last_from_disk = compiled->from_disk;
-  s.last_compile_ms = compiled->compile_ms;
+  s.last_from_disk = compiled->code.from_disk;
+  s.last_compile_ms = compiled->code.compile_ms;
   return it->second;
 }
 
@@ -708,192 +714,22 @@ void Launcher::run_kernel(ArrayRef<KernelArg> args, const Grid* grid_override) c
   const int64_t total = dims[0] * dims[1] * dims[2];
   if (total == 0) return;
   for (detail::LaunchObserver* o : detail::observers()) o->on_launch(s, *kernel, bound, dims);
-  trt::Arg slots[65];  // the parameters, and the checked mode's context
+  SmallVector<backend::Arg, 16> args_out(bound.size());
   for (size_t i = 0; i < bound.size(); ++i) {
     const auto& b = bound[i];
-    switch (b.kind) {
-      case JITFunction::ParamSpec::Kind::Pointer:
-        slots[i].p = b.ptr;
-        break;
-      case JITFunction::ParamSpec::Kind::Int:
-        slots[i].i = b.i;
-        break;
-      case JITFunction::ParamSpec::Kind::Float:
-        slots[i].f = b.f;
-        break;
-      case JITFunction::ParamSpec::Kind::Constexpr:
-        slots[i].i = 0;
-        break;
-    }
+    backend::Arg& a = args_out[i];
+    a.kind = static_cast<ir::ParamKind>(b.kind);
+    a.ptr = b.ptr;
+    a.i = b.i;
+    a.f = b.f;
+    a.tensor = b.tensor;
   }
-  const trt::Grid tg{dims[0], dims[1], dims[2]};
-  if (kernel->interpreted) {
-    detail::interpret_launch(*kernel, bound, tg, total, slots);
-  } else if (kernel->checked) {
-    detail::checked_launch(*kernel, bound, tg, total, slots);
-  } else {
-    detail::run_compiled(*kernel, tg, total, slots);
-  }
+  kernel->backend->launch(kernel->code,
+                          backend::GridSize{trt::Grid{dims[0], dims[1], dims[2]}, total},
+                          ArrayRef<backend::Arg>(args_out.data(), args_out.size()));
   for (size_t i = 0; i < bound.size(); ++i) {
     if (bound[i].tensor && kernel->written[i]) bound[i].tensor->impl()->storage()->bump_version();
   }
 }
-
-namespace detail {
-
-bool interpreting() {
-  return knobs().interpret;
-}
-
-bool checking() {
-  return knobs().debug && !knobs().interpret;
-}
-
-namespace {
-
-// The extent of each tensor argument's view: the bytes its sizes and strides can reach.
-std::vector<ir::PointerBounds> tensor_bounds(const SmallVector<BoundArg, 16>& bound) {
-  std::vector<ir::PointerBounds> out(bound.size());
-  for (size_t i = 0; i < bound.size(); ++i) {
-    const Tensor* t = bound[i].tensor;
-    if (!t || !t->has_data()) continue;
-    const auto size = static_cast<int64_t>(itemsize(t->dtype()));
-    int64_t lo = 0, hi = 0;
-    bool empty = false;
-    for (int64_t d = 0; d < t->dim(); ++d) {
-      const int64_t n = t->size(d).expect_int(), st = t->stride(d).expect_int();
-      if (n == 0) empty = true;
-      if (n > 0) (st < 0 ? lo : hi) += (n - 1) * st;
-    }
-    auto& b = out[i];
-    b.known = true;
-    b.base = reinterpret_cast<uintptr_t>(t->impl()->data());
-    b.elem_size = size;
-    b.lo = b.base + static_cast<uintptr_t>(lo * size);
-    b.hi = empty ? b.lo : b.base + static_cast<uintptr_t>((hi + 1) * size);
-  }
-  return out;
-}
-
-// After a checked launch: the violation counts, and a failed device_assert as an error.
-void finish_checks(const std::string& kernel, int64_t violations, int64_t overflows,
-                   int64_t assert_failures, const std::string& first_assert) {
-  if (violations > 10) {
-    std::cerr << "tessera: [kernel " << kernel << "] " << violations
-              << " out-of-bounds accesses in this launch (the first 10 shown)\n";
-  }
-  if (overflows > 10) {
-    std::cerr << "tessera: [kernel " << kernel << "] " << overflows
-              << " int32 results wrapped in this launch (the first 10 shown)\n";
-  }
-  if (assert_failures) {
-    throw RuntimeError(
-        first_assert + (assert_failures > 1 ? " (and " + std::to_string(assert_failures - 1) +
-                                                  " more failing lanes)"
-                                            : ""),
-        UserLocGuard::current());
-  }
-}
-
-struct CheckedLaunch {
-  const CompiledKernel* kernel = nullptr;
-  std::vector<ir::PointerBounds> bounds;
-  std::atomic<int64_t> violations{0}, overflows{0}, assert_failures{0};
-  std::string first_assert;
-  // An inlined int32 expression is evaluated once per use: each (site, program, lane) is
-  // reported once, as the interpreter does.
-  std::mutex seen_mutex;
-  std::set<std::array<int64_t, 5>> seen_overflows;
-};
-
-void report_oob(void* ctx, int site, int param, uintptr_t addr, int32_t p0, int32_t p1, int32_t p2,
-                int64_t lane) {
-  auto* c = static_cast<CheckedLaunch*>(ctx);
-  const ir::CheckSite& st = c->kernel->sites.at(static_cast<size_t>(site));
-  const int32_t pid[3] = {p0, p1, p2};
-  const auto& params = c->kernel->function->params;
-  const bool known = param >= 0 && static_cast<size_t>(param) < params.size();
-  ir::report_out_of_bounds(c->kernel->name, st.what.c_str(), st.loc, pid, lane,
-                           known ? params[static_cast<size_t>(param)].name : std::string("?"),
-                           known ? c->bounds[static_cast<size_t>(param)] : ir::PointerBounds{},
-                           addr, &c->violations);
-}
-
-void report_overflow(void* ctx, int site, int32_t p0, int32_t p1, int32_t p2, int64_t lane,
-                     int64_t exact) {
-  auto* c = static_cast<CheckedLaunch*>(ctx);
-  {
-    std::lock_guard<std::mutex> g(c->seen_mutex);
-    if (!c->seen_overflows.insert({site, p0, p1, p2, lane}).second) return;
-  }
-  const ir::CheckSite& st = c->kernel->sites.at(static_cast<size_t>(site));
-  const int32_t pid[3] = {p0, p1, p2};
-  ir::report_int_overflow(c->kernel->name, st.loc, pid, lane, exact, &c->overflows);
-}
-
-void report_assert(void* ctx, int site, int32_t p0, int32_t p1, int32_t p2, int64_t lane) {
-  auto* c = static_cast<CheckedLaunch*>(ctx);
-  const ir::CheckSite& st = c->kernel->sites.at(static_cast<size_t>(site));
-  const int32_t pid[3] = {p0, p1, p2};
-  ir::report_assert_failure(c->kernel->name, st.loc, st.text, pid, lane, &c->assert_failures,
-                            &c->first_assert);
-}
-
-}  // namespace
-
-void checked_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 16>& bound,
-                    const trt::Grid& tg, int64_t total, trt::Arg* slots) {
-  CheckedLaunch c;
-  c.kernel = &kernel;
-  c.bounds = tensor_bounds(bound);
-  std::vector<uintptr_t> lo(64, 0), hi(64, 0);
-  for (size_t i = 0; i < c.bounds.size() && i < 64; ++i) {
-    if (!c.bounds[i].known) continue;
-    lo[i] = c.bounds[i].lo;
-    hi[i] = c.bounds[i].hi;
-  }
-  trt::DebugCtx dbg{lo.data(), hi.data(), &report_oob, &report_assert, &report_overflow, &c};
-  slots[bound.size()].p = &dbg;
-  run_compiled(kernel, tg, total, slots);
-  finish_checks(kernel.name, c.violations.load(), c.overflows.load(), c.assert_failures.load(),
-                c.first_assert);
-}
-
-void interpret_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 16>& bound,
-                      const trt::Grid& tg, int64_t total, const trt::Arg* slots) {
-  ir::InterpretOptions o;
-  o.kernel = kernel.name;
-  std::atomic<int64_t> violations{0}, overflows{0}, assert_failures{0};
-  std::string first_assert;
-  o.assert_failures = &assert_failures;
-  o.first_assert = &first_assert;
-  if (knobs().debug) {
-    o.violations = &violations;
-    o.overflows = &overflows;
-    o.bounds = tensor_bounds(bound);
-  }
-  const ir::Function& f = *kernel.function;
-  if (total == 1) {
-    ir::interpret(f, tg, 0, 1, slots, o);
-  } else {
-    runtime::parallel_for(0, total, 1,
-                          [&](int64_t b, int64_t e) { ir::interpret(f, tg, b, e, slots, o); });
-  }
-  finish_checks(kernel.name, violations.load(), overflows.load(), assert_failures.load(),
-                first_assert);
-}
-
-void run_compiled(const CompiledKernel& k, const trt::Grid& tg, int64_t total,
-                  const trt::Arg* slots) {
-  const trt::KernelFn fn = k.fn;
-  if (total == 1) {
-    fn(&tg, 0, 1, slots);
-  } else {
-    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(k.work_per_program, 1));
-    runtime::parallel_for(0, total, grain, [&](int64_t b, int64_t e) { fn(&tg, b, e, slots); });
-  }
-}
-
-}  // namespace detail
 
 }  // namespace tessera::tl

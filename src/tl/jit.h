@@ -10,10 +10,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ir/interpret.h"
+#include "backend/backend.h"
 #include "tessera/detail/small_vector.h"
 #include "tessera/tl.h"
-#include "tessera/trt/cpu.h"
 
 namespace tessera::ir {
 class Function;
@@ -34,19 +33,13 @@ struct BoundArg {
   const Tensor* tensor = nullptr;
 };
 
-/** A compiled specialization. */
+/** A specialization: the backend it runs on, its generated (and, once built, loaded) code, and
+ * what the layers above read of it. */
 struct CompiledKernel {
-  trt::KernelFn fn = nullptr;
-  bool interpreted = false;          ///< TESSERA_INTERPRET: runs `function` in the interpreter
-  bool checked = false;              ///< TESSERA_DEBUG (compiled): bounds and device_assert checks
-  std::vector<ir::CheckSite> sites;  ///< the checked code's sites
-  std::string name;                  ///< the kernel's
-  int64_t work_per_program = 1;
-  std::string source;
-  std::string ir;
-  std::string cache_key;
-  bool from_disk = false;
-  double compile_ms = 0;
+  const backend::Backend* backend = nullptr;
+  backend::Kernel code;
+  std::string name;                              ///< the kernel's
+  std::string ir;                                ///< the optimized tile IR, printed
   Meta meta;                                     ///< the constexpr values, for grid callables
   std::vector<bool> written;                     ///< per parameter: the kernel may store through it
   std::vector<bool> read;                        ///< per parameter: the kernel may load through it
@@ -119,21 +112,9 @@ class LaunchObserverGuard {
   LaunchObserverGuard& operator=(const LaunchObserverGuard&) = delete;
 };
 
-/** Whether kernels run in the interpreter (`TESSERA_INTERPRET=1`). */
-bool interpreting();
-/** Whether kernels are compiled with bounds and assertion checks (`TESSERA_DEBUG=1` without the
- * interpreter; with it, the interpreter checks). */
-bool checking();
-/** Runs a launch of a checked kernel: reports violations, throws after a failed device_assert. */
-void checked_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 16>& bound,
-                    const trt::Grid& grid, int64_t total, trt::Arg* slots);
-/** Runs a launch in the interpreter (with bounds checks under `TESSERA_DEBUG=1`). */
-void interpret_launch(const CompiledKernel& kernel, const SmallVector<BoundArg, 16>& bound,
-                      const trt::Grid& grid, int64_t total, const trt::Arg* slots);
-
-/** Runs a launch of a compiled kernel on the thread pool. */
-void run_compiled(const CompiledKernel& k, const trt::Grid& grid, int64_t total,
-                  const trt::Arg* slots);
+/** The backend a specialization of these arguments runs on (the arguments' device; the
+ * interpreter under `TESSERA_INTERPRET=1`). */
+const backend::Backend& backend_of(const SmallVector<BoundArg, 16>& bound);
 
 /** Binds launch arguments to parameters; a CompileError naming the parameter on a mismatch. */
 void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 16>& out,
@@ -141,22 +122,22 @@ void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 
 /** The specialization key of bound arguments. */
 void make_key(const SmallVector<BoundArg, 16>& bound, int64_t num_warps, int64_t num_stages,
               Key& key);
-/** Traces, optimizes and generates one specialization: everything but the binary (`fn` stays
- * null; `cache_key` is the disk cache key of its source). */
+/** Traces, optimizes and generates one specialization: everything but the binary
+ * (`code.built` stays false). */
 std::shared_ptr<CompiledKernel> prepare(KernelState& s, const SmallVector<BoundArg, 16>& bound,
-                                        SourceLoc loc);
+                                        int64_t num_warps, int64_t num_stages, SourceLoc loc);
 /** Compiles prepared specializations, all in one batch (one compiler run per core). */
 void build(const std::vector<CompiledKernel*>& kernels);
 /** Traces, optimizes, generates and compiles one specialization. */
 std::shared_ptr<CompiledKernel> compile(KernelState& s, const SmallVector<BoundArg, 16>& bound,
-                                        SourceLoc loc);
+                                        int64_t num_warps, int64_t num_stages, SourceLoc loc);
 
 /** One launch's specialization request. */
 struct Spec {
   SmallVector<BoundArg, 16> bound;
   int64_t num_warps = 4, num_stages = 3;
 };
-/** Finds several specializations in the in-memory cache, or prepares them (`fn` null until
+/** Finds several specializations in the in-memory cache, or prepares them (unbuilt until
  * `build_missing`). With `errors`, a specialization that fails to trace leaves a null entry and
  * its message there instead of throwing. */
 std::vector<std::shared_ptr<CompiledKernel>> lookup_or_prepare(

@@ -13,7 +13,6 @@
 #include <optional>
 #include <sstream>
 
-#include "runtime/cpu/jit_compiler.h"
 #include "tessera/env.h"
 #include "tessera/testing.h"
 #include "tl/jit.h"
@@ -548,7 +547,6 @@ int TunedState::tune(ArrayRef<KernelArg> args, const Args& named,
   auto kernels = lookup_or_prepare(s, specs, loc, &prep_errors);
 
   // The database: which candidates have a timing for this key already.
-  const std::string target = "cpu:" + runtime::cpu::compiler().target;
   std::vector<std::optional<tune::Record>> found(ok.size());
   std::vector<tune::Record> ident(ok.size());
   for (size_t j = 0; j < ok.size(); ++j) {
@@ -556,7 +554,9 @@ int TunedState::tune(ArrayRef<KernelArg> args, const Args& named,
       reason[ok[j]] = prep_errors[j];
       continue;
     }
-    ident[j] = tune::Record{s.name, cfg_of(ok[j]).str(), key, target, kernels[j]->cache_key};
+    // Records are filed under the backend's target (device, ISA, toolchain) and the code.
+    ident[j] = tune::Record{s.name, cfg_of(ok[j]).str(), key, kernels[j]->backend->target_key(),
+                            kernels[j]->code.code_key};
     if (o.cache_results) found[j] = tune::find(ident[j]);
   }
   // Time the candidates without a record, and the best recorded one beside them.
@@ -595,7 +595,7 @@ int TunedState::tune(ArrayRef<KernelArg> args, const Args& named,
       for (size_t j : to_time) {
         sub_specs.push_back(specs[j]);
         sub.push_back(kernels[j]);
-        if (!kernels[j]->fn) ++compiled;
+        if (!kernels[j]->code.built) ++compiled;
       }
       const auto t0 = Clock::now();
       build_missing(s, sub_specs, sub);
@@ -632,7 +632,7 @@ int TunedState::tune(ArrayRef<KernelArg> args, const Args& named,
     for (size_t a = 0; a < to_time.size(); ++a) {
       same_as[to_time[a]] = to_time[a];
       for (size_t b = 0; b < a; ++b) {
-        if (kernels[to_time[b]]->cache_key == kernels[to_time[a]]->cache_key) {
+        if (kernels[to_time[b]]->code.code_key == kernels[to_time[a]]->code.code_key) {
           same_as[to_time[a]] = same_as[to_time[b]];
           break;
         }

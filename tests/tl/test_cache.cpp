@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "runtime/cpu/jit_compiler.h"
+#include "backend/cpu/toolchain.h"
 #include "tessera/tl.h"
 #include "testing.h"
 
@@ -56,7 +56,7 @@ class KernelCache : public ::testing::Test {
     fresh_process_view();
   }
   void TearDown() override {
-    runtime::cpu::clear_cache();
+    backend::cpu::clear_cache();
     setenv("TESSERA_CACHE_DIR", saved_.c_str(), 1);
     reload_knobs();
     fresh_process_view();
@@ -65,9 +65,9 @@ class KernelCache : public ::testing::Test {
   static void fresh_process_view() {
     cache_kernel.clear_memory_cache();
     cache_kernel_edited.clear_memory_cache();
-    runtime::cpu::forget_loaded();
+    backend::cpu::forget_loaded();
   }
-  static size_t entries() { return runtime::cpu::cache_entries().size(); }
+  static size_t entries() { return backend::cpu::cache_entries().size(); }
 
   std::string dir_, saved_;
   static inline int counter_ = 0;
@@ -85,7 +85,7 @@ TEST_F(KernelCache, SameKernelOneBinaryAndADiskHitAfterRestart) {
   EXPECT_TRUE(cache_kernel.last_from_disk());
   EXPECT_EQ(cache_kernel.last_compile_ms(), 0);
   EXPECT_EQ(entries(), 1u);
-  const auto e = runtime::cpu::cache_entries();
+  const auto e = backend::cpu::cache_entries();
   EXPECT_EQ(e[0].kernel, "cache_kernel");
   EXPECT_GT(e[0].bytes, 0u);
 }
@@ -117,7 +117,7 @@ int child_run() {
 // (the cache itself only ever renames whole directories into place).
 TEST_F(KernelCache, DamagedEntryIsRebuilt) {
   ASSERT_EQ(child_run(), 11);
-  const auto e = runtime::cpu::cache_entries();
+  const auto e = backend::cpu::cache_entries();
   ASSERT_EQ(e.size(), 1u);
   {
     std::ifstream in(e[0].so, std::ios::binary);
@@ -132,7 +132,7 @@ TEST_F(KernelCache, DamagedEntryIsRebuilt) {
   EXPECT_EQ(child_run(), 10);  // and found again
   // The same size, its middle overwritten (a bad disk, a stray write): the digest catches it, so
   // the entry is rebuilt instead of loaded and run (which died with SIGTRAP before digests).
-  const auto e2 = runtime::cpu::cache_entries();
+  const auto e2 = backend::cpu::cache_entries();
   ASSERT_EQ(e2.size(), 1u);
   {
     std::fstream f(e2[0].so, std::ios::binary | std::ios::in | std::ios::out);
@@ -145,7 +145,7 @@ TEST_F(KernelCache, DamagedEntryIsRebuilt) {
   }
   EXPECT_EQ(child_run(), 11);  // rebuilt, not run
   EXPECT_EQ(child_run(), 10);
-  std::ofstream(runtime::cpu::cache_entries().at(0).dir + "/info", std::ios::trunc) << "garbage";
+  std::ofstream(backend::cpu::cache_entries().at(0).dir + "/info", std::ios::trunc) << "garbage";
   EXPECT_EQ(child_run(), 11);  // a damaged record: rebuilt
   EXPECT_EQ(child_run(), 10);
 }
@@ -174,20 +174,21 @@ TEST_F(KernelCache, ClearRemovesEverything) {
   ASSERT_TRUE(run_cache_kernel(64));
   ASSERT_TRUE(run_cache_kernel(32));
   EXPECT_EQ(entries(), 2u);
-  EXPECT_EQ(runtime::cpu::clear_cache(), 2u);
+  EXPECT_EQ(backend::cpu::clear_cache(), 2u);
   EXPECT_EQ(entries(), 0u);
   fresh_process_view();
   ASSERT_TRUE(run_cache_kernel(64));  // the runtime headers are written again
 }
 
 TEST(GeneratedCode, InnerLoopsVectorize) {
+  if (knobs().interpret) GTEST_SKIP() << "the interpreter backend generates no C++";
   ASSERT_TRUE(run_cache_kernel(1024));
   const std::string src = "/tmp/tessera-vec-check-" + std::to_string(::getpid()) + ".cpp";
   std::ofstream(src) << cache_kernel.last_source();
-  const auto& c = runtime::cpu::compiler();
+  const auto& c = backend::cpu::compiler();
   std::string cmd = c.path;
   for (const auto& f : c.flags) cmd += " " + f;
-  cmd += " -I " + runtime::cpu::include_dir() + " -fopt-info-vec-optimized -c -o /dev/null " + src +
+  cmd += " -I " + backend::cpu::include_dir() + " -fopt-info-vec-optimized -c -o /dev/null " + src +
          " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);

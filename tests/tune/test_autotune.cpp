@@ -15,7 +15,7 @@
 #include <set>
 #include <sstream>
 
-#include "runtime/cpu/jit_compiler.h"
+#include "backend/cpu/toolchain.h"
 #include "runtime/thread_pool.h"
 #include "tessera/autotune.h"
 #include "tessera/compile.h"
@@ -131,7 +131,7 @@ class Autotune : public ::testing::Test {
   }
   void TearDown() override {
     tune::clear();
-    runtime::cpu::clear_cache();
+    backend::cpu::clear_cache();
     std::system(("rm -rf '" + dir_ + "'").c_str());
     ::setenv("TESSERA_CACHE_DIR", saved_.c_str(), 1);
     reload_knobs();
@@ -654,8 +654,8 @@ TEST_F(Autotune, ConfigsCompileInOneBatch) {
   tl::AutotuneOptions o;
   sc.install(o);
   add_kernel.clear_memory_cache();
-  runtime::cpu::forget_loaded();
-  runtime::cpu::clear_cache();
+  backend::cpu::forget_loaded();
+  backend::cpu::clear_cache();
   std::vector<tl::Config> cs;
   for (int b : {8, 16, 32, 64}) cs.push_back(tl::Config({{"BLOCK_SIZE", b}}));
   auto tuned = tl::autotune(add_kernel, cs, {"n_elements"}, o);
@@ -674,7 +674,7 @@ TEST_F(Autotune, ConfigsCompileInOneBatch) {
   // Each kernel has its own cache entry; entries built in one translation unit share one shared
   // object (hard links to one file). With a pool of two threads the four configs are two
   // translation units: two objects (compiled one by one, they would be four).
-  const auto entries = runtime::cpu::cache_entries();
+  const auto entries = backend::cpu::cache_entries();
   ASSERT_EQ(entries.size(), 4u);
   std::set<std::pair<dev_t, ino_t>> objects;
   for (const auto& e : entries) {

@@ -3,13 +3,13 @@
 #include <iomanip>
 #include <iostream>
 
-#include "runtime/cpu/jit_compiler.h"
+#include "backend/cpu/toolchain.h"
 #include "tools/tessera/commands.h"
 
 namespace tessera::cli {
 
 int cache(const std::string& what) {
-  const auto entries = runtime::cpu::cache_entries();
+  const auto entries = backend::cpu::cache_entries();
   if (what == "ls") {
     for (const auto& e : entries) {
       char when[32];
@@ -22,14 +22,14 @@ int cache(const std::string& what) {
   if (what == "stats") {
     uint64_t bytes = 0;
     for (const auto& e : entries) bytes += e.bytes;
-    std::cout << "cache: " << runtime::cpu::cache_root() << "\n"
+    std::cout << "cache: " << backend::cpu::cache_root() << "\n"
               << "kernels: " << entries.size() << "\n"
               << "bytes: " << bytes << "\n";
     return 0;
   }
   if (what == "clear") {
-    std::cout << "removed " << runtime::cpu::clear_cache() << " kernels from "
-              << runtime::cpu::cache_root() << "\n";
+    std::cout << "removed " << backend::cpu::clear_cache() << " kernels from "
+              << backend::cpu::cache_root() << "\n";
     return 0;
   }
   std::cerr << "tessera cache: unknown subcommand '" << what << "' (ls, stats, clear)\n";

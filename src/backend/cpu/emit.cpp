@@ -1,4 +1,4 @@
-#include "codegen/cpp/emit.h"
+#include "backend/cpu/emit.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@
 #include "ir/access.h"
 #include "ir/passes.h"
 
-namespace tessera::codegen::cpp {
+namespace tessera::backend::cpu {
 namespace {
 
 using ir::Op;
@@ -217,7 +217,7 @@ class Emitter {
     if (checked_) prov_ = ir::pointer_provenance(f_);
   }
 
-  Kernel run() {
+  Emitted run() {
     const size_t n = f_.num_values();
     storage_.assign(n, Storage::Inline);
     fused_.assign(n, false);
@@ -243,7 +243,7 @@ class Emitter {
     line("}");
     --indent_;
     line("}");
-    Kernel k;
+    Emitted k;
     k.source = out_.str();
     k.work_per_program = std::max<int64_t>(work_, 1);
     k.sites = sites_;
@@ -494,7 +494,7 @@ class Emitter {
     const std::vector<std::string> guards = guards_;
     out_.swap(outer);
     if (guards.empty()) {
-      // Emitted one level deeper than needed: take the indentation back off.
+      // Kernel one level deeper than needed: take the indentation back off.
       std::istringstream lines(fast);
       for (std::string l; std::getline(lines, l);)
         out_ << (l.size() >= 2 ? l.substr(2) : l) << "\n";
@@ -1560,7 +1560,7 @@ class Emitter {
   int site(const Op& op, const char* what) {
     auto it = site_of_.find(&op);
     if (it != site_of_.end()) return it->second;
-    sites_.push_back(ir::CheckSite{what, op.loc, op.text});
+    sites_.push_back(CheckSite{what, op.loc, op.text});
     return site_of_[&op] = static_cast<int>(sites_.size() - 1);
   }
   // The lane index of `idx` in the pointer tile of `op`.
@@ -1711,7 +1711,7 @@ class Emitter {
   const ir::Function& f_;
   bool checked_ = false;
   std::vector<uint64_t> prov_;  // checked mode: per value, the pointer parameters it derives from
-  std::vector<ir::CheckSite> sites_;
+  std::vector<CheckSite> sites_;
   std::map<const Op*, int> site_of_;
   Fast fast_ = Fast::Unset;
   std::vector<std::string> guards_;
@@ -1734,8 +1734,8 @@ class Emitter {
 
 }  // namespace
 
-Kernel emit(const ir::Function& f, bool checked) {
+Emitted emit(const ir::Function& f, bool checked) {
   return Emitter(f, checked).run();
 }
 
-}  // namespace tessera::codegen::cpp
+}  // namespace tessera::backend::cpu

@@ -18,7 +18,7 @@
 
 #include "tessera/trt/cpu.h"
 
-namespace tessera::runtime::cpu {
+namespace tessera::backend::cpu {
 
 struct CompiledBinary {
   trt::KernelFn fn = nullptr;
@@ -77,4 +77,4 @@ size_t clear_cache();
 /** Forgets the binaries loaded by this process (tests: the next compile goes to disk). */
 void forget_loaded();
 
-}  // namespace tessera::runtime::cpu
+}  // namespace tessera::backend::cpu

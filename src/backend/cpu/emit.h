@@ -13,24 +13,24 @@
 #include <string>
 #include <vector>
 
-#include "ir/interpret.h"
+#include "backend/common/checks.h"
 #include "ir/ir.h"
 
-namespace tessera::codegen::cpp {
+namespace tessera::backend::cpu {
 
-struct Kernel {
+struct Emitted {
   std::string source;
   /** The exported function (trt::KernelFn). */
   std::string symbol = "tessera_kernel";
   /** Elements processed per program (loop bodies counted once), to size thread-pool chunks. */
   int64_t work_per_program = 1;
   /** The checked mode's sites (`checked` kernels): the `site` numbers the code reports. */
-  std::vector<ir::CheckSite> sites;
+  std::vector<CheckSite> sites;
 };
 
 /** With `checked` (TESSERA_DEBUG), every load, store and atomic lane is checked against the
  * bounds of the parameters its pointer derives from, and device_assert is evaluated; the kernel
  * then takes a trt::DebugCtx* after its parameters. */
-Kernel emit(const ir::Function& f, bool checked = false);
+Emitted emit(const ir::Function& f, bool checked = false);
 
-}  // namespace tessera::codegen::cpp
+}  // namespace tessera::backend::cpu

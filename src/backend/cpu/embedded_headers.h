@@ -3,7 +3,7 @@
  */
 #pragma once
 
-namespace tessera::runtime::cpu {
+namespace tessera::backend::cpu {
 
 struct EmbeddedHeader {
   const char* path;  ///< relative include path, e.g. "tessera/trt/cpu.h"
@@ -13,4 +13,4 @@ struct EmbeddedHeader {
 extern const EmbeddedHeader kTrtHeaders[];
 extern const int kNumTrtHeaders;
 
-}  // namespace tessera::runtime::cpu
+}  // namespace tessera::backend::cpu

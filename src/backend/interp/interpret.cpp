@@ -1,7 +1,7 @@
 // The reference interpreter of the tile IR: values as arrays of 64-bit slots (ints as their
 // dtype's bits, floats as double holding a value of their dtype, pointers as addresses with the
 // parameter each derives from).
-#include "ir/interpret.h"
+#include "backend/interp/interpret.h"
 
 #include <cmath>
 #include <cstdio>
@@ -11,8 +11,10 @@
 #include "core/dtype_visit.h"
 #include "ir/builder.h"
 
-namespace tessera::ir {
+namespace tessera::backend::interp {
 namespace {
+
+using namespace tessera::ir;
 
 union Slot {
   int64_t i;
@@ -24,15 +26,6 @@ struct Val {
   std::vector<Slot> d;
   std::vector<int16_t> prov;  ///< pointers: the parameter each element derives from (-1: unknown)
 };
-
-constexpr int kMaxReports = 10;
-
-// A location's file without its directories (as SourceLoc prints it).
-const char* file_name(const SourceLoc& loc) {
-  if (!loc.file) return "?";
-  const char* base = std::strrchr(loc.file, '/');
-  return base ? base + 1 : loc.file;
-}
 
 class Interp {
  public:
@@ -260,7 +253,7 @@ class Interp {
         for (size_t k = 0; k < c.d.size(); ++k) {
           if (c.d[k].i == 0) {
             report_assert_failure(o_.kernel, op.loc, op.text, pid_, static_cast<int64_t>(k),
-                                  o_.assert_failures, o_.first_assert);
+                                  *o_.counters);
           }
         }
         return;
@@ -516,7 +509,7 @@ class Interp {
     const Type& t = f_.type(op.result());
     const auto k = static_cast<BinaryKind>(op.sub);
     Val& v = init(op.result(), numel(t));
-    const bool check = o_.overflows && t.elem == DType::Int32 &&
+    const bool check = o_.check_overflow && t.elem == DType::Int32 &&
                        (k == BinaryKind::Add || k == BinaryKind::Sub || k == BinaryKind::Mul);
     for (size_t e = 0; e < v.d.size(); ++e) {
       if (t.is_float()) {
@@ -529,7 +522,7 @@ class Interp {
         const int64_t exact = k == BinaryKind::Add ? x + y : k == BinaryKind::Sub ? x - y : x * y;
         if (exact != v.d[e].i)
           report_int_overflow(o_.kernel, op.loc, pid_, static_cast<int64_t>(e), exact,
-                              o_.overflows);
+                              *o_.counters);
       }
     }
   }
@@ -668,7 +661,7 @@ class Interp {
     const size_t size = itemsize(f_.type(op.operands[0]).elem);
     if (addr >= b.lo && addr + size <= b.hi) return true;
     report_out_of_bounds(o_.kernel, what, op.loc, pid_, static_cast<int64_t>(lane),
-                         f_.params[static_cast<size_t>(prov)].name, b, addr, o_.violations);
+                         f_.params[static_cast<size_t>(prov)].name, b, addr, *o_.counters);
     return false;
   }
 
@@ -922,60 +915,10 @@ class Interp {
 
 }  // namespace
 
-void report_out_of_bounds(const std::string& kernel, const char* what, SourceLoc loc,
-                          const int32_t pid[3], int64_t lane, const std::string& param,
-                          const PointerBounds& b, uintptr_t addr, std::atomic<int64_t>* counter) {
-  const int64_t n = counter ? counter->fetch_add(1) : 0;
-  if (n >= kMaxReports) return;
-  const auto base = static_cast<int64_t>(b.base);
-  const int64_t elem = (static_cast<int64_t>(addr) - base) / b.elem_size;
-  const int64_t first = (static_cast<int64_t>(b.lo) - base) / b.elem_size;
-  const int64_t last = (static_cast<int64_t>(b.hi) - base) / b.elem_size - 1;
-  static std::mutex m;
-  std::lock_guard<std::mutex> g(m);
-  std::fprintf(stderr,
-               "tessera: [kernel %s] out-of-bounds %s at %s:%d: program (%d, %d, %d), lane %lld: "
-               "element %lld of '%s' (valid: %lld..%lld)\n",
-               kernel.c_str(), what, file_name(loc), loc.line, pid[0], pid[1], pid[2],
-               static_cast<long long>(lane), static_cast<long long>(elem), param.c_str(),
-               static_cast<long long>(first), static_cast<long long>(last));
-}
-
-void report_int_overflow(const std::string& kernel, SourceLoc loc, const int32_t pid[3],
-                         int64_t lane, int64_t exact, std::atomic<int64_t>* counter) {
-  const int64_t n = counter ? counter->fetch_add(1) : 0;
-  if (n >= kMaxReports) return;
-  const auto wrapped = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(exact)));
-  static std::mutex m;
-  std::lock_guard<std::mutex> g(m);
-  std::fprintf(stderr,
-               "tessera: [kernel %s] int32 overflow at %s:%d: program (%d, %d, %d), lane %lld: the "
-               "result %lld wrapped to %d (offsets past 2^31 need int64, e.g. "
-               "`tl::program_id(0).to(tl::int64) * BLOCK`)\n",
-               kernel.c_str(), file_name(loc), loc.line, pid[0], pid[1], pid[2],
-               static_cast<long long>(lane), static_cast<long long>(exact), wrapped);
-}
-
-void report_assert_failure(const std::string& kernel, SourceLoc loc, const std::string& message,
-                           const int32_t pid[3], int64_t lane, std::atomic<int64_t>* counter,
-                           std::string* first) {
-  const int64_t n = counter ? counter->fetch_add(1) : 0;
-  if (n >= kMaxReports) return;
-  char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "[kernel %s] device_assert failed at %s:%d: program (%d, %d, %d), lane %lld: %s",
-                kernel.c_str(), file_name(loc), loc.line, pid[0], pid[1], pid[2],
-                static_cast<long long>(lane), message.c_str());
-  static std::mutex m;
-  std::lock_guard<std::mutex> g(m);
-  std::fprintf(stderr, "tessera: %s\n", buf);
-  if (first && first->empty()) *first = buf;
-}
-
-void interpret(const Function& f, const trt::Grid& grid, int64_t pid_begin, int64_t pid_end,
+void interpret(const ir::Function& f, const trt::Grid& grid, int64_t pid_begin, int64_t pid_end,
                const trt::Arg* args, const InterpretOptions& options) {
   Interp in(f, grid, args, options);
   for (int64_t p = pid_begin; p < pid_end; ++p) in.run_program(p);
 }
 
-}  // namespace tessera::ir
+}  // namespace tessera::backend::interp

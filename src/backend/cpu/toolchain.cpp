@@ -1,4 +1,4 @@
-#include "runtime/cpu/jit_compiler.h"
+#include "backend/cpu/toolchain.h"
 
 #include "runtime/thread_pool.h"
 
@@ -23,8 +23,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "backend/cpu/embedded_headers.h"
 #include "core/files.h"
-#include "runtime/cpu/embedded_headers.h"
 #include "runtime/disk_cache.h"
 #include "tessera/detail/hash.h"
 #include "tessera/env.h"
@@ -33,7 +33,7 @@
 
 extern char** environ;
 
-namespace tessera::runtime::cpu {
+namespace tessera::backend::cpu {
 namespace {
 
 bool exists(const std::string& p) {
@@ -62,10 +62,10 @@ void write_file(const std::string& path, const std::string& text) {
   TS_CHECK(f.good(), RuntimeError) << "cannot write " << path;
 }
 
-using disk::unique_suffix;
+using runtime::disk::unique_suffix;
 
-const disk::Store& store() {
-  static const disk::Store s("cpu");
+const runtime::disk::Store& store() {
+  static const runtime::disk::Store s("cpu");
   return s;
 }
 
@@ -333,20 +333,20 @@ double build_bundle(const std::vector<const KernelSource*>& members,
   // A new file name per build: the dynamic loader would hand back a library it loaded before
   // from the same path (with other entry points) when a cleared entry is rebuilt in-process.
   const std::string so_name = "kernel-" + sha256_hex(tmp).substr(0, 16) + ".so";
-  const disk::Info::File so_file{so_name, file_size(so), disk::file_digest(so)};
+  const runtime::disk::Info::File so_file{so_name, file_size(so), runtime::disk::file_digest(so)};
   for (size_t i = 0; i < members.size(); ++i) {
     const std::string entry = store().stage();
     write_file(entry + "/kernel.cpp", members[i]->source);
     if (::link(so.c_str(), (entry + "/" + so_name).c_str()) != 0)
       write_file(entry + "/" + so_name, read_file(so));
-    disk::Info info;
+    runtime::disk::Info info;
     info.values = {{"kernel", members[i]->kernel},
                    {"so", so_name},
                    {"compile_ms", std::to_string(ms)},
                    {"bundle", std::to_string(members.size())}};
     if (!single) info.values["symbol"] = "tessera_kernel_" + std::to_string(i);
     info.files.push_back(so_file);  // checked when a process first loads the entry
-    disk::Store::record_file(info, entry, "kernel.cpp");
+    runtime::disk::Store::record_file(info, entry, "kernel.cpp");
     store().publish(entry, keys[i], info);  // another process may have won: its entry stands
   }
   remove_tree(tmp);
@@ -423,7 +423,7 @@ std::vector<CacheEntry> cache_entries() {
     CacheEntry ce;
     ce.key = key;
     ce.dir = entry_dir(key);
-    const auto info = disk::Info::parse(read_file(ce.dir + "/info"));
+    const auto info = runtime::disk::Info::parse(read_file(ce.dir + "/info"));
     if (info) ce.kernel = info->get("kernel");
     ce.so = ce.dir + "/" + (info ? info->get("so", "kernel.so") : std::string("kernel.so"));
     ce.bytes = file_size(ce.so) + file_size(ce.dir + "/kernel.cpp");
@@ -446,4 +446,4 @@ size_t clear_cache() {
   return n;
 }
 
-}  // namespace tessera::runtime::cpu
+}  // namespace tessera::backend::cpu
