@@ -516,7 +516,10 @@ TEST(TileLanguage, SpecializesOnDivisibilityAndOne) {
   EXPECT_EQ(scale_kernel.num_specializations(), 2u);
   scale_kernel[{4}](x, out, 64, 1, tl::meta("BLOCK", 16));  // factor == 1 folds to a constant
   EXPECT_EQ(scale_kernel.num_specializations(), 3u);
-  EXPECT_EQ(scale_kernel.last_ir().find("factor"), std::string::npos);
+  // A folded parameter has no value in the IR ("factor: int"), not "%N: i32 factor".
+  EXPECT_NE(scale_kernel.last_ir().find("factor: int"), std::string::npos)
+      << scale_kernel.last_ir();
+  EXPECT_EQ(scale_kernel.last_ir().find("i32 factor"), std::string::npos);
   EXPECT_TRUE(equal(out, x));
   scale_kernel[{4}](x, out, 64, 2, tl::meta("BLOCK", 32));  // a new constexpr
   EXPECT_EQ(scale_kernel.num_specializations(), 4u);
@@ -541,7 +544,7 @@ TEST(TileLanguage, DoNotSpecializeKeepsOneKernelForEveryValue) {
     }
   }
   EXPECT_EQ(scale_nospec_kernel.num_specializations(), 1u);
-  EXPECT_NE(scale_nospec_kernel.last_ir().find("factor"), std::string::npos)
+  EXPECT_NE(scale_nospec_kernel.last_ir().find("i32 factor"), std::string::npos)
       << scale_nospec_kernel.last_ir();  // a runtime parameter, not a folded 1
   const std::string msg =
       error_of<ValueError>([] { scale_nospec_kernel.do_not_specialize({"m"}); });
