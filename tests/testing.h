@@ -112,6 +112,14 @@ class TwoTensor : public WrapperTensorImpl {
     Stack first(stack.end() - n, stack.end()), second = first;
     auto unwrap = [](Stack& s, bool use_a) {
       for (auto& v : s) {
+        if (v.is_tensor_list()) {  // e.g. the tensors of a kernel launch
+          std::vector<Tensor> l = v.to_tensor_list();
+          for (auto& t : l) {
+            if (auto* w = wrapper_cast<TwoTensor>(t)) t = use_a ? w->a_ : w->b_;
+          }
+          v = IValue(std::move(l));
+          continue;
+        }
         if (!v.is_tensor()) continue;
         if (auto* w = wrapper_cast<TwoTensor>(v.to_tensor())) v = use_a ? w->a_ : w->b_;
       }

@@ -83,6 +83,13 @@ TS_DEFINE_ERROR(ShapeError);
 TS_DEFINE_ERROR(DTypeError);
 /** Tensors on different or unavailable devices. */
 TS_DEFINE_ERROR(DeviceError);
+/** A tensor's data was read where there is none (meta and fake tensors): under the graph
+ * compiler, a graph break. */
+class DataError : public ValueError {
+ public:
+  using ValueError::ValueError;
+  const char* kind() const override { return "DataError"; }
+};
 /** A kernel or graph cannot be compiled. */
 TS_DEFINE_ERROR(CompileError);
 /** A feature that does not exist (yet) was asked for. */

@@ -112,6 +112,7 @@ class FlopCounterMode : public DispatchMode {
   struct Impl;
 
  private:
+  void run_visible(const OperatorHandle& op, Stack& stack);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -313,10 +313,6 @@ Tensor make_empty_like(const Tensor& like, SymIntArrayRef sizes, DType dtype,
 Tensor make_view(const Tensor& base, SymIntArrayRef sizes, SymIntArrayRef strides, SymInt offset);
 /** A fake tensor (no data, reports `device`) for tracing. */
 Tensor make_fake(SymIntArrayRef sizes, DType dtype, Device device, SymIntArrayRef strides = {});
-/** Called when code reads the data of a fake tensor (the graph compiler turns it into a graph
- * break naming the line); null when not tracing. */
-using FakeDataHook = void (*)(const char* what);
-FakeDataHook& fake_data_hook();
 /** Normalizes a possibly negative dimension; `IndexError` naming `op` when out of range. */
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 /** Reads element `linear` (row-major logical order) of a CPU tensor as double. */

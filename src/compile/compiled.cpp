@@ -16,6 +16,7 @@
 #include "tessera/env.h"
 #include "tessera/tl.h"
 #include "tl/jit.h"
+#include "tl/launch_op.h"
 #include "tune/tuned.h"
 
 namespace tessera::compile_detail {
@@ -38,7 +39,7 @@ class GraphBreakError : public CompileError {
 
 // ---- tracing ------------------------------------------------------------------------------------
 
-class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
+class Tracer final : public DispatchMode {
  public:
   Tracer(Graph& g, bool grad_inputs) : g_(g), grad_inputs_(grad_inputs) {}
 
@@ -105,6 +106,13 @@ class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
     const SourceLoc loc = UserLocGuard::current();
     if (loc.known()) g_.env->last_loc = loc;
     IValue* args = &stack[stack.size() - nargs];
+    if (tl::is_kernel_launch(op)) {
+      // A kernel launch (DESIGN.md D12): recorded as a kernel node instead of run.
+      const tl::LaunchView launch = tl::launch_of(stack);
+      on_launch(*launch.launcher, ArrayRef<tl::KernelArg>(launch.args.data(), launch.args.size()));
+      stack.resize(stack.size() - nargs);
+      return;
+    }
     if (op.has_tag(kTagDataDependent)) graph_break("reading tensor data (" + op.name() + ")", loc);
     if (op.has_tag(kTagTritonOp) && !grad_inputs_) {
       // Trace into the body: its operators and kernel launches become the graph's nodes. The
@@ -125,13 +133,10 @@ class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
         n.writes.push_back(a.value);
       n.args.push_back(std::move(a));
     }
-    // The shape function runs; kernels its body launches record nothing.
-    tl::detail::CaptureHook* hook = tl::detail::capture_hook();
-    tl::detail::capture_hook() = nullptr;
+    // The shape function runs, with this mode hidden: kernels its body launches record nothing.
     try {
       op.redispatch(stack);
     } catch (const NotImplementedError& e) {
-      tl::detail::capture_hook() = hook;
       if (op.has_tag(kTagCustomOp)) {
         graph_break("the custom operator " + op.name() +
                         " has no fake kernel to compute its result shapes "
@@ -139,11 +144,7 @@ class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
                     loc);
       }
       graph_break(std::string("the operator cannot run on fake tensors: ") + e.message(), loc);
-    } catch (...) {
-      tl::detail::capture_hook() = hook;
-      throw;
     }
-    tl::detail::capture_hook() = hook;
     const size_t nret = schema.returns().size();
     const int index = static_cast<int>(g_.nodes.size());
     for (size_t i = 0; i < nret; ++i) {
@@ -164,7 +165,7 @@ class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
     g_.nodes.push_back(std::move(n));
   }
 
-  void on_launch(const tl::Launcher& launch, ArrayRef<tl::KernelArg> args) override {
+  void on_launch(const tl::Launcher& launch, ArrayRef<tl::KernelArg> args) {
     const tl::JITFunction& fn = launch.function();
     const SourceLoc loc = launch.location();
     if (loc.known()) g_.env->last_loc = loc;
@@ -366,26 +367,10 @@ class Tracer final : public DispatchMode, public tl::detail::CaptureHook {
   std::vector<Tensor> keep_;
 };
 
-void throw_fake_read(const char* what) {
-  graph_break(std::string("reading tensor data (") + what + " of a traced tensor)",
-              UserLocGuard::current());
-}
-
 // Installs the tracer for the duration of a trace.
 struct TraceScope {
-  TraceScope(Tracer& t) : mode(&t, ModeKind::Dispatch) {
-    prev_hook = tl::detail::capture_hook();
-    tl::detail::capture_hook() = &t;
-    prev_fake = detail::fake_data_hook();
-    detail::fake_data_hook() = &throw_fake_read;
-  }
-  ~TraceScope() {
-    tl::detail::capture_hook() = prev_hook;
-    detail::fake_data_hook() = prev_fake;
-  }
+  TraceScope(Tracer& t) : mode(&t, ModeKind::Dispatch) {}
   ModeGuard mode;
-  tl::detail::CaptureHook* prev_hook;
-  detail::FakeDataHook prev_fake;
 };
 
 // ---- guards
@@ -1079,9 +1064,12 @@ class CompiledFunction {
       }
     }
     std::vector<IValue> outs;
-    {
+    try {
       TraceScope scope(tracer);
       outs = fn_(fakes);
+    } catch (const DataError& e) {
+      // item(), data_ptr() and the like on a traced (fake) tensor: a graph break at that line.
+      graph_break("reading tensor data (" + e.message() + ")", e.user_loc());
     }
     for (const IValue& o : outs) {
       if (o.is_tensor() && o.to_tensor().defined()) {

@@ -5,9 +5,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "tessera/detail/local_state.h"
 
@@ -93,9 +95,23 @@ std::mutex& knob_mutex() {
   return m;
 }
 
-Knobs*& knob_slot() {
-  static Knobs* k = nullptr;
+// The current knobs, read without a lock on every kernel launch. A reload publishes a new object;
+// replaced ones stay alive (reloads are rare: tests and tools), so references handed out remain
+// valid.
+std::atomic<const Knobs*>& knob_slot() {
+  static std::atomic<const Knobs*> k{nullptr};
   return k;
+}
+std::vector<std::unique_ptr<const Knobs>>& all_knobs() {
+  static auto* v = new std::vector<std::unique_ptr<const Knobs>>();  // never freed
+  return *v;
+}
+
+const Knobs& publish(Knobs fresh) {
+  all_knobs().push_back(std::make_unique<const Knobs>(std::move(fresh)));
+  const Knobs* k = all_knobs().back().get();
+  knob_slot().store(k, std::memory_order_release);
+  return *k;
 }
 
 }  // namespace
@@ -115,22 +131,17 @@ bool Knobs::dump_enabled(const std::string& what) const {
 }
 
 const Knobs& knobs() {
+  if (const Knobs* k = knob_slot().load(std::memory_order_acquire)) return *k;
   std::lock_guard<std::mutex> g(knob_mutex());
-  Knobs*& k = knob_slot();
-  if (!k) k = new Knobs(read_knobs());  // never freed: knobs outlive static destructors
-  return *k;
+  if (const Knobs* k = knob_slot().load(std::memory_order_acquire)) return *k;
+  return publish(read_knobs());
 }
 
 void reload_knobs() {
   Knobs fresh = read_knobs();
   std::lock_guard<std::mutex> g(knob_mutex());
-  Knobs*& k = knob_slot();
-  if (!k) {
-    k = new Knobs(std::move(fresh));
-  } else {
-    *k = std::move(fresh);
-  }
-  detail::g_log_dispatch.store(k->log_enabled("dispatch"), std::memory_order_relaxed);
+  const Knobs& k = publish(std::move(fresh));
+  detail::g_log_dispatch.store(k.log_enabled("dispatch"), std::memory_order_relaxed);
 }
 
 namespace detail {

@@ -2,9 +2,13 @@
 
 namespace tessera::detail {
 
+namespace {
+// Read on every operator call and kernel launch: initial-exec TLS is one fs-relative access.
+thread_local LocalState t_state __attribute__((tls_model("initial-exec")));
+}  // namespace
+
 LocalState& local_state() noexcept {
-  thread_local LocalState state;
-  return state;
+  return t_state;
 }
 
 LocalStateGuard::LocalStateGuard(const LocalState& s, SourceLoc user_loc)

@@ -11,7 +11,7 @@
 #include "ir/cost.h"
 #include "ir/ir.h"
 #include "tessera/autograd.h"
-#include "tl/jit.h"
+#include "tl/launch_op.h"
 
 namespace tessera {
 
@@ -119,7 +119,7 @@ bool has_flop_formula(const OperatorHandle& op) {
   return op.entry().flop_slot() != nullptr;
 }
 
-struct FlopCounterMode::Impl : tl::detail::LaunchObserver {
+struct FlopCounterMode::Impl {
   Options options;
   std::map<std::string, std::map<std::string, OpCount>> counts;
   struct Frame {
@@ -128,8 +128,8 @@ struct FlopCounterMode::Impl : tl::detail::LaunchObserver {
     bool launched = false;  ///< a kernel launch was counted for it
   };
   std::vector<Frame> frames;  // operators running under this counter, innermost last
+  int nested = 0;             // > 0 while an operator without a formula runs
   std::unique_ptr<ModeGuard> mode;
-  std::unique_ptr<tl::detail::LaunchObserverGuard> observer;
 
   // Adds to the current scope and every enclosing one.
   template <class F>
@@ -143,15 +143,12 @@ struct FlopCounterMode::Impl : tl::detail::LaunchObserver {
     }
   }
 
-  void on_launch(const tl::detail::KernelState& s, const tl::detail::CompiledKernel& k,
-                 const SmallVector<tl::detail::BoundArg, 16>& args,
-                 const int64_t grid[3]) override {
+  // A launch that ran (derived from its kernel's IR), attributed to the operator it ran in.
+  void on_launch(const tl::LaunchRecord& r) {
     if (!frames.empty() && frames.back().declared) return;  // its formula counts it
-    if (!k.function) return;
-    std::vector<ir::ParamValue> params;
-    for (const auto& a : args) params.push_back({a.i, a.f});
-    const ir::KernelCost c = ir::launch_cost(*k.function, params, grid);
-    const std::string name = frames.empty() ? "kernel " + s.name : frames.back().op;
+    if (!r.function) return;
+    const ir::KernelCost c = ir::launch_cost(*r.function, r.params, r.grid);
+    const std::string name = frames.empty() ? "kernel " + r.kernel : frames.back().op;
     if (!frames.empty()) frames.back().launched = true;
     const bool backward = autograd::in_backward();
     update(name, [&](OpCount& n) {
@@ -171,17 +168,27 @@ FlopCounterMode::FlopCounterMode(Options options) : impl_(std::make_unique<Impl>
   ensure_builtin_formulas();
   impl_->options = options;
   impl_->mode = std::make_unique<ModeGuard>(this, ModeKind::Dispatch);
-  impl_->observer = std::make_unique<tl::detail::LaunchObserverGuard>(impl_.get());
 }
 
 FlopCounterMode::~FlopCounterMode() {
-  impl_->observer.reset();
   impl_->mode.reset();
   if (impl_->options.display)
     (impl_->options.out ? *impl_->options.out : std::cout) << table() << std::flush;
 }
 
 void FlopCounterMode::handle(const OperatorHandle& op, Stack& stack) {
+  if (tl::is_kernel_launch(op)) {
+    // A kernel launch is an operator (DESIGN.md D12): run it, then count what it ran.
+    const Stack args(stack.end() - 2, stack.end());
+    op.redispatch(stack);
+    impl_->on_launch(tl::launch_record(args));
+    return;
+  }
+  if (impl_->nested > 0) {
+    // Inside an operator without a formula: only its kernel launches count (for it).
+    op.redispatch(stack);
+    return;
+  }
   const auto& slot_ptr = op.entry().flop_slot();
   const auto* slot = static_cast<const FlopSlot*>(slot_ptr.get());
   const size_t nargs = op.schema().arguments().size();
@@ -193,7 +200,11 @@ void FlopCounterMode::handle(const OperatorHandle& op, Stack& stack) {
     ~Pop() { i->frames.pop_back(); }
   } pop{impl_.get()};
   const bool backward = autograd::in_backward();
-  op.redispatch(stack);
+  if (slot) {
+    op.redispatch(stack);  // the formula counts it; what it runs inside is not seen
+  } else {
+    run_visible(op, stack);
+  }
   if (!slot) {
     if (impl_->frames.back().launched) impl_->update(op.name(), [](OpCount& n) { ++n.calls; });
     return;
@@ -208,6 +219,41 @@ void FlopCounterMode::handle(const OperatorHandle& op, Stack& stack) {
     n.declared = true;
     ++n.calls;
   });
+}
+
+// Runs an operator without a formula with the counter still visible inside it, so that the kernels
+// it launches are counted for it (the dispatcher hides a mode from its own redispatch). Wrapper
+// tensors take the ordinary path (their handler runs first; launches inside are not seen).
+void FlopCounterMode::run_visible(const OperatorHandle& op, Stack& stack) {
+  const size_t n = op.schema().arguments().size();
+  DeviceType device = DeviceType::CPU;
+  bool found = false, data = true, wrapper = false;
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    auto look = [&](const Tensor& t) {
+      if (!t.defined()) return;
+      wrapper = wrapper || (t.impl()->flags() & kTensorWrapper);
+      if (found) return;
+      found = true;
+      device = t.device().type();
+      data = t.has_data();
+    };
+    if (stack[i].is_tensor()) look(stack[i].to_tensor());
+    if (stack[i].is_tensor_list())
+      for (const auto& t : stack[i].to_tensor_list()) look(t);
+  }
+  const KernelFunction* k = &op.entry().kernel(data ? device : DeviceType::Meta);
+  if (!k->valid()) k = &op.entry().composite();
+  if (wrapper || !k->valid()) {
+    op.redispatch(stack);
+    return;
+  }
+  ++impl_->nested;
+  struct Unnest {
+    Impl* i;
+    ~Unnest() { --i->nested; }
+  } unnest{impl_.get()};
+  ModeGuard again(this, ModeKind::Dispatch);
+  k->boxed(op.entry(), k->functor, stack);
 }
 
 int64_t FlopCounterMode::get_total_flops() const {

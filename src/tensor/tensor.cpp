@@ -32,18 +32,10 @@ SymInt Tensor::stride(int64_t dim) const {
   return impl_->strides()[detail::wrap_dim(dim, this->dim(), "stride")];
 }
 
-namespace detail {
-FakeDataHook& fake_data_hook() {
-  thread_local FakeDataHook h = nullptr;
-  return h;
-}
-}  // namespace detail
-
 void* Tensor::data_ptr() const {
   TS_CHECK(defined(), ValueError) << "[data_ptr] the tensor is undefined";
-  if (is_fake() && detail::fake_data_hook()) detail::fake_data_hook()("data_ptr");
-  TS_CHECK(has_data(), ValueError)
-      << "[data_ptr] a " << (is_fake() ? "fake" : "meta") << " tensor has no data";
+  TS_CHECK(has_data(), DataError) << "[data_ptr] a " << (is_fake() ? "fake" : "meta")
+                                  << " tensor has no data";
   return impl_->data();
 }
 
@@ -58,9 +50,8 @@ Scalar Tensor::item(SourceLoc loc) const {
   TS_CHECK(defined(), ValueError) << "[item] the tensor is undefined";
   TS_CHECK(numel() == 1, ValueError)
       << "[item] a tensor with " << numel() << " elements cannot be converted to a scalar";
-  if (is_fake() && detail::fake_data_hook()) detail::fake_data_hook()("item");
-  TS_CHECK(has_data(), ValueError)
-      << "[item] cannot read the value of a " << (is_fake() ? "fake" : "meta") << " tensor";
+  TS_CHECK(has_data(), DataError) << "[item] cannot read the value of a "
+                                  << (is_fake() ? "fake" : "meta") << " tensor";
   if (device().is_cuda()) return to(kCPU).item(loc);  // synchronizes the device's stream
   TS_CHECK(device().is_cpu(), NotImplementedError) << "[item] on " << device();
   const void* p = impl_->data();

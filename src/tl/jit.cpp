@@ -19,6 +19,7 @@
 #include "runtime/thread_pool.h"
 #include "tessera/detail/hash.h"
 #include "tessera/env.h"
+#include "tl/launch_op.h"
 #include "tl/trace.h"
 
 namespace tessera::tl {
@@ -598,26 +599,6 @@ std::string JITFunction::last_ir() const {
   return state_->last_ir;
 }
 
-// ---- launch observers
-// ---------------------------------------------------------------------------------
-
-namespace detail {
-CaptureHook*& capture_hook() {
-  thread_local CaptureHook* h = nullptr;
-  return h;
-}
-std::vector<LaunchObserver*>& observers() {
-  thread_local std::vector<LaunchObserver*> v;
-  return v;
-}
-LaunchObserverGuard::LaunchObserverGuard(LaunchObserver* o) {
-  observers().push_back(o);
-}
-LaunchObserverGuard::~LaunchObserverGuard() {
-  observers().pop_back();
-}
-}  // namespace detail
-
 // ---- Meta, Grid, launch
 // -----------------------------------------------------------------------------
 
@@ -669,8 +650,10 @@ Grid::Grid(std::initializer_list<SymInt> dims, SourceLoc l) : loc(l) {
 
 void Launcher::run(ArrayRef<KernelArg> args) const {
   UserLocGuard guard(loc_);
-  if (detail::CaptureHook* hook = detail::capture_hook()) {
-    hook->on_launch(*this, args);  // the graph compiler records the launch instead
+  // With a mode or a wrapper tensor active the launch is an operator call (DESIGN.md D12): graph
+  // capture, FLOP counting and wrapper types see it; otherwise it runs directly.
+  if (detail::launch_needs_dispatch(args)) {
+    detail::dispatch_launch(*this, args);
     return;
   }
   if (target_) {
@@ -713,7 +696,11 @@ void Launcher::run_kernel(ArrayRef<KernelArg> args, const Grid* grid_override) c
   }
   const int64_t total = dims[0] * dims[1] * dims[2];
   if (total == 0) return;
-  for (detail::LaunchObserver* o : detail::observers()) o->on_launch(s, *kernel, bound, dims);
+  if (detail::recording()) {  // a dispatched launch: what ran, for the modes that asked
+    std::vector<ir::ParamValue> params;
+    for (const auto& b : bound) params.push_back({b.i, b.f});
+    detail::record_run(s.name, kernel->function, params, dims);
+  }
   SmallVector<backend::Arg, 16> args_out(bound.size());
   for (size_t i = 0; i < bound.size(); ++i) {
     const auto& b = bound[i];

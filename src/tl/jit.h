@@ -85,33 +85,6 @@ struct KernelState {
   double last_compile_ms = 0;
 };
 
-/** Sees every kernel launch on its thread (FLOP counting; the graph compiler's capture later). */
-class LaunchObserver {
- public:
-  virtual ~LaunchObserver() = default;
-  virtual void on_launch(const KernelState& s, const CompiledKernel& k,
-                         const SmallVector<BoundArg, 16>& args, const int64_t grid[3]) = 0;
-};
-/** Receives kernel launches while the graph compiler traces, instead of running them. */
-class CaptureHook {
- public:
-  virtual ~CaptureHook() = default;
-  virtual void on_launch(const Launcher& launch, ArrayRef<KernelArg> args) = 0;
-};
-/** This thread's capture hook (null when not tracing). */
-CaptureHook*& capture_hook();
-
-/** This thread's observers (innermost last). */
-std::vector<LaunchObserver*>& observers();
-/** Adds an observer on this thread for the guard's lifetime (innermost last). */
-class LaunchObserverGuard {
- public:
-  explicit LaunchObserverGuard(LaunchObserver* o);
-  ~LaunchObserverGuard();
-  LaunchObserverGuard(const LaunchObserverGuard&) = delete;
-  LaunchObserverGuard& operator=(const LaunchObserverGuard&) = delete;
-};
-
 /** The backend a specialization of these arguments runs on (the arguments' device; the
  * interpreter under `TESSERA_INTERPRET=1`). */
 const backend::Backend& backend_of(const SmallVector<BoundArg, 16>& bound);

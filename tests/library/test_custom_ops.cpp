@@ -328,6 +328,40 @@ TEST(CustomOps, WrapperTensorTypesSeeTritonOps) {
   EXPECT_TRUE(all_close(w->b_, (base * 2).sin(), 1e-6, 1e-6));
 }
 
+TEST(CustomOps, AKernelLaunchIsAnOperatorThatModesAndWrapperTypesSee) {
+  // Launched directly (no custom op around it) on a wrapper type: the launch is dispatched as
+  // tessera::kernel_launch and the wrapper runs it on both halves.
+  Tensor a = randn({50}), b = randn({50});
+  Tensor x = TwoTensor::make(a, b);
+  Tensor out = TwoTensor::make(zeros({50}), zeros({50}));
+  auto n = int64_t{50};
+  sin_kernel[{tl::cdiv(n, 64)}](x, out, n, tl::meta("BLOCK_SIZE", 64));
+  auto* w = wrapper_cast<TwoTensor>(out);
+  ASSERT_NE(w, nullptr);
+  EXPECT_TRUE(all_close(w->a_, a.sin(), 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(w->b_, b.sin(), 1e-6, 1e-6));
+  // A dispatch mode sees the launch as an operator call, with its tensors.
+  struct Seen : DispatchMode {
+    int launches = 0;
+    size_t tensors = 0;
+    void handle(const OperatorHandle& op, Stack& s) override {
+      if (op.name() == "tessera::kernel_launch") {
+        ++launches;
+        tensors = s.back().to_tensor_list().size();
+      }
+      op.redispatch(s);
+    }
+  } seen;
+  Tensor y = empty({50});
+  {
+    ModeGuard g(&seen, ModeKind::Dispatch);
+    sin_kernel[{tl::cdiv(n, 64)}](a, y, n, tl::meta("BLOCK_SIZE", 64));
+  }
+  EXPECT_EQ(seen.launches, 1);
+  EXPECT_EQ(seen.tensors, 2u);
+  EXPECT_TRUE(all_close(y, a.sin(), 1e-6, 1e-6));
+}
+
 TEST(CustomOps, DeviceTypesRestrictTheFunction) {
   auto op = library::custom_op("testlib::cuda_only", [](const Tensor& x) { return x + 1; },
                                {.device_types = {"cuda"}, .arg_names = {"x"}});
