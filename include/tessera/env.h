@@ -7,7 +7,9 @@
  *   `recompiles` (why a compiled function recompiled), `graph` (each compiled graph),
  *   `graph_breaks` (why a function runs eagerly), `dispatch` (every operator call: the operator,
  *   the kernel's device and the arguments' shapes; slows every call), `all`.
- * - `TESSERA_DUMP`: comma list of dumps: `ir` (tile IR after optimization), `src` (generated C++).
+ * - `TESSERA_DUMP`: comma list of dumps: `ir` (tile IR as traced and after optimization), `src`
+ *   (generated C++); written to stderr, or with `TESSERA_DUMP_DIR` set, one file per distinct
+ *   kernel text in that directory (`<kernel>-<hash>.ir`, `<kernel>-<hash>.cpp`).
  * - `TESSERA_CXX`: the C++ compiler for JIT kernels (default: `c++`, `g++`, `clang++` on PATH).
  * - `TESSERA_PRINT_AUTOTUNING=1`: prints each tuning round (key, every config's time, the winner).
  * - `TESSERA_INTERPRET=1`: kernels run in the reference interpreter of the tile IR (no compiler).
@@ -31,6 +33,7 @@ struct Knobs {
   int num_threads = 0;  ///< 0: hardware concurrency
   std::vector<std::string> logs;
   std::vector<std::string> dump;
+  std::string dump_dir;  ///< TESSERA_DUMP_DIR; empty: dumps go to stderr
   bool debug = false;
   bool interpret = false;
   bool print_autotuning = false;
@@ -45,6 +48,12 @@ struct Knobs {
 const Knobs& knobs();
 /** Re-reads the environment (tests and tools that set variables at run time). */
 void reload_knobs();
+
+/** Writes a `what` dump (`ir`, `src`) of `kernel` when enabled in `TESSERA_DUMP`: to stderr, or to
+ * `$TESSERA_DUMP_DIR/<kernel>-<hash of identity>.<ext>` (written whole, then renamed into place;
+ * `identity` is the part of the text that names the code, without timings). */
+void dump(const std::string& what, const std::string& kernel, const std::string& identity,
+          const std::string& text, const char* ext);
 
 /** Writes `msg` to stderr once per distinct message, prefixed "tessera: warning: ". */
 void warn_once(const std::string& msg);

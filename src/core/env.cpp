@@ -1,9 +1,14 @@
 #include "tessera/env.h"
 
-#include <atomic>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -11,6 +16,7 @@
 #include <sstream>
 #include <vector>
 
+#include "tessera/detail/hash.h"
 #include "tessera/detail/local_state.h"
 
 extern char** environ;
@@ -41,6 +47,7 @@ constexpr const char* kKnown[] = {
     "TESSERA_CACHE_DIR", "TESSERA_NUM_THREADS", "TESSERA_LOGS",
     "TESSERA_DUMP",      "TESSERA_DEBUG",       "TESSERA_INTERPRET",
     "TESSERA_DEVICE",    "TESSERA_CXX",         "TESSERA_PRINT_AUTOTUNING",
+    "TESSERA_DUMP_DIR",
 };
 
 Knobs read_knobs() {
@@ -65,6 +72,7 @@ Knobs read_knobs() {
   }
   k.logs = split_list(std::getenv("TESSERA_LOGS"));
   k.dump = split_list(std::getenv("TESSERA_DUMP"));
+  if (const char* d = std::getenv("TESSERA_DUMP_DIR"); d && *d) k.dump_dir = d;
   k.debug = truthy(std::getenv("TESSERA_DEBUG"));
   k.interpret = truthy(std::getenv("TESSERA_INTERPRET"));
   k.print_autotuning = truthy(std::getenv("TESSERA_PRINT_AUTOTUNING"));
@@ -147,6 +155,36 @@ void reload_knobs() {
 namespace detail {
 std::atomic<bool> g_log_dispatch{knobs().log_enabled("dispatch")};
 }  // namespace detail
+
+void dump(const std::string& what, const std::string& kernel, const std::string& identity,
+          const std::string& text, const char* ext) {
+  const Knobs& k = knobs();
+  if (!k.dump_enabled(what)) return;
+  if (k.dump_dir.empty()) {
+    static std::mutex m;
+    std::lock_guard<std::mutex> g(m);
+    std::cerr << text << std::flush;
+    return;
+  }
+  // One file per distinct text: a kernel compiled twice with the same code writes one file.
+  ::mkdir(k.dump_dir.c_str(), 0755);
+  std::string stem;
+  for (char c : kernel) stem += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  const std::string path =
+      k.dump_dir + "/" + stem + "-" + Sha256().field(identity).hex().substr(0, 16) + "." + ext;
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid()) + "-" +
+                          std::to_string(reinterpret_cast<uintptr_t>(&text));
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f << text;
+    if (!f.good()) {
+      warn_once("cannot write dumps to TESSERA_DUMP_DIR='" + k.dump_dir + "'");
+      std::remove(tmp.c_str());
+      return;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) std::remove(tmp.c_str());
+}
 
 void warn_once(const std::string& msg) {
   static std::mutex m;

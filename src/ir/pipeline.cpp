@@ -1,5 +1,5 @@
 #include <chrono>
-#include <iostream>
+#include <sstream>
 
 #include "ir/passes.h"
 #include "tessera/env.h"
@@ -7,14 +7,16 @@
 namespace tessera::ir {
 
 void run_pipeline(Function& f) {
-  const bool dump = knobs().dump_enabled("ir");
-  if (dump) std::cerr << "// ---- tile IR of " << f.name << " as traced ----\n" << print(f);
+  const bool dumping = knobs().dump_enabled("ir");
+  std::ostringstream text;
+  if (dumping) text << "// ---- tile IR of " << f.name << " as traced ----\n" << print(f);
   auto step = [&](const char* name, void (*pass)(Function&)) {
     const auto t0 = std::chrono::steady_clock::now();
     pass(f);
-    if (dump) {
-      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      std::cerr << "// " << name << ": " << us << " us\n";
+    if (dumping) {
+      const double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      text << "// " << name << ": " << us << " us\n";
     }
   };
   step("verify", [](Function& g) { verify(g); });
@@ -23,7 +25,11 @@ void run_pipeline(Function& f) {
   step("dce", dce);
   step("canonicalize", canonicalize);
   step("verify", [](Function& g) { verify(g); });
-  if (dump) std::cerr << "// ---- tile IR of " << f.name << " after the pipeline ----\n" << print(f);
+  if (dumping) {
+    const std::string final_ir = print(f);
+    text << "// ---- tile IR of " << f.name << " after the pipeline ----\n" << final_ir;
+    dump("ir", f.name, final_ir, text.str(), "ir");
+  }
 }
 
 }  // namespace tessera::ir

@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "backend/cpu/toolchain.h"
+#include "ir/text.h"
 #include "tessera/tl.h"
 #include "testing.h"
 
@@ -227,3 +229,58 @@ TEST(GeneratedCode, HotLaunchDoesNoIrWork) {
 }
 
 }  // namespace
+
+// TESSERA_DUMP_DIR: one file per distinct kernel text; the IR file's final section parses back.
+TEST_F(KernelCache, DumpsGoToFilesInTheDumpDirectory) {
+  const std::string dumps = dir_ + "-dumps";
+  const char* dump0 = std::getenv("TESSERA_DUMP");
+  const char* dir0 = std::getenv("TESSERA_DUMP_DIR");
+  const std::string saved_dump = dump0 ? dump0 : "", saved_dir = dir0 ? dir0 : "";
+  setenv("TESSERA_DUMP", "ir,src", 1);
+  setenv("TESSERA_DUMP_DIR", dumps.c_str(), 1);
+  reload_knobs();
+  ASSERT_TRUE(run_cache_kernel(64));
+  fresh_process_view();
+  ASSERT_TRUE(run_cache_kernel(64));  // the same code again: the same two files
+  ASSERT_TRUE(run_cache_kernel(32));  // another specialization: two more
+  // Put back what the environment had (a run of the suite may be dumping).
+  if (dump0)
+    setenv("TESSERA_DUMP", saved_dump.c_str(), 1);
+  else
+    unsetenv("TESSERA_DUMP");
+  if (dir0)
+    setenv("TESSERA_DUMP_DIR", saved_dir.c_str(), 1);
+  else
+    unsetenv("TESSERA_DUMP_DIR");
+  reload_knobs();
+  std::vector<std::string> ir_files, cpp_files;
+  for (const auto& e : std::filesystem::directory_iterator(dumps)) {
+    const std::string name = e.path().filename().string();
+    EXPECT_EQ(name.rfind("cache_kernel-", 0), 0u) << name;
+    if (e.path().extension() == ".ir") ir_files.push_back(e.path().string());
+    if (e.path().extension() == ".cpp") cpp_files.push_back(e.path().string());
+    EXPECT_TRUE(e.path().extension() == ".ir" || e.path().extension() == ".cpp") << name;
+  }
+  EXPECT_EQ(ir_files.size(), 2u);
+  EXPECT_EQ(cpp_files.size(), 2u);
+  for (const auto& path : ir_files) {
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const std::string text = ss.str();
+    const std::string marker = "after the pipeline ----\n";
+    const size_t at = text.find(marker);
+    ASSERT_NE(at, std::string::npos) << text;
+    EXPECT_NE(text.find("as traced"), std::string::npos);
+    const auto parsed = ir::parse(text.substr(at + marker.size()));
+    EXPECT_EQ(parsed->name, "cache_kernel");
+  }
+  for (const auto& path : cpp_files) {
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    EXPECT_NE(ss.str().find("C++ of kernel cache_kernel"), std::string::npos);
+    EXPECT_NE(ss.str().find("_pid0"), std::string::npos);
+  }
+  std::filesystem::remove_all(dumps);
+}

@@ -92,7 +92,8 @@ class CpuBackend final : public Backend {
   void generate(std::shared_ptr<const ir::Function> f, bool checked, Kernel& out) const override {
     const Emitted e = emit(*f, checked);
     if (knobs().dump_enabled("src"))
-      std::cerr << "// ---- C++ of kernel " << f->name << " ----\n" << e.source;
+      dump("src", f->name, e.source, "// ---- C++ of kernel " + f->name + " ----\n" + e.source,
+           "cpp");
     out.name = f->name;
     out.function = std::move(f);
     out.checked = checked;
