@@ -1,5 +1,7 @@
 #include "ir/cost.h"
 
+#include "ir/op_traits.h"
+
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -184,17 +186,12 @@ class Evaluator {
 
   void region(const Region& reg, double mult, KernelCost& c) {
     for (const Op* op : reg.ops) {
+      // Ops with a fixed count per element (the op-trait table's flops; Fma counts 2).
+      if (const int per = traits(op->kind).flops; per > 0 && !op->results.empty()) {
+        const Type& t = f_.type(op->result());
+        if (t.is_float()) c.flops += per * static_cast<double>(t.numel()) * mult;
+      }
       switch (op->kind) {
-        case OpKind::Binary: {
-          const Type& t = f_.type(op->result());
-          if (t.is_float()) c.flops += static_cast<double>(t.numel()) * mult;
-          break;
-        }
-        case OpKind::Fma: {
-          const Type& t = f_.type(op->result());
-          c.flops += 2.0 * static_cast<double>(t.numel()) * mult;
-          break;
-        }
         case OpKind::Dot: {
           const Type& a = f_.type(op->operands[0]);
           const Type& r = f_.type(op->result());
@@ -203,9 +200,9 @@ class Evaluator {
         }
         case OpKind::Unary: {
           const Type& t = f_.type(op->result());
-          const auto k = static_cast<UnaryKind>(op->sub);
-          if (t.is_float() && k != UnaryKind::Neg && k != UnaryKind::Abs)
-            c.flops += static_cast<double>(t.numel()) * mult;
+          if (t.is_float())
+            c.flops += unary_traits(static_cast<UnaryKind>(op->sub)).flops *
+                       static_cast<double>(t.numel()) * mult;
           break;
         }
         case OpKind::Reduce: {

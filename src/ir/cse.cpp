@@ -3,6 +3,7 @@
 #include <tuple>
 #include <vector>
 
+#include "ir/op_traits.h"
 #include "ir/passes.h"
 
 namespace tessera::ir {
@@ -16,25 +17,7 @@ class Cse {
   void run() { region(f_.body); }
 
  private:
-  static bool pure(const Op& op) {
-    switch (op.kind) {
-      case OpKind::Load:
-      case OpKind::Store:
-      case OpKind::Atomic:
-      case OpKind::AtomicCas:
-      case OpKind::Assert:
-      case OpKind::Print:
-      case OpKind::ReduceFn:
-      case OpKind::ScanFn:
-      case OpKind::While:
-      case OpKind::For:
-      case OpKind::If:
-      case OpKind::Yield:
-        return false;
-      default:
-        return op.results.size() == 1;
-    }
-  }
+  static bool pure(const Op& op) { return traits(op.kind).has(kPure) && op.results.size() == 1; }
 
   Key key(const Op& op) const {
     uint64_t fbits;

@@ -1,5 +1,7 @@
 #include "ir/ir.h"
 
+#include "ir/op_traits.h"
+
 #include <sstream>
 #include <unordered_set>
 
@@ -55,108 +57,11 @@ std::string Type::str() const {
   return s + " " + e + ">";
 }
 
-const char* op_name(OpKind k) {
-  switch (k) {
-    case OpKind::Constant:
-      return "const";
-    case OpKind::ProgramId:
-      return "program_id";
-    case OpKind::NumPrograms:
-      return "num_programs";
-    case OpKind::Arange:
-      return "arange";
-    case OpKind::Splat:
-      return "splat";
-    case OpKind::Broadcast:
-      return "broadcast";
-    case OpKind::ExpandDims:
-      return "expand_dims";
-    case OpKind::Binary:
-      return "binary";
-    case OpKind::Compare:
-      return "cmp";
-    case OpKind::Unary:
-      return "unary";
-    case OpKind::Cast:
-      return "cast";
-    case OpKind::Select:
-      return "select";
-    case OpKind::Fma:
-      return "fma";
-    case OpKind::Dot:
-      return "dot";
-    case OpKind::Atomic:
-      return "atomic";
-    case OpKind::AtomicCas:
-      return "atomic_cas";
-    case OpKind::While:
-      return "while";
-    case OpKind::Assert:
-      return "assert";
-    case OpKind::Permute:
-      return "permute";
-    case OpKind::ReduceFn:
-      return "reduce_fn";
-    case OpKind::ScanFn:
-      return "scan_fn";
-    case OpKind::Reshape:
-      return "reshape";
-    case OpKind::Join:
-      return "join";
-    case OpKind::Extract:
-      return "extract";
-    case OpKind::Cat:
-      return "cat";
-    case OpKind::Bitcast:
-      return "bitcast";
-    case OpKind::Print:
-      return "print";
-    case OpKind::AddPtr:
-      return "addptr";
-    case OpKind::Load:
-      return "load";
-    case OpKind::Store:
-      return "store";
-    case OpKind::Reduce:
-      return "reduce";
-    case OpKind::For:
-      return "for";
-    case OpKind::If:
-      return "if";
-    case OpKind::Yield:
-      return "yield";
-  }
-  return "?";
-}
-
-const char* binary_name(BinaryKind k) {
-  static constexpr const char* kNames[] = {"add", "sub", "mul", "div", "rem", "max",    "min",
-                                           "and", "or",  "xor", "shl", "shr", "umulhi", "div_rn"};
-  return kNames[static_cast<int>(k)];
-}
-const char* cmp_name(CmpKind k) {
-  static constexpr const char* kNames[] = {"eq", "ne", "lt", "le", "gt", "ge"};
-  return kNames[static_cast<int>(k)];
-}
-const char* unary_name(UnaryKind k) {
-  static constexpr const char* kNames[] = {"neg", "not", "abs",  "exp",  "log",   "sqrt", "rsqrt",
-                                           "sin", "cos", "exp2", "log2", "floor", "ceil", "erf"};
-  return kNames[static_cast<int>(k)];
-}
-const char* reduce_name(ReduceKind k) {
-  static constexpr const char* kNames[] = {"sum", "max", "min", "xor", "argmax", "argmin"};
-  return kNames[static_cast<int>(k)];
-}
-
 bool Op::has_side_effects() const {
-  if (kind == OpKind::Store || kind == OpKind::Atomic || kind == OpKind::AtomicCas ||
-      kind == OpKind::Assert || kind == OpKind::Print)
-    return true;
-  if (kind == OpKind::For || kind == OpKind::If || kind == OpKind::While) {
-    for (const auto& r : regions) {
-      for (const Op* op : r.ops) {
-        if (op->has_side_effects()) return true;
-      }
+  if (traits(kind).has(kSideEffects)) return true;
+  for (const auto& r : regions) {
+    for (const Op* op : r.ops) {
+      if (op->has_side_effects()) return true;
     }
   }
   return false;
@@ -184,7 +89,7 @@ namespace {
 
 class Verifier {
  public:
-  explicit Verifier(const Function& f) : f_(f) {}
+  Verifier(const Function& f, bool user_text) : f_(f), user_text_(user_text) {}
 
   void run() {
     std::vector<ValueId> params;
@@ -197,6 +102,10 @@ class Verifier {
 
  private:
   [[noreturn]] void fail(const Op& o, const std::string& what) {
+    if (user_text_) {
+      TS_ERROR(ValueError) << "[ir::parse] kernel '" << f_.name << "' is malformed at "
+                           << op_name(o.kind) << ": " << what;
+    }
     TS_INTERNAL_ASSERT(false) << "tile IR of kernel '" << f_.name << "' is malformed at "
                               << op_name(o.kind) << " (" << o.loc << "): " << what << "\n"
                               << print(f_);
@@ -231,19 +140,42 @@ class Verifier {
   }
 
   void check(const Op& o) {
+    const OpTraits& tr = traits(o.kind);
+    const auto n = static_cast<int>(o.operands.size());
+    if (n < tr.min_operands || (tr.max_operands >= 0 && n > tr.max_operands)) {
+      fail(o, std::to_string(n) + " operands (takes " + std::to_string(tr.min_operands) +
+                  (tr.max_operands == tr.min_operands ? ""
+                   : tr.max_operands < 0              ? " or more"
+                                                      : " to " + std::to_string(tr.max_operands)) +
+                  ")");
+    }
+    if (static_cast<int>(o.regions.size()) != tr.regions)
+      fail(o, std::to_string(o.regions.size()) + " regions (takes " + std::to_string(tr.regions) +
+                  ")");
     auto t = [&](ValueId v) -> const Type& { return f_.type(v); };
-    auto n_operands = [&](size_t n) {
-      if (o.operands.size() != n) fail(o, "expected " + std::to_string(n) + " operands");
+    auto sub_below = [&](int count) {
+      if (o.sub >= count) fail(o, "sub-kind " + std::to_string(o.sub) + " out of range");
     };
     switch (o.kind) {
-      case OpKind::Binary:
-        n_operands(2);
+      case OpKind::Binary: {
+        sub_below(num_binary_kinds());
         if (t(o.operands[0]) != t(o.operands[1]) || t(o.operands[0]) != t(o.result())) {
           fail(o, "operand and result types differ");
         }
+        const BinaryTraits& b = binary_traits(static_cast<BinaryKind>(o.sub));
+        if (t(o.result()).is_float() ? !b.floats : !b.ints)
+          fail(o, std::string(b.name) + " of " + t(o.result()).str());
         break;
+      }
+      case OpKind::Unary: {
+        sub_below(num_unary_kinds());
+        if (t(o.operands[0]) != t(o.result())) fail(o, "operand and result types differ");
+        const UnaryTraits& u = unary_traits(static_cast<UnaryKind>(o.sub));
+        if (!t(o.result()).is_float() && !u.ints)
+          fail(o, std::string(u.name) + " of " + t(o.result()).str());
+        break;
+      }
       case OpKind::Compare:
-        n_operands(2);
         if (t(o.operands[0]) != t(o.operands[1])) fail(o, "operand types differ");
         if (t(o.result()).elem != DType::Bool || t(o.result()).shape != t(o.operands[0]).shape) {
           fail(o, "result must be i1 of the operands' shape");
@@ -251,15 +183,12 @@ class Verifier {
         break;
       case OpKind::Atomic:
       case OpKind::AtomicCas:
-        if (o.operands.size() < 2 || o.operands.size() > 3)
-          fail(o, "atomic takes ptr, value(s) [, mask]");
         if (!t(o.operands[0]).ptr || t(o.operands[1]).elem != t(o.operands[0]).elem ||
             t(o.operands[1]).shape != t(o.operands[0]).shape || t(o.result()) != t(o.operands[1])) {
           fail(o, "atomic operand types");
         }
         break;
       case OpKind::While: {
-        if (o.regions.size() != 2) fail(o, "while needs a condition and a body");
         const Region &cond = o.regions[0], &body = o.regions[1];
         if (cond.args.size() != o.operands.size() || body.args.size() != o.operands.size() ||
             o.results.size() != o.operands.size()) {
@@ -274,7 +203,6 @@ class Verifier {
         break;
       }
       case OpKind::Dot: {
-        n_operands(3);
         const Type &a = t(o.operands[0]), &b = t(o.operands[1]), &c = t(o.operands[2]);
         if (a.rank() != 2 || b.rank() != 2 || c.rank() != 2 || a.shape[1] != b.shape[0] ||
             c.shape[0] != a.shape[0] || c.shape[1] != b.shape[1] || a.elem != b.elem ||
@@ -284,7 +212,6 @@ class Verifier {
         break;
       }
       case OpKind::Fma:
-        n_operands(3);
         for (int i = 0; i < 3; ++i) {
           if (t(o.operands[static_cast<size_t>(i)]) != t(o.result()))
             fail(o, "operand types differ from the result");
@@ -292,7 +219,6 @@ class Verifier {
         if (!t(o.result()).is_float()) fail(o, "fma of a non-float");
         break;
       case OpKind::Select:
-        n_operands(3);
         if (t(o.operands[1]) != t(o.operands[2]) || t(o.operands[1]) != t(o.result())) {
           fail(o, "branch types differ");
         }
@@ -301,26 +227,21 @@ class Verifier {
         }
         break;
       case OpKind::Load:
-        if (o.operands.empty() || o.operands.size() > 3) fail(o, "load takes ptr, mask, other");
         if (!t(o.operands[0]).ptr) fail(o, "load of a non-pointer");
         for (size_t i = 1; i < o.operands.size(); ++i) {
           if (t(o.operands[i]).shape != t(o.operands[0]).shape) fail(o, "mask/other shape");
         }
         break;
       case OpKind::Store:
-        if (o.operands.size() < 2 || o.operands.size() > 3) fail(o, "store takes ptr, value, mask");
         if (!t(o.operands[0]).ptr) fail(o, "store to a non-pointer");
         if (t(o.operands[1]).shape != t(o.operands[0]).shape) fail(o, "value shape");
         if (t(o.operands[1]).elem != t(o.operands[0]).elem) fail(o, "value element type");
         break;
       case OpKind::AddPtr:
-        n_operands(2);
         if (!t(o.operands[0]).ptr || !t(o.operands[1]).is_int()) fail(o, "addptr needs ptr, int");
         if (t(o.operands[0]).shape != t(o.operands[1]).shape) fail(o, "addptr shapes differ");
         break;
       case OpKind::For: {
-        if (o.operands.size() < 3 || o.regions.size() != 1)
-          fail(o, "for needs lb, ub, step and a body");
         const Region& body = o.regions[0];
         if (body.args.size() != o.operands.size() - 2 ||
             o.results.size() != o.operands.size() - 3) {
@@ -336,8 +257,7 @@ class Verifier {
         break;
       }
       case OpKind::If:
-        if (o.regions.size() != 2 || !t(o.operands.at(0)).is_bool() ||
-            !t(o.operands[0]).is_scalar()) {
+        if (!t(o.operands.at(0)).is_bool() || !t(o.operands[0]).is_scalar()) {
           fail(o, "if needs a scalar i1 condition and two regions");
         }
         break;
@@ -347,13 +267,18 @@ class Verifier {
   }
 
   const Function& f_;
+  const bool user_text_;
   std::unordered_set<ValueId> defined_;
 };
 
 }  // namespace
 
 void verify(const Function& f) {
-  Verifier(f).run();
+  Verifier(f, false).run();
+}
+
+void verify_parsed(const Function& f) {
+  Verifier(f, true).run();
 }
 
 }  // namespace tessera::ir

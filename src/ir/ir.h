@@ -124,26 +124,36 @@ enum class BinaryKind : uint8_t {
   DivRn
 };
 enum class CmpKind : uint8_t { EQ, NE, LT, LE, GT, GE };
+/** The tile IR's float math functions, one entry each: the enumerator and the function's name,
+ * which is its IR mnemonic and the runtime function every backend calls (`trt::exp`, declared in
+ * each backend's runtime header and used by the interpreter). docs/adding-an-op.md adds one. */
+#define TESSERA_IR_MATH_FUNCTIONS(X) \
+  X(Exp, exp)                        \
+  X(Log, log)                        \
+  X(Sqrt, sqrt)                      \
+  X(Rsqrt, rsqrt)                    \
+  X(Sin, sin)                        \
+  X(Cos, cos)                        \
+  X(Exp2, exp2)                      \
+  X(Log2, log2)                      \
+  X(Floor, floor)                    \
+  X(Ceil, ceil)                      \
+  X(Erf, erf)
+
+/** Neg, Not and Abs apply to integers too; the rest are TESSERA_IR_MATH_FUNCTIONS (floats). */
 enum class UnaryKind : uint8_t {
   Neg,
   Not,
   Abs,
-  Exp,
-  Log,
-  Sqrt,
-  Rsqrt,
-  Sin,
-  Cos,
-  Exp2,
-  Log2,
-  Floor,
-  Ceil,
-  Erf
+#define TESSERA_IR_ENUMERATOR(kind, fn) kind,
+  TESSERA_IR_MATH_FUNCTIONS(TESSERA_IR_ENUMERATOR)
+#undef TESSERA_IR_ENUMERATOR
 };
 /** ArgMax/ArgMin give the int32 index along the axis: the first of equal values; a NaN counts as
  * the largest (ArgMax) or the smallest (ArgMin) value, as torch.argmax/argmin. Xor: integers. */
 enum class ReduceKind : uint8_t { Sum, Max, Min, Xor, ArgMax, ArgMin };
 
+/** Names of kinds and sub-kinds (ir/op_traits.h has the rest of what each one is). */
 const char* op_name(OpKind k);
 const char* binary_name(BinaryKind k);
 const char* cmp_name(CmpKind k);
@@ -245,5 +255,7 @@ std::string print(const Function& f, bool attributes = true);
 
 /** Checks internal consistency (types, dominance, terminators); an InternalError on failure. */
 void verify(const Function& f);
+/** The same checks for a function read from text (ir::parse): a ValueError on failure. */
+void verify_parsed(const Function& f);
 
 }  // namespace tessera::ir

@@ -1,6 +1,8 @@
 // The tile IR's text form: the printer, the parser and structural equality (text.h).
 #include "ir/text.h"
 
+#include "ir/op_traits.h"
+
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -306,7 +308,7 @@ class Parser {
       skip_space();
       if (pos_ != line_.size()) fail("text after the function");
     }
-    verify(*f_);
+    verify_parsed(*f_);
     return std::move(f_);
   }
 
@@ -611,8 +613,7 @@ class Parser {
     }
     if (peek() == '{') op_attributes(*o);
     const auto types = result_types();
-    const bool regions =
-        o->kind == OpKind::While || o->kind == OpKind::ReduceFn || o->kind == OpKind::ScanFn;
+    const bool regions = traits(o->kind).regions > 0;  // for and if were parsed above
     if (regions) expect('{');
     o->loc = location();
     skip_space();
@@ -642,14 +643,14 @@ class Parser {
     const auto dot = m.find('.');
     const std::string head = m.substr(0, dot),
                       tail = dot == std::string::npos ? "" : m.substr(dot + 1);
-    for (int k = 0; k <= static_cast<int>(BinaryKind::DivRn); ++k) {
+    for (int k = 0; k < num_binary_kinds(); ++k) {
       if (m == binary_name(static_cast<BinaryKind>(k))) {
         o.kind = OpKind::Binary;
         o.sub = static_cast<uint8_t>(k);
         return;
       }
     }
-    for (int k = 0; k <= static_cast<int>(UnaryKind::Erf); ++k) {
+    for (int k = 0; k < num_unary_kinds(); ++k) {
       if (m == unary_name(static_cast<UnaryKind>(k))) {
         o.kind = OpKind::Unary;
         o.sub = static_cast<uint8_t>(k);
@@ -667,11 +668,11 @@ class Parser {
     };
     if (head == "cmp") {
       o.kind = OpKind::Compare;
-      return sub(6, [](int k) { return cmp_name(static_cast<CmpKind>(k)); });
+      return sub(num_cmp_kinds(), [](int k) { return cmp_name(static_cast<CmpKind>(k)); });
     }
     if (head == "reduce") {
       o.kind = OpKind::Reduce;
-      return sub(6, [](int k) { return reduce_name(static_cast<ReduceKind>(k)); });
+      return sub(num_reduce_kinds(), [](int k) { return reduce_name(static_cast<ReduceKind>(k)); });
     }
     if (head == "dot") {
       o.kind = OpKind::Dot;
@@ -681,7 +682,7 @@ class Parser {
       o.kind = OpKind::Atomic;
       return sub(7, [](int k) { return atomic_name(static_cast<AtomicKind>(k)); });
     }
-    for (int k = 0; k <= static_cast<int>(OpKind::Print); ++k) {
+    for (int k = 0; k < num_op_kinds(); ++k) {
       const auto kind = static_cast<OpKind>(k);
       if (kind == OpKind::Binary || kind == OpKind::Unary) continue;
       if (m == op_name(kind)) {

@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "ir/op_traits.h"
 #include "ir/passes.h"
 #include "ir/text.h"
 #include "tessera/tessera.h"
@@ -125,6 +126,50 @@ TEST(IrText, ParseErrorsNameTheLineAndColumn) {
   const std::string unclosed = "kernel @k() {\n  %0 = const 1 : i32\n";
   EXPECT_NE(error_of<ValueError>([&] { ir::parse(unclosed); }).find("not closed"),
             std::string::npos);
+}
+
+// The verifier reads operand counts and operand domains from the op-trait table; parsed text
+// that breaks them is a ValueError naming the op.
+TEST(IrVerify, OperandCountsAndDomainsComeFromTheOpTable) {
+  auto verify_error = [](const std::string& text) {
+    return error_of<ValueError>([&] { ir::parse(text); });
+  };
+  const std::string xor_of_floats =
+      "kernel @k(%0: fp32 x) {\n"
+      "  %1 = xor %0, %0 : fp32\n"
+      "}\n";
+  EXPECT_NE(verify_error(xor_of_floats).find("xor of fp32"), std::string::npos);
+  const std::string exp_of_ints =
+      "kernel @k(%0: i32 x) {\n"
+      "  %1 = exp %0 : i32\n"
+      "}\n";
+  EXPECT_NE(verify_error(exp_of_ints).find("exp of i32"), std::string::npos);
+  const std::string load_of_four =
+      "kernel @k(%0: *fp32 x) {\n"
+      "  %1 = load %0, %0, %0, %0 : fp32\n"
+      "}\n";
+  EXPECT_NE(verify_error(load_of_four).find("4 operands (takes 1 to 3)"), std::string::npos);
+  const std::string well_formed =
+      "kernel @k(%0: fp32 x, %1: i32 n) {\n"
+      "  %2 = exp %0 : fp32\n"
+      "  %3 = neg %1 : i32\n"
+      "  %4 = xor %3, %1 : i32\n"
+      "}\n";
+  const auto f = ir::parse(well_formed);
+  EXPECT_NO_THROW(ir::verify(*f));
+  // Every kind's name parses back to that kind (the parser iterates the same tables).
+  for (int k = 0; k < ir::num_unary_kinds(); ++k) {
+    const auto kind = static_cast<ir::UnaryKind>(k);
+    const bool ints = ir::unary_traits(kind).ints;
+    const std::string text = std::string("kernel @k(%0: ") + (ints ? "i32" : "fp32") +
+                             " x) {\n  %1 = " + ir::unary_name(kind) +
+                             " %0 : " + (ints ? "i32" : "fp32") + "\n}\n";
+    const auto g = ir::parse(text);
+    ASSERT_EQ(g->body.ops.size(), 1u);
+    EXPECT_EQ(g->body.ops[0]->kind, ir::OpKind::Unary);
+    EXPECT_EQ(g->body.ops[0]->sub, k) << text;
+    EXPECT_NO_THROW(ir::verify(*g)) << text;
+  }
 }
 
 // ---- passes, text in and text out

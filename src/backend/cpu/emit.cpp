@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "ir/access.h"
+#include "ir/op_traits.h"
 #include "ir/passes.h"
 
 namespace tessera::backend::cpu {
@@ -267,32 +268,8 @@ class Emitter {
   }
 
   static bool cheap(const Op& op) {
-    switch (op.kind) {
-      case OpKind::Constant:
-      case OpKind::Arange:
-      case OpKind::Splat:
-      case OpKind::Broadcast:
-      case OpKind::ExpandDims:
-      case OpKind::Binary:
-      case OpKind::Compare:
-      case OpKind::Cast:
-      case OpKind::Select:
-      case OpKind::AddPtr:
-      case OpKind::Fma:
-      case OpKind::Permute:
-      case OpKind::Reshape:
-      case OpKind::Join:
-      case OpKind::Extract:
-      case OpKind::Cat:
-      case OpKind::Bitcast:
-        return true;
-      case OpKind::Unary: {
-        const auto k = static_cast<ir::UnaryKind>(op.sub);
-        return k == ir::UnaryKind::Neg || k == ir::UnaryKind::Not || k == ir::UnaryKind::Abs;
-      }
-      default:
-        return false;
-    }
+    if (op.kind == OpKind::Unary) return ir::unary_traits(static_cast<ir::UnaryKind>(op.sub)).cheap;
+    return ir::traits(op.kind).has(ir::kCheap);
   }
 
   bool single_local_use(ValueId v) const {
@@ -1014,9 +991,7 @@ class Emitter {
       default:
         break;
     }
-    static constexpr const char* kFns[] = {"",    "",    "",     "exp",  "log",   "sqrt", "rsqrt",
-                                           "sin", "cos", "exp2", "log2", "floor", "ceil", "erf"};
-    return round_to(d, std::string("trt::") + kFns[static_cast<int>(k)] + "(" + a + ")");
+    return round_to(d, std::string("trt::") + ir::unary_traits(k).math + "(" + a + ")");
   }
 
   // ---- statements ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 
 #include "core/dtype_visit.h"
 #include "ir/builder.h"
+#include "ir/op_traits.h"
 
 namespace tessera::backend::interp {
 namespace {
@@ -577,39 +578,12 @@ class Interp {
         case UnaryKind::Abs:
           r = std::fabs(x.f);
           break;
-        case UnaryKind::Exp:
-          r = dbl ? trt::exp(x.f) : trt::exp(xf);
-          break;
-        case UnaryKind::Log:
-          r = dbl ? trt::log(x.f) : trt::log(xf);
-          break;
-        case UnaryKind::Sqrt:
-          r = dbl ? trt::sqrt(x.f) : trt::sqrt(xf);
-          break;
-        case UnaryKind::Rsqrt:
-          r = dbl ? trt::rsqrt(x.f) : trt::rsqrt(xf);
-          break;
-        case UnaryKind::Sin:
-          r = dbl ? trt::sin(x.f) : trt::sin(xf);
-          break;
-        case UnaryKind::Cos:
-          r = dbl ? trt::cos(x.f) : trt::cos(xf);
-          break;
-        case UnaryKind::Exp2:
-          r = dbl ? trt::exp2(x.f) : trt::exp2(xf);
-          break;
-        case UnaryKind::Log2:
-          r = dbl ? trt::log2(x.f) : trt::log2(xf);
-          break;
-        case UnaryKind::Floor:
-          r = dbl ? trt::floor(x.f) : trt::floor(xf);
-          break;
-        case UnaryKind::Ceil:
-          r = dbl ? trt::ceil(x.f) : trt::ceil(xf);
-          break;
-        case UnaryKind::Erf:
-          r = dbl ? trt::erf(x.f) : trt::erf(xf);
-          break;
+#define TESSERA_INTERP_MATH(kind, fn)                          \
+  case UnaryKind::kind:                                        \
+    r = dbl ? trt::fn(x.f) : static_cast<double>(trt::fn(xf)); \
+    break;
+          TESSERA_IR_MATH_FUNCTIONS(TESSERA_INTERP_MATH)
+#undef TESSERA_INTERP_MATH
         case UnaryKind::Not:
           TS_INTERNAL_ASSERT(false) << "interpreter: not of a float";
       }
@@ -892,11 +866,7 @@ class Interp {
                     : k == ReduceKind::Max ? trt::fmax_num(acc.f, x.f)
                                            : trt::fmin_num(acc.f, x.f);
           } else {
-            const BinaryKind b = k == ReduceKind::Sum   ? BinaryKind::Add
-                                 : k == ReduceKind::Max ? BinaryKind::Max
-                                 : k == ReduceKind::Xor ? BinaryKind::Xor
-                                                        : BinaryKind::Min;
-            acc.i = eval::binary_int(b, acc.i, x.i, d);
+            acc.i = eval::binary_int(reduce_traits(k).combine, acc.i, x.i, d);
           }
         }
         if (fl) acc.f = eval::round_float(acc.f, d);  // sums: accumulated in double, rounded once
