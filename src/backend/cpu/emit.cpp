@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "ir/access.h"
+#include "ir/index_map.h"
 #include "ir/op_traits.h"
 #include "ir/passes.h"
 
@@ -211,6 +212,20 @@ std::string reduce_combine(ir::ReduceKind k, const Type& t, const std::string& a
 }
 
 enum class Storage : uint8_t { Inline, Scalar, Array };
+
+// Index expressions for ir/index_map.h's maps.
+struct CIndexAlgebra {
+  using Index = std::string;
+  Index zero() const { return "0"; }
+  Index constant(int64_t c) const { return std::to_string(c); }
+  Index mul_add(const Index& acc, int64_t n, const Index& i) const {
+    return "(" + acc + " * " + std::to_string(n) + " + " + i + ")";
+  }
+  Index div_mod(const Index& flat, int64_t stride, int64_t n) const {
+    return "((" + flat + " / " + std::to_string(stride) + ") % " + std::to_string(n) + ")";
+  }
+  Index minus(const Index& i, int64_t c) const { return "(" + i + " - " + std::to_string(c) + ")"; }
+};
 
 class Emitter {
  public:
@@ -686,16 +701,12 @@ class Emitter {
       case OpKind::Reshape:
       case OpKind::Extract:
         return operand(0, source_index(op, idx));
-      case OpKind::Join: {
-        const std::vector<std::string> inner(idx.begin(), idx.end() - 1);
-        return "(" + idx.back() + " == 0 ? " + operand(0, inner) + " : " + operand(1, inner) + ")";
-      }
+      case OpKind::Join:
       case OpKind::Cat: {
-        const int64_t n0 = f_.type(op.operands[0]).shape[0];
-        std::vector<std::string> second = idx;
-        second[0] = "(" + idx[0] + " - " + std::to_string(n0) + ")";
-        return "(" + idx[0] + " < " + std::to_string(n0) + " ? " + operand(0, idx) + " : " +
-               operand(1, second) + ")";
+        const ir::OperandPick pick = ir::operand_pick(f_, op);
+        return "(" + idx[pick.dim] + " < " + std::to_string(pick.bound) + " ? " +
+               operand(0, source_index(op, idx, 0)) + " : " + operand(1, source_index(op, idx, 1)) +
+               ")";
       }
       case OpKind::Bitcast:
         return from_bits(t.elem, to_bits(f_.type(op.operands[0]).elem, operand(0, idx)));
@@ -810,42 +821,11 @@ class Emitter {
     return narrow_float(d) ? load_conv(d, bits) : bits;
   }
 
-  std::vector<std::string> source_index(const Op& op, const std::vector<std::string>& idx) const {
-    std::vector<std::string> ix;
-    if (op.kind == OpKind::Permute) {
-      const size_t rank = idx.size();
-      ix.assign(rank, "0");
-      for (size_t d = 0; d < rank; ++d) ix[static_cast<size_t>((op.ival >> (4 * d)) & 15)] = idx[d];
-      return ix;
-    }
-    if (op.kind == OpKind::Extract) {
-      ix = idx;
-      ix.push_back(std::to_string(op.ival));
-      return ix;
-    }
-    if (op.kind == OpKind::Reshape) {
-      const auto& out = f_.type(op.result()).shape;
-      const auto& in = f_.type(op.operands[0]).shape;
-      std::string flat = "0";
-      for (size_t d = 0; d < out.size(); ++d)
-        flat = "(" + flat + " * " + std::to_string(out[d]) + " + " + idx[d] + ")";
-      int64_t stride = 1;
-      ix.assign(in.size(), "0");
-      for (size_t d = in.size(); d-- > 0;) {
-        ix[d] = "((" + flat + " / " + std::to_string(stride) + ") % " + std::to_string(in[d]) + ")";
-        stride *= in[d];
-      }
-      return ix;
-    }
-    if (op.kind == OpKind::Broadcast) {
-      const auto& src = f_.type(op.operands[0]).shape;
-      for (size_t d = 0; d < src.size(); ++d) ix.push_back(src[d] == 1 ? "0" : idx[d]);
-    } else {
-      for (size_t d = 0; d < idx.size(); ++d) {
-        if (static_cast<int64_t>(d) != op.ival) ix.push_back(idx[d]);
-      }
-    }
-    return ix;
+  // The index into operand `k` of view-like `op` for the result index `idx` (ir/index_map.h).
+  std::vector<std::string> source_index(const Op& op, const std::vector<std::string>& idx,
+                                        size_t k = 0) const {
+    CIndexAlgebra alg;
+    return ir::operand_index(f_, op, k, idx, alg);
   }
 
   // A pointer offset as a 64-bit expression. Chains of +, - and * over signed integers of at most

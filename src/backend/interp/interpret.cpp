@@ -10,6 +10,7 @@
 
 #include "core/dtype_visit.h"
 #include "ir/builder.h"
+#include "ir/index_map.h"
 #include "ir/op_traits.h"
 
 namespace tessera::backend::interp {
@@ -117,7 +118,6 @@ class Interp {
         return;
       }
       case OpKind::Broadcast:
-        return broadcast(op);
       case OpKind::Permute:
       case OpKind::Reshape:
       case OpKind::Extract:
@@ -326,29 +326,6 @@ class Interp {
     assign(op.results, carried);
   }
 
-  void broadcast(const Op& op) {
-    const Val a = val(op.operands[0]);
-    const Type& at_ = f_.type(op.operands[0]);
-    const Type& t = f_.type(op.result());
-    Val& v = init(op.result(), numel(t));
-    if (!a.prov.empty()) v.prov.resize(v.d.size());
-    const int64_t rank = t.rank();
-    std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
-    for (size_t k = 0; k < v.d.size(); ++k) {
-      int64_t src = 0;
-      for (int64_t d = 0; d < rank; ++d) {
-        const int64_t sd = at_.shape[static_cast<size_t>(d)];
-        src = src * sd + (sd == 1 ? 0 : idx[static_cast<size_t>(d)]);
-      }
-      v.d[k] = a.d[static_cast<size_t>(src)];
-      if (!a.prov.empty()) v.prov[k] = prov_at(a, static_cast<size_t>(src));
-      for (int64_t d = rank - 1; d >= 0; --d) {
-        if (++idx[static_cast<size_t>(d)] < t.shape[static_cast<size_t>(d)]) break;
-        idx[static_cast<size_t>(d)] = 0;
-      }
-    }
-  }
-
   static uint64_t to_bits(DType d, Slot s) {
     switch (d) {
       case DType::Float32:
@@ -445,7 +422,7 @@ class Interp {
     }
   }
 
-  // Shape ops: each output element's source element (operand 0 or 1).
+  // Shape ops: each result element is an operand element (ir/index_map.h says which).
   void reindex(const Op& op) {
     const Type& t = f_.type(op.result());
     const auto& out = t.shape;
@@ -454,50 +431,20 @@ class Interp {
     const auto& in = f_.type(op.operands[0]).shape;
     Val& v = init(op.result(), numel(t));
     const bool ptr = t.ptr;
-    if (ptr) v.prov.resize(v.d.size());
-    std::vector<int64_t> idx(out.size(), 0), src;
-    auto flat = [](const std::vector<int64_t>& ix, const SmallVector<int64_t, 4>& shape) {
-      size_t f = 0;
-      for (size_t d = 0; d < shape.size(); ++d)
-        f = f * static_cast<size_t>(shape[d]) + static_cast<size_t>(ix[d]);
-      return f;
-    };
+    if (ptr || !a.prov.empty()) v.prov.resize(v.d.size());
+    const bool two = op.operands.size() > 1;
+    const ir::OperandPick pick = two ? ir::operand_pick(f_, op) : ir::OperandPick{0, 0};
+    ir::IntIndexAlgebra alg;
+    std::vector<int64_t> idx(out.size(), 0);
     for (size_t k = 0; k < v.d.size(); ++k) {
-      const Val* from = &a;
-      switch (op.kind) {
-        case OpKind::Permute:
-          src.assign(in.size(), 0);
-          for (size_t d = 0; d < out.size(); ++d)
-            src[static_cast<size_t>((op.ival >> (4 * d)) & 15)] = idx[d];
-          break;
-        case OpKind::Reshape: {
-          size_t f = k;
-          src.assign(in.size(), 0);
-          for (size_t d = in.size(); d-- > 0;) {
-            src[d] = static_cast<int64_t>(f % static_cast<size_t>(in[d]));
-            f /= static_cast<size_t>(in[d]);
-          }
-          break;
-        }
-        case OpKind::Extract:
-          src = idx;
-          src.push_back(op.ival);
-          break;
-        case OpKind::Join:
-          src.assign(idx.begin(), idx.end() - 1);
-          if (idx.back() == 1) from = &b;
-          break;
-        default:  // Cat
-          src = idx;
-          if (idx[0] >= in[0]) {
-            src[0] -= in[0];
-            from = &b;
-          }
-          break;
-      }
-      const size_t s = flat(src, in);
-      v.d[k] = from->d.size() == 1 ? from->d[0] : from->d[s];
-      if (ptr) v.prov[k] = prov_at(*from, s);
+      const size_t from_k = two && idx[pick.dim] >= pick.bound ? 1 : 0;
+      const Val& from = from_k ? b : a;
+      const std::vector<int64_t> src = ir::operand_index(f_, op, from_k, idx, alg);
+      size_t s = 0;  // both operands of Join and Cat have one shape
+      for (size_t d = 0; d < src.size(); ++d)
+        s = s * static_cast<size_t>(in[d]) + static_cast<size_t>(src[d]);
+      v.d[k] = from.d.size() == 1 ? from.d[0] : from.d[s];
+      if (!v.prov.empty()) v.prov[k] = prov_at(from, s);
       for (size_t d = out.size(); d-- > 0;) {
         if (++idx[d] < out[d]) break;
         idx[d] = 0;
