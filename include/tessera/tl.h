@@ -217,6 +217,8 @@ Tile log2(Operand x, TS_HERE);
 Tile floor(Operand x, TS_HERE);
 Tile ceil(Operand x, TS_HERE);
 Tile erf(Operand x, TS_HERE);
+/** Triton's `libdevice.tanh`. */
+Tile tanh(Operand x, TS_HERE);
 /** 1 / (1 + exp(-x)). */
 Tile sigmoid(Operand x, TS_HERE);
 /** a * b + c with one rounding. */

@@ -2,7 +2,7 @@
  * Builds tile IR: owns an insertion point (restored by `InsertionGuard`, as LLVM's IRBuilder),
  * stamps every op with the current source location, and folds constants on creation. Operands
  * must already have matching types: promotion and broadcasting are the kernel language's job
- * (src/tl/semantic.cpp).
+ * (src/tl/language.cpp).
  */
 #pragma once
 

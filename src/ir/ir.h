@@ -138,7 +138,8 @@ enum class CmpKind : uint8_t { EQ, NE, LT, LE, GT, GE };
   X(Log2, log2)                      \
   X(Floor, floor)                    \
   X(Ceil, ceil)                      \
-  X(Erf, erf)
+  X(Erf, erf)                        \
+  X(Tanh, tanh)
 
 /** Neg, Not and Abs apply to integers too; the rest are TESSERA_IR_MATH_FUNCTIONS (floats). */
 enum class UnaryKind : uint8_t {

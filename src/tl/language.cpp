@@ -864,6 +864,10 @@ Tile erf(Operand x, SourceLoc loc) {
   x.loc = loc;
   return float_unary(UnaryKind::Erf, x, "erf");
 }
+Tile tanh(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Tanh, x, "tanh");
+}
 Tile sqrt_rn(Operand x, SourceLoc loc) {
   x.loc = loc;
   return float_unary(UnaryKind::Sqrt, x, "sqrt_rn");  // tl::sqrt is correctly rounded already

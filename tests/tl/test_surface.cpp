@@ -1,5 +1,5 @@
-// The kernel language's wider surface: shifts, umulhi, exp2, log2, floor, ceil, erf, sigmoid, fma,
-// div_rn, sqrt_rn and clamp, against double-precision (or exact integer) references, each run
+// The kernel language's wider surface: shifts, umulhi, exp2, log2, floor, ceil, erf, tanh, sigmoid,
+// fma, div_rn, sqrt_rn and clamp, against double-precision (or exact integer) references, each run
 // compiled and interpreted; and their diagnostics. The precision contract tested here is the one
 // docs/kernels.md states.
 #include <gtest/gtest.h>
@@ -127,6 +127,9 @@ TL_JIT(math_kernel, tl::Ptr x, tl::Ptr y, tl::Ptr z, tl::Ptr out, tl::Int n, tl:
     case 8:
       r = tl::sqrt_rn(a);
       break;
+    case 10:
+      r = tl::tanh(a);
+      break;
     default:
       r = tl::clamp(a, b, c, true);
       break;
@@ -158,6 +161,8 @@ TEST(Surface, MathWithinItsContract) {
        -1e3, 1e3},
       {"div_rn", 7, 0.5, [](double a, double b, double) { return a / b; }, -1e3, 1e3},
       {"sqrt_rn", 8, 0.5, [](double a, double, double) { return std::sqrt(a); }, 0, 1e6},
+      {"tanh", 10, 2, [](double a, double, double) { return std::tanh(a); }, -12, 12},
+      {"tanh near 0", 10, 2, [](double a, double, double) { return std::tanh(a); }, -0.7, 0.7},
   };
   const int64_t n = 4096;
   for (const auto& mc : cases) {

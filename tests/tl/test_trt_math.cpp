@@ -107,6 +107,34 @@ TEST(TrtMath, SinCosWithinTwoUlp) {
   EXPECT_TRUE(std::isnan(trt::cos(NAN)));
 }
 
+TEST(TrtMath, TanhWithinTwoUlp) {
+  float wx = 0;
+  auto f = [](float x) { return trt::tanh(x); };
+  auto ref = [](double x) { return std::tanh(x); };
+  EXPECT_LE(max_ulp(f, ref, -20, 20, 400000, &wx), 2.0) << "worst at " << wx;
+  EXPECT_LE(max_ulp(f, ref, -1e-3f, 1e-3f, 100000, &wx), 2.0) << "worst at " << wx;
+  // Every float where the polynomial hands over to the exp form (|x| = 0.625), both signs.
+  double worst = 0;
+  for (float x = 0.55f; x <= 0.7f; x = std::nextafter(x, INFINITY)) {
+    for (float sx : {x, -x}) {
+      const double e = ulp_error(trt::tanh(sx), std::tanh(static_cast<double>(sx)));
+      if (e > worst) {
+        worst = e;
+        wx = sx;
+      }
+    }
+  }
+  EXPECT_LE(worst, 2.0) << "near 0.625, worst at " << wx;
+  for (float tiny : {1e-30f, 1e-40f, -1e-40f}) EXPECT_EQ(trt::tanh(tiny), tiny);
+  EXPECT_EQ(trt::tanh(0.0f), 0.0f);
+  EXPECT_TRUE(std::signbit(trt::tanh(-0.0f)));
+  EXPECT_EQ(trt::tanh(INFINITY), 1.0f);
+  EXPECT_EQ(trt::tanh(-INFINITY), -1.0f);
+  EXPECT_EQ(trt::tanh(50.0f), 1.0f);
+  EXPECT_EQ(trt::tanh(-1e30f), -1.0f);
+  EXPECT_TRUE(std::isnan(trt::tanh(NAN)));
+}
+
 TEST(TrtMath, NarrowFloatConversionsMatchTheLibrary) {
   std::mt19937 rng(7);
   std::uniform_int_distribution<uint32_t> bits;

@@ -352,6 +352,22 @@ TRT_INLINE float floor(float x) {
 TRT_INLINE float ceil(float x) {
   return __builtin_ceilf(x);
 }
+/** tanh(x): |x| < 0.625: x + x^3 p(x^2), p a degree-4 fit (Cephes); else 1 - 2 / (e^(2|x|) + 1)
+ * with this file's exp (past |x| ~ 44, e^(2|x|) is inf and the result 1). The sign is x's
+ * (tanh(-0) = -0; a NaN stays a NaN). Selects only: vectorizes. */
+TRT_INLINE float tanh(float x) {
+  const float a = u2f(f2u(x) & 0x7fffffffu);
+  const float s = x * x;
+  float p = -5.70498872745e-3f;
+  p = __builtin_fmaf(p, s, 2.06390887954e-2f);
+  p = __builtin_fmaf(p, s, -5.37397155531e-2f);
+  p = __builtin_fmaf(p, s, 1.33314422036e-1f);
+  p = __builtin_fmaf(p, s, -3.33332819422e-1f);
+  const float small = __builtin_fmaf(p * s, a, a);
+  const float big = 1.0f - 2.0f / (exp(2.0f * a) + 1.0f);
+  const float r = a < 0.625f ? small : big;
+  return u2f(f2u(r) | (f2u(x) & 0x80000000u));
+}
 /** erf from the C library (correctly rounded to within 1 ulp in glibc; not vectorized). */
 TRT_INLINE float erf(float x) {
   return __builtin_erff(x);
@@ -417,6 +433,9 @@ TRT_INLINE double ceil(double x) {
 }
 TRT_INLINE double erf(double x) {
   return __builtin_erf(x);
+}
+TRT_INLINE double tanh(double x) {
+  return __builtin_tanh(x);
 }
 TRT_INLINE double fma(double a, double b, double c) {
   return __builtin_fma(a, b, c);
