@@ -12,6 +12,7 @@
 #include "backend/common/c_family.h"
 #include "ir/access.h"
 #include "ir/index_map.h"
+#include "ir/materialize.h"
 #include "ir/op_traits.h"
 #include "ir/passes.h"
 
@@ -26,7 +27,7 @@ using ir::Region;
 using ir::Type;
 using ir::ValueId;
 
-enum class Storage : uint8_t { Inline, Scalar, Array };
+using ir::Storage;
 
 // Index expressions for ir/index_map.h's maps.
 struct CIndexAlgebra {
@@ -44,25 +45,12 @@ struct CIndexAlgebra {
 
 class Emitter {
  public:
-  explicit Emitter(const ir::Function& f, bool checked = false) : f_(f), checked_(checked) {
+  explicit Emitter(const ir::Function& f, bool checked = false)
+      : f_(f), checked_(checked), uses_(f), plan_(f, uses_) {
     if (checked_) prov_ = ir::pointer_provenance(f_);
   }
 
   Emitted run() {
-    const size_t n = f_.num_values();
-    storage_.assign(n, Storage::Inline);
-    fused_.assign(n, false);
-    uses_.assign(n, {});
-    def_region_.assign(n, nullptr);
-    def_pos_.assign(n, -1);
-    analyze(f_.body);
-    for (const auto& p : f_.params) {
-      if (p.value != ir::kNoValue) storage_[static_cast<size_t>(p.value)] = Storage::Scalar;
-    }
-    classify(f_.body);
-    place_loads(f_.body);
-    fuse_into_reductions(f_.body);
-
     header();
     line("for (int64_t _p = _pb; _p < _pe; ++_p) {");
     ++indent_;
@@ -82,126 +70,10 @@ class Emitter {
   }
 
  private:
-  // ---- analysis ---------------------------------------------------------------------------
-
-  void analyze(const Region& r) {
-    for (ValueId a : r.args) def_region_[static_cast<size_t>(a)] = &r;
-    for (size_t i = 0; i < r.ops.size(); ++i) {
-      const Op* op = r.ops[i];
-      for (ValueId v : op->operands) uses_[static_cast<size_t>(v)].push_back({op, &r});
-      for (ValueId res : op->results) {
-        def_region_[static_cast<size_t>(res)] = &r;
-        def_pos_[static_cast<size_t>(res)] = static_cast<int>(i);
-      }
-      for (const auto& sub : op->regions) analyze(sub);
-    }
-  }
-
-  static bool cheap(const Op& op) {
-    if (op.kind == OpKind::Unary) return ir::unary_traits(static_cast<ir::UnaryKind>(op.sub)).cheap;
-    return ir::traits(op.kind).has(ir::kCheap);
-  }
-
-  bool single_local_use(ValueId v) const {
-    const auto& u = uses_[static_cast<size_t>(v)];
-    return u.size() == 1 && u[0].region == def_region_[static_cast<size_t>(v)];
-  }
-
-  void classify(const Region& r) {
-    for (ValueId a : r.args) {
-      storage_[static_cast<size_t>(a)] = f_.type(a).is_scalar() ? Storage::Scalar : Storage::Array;
-    }
-    for (const Op* op : r.ops) {
-      for (const auto& sub : op->regions) classify(sub);
-      for (ValueId v : op->results) {
-        const Type& t = f_.type(v);
-        Storage s;
-        if (op->kind == OpKind::For || op->kind == OpKind::If) {
-          s = t.is_scalar() ? Storage::Scalar : Storage::Array;
-        } else if (t.is_scalar()) {
-          s = op->kind == OpKind::Constant ? Storage::Inline : Storage::Scalar;
-        } else if (cheap(*op)) {
-          s = Storage::Inline;
-        } else if (op->kind == OpKind::Unary || op->kind == OpKind::Load) {
-          s = single_local_use(v) ? Storage::Inline : Storage::Array;
-        } else {
-          s = Storage::Array;  // Reduce
-        }
-        storage_[static_cast<size_t>(v)] = s;
-      }
-    }
-  }
-
-  // A load stays inline only if the one place it is evaluated (the first non-inline consumer up
-  // a chain of single uses) comes before any op that may write memory.
-  void place_loads(const Region& r) {
-    for (size_t i = 0; i < r.ops.size(); ++i) {
-      const Op* op = r.ops[i];
-      for (const auto& sub : op->regions) place_loads(sub);
-      if (op->kind != OpKind::Load || op->results.empty()) continue;
-      const ValueId v0 = op->result();
-      if (storage_[static_cast<size_t>(v0)] != Storage::Inline) continue;
-      ValueId v = v0;
-      const Op* root = nullptr;
-      bool ok = true;
-      while (ok) {
-        if (!single_local_use(v)) {
-          ok = false;
-          break;
-        }
-        const Op* user = uses_[static_cast<size_t>(v)][0].user;
-        if (!user->results.empty() && user->kind != OpKind::For && user->kind != OpKind::If &&
-            storage_[static_cast<size_t>(user->result())] == Storage::Inline) {
-          v = user->result();
-          continue;
-        }
-        root = user;
-        break;
-      }
-      if (ok) {
-        for (size_t j = i + 1; j < r.ops.size() && r.ops[j] != root; ++j) {
-          if (r.ops[j]->has_side_effects()) ok = false;
-        }
-      }
-      if (!ok) storage_[static_cast<size_t>(v0)] = Storage::Array;
-    }
-  }
-
-  // An array computed by an elementwise op and then reduced along its innermost axis is written
-  // by the reduction's loop instead of a loop of its own (one pass over the tile, not two), when
-  // nothing between the two ops reads the array or has side effects.
-  void fuse_into_reductions(const Region& r) {
-    for (size_t i = 0; i < r.ops.size(); ++i) {
-      const Op* red = r.ops[i];
-      for (const auto& sub : red->regions) fuse_into_reductions(sub);
-      if (red->kind != OpKind::Reduce) continue;
-      const ValueId in = red->operands[0];
-      const Type& it = f_.type(in);
-      if (red->ival != it.rank() - 1 || it.elem == DType::Bool ||
-          f_.type(red->result()).elem != it.elem)
-        continue;
-      if (storage_[static_cast<size_t>(in)] != Storage::Array ||
-          def_region_[static_cast<size_t>(in)] != &r)
-        continue;
-      const Op* prod = f_.def(in);
-      if (!prod || prod->kind == OpKind::For || prod->kind == OpKind::If ||
-          prod->kind == OpKind::Reduce || prod->results.size() != 1) {
-        continue;
-      }
-      bool ok = true;
-      for (int j = def_pos_[static_cast<size_t>(in)] + 1; ok && j < static_cast<int>(i); ++j) {
-        const Op* mid = r.ops[static_cast<size_t>(j)];
-        if (mid->has_side_effects() || !mid->regions.empty()) ok = false;
-        for (ValueId u : mid->operands) ok = ok && u != in;
-      }
-      if (ok) fused_[static_cast<size_t>(in)] = true;
-    }
-  }
-
   // The element of reduction input `in` at `ix`, written to its array first when the reduction
   // materializes it (fuse_into_reductions); `tmp` names a register for the value.
   void reduce_input(ValueId in, const std::vector<std::string>& ix, const std::string& tmp) {
-    if (!fused_[static_cast<size_t>(in)]) {
+    if (!plan_.fused_into_reduction(in)) {
       line(tmp + " = " + expr(in, ix) + ";");
       return;
     }
@@ -385,7 +257,7 @@ class Emitter {
                                std::vector<std::string>& checks) {
     const Type& t = f_.type(v);
     if (t.elem != DType::Int32 && t.elem != DType::Int64) return std::nullopt;
-    const Storage st = storage_[static_cast<size_t>(v)];
+    const Storage st = plan_.storage(v);
     if (st == Storage::Array) return std::nullopt;
     Affine r;
     const Op* op = f_.def(v);
@@ -480,7 +352,7 @@ class Emitter {
   // ---- expressions --------------------------------------------------------------------------
 
   std::string expr(ValueId v, const std::vector<std::string>& idx) {
-    switch (storage_[static_cast<size_t>(v)]) {
+    switch (plan_.storage(v)) {
       case Storage::Scalar:
         return name(v);
       case Storage::Array:
@@ -579,7 +451,7 @@ class Emitter {
   ValueId uniform_source(ValueId v) const {
     for (;;) {
       if (f_.type(v).is_scalar()) return v;
-      if (storage_[static_cast<size_t>(v)] != Storage::Inline) return ir::kNoValue;
+      if (plan_.storage(v) != Storage::Inline) return ir::kNoValue;
       const Op* op = f_.def(v);
       if (!op) return ir::kNoValue;
       if (op->kind == OpKind::Splat || op->kind == OpKind::Broadcast ||
@@ -637,7 +509,7 @@ class Emitter {
     const bool narrow_signed =
         is_signed(t.elem) && !is_floating_point(t.elem) && t.elem != DType::Int64;
     const Op* op = f_.def(v);
-    if (narrow_signed && op && storage_[static_cast<size_t>(v)] == Storage::Inline) {
+    if (narrow_signed && op && plan_.storage(v) == Storage::Inline) {
       switch (op->kind) {
         case OpKind::Constant:
           return int_literal(op->ival, DType::Int64);
@@ -708,12 +580,12 @@ class Emitter {
         break;
     }
     for (ValueId v : op.results) {
-      const Storage s = storage_[static_cast<size_t>(v)];
+      const Storage s = plan_.storage(v);
       if (s == Storage::Scalar) {
         line(type_str(f_.type(v)) + " const " + name(v) + " = " + op_expr(op, {}) + ";");
       } else if (s == Storage::Array) {
         declare_array(v);
-        if (fused_[static_cast<size_t>(v)]) continue;  // the reduction writes it
+        if (plan_.fused_into_reduction(v)) continue;  // the reduction writes it
         loops(f_.type(v).shape, true, [&](const std::vector<std::string>& idx) {
           line(name(v) + "[" + flat(f_.type(v).shape, idx) + "] = " + op_expr(op, idx) + ";");
         });
@@ -925,7 +797,7 @@ class Emitter {
         }
         std::vector<std::string> tail = idx;
         tail.push_back(j);
-        if (fused_[static_cast<size_t>(in)]) {
+        if (plan_.fused_into_reduction(in)) {
           line("for (; " + j + " < " + std::to_string(n) + "; ++" + j + ") {");
           ++indent_;
           const std::string t = fresh("_t");
@@ -1036,7 +908,7 @@ class Emitter {
 
   // Declares mutable storage for a carried or branch result value.
   void declare_var(ValueId v) {
-    if (storage_[static_cast<size_t>(v)] == Storage::Array) {
+    if (plan_.storage(v) == Storage::Array) {
       declare_array(v);
     } else {
       line(type_str(f_.type(v)) + " " + name(v) + ";");
@@ -1363,15 +1235,8 @@ class Emitter {
   Fast fast_ = Fast::Unset;
   std::vector<std::string> guards_;
   std::map<std::string, int64_t> extents_;  // loop index -> trip count, inside plain_loops
-  std::vector<Storage> storage_;
-  std::vector<bool> fused_;  // arrays written by the reduction that consumes them
-  struct Use {
-    const Op* user;
-    const Region* region;
-  };
-  std::vector<std::vector<Use>> uses_;
-  std::vector<const Region*> def_region_;
-  std::vector<int> def_pos_;
+  const ir::UseInfo uses_;
+  const ir::MaterializationPlan plan_;
   std::ostringstream out_;
   int indent_ = 0;
   int counter_ = 0;

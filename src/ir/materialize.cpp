@@ -1,0 +1,114 @@
+#include "ir/materialize.h"
+
+#include "ir/op_traits.h"
+
+namespace tessera::ir {
+namespace {
+
+bool cheap(const Op& op) {
+  if (op.kind == OpKind::Unary) return unary_traits(static_cast<UnaryKind>(op.sub)).cheap;
+  return traits(op.kind).has(kCheap);
+}
+
+}  // namespace
+
+MaterializationPlan::MaterializationPlan(const Function& f, const UseInfo& uses)
+    : f_(f), uses_(uses), storage_(f.num_values(), Storage::Inline), fused_(f.num_values(), false) {
+  for (const auto& p : f_.params) {
+    if (p.value != kNoValue) storage_[static_cast<size_t>(p.value)] = Storage::Scalar;
+  }
+  classify(f_.body);
+  place_loads(f_.body);
+  fuse_into_reductions(f_.body);
+}
+
+void MaterializationPlan::classify(const Region& r) {
+  for (ValueId a : r.args) {
+    storage_[static_cast<size_t>(a)] = f_.type(a).is_scalar() ? Storage::Scalar : Storage::Array;
+  }
+  for (const Op* op : r.ops) {
+    for (const auto& sub : op->regions) classify(sub);
+    for (ValueId v : op->results) {
+      const Type& t = f_.type(v);
+      Storage s;
+      if (op->kind == OpKind::For || op->kind == OpKind::If) {
+        s = t.is_scalar() ? Storage::Scalar : Storage::Array;
+      } else if (t.is_scalar()) {
+        s = op->kind == OpKind::Constant ? Storage::Inline : Storage::Scalar;
+      } else if (cheap(*op)) {
+        s = Storage::Inline;
+      } else if (op->kind == OpKind::Unary || op->kind == OpKind::Load) {
+        s = uses_.single_local_use(v) ? Storage::Inline : Storage::Array;
+      } else {
+        s = Storage::Array;  // Reduce
+      }
+      storage_[static_cast<size_t>(v)] = s;
+    }
+  }
+}
+
+// A load stays inline only if the one place it is evaluated (the first non-inline consumer up
+// a chain of single uses) comes before any op that may write memory.
+void MaterializationPlan::place_loads(const Region& r) {
+  for (size_t i = 0; i < r.ops.size(); ++i) {
+    const Op* op = r.ops[i];
+    for (const auto& sub : op->regions) place_loads(sub);
+    if (op->kind != OpKind::Load || op->results.empty()) continue;
+    const ValueId v0 = op->result();
+    if (storage_[static_cast<size_t>(v0)] != Storage::Inline) continue;
+    ValueId v = v0;
+    const Op* root = nullptr;
+    bool ok = true;
+    while (ok) {
+      if (!uses_.single_local_use(v)) {
+        ok = false;
+        break;
+      }
+      const Op* user = uses_.uses(v)[0].user;
+      if (!user->results.empty() && user->kind != OpKind::For && user->kind != OpKind::If &&
+          storage_[static_cast<size_t>(user->result())] == Storage::Inline) {
+        v = user->result();
+        continue;
+      }
+      root = user;
+      break;
+    }
+    if (ok) {
+      for (size_t j = i + 1; j < r.ops.size() && r.ops[j] != root; ++j) {
+        if (r.ops[j]->has_side_effects()) ok = false;
+      }
+    }
+    if (!ok) storage_[static_cast<size_t>(v0)] = Storage::Array;
+  }
+}
+
+// An array computed by an elementwise op and then reduced along its innermost axis is written
+// by the reduction's loop instead of a loop of its own (one pass over the tile, not two), when
+// nothing between the two ops reads the array or has side effects.
+void MaterializationPlan::fuse_into_reductions(const Region& r) {
+  for (size_t i = 0; i < r.ops.size(); ++i) {
+    const Op* red = r.ops[i];
+    for (const auto& sub : red->regions) fuse_into_reductions(sub);
+    if (red->kind != OpKind::Reduce) continue;
+    const ValueId in = red->operands[0];
+    const Type& it = f_.type(in);
+    if (red->ival != it.rank() - 1 || it.elem == DType::Bool ||
+        f_.type(red->result()).elem != it.elem)
+      continue;
+    if (storage_[static_cast<size_t>(in)] != Storage::Array || uses_.def_region(in) != &r) continue;
+    const Op* prod = f_.def(in);
+    if (!prod || prod->kind == OpKind::For || prod->kind == OpKind::If ||
+        prod->kind == OpKind::Reduce || prod->results.size() != 1) {
+      continue;
+    }
+    bool ok = true;
+    for (int j = uses_.def_pos(in) + 1; ok && j < static_cast<int>(i); ++j) {
+      const Op* mid = r.ops[static_cast<size_t>(j)];
+      if (mid->has_side_effects() || !mid->regions.empty()) ok = false;
+      for (ValueId u : mid->operands) ok = ok && u != in;
+    }
+    if (ok) fused_[static_cast<size_t>(in)] = true;
+  }
+}
+
+}  // namespace tessera::ir

@@ -1,0 +1,42 @@
+/** \file
+ * The materialization plan: which tile values an emitter recomputes where they are used (inline
+ * expressions), which live in a scalar register, and which are stored in an array (a tile in
+ * memory or registers), and which arrays the reduction consuming them writes (one pass over the
+ * tile instead of two). A property of the IR and the op-trait table (kCheap), computed once per
+ * function; the CPU emitter prints by it.
+ */
+#pragma once
+
+#include <vector>
+
+#include "ir/ir.h"
+#include "ir/uses.h"
+
+namespace tessera::ir {
+
+enum class Storage : uint8_t {
+  Inline,  ///< recomputed per element where used (cheap ops; loads and math used once)
+  Scalar,  ///< a scalar variable
+  Array,   ///< a tile materialized once
+};
+
+class MaterializationPlan {
+ public:
+  MaterializationPlan(const Function& f, const UseInfo& uses);
+
+  Storage storage(ValueId v) const { return storage_[static_cast<size_t>(v)]; }
+  /** Whether array `v` is written by the reduction that consumes it (fused into its loop). */
+  bool fused_into_reduction(ValueId v) const { return fused_[static_cast<size_t>(v)]; }
+
+ private:
+  void classify(const Region& r);
+  void place_loads(const Region& r);
+  void fuse_into_reductions(const Region& r);
+
+  const Function& f_;
+  const UseInfo& uses_;
+  std::vector<Storage> storage_;
+  std::vector<bool> fused_;
+};
+
+}  // namespace tessera::ir
