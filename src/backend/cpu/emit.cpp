@@ -11,6 +11,7 @@
 
 #include "backend/common/c_family.h"
 #include "ir/access.h"
+#include "ir/affine.h"
 #include "ir/index_map.h"
 #include "ir/materialize.h"
 #include "ir/op_traits.h"
@@ -46,7 +47,7 @@ struct CIndexAlgebra {
 class Emitter {
  public:
   explicit Emitter(const ir::Function& f, bool checked = false)
-      : f_(f), checked_(checked), uses_(f), plan_(f, uses_) {
+      : f_(f), checked_(checked), uses_(f), plan_(f, uses_), affine_(f) {
     if (checked_) prov_ = ir::pointer_provenance(f_);
   }
 
@@ -228,7 +229,6 @@ class Emitter {
     std::map<std::string, int64_t> coef;  // loop index -> coefficient
     std::string base = "0";               // a uniform int64 expression
     std::optional<int64_t> base_value;    // base's value when known at compile time
-    std::optional<int64_t> constant() const { return coef.empty() ? base_value : std::nullopt; }
   };
 
   int64_t spread(const Affine& a, bool max) const {
@@ -251,65 +251,25 @@ class Emitter {
     return r;
   }
 
-  // The affine form of an int32/int64 value at `idx`, or nullopt. `checks` receives the uniform
-  // conditions under which no 32-bit step of it wraps (then 64-bit evaluation agrees with it).
+  // The affine form (ir/affine.h) of an int32/int64 value at loop indices `idx`, or nullopt.
+  // `checks` receives the uniform condition under which a 32-bit form is the value itself: that
+  // it fits int32 over the loop nest (then no wrapping step changed it; ir/affine.h says why).
   std::optional<Affine> affine(ValueId v, const std::vector<std::string>& idx,
                                std::vector<std::string>& checks) {
     const Type& t = f_.type(v);
-    if (t.elem != DType::Int32 && t.elem != DType::Int64) return std::nullopt;
-    const Storage st = plan_.storage(v);
-    if (st == Storage::Array) return std::nullopt;
+    if (t.ptr || (t.elem != DType::Int32 && t.elem != DType::Int64)) return std::nullopt;
+    const ir::AffineForm* form = affine_.form(v);
+    if (!form) return std::nullopt;
     Affine r;
-    const Op* op = f_.def(v);
-    if (st == Storage::Scalar || !op) {
-      r.base = "(int64_t)" + name(v);
-      return r;
+    for (size_t d = 0; d < form->coef.size(); ++d) {
+      const std::string& i = idx.at(d);
+      if (form->coef[d] == 0 || i == "0") continue;
+      if (!extents_.count(i)) return std::nullopt;  // an index expression, not a loop index
+      if ((r.coef[i] += form->coef[d]) == 0) r.coef.erase(i);
     }
-    switch (op->kind) {
-      case OpKind::Constant:
-        r.base = int_literal(op->ival, DType::Int64);
-        r.base_value = op->ival;
-        return r;
-      case OpKind::Arange: {
-        const std::string& i = idx.at(0);
-        r.base = int_literal(op->ival, DType::Int64);
-        r.base_value = op->ival;
-        if (i != "0") {
-          if (!extents_.count(i)) return std::nullopt;
-          r.coef[i] = 1;
-        }
-        return r;
-      }
-      case OpKind::Splat:
-        return affine(op->operands[0], {}, checks);
-      case OpKind::Broadcast:
-      case OpKind::ExpandDims:
-      case OpKind::Permute:
-        return affine(op->operands[0], source_index(*op, idx), checks);
-      case OpKind::Binary: {
-        const auto k = static_cast<ir::BinaryKind>(op->sub);
-        if (k != ir::BinaryKind::Add && k != ir::BinaryKind::Sub && k != ir::BinaryKind::Mul)
-          return std::nullopt;
-        auto a = affine(op->operands[0], idx, checks);
-        auto b = a ? affine(op->operands[1], idx, checks) : std::nullopt;
-        if (!b) return std::nullopt;
-        if (k == ir::BinaryKind::Mul) {
-          if (!a->coef.empty() && !b->coef.empty()) return std::nullopt;
-          if (!b->coef.empty()) std::swap(a, b);
-          if (!a->coef.empty() && !b->constant()) return std::nullopt;  // index * runtime value
-          r.coef = a->coef;
-          for (auto& [i, c] : r.coef) c *= *b->constant();
-          r.base = "(" + a->base + " * " + b->base + ")";
-          if (a->base_value && b->base_value) r.base_value = *a->base_value * *b->base_value;
-        } else {
-          r = combine(*a, *b, k == ir::BinaryKind::Add ? 1 : -1);
-        }
-        break;
-      }
-      default:
-        return std::nullopt;
-    }
-    if (t.elem == DType::Int32) {
+    r.base = uniform(form->base);
+    r.base_value = form->base_value;
+    if (t.elem == DType::Int32 && !form->exact) {
       const int64_t lo = spread(r, false), hi = spread(r, true);
       if (r.base_value) {  // known at compile time: decide now
         if (*r.base_value + lo < INT32_MIN || *r.base_value + hi > INT32_MAX) return std::nullopt;
@@ -319,6 +279,24 @@ class Emitter {
       }
     }
     return r;
+  }
+
+  // A uniform expression of ir/affine.h as a 64-bit C expression.
+  std::string uniform(int32_t node) const {
+    const ir::UniformNode& n = affine_.node(node);
+    switch (n.kind) {
+      case ir::UniformNode::Kind::Constant:
+        return int_literal(n.constant, DType::Int64);
+      case ir::UniformNode::Kind::Value:
+        return "(int64_t)" + name(n.value);
+      case ir::UniformNode::Kind::Add:
+        return "(" + uniform(n.a) + " + " + uniform(n.b) + ")";
+      case ir::UniformNode::Kind::Sub:
+        return "(" + uniform(n.a) + " - " + uniform(n.b) + ")";
+      case ir::UniformNode::Kind::Mul:
+        return "(" + uniform(n.a) + " * " + uniform(n.b) + ")";
+    }
+    return "0";
   }
 
   // "true" when the comparison `op` holds over the whole loop nest: at once if that is known at
@@ -1237,6 +1215,7 @@ class Emitter {
   std::map<std::string, int64_t> extents_;  // loop index -> trip count, inside plain_loops
   const ir::UseInfo uses_;
   const ir::MaterializationPlan plan_;
+  const ir::AffineInfo affine_;
   std::ostringstream out_;
   int indent_ = 0;
   int counter_ = 0;

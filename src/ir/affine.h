@@ -1,0 +1,78 @@
+/** \file
+ * Affine forms of integer and pointer values over their tile's element index (Triton's AxisInfo,
+ * made exact): `v[i] = base + sum_d coef[d] * i[d]`, where `base` is a uniform expression (a small
+ * tree over scalar values and constants) and the coefficients are compile-time integers. From a
+ * form follow contiguity (coefficient 1 along a dimension), constancy (coefficient 0) and the
+ * base's divisibility; emitters use forms to prove masks true over a whole loop nest (the CPU's
+ * unmasked fast path) and, for pointers, to choose vector widths.
+ *
+ * Exactness. A form is computed through splat, broadcast, expand_dims, permute, arange,
+ * constants, add, sub, multiplication by a constant and addptr, in one element type. Those are
+ * ring operations, so a 32-bit value always equals its form modulo 2^32: wherever `base + form`
+ * over the indices in use fits int32 (one check, at the value itself), the form is its exact
+ * value, whatever the intermediate steps did. 64-bit forms are exact while the base does not
+ * overflow int64. `exact` marks forms that cannot wrap at all (no arithmetic on the way).
+ */
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace tessera::ir {
+
+/** A node of a uniform expression: a constant, a scalar value of the function, or a sum,
+ * difference or product of two nodes. Evaluated in 64-bit integers. */
+struct UniformNode {
+  enum class Kind : uint8_t { Constant, Value, Add, Sub, Mul } kind;
+  int64_t constant = 0;
+  ValueId value = kNoValue;
+  int32_t a = -1, b = -1;  ///< operand nodes
+};
+
+struct AffineForm {
+  SmallVector<int64_t, 4> coef;       ///< per dimension of the value's shape (empty for scalars)
+  int32_t base = -1;                  ///< a UniformNode
+  std::optional<int64_t> base_value;  ///< the base when known at compile time
+  int64_t divisibility = 1;           ///< a power of two dividing the base (pointers: in bytes)
+  bool exact = true;                  ///< no arithmetic on the way (cannot wrap)
+
+  bool uniform() const {
+    for (int64_t c : coef) {
+      if (c != 0) return false;
+    }
+    return true;
+  }
+};
+
+class AffineInfo {
+ public:
+  explicit AffineInfo(const Function& f);
+
+  /** The form of `v`, or null when `v` is not affine (loaded, loop-carried, nonlinear, a float). */
+  const AffineForm* form(ValueId v) const {
+    const int32_t i = index_[static_cast<size_t>(v)];
+    return i < 0 ? nullptr : &forms_[static_cast<size_t>(i)];
+  }
+  const UniformNode& node(int32_t i) const { return nodes_[static_cast<size_t>(i)]; }
+
+  /** How many consecutive elements along `dim` are consecutive integers (1 when not known). */
+  int64_t contiguity(ValueId v, size_t dim) const;
+  /** How many consecutive elements along `dim` are equal (1 when not known). */
+  int64_t constancy(ValueId v, size_t dim) const;
+
+ private:
+  void region(const Region& r);
+  void op(const Op& op);
+  int32_t add_node(UniformNode n);
+  void set(ValueId v, AffineForm f);
+
+  const Function& f_;
+  std::vector<int32_t> index_;
+  std::vector<AffineForm> forms_;
+  std::vector<UniformNode> nodes_;
+};
+
+}  // namespace tessera::ir

@@ -1,0 +1,104 @@
+// The affine analysis (ir/affine.h) on IR text: forms, contiguity, constancy and divisibility,
+// where forms stop, and the exactness flag the emitters' 32-bit checks rely on.
+#include <gtest/gtest.h>
+
+#include "ir/affine.h"
+#include "ir/text.h"
+
+using namespace tessera;
+
+namespace {
+
+std::vector<int64_t> coef(const ir::AffineForm* f) {
+  return f ? std::vector<int64_t>(f->coef.begin(), f->coef.end()) : std::vector<int64_t>{-999};
+}
+
+const char* kTile2d = R"(kernel @k(%0: *fp32 x {div16}, %1: i32 n, %2: i32 stride) {
+  %3 = program_id {axis = 0} : i32
+  %4 = const 64 : i32
+  %5 = mul %3, %4 : i32
+  %6 = arange {start = 0, end = 16} : <16x i32>
+  %7 = expand_dims %6 {axis = 1} : <16x1x i32>
+  %8 = broadcast %7 : <16x32x i32>
+  %9 = arange {start = 0, end = 32} : <32x i32>
+  %10 = expand_dims %9 {axis = 0} : <1x32x i32>
+  %11 = broadcast %10 : <16x32x i32>
+  %12 = const 32 : <16x32x i32>
+  %13 = mul %8, %12 : <16x32x i32>
+  %14 = add %13, %11 : <16x32x i32>
+  %15 = splat %5 : <16x32x i32>
+  %16 = add %15, %14 : <16x32x i32>
+  %17 = splat %2 : <16x32x i32>
+  %18 = mul %8, %17 : <16x32x i32>
+  %19 = splat %0 : <16x32x *fp32>
+  %20 = addptr %19, %16 : <16x32x *fp32>
+  %21 = permute %16 {perm = [1, 0]} : <32x16x i32>
+  %22 = load %20 : <16x32x fp32>
+  %23 = const 3 : <16x32x i32>
+  %24 = sub %16, %23 : <16x32x i32>
+  %25 = load %0 : fp32
+}
+)";
+
+TEST(IrAffine, FormsThroughViewsAddAndMultiplicationByConstants) {
+  const auto f = ir::parse(kTile2d);
+  const ir::AffineInfo a(*f);
+  EXPECT_EQ(coef(a.form(6)), (std::vector<int64_t>{1}));
+  EXPECT_EQ(coef(a.form(8)), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(coef(a.form(11)), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(coef(a.form(14)), (std::vector<int64_t>{32, 1}));  // row * 32 + col
+  EXPECT_EQ(coef(a.form(16)), (std::vector<int64_t>{32, 1}));
+  EXPECT_EQ(coef(a.form(20)), (std::vector<int64_t>{32, 1}));  // pointers: in elements
+  EXPECT_EQ(coef(a.form(21)), (std::vector<int64_t>{1, 32}));  // permuted
+  EXPECT_EQ(coef(a.form(24)), (std::vector<int64_t>{32, 1}));
+  EXPECT_EQ(a.form(18), nullptr);  // index * a runtime stride: not affine
+  EXPECT_EQ(a.form(22), nullptr);  // loaded
+  EXPECT_EQ(a.form(25), nullptr);  // a float scalar
+  // Contiguity and constancy per dimension.
+  EXPECT_EQ(a.contiguity(16, 1), 32);
+  EXPECT_EQ(a.contiguity(16, 0), 1);
+  EXPECT_EQ(a.constancy(8, 1), 32);
+  EXPECT_EQ(a.constancy(8, 0), 1);
+  EXPECT_EQ(a.contiguity(21, 0), 32);
+  EXPECT_EQ(a.contiguity(18, 1), 1);  // no form: nothing known
+  // Bases: known values and divisibility.
+  ASSERT_TRUE(a.form(14)->base_value.has_value());
+  EXPECT_EQ(*a.form(14)->base_value, 0);
+  EXPECT_FALSE(a.form(16)->base_value.has_value());  // pid * 64 is a runtime value
+  EXPECT_EQ(a.form(5)->divisibility, 64);            // pid * 64
+  EXPECT_EQ(a.form(16)->divisibility, 64);
+  EXPECT_EQ(a.form(20)->divisibility, 16);  // a 16-byte aligned pointer plus 256-byte steps
+  EXPECT_EQ(a.form(24)->divisibility, 1);   // minus 3
+  EXPECT_EQ(*a.form(23)->base_value, 3);
+  // Exactness: arange and views cannot wrap; arithmetic may (the 32-bit check applies there).
+  EXPECT_TRUE(a.form(11)->exact);
+  EXPECT_FALSE(a.form(14)->exact);
+  // Scalars are uniform leaves: their own variable, whatever computed them.
+  EXPECT_EQ(a.node(a.form(5)->base).kind, ir::UniformNode::Kind::Value);
+  EXPECT_EQ(a.node(a.form(5)->base).value, 5);
+  EXPECT_TRUE(a.form(1)->coef.empty());
+}
+
+TEST(IrAffine, LoopCarriedTilesHaveNoFormAndTheInductionVariableIsUniform) {
+  const auto f = ir::parse(R"(kernel @k(%0: i32 n) {
+  %1 = const 0 : i32
+  %2 = const 1 : i32
+  %3 = arange {start = 0, end = 8} : <8x i32>
+  %4 = for %5: i32 = %1 to %0 step %2 iter_args(%6: <8x i32> = %3) : <8x i32> {
+    %7 = splat %5 : <8x i32>
+    %8 = add %6, %7 : <8x i32>
+    %9 = add %3, %7 : <8x i32>
+    yield %8
+  }
+}
+)");
+  const ir::AffineInfo a(*f);
+  ASSERT_NE(a.form(5), nullptr);
+  EXPECT_TRUE(a.form(5)->coef.empty());
+  EXPECT_EQ(a.form(6), nullptr);  // carried: changes per iteration
+  EXPECT_EQ(a.form(8), nullptr);
+  EXPECT_EQ(a.form(4), nullptr);                          // the loop's tile result
+  EXPECT_EQ(coef(a.form(9)), (std::vector<int64_t>{1}));  // arange + the induction variable
+}
+
+}  // namespace
