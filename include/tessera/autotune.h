@@ -39,28 +39,6 @@
 
 namespace tessera::tl {
 
-/** A meta-parameter value: an integer, a bool, a float or a dtype. */
-struct MetaValue {
-  MetaArg::Kind kind = MetaArg::Kind::Int;
-  int64_t i = 0;
-  double f = 0;
-  DType dtype = DType::Float32;
-
-  MetaValue() = default;
-  template <class T>
-  requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) MetaValue(T v)
-      : kind(MetaArg::Kind::Int), i(static_cast<int64_t>(v)) {}  // NOLINT
-  MetaValue(bool v) : kind(MetaArg::Kind::Bool), i(v) {}         // NOLINT
-  template <class T>
-  requires std::is_floating_point_v<T> MetaValue(T v)
-      : kind(MetaArg::Kind::Float), f(static_cast<double>(v)) {}  // NOLINT
-  MetaValue(DType d) : kind(MetaArg::Kind::DType), dtype(d) {}    // NOLINT
-
-  MetaArg as_meta(std::string_view name) const;
-  std::string str() const;
-  bool operator==(const MetaValue& o) const;
-};
-
 class Args;
 
 /** One autotuning candidate: meta-parameter values and launch options (Triton's `Config`). */

@@ -423,6 +423,29 @@ inline MetaArg meta(std::string_view name, DType d) {
   return {name, MetaArg::Kind::DType, 0, 0, d};
 }
 
+/** A meta-parameter value that owns its data (configs, heuristics' results, a launch's
+ * variants): an integer, a bool, a float or a dtype. */
+struct MetaValue {
+  MetaArg::Kind kind = MetaArg::Kind::Int;
+  int64_t i = 0;
+  double f = 0;
+  DType dtype = DType::Float32;
+
+  MetaValue() = default;
+  template <class T>
+  requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) MetaValue(T v)
+      : kind(MetaArg::Kind::Int), i(static_cast<int64_t>(v)) {}  // NOLINT
+  MetaValue(bool v) : kind(MetaArg::Kind::Bool), i(v) {}         // NOLINT
+  template <class T>
+  requires std::is_floating_point_v<T> MetaValue(T v)
+      : kind(MetaArg::Kind::Float), f(static_cast<double>(v)) {}  // NOLINT
+  MetaValue(DType d) : kind(MetaArg::Kind::DType), dtype(d) {}    // NOLINT
+
+  MetaArg as_meta(std::string_view name) const;
+  std::string str() const;
+  bool operator==(const MetaValue& o) const;
+};
+
 /** Launch options, as Triton's (accepted on the CPU, where they do not change the code). */
 struct LaunchOption {
   enum class Kind : uint8_t { NumWarps, NumStages } kind;

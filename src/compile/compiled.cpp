@@ -17,7 +17,7 @@
 #include "tessera/tl.h"
 #include "tl/jit.h"
 #include "tl/launch_op.h"
-#include "tune/tuned.h"
+#include "tl/variants.h"
 
 namespace tessera::compile_detail {
 
@@ -232,53 +232,31 @@ class Tracer final : public DispatchMode {
       }
       n.args.push_back(std::move(a));
     }
-    auto& state = fn.state();
-    // An autotuned or heuristic launch: one candidate per config, heuristics evaluated now (a
-    // heuristic that reads a size specializes it, with a guard). All configs are compiled in one
+    // An autotuned or heuristic launch: one variant per config, heuristics evaluated now (a
+    // heuristic that reads a size specializes it, with a guard). All variants are compiled in one
     // batch; the tuning itself happens on the first call with real tensors, once per key.
-    const auto* tuned = dynamic_cast<const tl::detail::TunedState*>(launch.target());
-    std::vector<tl::detail::Candidate> cands(1);
-    if (tuned) {
-      const tl::Args named = tuned->named(args);
-      cands = tuned->candidates(named, loc);
+    const tl::VariantSource* tuned = tl::variant_source(launch);
+    std::vector<tl::Variant> cands(1);
+    if (tuned) cands = *tuned->variants(args, loc);
+    std::vector<std::vector<tl::KernelArg>> cand_args;
+    SmallVector<tl::KernelArg, 16> with;
+    for (const auto& c : cands) {
+      tl::with_variant(ArrayRef<tl::KernelArg>(hinted.data(), hinted.size()), c, loc, with);
+      cand_args.emplace_back(with.begin(), with.end());
     }
-    std::vector<std::vector<tl::KernelArg>> cand_args(cands.size());
-    std::vector<tl::detail::Spec> specs;
-    std::vector<size_t> ok;
-    std::vector<std::string> reasons(cands.size());
-    for (size_t c = 0; c < cands.size(); ++c) {
-      SmallVector<tl::KernelArg, 16> with;
-      tl::detail::TunedState::with_candidate(ArrayRef<tl::KernelArg>(hinted.data(), hinted.size()),
-                                             cands[c], loc, with);
-      cand_args[c].assign(with.begin(), with.end());
-      tl::detail::Spec sp;
-      try {
-        tl::detail::bind(state, ArrayRef<tl::KernelArg>(cand_args[c].data(), cand_args[c].size()),
-                         sp.bound, sp.num_warps, sp.num_stages, loc);
-      } catch (const Error& e) {
-        if (!tuned) throw;
-        reasons[c] = e.what();
-        continue;
-      }
-      ok.push_back(c);
-      specs.push_back(std::move(sp));
-    }
-    std::vector<std::string> errors;
-    auto kernels = tl::detail::lookup_or_prepare(state, specs, loc, tuned ? &errors : nullptr);
-    for (size_t j = 0; j < ok.size(); ++j) {
-      if (!kernels[j]) reasons[ok[j]] = errors[j];
-    }
-    tl::detail::build_missing(state, specs, kernels);
+    tl::PreparedVariants prepared(fn, std::move(cand_args), loc, /*tolerate_failures=*/tuned);
+    prepared.build();
+    const auto& params = fn.params();
     // Positional arguments -> parameters (as the binding assigns them), for symbolic grid meta.
     std::vector<int> param_of(args.size(), -1);
     {
-      std::vector<bool> set(state.params.size(), false);
+      std::vector<bool> set(params.size(), false);
       size_t pos = 0;
       for (size_t i = 0; i < args.size(); ++i) {
         if (args[i].kind == tl::KernelArg::Kind::Option) continue;
         if (args[i].kind == tl::KernelArg::Kind::Meta) {
-          for (size_t p = 0; p < state.params.size(); ++p) {
-            if (state.params[p].name == args[i].meta.name) set[p] = true;
+          for (size_t p = 0; p < params.size(); ++p) {
+            if (params[p].name == args[i].meta.name) set[p] = true;
           }
           continue;
         }
@@ -289,17 +267,16 @@ class Tracer final : public DispatchMode {
         }
       }
     }
-    for (size_t j = 0; j < ok.size(); ++j) {
-      const auto& kernel = kernels[j];
+    for (size_t j = 0; j < prepared.size(); ++j) {
+      const auto& kernel = prepared.kernel(j);
       if (!kernel) continue;
-      const auto& bound = specs[j].bound;
       // Exact write set from the kernel's IR (the union over configs); a written argument must
       // not overlap itself.
-      for (size_t p = 0; p < bound.size(); ++p) {
-        if (!bound[p].tensor || !kernel->written[p]) continue;
+      for (size_t p = 0; p < params.size(); ++p) {
+        const Tensor* bound = prepared.param_tensor(j, p);
+        if (!bound || p >= kernel->written.size() || !kernel->written[p]) continue;
         for (size_t i = 0; i < args.size(); ++i) {
-          if (args[i].kind != tl::KernelArg::Kind::Tensor || hinted[i].tensor != bound[p].tensor)
-            continue;
+          if (args[i].kind != tl::KernelArg::Kind::Tensor || hinted[i].tensor != bound) continue;
           Arg& a = n.args[i];
           if (a.written) continue;
           a.written = true;
@@ -310,8 +287,8 @@ class Tracer final : public DispatchMode {
             const int64_t stride = g_.env->hint(g_.env->expr_of(t.strides()[d]));
             if (size > 1 && stride == 0) {
               TS_ERROR(CompileError)
-                  << "[kernel " << fn.name() << "] stores through parameter '"
-                  << state.params[p].name << "', whose tensor overlaps itself (dimension " << d
+                  << "[kernel " << fn.name() << "] stores through parameter '" << params[p].name
+                  << "', whose tensor overlaps itself (dimension " << d
                   << " is expanded): clone it before the launch";
             }
           }
@@ -334,20 +311,20 @@ class Tracer final : public DispatchMode {
         grid = launch.grid();
       }
       Node::Variant v;
-      v.cand = cands[ok[j]];
+      v.cand = cands[j];
       for (int d = 0; d < 3; ++d) v.grid[d] = g_.env->expr_of(grid.dims[d]);
       n.variants.push_back(std::move(v));
     }
     if (n.variants.empty()) {
       std::string all;
       for (size_t c = 0; c < cands.size(); ++c)
-        all += "\n  candidate " + std::to_string(c) + ": " + reasons[c];
+        all += "\n  candidate " + std::to_string(c) + ": " + prepared.error(c);
       TS_ERROR(CompileError) << "[kernel " << fn.name()
                              << "] every autotuning config failed:" << all;
     }
     for (int d = 0; d < 3; ++d) n.grid[d] = n.variants[0].grid[d];
     if (tuned) {
-      n.tuned = std::static_pointer_cast<const tl::detail::TunedState>(tuned->shared_from_this());
+      n.tuned = tuned->shared();
     } else {
       n.variants.clear();
     }
@@ -444,7 +421,7 @@ struct Entry {
     std::vector<std::pair<size_t, SymRef>> ints;  ///< (argument, integer)
     SymRef grid[3];
     std::vector<std::array<SymRef, 3>> variant_grids;  ///< autotuned launches: per candidate
-    std::vector<tl::detail::Candidate> cands;
+    std::vector<tl::Variant> cands;
   };
   std::vector<KernelPlan> kernel_plans;  ///< per node (empty for other nodes)
 
@@ -452,20 +429,16 @@ struct Entry {
    * call for a key), then the candidate's kernel runs with its grid. */
   void run_tuned(const Node& n, const KernelPlan& plan, ArrayRef<tl::KernelArg> args,
                  const Scratch& s) const {
-    const tl::detail::TunedState& ts = *n.tuned;
-    const tl::Args named = ts.named(args);
     auto run = [&](size_t i) {
       SmallVector<tl::KernelArg, 16> a;
-      tl::detail::TunedState::with_candidate(args, plan.cands[i], n.loc, a);
+      tl::with_variant(args, plan.cands[i], n.loc, a);
       const auto& gr = plan.variant_grids[i];
       const tl::Grid grid({SymInt(gr[0].get(s)), SymInt(gr[1].get(s)), SymInt(gr[2].get(s))},
                           n.loc);
       tl::Launcher(*n.kernel, tl::LaunchGrid(grid, n.loc))
           .run_kernel(ArrayRef<tl::KernelArg>(a.data(), a.size()));
     };
-    const size_t pick = ts.choose(args, named, plan.cands, run, n.loc);
-    ts.before_launch(named, plan.cands[pick]);
-    run(pick);
+    n.tuned->run(args, plan.cands, run, n.loc);
   }
 
   SymRef ref_of(sym::ExprPtr e) const {

@@ -16,7 +16,7 @@
 #include "compile/shape_env.h"
 #include "tessera/dispatch.h"
 #include "tessera/ivalue.h"
-#include "tune/tuned.h"
+#include "tl/variants.h"
 
 namespace tessera::tl {
 class JITFunction;
@@ -63,9 +63,9 @@ struct Node {
                           nullptr};  ///< Kernel (an autotuned one: its first candidate's)
   /** An autotuned or heuristic launch: the tuner, and per candidate its meta-parameters and grid.
    * The choice among them is made at run time, once per tuning key. */
-  std::shared_ptr<const tl::detail::TunedState> tuned;
+  std::shared_ptr<const tl::VariantSource> tuned;
   struct Variant {
-    tl::detail::Candidate cand;
+    tl::Variant cand;
     sym::ExprPtr grid[3] = {nullptr, nullptr, nullptr};
   };
   std::vector<Variant> variants;

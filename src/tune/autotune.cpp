@@ -28,36 +28,6 @@ using PKind = JITFunction::ParamSpec::Kind;
 // ---- values, configs, args
 // -------------------------------------------------------------------------
 
-MetaArg MetaValue::as_meta(std::string_view name) const {
-  MetaArg m{name, kind};
-  m.i = i;
-  m.f = f;
-  m.dtype = dtype;
-  return m;
-}
-
-std::string MetaValue::str() const {
-  switch (kind) {
-    case MetaArg::Kind::Int:
-      return std::to_string(i);
-    case MetaArg::Kind::Bool:
-      return i ? "True" : "False";
-    case MetaArg::Kind::Float: {
-      std::ostringstream os;
-      os << f;
-      return os.str();
-    }
-    case MetaArg::Kind::DType:
-      return dtype_name(dtype);
-  }
-  return "?";
-}
-
-bool MetaValue::operator==(const MetaValue& o) const {
-  return kind == o.kind && i == o.i && (f == o.f || (std::isnan(f) && std::isnan(o.f))) &&
-         dtype == o.dtype;
-}
-
 namespace {
 MetaValue from_meta(const MetaArg& m) {
   MetaValue v;
@@ -311,18 +281,6 @@ std::vector<Candidate> TunedState::candidates(const Args& named, SourceLoc loc) 
   return out;
 }
 
-void TunedState::with_candidate(ArrayRef<KernelArg> args, const Candidate& c, SourceLoc loc,
-                                SmallVector<KernelArg, 16>& out) {
-  out.clear();
-  out.reserve(args.size() + c.meta.size() + 2);
-  out.append(args.begin(), args.end());
-  for (const auto& [n, v] : c.meta) out.emplace_back(v.as_meta(n), loc);
-  if (c.has_options) {
-    out.emplace_back(num_warps(c.num_warps), loc);
-    out.emplace_back(num_stages(c.num_stages), loc);
-  }
-}
-
 void TunedState::before_launch(const Args& named, const Candidate& c) const {
   if (tune_layer < 0 || c.config < 0) return;
   const Config& cfg =
@@ -528,32 +486,30 @@ int TunedState::tune(ArrayRef<KernelArg> args, const Args& named,
 
   // Bind and prepare every candidate; a config that fails is skipped with its reason.
   std::vector<std::string> reason(cands.size());
-  std::vector<size_t> ok;
-  std::vector<Spec> specs;
+  std::vector<std::vector<KernelArg>> pool_args;
   SmallVector<KernelArg, 16> a;
   for (size_t i : pool) {
-    with_candidate(args, cands[i], loc, a);
-    Spec sp;
-    try {
-      bind(s, ArrayRef<KernelArg>(a.data(), a.size()), sp.bound, sp.num_warps, sp.num_stages, loc);
-    } catch (const Error& e) {
-      reason[i] = e.what();
+    with_variant(args, cands[i], loc, a);
+    pool_args.emplace_back(a.begin(), a.end());
+  }
+  PreparedVariants prepared(*kernel, std::move(pool_args), loc, /*tolerate_failures=*/true);
+  std::vector<size_t> ok;  // candidates that prepared
+  std::vector<size_t> at;  // their positions in `prepared`
+  std::vector<std::shared_ptr<CompiledKernel>> kernels;
+  for (size_t p = 0; p < pool.size(); ++p) {
+    if (!prepared.kernel(p)) {
+      reason[pool[p]] = prepared.error(p);
       continue;
     }
-    ok.push_back(i);
-    specs.push_back(std::move(sp));
+    ok.push_back(pool[p]);
+    at.push_back(p);
+    kernels.push_back(prepared.kernel(p));
   }
-  std::vector<std::string> prep_errors;
-  auto kernels = lookup_or_prepare(s, specs, loc, &prep_errors);
 
   // The database: which candidates have a timing for this key already.
   std::vector<std::optional<tune::Record>> found(ok.size());
   std::vector<tune::Record> ident(ok.size());
   for (size_t j = 0; j < ok.size(); ++j) {
-    if (!kernels[j]) {
-      reason[ok[j]] = prep_errors[j];
-      continue;
-    }
     // Records are filed under the backend's target (device, ISA, toolchain) and the code.
     ident[j] = tune::Record{s.name, cfg_of(ok[j]).str(), key, kernels[j]->backend->target_key(),
                             kernels[j]->code.code_key};
@@ -590,17 +546,15 @@ int TunedState::tune(ArrayRef<KernelArg> args, const Args& named,
   } else {
     // One compile batch for everything to be timed.
     {
-      std::vector<Spec> sub_specs;
-      std::vector<std::shared_ptr<CompiledKernel>> sub;
+      std::vector<size_t> which;
       for (size_t j : to_time) {
-        sub_specs.push_back(specs[j]);
-        sub.push_back(kernels[j]);
+        which.push_back(at[j]);
         if (!kernels[j]->code.built) ++compiled;
       }
       const auto t0 = Clock::now();
-      build_missing(s, sub_specs, sub);
+      prepared.build(which);
       compile_ms = ms_since(t0);
-      for (size_t k = 0; k < to_time.size(); ++k) kernels[to_time[k]] = sub[k];
+      for (size_t j : to_time) kernels[j] = prepared.kernel(at[j]);
     }
     // Tensors to save and restore: restore_value, and (restore_written) every tensor one of the
     // kernels both reads and writes.
@@ -769,38 +723,47 @@ int TunedState::tune(ArrayRef<KernelArg> args, const Args& named,
   return winner;
 }
 
-void TunedState::launch(const Launcher& launcher, ArrayRef<KernelArg> args) const {
-  const SourceLoc loc = launcher.location();
-  const Args nm = named(args);
+std::shared_ptr<const std::vector<Variant>> TunedState::variants(ArrayRef<KernelArg> args,
+                                                                 SourceLoc loc) const {
   // Without heuristics the candidates depend only on the configs: made once (a launch that sets
   // a tuned meta-parameter itself still gets the conflict error from candidates()).
+  const bool launch_sets_meta = std::any_of(
+      args.begin(), args.end(), [](const KernelArg& a) { return a.kind == KernelArg::Kind::Meta; });
+  if (has_heuristics || launch_sets_meta)
+    return std::make_shared<const std::vector<Candidate>>(candidates(named(args), loc));
   std::shared_ptr<const std::vector<Candidate>> fixed;
-  std::vector<Candidate> per_call;
-  const bool launch_sets_meta =
-      std::any_of(nm.entries().begin(), nm.entries().end(),
-                  [](const Args::Entry& e) { return e.kind == Args::Entry::Kind::Meta; });
-  if (!has_heuristics && !launch_sets_meta) {
-    {
-      std::lock_guard<std::mutex> g(mutex);
-      fixed = fixed_cands;
-    }
-    if (!fixed) {
-      fixed = std::make_shared<const std::vector<Candidate>>(candidates(nm, loc));
-      std::lock_guard<std::mutex> g(mutex);
-      fixed_cands = fixed;
-    }
-  } else {
-    per_call = candidates(nm, loc);
+  {
+    std::lock_guard<std::mutex> g(mutex);
+    fixed = fixed_cands;
   }
-  const std::vector<Candidate>& cands = fixed ? *fixed : per_call;
-  SmallVector<KernelArg, 16> a;
-  auto run = [&](size_t i) {
-    with_candidate(args, cands[i], loc, a);
-    launcher.run_kernel(ArrayRef<KernelArg>(a.data(), a.size()));
-  };
-  const size_t pick = choose(args, nm, cands, run, loc);
+  if (!fixed) {
+    fixed = std::make_shared<const std::vector<Candidate>>(candidates(named(args), loc));
+    std::lock_guard<std::mutex> g(mutex);
+    fixed_cands = fixed;
+  }
+  return fixed;
+}
+
+void TunedState::run(ArrayRef<KernelArg> args, const std::vector<Variant>& cands,
+                     FunctionRef<void(size_t)> run_variant, SourceLoc loc) const {
+  const Args nm = named(args);
+  const size_t pick = choose(args, nm, cands, run_variant, loc);
   before_launch(nm, cands[pick]);
-  run(pick);
+  run_variant(pick);
+}
+
+void TunedState::launch(const Launcher& launcher, ArrayRef<KernelArg> args) const {
+  const SourceLoc loc = launcher.location();
+  const auto shared = variants(args, loc);
+  const std::vector<Variant>& cands = *shared;
+  SmallVector<KernelArg, 16> a;
+  run(
+      args, cands,
+      [&](size_t i) {
+        with_variant(args, cands[i], loc, a);
+        launcher.run_kernel(ArrayRef<KernelArg>(a.data(), a.size()));
+      },
+      loc);
 }
 
 }  // namespace detail

@@ -1,6 +1,7 @@
 /** \file
- * Internals of tuned kernels shared with the graph compiler: a launch's named arguments, the
- * candidates (one per config, heuristics applied) and the choice among them.
+ * The state of an autotuned or heuristic kernel: its layers, the candidates of a launch (one per
+ * config, heuristics applied: tl::Variant) and the choice among them. Other layers see it only
+ * as a tl::VariantSource (src/tl/variants.h).
  */
 #pragma once
 
@@ -13,18 +14,15 @@
 
 #include "tessera/autotune.h"
 #include "tessera/detail/function_ref.h"
+#include "tl/variants.h"
 
 namespace tessera::tl::detail {
 
-/** One way to launch: meta-parameters added to the launch's arguments, and launch options. */
-struct Candidate {
-  std::vector<std::pair<std::string, MetaValue>> meta;
-  bool has_options = false;
-  int64_t num_warps = 4, num_stages = 3;
-  int config = -1;  ///< index into the autotuning layer's configs (-1: none)
-};
+using Candidate = Variant;
 
-class TunedState : public LaunchTarget, public std::enable_shared_from_this<TunedState> {
+class TunedState : public LaunchTarget,
+                   public VariantSource,
+                   public std::enable_shared_from_this<TunedState> {
  public:
   struct Layer {
     bool autotune = false;
@@ -44,9 +42,6 @@ class TunedState : public LaunchTarget, public std::enable_shared_from_this<Tune
   Args named(ArrayRef<KernelArg> args) const;
   /** Every candidate for these arguments: one per config (or one), heuristics evaluated. */
   std::vector<Candidate> candidates(const Args& named, SourceLoc loc) const;
-  /** The launch arguments of a candidate: `args` followed by its meta-parameters and options. */
-  static void with_candidate(ArrayRef<KernelArg> args, const Candidate& c, SourceLoc loc,
-                             SmallVector<KernelArg, 16>& out);
   /** The candidate to launch for these (real) arguments: from memory, the tuning database, or a
    * tuning round that calls `launch_candidate(i)` for trials. */
   size_t choose(ArrayRef<KernelArg> args, const Args& named, const std::vector<Candidate>& cands,
@@ -55,6 +50,13 @@ class TunedState : public LaunchTarget, public std::enable_shared_from_this<Tune
   void before_launch(const Args& named, const Candidate& c) const;
 
   void launch(const Launcher& launcher, ArrayRef<KernelArg> args) const override;
+
+  // VariantSource
+  std::shared_ptr<const std::vector<Variant>> variants(ArrayRef<KernelArg> args,
+                                                       SourceLoc loc) const override;
+  void run(ArrayRef<KernelArg> args, const std::vector<Variant>& variants,
+           FunctionRef<void(size_t)> run_variant, SourceLoc loc) const override;
+  std::shared_ptr<const VariantSource> shared() const override { return shared_from_this(); }
 
   std::string name() const;
 
