@@ -1,0 +1,514 @@
+#include "compile/capture.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <unordered_map>
+
+#include "tessera/detail/boxing.h"
+#include "tessera/env.h"
+#include "tessera/tl.h"
+#include "tl/jit.h"
+#include "tl/launch_op.h"
+#include "tl/variants.h"
+
+namespace tessera::compile_detail {
+
+using namespace tessera::compiler;
+
+namespace {
+
+[[noreturn]] void graph_break(const std::string& cause, SourceLoc loc) {
+  std::ostringstream os;
+  os << "graph break: " << cause;
+  throw GraphBreakError(os.str(), loc);
+}
+
+class Tracer final : public DispatchMode {
+ public:
+  Tracer(Graph& g, bool grad_inputs) : g_(g), grad_inputs_(grad_inputs) {}
+
+  int add_tensor(const Tensor& t, int producer) {
+    Value v;
+    v.kind = Value::Kind::Tensor;
+    v.tensor.dtype = t.dtype();
+    v.tensor.device = t.device();
+    for (const auto& s : t.sizes()) v.tensor.sizes.push_back(g_.env->expr_of(s));
+    for (const auto& s : t.strides()) v.tensor.strides.push_back(g_.env->expr_of(s));
+    v.tensor.offset = g_.env->expr_of(t.storage_offset());
+    v.tensor.storage = storage_of(t);
+    v.producer = producer;
+    const int id = g_.add_value(std::move(v));
+    by_impl_[t.impl()] = id;
+    keep_.push_back(t);
+    return id;
+  }
+
+  int value_of(const Tensor& t) {
+    if (auto it = by_impl_.find(t.impl()); it != by_impl_.end()) return it->second;
+    TS_CHECK(t.has_data(), CompileError)
+        << "a fake tensor from outside this trace reached the graph";
+    // A real tensor the function closes over: an implicit input, guarded by identity.
+    const int id = add_tensor(t, -1);
+    g_.captured.push_back(t);
+    g_.captured_values.push_back(id);
+    return id;
+  }
+
+  Arg arg_of(const IValue& v) {
+    Arg a;
+    if (v.is_tensor()) {
+      if (!v.to_tensor().defined()) {
+        a.kind = Arg::Kind::Constant;
+        return a;
+      }
+      a.kind = Arg::Kind::Value;
+      a.value = value_of(v.to_tensor());
+    } else if (v.is_tensor_list()) {
+      a.kind = Arg::Kind::ValueList;
+      for (const auto& t : v.to_tensor_list()) a.values.push_back(value_of(t));
+    } else if (v.is_optional_tensor_list()) {
+      a.kind = Arg::Kind::ValueList;
+      a.optional_list = true;
+      for (const auto& t : v.to_optional_tensor_list())
+        a.values.push_back(t && t->defined() ? value_of(*t) : -1);
+    } else if (v.is_symint() && v.to_symint().is_symbolic()) {
+      a.kind = Arg::Kind::Sym;
+      a.expr = g_.env->expr_of(v.to_symint());
+    } else if (v.is_symint_list() && any_symbolic(v.to_symint_list())) {
+      a.kind = Arg::Kind::SymList;
+      for (const auto& s : v.to_symint_list()) a.exprs.push_back(g_.env->expr_of(s));
+    } else {
+      a.kind = Arg::Kind::Constant;
+      a.constant = v;
+    }
+    return a;
+  }
+
+  void handle(const OperatorHandle& op, Stack& stack) override {
+    const auto& schema = op.schema();
+    const size_t nargs = schema.arguments().size();
+    const SourceLoc loc = UserLocGuard::current();
+    if (loc.known()) g_.env->last_loc = loc;
+    IValue* args = &stack[stack.size() - nargs];
+    if (tl::is_kernel_launch(op)) {
+      // A kernel launch (DESIGN.md D12): recorded as a kernel node instead of run.
+      const tl::LaunchView launch = tl::launch_of(stack);
+      on_launch(*launch.launcher, ArrayRef<tl::KernelArg>(launch.args.data(), launch.args.size()));
+      stack.resize(stack.size() - nargs);
+      return;
+    }
+    if (op.has_tag(kTagDataDependent)) graph_break("reading tensor data (" + op.name() + ")", loc);
+    if (op.has_tag(kTagTritonOp) && !grad_inputs_) {
+      // Trace into the body: its operators and kernel launches become the graph's nodes. The
+      // body is the op's fake kernel; run it with this mode visible again.
+      ModeGuard again(this, ModeKind::Dispatch);
+      const KernelFunction& k = op.entry().kernel(DeviceType::Meta);
+      k.boxed(op.entry(), k.functor, stack);
+      return;
+    }
+    Node n;
+    n.kind = op.has_tag(kTagCustomOp) ? Node::Kind::Extern : Node::Kind::Op;
+    n.op = op;
+    n.loc = loc;
+    for (size_t i = 0; i < nargs; ++i) {
+      Arg a = arg_of(args[i]);
+      a.name = schema.arguments()[i].name;
+      if (schema.arguments()[i].is_written() && a.kind == Arg::Kind::Value)
+        n.writes.push_back(a.value);
+      n.args.push_back(std::move(a));
+    }
+    // The shape function runs, with this mode hidden: kernels its body launches record nothing.
+    try {
+      op.redispatch(stack);
+    } catch (const NotImplementedError& e) {
+      if (op.has_tag(kTagCustomOp)) {
+        graph_break("the custom operator " + op.name() +
+                        " has no fake kernel to compute its result shapes "
+                        "(register one with register_fake)",
+                    loc);
+      }
+      graph_break(std::string("the operator cannot run on fake tensors: ") + e.message(), loc);
+    }
+    const size_t nret = schema.returns().size();
+    const int index = static_cast<int>(g_.nodes.size());
+    for (size_t i = 0; i < nret; ++i) {
+      const IValue& r = stack[stack.size() - nret + i];
+      if (r.is_tensor() && r.to_tensor().defined()) {
+        const Tensor& t = r.to_tensor();
+        auto it = by_impl_.find(t.impl());
+        n.outputs.push_back(it != by_impl_.end() ? it->second : add_tensor(t, index));
+        n.constant_outputs.emplace_back();
+      } else {
+        TS_CHECK(!r.is_tensor_list(), NotImplementedError)
+            << "[" << op.name()
+            << "] operators returning tensor lists are not supported by the graph compiler yet";
+        n.outputs.push_back(-1);
+        n.constant_outputs.push_back(r);
+      }
+    }
+    g_.nodes.push_back(std::move(n));
+  }
+
+  // A kernel launch (DESIGN D12): a kernel node with one variant per config, its exact write
+  // set from the IR, and its grid as expressions of the symbolic sizes.
+  void on_launch(const tl::Launcher& launch, ArrayRef<tl::KernelArg> args) {
+    const tl::JITFunction& fn = launch.function();
+    const SourceLoc loc = launch.location();
+    if (loc.known()) g_.env->last_loc = loc;
+    Node n;
+    n.kind = Node::Kind::Kernel;
+    n.kernel = &fn;
+    n.loc = loc;
+    // The same arguments with symbolic integers replaced by their values while tracing: the
+    // launch is bound and its specializations compiled now, for the IR's write set.
+    std::vector<tl::KernelArg> hinted(args.begin(), args.end());
+    std::vector<bool> symbolic(args.size(), false);
+    for (size_t i = 0; i < args.size(); ++i) {
+      n.args.push_back(launch_arg(args[i], loc, hinted[i]));
+      symbolic[i] = n.args.back().kind == Arg::Kind::Sym;
+    }
+    // An autotuned or heuristic launch: one variant per config, heuristics evaluated now (a
+    // heuristic that reads a size specializes it, with a guard). All variants are compiled in one
+    // batch; the tuning itself happens on the first call with real tensors, once per key.
+    const tl::VariantSource* tuned = tl::variant_source(launch);
+    std::vector<tl::Variant> cands(1);
+    if (tuned) cands = *tuned->variants(args, loc);
+    std::vector<std::vector<tl::KernelArg>> cand_args;
+    SmallVector<tl::KernelArg, 16> with;
+    for (const auto& c : cands) {
+      tl::with_variant(ArrayRef<tl::KernelArg>(hinted.data(), hinted.size()), c, loc, with);
+      cand_args.emplace_back(with.begin(), with.end());
+    }
+    tl::PreparedVariants prepared(fn, std::move(cand_args), loc, /*tolerate_failures=*/tuned);
+    prepared.build();
+    const std::vector<int> param_of = param_positions(fn, args);
+    for (size_t j = 0; j < prepared.size(); ++j) {
+      if (!prepared.kernel(j)) continue;
+      mark_writes(n, fn, prepared, j, args, hinted);
+      const tl::Grid grid = symbolic_grid(launch, *prepared.kernel(j), args, symbolic, param_of);
+      Node::Variant v;
+      v.cand = cands[j];
+      for (int d = 0; d < 3; ++d) v.grid[d] = g_.env->expr_of(grid.dims[d]);
+      n.variants.push_back(std::move(v));
+    }
+    if (n.variants.empty()) {
+      std::string all;
+      for (size_t c = 0; c < cands.size(); ++c)
+        all += "\n  candidate " + std::to_string(c) + ": " + prepared.error(c);
+      TS_ERROR(CompileError) << "[kernel " << fn.name()
+                             << "] every autotuning config failed:" << all;
+    }
+    for (int d = 0; d < 3; ++d) n.grid[d] = n.variants[0].grid[d];
+    if (tuned) {
+      n.tuned = tuned->shared();
+    } else {
+      n.variants.clear();
+    }
+    g_.nodes.push_back(std::move(n));
+  }
+
+  // One launch argument as a node argument; `hinted` gets symbolic integers' traced values.
+  Arg launch_arg(const tl::KernelArg& k, SourceLoc loc, tl::KernelArg& hinted) {
+    Arg a;
+    switch (k.kind) {
+      case tl::KernelArg::Kind::Tensor:
+        if (!k.tensor->defined()) break;
+        a.kind = Arg::Kind::Value;
+        a.value = value_of(*k.tensor);
+        break;
+      case tl::KernelArg::Kind::Int:
+        if (k.sym.is_symbolic()) {
+          a.kind = Arg::Kind::Sym;
+          a.expr = g_.env->expr_of(k.sym);
+          hinted = tl::KernelArg(g_.env->hint(a.expr), loc);
+        } else {
+          a.constant = IValue(k.sym.expect_int());
+        }
+        break;
+      case tl::KernelArg::Kind::Float:
+        a.constant = IValue(k.f);
+        break;
+      case tl::KernelArg::Kind::Bool:
+        a.constant = IValue(k.i != 0);
+        break;
+      case tl::KernelArg::Kind::DType:
+        a.constant = IValue(k.dtype);
+        break;
+      case tl::KernelArg::Kind::Meta:
+        a.role = Arg::Role::Meta;
+        a.name = std::string(k.meta.name);
+        switch (k.meta.kind) {
+          case tl::MetaArg::Kind::Int:
+            a.constant = IValue(k.meta.i);
+            break;
+          case tl::MetaArg::Kind::Float:
+            a.constant = IValue(k.meta.f);
+            break;
+          case tl::MetaArg::Kind::Bool:
+            a.constant = IValue(k.meta.i != 0);
+            break;
+          case tl::MetaArg::Kind::DType:
+            a.constant = IValue(k.meta.dtype);
+            break;
+        }
+        break;
+      case tl::KernelArg::Kind::Option:
+        a.role = k.option.kind == tl::LaunchOption::Kind::NumWarps ? Arg::Role::NumWarps
+                                                                   : Arg::Role::NumStages;
+        a.name = a.role == Arg::Role::NumWarps ? "num_warps" : "num_stages";
+        a.constant = IValue(k.option.value);
+        break;
+    }
+    return a;
+  }
+
+  // Positional arguments -> parameters (as the binding assigns them), for symbolic grid meta.
+  static std::vector<int> param_positions(const tl::JITFunction& fn, ArrayRef<tl::KernelArg> args) {
+    const auto& params = fn.params();
+    std::vector<int> param_of(args.size(), -1);
+    std::vector<bool> set(params.size(), false);
+    size_t pos = 0;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i].kind == tl::KernelArg::Kind::Option) continue;
+      if (args[i].kind == tl::KernelArg::Kind::Meta) {
+        for (size_t p = 0; p < params.size(); ++p) {
+          if (params[p].name == args[i].meta.name) set[p] = true;
+        }
+        continue;
+      }
+      while (pos < set.size() && set[pos]) ++pos;
+      if (pos < set.size()) {
+        param_of[i] = static_cast<int>(pos);
+        set[pos] = true;
+      }
+    }
+    return param_of;
+  }
+
+  // The exact write set from variant j's IR (the node's is the union over variants); a written
+  // argument must not overlap itself.
+  void mark_writes(Node& n, const tl::JITFunction& fn, const tl::PreparedVariants& prepared,
+                   size_t j, ArrayRef<tl::KernelArg> args,
+                   const std::vector<tl::KernelArg>& hinted) {
+    const auto& kernel = *prepared.kernel(j);
+    const auto& params = fn.params();
+    for (size_t p = 0; p < params.size(); ++p) {
+      const Tensor* bound = prepared.param_tensor(j, p);
+      if (!bound || p >= kernel.written.size() || !kernel.written[p]) continue;
+      for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i].kind != tl::KernelArg::Kind::Tensor || hinted[i].tensor != bound) continue;
+        Arg& a = n.args[i];
+        if (a.written) continue;
+        a.written = true;
+        n.writes.push_back(a.value);
+        const Tensor& t = *args[i].tensor;
+        for (int64_t d = 0; d < t.dim(); ++d) {
+          const int64_t size = g_.env->hint(g_.env->expr_of(t.sizes()[d]));
+          const int64_t stride = g_.env->hint(g_.env->expr_of(t.strides()[d]));
+          if (size > 1 && stride == 0) {
+            TS_ERROR(CompileError)
+                << "[kernel " << fn.name() << "] stores through parameter '" << params[p].name
+                << "', whose tensor overlaps itself (dimension " << d
+                << " is expanded): clone it before the launch";
+          }
+        }
+      }
+    }
+  }
+
+  // The grid, symbolically: a grid function sees symbolic integer arguments (reading one
+  // specializes it, with a guard).
+  static tl::Grid symbolic_grid(const tl::Launcher& launch, const tl::detail::CompiledKernel& k,
+                                ArrayRef<tl::KernelArg> args, const std::vector<bool>& symbolic,
+                                const std::vector<int>& param_of) {
+    if (!launch.grid_fn()) return launch.grid();
+    tl::Meta meta = k.meta;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (!symbolic[i] || param_of[i] < 0 ||
+          static_cast<size_t>(param_of[i]) >= meta.entries.size())
+        continue;
+      meta.entries[static_cast<size_t>(param_of[i])].symbolic = args[i].sym;
+      meta.entries[static_cast<size_t>(param_of[i])].is_symbolic = true;
+    }
+    return (*launch.grid_fn())(meta);
+  }
+
+ private:
+  int storage_of(const Tensor& t) {
+    auto [it, fresh] = storages_.emplace(t.impl()->storage(), static_cast<int>(storages_.size()));
+    return it->second;
+  }
+
+  Graph& g_;
+  bool grad_inputs_;
+  std::unordered_map<const TensorImpl*, int> by_impl_;
+  std::unordered_map<const StorageImpl*, int> storages_;
+  std::vector<Tensor> keep_;
+};
+
+// Installs the tracer for the duration of a trace.
+struct TraceScope {
+  TraceScope(Tracer& t) : mode(&t, ModeKind::Dispatch) {}
+  ModeGuard mode;
+};
+
+// The traced stand-ins of the arguments (fake tensors with static or symbolic sizes; tensors
+// sharing memory become views of one fake storage) and each leaf's guard.
+std::vector<IValue> fake_arguments(const std::vector<IValue>& args, const CaptureOptions& opts,
+                                   Graph& g, Guards& guards, Tracer& tracer) {
+  std::vector<IValue> fakes;
+  ShapeEnv& env = *g.env;
+  std::map<int64_t, SymInt> duck;  // equal sizes share a symbol (duck sizing)
+  size_t tensor_index = 0;
+  // Arguments sharing memory are traced as views of one fake storage, with static sizes; the
+  // guards then require the same sharing.
+  std::map<const StorageImpl*, int> storage_uses;
+  for (const IValue& a : args) {
+    if (a.is_tensor() && a.to_tensor().defined() && a.to_tensor().has_data())
+      ++storage_uses[a.to_tensor().impl()->storage()];
+  }
+  std::map<const StorageImpl*, Tensor> shared_fakes;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const IValue& a = args[i];
+    LeafGuard lg;
+    if (!a.is_tensor() || !a.to_tensor().defined()) {
+      lg.constant = a.is_tensor() ? IValue() : a;
+      guards.leaves.push_back(lg);
+      fakes.push_back(a);
+      g.inputs.push_back(-1);
+      continue;
+    }
+    const Tensor& t = a.to_tensor();
+    TS_CHECK(t.has_data() && !t.impl()->has_symbolic_shape(), CompileError)
+        << "[" << opts.name << "] argument " << i << " has no data (compile real tensors)";
+    const size_t k = tensor_index++;
+    lg.tensor = true;
+    lg.dtype = t.dtype();
+    lg.device = t.device();
+    lg.dim = t.dim();
+    lg.requires_grad = t.requires_grad();
+    lg.offset = t.impl()->int_offset();
+    lg.key = pack_key(t.impl());
+    const auto sizes = t.impl()->int_sizes();
+    const bool aliased = storage_uses[t.impl()->storage()] > 1;
+    const bool contiguous = t.is_contiguous();
+    SymDimVector fsizes;
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      const bool dyn = !aliased && contiguous && sizes[d] >= 2 &&
+                       (opts.dynamic == true ||
+                        opts.dynamic_dims->count({static_cast<int>(k), static_cast<int>(d)}));
+      lg.sizes.push_back(dyn ? -1 : sizes[d]);
+      if (!dyn) {
+        lg.size_symbol.push_back(-1);
+        fsizes.push_back(sizes[d]);
+        continue;
+      }
+      auto it = duck.find(sizes[d]);
+      if (it == duck.end()) {
+        SymInt s = env.create_symbol(leaf_name(i) + ".size(" + std::to_string(d) + ")", sizes[d]);
+        it = duck.emplace(sizes[d], s).first;
+        guards.symbol_sources.push_back({i, static_cast<int>(d)});
+      }
+      const auto* node = dynamic_cast<SymExprNode*>(it->second.node().get());
+      lg.size_symbol.push_back(node->expr()->symbol);
+      fsizes.push_back(it->second);
+    }
+    lg.contiguous = contiguous && std::any_of(lg.size_symbol.begin(), lg.size_symbol.end(),
+                                              [](int s) { return s >= 0; });
+    if (!lg.contiguous) {
+      for (const auto& st : t.impl()->int_strides()) lg.strides.push_back(st);
+    }
+    Tensor fake;
+    if (aliased) {
+      const StorageImpl* st = t.impl()->storage();
+      auto it = shared_fakes.find(st);
+      if (it == shared_fakes.end()) {
+        const int64_t elems = st->nbytes().expect_int() / static_cast<int64_t>(itemsize(t.dtype()));
+        it = shared_fakes
+                 .emplace(st, detail::make_fake(SymDimVector{SymInt(elems)}, t.dtype(), t.device()))
+                 .first;
+      }
+      TS_CHECK(it->second.dtype() == t.dtype(), NotImplementedError)
+          << "[" << opts.name << "] argument " << i
+          << " shares memory with an argument of another dtype; the graph compiler does not "
+             "support that yet";
+      SymDimVector fstrides;
+      for (const auto& st2 : t.impl()->int_strides()) fstrides.push_back(st2);
+      fake = detail::make_view(it->second, fsizes, fstrides, lg.offset);
+      guards.leaves.push_back(lg);
+      g.inputs.push_back(tracer.add_tensor(fake, -1));
+      fakes.emplace_back(fake);
+      continue;
+    }
+    fake = lg.contiguous ? detail::make_fake(fsizes, t.dtype(), t.device())
+                         : detail::make_fake(fsizes, t.dtype(), t.device(), t.strides());
+    if (lg.offset != 0 || !lg.contiguous) {
+      fake = detail::make_view(fake, fake.sizes(), lg.contiguous ? fake.strides() : t.strides(),
+                               lg.offset);
+    }
+    guards.leaves.push_back(lg);
+    g.inputs.push_back(tracer.add_tensor(fake, -1));
+    fakes.emplace_back(fake);
+  }
+  for (size_t i = 0; i < guards.leaves.size(); ++i) {
+    if (guards.leaves[i].tensor) guards.tensor_leaves.push_back(i);
+  }
+  // Aliasing among tensor arguments.
+  for (size_t i = 0; i < args.size(); ++i) {
+    for (size_t j = i + 1; j < args.size(); ++j) {
+      if (!guards.leaves[i].tensor || !guards.leaves[j].tensor) continue;
+      if (args[i].to_tensor().impl()->storage() == args[j].to_tensor().impl()->storage()) {
+        guards.alias_pairs.push_back({i, j});
+      }
+    }
+  }
+  return fakes;
+}
+
+}  // namespace
+
+Captured capture(const Traced& fn, const std::vector<IValue>& args, const CaptureOptions& opts) {
+  Captured captured;
+  captured.graph = std::make_unique<Graph>();
+  Graph& g = *captured.graph;
+  Guards& guards = captured.guards;
+  g.name = opts.name;
+  g.env = IntrusivePtr<ShapeEnv>(new ShapeEnv());
+  // With inputs that require grad, triton_ops stay whole so that their autograd formulas
+  // apply when the graph runs (autograd under compile is the next slice's).
+  bool grad_inputs = false;
+  for (const IValue& a : args)
+    grad_inputs =
+        grad_inputs || (a.is_tensor() && a.to_tensor().defined() && a.to_tensor().requires_grad());
+  grad_inputs = grad_inputs && grad_enabled();
+  Tracer tracer(g, grad_inputs);
+  const std::vector<IValue> fakes = fake_arguments(args, opts, g, guards, tracer);
+  std::vector<IValue> outs;
+  try {
+    TraceScope scope(tracer);
+    outs = fn(fakes);
+  } catch (const DataError& e) {
+    // item(), data_ptr() and the like on a traced (fake) tensor: a graph break at that line.
+    graph_break("reading tensor data (" + e.message() + ")", e.user_loc());
+  }
+  for (const IValue& o : outs) {
+    if (o.is_tensor() && o.to_tensor().defined()) {
+      g.outputs.push_back(tracer.value_of(o.to_tensor()));
+      g.constant_outputs.emplace_back();
+    } else {
+      g.outputs.push_back(-1);
+      g.constant_outputs.push_back(o.is_tensor() ? IValue() : o);
+    }
+  }
+  g.verify();
+  g.eliminate_dead_code();
+  g.eliminate_common_subexpressions();
+  g.eliminate_dead_code();
+  g.verify();
+  guards.finish(g);
+  if (knobs().log_enabled("graph")) log("graph", g.str());
+  return captured;
+}
+
+}  // namespace tessera::compile_detail

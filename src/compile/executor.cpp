@@ -1,0 +1,177 @@
+#include "compile/executor.h"
+
+#include <optional>
+
+#include "tessera/detail/boxing.h"
+#include "tl/variants.h"
+
+namespace tessera::compile_detail {
+
+using namespace tessera::compiler;
+
+Executor::Executor(const Graph& g, const Guards& guards) : graph_(g), guards_(guards) {
+  plan_kernels();
+}
+
+void Executor::plan_kernels() {
+  static const Tensor undefined;
+  const Graph& g = graph_;
+  kernel_plans_.resize(g.nodes.size());
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& n = g.nodes[k];
+    if (n.dead || n.kind != Node::Kind::Kernel) continue;
+    KernelPlan& plan = kernel_plans_[k];
+    for (const Arg& a : n.args) {
+      const size_t i = plan.args.size();
+      switch (a.role) {
+        case Arg::Role::Meta: {
+          const IValue& c = a.constant;
+          plan.args.emplace_back(c.is_bool()    ? tl::meta(a.name, c.to_bool())
+                                 : c.is_int()   ? tl::meta(a.name, c.to_int())
+                                 : c.is_dtype() ? tl::meta(a.name, c.to_dtype())
+                                                : tl::meta(a.name, c.to_double()),
+                                 n.loc);
+          continue;
+        }
+        case Arg::Role::NumWarps:
+          plan.args.emplace_back(tl::num_warps(a.constant.to_int()), n.loc);
+          continue;
+        case Arg::Role::NumStages:
+          plan.args.emplace_back(tl::num_stages(a.constant.to_int()), n.loc);
+          continue;
+        case Arg::Role::Positional:
+          break;
+      }
+      switch (a.kind) {
+        case Arg::Kind::Value:
+          plan.args.emplace_back(undefined, n.loc);
+          plan.tensors.emplace_back(i, a.value);
+          break;
+        case Arg::Kind::Sym:
+          plan.args.emplace_back(SymInt(0), n.loc);
+          plan.ints.emplace_back(i, guards_.ref_of(a.expr));
+          break;
+        case Arg::Kind::Constant: {
+          const IValue& c = a.constant;
+          if (c.is_bool()) {
+            plan.args.emplace_back(c.to_bool(), n.loc);
+          } else if (c.is_int()) {
+            plan.args.emplace_back(c.to_int(), n.loc);
+          } else if (c.is_double()) {
+            plan.args.emplace_back(c.to_double(), n.loc);
+          } else if (c.is_dtype()) {
+            plan.args.emplace_back(c.to_dtype(), n.loc);
+          } else {
+            plan.args.emplace_back(undefined, n.loc);  // an undefined tensor argument
+          }
+          break;
+        }
+        default:
+          TS_INTERNAL_ASSERT(false) << "a list argument to a kernel";
+      }
+    }
+    for (int d = 0; d < 3; ++d) plan.grid[d] = guards_.ref_of(n.grid[d]);
+    for (const auto& v : n.variants) {
+      plan.variant_grids.push_back(
+          {guards_.ref_of(v.grid[0]), guards_.ref_of(v.grid[1]), guards_.ref_of(v.grid[2])});
+      plan.cands.push_back(v.cand);
+    }
+  }
+}
+
+/** An autotuned launch: the tuner picks a candidate for the real arguments (tuning on its first
+ * call for a key), then the candidate's kernel runs with its grid. */
+void Executor::run_tuned(const Node& n, const KernelPlan& plan, ArrayRef<tl::KernelArg> args,
+                         const Scratch& s) const {
+  auto run = [&](size_t i) {
+    SmallVector<tl::KernelArg, 16> a;
+    tl::with_variant(args, plan.cands[i], n.loc, a);
+    const auto& gr = plan.variant_grids[i];
+    const tl::Grid grid({SymInt(gr[0].get(s)), SymInt(gr[1].get(s)), SymInt(gr[2].get(s))}, n.loc);
+    tl::Launcher(*n.kernel, tl::LaunchGrid(grid, n.loc))
+        .run_kernel(ArrayRef<tl::KernelArg>(a.data(), a.size()));
+  };
+  n.tuned->run(args, plan.cands, run, n.loc);
+}
+
+std::vector<IValue> Executor::run(const std::vector<IValue>& args, const Scratch& s) const {
+  const Graph& g = graph_;
+  SmallVector<Tensor, 16> vals(g.values.size());
+  Stack st;  // reused by every operator node
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    if (g.inputs[i] >= 0) vals[static_cast<size_t>(g.inputs[i])] = args[i].to_tensor();
+  }
+  for (size_t c = 0; c < g.captured.size(); ++c)
+    vals[static_cast<size_t>(g.captured_values[c])] = g.captured[c];
+  auto sym_value = [&](sym::ExprPtr e) { return guards_.value_of(e, s); };
+  for (const Node& n : g.nodes) {
+    if (n.dead) continue;
+    UserLocGuard loc(n.loc);
+    if (n.kind == Node::Kind::Kernel) {
+      const KernelPlan& plan = kernel_plans_[static_cast<size_t>(&n - g.nodes.data())];
+      SmallVector<tl::KernelArg, 16> kargs(
+          ArrayRef<tl::KernelArg>(plan.args.data(), plan.args.size()));
+      for (const auto& [i, v] : plan.tensors) kargs[i].tensor = &vals[static_cast<size_t>(v)];
+      for (const auto& [i, r] : plan.ints) kargs[i].sym = SymInt(r.get(s));
+      if (n.tuned) {
+        run_tuned(n, plan, ArrayRef<tl::KernelArg>(kargs.data(), kargs.size()), s);
+        continue;
+      }
+      tl::Grid grid(
+          {SymInt(plan.grid[0].get(s)), SymInt(plan.grid[1].get(s)), SymInt(plan.grid[2].get(s))},
+          n.loc);
+      tl::Launcher(*n.kernel, tl::LaunchGrid(grid, n.loc))
+          .run(ArrayRef<tl::KernelArg>(kargs.data(), kargs.size()));
+      continue;
+    }
+    st.clear();
+    st.reserve(n.args.size());
+    for (const Arg& a : n.args) {
+      switch (a.kind) {
+        case Arg::Kind::Value:
+          st.emplace_back(vals[static_cast<size_t>(a.value)]);
+          break;
+        case Arg::Kind::ValueList:
+          if (a.optional_list) {
+            std::vector<std::optional<Tensor>> l;
+            for (int v : a.values)
+              l.push_back(v < 0 ? std::nullopt
+                                : std::optional<Tensor>(vals[static_cast<size_t>(v)]));
+            st.emplace_back(std::move(l));
+          } else {
+            std::vector<Tensor> l;
+            for (int v : a.values) l.push_back(vals[static_cast<size_t>(v)]);
+            st.emplace_back(std::move(l));
+          }
+          break;
+        case Arg::Kind::Sym:
+          st.emplace_back(SymInt(sym_value(a.expr)));
+          break;
+        case Arg::Kind::SymList: {
+          std::vector<SymInt> l;
+          for (auto* e : a.exprs) l.emplace_back(sym_value(e));
+          st.emplace_back(std::move(l));
+          break;
+        }
+        case Arg::Kind::Constant:
+          st.push_back(a.constant);
+          break;
+      }
+    }
+    n.op.call(st);
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      if (n.outputs[k] >= 0) vals[static_cast<size_t>(n.outputs[k])] = st[k].to_tensor();
+    }
+  }
+  std::vector<IValue> out;
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    if (g.outputs[i] >= 0) {
+      out.emplace_back(vals[static_cast<size_t>(g.outputs[i])]);
+    } else {
+      out.push_back(g.constant_outputs[i]);
+    }
+  }
+  return out;
+}
+
+}  // namespace tessera::compile_detail

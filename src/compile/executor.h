@@ -1,0 +1,45 @@
+/** \file
+ * The executor of a compiled graph: replays its nodes on real arguments (after the guards
+ * matched). Operators go through the dispatcher; kernels through their launchers, with their
+ * argument lists planned once per node (constants, metas and options filled in; tensors and
+ * symbolic integers patched per call); autotuned kernels through their variant source, which
+ * picks a variant once per tuning key.
+ */
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include "compile/graph.h"
+#include "compile/guards.h"
+
+namespace tessera::compile_detail {
+
+class Executor {
+ public:
+  Executor(const compiler::Graph& g, const Guards& guards);
+
+  /** Runs the graph (after `guards.match(args, s, ...)` passed). */
+  std::vector<IValue> run(const std::vector<IValue>& args, const Scratch& s) const;
+
+ private:
+  /** A kernel node's launch arguments, built once. */
+  struct KernelPlan {
+    std::vector<tl::KernelArg> args;
+    std::vector<std::pair<size_t, int>> tensors;  ///< (argument, value id)
+    std::vector<std::pair<size_t, SymRef>> ints;  ///< (argument, integer)
+    SymRef grid[3];
+    std::vector<std::array<SymRef, 3>> variant_grids;  ///< autotuned launches: per variant
+    std::vector<tl::Variant> cands;
+  };
+
+  void plan_kernels();
+  void run_tuned(const compiler::Node& n, const KernelPlan& plan, ArrayRef<tl::KernelArg> args,
+                 const Scratch& s) const;
+
+  const compiler::Graph& graph_;
+  const Guards& guards_;
+  std::vector<KernelPlan> kernel_plans_;  ///< per node (empty for other nodes)
+};
+
+}  // namespace tessera::compile_detail
