@@ -435,292 +435,369 @@ std::string TunedState::key_text(const Args& named) const {
   return key + "dtypes=" + dtypes + " spec=" + spec;
 }
 
-int TunedState::tune(ArrayRef<KernelArg> args, const Args& named,
-                     const std::vector<Candidate>& cands,
-                     FunctionRef<void(size_t)> launch_candidate, const std::string& key,
-                     SourceLoc loc) const {
-  const Layer& L = layers[static_cast<size_t>(tune_layer)];
-  const AutotuneOptions& o = L.options;
-  auto& s = kernel->state();
-  const auto t_round = Clock::now();
-  const bool print = knobs().print_autotuning;
-  auto cfg_of = [&](size_t i) -> const Config& {
-    return L.configs[static_cast<size_t>(cands[i].config)];
-  };
+namespace {
+
+/** One tuning round: prune, prepare, consult the database, build in one batch, time with hooks
+ * and restores, pick the winner, report. Each phase is a method; `run` calls them in order. */
+class TuneRound {
+ public:
+  TuneRound(const TunedState& st, ArrayRef<KernelArg> args, const Args& named,
+            const std::vector<Candidate>& cands, FunctionRef<void(size_t)> launch_candidate,
+            const std::string& key, SourceLoc loc)
+      : st_(st),
+        L_(st.layers[static_cast<size_t>(st.tune_layer)]),
+        o_(L_.options),
+        s_(st.kernel->state()),
+        args_(args),
+        named_(named),
+        cands_(cands),
+        launch_candidate_(launch_candidate),
+        key_(key),
+        loc_(loc),
+        reason_(cands.size()) {}
+
+  int run() {
+    prune();
+    prepare();
+    consult_database();
+    if (to_time_.empty()) {
+      take_recorded();
+    } else {
+      build();
+      save_tensors();
+      time_all();
+      pick_best();
+    }
+    remember();
+    if (print_) print();
+    return winner_;
+  }
+
+ private:
+  const Config& cfg_of(size_t i) const {
+    return L_.configs[static_cast<size_t>(cands_[i].config)];
+  }
+
+  [[noreturn]] void all_failed() const {
+    std::string all;
+    for (size_t i : pool_)
+      all += "\n  " + cfg_of(i).str() + ": " + (reason_[i].empty() ? "not timed" : reason_[i]);
+    tune_error(st_.name(), loc_, "every autotuning config failed:" + all);
+  }
 
   // Pruning: early_config_prune, then perf_model / top_k.
-  std::vector<size_t> pool(cands.size());
-  std::iota(pool.begin(), pool.end(), size_t{0});
-  if (o.prune_configs_by.early_config_prune) {
-    std::vector<Config> in;
-    for (size_t i : pool) in.push_back(cfg_of(i));
-    const auto kept = o.prune_configs_by.early_config_prune(in, named);
-    std::vector<size_t> next;
-    for (size_t i : pool) {
-      const std::string cs = cfg_of(i).str();
-      if (std::any_of(kept.begin(), kept.end(), [&](const Config& c) { return c.str() == cs; }))
-        next.push_back(i);
+  void prune() {
+    pool_.resize(cands_.size());
+    std::iota(pool_.begin(), pool_.end(), size_t{0});
+    const auto& by = o_.prune_configs_by;
+    if (by.early_config_prune) {
+      std::vector<Config> in;
+      for (size_t i : pool_) in.push_back(cfg_of(i));
+      const auto kept = by.early_config_prune(in, named_);
+      std::vector<size_t> next;
+      for (size_t i : pool_) {
+        const std::string cs = cfg_of(i).str();
+        if (std::any_of(kept.begin(), kept.end(), [&](const Config& c) { return c.str() == cs; }))
+          next.push_back(i);
+      }
+      if (next.empty())
+        tune_error(st_.name(), loc_,
+                   "early_config_prune kept none of the " + std::to_string(pool_.size()) +
+                       " configs");
+      pool_ = std::move(next);
     }
-    if (next.empty())
-      tune_error(name(), loc,
-                 "early_config_prune kept none of the " + std::to_string(pool.size()) + " configs");
-    pool = std::move(next);
-  }
-  if (o.prune_configs_by.perf_model && o.prune_configs_by.top_k > 0) {
-    const double tk = o.prune_configs_by.top_k;
-    const size_t k =
-        tk >= 1 ? static_cast<size_t>(tk)
-                : std::max<size_t>(
-                      1, static_cast<size_t>(std::ceil(tk * static_cast<double>(pool.size()))));
-    if (k < pool.size()) {
-      std::vector<std::pair<double, size_t>> est;
-      for (size_t i : pool)
-        est.emplace_back(o.prune_configs_by.perf_model(cfg_of(i), with_meta(named, cands[i].meta)),
-                         i);
-      std::stable_sort(est.begin(), est.end(),
-                       [](const auto& a, const auto& b) { return a.first < b.first; });
-      pool.clear();
-      for (size_t j = 0; j < k; ++j) pool.push_back(est[j].second);
+    if (by.perf_model && by.top_k > 0) {
+      const double tk = by.top_k;
+      const size_t k = tk >= 1 ? static_cast<size_t>(tk)
+                               : std::max<size_t>(1, static_cast<size_t>(std::ceil(
+                                                         tk * static_cast<double>(pool_.size()))));
+      if (k < pool_.size()) {
+        std::vector<std::pair<double, size_t>> est;
+        for (size_t i : pool_)
+          est.emplace_back(by.perf_model(cfg_of(i), with_meta(named_, cands_[i].meta)), i);
+        std::stable_sort(est.begin(), est.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
+        pool_.clear();
+        for (size_t j = 0; j < k; ++j) pool_.push_back(est[j].second);
+      }
     }
   }
 
   // Bind and prepare every candidate; a config that fails is skipped with its reason.
-  std::vector<std::string> reason(cands.size());
-  std::vector<std::vector<KernelArg>> pool_args;
-  SmallVector<KernelArg, 16> a;
-  for (size_t i : pool) {
-    with_variant(args, cands[i], loc, a);
-    pool_args.emplace_back(a.begin(), a.end());
-  }
-  PreparedVariants prepared(*kernel, std::move(pool_args), loc, /*tolerate_failures=*/true);
-  std::vector<size_t> ok;  // candidates that prepared
-  std::vector<size_t> at;  // their positions in `prepared`
-  std::vector<std::shared_ptr<CompiledKernel>> kernels;
-  for (size_t p = 0; p < pool.size(); ++p) {
-    if (!prepared.kernel(p)) {
-      reason[pool[p]] = prepared.error(p);
-      continue;
+  void prepare() {
+    std::vector<std::vector<KernelArg>> pool_args;
+    SmallVector<KernelArg, 16> a;
+    for (size_t i : pool_) {
+      with_variant(args_, cands_[i], loc_, a);
+      pool_args.emplace_back(a.begin(), a.end());
     }
-    ok.push_back(pool[p]);
-    at.push_back(p);
-    kernels.push_back(prepared.kernel(p));
+    prepared_.emplace(*st_.kernel, std::move(pool_args), loc_, /*tolerate_failures=*/true);
+    for (size_t p = 0; p < pool_.size(); ++p) {
+      if (!prepared_->kernel(p)) {
+        reason_[pool_[p]] = prepared_->error(p);
+        continue;
+      }
+      ok_.push_back(pool_[p]);
+      at_.push_back(p);
+      kernels_.push_back(prepared_->kernel(p));
+    }
+    ms_.assign(ok_.size(), std::numeric_limits<double>::infinity());
+    note_.assign(ok_.size(), "");
   }
 
-  // The database: which candidates have a timing for this key already.
-  std::vector<std::optional<tune::Record>> found(ok.size());
-  std::vector<tune::Record> ident(ok.size());
-  for (size_t j = 0; j < ok.size(); ++j) {
-    // Records are filed under the backend's target (device, ISA, toolchain) and the code.
-    ident[j] = tune::Record{s.name, cfg_of(ok[j]).str(), key, kernels[j]->backend->target_key(),
-                            kernels[j]->code.code_key};
-    if (o.cache_results) found[j] = tune::find(ident[j]);
-  }
-  // Time the candidates without a record, and the best recorded one beside them.
-  std::optional<size_t> incumbent;
-  for (size_t j = 0; j < ok.size(); ++j) {
-    if (found[j] && (!incumbent || found[j]->ms < found[*incumbent]->ms)) incumbent = j;
-  }
-  std::vector<size_t> to_time;
-  for (size_t j = 0; j < ok.size(); ++j) {
-    if (kernels[j] && !found[j]) to_time.push_back(j);
-  }
-  if (!to_time.empty() && incumbent) to_time.push_back(*incumbent);
-  std::vector<double> ms(ok.size(), std::numeric_limits<double>::infinity());
-  std::vector<std::string> note(ok.size());
-  int winner = -1;
-  size_t compiled = 0, timed = 0;
-  double compile_ms = 0;
-  if (to_time.empty()) {
-    if (!incumbent) {
-      std::string all;
-      for (size_t i : pool) all += "\n  " + cfg_of(i).str() + ": " + reason[i];
-      tune_error(name(), loc, "every autotuning config failed:" + all);
+  // Which candidates have a timing for this key already: time the others, and the best
+  // recorded one beside them.
+  void consult_database() {
+    found_.resize(ok_.size());
+    ident_.resize(ok_.size());
+    for (size_t j = 0; j < ok_.size(); ++j) {
+      // Records are filed under the backend's target (device, ISA, toolchain) and the code.
+      ident_[j] = tune::Record{s_.name, cfg_of(ok_[j]).str(), key_,
+                               kernels_[j]->backend->target_key(), kernels_[j]->code.code_key};
+      if (o_.cache_results) found_[j] = tune::find(ident_[j]);
     }
-    winner = cands[ok[*incumbent]].config;
-    for (size_t j = 0; j < ok.size(); ++j) {
-      if (found[j]) {
-        ms[j] = found[j]->ms;
-        note[j] = "database";
+    for (size_t j = 0; j < ok_.size(); ++j) {
+      if (found_[j] && (!incumbent_ || found_[j]->ms < found_[*incumbent_]->ms)) incumbent_ = j;
+    }
+    for (size_t j = 0; j < ok_.size(); ++j) {
+      if (kernels_[j] && !found_[j]) to_time_.push_back(j);
+    }
+    if (!to_time_.empty() && incumbent_) to_time_.push_back(*incumbent_);
+  }
+
+  void take_recorded() {
+    if (!incumbent_) all_failed();
+    winner_ = cands_[ok_[*incumbent_]].config;
+    for (size_t j = 0; j < ok_.size(); ++j) {
+      if (found_[j]) {
+        ms_[j] = found_[j]->ms;
+        note_[j] = "database";
       }
     }
-  } else {
-    // One compile batch for everything to be timed.
-    {
-      std::vector<size_t> which;
-      for (size_t j : to_time) {
-        which.push_back(at[j]);
-        if (!kernels[j]->code.built) ++compiled;
-      }
-      const auto t0 = Clock::now();
-      prepared.build(which);
-      compile_ms = ms_since(t0);
-      for (size_t j : to_time) kernels[j] = prepared.kernel(at[j]);
+  }
+
+  // One compile batch for everything to be timed.
+  void build() {
+    std::vector<size_t> which;
+    for (size_t j : to_time_) {
+      which.push_back(at_[j]);
+      if (!kernels_[j]->code.built) ++compiled_;
     }
-    // Tensors to save and restore: restore_value, and (restore_written) every tensor one of the
-    // kernels both reads and writes.
-    std::vector<std::pair<Tensor, Tensor>> saved;
-    std::vector<Tensor> zeroed;
-    for (const auto& e : named.entries()) {
+    const auto t0 = Clock::now();
+    prepared_->build(which);
+    compile_ms_ = ms_since(t0);
+    for (size_t j : to_time_) kernels_[j] = prepared_->kernel(at_[j]);
+  }
+
+  // Tensors to save and restore: restore_value, and (restore_written) every tensor one of the
+  // kernels both reads and writes; reset_to_zero's tensors.
+  void save_tensors() {
+    for (const auto& e : named_.entries()) {
       if (e.kind != Args::Entry::Kind::Tensor || !e.tensor->has_data()) continue;
       const std::string n(e.name);
       const bool zero =
-          std::find(o.reset_to_zero.begin(), o.reset_to_zero.end(), n) != o.reset_to_zero.end();
+          std::find(o_.reset_to_zero.begin(), o_.reset_to_zero.end(), n) != o_.reset_to_zero.end();
       bool keep =
-          std::find(o.restore_value.begin(), o.restore_value.end(), n) != o.restore_value.end();
-      if (!keep && o.restore_written && !zero) {
+          std::find(o_.restore_value.begin(), o_.restore_value.end(), n) != o_.restore_value.end();
+      if (!keep && o_.restore_written && !zero) {
         size_t p = 0;
-        while (p < s.params.size() && s.params[p].name != n) ++p;
-        for (size_t j : to_time) {
-          if (p < kernels[j]->read.size() && kernels[j]->read[p] && kernels[j]->written[p])
+        while (p < s_.params.size() && s_.params[p].name != n) ++p;
+        for (size_t j : to_time_) {
+          if (p < kernels_[j]->read.size() && kernels_[j]->read[p] && kernels_[j]->written[p])
             keep = true;
         }
       }
-      if (zero) zeroed.push_back(*e.tensor);
-      if (keep) saved.emplace_back(*e.tensor, e.tensor->clone());
+      if (zero) zeroed_.push_back(*e.tensor);
+      if (keep) saved_.emplace_back(*e.tensor, e.tensor->clone());
     }
-    auto restore = [&] {
-      for (auto& [t, copy] : saved) t.copy_(copy);
+  }
+
+  void restore() {
+    for (auto& [t, copy] : saved_) t.copy_(copy);
+  }
+
+  void put_record(size_t j) const {
+    if (!o_.cache_results) return;
+    tune::Record r = ident_[j];
+    r.ms = ms_[j];
+    r.unix_time = static_cast<int64_t>(std::time(nullptr));
+    tune::put(r);
+  }
+
+  // Times candidate j (its setup, hooks and teardown around every run); records the time.
+  void time_one(size_t j) {
+    const Candidate& c = cands_[ok_[j]];
+    const Config& cfg = cfg_of(ok_[j]);
+    const Args view = with_meta(named_, c.meta);
+    auto setup = [&] {
+      restore();
+      for (Tensor t : zeroed_) t.zero_();
+      if (o_.pre_hook) o_.pre_hook(view);
+      if (cfg.pre_hook) cfg.pre_hook(view);
     };
-    // Candidates that generate the same code are timed once.
-    std::vector<size_t> same_as(ok.size());
-    for (size_t a = 0; a < to_time.size(); ++a) {
-      same_as[to_time[a]] = to_time[a];
+    auto call = [&] { launch_candidate_(ok_[j]); };
+    auto teardown = [&] {
+      if (o_.post_hook) o_.post_hook(view, nullptr);
+    };
+    try {
+      if (o_.do_bench) {
+        ms_[j] = o_.do_bench([&] {
+          setup();
+          try {
+            call();
+          } catch (...) {
+            if (o_.post_hook) o_.post_hook(view, std::current_exception());
+            throw;
+          }
+          teardown();
+        });
+      } else {
+        try {
+          const auto runs =
+              testing::detail::bench_runs(call, setup, teardown, o_.warmup, o_.rep, true);
+          ms_[j] = testing::detail::quantile(runs, 0.5);
+        } catch (...) {
+          if (o_.post_hook) o_.post_hook(view, std::current_exception());
+          throw;
+        }
+      }
+      ++timed_;
+      put_record(j);
+    } catch (const std::exception& e) {
+      reason_[ok_[j]] = e.what();
+      ms_[j] = std::numeric_limits<double>::infinity();
+    }
+  }
+
+  // Candidates that generate the same code are timed once and share the time (and a record).
+  void time_all() {
+    std::vector<size_t> same_as(ok_.size());
+    for (size_t a = 0; a < to_time_.size(); ++a) {
+      same_as[to_time_[a]] = to_time_[a];
       for (size_t b = 0; b < a; ++b) {
-        if (kernels[to_time[b]]->code.code_key == kernels[to_time[a]]->code.code_key) {
-          same_as[to_time[a]] = same_as[to_time[b]];
+        if (kernels_[to_time_[b]]->code.code_key == kernels_[to_time_[a]]->code.code_key) {
+          same_as[to_time_[a]] = same_as[to_time_[b]];
           break;
         }
       }
     }
-    const bool progress_allowed = print || ::isatty(2);
+    const bool progress_allowed = print_ || ::isatty(2);
     bool progress_shown = false;
     const auto t_timing = Clock::now();
     size_t distinct = 0;
-    for (size_t j : to_time) distinct += same_as[j] == j;
-    for (size_t j : to_time) {
+    for (size_t j : to_time_) distinct += same_as[j] == j;
+    for (size_t j : to_time_) {
       if (same_as[j] != j) continue;
-      const Candidate& c = cands[ok[j]];
-      const Config& cfg = cfg_of(ok[j]);
-      const Args view = with_meta(named, c.meta);
-      auto setup = [&] {
-        restore();
-        for (Tensor t : zeroed) t.zero_();
-        if (o.pre_hook) o.pre_hook(view);
-        if (cfg.pre_hook) cfg.pre_hook(view);
-      };
-      auto call = [&] { launch_candidate(ok[j]); };
-      auto teardown = [&] {
-        if (o.post_hook) o.post_hook(view, nullptr);
-      };
-      try {
-        if (o.do_bench) {
-          ms[j] = o.do_bench([&] {
-            setup();
-            try {
-              call();
-            } catch (...) {
-              if (o.post_hook) o.post_hook(view, std::current_exception());
-              throw;
-            }
-            teardown();
-          });
-        } else {
-          try {
-            const auto runs =
-                testing::detail::bench_runs(call, setup, teardown, o.warmup, o.rep, true);
-            ms[j] = testing::detail::quantile(runs, 0.5);
-          } catch (...) {
-            if (o.post_hook) o.post_hook(view, std::current_exception());
-            throw;
-          }
-        }
-        ++timed;
-        if (o.cache_results) {
-          tune::Record r = ident[j];
-          r.ms = ms[j];
-          r.unix_time = static_cast<int64_t>(std::time(nullptr));
-          tune::put(r);
-        }
-      } catch (const std::exception& e) {
-        reason[ok[j]] = e.what();
-        ms[j] = std::numeric_limits<double>::infinity();
-      }
-      const double elapsed = ms_since(t_round);
-      if (progress_allowed && elapsed > 1000 && timed < distinct) {
-        const double per = ms_since(t_timing) / static_cast<double>(timed ? timed : 1);
+      time_one(j);
+      const double elapsed = ms_since(t_round_);
+      if (progress_allowed && elapsed > 1000 && timed_ < distinct) {
+        const double per = ms_since(t_timing) / static_cast<double>(timed_ ? timed_ : 1);
         std::fprintf(stderr,
                      "\r[tessera autotune] %s: compiled %zu, timed %zu/%zu, ~%.1f s left   ",
-                     s.name.c_str(), compiled, timed, distinct,
-                     per * static_cast<double>(distinct - timed) / 1000.0);
+                     s_.name.c_str(), compiled_, timed_, distinct,
+                     per * static_cast<double>(distinct - timed_) / 1000.0);
         std::fflush(stderr);
         progress_shown = true;
       }
     }
     if (progress_shown) std::fprintf(stderr, "\n");
-    // Candidates with the same code share the representative's time (and get its record).
-    for (size_t j : to_time) {
+    for (size_t j : to_time_) {
       if (same_as[j] == j) continue;
-      ms[j] = ms[same_as[j]];
-      note[j] = "same code as " + cfg_of(ok[same_as[j]]).str();
-      reason[ok[j]] = reason[ok[same_as[j]]];
-      if (o.cache_results && std::isfinite(ms[j])) {
-        tune::Record r = ident[j];
-        r.ms = ms[j];
-        r.unix_time = static_cast<int64_t>(std::time(nullptr));
-        tune::put(r);
-      }
+      ms_[j] = ms_[same_as[j]];
+      note_[j] = "same code as " + cfg_of(ok_[same_as[j]]).str();
+      reason_[ok_[j]] = reason_[ok_[same_as[j]]];
+      if (std::isfinite(ms_[j])) put_record(j);
     }
     restore();
-    for (Tensor t : zeroed) t.zero_();  // Triton zeroes them again before the real launch
+    for (Tensor t : zeroed_) t.zero_();  // Triton zeroes them again before the real launch
+  }
+
+  void pick_best() {
     std::optional<size_t> best;
-    for (size_t j : to_time) {
-      if (std::isfinite(ms[j]) && (!best || ms[j] < ms[*best])) best = j;
+    for (size_t j : to_time_) {
+      if (std::isfinite(ms_[j]) && (!best || ms_[j] < ms_[*best])) best = j;
     }
-    if (!best) {
-      std::string all;
-      for (size_t i : pool)
-        all += "\n  " + cfg_of(i).str() + ": " + (reason[i].empty() ? "not timed" : reason[i]);
-      tune_error(name(), loc, "every autotuning config failed:" + all);
-    }
-    winner = cands[ok[*best]].config;
-    if (incumbent && *best == *incumbent) note[*incumbent] = "incumbent, re-timed";
+    if (!best) all_failed();
+    winner_ = cands_[ok_[*best]].config;
+    if (incumbent_ && *best == *incumbent_) note_[*incumbent_] = "incumbent, re-timed";
   }
-  {
-    std::lock_guard<std::mutex> g(mutex);
-    last_timings.clear();
-    for (size_t j = 0; j < ok.size(); ++j) {
-      if (std::isfinite(ms[j])) last_timings.emplace_back(cands[ok[j]].config, ms[j]);
+
+  void remember() const {
+    std::lock_guard<std::mutex> g(st_.mutex);
+    st_.last_timings.clear();
+    for (size_t j = 0; j < ok_.size(); ++j) {
+      if (std::isfinite(ms_[j])) st_.last_timings.emplace_back(cands_[ok_[j]].config, ms_[j]);
     }
-    ++rounds;
-    last_timed = static_cast<int>(timed);
+    ++st_.rounds;
+    st_.last_timed = static_cast<int>(timed_);
   }
-  if (print) {
+
+  // TESSERA_PRINT_AUTOTUNING: the key, each config's time or why it has none, the winner.
+  void print() const {
     std::ostringstream os;
-    os << "[tessera autotune] " << s.name << " key: " << key << "\n";
-    for (size_t i = 0; i < cands.size(); ++i) {
+    os << "[tessera autotune] " << s_.name << " key: " << key_ << "\n";
+    for (size_t i = 0; i < cands_.size(); ++i) {
       os << "  " << cfg_of(i).str() << ": ";
-      const auto j = std::find(ok.begin(), ok.end(), i);
-      if (std::find(pool.begin(), pool.end(), i) == pool.end()) {
+      const auto j = std::find(ok_.begin(), ok_.end(), i);
+      const size_t jj = static_cast<size_t>(j - ok_.begin());
+      if (std::find(pool_.begin(), pool_.end(), i) == pool_.end()) {
         os << "pruned";
-      } else if (j == ok.end() || !std::isfinite(ms[static_cast<size_t>(j - ok.begin())])) {
-        const size_t jj = static_cast<size_t>(j - ok.begin());
-        os << (j != ok.end() && found[jj]
+      } else if (j == ok_.end() || !std::isfinite(ms_[jj])) {
+        os << (j != ok_.end() && found_[jj]
                    ? "recorded, not re-timed"
-                   : "skipped (" + (reason[i].empty() ? std::string("not timed") : reason[i]) +
+                   : "skipped (" + (reason_[i].empty() ? std::string("not timed") : reason_[i]) +
                          ")");
       } else {
-        const size_t jj = static_cast<size_t>(j - ok.begin());
-        os << ms[jj] << " ms";
-        if (!note[jj].empty()) os << " (" << note[jj] << ")";
+        os << ms_[jj] << " ms";
+        if (!note_[jj].empty()) os << " (" << note_[jj] << ")";
       }
       os << "\n";
     }
-    os << "  best: " << L.configs[static_cast<size_t>(winner)].str() << "; " << compiled
-       << " compiled in " << static_cast<int64_t>(compile_ms) << " ms, " << timed
-       << " timed, round " << static_cast<int64_t>(ms_since(t_round)) << " ms\n";
+    os << "  best: " << L_.configs[static_cast<size_t>(winner_)].str() << "; " << compiled_
+       << " compiled in " << static_cast<int64_t>(compile_ms_) << " ms, " << timed_
+       << " timed, round " << static_cast<int64_t>(ms_since(t_round_)) << " ms\n";
     std::cerr << os.str() << std::flush;
   }
-  return winner;
+
+  const TunedState& st_;
+  const TunedState::Layer& L_;
+  const AutotuneOptions& o_;
+  const detail::KernelState& s_;
+  ArrayRef<KernelArg> args_;
+  const Args& named_;
+  const std::vector<Candidate>& cands_;
+  FunctionRef<void(size_t)> launch_candidate_;
+  const std::string& key_;
+  SourceLoc loc_;
+  const Clock::time_point t_round_ = Clock::now();
+  const bool print_ = knobs().print_autotuning;
+
+  std::vector<std::string> reason_;  ///< per candidate: why it has no time
+  std::vector<size_t> pool_;         ///< candidates left after pruning
+  std::optional<PreparedVariants> prepared_;
+  std::vector<size_t> ok_;  ///< candidates that prepared (index j below is into these)
+  std::vector<size_t> at_;  ///< their positions in `prepared_`
+  std::vector<std::shared_ptr<CompiledKernel>> kernels_;
+  std::vector<std::optional<tune::Record>> found_;
+  std::vector<tune::Record> ident_;
+  std::optional<size_t> incumbent_;
+  std::vector<size_t> to_time_;
+  std::vector<double> ms_;
+  std::vector<std::string> note_;
+  std::vector<Tensor> zeroed_;
+  std::vector<std::pair<Tensor, Tensor>> saved_;
+  int winner_ = -1;
+  size_t compiled_ = 0, timed_ = 0;
+  double compile_ms_ = 0;
+};
+
+}  // namespace
+
+int TunedState::tune(ArrayRef<KernelArg> args, const Args& named,
+                     const std::vector<Candidate>& cands,
+                     FunctionRef<void(size_t)> launch_candidate, const std::string& key,
+                     SourceLoc loc) const {
+  return TuneRound(*this, args, named, cands, launch_candidate, key, loc).run();
 }
 
 std::shared_ptr<const std::vector<Variant>> TunedState::variants(ArrayRef<KernelArg> args,
