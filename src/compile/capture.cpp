@@ -353,6 +353,59 @@ struct TraceScope {
   ModeGuard mode;
 };
 
+// The sizes of tensor argument i's fake (the k-th tensor argument): static, or symbolic (sizes
+// >= 2 of dense unaliased tensors under `.dynamic` or `.dynamic_dims`), equal sizes sharing one
+// symbol (duck sizing). Records the sizes and symbols in the leaf's guard.
+SymDimVector fake_sizes(const Tensor& t, size_t i, size_t k, bool static_only,
+                        const CaptureOptions& opts, ShapeEnv& env, std::map<int64_t, SymInt>& duck,
+                        Guards& guards, LeafGuard& lg) {
+  const auto sizes = t.impl()->int_sizes();
+  SymDimVector fsizes;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const bool dyn = !static_only && sizes[d] >= 2 &&
+                     (opts.dynamic == true ||
+                      opts.dynamic_dims->count({static_cast<int>(k), static_cast<int>(d)}));
+    lg.sizes.push_back(dyn ? -1 : sizes[d]);
+    if (!dyn) {
+      lg.size_symbol.push_back(-1);
+      fsizes.push_back(sizes[d]);
+      continue;
+    }
+    auto it = duck.find(sizes[d]);
+    if (it == duck.end()) {
+      SymInt s = env.create_symbol(leaf_name(i) + ".size(" + std::to_string(d) + ")", sizes[d]);
+      it = duck.emplace(sizes[d], s).first;
+      guards.symbol_sources.push_back({i, static_cast<int>(d)});
+    }
+    const auto* node = dynamic_cast<SymExprNode*>(it->second.node().get());
+    lg.size_symbol.push_back(node->expr()->symbol);
+    fsizes.push_back(it->second);
+  }
+  return fsizes;
+}
+
+// Tensor argument i, which shares its storage with another argument: a view of the one fake
+// storage made for that storage (static sizes).
+Tensor shared_view(const Tensor& t, size_t i, const SymDimVector& fsizes, int64_t offset,
+                   const CaptureOptions& opts,
+                   std::map<const StorageImpl*, Tensor>& shared_fakes) {
+  const StorageImpl* st = t.impl()->storage();
+  auto it = shared_fakes.find(st);
+  if (it == shared_fakes.end()) {
+    const int64_t elems = st->nbytes().expect_int() / static_cast<int64_t>(itemsize(t.dtype()));
+    it = shared_fakes
+             .emplace(st, detail::make_fake(SymDimVector{SymInt(elems)}, t.dtype(), t.device()))
+             .first;
+  }
+  TS_CHECK(it->second.dtype() == t.dtype(), NotImplementedError)
+      << "[" << opts.name << "] argument " << i
+      << " shares memory with an argument of another dtype; the graph compiler does not "
+         "support that yet";
+  SymDimVector fstrides;
+  for (const auto& st2 : t.impl()->int_strides()) fstrides.push_back(st2);
+  return detail::make_view(it->second, fsizes, fstrides, offset);
+}
+
 // The traced stand-ins of the arguments (fake tensors with static or symbolic sizes; tensors
 // sharing memory become views of one fake storage) and each leaf's guard.
 std::vector<IValue> fake_arguments(const std::vector<IValue>& args, const CaptureOptions& opts,
@@ -390,30 +443,9 @@ std::vector<IValue> fake_arguments(const std::vector<IValue>& args, const Captur
     lg.requires_grad = t.requires_grad();
     lg.offset = t.impl()->int_offset();
     lg.key = pack_key(t.impl());
-    const auto sizes = t.impl()->int_sizes();
     const bool aliased = storage_uses[t.impl()->storage()] > 1;
     const bool contiguous = t.is_contiguous();
-    SymDimVector fsizes;
-    for (int64_t d = 0; d < t.dim(); ++d) {
-      const bool dyn = !aliased && contiguous && sizes[d] >= 2 &&
-                       (opts.dynamic == true ||
-                        opts.dynamic_dims->count({static_cast<int>(k), static_cast<int>(d)}));
-      lg.sizes.push_back(dyn ? -1 : sizes[d]);
-      if (!dyn) {
-        lg.size_symbol.push_back(-1);
-        fsizes.push_back(sizes[d]);
-        continue;
-      }
-      auto it = duck.find(sizes[d]);
-      if (it == duck.end()) {
-        SymInt s = env.create_symbol(leaf_name(i) + ".size(" + std::to_string(d) + ")", sizes[d]);
-        it = duck.emplace(sizes[d], s).first;
-        guards.symbol_sources.push_back({i, static_cast<int>(d)});
-      }
-      const auto* node = dynamic_cast<SymExprNode*>(it->second.node().get());
-      lg.size_symbol.push_back(node->expr()->symbol);
-      fsizes.push_back(it->second);
-    }
+    const SymDimVector fsizes = fake_sizes(t, i, k, aliased || !contiguous, opts, env, duck, guards, lg);
     lg.contiguous = contiguous && std::any_of(lg.size_symbol.begin(), lg.size_symbol.end(),
                                               [](int s) { return s >= 0; });
     if (!lg.contiguous) {
@@ -421,21 +453,7 @@ std::vector<IValue> fake_arguments(const std::vector<IValue>& args, const Captur
     }
     Tensor fake;
     if (aliased) {
-      const StorageImpl* st = t.impl()->storage();
-      auto it = shared_fakes.find(st);
-      if (it == shared_fakes.end()) {
-        const int64_t elems = st->nbytes().expect_int() / static_cast<int64_t>(itemsize(t.dtype()));
-        it = shared_fakes
-                 .emplace(st, detail::make_fake(SymDimVector{SymInt(elems)}, t.dtype(), t.device()))
-                 .first;
-      }
-      TS_CHECK(it->second.dtype() == t.dtype(), NotImplementedError)
-          << "[" << opts.name << "] argument " << i
-          << " shares memory with an argument of another dtype; the graph compiler does not "
-             "support that yet";
-      SymDimVector fstrides;
-      for (const auto& st2 : t.impl()->int_strides()) fstrides.push_back(st2);
-      fake = detail::make_view(it->second, fsizes, fstrides, lg.offset);
+      fake = shared_view(t, i, fsizes, lg.offset, opts, shared_fakes);
       guards.leaves.push_back(lg);
       g.inputs.push_back(tracer.add_tensor(fake, -1));
       fakes.emplace_back(fake);
