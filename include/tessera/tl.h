@@ -448,14 +448,22 @@ struct MetaValue {
 
 /** Launch options, as Triton's (accepted on the CPU, where they do not change the code). */
 struct LaunchOption {
-  enum class Kind : uint8_t { NumWarps, NumStages } kind;
+  enum class Kind : uint8_t { NumWarps, NumStages, MaxNReg } kind;
   int64_t value;
+  /** "num_warps", "num_stages", "maxnreg". */
+  const char* name() const {
+    return kind == Kind::NumWarps ? "num_warps" : kind == Kind::NumStages ? "num_stages" : "maxnreg";
+  }
 };
 inline LaunchOption num_warps(int64_t n) {
   return {LaunchOption::Kind::NumWarps, n};
 }
 inline LaunchOption num_stages(int64_t n) {
   return {LaunchOption::Kind::NumStages, n};
+}
+/** A per-thread register limit for the kernel (CUDA; kept in the IR on other backends). */
+inline LaunchOption maxnreg(int64_t n) {
+  return {LaunchOption::Kind::MaxNReg, n};
 }
 
 /** One launch argument. Converting constructors record the launch's source line. */

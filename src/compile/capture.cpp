@@ -254,9 +254,9 @@ class Tracer final : public DispatchMode {
         }
         break;
       case tl::KernelArg::Kind::Option:
-        a.role = k.option.kind == tl::LaunchOption::Kind::NumWarps ? Arg::Role::NumWarps
-                                                                   : Arg::Role::NumStages;
-        a.name = a.role == Arg::Role::NumWarps ? "num_warps" : "num_stages";
+        a.role = Arg::Role::Option;
+        a.option = k.option.kind;
+        a.name = k.option.name();
         a.constant = IValue(k.option.value);
         break;
     }

@@ -33,11 +33,8 @@ void Executor::plan_kernels() {
                                  n.loc);
           continue;
         }
-        case Arg::Role::NumWarps:
-          plan.args.emplace_back(tl::num_warps(a.constant.to_int()), n.loc);
-          continue;
-        case Arg::Role::NumStages:
-          plan.args.emplace_back(tl::num_stages(a.constant.to_int()), n.loc);
+        case Arg::Role::Option:
+          plan.args.emplace_back(tl::LaunchOption{a.option, a.constant.to_int()}, n.loc);
           continue;
         case Arg::Role::Positional:
           break;

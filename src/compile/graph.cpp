@@ -95,6 +95,7 @@ std::string Graph::str() const {
             os << (m ? ", " : "") << var.cand.meta[m].first << "=" << var.cand.meta[m].second.str();
           if (var.cand.has_options)
             os << ", num_warps=" << var.cand.num_warps << ", num_stages=" << var.cand.num_stages;
+            if (var.cand.maxnreg) os << ", maxnreg=" << var.cand.maxnreg;
           os << ": [" << ctx.str(var.grid[0]) << ", " << ctx.str(var.grid[1]) << ", "
              << ctx.str(var.grid[2]) << "]";
         }

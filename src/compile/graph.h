@@ -43,7 +43,8 @@ struct Value {
 struct Arg {
   enum class Kind : uint8_t { Value, ValueList, Sym, SymList, Constant } kind = Kind::Constant;
   /** Kernel launches: a positional argument, a `tl::meta`, or a launch option. */
-  enum class Role : uint8_t { Positional, Meta, NumWarps, NumStages } role = Role::Positional;
+  enum class Role : uint8_t { Positional, Meta, Option } role = Role::Positional;
+  tl::LaunchOption::Kind option = tl::LaunchOption::Kind::NumWarps;  ///< Option
   int value = -1;                   ///< Value
   std::vector<int> values;          ///< ValueList (-1 for None entries)
   bool optional_list = false;       ///< ValueList of optional tensors

@@ -186,7 +186,7 @@ size_t KeyHash::operator()(ArrayRef<uint64_t> k) const {
 }
 
 void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 16>& out,
-          int64_t& num_warps, int64_t& num_stages, SourceLoc loc) {
+          LaunchOptions& opts, SourceLoc loc) {
   if (!s.param_error.empty()) launch_error(s, s.loc, s.param_error);
   const size_t n = s.params.size();
   TS_CHECK(n <= 64, CompileError) << "[kernel " << s.name << "] has " << n
@@ -196,7 +196,24 @@ void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 
   size_t positional = 0;
   for (const auto& a : args) {
     if (a.kind == KernelArg::Kind::Option) {
-      (a.option.kind == LaunchOption::Kind::NumWarps ? num_warps : num_stages) = a.option.value;
+      const int64_t v = a.option.value;
+      switch (a.option.kind) {
+        case LaunchOption::Kind::NumWarps:
+          if (v < 1 || v > 32 || (v & (v - 1)) != 0)
+            launch_error(s, a.loc, "num_warps must be a power of 2 in 1..32, got " + std::to_string(v));
+          opts.num_warps = v;
+          break;
+        case LaunchOption::Kind::NumStages:
+          if (v < 1) launch_error(s, a.loc, "num_stages must be >= 1, got " + std::to_string(v));
+          opts.num_stages = v;
+          break;
+        case LaunchOption::Kind::MaxNReg:
+          if (v < 1 || v > 255)
+            launch_error(s, a.loc,
+                         "maxnreg is a per-thread register limit in 1..255, got " + std::to_string(v));
+          opts.maxnreg = v;
+          break;
+      }
       continue;
     }
     if (a.kind == KernelArg::Kind::Meta) {
@@ -250,7 +267,7 @@ void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 
   }
 }
 
-void make_key(const SmallVector<BoundArg, 16>& bound, int64_t num_warps, int64_t num_stages,
+void make_key(const SmallVector<BoundArg, 16>& bound, const LaunchOptions& opts,
               Key& key) {
   key.clear();
   for (const auto& b : bound) {
@@ -285,8 +302,9 @@ void make_key(const SmallVector<BoundArg, 16>& bound, int64_t num_warps, int64_t
       }
     }
   }
-  key.push_back(static_cast<uint64_t>(num_warps));
-  key.push_back(static_cast<uint64_t>(num_stages));
+  key.push_back(static_cast<uint64_t>(opts.num_warps));
+  key.push_back(static_cast<uint64_t>(opts.num_stages));
+  key.push_back(static_cast<uint64_t>(opts.maxnreg));
   // The backend's target (device, ISA, toolchain) and the checked mode.
   key.push_back(backend_of(bound).target_hash());
   key.push_back(knobs().debug ? 1u : 0u);
@@ -304,7 +322,7 @@ const backend::Backend& backend_of(const SmallVector<BoundArg, 16>& bound) {
 }
 
 std::shared_ptr<CompiledKernel> prepare(
-    KernelState& s, const SmallVector<BoundArg, 16>& bound, int64_t num_warps, int64_t num_stages,
+    KernelState& s, const SmallVector<BoundArg, 16>& bound, const LaunchOptions& opts,
     SourceLoc /*loc: errors while tracing carry the kernel's own lines*/) {
   auto out = std::make_shared<CompiledKernel>();
   auto function = std::make_shared<ir::Function>();
@@ -366,8 +384,9 @@ std::shared_ptr<CompiledKernel> prepare(
     s.invoke(s.body, handles.data());
   }
   const backend::Backend& be = backend_of(bound);
-  f.attrs.num_warps = num_warps;
-  f.attrs.num_stages = num_stages;
+  f.attrs.num_warps = opts.num_warps;
+  f.attrs.num_stages = opts.num_stages;
+  f.attrs.maxnreg = opts.maxnreg;
   f.attrs.target = be.target_key();
   ir::run_pipeline(f);
   out->ir = ir::print(f);
@@ -399,8 +418,8 @@ void build(const std::vector<CompiledKernel*>& all) {
 }
 
 std::shared_ptr<CompiledKernel> compile(KernelState& s, const SmallVector<BoundArg, 16>& bound,
-                                        int64_t num_warps, int64_t num_stages, SourceLoc loc) {
-  auto k = prepare(s, bound, num_warps, num_stages, loc);
+                                        const LaunchOptions& opts, SourceLoc loc) {
+  auto k = prepare(s, bound, opts, loc);
   build({k.get()});
   return k;
 }
@@ -414,7 +433,7 @@ std::vector<std::shared_ptr<CompiledKernel>> lookup_or_prepare(KernelState& s,
   if (errors) errors->assign(specs.size(), std::string());
   for (size_t i = 0; i < specs.size(); ++i) {
     Key key;
-    make_key(specs[i].bound, specs[i].num_warps, specs[i].num_stages, key);
+    make_key(specs[i].bound, specs[i].opts, key);
     keys[i].assign(key.begin(), key.end());
     {
       std::lock_guard<std::mutex> g(s.mutex);
@@ -435,11 +454,11 @@ std::vector<std::shared_ptr<CompiledKernel>> lookup_or_prepare(KernelState& s,
     }
     if (shared) continue;
     if (!errors) {
-      out[i] = prepare(s, specs[i].bound, specs[i].num_warps, specs[i].num_stages, loc);
+      out[i] = prepare(s, specs[i].bound, specs[i].opts, loc);
       continue;
     }
     try {
-      out[i] = prepare(s, specs[i].bound, specs[i].num_warps, specs[i].num_stages, loc);
+      out[i] = prepare(s, specs[i].bound, specs[i].opts, loc);
     } catch (const Error& e) {
       (*errors)[i] = e.what();
     }
@@ -459,7 +478,7 @@ void build_missing(KernelState& s, const std::vector<Spec>& specs,
   for (size_t i = 0; i < kernels.size(); ++i) {
     if (!kernels[i]) continue;
     Key key;
-    make_key(specs[i].bound, specs[i].num_warps, specs[i].num_stages, key);
+    make_key(specs[i].bound, specs[i].opts, key);
     auto [it, inserted] =
         s.cache.emplace(std::vector<uint64_t>(key.begin(), key.end()), kernels[i]);
     if (inserted) {
@@ -473,9 +492,9 @@ void build_missing(KernelState& s, const std::vector<Spec>& specs,
 }
 
 std::shared_ptr<CompiledKernel> get_kernel(KernelState& s, const SmallVector<BoundArg, 16>& bound,
-                                           int64_t num_warps, int64_t num_stages, SourceLoc loc) {
+                                           const LaunchOptions& opts, SourceLoc loc) {
   Key key;
-  make_key(bound, num_warps, num_stages, key);
+  make_key(bound, opts, key);
   const ArrayRef<uint64_t> k(key.data(), key.size());
   {
     std::lock_guard<std::mutex> g(s.mutex);
@@ -487,7 +506,7 @@ std::shared_ptr<CompiledKernel> get_kernel(KernelState& s, const SmallVector<Bou
       return it->second;
     }
   }
-  auto compiled = compile(s, bound, num_warps, num_stages, loc);
+  auto compiled = compile(s, bound, opts, loc);
   std::lock_guard<std::mutex> g(s.mutex);
   auto [it, inserted] = s.cache.emplace(std::vector<uint64_t>(key.begin(), key.end()), compiled);
   s.last = it->second;
@@ -667,14 +686,14 @@ void Launcher::run_kernel(ArrayRef<KernelArg> args, const Grid* grid_override) c
   auto& s = fn_.state();
 
   SmallVector<detail::BoundArg, 16> bound;
-  int64_t num_warps = 4, num_stages = 3;
-  detail::bind(s, args, bound, num_warps, num_stages, loc_);
+  detail::LaunchOptions opts;
+  detail::bind(s, args, bound, opts, loc_);
   // Tensors without data (meta, fake): the arguments are checked, nothing is computed. A
   // triton_op's body is its own shape function this way.
   for (const auto& b : bound) {
     if (b.tensor && !b.tensor->has_data()) return;
   }
-  const auto kernel = detail::get_kernel(s, bound, num_warps, num_stages, loc_);
+  const auto kernel = detail::get_kernel(s, bound, opts, loc_);
   const Grid g = grid_override ? *grid_override : grid_fn_ ? (*grid_fn_)(kernel->meta) : grid_;
   int64_t dims[3] = {1, 1, 1};
   for (int d = 0; d < 3; ++d) {

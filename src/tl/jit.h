@@ -90,25 +90,32 @@ struct KernelState {
 const backend::Backend& backend_of(const SmallVector<BoundArg, 16>& bound);
 
 /** Binds launch arguments to parameters; a CompileError naming the parameter on a mismatch. */
+/** A launch's options (`tl::num_warps`, `tl::num_stages`, `tl::maxnreg`): part of the key, and
+ * attributes of the kernel's IR. */
+struct LaunchOptions {
+  int64_t num_warps = 4, num_stages = 3;
+  int64_t maxnreg = 0;  ///< 0: no limit
+};
+
 void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 16>& out,
-          int64_t& num_warps, int64_t& num_stages, SourceLoc loc);
+          LaunchOptions& opts, SourceLoc loc);
 /** The specialization key of bound arguments. */
-void make_key(const SmallVector<BoundArg, 16>& bound, int64_t num_warps, int64_t num_stages,
+void make_key(const SmallVector<BoundArg, 16>& bound, const LaunchOptions& opts,
               Key& key);
 /** Traces, optimizes and generates one specialization: everything but the binary
  * (`code.built` stays false). */
 std::shared_ptr<CompiledKernel> prepare(KernelState& s, const SmallVector<BoundArg, 16>& bound,
-                                        int64_t num_warps, int64_t num_stages, SourceLoc loc);
+                                        const LaunchOptions& opts, SourceLoc loc);
 /** Compiles prepared specializations, all in one batch (one compiler run per core). */
 void build(const std::vector<CompiledKernel*>& kernels);
 /** Traces, optimizes, generates and compiles one specialization. */
 std::shared_ptr<CompiledKernel> compile(KernelState& s, const SmallVector<BoundArg, 16>& bound,
-                                        int64_t num_warps, int64_t num_stages, SourceLoc loc);
+                                        const LaunchOptions& opts, SourceLoc loc);
 
 /** One launch's specialization request. */
 struct Spec {
   SmallVector<BoundArg, 16> bound;
-  int64_t num_warps = 4, num_stages = 3;
+  LaunchOptions opts;
 };
 /** Finds several specializations in the in-memory cache, or prepares them (unbuilt until
  * `build_missing`). With `errors`, a specialization that fails to trace leaves a null entry and
@@ -122,6 +129,6 @@ void build_missing(KernelState& s, const std::vector<Spec>& specs,
                    std::vector<std::shared_ptr<CompiledKernel>>& kernels);
 /** Finds or compiles the specialization for bound arguments (the in-memory cache). */
 std::shared_ptr<CompiledKernel> get_kernel(KernelState& s, const SmallVector<BoundArg, 16>& bound,
-                                           int64_t num_warps, int64_t num_stages, SourceLoc loc);
+                                           const LaunchOptions& opts, SourceLoc loc);
 
 }  // namespace tessera::tl::detail

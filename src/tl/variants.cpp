@@ -45,6 +45,7 @@ void with_variant(ArrayRef<KernelArg> args, const Variant& v, SourceLoc loc,
   if (v.has_options) {
     out.emplace_back(num_warps(v.num_warps), loc);
     out.emplace_back(num_stages(v.num_stages), loc);
+    if (v.maxnreg) out.emplace_back(maxnreg(v.maxnreg), loc);
   }
 }
 
@@ -65,7 +66,7 @@ PreparedVariants::PreparedVariants(const JITFunction& fn, std::vector<std::vecto
     detail::Spec sp;
     try {
       detail::bind(s_, ArrayRef<KernelArg>(args_[i].data(), args_[i].size()), sp.bound,
-                   sp.num_warps, sp.num_stages, loc);
+                   sp.opts, loc);
     } catch (const Error& e) {
       if (!tolerate_failures) throw;
       errors_[i] = e.what();

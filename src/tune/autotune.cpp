@@ -272,6 +272,7 @@ std::vector<Candidate> TunedState::candidates(const Args& named, SourceLoc loc) 
         d.has_options = true;
         d.num_warps = cfg.num_warps;
         d.num_stages = cfg.num_stages;
+        d.maxnreg = cfg.maxnreg.value_or(0);
         d.config = static_cast<int>(k);
         next.push_back(std::move(d));
       }
@@ -943,7 +944,7 @@ TunedKernel add_autotune(std::shared_ptr<TunedState> s, std::vector<Config> conf
       // The CUDA backend will pass it to the compiler; say so instead of pretending it acts.
       warn_once("[kernel " + k.name() + "] config '" + c.str() +
                 "': maxnreg limits registers on CUDA GPUs only; on the CPU backend it is kept "
-                "with the config (and its tuning record) and changes nothing");
+                "with the config, its tuning record and the kernel's IR, and changes nothing");
     }
     for (const auto& [n, v] : c.kwargs) {
       if (!param(k, n)) {

@@ -642,6 +642,40 @@ TEST_F(Autotune, MaxnregIsCheckedAndSaysItChangesNothingOnTheCpu) {
   EXPECT_TRUE(all_close(out, x + y));
 }
 
+TEST_F(Autotune, LaunchOptionsReachTheIrAndTheKey) {
+  // A config's maxnreg, and tl::num_warps / num_stages / maxnreg at a launch, are attributes of
+  // the kernel's IR and part of its specialization.
+  auto tuned = tl::autotune(add_kernel, {tl::Config({{"BLOCK_SIZE", 8}}, 2, 5, 96)}, {});
+  Tensor x = rand(40), y = rand(40), out = empty({40});
+  tuned[grid_of(40)](x, y, out, 40);
+  EXPECT_TRUE(all_close(out, x + y));
+  EXPECT_NE(add_kernel.last_ir().find("attributes {num_warps = 2, num_stages = 5, maxnreg = 96"),
+            std::string::npos)
+      << add_kernel.last_ir();
+  const auto launch = [&](int64_t nreg) {
+    add_kernel[grid_of(40)](x, y, out, 40, tl::meta("BLOCK_SIZE", 8), tl::num_warps(8),
+                            tl::num_stages(1), tl::maxnreg(nreg));
+  };
+  launch(40);
+  EXPECT_NE(add_kernel.last_ir().find("num_warps = 8, num_stages = 1, maxnreg = 40"),
+            std::string::npos)
+      << add_kernel.last_ir();
+  launch(41);  // another limit is another specialization (its IR is the last one made)
+  EXPECT_NE(add_kernel.last_ir().find("maxnreg = 41"), std::string::npos) << add_kernel.last_ir();
+  EXPECT_TRUE(all_close(out, x + y));
+  const auto bad = [&](tl::LaunchOption o) {
+    return error_of<CompileError>(
+        [&] { add_kernel[grid_of(40)](x, y, out, 40, tl::meta("BLOCK_SIZE", 8), o); });
+  };
+  EXPECT_NE(bad(tl::num_warps(3)).find("num_warps must be a power of 2 in 1..32, got 3"),
+            std::string::npos);
+  EXPECT_NE(bad(tl::num_stages(0)).find("num_stages must be >= 1"), std::string::npos);
+  const std::string e = bad(tl::maxnreg(300));
+  EXPECT_NE(e.find("[kernel add_kernel]"), std::string::npos) << e;
+  EXPECT_NE(e.find("1..255, got 300"), std::string::npos) << e;
+  EXPECT_NE(e.find("test_autotune.cpp"), std::string::npos) << e;
+}
+
 TEST_F(Autotune, ConfigsCompileInOneBatch) {
   // Fresh kernels (a new cache directory): all configs are compiled before any is timed.
   const int threads = runtime::num_threads();
