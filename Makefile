@@ -4,7 +4,7 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test demo bench bench-compare format clean
+.PHONY: all deps configure build test demo bench bench-compare bench-ab format clean
 
 all: build
 
@@ -32,6 +32,15 @@ bench: build
 # docs/benchmarks.md explains the set-up; a missing peer is reported, not skipped silently.
 bench-compare: build
 	python3 bench/compare_cpu.py --build $(BUILD_DIR)
+
+# Before/after in one run: the revision BEFORE is built in build-ab/ and its benchmarks alternate
+# with this build's (bench/ab.py): kernel GB/s, hot launch, compiled per-call, first results.
+bench-ab: build
+	@test -n "$(BEFORE)" || { echo "usage: make bench-ab BEFORE=<git revision>"; exit 2; }
+	rm -rf build-ab/src && mkdir -p build-ab/src && git archive $(BEFORE) | tar -x -C build-ab/src
+	cmake -S build-ab/src -B build-ab/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_TESTS=OFF
+	cmake --build build-ab/build -j $(JOBS) --target bench_kernels_cpu bench_compile_cpu
+	python3 bench/ab.py --before build-ab/build --after $(BUILD_DIR)
 
 format:
 	@find include src tests tools examples bench -name '*.h' -o -name '*.cpp' | xargs clang-format -i

@@ -176,11 +176,16 @@ Tile arange(Operand start, Operand end, TS_HERE);
 Tile zeros(std::initializer_list<Operand> shape, DType dtype, TS_HERE);
 Tile full(std::initializer_list<Operand> shape, Operand value, DType dtype, TS_HERE);
 Tile cast(Operand x, DType dtype, TS_HERE);
-/** Hints, as Triton's: every element of `x` is a multiple of `n` / `x` is made of runs of `n`
- * consecutive values along its last dimension. They return `x`; the debug mode and the
- * interpreter check them (a false hint is a device_assert failure). */
+/** Hints, as Triton's, one value per dimension (a single value for scalars and 1-D tiles):
+ * `multiple_of`: along dimension d, the first value of every run of consecutive values
+ * (x, x+1, ...) is a multiple of n[d] (so `multiple_of(pid * B + arange(0, B), B)` holds, and a
+ * tile with no runs longer than 1 has every element a multiple); `max_contiguous`: along
+ * dimension d, each aligned group of n[d] elements holds consecutive values. They return `x`; the
+ * debug mode and the interpreter check them (a false hint is a device_assert failure). */
 Tile multiple_of(Operand x, Operand n, TS_HERE);
+Tile multiple_of(Operand x, std::initializer_list<Operand> n, TS_HERE);
 Tile max_contiguous(Operand x, Operand n, TS_HERE);
+Tile max_contiguous(Operand x, std::initializer_list<Operand> n, TS_HERE);
 /** Inserts a size-1 dimension at `axis` (negative from the end). */
 Tile expand_dims(Operand x, int axis, TS_HERE);
 /** Broadcasts to `shape` (dims of size 1 stretch). */

@@ -75,6 +75,10 @@ class Backend {
     const uint64_t h = hash_.load(std::memory_order_relaxed);
     return h ? h : compute_hash();
   }
+  /** Whether code generated with `checked` evaluates `device_assert`s (the interpreter always
+   * does; compiled backends in the checked mode). When not, tl drops the asserts and what only
+   * they use (hint checks) before generation, so they cost nothing. */
+  virtual bool evaluates_asserts(bool checked) const { return checked; }
   /** Generates code for `f` (its attributes included) into `out`. */
   virtual void generate(std::shared_ptr<const ir::Function> f, bool checked, Kernel& out) const = 0;
   /** Builds every unbuilt kernel of `kernels` in one batch (in parallel where the toolchain

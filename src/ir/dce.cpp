@@ -55,3 +55,22 @@ void replace_all_uses(Region& r, ValueId from, ValueId to) {
 }
 
 }  // namespace tessera::ir
+
+namespace tessera::ir {
+namespace {
+void strip_region(Region& r) {
+  std::vector<Op*> kept;
+  for (Op* op : r.ops) {
+    if (op->kind == OpKind::Assert) continue;
+    for (auto& sub : op->regions) strip_region(sub);
+    kept.push_back(op);
+  }
+  r.ops = std::move(kept);
+}
+}  // namespace
+
+void strip_asserts(Function& f) {
+  strip_region(f.body);
+}
+
+}  // namespace tessera::ir

@@ -96,9 +96,11 @@ void MaterializationPlan::fuse_into_reductions(const Region& r) {
         f_.type(red->result()).elem != it.elem)
       continue;
     if (storage_[static_cast<size_t>(in)] != Storage::Array || uses_.def_region(in) != &r) continue;
+    // Only ops computed element by element (or moving elements) can be evaluated inside the
+    // reduction's loop; a dot, a reduction, a scan or a loop writes its whole array first.
     const Op* prod = f_.def(in);
-    if (!prod || prod->kind == OpKind::For || prod->kind == OpKind::If ||
-        prod->kind == OpKind::Reduce || prod->results.size() != 1) {
+    if (!prod || prod->results.size() != 1 ||
+        !(traits(prod->kind).has(kElementwise) || traits(prod->kind).has(kViewLike))) {
       continue;
     }
     bool ok = true;

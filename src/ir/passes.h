@@ -18,6 +18,10 @@ void cse(Function& f);
 /** Removes ops without side effects whose results are unused. */
 void dce(Function& f);
 
+/** Removes every `assert` op (device_assert and hint checks) for code that does not evaluate
+ * them; dce then removes what only they used. */
+void strip_asserts(Function& f);
+
 /**
  * The pipeline, top to bottom: verify, canonicalize, cse, dce, canonicalize, verify. With
  * `TESSERA_DUMP=ir` the IR is printed before and after, with the time of each pass.

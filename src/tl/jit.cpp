@@ -388,6 +388,7 @@ std::shared_ptr<CompiledKernel> prepare(
   f.attrs.num_stages = opts.num_stages;
   f.attrs.maxnreg = opts.maxnreg;
   f.attrs.target = be.target_key();
+  if (!be.evaluates_asserts(knobs().debug)) ir::strip_asserts(f);
   ir::run_pipeline(f);
   out->ir = ir::print(f);
   for (const auto& a : ir::param_access(f)) {

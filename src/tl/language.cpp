@@ -97,25 +97,28 @@ DType computation_type(TraceContext& c, SourceLoc loc, const Type& a, const Type
   return integer_promote(loc, c, a.elem, b.elem);
 }
 
-// Broadcast shapes as Triton does: a scalar splats; blocks need the same rank, dims equal or 1.
+// Broadcast shapes as Triton (and NumPy) do: a scalar splats; a lower rank gets leading
+// dimensions of size 1; then dimensions must be equal or 1.
 SmallVector<int64_t, 4> broadcast_shape(TraceContext& c, SourceLoc loc, const Type& a,
                                         const Type& b, const char* what) {
   if (a.is_scalar()) return b.shape;
   if (b.is_scalar()) return a.shape;
-  if (a.rank() != b.rank()) {
-    c.fail(loc, std::string(what) + ": shape mismatch: " + shape_str(a.shape) + " and " +
-                    shape_str(b.shape) +
-                    " have different ranks (use tl::expand_dims or x[{tl::_, tl::None}])");
-  }
-  SmallVector<int64_t, 4> out = a.shape;
+  const size_t rank = std::max(a.rank(), b.rank());
+  auto padded = [rank](const Type& t) {
+    SmallVector<int64_t, 4> s(rank - t.rank(), 1);
+    s.append(t.shape.begin(), t.shape.end());
+    return s;
+  };
+  const SmallVector<int64_t, 4> as = padded(a), bs = padded(b);
+  SmallVector<int64_t, 4> out = as;
   for (size_t i = 0; i < out.size(); ++i) {
-    if (a.shape[i] == b.shape[i]) continue;
-    if (a.shape[i] == 1) {
-      out[i] = b.shape[i];
-    } else if (b.shape[i] != 1) {
+    if (as[i] == bs[i]) continue;
+    if (as[i] == 1) {
+      out[i] = bs[i];
+    } else if (bs[i] != 1) {
       c.fail(loc, std::string(what) + ": shape mismatch: " + shape_str(a.shape) + " and " +
                       shape_str(b.shape) + " cannot be broadcast (dimension " + std::to_string(i) +
-                      ")");
+                      (a.rank() != b.rank() ? " after aligning the last dimensions" : "") + ")");
     }
   }
   return out;
@@ -628,44 +631,105 @@ Tile broadcast_to(Operand x, std::initializer_list<Operand> shape, SourceLoc loc
   return c.tile(to_shape(c, v, s));
 }
 
+namespace {
+
+// The hint's values, one per dimension of `t` (one value for a scalar or a 1-D tile).
+SmallVector<int64_t, 4> hint_values(TraceContext& c, SourceLoc loc, const Type& t,
+                                    std::initializer_list<Operand> list, const char* what) {
+  SmallVector<int64_t, 4> n;
+  for (const Operand& o : list) n.push_back(constant_int(c, o, what));
+  const size_t rank = std::max<size_t>(1, t.rank());
+  if (n.size() != rank) {
+    c.fail(loc, std::string(what) + ": " + std::to_string(n.size()) + " value(s) for a " +
+                    (t.is_scalar() ? std::string("scalar") : "rank-" + std::to_string(t.rank())) +
+                    " tile; give one per dimension, as Triton");
+  }
+  if (!t.is_int() || t.elem == DType::Bool || t.ptr) {
+    c.fail(loc, std::string(what) + " needs integers, got " + t.str() +
+                    (t.ptr ? " (hints on pointers are not supported yet: hint the offsets)" : ""));
+  }
+  for (int64_t v : n) {
+    if (v <= 0) c.fail(loc, std::string(what) + " needs positive values, got " + std::to_string(v));
+  }
+  return n;
+}
+
+// The first value of the run of consecutive values (along `axis`) that each element belongs to:
+// an inclusive scan over segments (first, last, run start, whole segment one run).
+Tile run_starts(const Tile& x64, int axis, SourceLoc loc) {
+  const Tile ones = Operand(x64, loc) == Operand(x64, loc);
+  auto combine = [loc](const std::vector<Tile>& a, const std::vector<Tile>& b) {
+    const Tile joined = Operand(Operand(b[0], loc) - Operand(a[1], loc), loc) == Operand(1, loc);
+    const Tile b_joins = Operand(b[3], loc) & Operand(joined, loc);
+    const Tile whole = Operand(a[3], loc) & Operand(b_joins, loc);
+    return std::vector<Tile>{a[0], b[1], where(b_joins, a[2], b[2], loc), whole};
+  };
+  return associative_scan(std::vector<Tile>{x64, x64, x64, ones}, axis, combine, false, loc)[2];
+}
+
+}  // namespace
+
+Tile multiple_of(Operand x, std::initializer_list<Operand> n_list, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const ValueId v = val(c, x);
+  const Type t = c.type(v);
+  const auto n = hint_values(c, loc, t, n_list, "tl::multiple_of");
+  const std::string msg = "multiple_of(" + std::to_string(n[0]) + (n.size() > 1 ? ", ..." : "") +
+                          ") hint does not hold";
+  if (t.is_scalar()) {
+    device_assert(Operand(Operand(x) % Operand(n[0], loc), loc) == Operand(0, loc), msg, loc);
+    return c.tile(v);
+  }
+  // In int64, so that x + 1 at the type's maximum is no overflow of the check's own.
+  const Tile x64 = cast(Operand(c.tile(v), loc), DType::Int64, loc);
+  for (size_t d = 0; d < n.size(); ++d) {
+    if (n[d] == 1) continue;
+    const Tile start = run_starts(x64, static_cast<int>(d), loc);
+    device_assert(Operand(Operand(start, loc) % Operand(n[d], loc), loc) == Operand(0, loc), msg,
+                  loc);
+  }
+  return c.tile(v);
+}
+
 Tile multiple_of(Operand x, Operand n_op, SourceLoc loc) {
   TraceContext& c = ctx(loc);
-  const int64_t n = constant_int(c, n_op, "tl::multiple_of's n");
+  return multiple_of(x, {Operand(constant_int(c, n_op, "tl::multiple_of's n"), loc)}, loc);
+}
+
+Tile max_contiguous(Operand x, std::initializer_list<Operand> n_list, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
   const ValueId v = val(c, x);
-  const Type& t = c.type(v);
-  if (!t.is_int() || t.elem == DType::Bool || n <= 0) {
-    c.fail(loc, "tl::multiple_of needs integers and a positive n, got " + t.str() + " and " +
-                    std::to_string(n));
+  const Type t = c.type(v);
+  const auto n = hint_values(c, loc, t, n_list, "tl::max_contiguous");
+  if (t.is_scalar()) return c.tile(v);
+  for (size_t d = 0; d < n.size(); ++d) {
+    if (n[d] == 1) continue;
+    if (t.shape[d] % n[d] != 0) {
+      c.fail(loc, "tl::max_contiguous: dimension " + std::to_string(d) + " of " + t.str() +
+                      " does not divide into groups of " + std::to_string(n[d]));
+    }
+    // Groups of n[d] along d: x - (the group's smallest value) == the position in the group.
+    SmallVector<int64_t, 4> groups = t.shape;
+    groups[d] /= n[d];
+    groups.insert(groups.begin() + static_cast<std::ptrdiff_t>(d) + 1, n[d]);
+    const Tile g = c.tile(c.builder().reshape(v, groups));
+    const Tile lo = min(Operand(g, loc), static_cast<int>(d) + 1, true, loc);
+    SmallVector<int64_t, 4> pos_shape(groups.size(), 1);
+    pos_shape[d + 1] = n[d];
+    const Tile pos = c.tile(c.builder().reshape(
+        c.value(arange(Operand(0, loc), Operand(n[d], loc), loc), loc), pos_shape));
+    device_assert(
+        Operand(Operand(Operand(g, loc) - Operand(lo, loc), loc) == Operand(pos, loc), loc),
+        "max_contiguous(" + std::to_string(n[d]) + (n.size() > 1 ? ", ..." : "") +
+            ") hint does not hold",
+        loc);
   }
-  device_assert(Operand(Operand(x) % Operand(n, loc), loc) == Operand(0, loc),
-                "multiple_of(" + std::to_string(n) + ") hint does not hold", loc);
   return c.tile(v);
 }
 
 Tile max_contiguous(Operand x, Operand n_op, SourceLoc loc) {
   TraceContext& c = ctx(loc);
-  const int64_t n = constant_int(c, n_op, "tl::max_contiguous's n");
-  const ValueId v = val(c, x);
-  const Type& t = c.type(v);
-  if (!t.is_int() || t.elem == DType::Bool || !t.is_block() || n <= 0 || t.shape.back() % n != 0) {
-    c.fail(loc, "tl::max_contiguous needs an integer tile whose last dimension divides by n, got " +
-                    t.str() + " and " + std::to_string(n));
-  }
-  // Within each group of n along the last dimension: x - (the group's first value) == position.
-  SmallVector<int64_t, 4> groups = t.shape;
-  groups.back() /= n;
-  groups.push_back(n);
-  const Tile g = c.tile(c.builder().reshape(v, groups));
-  const int64_t rank = static_cast<int64_t>(groups.size());
-  // The group's first element is its minimum when the hint holds; compare to positions.
-  Tile lo = min(Operand(g, loc), static_cast<int>(rank - 1), true, loc);
-  SmallVector<int64_t, 4> pos_shape(groups.size(), 1);
-  pos_shape.back() = n;
-  const Tile pos = c.tile(
-      c.builder().reshape(c.value(arange(Operand(0, loc), Operand(n, loc), loc), loc), pos_shape));
-  device_assert(Operand(Operand(Operand(g, loc) - Operand(lo, loc), loc) == Operand(pos, loc), loc),
-                "max_contiguous(" + std::to_string(n) + ") hint does not hold", loc);
-  return c.tile(v);
+  return max_contiguous(x, {Operand(constant_int(c, n_op, "tl::max_contiguous's n"), loc)}, loc);
 }
 
 Tile zeros_like(Operand x, SourceLoc loc) {
@@ -1551,32 +1615,31 @@ Tile randint(Operand seed, Operand offset, int n_rounds, SourceLoc loc) {
   return randint4x(seed, offset, n_rounds, loc)[0];
 }
 
+namespace {
+// Triton's uint32_to_uniform_float: the bits as int32, negative values folded (-x - 1, written
+// ~x so that INT32_MIN is no overflow), times 4.656613e-10 (about 1/INT32_MAX) in float32.
+Tile uniform_float(const Tile& bits, SourceLoc loc) {
+  const Tile x = bitcast(Operand(bits, loc), DType::Int32, loc);
+  const Tile folded = where(Operand(x, loc) < Operand(0, loc), ~Operand(x, loc), x, loc);
+  return Operand(cast(Operand(folded, loc), DType::Float32, loc), loc) *
+         Operand(4.656613e-10f, loc);
+}
+}  // namespace
+
 Tile rand(Operand seed, Operand offset, int n_rounds, SourceLoc loc) {
-  // As tessera::rand for float32: the top 24 bits of the first output, times 2^-24.
-  const Tile x = randint(seed, offset, n_rounds, loc);
-  return Operand(cast(Operand(Operand(x, loc) >> Operand(8, loc), loc), DType::Float32, loc), loc) *
-         Operand(5.9604644775390625e-08, loc);
+  return uniform_float(randint(seed, offset, n_rounds, loc), loc);
 }
 
 Tile randn(Operand seed, Operand offset, int n_rounds, SourceLoc loc) {
-  // As tessera::randn for float32: Box-Muller in double precision on the top 24 bits of the first
-  // two outputs, u1 in (0, 1].
+  // Triton's pair_uniform_to_normal on the first two outputs, in float32: u1 clamped to 1e-7,
+  // the cosine branch.
   const auto r = randint4x(seed, offset, n_rounds, loc);
-  auto top24 = [&](const Tile& x) {
-    return cast(Operand(Operand(x, loc) >> Operand(8, loc), loc), DType::Float64, loc);
-  };
-  // (float64 constants built directly: a C++ literal is a float32 constant in the language)
-  TraceContext& c = ctx(loc);
-  auto f64 = [&](double v) {
-    return c.tile(c.builder().constant_float(v, Type::scalar(DType::Float64)));
-  };
-  const Tile u1 = Operand(Operand(top24(r[0]), loc) + Operand(f64(1.0), loc), loc) *
-                  Operand(f64(1.0 / 16777216.0), loc);
-  const Tile u2 = Operand(top24(r[1]), loc) * Operand(f64(1.0 / 16777216.0), loc);
+  const Tile u1 = maximum(Operand(1.0e-7f, loc), uniform_float(r[0], loc), loc);
+  const Tile u2 = uniform_float(r[1], loc);
+  const Tile th = Operand(6.283185307179586f, loc) * Operand(u2, loc);
   const Tile rad =
-      sqrt(Operand(Operand(f64(-2.0), loc) * Operand(log(Operand(u1, loc), loc), loc), loc), loc);
-  const Tile ang = cos(Operand(Operand(f64(6.283185307179586), loc) * Operand(u2, loc), loc), loc);
-  return cast(Operand(Operand(rad, loc) * Operand(ang, loc), loc), DType::Float32, loc);
+      sqrt(Operand(Operand(-2.0f, loc) * Operand(log(Operand(u1, loc), loc), loc), loc), loc);
+  return Operand(rad, loc) * Operand(cos(Operand(th, loc), loc), loc);
 }
 
 void range(Operand lo, Operand hi, FunctionRef<void(Tile)> body, SourceLoc loc) {

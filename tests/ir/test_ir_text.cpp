@@ -71,6 +71,15 @@ std::shared_ptr<const ir::Function> traced(const tl::JITFunction& k) {
 }
 
 std::vector<std::shared_ptr<const ir::Function>> all_kernels() {
+  // Traced for the checked mode: without it, tl drops device_asserts before generation.
+  ::setenv("TESSERA_DEBUG", "1", 1);
+  reload_knobs();
+  struct Restore {
+    ~Restore() {
+      ::unsetenv("TESSERA_DEBUG");
+      reload_knobs();
+    }
+  } restore;
   Tensor x = random_tensor({64}, DType::Float32), y = random_tensor({64}, DType::Float32),
          out = empty({64});
   text_pointwise[{4}](x, y, out, 64, 1.5, tl::meta("BLOCK", 16));

@@ -22,7 +22,7 @@ TL_JIT(err_shape, tl::Ptr x) {
 TL_JIT(err_rank, tl::Ptr x) {
   auto r = tl::arange(0, 4);
   g_line = __LINE__ + 1;
-  auto bad = r[{tl::_, tl::None}] + r;
+  auto bad = r[{tl::None, tl::_}] + tl::arange(0, 8);  // [1, 4] and [8]: 4 against 8
   tl::store(x + r, tl::sum(bad, 0));
 }
 TL_JIT(err_mask, tl::Ptr x) {
@@ -132,7 +132,9 @@ TEST(KernelDiagnostics, TraceErrorsNameKernelAndLine) {
          x8 = zeros({16}, float8_e4m3fn);
   expect_trace_error([&] { err_shape[{1}](x); }, "err_shape",
                      "shape mismatch: [4] and [8] cannot be broadcast");
-  expect_trace_error([&] { err_rank[{1}](x); }, "err_rank", "have different ranks");
+  expect_trace_error([&] { err_rank[{1}](x); }, "err_rank",
+                     "[1, 4] and [8] cannot be broadcast (dimension 1 after aligning the last "
+                     "dimensions)");
   expect_trace_error([&] { err_mask[{1}](x); }, "err_mask",
                      "mask shape [4] does not match the pointer shape [8]");
   expect_trace_error([&] { err_arange[{1}](x); }, "err_arange",

@@ -1,0 +1,197 @@
+// Triton parity (issue 13): kernels written as Triton's users write them. Each case runs compiled,
+// checked (TESSERA_DEBUG=1) and interpreted, against a double-precision reference on fresh random
+// inputs with poisoned outputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "tessera/detail/philox.h"
+#include "tessera/env.h"
+#include "tessera/tessera.h"
+#include "tessera/tl.h"
+#include "testing.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+namespace tl = tessera::tl;
+
+namespace {
+
+/** Runs `f(mode)` compiled, compiled with checks, then interpreted. */
+template <class F>
+void every_mode(F&& f) {
+  f("compiled");
+  ::setenv("TESSERA_DEBUG", "1", 1);
+  reload_knobs();
+  f("checked");
+  ::unsetenv("TESSERA_DEBUG");
+  ::setenv("TESSERA_INTERPRET", "1", 1);
+  reload_knobs();
+  f("interpreted");
+  ::unsetenv("TESSERA_INTERPRET");
+  reload_knobs();
+}
+
+// ---- a reduction of a dot result (attention's row max and row sum)
+
+TL_JIT(dot_reduce_kernel, tl::Ptr q, tl::Ptr k, tl::Ptr row_max, tl::Ptr row_sum, tl::Ptr col_max,
+       tl::Const M, tl::Const N, tl::Const D) {
+  auto rm = tl::arange(0, M), rn = tl::arange(0, N), rd = tl::arange(0, D);
+  auto tq = tl::load(q + rm[{tl::_, tl::None}] * D + rd[{tl::None, tl::_}]);
+  auto tk = tl::load(k + rd[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}]);
+  auto s = tl::dot(tq, tk, std::nullopt, {.input_precision = "ieee"});
+  tl::store(row_max + rm, tl::max(s, 1));
+  tl::store(row_sum + rm, tl::sum(tl::exp(s - tl::max(s, 1)[{tl::_, tl::None}]), 1));
+  tl::store(col_max + rn, tl::max(tl::dot(tq, tk, std::nullopt, {.input_precision = "ieee"}), 0));
+}
+
+TEST(Parity, AReductionOfADotResult) {
+  constexpr int64_t M = 16, N = 32, D = 16;
+  Tensor q = random_tensor({M, D}, DType::Float32), k = random_tensor({D, N}, DType::Float32);
+  const Tensor s = matmul(q.to(DType::Float64), k.to(DType::Float64));
+  const Tensor want_max = s.amax({1}), want_col = s.amax({0});
+  const Tensor want_sum = (s - want_max.unsqueeze(1)).exp().sum({1});
+  every_mode([&](const char* mode) {
+    Tensor mx = empty({M}), sm = empty({M}), cm = empty({N});
+    poison(mx);
+    poison(sm);
+    poison(cm);
+    dot_reduce_kernel[{1}](q, k, mx, sm, cm, tl::meta("M", M), tl::meta("N", N),
+                           tl::meta("D", D));
+    EXPECT_TRUE(all_close(mx.to(DType::Float64), want_max, 1e-5, 1e-5)) << mode;
+    EXPECT_TRUE(all_close(sm.to(DType::Float64), want_sum, 1e-5, 1e-5)) << mode;
+    EXPECT_TRUE(all_close(cm.to(DType::Float64), want_col, 1e-5, 1e-5)) << mode;
+  });
+}
+
+// ---- broadcasting between ranks (NumPy's rule: dimensions are prepended)
+
+TL_JIT(rank_broadcast_kernel, tl::Ptr x, tl::Ptr bias, tl::Ptr out, tl::Const M, tl::Const N) {
+  auto rm = tl::arange(0, M), rn = tl::arange(0, N);
+  auto offs = rm[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}];  // [M, N]
+  auto b = tl::load(bias + rn);                                    // [N]
+  auto y = tl::load(x + offs) + b;                                 // [M, N] + [N]
+  auto z = tl::where(b > 0, y, 0.0f);                              // [N] condition
+  tl::store(out + offs, z * 2.0f);
+  tl::store(out + M * N + rn, tl::sum(b * tl::load(x + offs), 0));  // [N] * [M, N]
+}
+
+TEST(Parity, TilesOfDifferentRanksBroadcastAsInNumpy) {
+  constexpr int64_t M = 8, N = 16;
+  Tensor x = random_tensor({M, N}, DType::Float32), bias = random_tensor({N}, DType::Float32);
+  const Tensor xd = x.to(DType::Float64), bd = bias.to(DType::Float64);
+  const Tensor y = xd + bd;
+  const Tensor want_z = where(bd > 0, y, zeros_like(y)) * 2.0;
+  const Tensor want_s = (bd * xd).sum({0});
+  every_mode([&](const char* mode) {
+    Tensor out = empty({M * N + N});
+    poison(out);
+    rank_broadcast_kernel[{1}](x, bias, out, tl::meta("M", M), tl::meta("N", N));
+    EXPECT_TRUE(all_close(out.slice(0, 0, M * N).view({M, N}).to(DType::Float64), want_z)) << mode;
+    EXPECT_TRUE(all_close(out.slice(0, M * N, M * N + N).to(DType::Float64), want_s, 1e-5, 1e-5))
+        << mode;
+  });
+  // Dimensions that differ and are not 1 remain an error naming both shapes.
+}
+
+// ---- hints mean what Triton means: per run of contiguous values, per dimension
+
+TL_JIT(hinted_matmul_offsets_kernel, tl::Ptr x, tl::Ptr out, tl::Int M, tl::Const BM) {
+  auto pid = tl::program_id(0);
+  // Tutorial 03: offsets wrap at M; the hints say each run starts at a multiple of BM.
+  auto offs = (pid * BM + tl::arange(0, BM)) % M;
+  offs = tl::max_contiguous(tl::multiple_of(offs, BM), BM);
+  tl::store(out + pid * BM + tl::arange(0, BM), tl::load(x + offs));
+}
+
+TL_JIT(false_multiple_kernel, tl::Ptr x, tl::Ptr out, tl::Int start, tl::Const B) {
+  auto offs = tl::multiple_of(start + tl::arange(0, B), 8);
+  tl::store(out + tl::arange(0, B), tl::load(x + offs));
+}
+
+TL_JIT(hint_2d_kernel, tl::Ptr x, tl::Ptr out, tl::Int stride, tl::Const R, tl::Const C) {
+  auto offs = tl::arange(0, R)[{tl::_, tl::None}] * stride + tl::arange(0, C)[{tl::None, tl::_}];
+  // Along dimension 1 each row is one run, starting at a multiple of `stride` (32); along
+  // dimension 0 no run is longer than one element, so no claim is made there (1).
+  auto hinted = tl::max_contiguous(tl::multiple_of(offs, {1, 32}), {1, C});
+  tl::store(out + tl::arange(0, R)[{tl::_, tl::None}] * C + tl::arange(0, C)[{tl::None, tl::_}],
+            tl::load(x + hinted));
+}
+
+TEST(Parity, HintsArePerRunOfContiguousValues) {
+  constexpr int64_t BM = 16;
+  const int64_t M = 48;
+  Tensor x = random_tensor({M}, DType::Float32);
+  every_mode([&](const char* mode) {
+    Tensor out = empty({M});
+    poison(out);
+    hinted_matmul_offsets_kernel[{M / BM}](x, out, M, tl::meta("BM", BM));
+    EXPECT_TRUE(equal(out, x)) << mode;
+    // Where asserts are not evaluated, the hints' checks are not in the kernel at all.
+    const std::string ir = hinted_matmul_offsets_kernel.last_ir();
+    const bool checks = std::string(mode) != "compiled";
+    EXPECT_EQ(ir.find("scan_fn") != std::string::npos, checks) << mode << "\n" << ir;
+    EXPECT_EQ(ir.find("assert") != std::string::npos, checks) << mode << "\n" << ir;
+    // Two dimensions, a list of hints.
+    Tensor x2 = random_tensor({4 * 32}, DType::Float32), o2 = empty({4 * 8});
+    poison(o2);
+    hint_2d_kernel[{1}](x2, o2, 32, tl::meta("R", 4), tl::meta("C", 8));
+    EXPECT_TRUE(equal(o2.view({4, 8}), x2.view({4, 32}).slice(1, 0, 8))) << mode;
+  });
+  // A run that starts off the multiple is still reported where hints are checked.
+  for (const char* knob : {"TESSERA_DEBUG", "TESSERA_INTERPRET"}) {
+    ::setenv(knob, "1", 1);
+    reload_knobs();
+    Tensor out = empty({8});
+    const std::string e =
+        error_of<RuntimeError>([&] { false_multiple_kernel[{1}](x, out, 3, tl::meta("B", 8)); });
+    EXPECT_NE(e.find("multiple_of(8) hint does not hold"), std::string::npos) << knob << ": " << e;
+    EXPECT_NE(e.find("test_parity.cpp"), std::string::npos) << e;
+    ::unsetenv(knob);
+    reload_knobs();
+  }
+}
+
+// ---- random numbers: Triton's conversion of Philox bits
+
+TL_JIT(triton_random_kernel, tl::Ptr u, tl::Ptr z, tl::Int seed, tl::Const B) {
+  auto off = tl::arange(0, B);
+  tl::store(u + off, tl::rand(seed, off));
+  tl::store(z + off, tl::randn(seed, off));
+}
+
+// Triton's uint32_to_uniform_float: the bits as int32, negatives folded to -x - 1, times
+// 4.656613e-10 in float32.
+float triton_uniform(uint32_t bits) {
+  int32_t x;
+  std::memcpy(&x, &bits, 4);
+  const int32_t folded = x < 0 ? ~x : x;
+  return static_cast<float>(folded) * 4.656613e-10f;
+}
+
+TEST(Parity, RandUsesTritonsConversion) {
+  constexpr int64_t B = 1024;
+  const uint64_t seed = 0x5eed1234abcdull;
+  every_mode([&](const char* mode) {
+    Tensor u = empty({B}), z = empty({B});
+    poison(u);
+    poison(z);
+    triton_random_kernel[{1}](u, z, static_cast<int64_t>(seed), tl::meta("B", B));
+    int64_t differ = 0;
+    for (int64_t i = 0; i < B; ++i) {
+      const auto r = philox::random4(seed, static_cast<uint64_t>(i));
+      const float want = triton_uniform(r.v[0]);
+      differ += u[i].item<float>() != want;
+      // Box-Muller as Triton: u1 clamped to 1e-7, float32 throughout, the cosine branch.
+      const double u1 = std::max(1e-7, static_cast<double>(triton_uniform(r.v[0]))),
+                   u2 = triton_uniform(r.v[1]);
+      const double want_z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+      EXPECT_NEAR(z[i].item<float>(), want_z, 2e-5 * (1 + std::abs(want_z))) << mode << " " << i;
+    }
+    EXPECT_EQ(differ, 0) << mode << ": tl::rand differs from Triton's conversion";
+  });
+}
+
+}  // namespace
