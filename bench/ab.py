@@ -23,7 +23,7 @@ COMPILE = ["BM_CompiledAddFnN4", "BM_CompiledAddFnDynamic"]
 
 
 def gbench(exe, names, min_time):
-    flt = "^(" + "|".join(n.replace("/", "\\/") for n in names) + ")$"
+    flt = "^(" + "|".join(names) + ")$"
     out = subprocess.run([exe, f"--benchmark_filter={flt}", f"--benchmark_min_time={min_time}",
                           "--benchmark_format=json"], check=True, capture_output=True, text=True).stdout
     res = {}

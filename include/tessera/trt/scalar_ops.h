@@ -11,7 +11,26 @@
  */
 #pragma once
 
+#if defined(__CUDACC_RTC__)
+// NVRTC compiles with our headers only (no system headers): the fixed-width types by hand.
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+typedef unsigned long long uintptr_t;
+#else
 #include <stdint.h>
+#endif
+
+#if defined(__CUDACC__)
+#define TRT_HD __host__ __device__ inline
+#else
+#define TRT_HD inline
+#endif
 
 namespace trt {
 
@@ -51,7 +70,7 @@ struct make_unsigned_t_<uint64_t> {
 };
 
 template <class T>
-inline T idiv(T a, T b) {
+TRT_HD T idiv(T a, T b) {
   if (b == 0) return static_cast<T>(-1);
   if (static_cast<T>(-1) < 0 && b == static_cast<T>(-1)) {
     using U = typename make_unsigned_t_<T>::type;
@@ -61,7 +80,7 @@ inline T idiv(T a, T b) {
 }
 
 template <class T>
-inline T irem(T a, T b) {
+TRT_HD T irem(T a, T b) {
   if (b == 0) return a;
   if (static_cast<T>(-1) < 0 && b == static_cast<T>(-1)) return 0;
   return static_cast<T>(a % b);
@@ -71,13 +90,13 @@ inline T irem(T a, T b) {
  * shifts everything out (0, or -1 for an arithmetic right shift of a negative value). Right
  * shifts are arithmetic for signed types and logical for unsigned ones (C and Triton). */
 template <class T>
-inline T shl(T a, T b) {
+TRT_HD T shl(T a, T b) {
   using U = typename make_unsigned_t_<T>::type;
   const U n = static_cast<U>(b);
   return n >= 8 * sizeof(T) ? static_cast<T>(0) : static_cast<T>(static_cast<U>(a) << n);
 }
 template <class T>
-inline T shr(T a, T b) {
+TRT_HD T shr(T a, T b) {
   using U = typename make_unsigned_t_<T>::type;
   const U n = static_cast<U>(b);
   const T fill = static_cast<T>(-1) < static_cast<T>(0) ? static_cast<T>(a >> (8 * sizeof(T) - 1))
@@ -86,12 +105,17 @@ inline T shr(T a, T b) {
 }
 /** The high half of the product of a and b taken as unsigned (Triton's umulhi). */
 template <class T>
-inline T umulhi(T a, T b) {
+TRT_HD T umulhi(T a, T b) {
   using U = typename make_unsigned_t_<T>::type;
   if (sizeof(T) == 8) {
+#if defined(__CUDA_ARCH__)
+    return static_cast<T>(__umul64hi(static_cast<uint64_t>(static_cast<U>(a)),
+                                     static_cast<uint64_t>(static_cast<U>(b))));
+#else
     const unsigned __int128 p =
         static_cast<unsigned __int128>(static_cast<U>(a)) * static_cast<U>(b);
     return static_cast<T>(static_cast<U>(p >> 64));
+#endif
   }
   const uint64_t p =
       static_cast<uint64_t>(static_cast<U>(a)) * static_cast<uint64_t>(static_cast<U>(b));
@@ -103,11 +127,11 @@ inline T umulhi(T a, T b) {
 // an or of two comparisons (works on GCC/Clang vector types too), which vectorizes to fewer
 // instructions than the nested form `(a != a) ? b : (b != b) ? a : (a > b ? a : b)`.
 template <class T>
-inline T fmax_num(T a, T b) {
+TRT_HD T fmax_num(T a, T b) {
   return ((b >= a) | (a != a)) ? b : a;
 }
 template <class T>
-inline T fmin_num(T a, T b) {
+TRT_HD T fmin_num(T a, T b) {
   return ((b <= a) | (a != a)) ? b : a;
 }
 

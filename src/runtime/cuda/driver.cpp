@@ -81,6 +81,7 @@ Loaded load() {
   ok &= resolve(lib, "cuModuleUnload", d.cuModuleUnload, w);
   ok &= resolve(lib, "cuModuleGetFunction", d.cuModuleGetFunction, w);
   ok &= resolve(lib, "cuFuncGetAttribute", d.cuFuncGetAttribute, w);
+  ok &= resolve(lib, "cuFuncSetAttribute", d.cuFuncSetAttribute, w);
   ok &= resolve(lib, "cuLaunchKernel", d.cuLaunchKernel, w);
   if (!ok) return l;
   if (const CUresult r = d.cuInit(0); r != kSuccess) {

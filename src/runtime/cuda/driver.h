@@ -52,6 +52,7 @@ enum class FuncAttr : int {
   SharedSizeBytes = 1,
   LocalSizeBytes = 3,
   NumRegs = 4,
+  MaxDynamicSharedSizeBytes = 8,
 };
 
 /** The entry points, resolved once. */
@@ -95,6 +96,7 @@ struct Driver {
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
   CUresult (*cuFuncGetAttribute)(int*, int, CUfunction);
+  CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void**, void**);
   int version = 0;   ///< e.g. 13000 for CUDA 13.0

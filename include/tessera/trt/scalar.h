@@ -1,0 +1,452 @@
+/** \file
+ * The tile runtime's portable part: what generated kernels call on every backend. The argument
+ * slots, bit casts, narrow floats (float16, bfloat16, float8) and conversions with tessera's
+ * rules, and the float32 math functions (our own polynomials), written in plain C++ so that the
+ * CPU's compiler and NVRTC compile the same code: elementwise math agrees bit for bit across
+ * backends (DESIGN D4). STL-free; `trt/cpu.h` and `trt/cuda.h` include it.
+ *
+ * Precision contract (float32, checked by tests/tl/test_trt_math.cpp against double references):
+ * exp <= 2 ulp, log <= 2 ulp, sin/cos <= 2 ulp for |x| <= 1e4 (the reduction by pi/2 is done in
+ * double precision; larger arguments lose accuracy), sqrt and division correctly rounded, rsqrt =
+ * 1/sqrt. float16/bfloat16 values live in float registers and are rounded after every operation, so
+ * results equal native half-precision arithmetic for + - * /.
+ */
+#pragma once
+
+#include "tessera/trt/scalar_ops.h"
+
+#if defined(__CUDACC__)
+#define TRT_INLINE __device__ __forceinline__
+#elif defined(__GNUC__)
+#define TRT_INLINE inline __attribute__((always_inline))
+#else
+#define TRT_INLINE inline
+#endif
+
+namespace trt {
+
+/** One kernel argument slot: a pointer, an integer or a floating value. */
+union Arg {
+  void* p;
+  int64_t i;
+  double f;
+};
+
+/** The launch grid (programs along x, y, z). */
+struct Grid {
+  int64_t x, y, z;
+};
+
+
+// ---- bit casts and narrow floats --------------------------------------------------------------
+
+TRT_INLINE uint32_t f2u(float f) {
+  uint32_t u;
+  __builtin_memcpy(&u, &f, 4);
+  return u;
+}
+TRT_INLINE float u2f(uint32_t u) {
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+
+/** float16 bits -> float. */
+TRT_INLINE float half_to_float(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t man = h & 0x3ffu;
+  const float sub = (float)man * 5.9604644775390625e-08f;  // man * 2^-24
+  const uint32_t normal = sign | ((exp + 112u) << 23) | (man << 13);
+  const uint32_t special = sign | 0x7f800000u | (man << 13);
+  const float r = exp == 0 ? (sign ? -sub : sub) : u2f(exp == 31 ? special : normal);
+  return r;
+}
+
+/** float -> float16 bits, round to nearest even, overflow to infinity. */
+TRT_INLINE uint16_t float_to_half(float f) {
+  const uint32_t x = f2u(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t ax = x & 0x7fffffffu;
+  // Subnormal: let float addition quantize to 2^-24.
+  const uint32_t sub = f2u(u2f(ax) + 0.5f) - 0x3f000000u;
+  const uint32_t odd = (ax >> 13) & 1u;
+  const uint32_t nrm = (ax + 0xc8000fffu + odd) >> 13;  // rebias (15 - 127) << 23, round
+  uint32_t r = ax < 0x38800000u ? sub : nrm;
+  r = ax >= 0x477ff000u ? 0x7c00u : r;
+  r = ax > 0x7f800000u ? 0x7e00u : r;
+  return (uint16_t)(sign | r);
+}
+
+TRT_INLINE float bf16_to_float(uint16_t b) {
+  return u2f((uint32_t)b << 16);
+}
+TRT_INLINE uint16_t float_to_bf16(float f) {
+  const uint32_t x = f2u(f);
+  const uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  return (x & 0x7fffffffu) > 0x7f800000u ? (uint16_t)0x7fc0u : (uint16_t)r;
+}
+
+/** Rounds a float to the nearest float16 / bfloat16 value (kept in a float register). */
+TRT_INLINE float round_f16(float f) {
+  return half_to_float(float_to_half(f));
+}
+TRT_INLINE float round_bf16(float f) {
+  return bf16_to_float(float_to_bf16(f));
+}
+
+// float8 (storage and casts): e5m2 is the top byte of float16; e4m3fn has no infinity.
+TRT_INLINE float e5m2_to_float(uint8_t c) {
+  return half_to_float((uint16_t)((uint16_t)c << 8));
+}
+TRT_INLINE uint8_t float_to_e5m2(float f) {
+  const uint32_t x = f2u(f);
+  const uint32_t sign = (x >> 24) & 0x80u;
+  const uint32_t ax = x & 0x7fffffffu;
+  const uint32_t sub = f2u(u2f(ax) + 128.0f) - 0x43000000u;
+  const uint32_t odd = (ax >> 21) & 1u;
+  const uint32_t nrm = (ax + 0xc80fffffu + odd) >> 21;
+  uint32_t r = ax < 0x38800000u ? sub : nrm;
+  r = r > 0x7cu ? 0x7cu : r;
+  r = ax >= 0x47800000u ? 0x7cu : r;
+  r = ax > 0x7f800000u ? 0x7fu : r;
+  return (uint8_t)(sign | r);
+}
+TRT_INLINE float e4m3_to_float(uint8_t c) {
+  const uint32_t sign = (uint32_t)(c & 0x80u) << 24;
+  const uint32_t exp = (c >> 3) & 0xfu;
+  const uint32_t man = c & 0x7u;
+  const float sub = (float)man * 0.001953125f;  // man * 2^-9
+  const float nrm = u2f(sign | ((exp + 120u) << 23) | (man << 20));
+  const float r = exp == 0 ? (sign ? -sub : sub) : nrm;
+  return (exp == 15 && man == 7) ? u2f(sign | 0x7fc00000u) : r;
+}
+TRT_INLINE uint8_t float_to_e4m3(float f) {
+  const uint32_t x = f2u(f);
+  const uint32_t sign = (x >> 24) & 0x80u;
+  const uint32_t ax = x & 0x7fffffffu;
+  const uint32_t sub = f2u(u2f(ax) + 16384.0f) - 0x46800000u;
+  const uint32_t odd = (ax >> 20) & 1u;
+  const uint32_t nrm = (ax + 0xc407ffffu + odd) >> 20;
+  uint32_t r = ax < 0x3c800000u ? sub : nrm;
+  r = r > 0x7eu ? 0x7fu : r;
+  r = ax >= 0x43f00000u ? 0x7fu : r;
+  return (uint8_t)(sign | r);
+}
+
+// ---- conversions with tessera's rules (no undefined behaviour) ---------------------------------
+
+/** Floating to integer: truncation; NaN and values outside int64 give INT64_MIN, then wrap. */
+template <class To>
+TRT_INLINE To f2i(double v) {
+  const int64_t i = (v >= -9223372036854775808.0 && v < 9223372036854775808.0)
+                        ? (int64_t)v
+                        : (int64_t)(-9223372036854775807LL - 1);
+  return (To)i;
+}
+template <class To>
+TRT_INLINE To f2i(float v) {
+  return f2i<To>((double)v);
+}
+template <>
+TRT_INLINE uint64_t f2i<uint64_t>(double v) {
+  if (v >= 9223372036854775808.0 && v < 18446744073709551616.0) return (uint64_t)v;
+  const int64_t i = (v >= -9223372036854775808.0 && v < 9223372036854775808.0)
+                        ? (int64_t)v
+                        : (int64_t)(-9223372036854775807LL - 1);
+  return (uint64_t)i;
+}
+
+TRT_INLINE double u2d(uint64_t u) {
+  double d;
+  __builtin_memcpy(&d, &u, 8);
+  return d;
+}
+TRT_INLINE uint64_t d2u(double d) {
+  uint64_t u;
+  __builtin_memcpy(&u, &d, 8);
+  return u;
+}
+
+/** Whether 1/d is a normal float, so that x * (1/d) is within 1.5 ulp of x / d (the generated
+ * code divides a tile by a scalar through its reciprocal when this holds). */
+TRT_INLINE bool recip_ok(float d) {
+  const float a = d < 0 ? -d : d;
+  return a >= 0x1p-126f && a <= 0x1p126f;
+}
+
+/** Whether base + lo and base + hi (the extremes of an affine index expression over a loop nest)
+ * are int32 values: then none of its 32-bit steps wraps. */
+TRT_INLINE bool fits_i32(int64_t base, int64_t lo, int64_t hi) {
+  return base + lo >= -2147483648LL && base + hi <= 2147483647LL;
+}
+
+// ---- math: float32
+// -------------------------------------------------------------------------------
+
+/** e^x: Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2, then 1 + r + r^2 q(r) with q a
+ * degree-4 minimax fit (approximation error 0.05 ulp), scaled by 2^k. k is rounded by the
+ * 1.5 * 2^23 trick and read from the float's bits (defined for every input, a NaN included,
+ * unlike a float-to-int conversion), then clamped as an integer to [-150, 128], where 2^k alone
+ * underflows to 0 or overflows to inf; inputs beyond [-104, 89] take 0 or inf by selects, and a
+ * NaN passes through the polynomial. (The selects' order and form are what GCC vectorizes best:
+ * 20% faster than one nested select.) */
+TRT_INLINE float exp(float x) {
+  const float kf = __builtin_fmaf(x, 1.44269504088896341f, 12582912.0f);
+  int32_t ki = (int32_t)(f2u(kf) - 0x4b400000u);
+  ki = ki < -150 ? -150 : ki;
+  ki = ki > 128 ? 128 : ki;
+  const float k = (float)ki;
+  const float r =
+      __builtin_fmaf(-k, 1.42860682030941723212e-6f, __builtin_fmaf(-k, 0.693145751953125f, x));
+  float p = 1.381461275741458e-3f;
+  p = __builtin_fmaf(p, r, 8.368710055947304e-3f);
+  p = __builtin_fmaf(p, r, 4.166838899254799e-2f);
+  p = __builtin_fmaf(p, r, 1.666652113199234e-1f);
+  p = __builtin_fmaf(p, r, 4.999999403953552e-1f);
+  p = __builtin_fmaf(p * r, r, r) + 1.0f;
+  // 2^k in two steps so that subnormal results round once and 2^128 overflows only at the end.
+  const int32_t k1 = ki >> 1, k2 = ki - k1;  // both in [-75, 64]
+  const float s1 = u2f((uint32_t)(k1 + 127) << 23), s2 = u2f((uint32_t)(k2 + 127) << 23);
+  float res = p * s1 * s2;
+  res = x > 89.0f ? __builtin_inff() : res;
+  res = x < -104.0f ? 0.0f : res;
+  return res;
+}
+
+/** ln(x) and log2(x) share one reduction: x = (1 + f) 2^e with 1 + f in [sqrt(1/2), sqrt(2));
+ * log(1 + f) = 2 atanh(s) with s = f / (2 + f), arranged as f - f^2/2 + s (f^2/2 + R) so that
+ * the large terms are exact. */
+struct LogParts {
+  float f, s_terms, hfsq, e;  ///< log(1 + f) = s_terms - hfsq + f
+};
+TRT_INLINE LogParts log_parts(float x) {
+  const bool subn = x < 1.17549435e-38f;
+  const uint32_t u = subn ? f2u(x * 8388608.0f) : f2u(x);  // scale subnormals by 2^23
+  int32_t e = (int32_t)((u >> 23) & 0xffu) - 127 - (subn ? 23 : 0);
+  float m = u2f((u & 0x007fffffu) | 0x3f800000u);
+  const bool big = m > 1.41421356f;
+  m = big ? m * 0.5f : m;
+  e = big ? e + 1 : e;
+  const float f = m - 1.0f;
+  const float s = f / (2.0f + f);
+  const float z = s * s;
+  float R = 0.22222222f;  // 2/9
+  R = __builtin_fmaf(R, z, 0.28571429f);
+  R = __builtin_fmaf(R, z, 0.4f);
+  R = __builtin_fmaf(R, z, 0.66666667f);
+  R = R * z;
+  const float hfsq = 0.5f * f * f;
+  return LogParts{f, s * (hfsq + R), hfsq, (float)e};
+}
+// The special inputs of a logarithm: 0, negatives, +inf and NaN.
+TRT_INLINE float log_special(float x, float res) {
+  res = x == 0.0f ? -__builtin_inff() : res;
+  res = x < 0.0f ? __builtin_nanf("") : res;
+  res = f2u(x) == 0x7f800000u ? x : res;
+  return x != x ? x : res;
+}
+TRT_INLINE float log(float x) {
+  const LogParts p = log_parts(x);
+  // ln 2 = 0.693145751953125 + 1.428606820309417e-06 (the first part times e is exact).
+  return log_special(
+      x, p.s_terms + p.e * 1.42860682030941723212e-6f - p.hfsq + p.f + p.e * 0.693145751953125f);
+}
+/** log2(x): the logarithm of the reduced argument times log2(e), plus the exponent (exact for
+ * powers of two). */
+TRT_INLINE float log2(float x) {
+  const LogParts p = log_parts(x);
+  return log_special(x, (p.s_terms - p.hfsq + p.f) * 1.44269504088896341f + p.e);
+}
+
+/** sin/cos: reduction by pi/2 in three parts, minimax polynomials on [-pi/4, pi/4]. */
+/** Reduces x by multiples of pi/2 in double precision (exact enough for |x| <= 1e4). */
+TRT_INLINE void sincos_reduce(float x, float& r, int32_t& q) {
+  const double xd = (double)x;
+  const double k = __builtin_rint(xd * 0.63661977236758134308);
+  q = (int32_t)k;
+  r = (float)((xd - k * 1.5707963267948966) - k * 6.123233995736766e-17);
+}
+TRT_INLINE float sin_poly(float r) {
+  const float r2 = r * r;
+  float p = -1.9515295891e-4f;
+  p = __builtin_fmaf(p, r2, 8.3321608736e-3f);
+  p = __builtin_fmaf(p, r2, -1.6666654611e-1f);
+  return r + r * r2 * p;
+}
+TRT_INLINE float cos_poly(float r) {
+  const float r2 = r * r;
+  float p = 2.443315711809948e-5f;
+  p = __builtin_fmaf(p, r2, -1.388731625493765e-3f);
+  p = __builtin_fmaf(p, r2, 4.166664568298827e-2f);
+  return 1.0f - 0.5f * r2 + r2 * r2 * p;
+}
+TRT_INLINE float sin(float x) {
+  float r;
+  int32_t q;
+  sincos_reduce(x, r, q);
+  const float s = sin_poly(r), c = cos_poly(r);
+  float v = (q & 1) ? c : s;
+  v = (q & 2) ? -v : v;
+  return (x != x || x - x != 0.0f) ? __builtin_nanf("") : v;
+}
+TRT_INLINE float cos(float x) {
+  float r;
+  int32_t q;
+  sincos_reduce(x, r, q);
+  const float s = sin_poly(r), c = cos_poly(r);
+  float v = (q & 1) ? s : c;
+  v = ((q + 1) & 2) ? -v : v;
+  return (x != x || x - x != 0.0f) ? __builtin_nanf("") : v;
+}
+
+/** 2^x: x = k + r with k = rint(x) (exact), 2^r = e^(r ln2) by exp's polynomial; <= 2 ulp. */
+TRT_INLINE float exp2(float x) {
+  const float kf = x + 12582912.0f;
+  int32_t ki = (int32_t)(f2u(kf) - 0x4b400000u);
+  ki = ki < -150 ? -150 : ki;
+  ki = ki > 128 ? 128 : ki;
+  const float r = (x - (float)ki) * 0.693147180559945309f;
+  float p = 1.381461275741458e-3f;
+  p = __builtin_fmaf(p, r, 8.368710055947304e-3f);
+  p = __builtin_fmaf(p, r, 4.166838899254799e-2f);
+  p = __builtin_fmaf(p, r, 1.666652113199234e-1f);
+  p = __builtin_fmaf(p, r, 4.999999403953552e-1f);
+  p = __builtin_fmaf(p * r, r, r) + 1.0f;
+  const int32_t k1 = ki >> 1, k2 = ki - k1;
+  const float s1 = u2f((uint32_t)(k1 + 127) << 23), s2 = u2f((uint32_t)(k2 + 127) << 23);
+  float res = p * s1 * s2;
+  res = x >= 128.0f ? __builtin_inff() : res;
+  res = x < -150.0f ? 0.0f : res;
+  return x != x ? x : res;
+}
+
+/** float32 -> tf32 (10 mantissa bits), rounding to nearest with ties away from zero, as NVIDIA's
+ * cvt.rna.tf32.f32; infinities and NaNs pass through. */
+TRT_INLINE float to_tf32(float x) {
+  const uint32_t u = f2u(x);
+  const uint32_t r = (u + 0x1000u) & 0xffffe000u;
+  return (u & 0x7f800000u) == 0x7f800000u ? x : u2f(r);
+}
+
+TRT_INLINE float floor(float x) {
+  return __builtin_floorf(x);
+}
+TRT_INLINE float ceil(float x) {
+  return __builtin_ceilf(x);
+}
+/** tanh(x): |x| < 0.625: x + x^3 p(x^2), p a degree-4 fit (Cephes); else 1 - 2 / (e^(2|x|) + 1)
+ * with this file's exp (past |x| ~ 44, e^(2|x|) is inf and the result 1). The sign is x's
+ * (tanh(-0) = -0; a NaN stays a NaN). Selects only: vectorizes. */
+TRT_INLINE float tanh(float x) {
+  const float a = u2f(f2u(x) & 0x7fffffffu);
+  const float s = x * x;
+  float p = -5.70498872745e-3f;
+  p = __builtin_fmaf(p, s, 2.06390887954e-2f);
+  p = __builtin_fmaf(p, s, -5.37397155531e-2f);
+  p = __builtin_fmaf(p, s, 1.33314422036e-1f);
+  p = __builtin_fmaf(p, s, -3.33332819422e-1f);
+  const float small = __builtin_fmaf(p * s, a, a);
+  const float big = 1.0f - 2.0f / (exp(2.0f * a) + 1.0f);
+  const float r = a < 0.625f ? small : big;
+  return u2f(f2u(r) | (f2u(x) & 0x80000000u));
+}
+/** erf from the C library (correctly rounded to within 1 ulp in glibc; not vectorized). */
+TRT_INLINE float erf(float x) {
+  return __builtin_erff(x);
+}
+/** One term of a tf32x3 dot (Triton's `input_precision="tf32x3"`): each input splits into a tf32
+ * high part and a tf32 remainder, and three tf32 products are accumulated, small ones first:
+ * `c + a_hi*b_lo + a_lo*b_hi + a_hi*b_hi` (the a_lo*b_lo term, ~2^-22 relative, is dropped). */
+TRT_INLINE float fma_tf32x3(float a, float b, float c) {
+  const float a_hi = to_tf32(a), b_hi = to_tf32(b);
+  const float a_lo = to_tf32(a - a_hi), b_lo = to_tf32(b - b_hi);
+  c = __builtin_fmaf(a_hi, b_lo, c);
+  c = __builtin_fmaf(a_lo, b_hi, c);
+  return __builtin_fmaf(a_hi, b_hi, c);
+}
+TRT_INLINE float fma(float a, float b, float c) {
+  return __builtin_fmaf(a, b, c);
+}
+
+TRT_INLINE float sqrt(float x) {
+  return __builtin_sqrtf(x);
+}
+TRT_INLINE float rsqrt(float x) {
+  return 1.0f / __builtin_sqrtf(x);
+}
+TRT_INLINE float abs(float x) {
+  return u2f(f2u(x) & 0x7fffffffu);
+}
+
+// ---- math: float64 (rarely on the hot path: libm through builtins; CUDA's math library on GPUs)
+// ----------------------------------
+#if defined(__CUDACC__)
+#define TRT_F64(name, cuda)                     \
+  TRT_INLINE double name(double x) {            \
+    return ::cuda(x);                           \
+  }
+TRT_F64(exp, exp)
+TRT_F64(log, log)
+TRT_F64(sin, sin)
+TRT_F64(cos, cos)
+TRT_F64(sqrt, sqrt)
+TRT_F64(rsqrt, rsqrt)
+TRT_F64(abs, fabs)
+TRT_F64(exp2, exp2)
+TRT_F64(log2, log2)
+TRT_F64(floor, floor)
+TRT_F64(ceil, ceil)
+TRT_F64(erf, erf)
+TRT_F64(tanh, tanh)
+#undef TRT_F64
+TRT_INLINE double fma(double a, double b, double c) {
+  return ::fma(a, b, c);
+}
+#else
+TRT_INLINE double exp(double x) {
+  return __builtin_exp(x);
+}
+TRT_INLINE double log(double x) {
+  return __builtin_log(x);
+}
+TRT_INLINE double sin(double x) {
+  return __builtin_sin(x);
+}
+TRT_INLINE double cos(double x) {
+  return __builtin_cos(x);
+}
+TRT_INLINE double sqrt(double x) {
+  return __builtin_sqrt(x);
+}
+TRT_INLINE double rsqrt(double x) {
+  return 1.0 / __builtin_sqrt(x);
+}
+TRT_INLINE double abs(double x) {
+  return __builtin_fabs(x);
+}
+TRT_INLINE double exp2(double x) {
+  return __builtin_exp2(x);
+}
+TRT_INLINE double log2(double x) {
+  return __builtin_log2(x);
+}
+TRT_INLINE double floor(double x) {
+  return __builtin_floor(x);
+}
+TRT_INLINE double ceil(double x) {
+  return __builtin_ceil(x);
+}
+TRT_INLINE double erf(double x) {
+  return __builtin_erf(x);
+}
+TRT_INLINE double tanh(double x) {
+  return __builtin_tanh(x);
+}
+TRT_INLINE double fma(double a, double b, double c) {
+  return __builtin_fma(a, b, c);
+}
+
+#endif  // __CUDACC__
+
+}  // namespace trt
