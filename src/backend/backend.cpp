@@ -1,6 +1,8 @@
 // Backend selection and the target digest.
 #include "backend/backend.h"
 
+#include "backend/cuda/cuda_backend.h"
+
 #include "tessera/detail/hash.h"
 #include "tessera/env.h"
 
@@ -16,9 +18,14 @@ uint64_t Backend::compute_hash() const {
 }
 
 const Backend& for_device(Device device) {
+  if (device.is_cuda()) {
+    TS_CHECK(!knobs().interpret, NotImplementedError)
+        << "TESSERA_INTERPRET=1 runs kernels on CPU tensors only (got a tensor on " << device.str()
+        << "): move the arguments with .cpu() to interpret the kernel";
+    return cuda::backend_for(device.index() < 0 ? 0 : device.index());
+  }
   TS_CHECK(device.is_cpu(), NotImplementedError)
-      << "kernels run on the CPU until the CUDA code generator lands (got a tensor on "
-      << device.str() << ")";
+      << "no backend runs kernels on " << device.str();
   return knobs().interpret ? interp_backend() : cpu_backend();
 }
 

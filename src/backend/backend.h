@@ -48,6 +48,8 @@ struct Kernel {
    * them; tuning records are filed under it). */
   std::string code_key;
   int64_t work_per_program = 1;  ///< elements per program, to size thread-pool chunks
+  int launch_threads = 0;        ///< GPU backends: threads per block
+  int64_t shared_bytes = 0;      ///< GPU backends: dynamic shared memory per block
   std::vector<CheckSite> sites;  ///< checked kernels: what each reported site number is
   // Filled by `build`:
   bool built = false;

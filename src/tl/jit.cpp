@@ -104,12 +104,6 @@ void bind_value(const KernelState& s, size_t i, const KernelArg& a, BoundArg& b,
         b.div16 = true;
         break;
       }
-      if (!t.device().is_cpu()) {
-        launch_error(s, loc,
-                     "parameter '" + p.name + "' got a tensor on " + t.device().str() +
-                         "; kernels run on the CPU until the CUDA code generator lands (move it "
-                         "with .cpu())");
-      }
       b.tensor = &t;
       b.dtype = t.dtype();
       b.ptr = t.impl()->data();
@@ -264,6 +258,23 @@ void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 
                           ? "; pass it positionally or as tl::meta(\"" + p.name + "\", value)"
                           : "") +
                      ")");
+  }
+  // One device for every tensor: the kernel runs there.
+  const BoundArg* first = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    const BoundArg& b = out[i];
+    if (!b.tensor || !b.tensor->has_data()) continue;
+    if (!first) {
+      first = &b;
+      continue;
+    }
+    if (b.tensor->device() != first->tensor->device()) {
+      launch_error(s, loc,
+                   "parameter '" + s.params[i].name + "' is a tensor on " +
+                       b.tensor->device().str() + " but an earlier one is on " +
+                       first->tensor->device().str() +
+                       "; a kernel's tensors must be on one device (move them with .to())");
+    }
   }
 }
 

@@ -11,6 +11,17 @@
 
 namespace trt {
 
+/** The bits of `f` as a `To` of the same size. */
+template <class To, class From>
+TRT_INLINE To bit_copy(From f) {
+  union {
+    From f;
+    To t;
+  } u;
+  u.f = f;
+  return u.t;
+}
+
 // ---- warp shuffles (any 4- or 8-byte register value; bool through int) -------------------------
 
 TRT_INLINE float shfl_xor(float v, int m) {
@@ -108,15 +119,10 @@ struct bits_of<8> {
 template <class S>
 TRT_INLINE S atomic_cas_bits(S* p, S cmp, S val, int o) {
   typedef typename bits_of<sizeof(S)>::type B;
-  B c, v;
-  __builtin_memcpy(&c, &cmp, sizeof(S));
-  __builtin_memcpy(&v, &val, sizeof(S));
   fence_before(o);
-  const B r = cas_raw((B*)p, c, v);
+  const B r = cas_raw((B*)p, bit_copy<B>(cmp), bit_copy<B>(val));
   fence_after(o);
-  S out;
-  __builtin_memcpy(&out, &r, sizeof(S));
-  return out;
+  return bit_copy<S>(r);
 }
 
 template <class T>
@@ -157,19 +163,11 @@ template <class S, class R, class ToR, class ToS, class Update>
 TRT_INLINE R atomic_cas_loop(S* p, R v, int o, ToR to_r, ToS to_s, Update update) {
   typedef typename bits_of<sizeof(S)>::type B;
   fence_before(o);
-  B old;
-  {
-    const S s = *(volatile S*)p;
-    __builtin_memcpy(&old, &s, sizeof(S));
-  }
+  B old = *(volatile B*)p;
   for (;;) {
-    S os;
-    __builtin_memcpy(&os, &old, sizeof(S));
-    const R ro = to_r(os);
+    const R ro = to_r(bit_copy<S>(old));
     const S ns = to_s(update(ro, v));
-    B nb;
-    __builtin_memcpy(&nb, &ns, sizeof(S));
-    const B seen = cas_raw((B*)p, old, nb);
+    const B seen = cas_raw((B*)p, old, bit_copy<B>(ns));
     if (seen == old) {
       fence_after(o);
       return ro;

@@ -23,6 +23,37 @@
 #define TRT_INLINE inline
 #endif
 
+// The few primitives the host and device spell differently; each is exact (correctly rounded or
+// bit manipulation), so both give the same bits; erf is libm's on the host and CUDA's on GPUs
+// (within the contract's ulps of each other, not bit for bit).
+#if defined(__CUDACC__)
+#define TRT_FMAF(a, b, c) __fmaf_rn((a), (b), (c))
+#define TRT_INFF() __int_as_float(0x7f800000)
+#define TRT_NANF() __int_as_float(0x7fc00000)
+#define TRT_RINT(x) ::rint(x)
+#define TRT_FLOORF(x) ::floorf(x)
+#define TRT_CEILF(x) ::ceilf(x)
+#define TRT_SQRTF(x) __fsqrt_rn(x)
+#define TRT_ERFF(x) ::erff(x)
+#define TRT_INF() __longlong_as_double(0x7ff0000000000000ll)
+#define TRT_NAN() __longlong_as_double(0x7ff8000000000000ll)
+#define TRT_FMOD(a, b) ::fmod((a), (b))
+#define TRT_FMODF(a, b) ::fmodf((a), (b))
+#else
+#define TRT_FMAF(a, b, c) __builtin_fmaf((a), (b), (c))
+#define TRT_INFF() __builtin_inff()
+#define TRT_NANF() __builtin_nanf("")
+#define TRT_RINT(x) __builtin_rint(x)
+#define TRT_FLOORF(x) __builtin_floorf(x)
+#define TRT_CEILF(x) __builtin_ceilf(x)
+#define TRT_SQRTF(x) __builtin_sqrtf(x)
+#define TRT_ERFF(x) __builtin_erff(x)
+#define TRT_INF() __builtin_inf()
+#define TRT_NAN() __builtin_nan("")
+#define TRT_FMOD(a, b) __builtin_fmod((a), (b))
+#define TRT_FMODF(a, b) __builtin_fmodf((a), (b))
+#endif
+
 namespace trt {
 
 /** One kernel argument slot: a pointer, an integer or a floating value. */
@@ -40,6 +71,14 @@ struct Grid {
 
 // ---- bit casts and narrow floats --------------------------------------------------------------
 
+#if defined(__CUDACC__)
+TRT_INLINE uint32_t f2u(float f) {
+  return __float_as_uint(f);
+}
+TRT_INLINE float u2f(uint32_t u) {
+  return __uint_as_float(u);
+}
+#else
 TRT_INLINE uint32_t f2u(float f) {
   uint32_t u;
   __builtin_memcpy(&u, &f, 4);
@@ -50,6 +89,7 @@ TRT_INLINE float u2f(uint32_t u) {
   __builtin_memcpy(&f, &u, 4);
   return f;
 }
+#endif
 
 /** float16 bits -> float. */
 TRT_INLINE float half_to_float(uint16_t h) {
@@ -157,6 +197,14 @@ TRT_INLINE uint64_t f2i<uint64_t>(double v) {
   return (uint64_t)i;
 }
 
+#if defined(__CUDACC__)
+TRT_INLINE double u2d(uint64_t u) {
+  return __longlong_as_double((long long)u);
+}
+TRT_INLINE uint64_t d2u(double d) {
+  return (uint64_t)__double_as_longlong(d);
+}
+#else
 TRT_INLINE double u2d(uint64_t u) {
   double d;
   __builtin_memcpy(&d, &u, 8);
@@ -167,6 +215,7 @@ TRT_INLINE uint64_t d2u(double d) {
   __builtin_memcpy(&u, &d, 8);
   return u;
 }
+#endif
 
 /** Whether 1/d is a normal float, so that x * (1/d) is within 1.5 ulp of x / d (the generated
  * code divides a tile by a scalar through its reciprocal when this holds). */
@@ -192,24 +241,24 @@ TRT_INLINE bool fits_i32(int64_t base, int64_t lo, int64_t hi) {
  * NaN passes through the polynomial. (The selects' order and form are what GCC vectorizes best:
  * 20% faster than one nested select.) */
 TRT_INLINE float exp(float x) {
-  const float kf = __builtin_fmaf(x, 1.44269504088896341f, 12582912.0f);
+  const float kf = TRT_FMAF(x, 1.44269504088896341f, 12582912.0f);
   int32_t ki = (int32_t)(f2u(kf) - 0x4b400000u);
   ki = ki < -150 ? -150 : ki;
   ki = ki > 128 ? 128 : ki;
   const float k = (float)ki;
   const float r =
-      __builtin_fmaf(-k, 1.42860682030941723212e-6f, __builtin_fmaf(-k, 0.693145751953125f, x));
+      TRT_FMAF(-k, 1.42860682030941723212e-6f, TRT_FMAF(-k, 0.693145751953125f, x));
   float p = 1.381461275741458e-3f;
-  p = __builtin_fmaf(p, r, 8.368710055947304e-3f);
-  p = __builtin_fmaf(p, r, 4.166838899254799e-2f);
-  p = __builtin_fmaf(p, r, 1.666652113199234e-1f);
-  p = __builtin_fmaf(p, r, 4.999999403953552e-1f);
-  p = __builtin_fmaf(p * r, r, r) + 1.0f;
+  p = TRT_FMAF(p, r, 8.368710055947304e-3f);
+  p = TRT_FMAF(p, r, 4.166838899254799e-2f);
+  p = TRT_FMAF(p, r, 1.666652113199234e-1f);
+  p = TRT_FMAF(p, r, 4.999999403953552e-1f);
+  p = TRT_FMAF(p * r, r, r) + 1.0f;
   // 2^k in two steps so that subnormal results round once and 2^128 overflows only at the end.
   const int32_t k1 = ki >> 1, k2 = ki - k1;  // both in [-75, 64]
   const float s1 = u2f((uint32_t)(k1 + 127) << 23), s2 = u2f((uint32_t)(k2 + 127) << 23);
   float res = p * s1 * s2;
-  res = x > 89.0f ? __builtin_inff() : res;
+  res = x > 89.0f ? TRT_INFF() : res;
   res = x < -104.0f ? 0.0f : res;
   return res;
 }
@@ -232,17 +281,17 @@ TRT_INLINE LogParts log_parts(float x) {
   const float s = f / (2.0f + f);
   const float z = s * s;
   float R = 0.22222222f;  // 2/9
-  R = __builtin_fmaf(R, z, 0.28571429f);
-  R = __builtin_fmaf(R, z, 0.4f);
-  R = __builtin_fmaf(R, z, 0.66666667f);
+  R = TRT_FMAF(R, z, 0.28571429f);
+  R = TRT_FMAF(R, z, 0.4f);
+  R = TRT_FMAF(R, z, 0.66666667f);
   R = R * z;
   const float hfsq = 0.5f * f * f;
   return LogParts{f, s * (hfsq + R), hfsq, (float)e};
 }
 // The special inputs of a logarithm: 0, negatives, +inf and NaN.
 TRT_INLINE float log_special(float x, float res) {
-  res = x == 0.0f ? -__builtin_inff() : res;
-  res = x < 0.0f ? __builtin_nanf("") : res;
+  res = x == 0.0f ? -TRT_INFF() : res;
+  res = x < 0.0f ? TRT_NANF() : res;
   res = f2u(x) == 0x7f800000u ? x : res;
   return x != x ? x : res;
 }
@@ -263,22 +312,22 @@ TRT_INLINE float log2(float x) {
 /** Reduces x by multiples of pi/2 in double precision (exact enough for |x| <= 1e4). */
 TRT_INLINE void sincos_reduce(float x, float& r, int32_t& q) {
   const double xd = (double)x;
-  const double k = __builtin_rint(xd * 0.63661977236758134308);
+  const double k = TRT_RINT(xd * 0.63661977236758134308);
   q = (int32_t)k;
   r = (float)((xd - k * 1.5707963267948966) - k * 6.123233995736766e-17);
 }
 TRT_INLINE float sin_poly(float r) {
   const float r2 = r * r;
   float p = -1.9515295891e-4f;
-  p = __builtin_fmaf(p, r2, 8.3321608736e-3f);
-  p = __builtin_fmaf(p, r2, -1.6666654611e-1f);
+  p = TRT_FMAF(p, r2, 8.3321608736e-3f);
+  p = TRT_FMAF(p, r2, -1.6666654611e-1f);
   return r + r * r2 * p;
 }
 TRT_INLINE float cos_poly(float r) {
   const float r2 = r * r;
   float p = 2.443315711809948e-5f;
-  p = __builtin_fmaf(p, r2, -1.388731625493765e-3f);
-  p = __builtin_fmaf(p, r2, 4.166664568298827e-2f);
+  p = TRT_FMAF(p, r2, -1.388731625493765e-3f);
+  p = TRT_FMAF(p, r2, 4.166664568298827e-2f);
   return 1.0f - 0.5f * r2 + r2 * r2 * p;
 }
 TRT_INLINE float sin(float x) {
@@ -288,7 +337,7 @@ TRT_INLINE float sin(float x) {
   const float s = sin_poly(r), c = cos_poly(r);
   float v = (q & 1) ? c : s;
   v = (q & 2) ? -v : v;
-  return (x != x || x - x != 0.0f) ? __builtin_nanf("") : v;
+  return (x != x || x - x != 0.0f) ? TRT_NANF() : v;
 }
 TRT_INLINE float cos(float x) {
   float r;
@@ -297,7 +346,7 @@ TRT_INLINE float cos(float x) {
   const float s = sin_poly(r), c = cos_poly(r);
   float v = (q & 1) ? s : c;
   v = ((q + 1) & 2) ? -v : v;
-  return (x != x || x - x != 0.0f) ? __builtin_nanf("") : v;
+  return (x != x || x - x != 0.0f) ? TRT_NANF() : v;
 }
 
 /** 2^x: x = k + r with k = rint(x) (exact), 2^r = e^(r ln2) by exp's polynomial; <= 2 ulp. */
@@ -308,15 +357,15 @@ TRT_INLINE float exp2(float x) {
   ki = ki > 128 ? 128 : ki;
   const float r = (x - (float)ki) * 0.693147180559945309f;
   float p = 1.381461275741458e-3f;
-  p = __builtin_fmaf(p, r, 8.368710055947304e-3f);
-  p = __builtin_fmaf(p, r, 4.166838899254799e-2f);
-  p = __builtin_fmaf(p, r, 1.666652113199234e-1f);
-  p = __builtin_fmaf(p, r, 4.999999403953552e-1f);
-  p = __builtin_fmaf(p * r, r, r) + 1.0f;
+  p = TRT_FMAF(p, r, 8.368710055947304e-3f);
+  p = TRT_FMAF(p, r, 4.166838899254799e-2f);
+  p = TRT_FMAF(p, r, 1.666652113199234e-1f);
+  p = TRT_FMAF(p, r, 4.999999403953552e-1f);
+  p = TRT_FMAF(p * r, r, r) + 1.0f;
   const int32_t k1 = ki >> 1, k2 = ki - k1;
   const float s1 = u2f((uint32_t)(k1 + 127) << 23), s2 = u2f((uint32_t)(k2 + 127) << 23);
   float res = p * s1 * s2;
-  res = x >= 128.0f ? __builtin_inff() : res;
+  res = x >= 128.0f ? TRT_INFF() : res;
   res = x < -150.0f ? 0.0f : res;
   return x != x ? x : res;
 }
@@ -330,10 +379,10 @@ TRT_INLINE float to_tf32(float x) {
 }
 
 TRT_INLINE float floor(float x) {
-  return __builtin_floorf(x);
+  return TRT_FLOORF(x);
 }
 TRT_INLINE float ceil(float x) {
-  return __builtin_ceilf(x);
+  return TRT_CEILF(x);
 }
 /** tanh(x): |x| < 0.625: x + x^3 p(x^2), p a degree-4 fit (Cephes); else 1 - 2 / (e^(2|x|) + 1)
  * with this file's exp (past |x| ~ 44, e^(2|x|) is inf and the result 1). The sign is x's
@@ -342,18 +391,18 @@ TRT_INLINE float tanh(float x) {
   const float a = u2f(f2u(x) & 0x7fffffffu);
   const float s = x * x;
   float p = -5.70498872745e-3f;
-  p = __builtin_fmaf(p, s, 2.06390887954e-2f);
-  p = __builtin_fmaf(p, s, -5.37397155531e-2f);
-  p = __builtin_fmaf(p, s, 1.33314422036e-1f);
-  p = __builtin_fmaf(p, s, -3.33332819422e-1f);
-  const float small = __builtin_fmaf(p * s, a, a);
+  p = TRT_FMAF(p, s, 2.06390887954e-2f);
+  p = TRT_FMAF(p, s, -5.37397155531e-2f);
+  p = TRT_FMAF(p, s, 1.33314422036e-1f);
+  p = TRT_FMAF(p, s, -3.33332819422e-1f);
+  const float small = TRT_FMAF(p * s, a, a);
   const float big = 1.0f - 2.0f / (exp(2.0f * a) + 1.0f);
   const float r = a < 0.625f ? small : big;
   return u2f(f2u(r) | (f2u(x) & 0x80000000u));
 }
 /** erf from the C library (correctly rounded to within 1 ulp in glibc; not vectorized). */
 TRT_INLINE float erf(float x) {
-  return __builtin_erff(x);
+  return TRT_ERFF(x);
 }
 /** One term of a tf32x3 dot (Triton's `input_precision="tf32x3"`): each input splits into a tf32
  * high part and a tf32 remainder, and three tf32 products are accumulated, small ones first:
@@ -361,19 +410,19 @@ TRT_INLINE float erf(float x) {
 TRT_INLINE float fma_tf32x3(float a, float b, float c) {
   const float a_hi = to_tf32(a), b_hi = to_tf32(b);
   const float a_lo = to_tf32(a - a_hi), b_lo = to_tf32(b - b_hi);
-  c = __builtin_fmaf(a_hi, b_lo, c);
-  c = __builtin_fmaf(a_lo, b_hi, c);
-  return __builtin_fmaf(a_hi, b_hi, c);
+  c = TRT_FMAF(a_hi, b_lo, c);
+  c = TRT_FMAF(a_lo, b_hi, c);
+  return TRT_FMAF(a_hi, b_hi, c);
 }
 TRT_INLINE float fma(float a, float b, float c) {
-  return __builtin_fmaf(a, b, c);
+  return TRT_FMAF(a, b, c);
 }
 
 TRT_INLINE float sqrt(float x) {
-  return __builtin_sqrtf(x);
+  return TRT_SQRTF(x);
 }
 TRT_INLINE float rsqrt(float x) {
-  return 1.0f / __builtin_sqrtf(x);
+  return 1.0f / TRT_SQRTF(x);
 }
 TRT_INLINE float abs(float x) {
   return u2f(f2u(x) & 0x7fffffffu);

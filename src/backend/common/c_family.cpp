@@ -107,9 +107,9 @@ std::string round_to(DType d, const std::string& e) {
 }
 
 std::string float_literal(double v, bool single) {
-  if (std::isnan(v)) return single ? "__builtin_nanf(\"\")" : "__builtin_nan(\"\")";
+  if (std::isnan(v)) return single ? "TRT_NANF()" : "TRT_NAN()";
   if (std::isinf(v)) {
-    return std::string(v < 0 ? "-" : "") + (single ? "__builtin_inff()" : "__builtin_inf()");
+    return std::string(v < 0 ? "-" : "") + (single ? "TRT_INFF()" : "TRT_INF()");
   }
   char buf[64];
   std::snprintf(buf, sizeof buf, "%a", v);
@@ -146,7 +146,7 @@ std::string reduce_init(ir::ReduceKind k, const Type& t) {
     case ir::ReduceKind::Max:
       // NaN: fmax_num takes the other operand, so NaNs are skipped and only an all-NaN input
       // gives NaN (IEEE maxNum over the tile, as Triton's max on NVIDIA GPUs).
-      if (fl) return d == DType::Float64 ? "__builtin_nan(\"\")" : "__builtin_nanf(\"\")";
+      if (fl) return d == DType::Float64 ? "TRT_NAN()" : "TRT_NANF()";
       if (d == DType::Bool) return "false";
       return std::string("((") + storage_type(d) + ")" +
              (is_signed(d) ? "(" + int_literal(std::numeric_limits<int64_t>::min(), DType::Int64) +
@@ -159,7 +159,7 @@ std::string reduce_init(ir::ReduceKind k, const Type& t) {
     case ir::ReduceKind::ArgMin:
       break;  // arg_reduce()
     case ir::ReduceKind::Min:
-      if (fl) return d == DType::Float64 ? "__builtin_nan(\"\")" : "__builtin_nanf(\"\")";
+      if (fl) return d == DType::Float64 ? "TRT_NAN()" : "TRT_NANF()";
       if (d == DType::Bool) return "true";
       return std::string("((") + storage_type(d) + ")" +
              (is_signed(d) ? "(((uint64_t)-1 >> 1) >> (64 - 8 * sizeof(" +
@@ -233,7 +233,7 @@ std::string binary(ir::BinaryKind k, const Type& t, const std::string& a, const 
         e = "(" + a + " / " + b + ")";
         break;
       case ir::BinaryKind::Rem:
-        e = (d == DType::Float64 ? "__builtin_fmod(" : "__builtin_fmodf(") + a + ", " + b + ")";
+        e = (d == DType::Float64 ? "TRT_FMOD(" : "TRT_FMODF(") + a + ", " + b + ")";
         break;
       case ir::BinaryKind::Max:
         e = "trt::fmax_num(" + a + ", " + b + ")";

@@ -44,4 +44,18 @@ std::string unary(ir::UnaryKind k, const ir::Type& t, const std::string& a);
 /** A comparison's C operator. */
 const char* compare_operator(ir::CmpKind k);
 
+/** Index expressions as C text, for ir/index_map.h's maps (`operand_index`). */
+struct CIndexAlgebra {
+  using Index = std::string;
+  Index zero() const { return "0"; }
+  Index constant(int64_t c) const { return std::to_string(c); }
+  Index mul_add(const Index& acc, int64_t n, const Index& i) const {
+    return "(" + acc + " * " + std::to_string(n) + " + " + i + ")";
+  }
+  Index div_mod(const Index& flat, int64_t stride, int64_t n) const {
+    return "((" + flat + " / " + std::to_string(stride) + ") % " + std::to_string(n) + ")";
+  }
+  Index minus(const Index& i, int64_t c) const { return "(" + i + " - " + std::to_string(c) + ")"; }
+};
+
 }  // namespace tessera::backend::cfamily

@@ -30,20 +30,6 @@ using ir::ValueId;
 
 using ir::Storage;
 
-// Index expressions for ir/index_map.h's maps.
-struct CIndexAlgebra {
-  using Index = std::string;
-  Index zero() const { return "0"; }
-  Index constant(int64_t c) const { return std::to_string(c); }
-  Index mul_add(const Index& acc, int64_t n, const Index& i) const {
-    return "(" + acc + " * " + std::to_string(n) + " + " + i + ")";
-  }
-  Index div_mod(const Index& flat, int64_t stride, int64_t n) const {
-    return "((" + flat + " / " + std::to_string(stride) + ") % " + std::to_string(n) + ")";
-  }
-  Index minus(const Index& i, int64_t c) const { return "(" + i + " - " + std::to_string(c) + ")"; }
-};
-
 class Emitter {
  public:
   explicit Emitter(const ir::Function& f, bool checked = false)

@@ -1,0 +1,319 @@
+// The CUDA backend's code generation (issue 14): a catalog of kernels over the language's surface.
+// Everywhere (label nvrtc): each kernel is traced on the CPU, its CUDA source generated and compiled
+// by NVRTC for sm_90 (no GPU needed). With a GPU (label gpu): each kernel runs on CUDA tensors
+// and on CPU tensors from the same fresh random inputs, outputs poisoned first, and the results
+// agree (bit for bit for elementwise math, within stated tolerances for reduction order).
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "backend/cuda/cuda_backend.h"
+#include "runtime/cuda/nvrtc.h"
+#include "tessera/tessera.h"
+#include "tessera/tl.h"
+#include "testing.h"
+#include "tl/jit.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+namespace tl = tessera::tl;
+
+namespace {
+
+// ---- the catalog -------------------------------------------------------------------------------
+
+TL_JIT(cg_add, tl::Ptr x, tl::Ptr y, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto mask = offs < n;
+  tl::store(out + offs, tl::load(x + offs, mask) + tl::load(y + offs, mask), mask);
+}
+
+TL_JIT(cg_softmax, tl::Ptr x, tl::Ptr out, tl::Int n_cols, tl::Int stride, tl::Const BLOCK) {
+  auto row = tl::program_id(0);
+  auto cols = tl::arange(0, BLOCK);
+  auto mask = cols < n_cols;
+  auto v = tl::load(x + row * stride + cols, mask, -INFINITY);
+  auto e = tl::exp(v - tl::max(v, 0));
+  tl::store(out + row * stride + cols, e / tl::sum(e, 0), mask);
+}
+
+TL_JIT(cg_matmul, tl::Ptr a, tl::Ptr b, tl::Ptr c, tl::Int M, tl::Int N, tl::Int K, tl::Const BM,
+       tl::Const BN, tl::Const BK) {
+  auto rm = tl::program_id(0) * BM + tl::arange(0, BM);
+  auto rn = tl::program_id(1) * BN + tl::arange(0, BN);
+  auto rk = tl::arange(0, BK);
+  tl::Var acc = tl::zeros({BM, BN}, tl::float32);
+  tl::range(0, K, BK, [&](tl::Tile k0) {
+    auto ka = k0 + rk;
+    auto ta = tl::load(a + rm[{tl::_, tl::None}] * K + ka[{tl::None, tl::_}],
+                       (rm[{tl::_, tl::None}] < M) & (ka[{tl::None, tl::_}] < K), 0.0f);
+    auto tb = tl::load(b + ka[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}],
+                       (ka[{tl::_, tl::None}] < K) & (rn[{tl::None, tl::_}] < N), 0.0f);
+    acc = tl::dot(ta, tb, tl::Operand(acc), {.input_precision = "ieee"});
+  });
+  tl::store(c + rm[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}], acc,
+            (rm[{tl::_, tl::None}] < M) & (rn[{tl::None, tl::_}] < N));
+}
+
+TL_JIT(cg_math, tl::Ptr x, tl::Ptr h, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = offs < n;
+  auto v = tl::load(x + offs, m, 1.0f);
+  auto hv = tl::load(h + offs, m, 0.0f).to(tl::float32);  // float16 in
+  auto r = tl::exp(v) + tl::log(tl::abs(v) + 1.0f) + tl::sin(v) * tl::cos(hv) + tl::erf(v) +
+           tl::tanh(hv) + tl::sqrt(tl::abs(v)) + tl::floor(v * 3.0f) + tl::sigmoid(v);
+  tl::store(out + offs, r, m);
+  tl::store(h + offs, (r * 0.25f).to(tl::float16), m);  // float16 out
+}
+
+TL_JIT(cg_ints, tl::Ptr a, tl::Ptr b, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = offs < n;
+  auto x = tl::load(a + offs, m, 0);
+  auto y = tl::load(b + offs, m, 1);
+  auto r = x / y + x % y * 7 + (x << (y & 7)) - (x >> 2) + tl::umulhi(x, y) + (x ^ y) + tl::maximum(x, y);
+  tl::store(out + offs, r, m);
+}
+
+TL_JIT(cg_reduce, tl::Ptr x, tl::Ptr sums, tl::Ptr maxes, tl::Ptr args, tl::Ptr cums,
+       tl::Ptr prods, tl::Const R, tl::Const C) {
+  auto rr = tl::arange(0, R), cc = tl::arange(0, C);
+  auto v = tl::load(x + rr[{tl::_, tl::None}] * C + cc[{tl::None, tl::_}]);
+  tl::store(sums + cc, tl::sum(v, 0));  // across rows: a thread per output
+  tl::store(maxes + rr, tl::max(v, 1));  // along rows
+  tl::store(args + rr, tl::argmax(v, 1));
+  tl::store(cums + rr[{tl::_, tl::None}] * C + cc[{tl::None, tl::_}], tl::cumsum(v, 1));
+  tl::store(prods + rr,
+            tl::reduce(v, 1, [](tl::Tile p, tl::Tile q) { return tl::maximum(p, q) * 0.5f + q; }));
+  tl::store(sums + C, tl::sum(v));  // a scalar: one slot for the block
+}
+
+TL_JIT(cg_shapes, tl::Ptr x, tl::Ptr out, tl::Const B) {
+  auto r = tl::arange(0, B);
+  auto t = tl::load(x + r[{tl::_, tl::None}] * B + r[{tl::None, tl::_}]);  // [B, B]
+  auto tt = tl::trans(t);
+  auto [lo, hi] = tl::split(tl::join(t, tt));
+  auto c = tl::cat(lo, hi);  // [2B, B]
+  auto flat = tl::reshape(c, {2 * B * B});
+  tl::store(out + tl::arange(0, 2 * B * B), flat * 2.0f);
+}
+
+TL_JIT(cg_atomics, tl::Ptr x, tl::Ptr total, tl::Ptr hi, tl::Ptr counts, tl::Int n,
+       tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = offs < n;
+  auto v = tl::load(x + offs, m, 0);
+  tl::atomic_add(total, tl::sum(v));                // a scalar atomic: once per program
+  tl::atomic_max(hi + (offs % 4), v, m);            // a tile of atomics
+  tl::atomic_add(counts + (v & 7), 1, m);           // a histogram
+}
+
+TL_JIT(cg_random, tl::Ptr u, tl::Ptr z, tl::Int seed, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = offs < n;
+  tl::store(u + offs, tl::rand(seed, offs), m);
+  tl::store(z + offs, tl::randint(seed, offs), m);
+}
+
+TL_JIT(cg_control, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::arange(0, BLOCK);
+  tl::Var acc = tl::zeros({BLOCK}, tl::float32);
+  tl::Var i = tl::full({}, 0, tl::int32);
+  tl::while_([&] { return tl::Tile(i) * BLOCK < n; },
+             [&] {
+               auto o = tl::Tile(i) * BLOCK + offs;
+               acc = tl::Tile(acc) + tl::load(x + o, o < n, 0.0f);
+               i = tl::Tile(i) + 1;
+             });
+  tl::if_(
+      n > 100, [&] { tl::store(out + offs, tl::Tile(acc)); },
+      [&] { tl::store(out + offs, -tl::Tile(acc)); });
+}
+
+// One catalog entry: runs its kernel on `device` and returns the outputs (on the CPU).
+struct Case {
+  const char* name;
+  const tl::JITFunction* kernel;
+  std::function<std::vector<Tensor>(Device)> run;
+  double rtol = 0, atol = 0;  ///< 0: bit for bit
+};
+
+Tensor on(const Tensor& t, Device d) {
+  return d.is_cpu() ? t.clone() : t.to(d);
+}
+Tensor poisoned(std::initializer_list<int64_t> shape, DType dt, Device d) {
+  SymDimVector s;
+  for (int64_t v : shape) s.push_back(v);
+  Tensor t = empty(s, TensorOptions().dtype(dt));
+  poison(t);
+  return on(t, d);
+}
+std::vector<Tensor> to_cpu(std::vector<Tensor> ts) {
+  for (auto& t : ts) t = t.cpu();
+  return ts;
+}
+
+std::vector<Case> catalog() {
+  // Inputs fixed per catalog (fresh per process: the test seed), shared by both devices.
+  static const Tensor xa = random_tensor({3000}, DType::Float32),
+                      ya = random_tensor({3000}, DType::Float32),
+                      xs = random_tensor({5, 1500}, DType::Float32),
+                      ma = random_tensor({70, 100}, DType::Float32),
+                      mb = random_tensor({100, 45}, DType::Float32),
+                      hh = random_tensor({3000}, DType::Float16),
+                      ia = random_tensor({3000}, DType::Int32),
+                      ib = random_tensor({3000}, DType::Int32, Domain::NonZero),
+                      rx = random_tensor({8, 64}, DType::Float32),
+                      sq = random_tensor({16, 16}, DType::Float32),
+                      ci = random_tensor({3000}, DType::Int32, Domain::Positive);
+  std::vector<Case> c;
+  c.push_back({"add", &cg_add, [](Device d) {
+                 Tensor out = poisoned({3000}, DType::Float32, d);
+                 cg_add[{tl::cdiv(3000, 1024)}](on(xa, d), on(ya, d), out, 3000,
+                                                tl::meta("BLOCK", 1024));
+                 return to_cpu({out});
+               }});
+  c.push_back({"softmax", &cg_softmax,
+               [](Device d) {
+                 Tensor out = poisoned({5, 1500}, DType::Float32, d);
+                 cg_softmax[{5}](on(xs, d), out, 1500, 1500, tl::meta("BLOCK", 2048));
+                 return to_cpu({out});
+               },
+               1e-6, 1e-7});
+  c.push_back({"matmul", &cg_matmul,
+               [](Device d) {
+                 Tensor out = poisoned({70, 45}, DType::Float32, d);
+                 cg_matmul[{tl::cdiv(70, 32), tl::cdiv(45, 32)}](
+                     on(ma, d), on(mb, d), out, 70, 45, 100, tl::meta("BM", 32), tl::meta("BN", 32),
+                     tl::meta("BK", 16));
+                 return to_cpu({out});
+               }});
+  c.push_back({"math", &cg_math, [](Device d) {
+                 Tensor out = poisoned({3000}, DType::Float32, d);
+                 Tensor h = on(hh, d);
+                 cg_math[{tl::cdiv(3000, 512)}](on(xa, d), h, out, 3000, tl::meta("BLOCK", 512));
+                 return to_cpu({out, h});
+               }});
+  c.push_back({"ints", &cg_ints, [](Device d) {
+                 Tensor out = poisoned({3000}, DType::Int32, d);
+                 cg_ints[{tl::cdiv(3000, 256)}](on(ia, d), on(ib, d), out, 3000,
+                                                tl::meta("BLOCK", 256));
+                 return to_cpu({out});
+               }});
+  c.push_back({"reduce", &cg_reduce,
+               [](Device d) {
+                 Tensor sums = poisoned({65}, DType::Float32, d),
+                        maxes = poisoned({8}, DType::Float32, d),
+                        args = poisoned({8}, DType::Int32, d),
+                        cums = poisoned({8, 64}, DType::Float32, d),
+                        prods = poisoned({8}, DType::Float32, d);
+                 cg_reduce[{1}](on(rx, d), sums, maxes, args, cums, prods, tl::meta("R", 8),
+                                tl::meta("C", 64));
+                 return to_cpu({sums, maxes, args, cums, prods});
+               },
+               1e-5, 1e-5});
+  c.push_back({"shapes", &cg_shapes, [](Device d) {
+                 Tensor out = poisoned({512}, DType::Float32, d);
+                 cg_shapes[{1}](on(sq, d), out, tl::meta("B", 16));
+                 return to_cpu({out});
+               }});
+  c.push_back({"atomics", &cg_atomics, [](Device d) {
+                 Tensor total = on(zeros({1}, TensorOptions().dtype(DType::Int32)), d),
+                        hi = on(full({4}, -1000, TensorOptions().dtype(DType::Int32)), d),
+                        counts = on(zeros({8}, TensorOptions().dtype(DType::Int32)), d);
+                 cg_atomics[{tl::cdiv(3000, 256)}](on(ci, d), total, hi, counts, 3000,
+                                                   tl::meta("BLOCK", 256));
+                 return to_cpu({total, hi, counts});
+               }});
+  c.push_back({"random", &cg_random, [](Device d) {
+                 Tensor u = poisoned({3000}, DType::Float32, d),
+                        z = poisoned({3000}, DType::UInt32, d);
+                 cg_random[{tl::cdiv(3000, 1024)}](u, z, int64_t{0x12345678abcdll}, 3000,
+                                                   tl::meta("BLOCK", 1024));
+                 return to_cpu({u, z});
+               }});
+  c.push_back({"control", &cg_control,
+               [](Device d) {
+                 Tensor out = poisoned({256}, DType::Float32, d);
+                 cg_control[{1}](on(xa, d), out, 3000, tl::meta("BLOCK", 256));
+                 return to_cpu({out});
+               },
+               1e-6, 1e-6});
+  return c;
+}
+
+// ---- everywhere: every catalog kernel's CUDA compiles ---------------------------------------------
+
+TEST(CudaCodegen, EveryCatalogKernelCompilesWithNvrtcForHopper) {
+  if (!runtime::cuda::nvrtc()) GTEST_SKIP() << "no NVRTC on this machine (install the CUDA toolkit)";
+  for (const Case& c : catalog()) {
+    SCOPED_TRACE(c.name);
+    (void)c.run(kCPU);  // traces (and runs) the kernel on the CPU
+    const auto& last = c.kernel->state().last;
+    ASSERT_TRUE(last) << c.name;
+    const backend::cuda::Emitted e = backend::cuda::emit(*last->function, 227 * 1024);
+    EXPECT_NE(e.source.find("tessera_kernel"), std::string::npos);
+    std::string cubin;
+    try {
+      cubin = backend::cuda::compile_for_arch(e.source, c.name, 90);
+    } catch (const Error& err) {
+      ADD_FAILURE() << err.what() << "\n" << e.source;
+      continue;
+    }
+    EXPECT_GT(cubin.size(), 100u) << c.name;
+  }
+}
+
+TEST(CudaCodegen, TilesAboveTheSharedMemoryLimitAreAClearError) {
+  (void)catalog()[2].run(kCPU);  // the matmul: accumulators and operands in shared memory
+  const auto& f = *cg_matmul.state().last->function;
+  const std::string msg = error_of<CompileError>([&] { (void)backend::cuda::emit(f, 1024); });
+  EXPECT_NE(msg.find("[kernel cg_matmul]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bytes of shared memory on the CUDA backend, above the device's 1024"),
+            std::string::npos)
+      << msg;
+}
+
+// ---- on a GPU: every catalog kernel agrees with the CPU backend -----------------------------------
+
+TEST(CudaCodegen, EveryCatalogKernelAgreesWithTheCpuBackend) {
+  if (!cuda_is_available()) GTEST_SKIP() << "no CUDA GPU on this machine";
+  for (const Case& c : catalog()) {
+    SCOPED_TRACE(c.name);
+    std::vector<Tensor> want, got;
+    try {
+      want = c.run(kCPU);
+      got = c.run(Device("cuda"));
+    } catch (const Error& e) {
+      ADD_FAILURE() << c.name << ": " << e.what();
+      continue;
+    }
+    ASSERT_EQ(want.size(), got.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (c.rtol == 0 && c.atol == 0) {
+        EXPECT_TRUE(bitwise_equal(got[i], want[i])) << c.name << " output " << i;
+      } else {
+        EXPECT_TRUE(all_close(got[i].to(DType::Float64), want[i].to(DType::Float64), c.rtol, c.atol))
+            << c.name << " output " << i;
+      }
+    }
+  }
+}
+
+TEST(CudaCodegen, TheSeedsAddRunsOnTheGpuAndCachesItsCubin) {
+  if (!cuda_is_available()) GTEST_SKIP() << "no CUDA GPU on this machine";
+  const int64_t n = (1 << 20) + 3;
+  Tensor x = random_tensor({n}, DType::Float32), y = random_tensor({n}, DType::Float32);
+  Tensor gx = x.to(Device("cuda")), gy = y.to(Device("cuda"));
+  Tensor out = empty({n}, TensorOptions().device("cuda"));
+  cg_add[{tl::cdiv(n, 1024)}](gx, gy, out, n, tl::meta("BLOCK", 1024));
+  EXPECT_TRUE(bitwise_equal(out.cpu(), x + y));
+  EXPECT_NE(cg_add.last_source().find("__global__"), std::string::npos);
+  // Mixed devices are an error naming both.
+  const std::string msg = error_of<CompileError>(
+      [&] { cg_add[{1}](gx, y, out, n, tl::meta("BLOCK", 1024)); });
+  EXPECT_NE(msg.find("is a tensor on cpu but an earlier one is on cuda:0"), std::string::npos)
+      << msg;
+}
+
+}  // namespace
