@@ -51,6 +51,8 @@ step "test_cuda (verbose)" test_cuda.log "$BUILD/tests/test_cuda"
 grep -E "^\[  (PASSED|SKIPPED|FAILED) |^\[  FAILED  \]|SKIPPED \]" "$OUT/test_cuda.log" | head -30 | tee -a "$summary"
 step "ctest (everything)" ctest-all.log ctest --test-dir "$BUILD" --output-on-failure -j"$J"
 grep -E "tests passed|tests failed|\*\*\*Failed|Timeout" "$OUT/ctest-all.log" | head -20 | tee -a "$summary"
+step "bench_gpu_kernels" bench-gpu.log "$BUILD/bench/bench_gpu_kernels"
+cat "$OUT/bench-gpu.log" | tee -a "$summary"
 step "demo" demo.log "$BUILD/bin/tessera" demo
 head -2 "$OUT/demo.log" | tee -a "$summary"
 say "== done"

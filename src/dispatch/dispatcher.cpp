@@ -182,7 +182,8 @@ void run_from(const OperatorEntry& op, Stack& stack, Level level) {
     TS_ERROR(NotImplementedError) << "[" << op.name() << "] has no kernel for device '"
                                   << device_type_name(dev) << "'"
                                   << (dev == DeviceType::CUDA
-                                          ? " (tessera's CUDA backend is not built yet)"
+                                          ? " (on CUDA, tessera has factories, copies and user kernels so far; run this "
+                                               "operator on CPU tensors)"
                                           : "");
   }
   if (detail::g_log_dispatch.load(std::memory_order_relaxed)) {

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "runtime/cuda/nvrtc.h"
+#include "tessera/compile.h"
 #include "tessera/tessera.h"
 #include "tessera/tl.h"
 #include "testing.h"
@@ -60,10 +61,18 @@ TL_JIT(cg_math, tl::Ptr x, tl::Ptr h, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
   auto m = offs < n;
   auto v = tl::load(x + offs, m, 1.0f);
   auto hv = tl::load(h + offs, m, 0.0f).to(tl::float32);  // float16 in
-  auto r = tl::exp(v) + tl::log(tl::abs(v) + 1.0f) + tl::sin(v) * tl::cos(hv) + tl::erf(v) +
-           tl::tanh(hv) + tl::sqrt(tl::abs(v)) + tl::floor(v * 3.0f) + tl::sigmoid(v);
+  // tessera's own polynomials (trt/scalar.h), the same code on both backends: bit for bit.
+  auto r = tl::exp(v) + tl::log(tl::abs(v) + 1.0f) + tl::sin(v) * tl::cos(hv) + tl::tanh(hv) +
+           tl::sqrt(tl::abs(v)) + tl::floor(v * 3.0f) + tl::sigmoid(v) + tl::exp2(v) +
+           tl::log2(tl::abs(v) + 2.0f) + tl::rsqrt(tl::abs(v) + 1.0f) + tl::ceil(v) / v;
   tl::store(out + offs, r, m);
   tl::store(h + offs, (r * 0.25f).to(tl::float16), m);  // float16 out
+}
+
+TL_JIT(cg_erf, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = offs < n;
+  tl::store(out + offs, tl::erf(tl::load(x + offs, m)), m);  // libm's erf on the CPU, CUDA's here
 }
 
 TL_JIT(cg_ints, tl::Ptr a, tl::Ptr b, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
@@ -194,6 +203,13 @@ std::vector<Case> catalog() {
                  cg_math[{tl::cdiv(3000, 512)}](on(xa, d), h, out, 3000, tl::meta("BLOCK", 512));
                  return to_cpu({out, h});
                }});
+  c.push_back({"erf", &cg_erf,
+               [](Device d) {
+                 Tensor out = poisoned({3000}, DType::Float32, d);
+                 cg_erf[{3}](on(xa, d), out, 3000, tl::meta("BLOCK", 1024));
+                 return to_cpu({out});
+               },
+               4e-7, 1e-7});
   c.push_back({"ints", &cg_ints, [](Device d) {
                  Tensor out = poisoned({3000}, DType::Int32, d);
                  cg_ints[{tl::cdiv(3000, 256)}](on(ia, d), on(ib, d), out, 3000,
@@ -314,6 +330,25 @@ TEST(CudaCodegen, TheSeedsAddRunsOnTheGpuAndCachesItsCubin) {
       [&] { cg_add[{1}](gx, y, out, n, tl::meta("BLOCK", 1024)); });
   EXPECT_NE(msg.find("is a tensor on cpu but an earlier one is on cuda:0"), std::string::npos)
       << msg;
+}
+
+TEST(CudaCodegen, TheSeedsCompiledAddFnRunsOnTheGpu) {
+  if (!cuda_is_available()) GTEST_SKIP() << "no CUDA GPU on this machine";
+  auto add_fn = [](const Tensor& a, const Tensor& b) {
+    Tensor output = zeros_like(a);
+    auto n = output.numel();
+    auto g = [&](const tl::Meta& meta) { return tl::Grid{tl::cdiv(n, meta["BLOCK"])}; };
+    cg_add[g](a, b, output, n, tl::meta("BLOCK", 4));
+    return output;
+  };
+  auto compiled = tessera::compile(add_fn, {.fullgraph = true, .name = "add_fn"});
+  for (int64_t n : {4, 5, 6, 4099}) {
+    Tensor a = random_tensor({n}, DType::Float32), b = random_tensor({n}, DType::Float32);
+    Tensor got = compiled(a.to(Device("cuda")), b.to(Device("cuda")));
+    EXPECT_EQ(got.device(), Device("cuda:0"));
+    EXPECT_TRUE(bitwise_equal(got.cpu(), a + b)) << n;
+  }
+  EXPECT_EQ(compiled.stats().graphs, 2);  // static at 4, dynamic from 5 on
 }
 
 }  // namespace

@@ -13,9 +13,14 @@ Module::Module(const std::string& cubin, int device, const std::string& what)
 }
 
 Module::~Module() {
+  // Never throws: modules held by static caches are unloaded at process exit, when the driver
+  // may already be shut down (CUDA_ERROR_DEINITIALIZED); then there is nothing to release.
   if (const Driver* d = driver(); d && module_) {
-    set_device(device_);
-    d->cuModuleUnload(module_);
+    try {
+      set_device(device_);
+      d->cuModuleUnload(module_);
+    } catch (...) {
+    }
   }
 }
 
