@@ -17,6 +17,26 @@ uint64_t Backend::compute_hash() const {
   return h;
 }
 
+size_t pack_slots(ArrayRef<Arg> args, trt::Arg* slots) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    switch (args[i].kind) {
+      case ir::ParamKind::Pointer:
+        slots[i].p = args[i].ptr;
+        break;
+      case ir::ParamKind::Int:
+        slots[i].i = args[i].i;
+        break;
+      case ir::ParamKind::Float:
+        slots[i].f = args[i].f;
+        break;
+      case ir::ParamKind::Constexpr:
+        slots[i].i = 0;
+        break;
+    }
+  }
+  return args.size();
+}
+
 const Backend& for_device(Device device) {
   if (device.is_cuda()) {
     TS_CHECK(!knobs().interpret, NotImplementedError)

@@ -95,6 +95,10 @@ class Backend {
   mutable std::atomic<uint64_t> hash_{0};
 };
 
+/** The arguments as the generated code's slots (one per parameter; constexprs pack 0); returns
+ * how many were written. */
+size_t pack_slots(ArrayRef<Arg> args, trt::Arg* slots);
+
 /** The memory each pointer argument's view may touch (the checked mode's bounds). */
 std::vector<PointerBounds> tensor_bounds(ArrayRef<Arg> args);
 

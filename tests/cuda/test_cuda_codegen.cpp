@@ -139,6 +139,13 @@ TL_JIT(cg_control, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
       [&] { tl::store(out + offs, -tl::Tile(acc)); });
 }
 
+TL_JIT(cg_print, tl::Ptr x, tl::Ptr out) {
+  auto r = tl::arange(0, 2);
+  auto v = tl::load(x + r);
+  tl::device_print("v = ", {v, r});  // printf on both backends (the same format)
+  tl::store(out + r, v);
+}
+
 // One catalog entry: runs its kernel on `device` and returns the outputs (on the CPU).
 struct Case {
   const char* name;
@@ -247,6 +254,11 @@ std::vector<Case> catalog() {
                  cg_random[{tl::cdiv(3000, 1024)}](u, z, int64_t{0x12345678abcdll}, 3000,
                                                    tl::meta("BLOCK", 1024));
                  return to_cpu({u, z});
+               }});
+  c.push_back({"print", &cg_print, [](Device d) {
+                 Tensor out = poisoned({2}, DType::Float32, d);
+                 cg_print[{1}](on(xa, d), out);
+                 return to_cpu({out});
                }});
   c.push_back({"control", &cg_control,
                [](Device d) {

@@ -62,19 +62,6 @@ TRT_INLINE int mem_order(int o) {
 TRT_INLINE int fail_order(int o) {
   return (o == 1 || o == 3) ? __ATOMIC_ACQUIRE : __ATOMIC_RELAXED;
 }
-template <class T>
-TRT_INLINE T rmw_value(int kind, T old, T v) {
-  switch (kind) {
-    case 0:
-      return (T)(old + v);
-    case 1:
-      return fmax_num(old, v);
-    case 2:
-      return fmin_num(old, v);
-    default:
-      return v;  // xchg
-  }
-}
 /** A read-modify-write by compare-and-swap on storage S holding register values R. */
 template <class S, class R, class ToR, class ToS>
 TRT_INLINE R atomic_cas_loop(S* p, int kind, R v, int o, ToR to_r, ToS to_s) {

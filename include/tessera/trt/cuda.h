@@ -126,19 +126,6 @@ TRT_INLINE S atomic_cas_bits(S* p, S cmp, S val, int o) {
 }
 
 template <class T>
-TRT_INLINE T rmw_value(int kind, T old, T v) {
-  switch (kind) {
-    case 0:
-      return (T)(old + v);
-    case 1:
-      return fmax_num(old, v);
-    case 2:
-      return fmin_num(old, v);
-    default:
-      return v;  // xchg
-  }
-}
-template <class T>
 TRT_INLINE T rmw_int(int kind, T old, T v) {
   switch (kind) {
     case 0:

@@ -498,4 +498,20 @@ TRT_INLINE double fma(double a, double b, double c) {
 
 #endif  // __CUDACC__
 
+/** An atomic float update's new value (kind: 0 add, 1 max, 2 min, 6 xchg; ir::AtomicKind): max
+ * and min as tl.maximum / tl.minimum (a NaN operand loses). Every backend's atomics use it. */
+template <class T>
+TRT_INLINE T rmw_value(int kind, T old, T v) {
+  switch (kind) {
+    case 0:
+      return (T)(old + v);
+    case 1:
+      return fmax_num(old, v);
+    case 2:
+      return fmin_num(old, v);
+    default:
+      return v;  // xchg
+  }
+}
+
 }  // namespace trt

@@ -125,7 +125,7 @@ class CpuBackend final : public Backend {
   void launch(const Kernel& k, const GridSize& g, ArrayRef<Arg> args) const override {
     const trt::KernelFn fn = static_cast<const Loaded*>(k.binary.get())->fn;
     trt::Arg slots[65];  // the parameters, and the checked mode's context
-    const size_t n = pack(args, slots);
+    const size_t n = pack_slots(args, slots);
     if (!k.checked) {
       run_programs(fn, k.work_per_program, g, slots);
       return;
@@ -143,27 +143,6 @@ class CpuBackend final : public Backend {
     slots[n].p = &dbg;
     run_programs(fn, k.work_per_program, g, slots);
     finish_checks(k.name, c.counters);
-  }
-
-  // One slot per parameter, in the generated code's layout.
-  static size_t pack(ArrayRef<Arg> args, trt::Arg* slots) {
-    for (size_t i = 0; i < args.size(); ++i) {
-      switch (args[i].kind) {
-        case ir::ParamKind::Pointer:
-          slots[i].p = args[i].ptr;
-          break;
-        case ir::ParamKind::Int:
-          slots[i].i = args[i].i;
-          break;
-        case ir::ParamKind::Float:
-          slots[i].f = args[i].f;
-          break;
-        case ir::ParamKind::Constexpr:
-          slots[i].i = 0;
-          break;
-      }
-    }
-    return args.size();
   }
 };
 

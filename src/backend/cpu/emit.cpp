@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 
+#include "backend/common/c_expr.h"
 #include "backend/common/c_family.h"
 #include "ir/access.h"
 #include "ir/affine.h"
@@ -30,10 +31,10 @@ using ir::ValueId;
 
 using ir::Storage;
 
-class Emitter {
+class Emitter : ExprPrinter {
  public:
   explicit Emitter(const ir::Function& f, bool checked = false)
-      : f_(f), checked_(checked), uses_(f), plan_(f, uses_), affine_(f) {
+      : ExprPrinter(f), checked_(checked), affine_(f) {
     if (checked_) prov_ = ir::pointer_provenance(f_);
   }
 
@@ -74,7 +75,6 @@ class Emitter {
     out_ << std::string(static_cast<size_t>(indent_) * 2, ' ') << s << "\n";
   }
 
-  std::string name(ValueId v) const { return "v" + std::to_string(v); }
 
   std::string fresh(const char* prefix) { return std::string(prefix) + std::to_string(counter_++); }
 
@@ -115,22 +115,6 @@ class Emitter {
       }
       line(ty + " const " + name(p.value) + " = " + src + ";  // " + p.name);
     }
-  }
-
-  // Row-major flat index of `idx` into an array of `shape`.
-  static std::string flat(const SmallVector<int64_t, 4>& shape,
-                          const std::vector<std::string>& idx) {
-    std::string s;
-    int64_t stride = 1;
-    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-      const std::string& i = idx[static_cast<size_t>(d)];
-      if (i != "0" && shape[d] != 1) {
-        std::string term = stride == 1 ? i : i + " * " + std::to_string(stride);
-        s = s.empty() ? term : term + " + " + s;
-      }
-      stride *= shape[d];
-    }
-    return s.empty() ? "0" : s;
   }
 
   // Emits nested loops over `shape` (simd on the innermost) and calls body with index names.
@@ -315,52 +299,11 @@ class Emitter {
 
   // ---- expressions --------------------------------------------------------------------------
 
-  std::string expr(ValueId v, const std::vector<std::string>& idx) {
-    switch (plan_.storage(v)) {
-      case Storage::Scalar:
-        return name(v);
-      case Storage::Array:
-        return name(v) + "[" + flat(f_.type(v).shape, idx) + "]";
-      case Storage::Inline:
-        break;
-    }
-    const Op* op = f_.def(v);
-    TS_INTERNAL_ASSERT(op) << "inline value without a defining op";
-    return op_expr(*op, idx);
-  }
-
-  std::string op_expr(const Op& op, const std::vector<std::string>& idx) {
+  // The CPU's additions to the shared expressions: divisions by a uniform divisor, the checked
+  // mode's int32 wrap reports and bounds checks, masks proven true over a loop nest.
+  std::string op_expr(const Op& op, const Index& idx) override {
     const Type& t = f_.type(op.result());
-    auto operand = [&](size_t i, const std::vector<std::string>& ix) {
-      return expr(op.operands[i], ix);
-    };
     switch (op.kind) {
-      case OpKind::Constant:
-        if (t.is_float()) return float_literal(op.fval, t.elem != DType::Float64);
-        return int_literal(op.ival, t.elem);
-      case OpKind::ProgramId:
-        return "_pid" + std::to_string(op.ival);
-      case OpKind::NumPrograms:
-        return std::string("((int32_t)_g->") + "xyz"[op.ival] + ")";
-      case OpKind::Arange:
-        return "((int32_t)(" + std::to_string(op.ival) + " + " + idx.at(0) + "))";
-      case OpKind::Splat:
-        return operand(0, {});
-      case OpKind::Broadcast:
-      case OpKind::ExpandDims:
-      case OpKind::Permute:
-      case OpKind::Reshape:
-      case OpKind::Extract:
-        return operand(0, source_index(op, idx));
-      case OpKind::Join:
-      case OpKind::Cat: {
-        const ir::OperandPick pick = ir::operand_pick(f_, op);
-        return "(" + idx[pick.dim] + " < " + std::to_string(pick.bound) + " ? " +
-               operand(0, source_index(op, idx, 0)) + " : " + operand(1, source_index(op, idx, 1)) +
-               ")";
-      }
-      case OpKind::Bitcast:
-        return from_bits(t.elem, to_bits(f_.type(op.operands[0]).elem, operand(0, idx)));
       case OpKind::Binary: {
         const auto k = static_cast<ir::BinaryKind>(op.sub);
         if (k == ir::BinaryKind::Div) {
@@ -373,42 +316,27 @@ class Emitter {
           const std::string ln =
               t.is_scalar() ? std::string("0") : "(int64_t)(" + flat(t.shape, idx) + ")";
           return "trt::dbg_arith32(_dbg, " + std::to_string(site(op, "overflow")) + ", " +
-                 std::to_string(kind) + ", " + operand(0, idx) + ", " + operand(1, idx) +
-                 ", _pid0, _pid1, _pid2, " + ln + ")";
+                 std::to_string(kind) + ", " + expr(op.operands[0], idx) + ", " +
+                 expr(op.operands[1], idx) + ", _pid0, _pid1, _pid2, " + ln + ")";
         }
-        return binary(k, t, operand(0, idx), operand(1, idx));
+        break;
       }
-      case OpKind::Compare: {
+      case OpKind::Compare:
         if (auto always = mask_always_true(op, idx)) return *always;
-        return "(" + operand(0, idx) + " " + compare_operator(static_cast<ir::CmpKind>(op.sub)) +
-               " " + operand(1, idx) + ")";
-      }
-      case OpKind::Unary:
-        return unary(static_cast<ir::UnaryKind>(op.sub), t, operand(0, idx));
-      case OpKind::Cast:
-        return cast_expr(f_.type(op.operands[0]), t, operand(0, idx));
-      case OpKind::Select:
-        return "(" + operand(0, idx) + " ? " + operand(1, idx) + " : " + operand(2, idx) + ")";
-      case OpKind::Fma:
-        return round_to(t.elem, "trt::fma(" + operand(0, idx) + ", " + operand(1, idx) + ", " +
-                                    operand(2, idx) + ")");
-      case OpKind::AddPtr:
-        return "(" + operand(0, idx) + " + " + offset_expr(op.operands[1], idx) + ")";
-      case OpKind::Load: {
-        const std::string v = load_conv(t.elem, "*" + operand(0, idx));
-        const std::string other = op.operands.size() > 2 ? operand(2, idx) : "0";
+        break;
+      case OpKind::Load:
         if (checked_) {
+          const std::string v = load_conv(t.elem, "*" + expr(op.operands[0], idx));
+          const std::string other = op.operands.size() > 2 ? expr(op.operands[2], idx) : "0";
           std::string cond = check(op, "load", idx);
-          if (op.operands.size() > 1) cond = "(" + operand(1, idx) + " && " + cond + ")";
+          if (op.operands.size() > 1) cond = "(" + expr(op.operands[1], idx) + " && " + cond + ")";
           return "(" + cond + " ? " + v + " : " + other + ")";
         }
-        if (op.operands.size() == 1) return v;
-        return "(" + operand(1, idx) + " ? " + v + " : " + other + ")";
-      }
+        break;
       default:
-        TS_INTERNAL_ASSERT(false) << "no inline expression for " << ir::op_name(op.kind);
+        break;
     }
-    return "";
+    return ExprPrinter::op_expr(op, idx);
   }
 
   // The rank-0 value a tile is a splat of (through Broadcast and ExpandDims), or kNoValue.
@@ -454,52 +382,6 @@ class Emitter {
     const std::string guard = "trt::recip_ok(" + dv + ")";
     if (std::find(guards_.begin(), guards_.end(), guard) == guards_.end()) guards_.push_back(guard);
     return round_to(t.elem, "(" + a + " * (1.0f / " + dv + "))");
-  }
-
-  // The index into operand `k` of view-like `op` for the result index `idx` (ir/index_map.h).
-  std::vector<std::string> source_index(const Op& op, const std::vector<std::string>& idx,
-                                        size_t k = 0) const {
-    CIndexAlgebra alg;
-    return ir::operand_index(f_, op, k, idx, alg);
-  }
-
-  // A pointer offset as a 64-bit expression. Chains of +, - and * over signed integers of at most
-  // 32 bits are evaluated in 64 bits, so the compiler sees addresses affine in the loop index and
-  // emits contiguous vector loads and stores instead of gathers; the result differs from 32-bit
-  // wrapping arithmetic only where that arithmetic overflows, which addresses memory outside
-  // the tensor anyway (docs/decisions.md, "pointer offsets").
-  std::string offset_expr(ValueId v, const std::vector<std::string>& idx) {
-    const Type& t = f_.type(v);
-    const bool narrow_signed =
-        is_signed(t.elem) && !is_floating_point(t.elem) && t.elem != DType::Int64;
-    const Op* op = f_.def(v);
-    if (narrow_signed && op && plan_.storage(v) == Storage::Inline) {
-      switch (op->kind) {
-        case OpKind::Constant:
-          return int_literal(op->ival, DType::Int64);
-        case OpKind::Arange:
-          return "((int64_t)" + std::to_string(op->ival) + " + " + idx.at(0) + ")";
-        case OpKind::Splat:
-          return offset_expr(op->operands[0], {});
-        case OpKind::Broadcast:
-        case OpKind::ExpandDims:
-          return offset_expr(op->operands[0], source_index(*op, idx));
-        case OpKind::Binary: {
-          const auto k = static_cast<ir::BinaryKind>(op->sub);
-          const char* sym = k == ir::BinaryKind::Add   ? " + "
-                            : k == ir::BinaryKind::Sub ? " - "
-                            : k == ir::BinaryKind::Mul ? " * "
-                                                       : nullptr;
-          if (sym)
-            return "(" + offset_expr(op->operands[0], idx) + sym +
-                   offset_expr(op->operands[1], idx) + ")";
-          break;
-        }
-        default:
-          break;
-      }
-    }
-    return "(int64_t)(" + expr(v, idx) + ")";
   }
 
   // ---- statements ---------------------------------------------------------------------------
@@ -1071,25 +953,10 @@ class Emitter {
 
   // device_print: one line per element (Triton's format), the program id first.
   void print(const Op& op) {
-    std::string prefix;
-    for (char ch : op.text) {
-      if (ch == '"' || ch == '\\') prefix += '\\';
-      if (ch == '%') prefix += '%';
-      prefix += ch;
-    }
     for (size_t k = 0; k < op.operands.size(); ++k) {
       const ValueId v = op.operands[k];
-      const Type& t = f_.type(v);
-      const bool fl = t.is_float();
-      const std::string fmt =
-          fl ? "%.9g" : (is_signed(t.elem) || t.elem == DType::Bool ? "%lld" : "%llu");
-      const std::string arg =
-          fl ? "(double)("
-             : (is_signed(t.elem) || t.elem == DType::Bool ? "(long long)("
-                                                           : "(unsigned long long)(");
-      const std::string label =
-          op.operands.size() > 1 ? " (operand " + std::to_string(k) + ")" : "";
-      loops(t.shape, false, [&](const std::vector<std::string>& idx) {
+      const PrintFormat pf = print_format(f_, op, k);
+      loops(f_.type(v).shape, false, [&](const std::vector<std::string>& idx) {
         std::string ix = "(";
         std::string ixargs;
         for (size_t d = 0; d < idx.size(); ++d) {
@@ -1097,8 +964,9 @@ class Emitter {
           ixargs += ", (int)(" + idx[d] + ")";
         }
         ix += ")";
-        line("printf(\"pid (%d, %d, %d) idx " + ix + " " + prefix + label + ": " + fmt +
-             "\\n\", _pid0, _pid1, _pid2" + ixargs + ", " + arg + expr(v, idx) + "));");
+        line("printf(\"pid (%d, %d, %d) idx " + ix + " " + pf.prefix + pf.label + ": " +
+             pf.conversion + "\\n\", _pid0, _pid1, _pid2" + ixargs + ", " + pf.cast +
+             expr(v, idx) + "));");
       });
     }
   }
@@ -1107,9 +975,7 @@ class Emitter {
   void atomic(const Op& op) {
     const ValueId out = op.result();
     const Type& pt = f_.type(op.operands[0]);
-    const DType d = pt.elem;
-    const std::string rt = register_type(d), st = storage_type(d);
-    const std::string order = std::to_string(op.ival);
+    const std::string rt = register_type(pt.elem);
     const bool cas = op.kind == OpKind::AtomicCas;
     const bool masked = !cas && op.operands.size() > 2;
     if (pt.is_scalar()) {
@@ -1117,41 +983,12 @@ class Emitter {
     } else {
       declare_array(out);
     }
-    const std::string kind = std::to_string(op.sub);
     loops(pt.shape, false, [&](const std::vector<std::string>& idx) {
       const std::string dst =
           pt.is_scalar() ? name(out) : name(out) + "[" + flat(pt.shape, idx) + "]";
       const std::string p = expr(op.operands[0], idx), v = expr(op.operands[1], idx);
-      std::string call;
-      if (cas) {
-        const std::string c = expr(op.operands[1], idx), nv = expr(op.operands[2], idx);
-        if (d == DType::Float32) {
-          call = "trt::u2f(trt::atomic_cas_bits((uint32_t*)" + p + ", trt::f2u(" + c +
-                 "), trt::f2u(" + nv + "), " + order + "))";
-        } else if (d == DType::Float64) {
-          call = "trt::u2d(trt::atomic_cas_bits((uint64_t*)" + p + ", trt::d2u(" + c +
-                 "), trt::d2u(" + nv + "), " + order + "))";
-        } else if (d == DType::Float16 || d == DType::BFloat16) {
-          const std::string to = d == DType::Float16 ? "trt::float_to_half" : "trt::float_to_bf16";
-          const std::string from =
-              d == DType::Float16 ? "trt::half_to_float" : "trt::bf16_to_float";
-          call = from + "(trt::atomic_cas_bits(" + p + ", " + to + "(" + c + "), " + to + "(" + nv +
-                 "), " + order + "))";
-        } else {
-          call = "trt::atomic_cas_bits(" + p + ", (" + st + ")(" + c + "), (" + st + ")(" + nv +
-                 "), " + order + ")";
-        }
-      } else if (d == DType::Float32) {
-        call = "trt::atomic_f32(" + kind + ", " + p + ", " + v + ", " + order + ")";
-      } else if (d == DType::Float64) {
-        call = "trt::atomic_f64(" + kind + ", " + p + ", " + v + ", " + order + ")";
-      } else if (d == DType::Float16 || d == DType::BFloat16) {
-        call = "trt::atomic_f16(" + kind + ", " + p + ", " + v + ", " + order + ", " +
-               (d == DType::BFloat16 ? "true" : "false") + ")";
-      } else {
-        call = "trt::atomic_int<" + st + ">(" + kind + ", " + p + ", (" + st + ")(" + v + "), " +
-               order + ")";
-      }
+      const std::string call =
+          atomic_call(f_, op, p, v, cas ? v : "", cas ? expr(op.operands[2], idx) : "");
       std::string cond = masked ? expr(op.operands[2], idx) : "";
       if (checked_)
         cond = cond.empty() ? check(op, "atomic", idx)
@@ -1191,7 +1028,6 @@ class Emitter {
 
   enum class Fast : uint8_t { Unset, On, Off };
 
-  const ir::Function& f_;
   bool checked_ = false;
   std::vector<uint64_t> prov_;  // checked mode: per value, the pointer parameters it derives from
   std::vector<CheckSite> sites_;
@@ -1199,8 +1035,6 @@ class Emitter {
   Fast fast_ = Fast::Unset;
   std::vector<std::string> guards_;
   std::map<std::string, int64_t> extents_;  // loop index -> trip count, inside plain_loops
-  const ir::UseInfo uses_;
-  const ir::MaterializationPlan plan_;
   const ir::AffineInfo affine_;
   std::ostringstream out_;
   int indent_ = 0;

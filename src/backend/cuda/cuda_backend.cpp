@@ -162,22 +162,7 @@ class CudaBackend final : public Backend {
     if (g.total == 0) return;
     trt::Grid grid{g.grid.x, g.grid.y, g.grid.z};
     trt::Arg slots[64];
-    for (size_t i = 0; i < args.size(); ++i) {
-      switch (args[i].kind) {
-        case ir::ParamKind::Pointer:
-          slots[i].p = args[i].ptr;
-          break;
-        case ir::ParamKind::Int:
-          slots[i].i = args[i].i;
-          break;
-        case ir::ParamKind::Float:
-          slots[i].f = args[i].f;
-          break;
-        case ir::ParamKind::Constexpr:
-          slots[i].i = 0;
-          break;
-      }
-    }
+    pack_slots(args, slots);
     void* params[2] = {&grid, slots};
     const unsigned dims[3] = {static_cast<unsigned>(g.grid.x), static_cast<unsigned>(g.grid.y),
                               static_cast<unsigned>(g.grid.z)};

@@ -1,0 +1,191 @@
+#include "backend/common/c_expr.h"
+
+#include "backend/common/c_family.h"
+#include "ir/index_map.h"
+#include "ir/op_traits.h"
+#include "tessera/error.h"
+
+namespace tessera::backend::cfamily {
+
+using ir::Op;
+using ir::OpKind;
+using ir::Storage;
+using ir::Type;
+using ir::ValueId;
+
+std::string flat(const SmallVector<int64_t, 4>& shape, const Index& idx) {
+  std::string s;
+  int64_t stride = 1;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    const std::string& i = idx[static_cast<size_t>(d)];
+    if (i != "0" && shape[d] != 1) {
+      std::string term = stride == 1 ? i : i + " * " + std::to_string(stride);
+      s = s.empty() ? term : term + " + " + s;
+    }
+    stride *= shape[d];
+  }
+  return s.empty() ? "0" : s;
+}
+
+std::string ExprPrinter::expr(ValueId v, const Index& idx) {
+  switch (plan_.storage(v)) {
+    case Storage::Scalar:
+      return name(v);
+    case Storage::Array:
+      return name(v) + "[" + flat(f_.type(v).shape, idx) + "]";
+    case Storage::Inline:
+      break;
+  }
+  const Op* op = f_.def(v);
+  TS_INTERNAL_ASSERT(op) << "inline value without a defining op";
+  return op_expr(*op, idx);
+}
+
+Index ExprPrinter::source_index(const Op& op, const Index& idx, size_t k) const {
+  CIndexAlgebra alg;
+  return ir::operand_index(f_, op, k, idx, alg);
+}
+
+std::string ExprPrinter::op_expr(const Op& op, const Index& idx) {
+  const Type& t = f_.type(op.result());
+  auto operand = [&](size_t i, const Index& ix) { return expr(op.operands[i], ix); };
+  switch (op.kind) {
+    case OpKind::Constant:
+      if (t.is_float()) return float_literal(op.fval, t.elem != DType::Float64);
+      return int_literal(op.ival, t.elem);
+    case OpKind::ProgramId:
+      return "_pid" + std::to_string(op.ival);
+    case OpKind::NumPrograms:
+      return std::string("((int32_t)_g->") + "xyz"[op.ival] + ")";
+    case OpKind::Arange:
+      return "((int32_t)(" + std::to_string(op.ival) + " + " + idx.at(0) + "))";
+    case OpKind::Splat:
+      return operand(0, {});
+    case OpKind::Broadcast:
+    case OpKind::ExpandDims:
+    case OpKind::Permute:
+    case OpKind::Reshape:
+    case OpKind::Extract:
+      return operand(0, source_index(op, idx));
+    case OpKind::Join:
+    case OpKind::Cat: {
+      const ir::OperandPick pick = ir::operand_pick(f_, op);
+      return "(" + idx[pick.dim] + " < " + std::to_string(pick.bound) + " ? " +
+             operand(0, source_index(op, idx, 0)) + " : " + operand(1, source_index(op, idx, 1)) +
+             ")";
+    }
+    case OpKind::Bitcast:
+      return from_bits(t.elem, to_bits(f_.type(op.operands[0]).elem, operand(0, idx)));
+    case OpKind::Binary:
+      return binary(static_cast<ir::BinaryKind>(op.sub), t, operand(0, idx), operand(1, idx));
+    case OpKind::Compare:
+      return "(" + operand(0, idx) + " " + compare_operator(static_cast<ir::CmpKind>(op.sub)) +
+             " " + operand(1, idx) + ")";
+    case OpKind::Unary:
+      return unary(static_cast<ir::UnaryKind>(op.sub), t, operand(0, idx));
+    case OpKind::Cast:
+      return cast_expr(f_.type(op.operands[0]), t, operand(0, idx));
+    case OpKind::Select:
+      return "(" + operand(0, idx) + " ? " + operand(1, idx) + " : " + operand(2, idx) + ")";
+    case OpKind::Fma:
+      return round_to(t.elem, "trt::fma(" + operand(0, idx) + ", " + operand(1, idx) + ", " +
+                                  operand(2, idx) + ")");
+    case OpKind::AddPtr:
+      return "(" + operand(0, idx) + " + " + offset_expr(op.operands[1], idx) + ")";
+    case OpKind::Load: {
+      const std::string v = load_conv(t.elem, "*" + operand(0, idx));
+      if (op.operands.size() == 1) return v;
+      const std::string other = op.operands.size() > 2 ? operand(2, idx) : "0";
+      return "(" + operand(1, idx) + " ? " + v + " : " + other + ")";
+    }
+    default:
+      TS_INTERNAL_ASSERT(false) << "no inline expression for " << ir::op_name(op.kind);
+  }
+  return "";
+}
+
+std::string ExprPrinter::offset_expr(ValueId v, const Index& idx) {
+  const Type& t = f_.type(v);
+  const bool narrow_signed =
+      is_signed(t.elem) && !is_floating_point(t.elem) && t.elem != DType::Int64;
+  const Op* op = f_.def(v);
+  if (narrow_signed && op && plan_.storage(v) == Storage::Inline) {
+    switch (op->kind) {
+      case OpKind::Constant:
+        return int_literal(op->ival, DType::Int64);
+      case OpKind::Arange:
+        return "((int64_t)" + std::to_string(op->ival) + " + " + idx.at(0) + ")";
+      case OpKind::Splat:
+        return offset_expr(op->operands[0], {});
+      case OpKind::Broadcast:
+      case OpKind::ExpandDims:
+        return offset_expr(op->operands[0], source_index(*op, idx));
+      case OpKind::Binary: {
+        const auto k = static_cast<ir::BinaryKind>(op->sub);
+        const char* sym = k == ir::BinaryKind::Add   ? " + "
+                          : k == ir::BinaryKind::Sub ? " - "
+                          : k == ir::BinaryKind::Mul ? " * "
+                                                     : nullptr;
+        if (sym)
+          return "(" + offset_expr(op->operands[0], idx) + sym +
+                 offset_expr(op->operands[1], idx) + ")";
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  return "(int64_t)(" + expr(v, idx) + ")";
+}
+
+std::string atomic_call(const ir::Function& f, const Op& op, const std::string& p,
+                        const std::string& v, const std::string& c, const std::string& nv) {
+  const DType d = f.type(op.operands[0]).elem;
+  const std::string st = storage_type(d);
+  const std::string order = std::to_string(op.ival);
+  const std::string kind = std::to_string(op.sub);
+  if (op.kind == OpKind::AtomicCas) {
+    if (d == DType::Float32) {
+      return "trt::u2f(trt::atomic_cas_bits((uint32_t*)" + p + ", trt::f2u(" + c + "), trt::f2u(" +
+             nv + "), " + order + "))";
+    }
+    if (d == DType::Float64) {
+      return "trt::u2d(trt::atomic_cas_bits((uint64_t*)" + p + ", trt::d2u(" + c + "), trt::d2u(" +
+             nv + "), " + order + "))";
+    }
+    if (d == DType::Float16 || d == DType::BFloat16) {
+      const std::string to = d == DType::Float16 ? "trt::float_to_half" : "trt::float_to_bf16";
+      const std::string from = d == DType::Float16 ? "trt::half_to_float" : "trt::bf16_to_float";
+      return from + "(trt::atomic_cas_bits(" + p + ", " + to + "(" + c + "), " + to + "(" + nv +
+             "), " + order + "))";
+    }
+    return "trt::atomic_cas_bits(" + p + ", (" + st + ")(" + c + "), (" + st + ")(" + nv + "), " +
+           order + ")";
+  }
+  if (d == DType::Float32) return "trt::atomic_f32(" + kind + ", " + p + ", " + v + ", " + order + ")";
+  if (d == DType::Float64) return "trt::atomic_f64(" + kind + ", " + p + ", " + v + ", " + order + ")";
+  if (d == DType::Float16 || d == DType::BFloat16) {
+    return "trt::atomic_f16(" + kind + ", " + p + ", " + v + ", " + order + ", " +
+           (d == DType::BFloat16 ? "true" : "false") + ")";
+  }
+  return "trt::atomic_int<" + st + ">(" + kind + ", " + p + ", (" + st + ")(" + v + "), " + order +
+         ")";
+}
+
+PrintFormat print_format(const ir::Function& f, const Op& op, size_t k) {
+  PrintFormat pf;
+  for (char ch : op.text) {
+    if (ch == '"' || ch == '\\') pf.prefix += '\\';
+    if (ch == '%') pf.prefix += '%';
+    pf.prefix += ch;
+  }
+  const Type& t = f.type(op.operands[k]);
+  const bool fl = t.is_float();
+  const bool sgn = is_signed(t.elem) || t.elem == DType::Bool;
+  pf.conversion = fl ? "%.9g" : (sgn ? "%lld" : "%llu");
+  pf.cast = fl ? "(double)(" : (sgn ? "(long long)(" : "(unsigned long long)(");
+  pf.label = op.operands.size() > 1 ? " (operand " + std::to_string(k) + ")" : "";
+  return pf;
+}
+
+}  // namespace tessera::backend::cfamily
