@@ -46,6 +46,7 @@ using namespace tessera::dtypes;  // tl::float32, tl::int32, ...
 
 class Tile;
 class Var;
+struct Operand;
 
 /** A subscript entry for `x[{tl::_, tl::None}]` (Python's `x[:, None]`). */
 enum class IndexSpec : uint8_t { All, NewAxis };
@@ -80,6 +81,19 @@ class Tile {
   Tile to(DType dtype, TS_HERE) const;
   /** `x[{tl::_, tl::None}]`: keep (`_`) or insert (`None`) dimensions. */
   Tile operator[](std::initializer_list<IndexSpec> index) const;
+
+  /** Compound assignment rebinds the handle (`offs += BLOCK`), as in Python: allowed where a
+   * plain assignment is (a Tile of the current region); loop-carried values are `tl::Var`s. */
+  Tile& operator+=(const Operand& v);
+  Tile& operator-=(const Operand& v);
+  Tile& operator*=(const Operand& v);
+  Tile& operator/=(const Operand& v);
+  Tile& operator%=(const Operand& v);
+  Tile& operator&=(const Operand& v);
+  Tile& operator|=(const Operand& v);
+  Tile& operator^=(const Operand& v);
+  Tile& operator<<=(const Operand& v);
+  Tile& operator>>=(const Operand& v);
 
   int32_t id() const { return id_; }
 
@@ -160,6 +174,26 @@ class Var {
   /** The current value. */
   Tile get() const;
   operator Tile() const { return get(); }  // NOLINT
+
+  // The Tile interface on the current value (no `tl::Tile(v)` wrapping needed).
+  DType dtype() const { return get().dtype(); }
+  bool is_ptr() const { return get().is_ptr(); }
+  std::vector<int64_t> shape() const { return get().shape(); }
+  int64_t rank() const { return get().rank(); }
+  Tile to(DType dtype, SourceLoc loc = SourceLoc::current()) const { return get().to(dtype, loc); }
+  Tile operator[](std::initializer_list<IndexSpec> index) const { return get()[index]; }
+
+  /** Compound assignment records a new value (`acc += tl::dot(a, b)`, `ptrs += BK * stride`). */
+  Var& operator+=(const Operand& v);
+  Var& operator-=(const Operand& v);
+  Var& operator*=(const Operand& v);
+  Var& operator/=(const Operand& v);
+  Var& operator%=(const Operand& v);
+  Var& operator&=(const Operand& v);
+  Var& operator|=(const Operand& v);
+  Var& operator^=(const Operand& v);
+  Var& operator<<=(const Operand& v);
+  Var& operator>>=(const Operand& v);
 
  private:
   int32_t index_;
@@ -401,6 +435,25 @@ Tile operator<(Operand a, Operand b);
 Tile operator<=(Operand a, Operand b);
 Tile operator>(Operand a, Operand b);
 Tile operator>=(Operand a, Operand b);
+
+#define TESSERA_TL_COMPOUND(op)                                      \
+  inline Tile& Tile::operator op##=(const Operand& v) {              \
+    return *this = (Operand(*this, v.loc) op v);                     \
+  }                                                                  \
+  inline Var& Var::operator op##=(const Operand& v) {                \
+    return *this = Operand(Operand(*this, v.loc) op v, v.loc);       \
+  }
+TESSERA_TL_COMPOUND(+)
+TESSERA_TL_COMPOUND(-)
+TESSERA_TL_COMPOUND(*)
+TESSERA_TL_COMPOUND(/)
+TESSERA_TL_COMPOUND(%)
+TESSERA_TL_COMPOUND(&)
+TESSERA_TL_COMPOUND(|)
+TESSERA_TL_COMPOUND(^)
+TESSERA_TL_COMPOUND(<<)
+TESSERA_TL_COMPOUND(>>)
+#undef TESSERA_TL_COMPOUND
 
 // ---- kernels and launches -----------------------------------------------------------------------
 

@@ -21,6 +21,13 @@ namespace tl = tessera::tl;
 
 namespace {
 
+// Exact float32 products (the default is tf32, as Triton on NVIDIA GPUs).
+tl::DotOptions ieee() {
+  tl::DotOptions o;
+  o.input_precision = "ieee";
+  return o;
+}
+
 // ---- the catalog -------------------------------------------------------------------------------
 
 TL_JIT(cg_add, tl::Ptr x, tl::Ptr y, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
@@ -50,7 +57,7 @@ TL_JIT(cg_matmul, tl::Ptr a, tl::Ptr b, tl::Ptr c, tl::Int M, tl::Int N, tl::Int
                        (rm[{tl::_, tl::None}] < M) & (ka[{tl::None, tl::_}] < K), 0.0f);
     auto tb = tl::load(b + ka[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}],
                        (ka[{tl::_, tl::None}] < K) & (rn[{tl::None, tl::_}] < N), 0.0f);
-    acc = tl::dot(ta, tb, tl::Operand(acc), {.input_precision = "ieee"});
+    acc = tl::dot(ta, tb, tl::Operand(acc), ieee());
   });
   tl::store(c + rm[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}], acc,
             (rm[{tl::_, tl::None}] < M) & (rn[{tl::None, tl::_}] < N));

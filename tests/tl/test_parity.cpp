@@ -19,6 +19,13 @@ namespace tl = tessera::tl;
 
 namespace {
 
+// Exact float32 products (the default is tf32, as Triton on NVIDIA GPUs).
+tl::DotOptions ieee() {
+  tl::DotOptions o;
+  o.input_precision = "ieee";
+  return o;
+}
+
 /** Runs `f(mode)` compiled, compiled with checks, then interpreted. */
 template <class F>
 void every_mode(F&& f) {
@@ -41,10 +48,10 @@ TL_JIT(dot_reduce_kernel, tl::Ptr q, tl::Ptr k, tl::Ptr row_max, tl::Ptr row_sum
   auto rm = tl::arange(0, M), rn = tl::arange(0, N), rd = tl::arange(0, D);
   auto tq = tl::load(q + rm[{tl::_, tl::None}] * D + rd[{tl::None, tl::_}]);
   auto tk = tl::load(k + rd[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}]);
-  auto s = tl::dot(tq, tk, std::nullopt, {.input_precision = "ieee"});
+  auto s = tl::dot(tq, tk, std::nullopt, ieee());
   tl::store(row_max + rm, tl::max(s, 1));
   tl::store(row_sum + rm, tl::sum(tl::exp(s - tl::max(s, 1)[{tl::_, tl::None}]), 1));
-  tl::store(col_max + rn, tl::max(tl::dot(tq, tk, std::nullopt, {.input_precision = "ieee"}), 0));
+  tl::store(col_max + rn, tl::max(tl::dot(tq, tk, std::nullopt, ieee()), 0));
 }
 
 TEST(Parity, AReductionOfADotResult) {
@@ -192,6 +199,79 @@ TEST(Parity, RandUsesTritonsConversion) {
     }
     EXPECT_EQ(differ, 0) << mode << ": tl::rand differs from Triton's conversion";
   });
+}
+
+// ---- compound assignment, and tl::Var with the Tile interface (tutorial 03's loop)
+
+TL_JIT(compound_matmul_kernel, tl::Ptr a, tl::Ptr b, tl::Ptr c, tl::Ptr bits, tl::Int M,
+       tl::Int N, tl::Int K, tl::Const BM, tl::Const BN, tl::Const BK) {
+  auto rm = tl::program_id(0) * BM + tl::arange(0, BM);
+  auto rn = tl::program_id(1) * BN + tl::arange(0, BN);
+  auto rk = tl::arange(0, BK);
+  tl::Var a_ptrs = a + (rm[{tl::_, tl::None}] * K + rk[{tl::None, tl::_}]);
+  tl::Var b_ptrs = b + (rk[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}]);
+  tl::Var acc = tl::zeros({BM, BN}, tl::float32);
+  tl::range(0, tl::cdiv(K, BK), [&](tl::Tile kb) {
+    auto kmask = rk < K - kb * BK;
+    auto ta = tl::load(a_ptrs, (rm[{tl::_, tl::None}] < M) & kmask[{tl::None, tl::_}], 0.0f);
+    auto tb = tl::load(b_ptrs, kmask[{tl::_, tl::None}] & (rn[{tl::None, tl::_}] < N), 0.0f);
+    acc += tl::dot(ta, tb, std::nullopt, ieee());
+    a_ptrs += BK;
+    b_ptrs += BK * N;
+  });
+  auto out = acc.to(tl::float16).to(tl::float32);  // Var.to, no tl::Tile(acc) wrapping
+  auto offs = rm[{tl::_, tl::None}] * N;
+  offs += rn[{tl::None, tl::_}];  // a local Tile rebinds
+  tl::store(c + offs, out, (rm[{tl::_, tl::None}] < M) & (rn[{tl::None, tl::_}] < N));
+  // Every integer compound operator on a scalar Var.
+  tl::Var x = tl::full({}, 1000, tl::int32);
+  x -= 7;
+  x *= 3;
+  x /= 2;
+  x %= 1000;
+  x <<= 2;
+  x >>= 1;
+  x &= 0xfff;
+  x |= 0x10000;
+  x ^= 0x5;
+  tl::store(bits, x.get() + acc.rank() * 0);
+}
+
+TL_JIT(outer_tile_compound_kernel, tl::Ptr x) {
+  auto offs = tl::arange(0, 8);
+  tl::range(0, 2, [&](tl::Tile) { offs += 1; });
+  tl::store(x + offs, 1.0f);
+}
+
+TEST(Parity, CompoundAssignmentAndVarsWithTheTileInterface) {
+  const int64_t M = 40, N = 24, K = 50;
+  Tensor a = random_tensor({M, K}, DType::Float32), b = random_tensor({K, N}, DType::Float32);
+  const Tensor ref = matmul(a.to(DType::Float64), b.to(DType::Float64));
+  int32_t want = 1000;
+  want -= 7;
+  want *= 3;
+  want /= 2;
+  want %= 1000;
+  want <<= 2;
+  want >>= 1;
+  want &= 0xfff;
+  want |= 0x10000;
+  want ^= 0x5;
+  every_mode([&](const char* mode) {
+    Tensor c = empty({M, N}), bits = empty({1}, TensorOptions().dtype(DType::Int32));
+    poison(c);
+    poison(bits);
+    compound_matmul_kernel[{tl::cdiv(M, 16), tl::cdiv(N, 16)}](
+        a, b, c, bits, M, N, K, tl::meta("BM", 16), tl::meta("BN", 16), tl::meta("BK", 16));
+    EXPECT_TRUE(all_close(c.to(DType::Float64), ref, 2e-3, 2e-3)) << mode;  // via float16
+    EXPECT_EQ(bits[0].item<int32_t>(), want) << mode;
+  });
+  Tensor x = empty({16});
+  const std::string e = error_of<CompileError>([&] { outer_tile_compound_kernel[{1}](x); });
+  EXPECT_NE(e.find("declared outside this tl::range / tl::if_ region is assigned inside"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("test_parity.cpp"), std::string::npos) << e;
 }
 
 }  // namespace

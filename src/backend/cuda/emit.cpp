@@ -346,6 +346,30 @@ class Emitter : ExprPrinter {
              acc + " = " + reduce_combine(k, ot, acc, expr(in, with_axis(idx, axis, j))) + ";");
         line(reduce_dest(out, idx) + " = " + round_to(ot.elem, acc) + ";");
       });
+    } else if (outputs == 1 && warps > 1) {
+      // One output (a row per program): the whole block strides the axis, each warp folds its
+      // lanes by shuffles, then thread 0 folds the warps' partials.
+      const Index idx(outer.size(), "0");
+      const std::string acc = fresh("_acc"), j = fresh("_j"), m = fresh("_m"), w = fresh("_w"),
+                        part = fresh("_part");
+      smem_array(part, ot.scalar_type(), warps);
+      line(rt + " " + acc + " = " + init + ";");
+      line("for (int32_t " + j + " = _tid; " + j + " < " + std::to_string(len) + "; " + j +
+           " += " + std::to_string(threads_) + ") " + acc + " = " +
+           reduce_combine(k, ot, acc, expr(in, with_axis(idx, axis, j))) + ";");
+      line("for (int " + m + " = 16; " + m + " >= 1; " + m + " >>= 1) " + acc + " = " +
+           reduce_combine(k, ot, acc, "trt::shfl_xor(" + acc + ", " + m + ")") + ";");
+      line("if ((_tid & 31) == 0) " + part + "[_tid >> 5] = " + acc + ";");
+      line("__syncthreads();");
+      line("if (_tid == 0) {");
+      ++indent_;
+      line(acc + " = " + part + "[0];");
+      line("for (int " + w + " = 1; " + w + " < " + std::to_string(warps) + "; ++" + w + ") " +
+           acc + " = " + reduce_combine(k, ot, acc, part + "[" + w + "]") + ";");
+      line(reduce_dest(out, idx) + " = " + round_to(ot.elem, acc) + ";");
+      --indent_;
+      line("}");
+      line("__syncthreads();");
     } else {
       // A warp per output: lanes stride the axis, then a butterfly of shuffles.
       const std::string o = fresh("_o"), acc = fresh("_acc"), j = fresh("_j"), m = fresh("_m");
