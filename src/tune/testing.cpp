@@ -17,6 +17,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "runtime/cuda/context.h"
 #include "tessera/error.h"
 
 namespace tessera::testing {
@@ -90,8 +91,11 @@ std::vector<double> bench_runs(const std::function<void()>& fn, const std::funct
     const auto t0 = Clock::now();
     if (flush) flush_cache();
     if (setup) setup();
+    // GPU work is asynchronous: wait for what setup queued, then for what fn queued.
+    runtime::cuda::synchronize_used();
     const auto t1 = Clock::now();
     fn();
+    runtime::cuda::synchronize_used();
     const double ms = ms_since(t1);
     const auto t2 = Clock::now();
     if (teardown) teardown();

@@ -1,6 +1,7 @@
 // Devices, primary contexts, per-thread current streams and events.
 #include "runtime/cuda/context.h"
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -78,6 +79,10 @@ const DeviceInfo& device_info(int index) {
   return devices().info[static_cast<size_t>(index)];
 }
 
+namespace {
+std::atomic<uint64_t> g_used_devices{0};  // bit d: cuda:d has had its context made current
+}  // namespace
+
 void set_device(int index) {
   check_index(index, "set_device");
   thread_local CUcontext current = nullptr;
@@ -86,6 +91,7 @@ void set_device(int index) {
   check(require_driver("set_device").cuCtxSetCurrent(ctx), "cuCtxSetCurrent",
         "cuda:" + std::to_string(index));
   current = ctx;
+  if (index < 64) g_used_devices.fetch_or(uint64_t{1} << index, std::memory_order_acq_rel);
 }
 
 Stream Stream::create(int device) {
@@ -126,6 +132,13 @@ StreamGuard::StreamGuard(Stream s) : saved_(current_stream(s.device())) {
 
 StreamGuard::~StreamGuard() {
   thread_streams()[static_cast<size_t>(saved_.device())] = saved_.handle();
+}
+
+void synchronize_used() {
+  const uint64_t used = g_used_devices.load(std::memory_order_acquire);
+  for (int d = 0; d < 64; ++d) {
+    if ((used >> d) & 1u) synchronize(d);
+  }
 }
 
 void synchronize(int device) {

@@ -72,6 +72,9 @@ class StreamGuard {
 
 /** Waits for all work on `device` (every stream). */
 void synchronize(int device);
+/** Waits for all work on every device this process has used; nothing (one atomic load) in a
+ * process that never touched a GPU. Host timers of GPU work (`do_bench`, autotuning) call it. */
+void synchronize_used();
 
 /** A CUDA event (owning), for ordering streams and timing. */
 class Event {
