@@ -258,6 +258,25 @@ Tile ceil(Operand x, TS_HERE);
 Tile erf(Operand x, TS_HERE);
 /** Triton's `libdevice.tanh`. */
 Tile tanh(Operand x, TS_HERE);
+/** Triton's `tl.math` / libdevice functions computed by the platform's math library (glibc on the
+ * CPU, CUDA's on GPUs; docs/kernels.md lists their ulps). `round` rounds halves away from zero,
+ * `rint` to even, `trunc` toward zero. */
+Tile asin(Operand x, TS_HERE);
+Tile acos(Operand x, TS_HERE);
+Tile atan(Operand x, TS_HERE);
+Tile sinh(Operand x, TS_HERE);
+Tile cosh(Operand x, TS_HERE);
+Tile asinh(Operand x, TS_HERE);
+Tile acosh(Operand x, TS_HERE);
+Tile atanh(Operand x, TS_HERE);
+Tile expm1(Operand x, TS_HERE);
+Tile log1p(Operand x, TS_HERE);
+Tile log10(Operand x, TS_HERE);
+Tile cbrt(Operand x, TS_HERE);
+Tile erfc(Operand x, TS_HERE);
+Tile trunc(Operand x, TS_HERE);
+Tile round(Operand x, TS_HERE);
+Tile rint(Operand x, TS_HERE);
 /** 1 / (1 + exp(-x)). */
 Tile sigmoid(Operand x, TS_HERE);
 /** a * b + c with one rounding. */

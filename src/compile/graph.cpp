@@ -93,9 +93,10 @@ std::string Graph::str() const {
           os << (v ? "; " : "");
           for (size_t m = 0; m < var.cand.meta.size(); ++m)
             os << (m ? ", " : "") << var.cand.meta[m].first << "=" << var.cand.meta[m].second.str();
-          if (var.cand.has_options)
+          if (var.cand.has_options) {
             os << ", num_warps=" << var.cand.num_warps << ", num_stages=" << var.cand.num_stages;
             if (var.cand.maxnreg) os << ", maxnreg=" << var.cand.maxnreg;
+          }
           os << ": [" << ctx.str(var.grid[0]) << ", " << ctx.str(var.grid[1]) << ", "
              << ctx.str(var.grid[2]) << "]";
         }

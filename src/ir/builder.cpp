@@ -278,7 +278,7 @@ ValueId Builder::broadcast(ValueId v, ArrayRef<int64_t> shape) {
   if (type(v).shape == SmallVector<int64_t, 4>(shape)) return v;
   if (type(v).is_scalar()) return splat(v, shape);
   // A lower rank gets leading dimensions of size 1 (NumPy's rule).
-  while (type(v).rank() < shape.size()) v = expand_dims(v, 0);
+  while (static_cast<size_t>(type(v).rank()) < shape.size()) v = expand_dims(v, 0);
   const Type& t = type(v);
   if (t.shape == SmallVector<int64_t, 4>(shape)) return v;
   if (const Op* c = f_.constant(v)) {

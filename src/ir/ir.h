@@ -139,7 +139,23 @@ enum class CmpKind : uint8_t { EQ, NE, LT, LE, GT, GE };
   X(Floor, floor)                    \
   X(Ceil, ceil)                      \
   X(Erf, erf)                        \
-  X(Tanh, tanh)
+  X(Tanh, tanh)                      \
+  X(Asin, asin) \
+  X(Acos, acos) \
+  X(Atan, atan) \
+  X(Sinh, sinh) \
+  X(Cosh, cosh) \
+  X(Asinh, asinh) \
+  X(Acosh, acosh) \
+  X(Atanh, atanh) \
+  X(Expm1, expm1) \
+  X(Log1p, log1p) \
+  X(Log10, log10) \
+  X(Cbrt, cbrt) \
+  X(Erfc, erfc) \
+  X(Trunc, trunc) \
+  X(Round, round) \
+  X(Rint, rint)
 
 /** Neg, Not and Abs apply to integers too; the rest are TESSERA_IR_MATH_FUNCTIONS (floats). */
 enum class UnaryKind : uint8_t {

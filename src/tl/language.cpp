@@ -932,6 +932,86 @@ Tile tanh(Operand x, SourceLoc loc) {
   x.loc = loc;
   return float_unary(UnaryKind::Tanh, x, "tanh");
 }
+
+Tile asin(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Asin, x, "asin");
+}
+
+Tile acos(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Acos, x, "acos");
+}
+
+Tile atan(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Atan, x, "atan");
+}
+
+Tile sinh(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Sinh, x, "sinh");
+}
+
+Tile cosh(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Cosh, x, "cosh");
+}
+
+Tile asinh(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Asinh, x, "asinh");
+}
+
+Tile acosh(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Acosh, x, "acosh");
+}
+
+Tile atanh(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Atanh, x, "atanh");
+}
+
+Tile expm1(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Expm1, x, "expm1");
+}
+
+Tile log1p(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Log1p, x, "log1p");
+}
+
+Tile log10(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Log10, x, "log10");
+}
+
+Tile cbrt(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Cbrt, x, "cbrt");
+}
+
+Tile erfc(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Erfc, x, "erfc");
+}
+
+Tile trunc(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Trunc, x, "trunc");
+}
+
+Tile round(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Round, x, "round");
+}
+
+Tile rint(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  return float_unary(UnaryKind::Rint, x, "rint");
+}
 Tile sqrt_rn(Operand x, SourceLoc loc) {
   x.loc = loc;
   return float_unary(UnaryKind::Sqrt, x, "sqrt_rn");  // tl::sqrt is correctly rounded already

@@ -83,6 +83,18 @@ TL_JIT(cg_erf, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
   tl::store(out + offs, tl::erf(tl::load(x + offs, m)), m);  // libm's erf on the CPU, CUDA's here
 }
 
+TL_JIT(cg_libm, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = offs < n;
+  auto v = tl::load(x + offs, m, 0.5f);
+  auto s = tl::tanh(v);  // in (-1, 1)
+  auto r = tl::asin(s) + tl::acos(s) + tl::atan(v) + tl::sinh(s) + tl::cosh(s) + tl::asinh(v) +
+           tl::acosh(tl::abs(v) + 1.0f) + tl::atanh(s * 0.9f) + tl::expm1(s) +
+           tl::log1p(tl::abs(v)) + tl::log10(tl::abs(v) + 1.0f) + tl::cbrt(v) + tl::erfc(v) +
+           tl::trunc(v * 3.0f) + tl::round(v * 3.0f) + tl::rint(v * 3.0f);
+  tl::store(out + offs, r, m);  // the platform math libraries: within their ulps, not bit for bit
+}
+
 TL_JIT(cg_ints, tl::Ptr a, tl::Ptr b, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
   auto m = offs < n;
@@ -225,6 +237,13 @@ std::vector<Case> catalog() {
                  return to_cpu({out});
                },
                4e-7, 1e-7});
+  c.push_back({"libm", &cg_libm,
+               [](Device d) {
+                 Tensor out = poisoned({3000}, DType::Float32, d);
+                 cg_libm[{3}](on(xa, d), out, 3000, tl::meta("BLOCK", 1024));
+                 return to_cpu({out});
+               },
+               2e-6, 2e-6});
   c.push_back({"ints", &cg_ints, [](Device d) {
                  Tensor out = poisoned({3000}, DType::Int32, d);
                  cg_ints[{tl::cdiv(3000, 256)}](on(ia, d), on(ib, d), out, 3000,

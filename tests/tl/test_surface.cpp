@@ -130,6 +130,54 @@ TL_JIT(math_kernel, tl::Ptr x, tl::Ptr y, tl::Ptr z, tl::Ptr out, tl::Int n, tl:
     case 10:
       r = tl::tanh(a);
       break;
+    case 11:
+      r = tl::asin(a);
+      break;
+    case 12:
+      r = tl::acos(a);
+      break;
+    case 13:
+      r = tl::atan(a);
+      break;
+    case 14:
+      r = tl::sinh(a);
+      break;
+    case 15:
+      r = tl::cosh(a);
+      break;
+    case 16:
+      r = tl::asinh(a);
+      break;
+    case 17:
+      r = tl::acosh(a);
+      break;
+    case 18:
+      r = tl::atanh(a);
+      break;
+    case 19:
+      r = tl::expm1(a);
+      break;
+    case 20:
+      r = tl::log1p(a);
+      break;
+    case 21:
+      r = tl::log10(a);
+      break;
+    case 22:
+      r = tl::cbrt(a);
+      break;
+    case 23:
+      r = tl::erfc(a);
+      break;
+    case 24:
+      r = tl::trunc(a);
+      break;
+    case 25:
+      r = tl::round(a);
+      break;
+    case 26:
+      r = tl::rint(a);
+      break;
     default:
       r = tl::clamp(a, b, c, true);
       break;
@@ -163,6 +211,24 @@ TEST(Surface, MathWithinItsContract) {
       {"sqrt_rn", 8, 0.5, [](double a, double, double) { return std::sqrt(a); }, 0, 1e6},
       {"tanh", 10, 2, [](double a, double, double) { return std::tanh(a); }, -12, 12},
       {"tanh near 0", 10, 2, [](double a, double, double) { return std::tanh(a); }, -0.7, 0.7},
+      // The platform math library's functions (glibc here, CUDA's on GPUs): CUDA's documented
+      // bounds, which cover glibc's.
+      {"asin", 11, 2, [](double a, double, double) { return std::asin(a); }, -1, 1},
+      {"acos", 12, 2, [](double a, double, double) { return std::acos(a); }, -1, 1},
+      {"atan", 13, 2, [](double a, double, double) { return std::atan(a); }, -10000.0, 10000.0},
+      {"sinh", 14, 3, [](double a, double, double) { return std::sinh(a); }, -80, 80},
+      {"cosh", 15, 2, [](double a, double, double) { return std::cosh(a); }, -80, 80},
+      {"asinh", 16, 3, [](double a, double, double) { return std::asinh(a); }, -1000000.0, 1000000.0},
+      {"acosh", 17, 4, [](double a, double, double) { return std::acosh(a); }, 1, 1000000.0},
+      {"atanh", 18, 3, [](double a, double, double) { return std::atanh(a); }, -0.999, 0.999},
+      {"expm1", 19, 1, [](double a, double, double) { return std::expm1(a); }, -80, 80},
+      {"log1p", 20, 1, [](double a, double, double) { return std::log1p(a); }, -0.999, 1000000.0},
+      {"log10", 21, 2, [](double a, double, double) { return std::log10(a); }, 0, 1e+30},
+      {"cbrt", 22, 1, [](double a, double, double) { return std::cbrt(a); }, -1000000.0, 1000000.0},
+      {"erfc", 23, 4, [](double a, double, double) { return std::erfc(a); }, -5, 9},
+      {"trunc", 24, 0, [](double a, double, double) { return std::trunc(a); }, -1000000.0, 1000000.0},
+      {"round", 25, 0, [](double a, double, double) { return std::round(a); }, -1000000.0, 1000000.0},
+      {"rint", 26, 0, [](double a, double, double) { return std::nearbyint(a); }, -1000000.0, 1000000.0},
   };
   const int64_t n = 4096;
   for (const auto& mc : cases) {

@@ -498,6 +498,44 @@ TRT_INLINE double fma(double a, double b, double c) {
 
 #endif  // __CUDACC__
 
+// ---- math: the platform's math library (glibc on the CPU, CUDA's on GPUs), float and double:
+// Triton's tl.math / libdevice functions without a polynomial of ours yet. Within the ulps
+// docs/kernels.md lists; not bit-equal across backends, and not vectorized on the CPU.
+#if defined(__CUDACC__)
+#define TRT_LIBM(name)                  \
+  TRT_INLINE float name(float x) {      \
+    return ::name##f(x);                \
+  }                                     \
+  TRT_INLINE double name(double x) {    \
+    return ::name(x);                   \
+  }
+#else
+#define TRT_LIBM(name)                         \
+  TRT_INLINE float name(float x) {             \
+    return __builtin_##name##f(x);             \
+  }                                            \
+  TRT_INLINE double name(double x) {           \
+    return __builtin_##name(x);                \
+  }
+#endif
+TRT_LIBM(asin)
+TRT_LIBM(acos)
+TRT_LIBM(atan)
+TRT_LIBM(sinh)
+TRT_LIBM(cosh)
+TRT_LIBM(asinh)
+TRT_LIBM(acosh)
+TRT_LIBM(atanh)
+TRT_LIBM(expm1)
+TRT_LIBM(log1p)
+TRT_LIBM(log10)
+TRT_LIBM(cbrt)
+TRT_LIBM(erfc)
+TRT_LIBM(trunc)
+TRT_LIBM(round)
+TRT_LIBM(rint)
+#undef TRT_LIBM
+
 /** An atomic float update's new value (kind: 0 add, 1 max, 2 min, 6 xchg; ir::AtomicKind): max
  * and min as tl.maximum / tl.minimum (a NaN operand loses). Every backend's atomics use it. */
 template <class T>
