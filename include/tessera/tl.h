@@ -258,6 +258,21 @@ Tile ceil(Operand x, TS_HERE);
 Tile erf(Operand x, TS_HERE);
 /** Triton's `libdevice.tanh`. */
 Tile tanh(Operand x, TS_HERE);
+/** Triton's libdevice binary functions, by the platform's math library (within its ulps):
+ * `pow(a, b)`, `atan2(a, b)`, `hypot(a, b)` (one operand may be an integer, promoted). */
+Tile pow(Operand a, Operand b, TS_HERE);
+Tile atan2(Operand a, Operand b, TS_HERE);
+Tile hypot(Operand a, Operand b, TS_HERE);
+/** Exact on every backend (comparisons and bit operations): NaN, infinity and finiteness tests
+ * and the sign bit (i1 tiles); `copysign(a, b)` (|a| with b's sign), `fmod(a, b)` (C's: the
+ * float `%`), `fdim(a, b)` (a - b where a > b, else +0; NaN when either is). */
+Tile isnan(Operand x, TS_HERE);
+Tile isinf(Operand x, TS_HERE);
+Tile isfinite(Operand x, TS_HERE);
+Tile signbit(Operand x, TS_HERE);
+Tile copysign(Operand a, Operand b, TS_HERE);
+Tile fmod(Operand a, Operand b, TS_HERE);
+Tile fdim(Operand a, Operand b, TS_HERE);
 /** Triton's `tl.math` / libdevice functions computed by the platform's math library (glibc on the
  * CPU, CUDA's on GPUs; docs/kernels.md lists their ulps). `round` rounds halves away from zero,
  * `rint` to even, `trunc` toward zero. */

@@ -121,7 +121,10 @@ enum class BinaryKind : uint8_t {
   Shl,
   Shr,
   UMulHi,
-  DivRn
+  DivRn,
+  Pow,    ///< floats: the platform math library's pow (glibc / CUDA), within its ulps
+  Atan2,  ///< floats: atan2(a, b)
+  Hypot   ///< floats: sqrt(a^2 + b^2) without overflow
 };
 enum class CmpKind : uint8_t { EQ, NE, LT, LE, GT, GE };
 /** The tile IR's float math functions, one entry each: the enumerator and the function's name,

@@ -61,6 +61,8 @@ constexpr BinaryTraits kBinary[] = {
     {BinaryKind::Or, "or", true, false},         {BinaryKind::Xor, "xor", true, false},
     {BinaryKind::Shl, "shl", true, false},       {BinaryKind::Shr, "shr", true, false},
     {BinaryKind::UMulHi, "umulhi", true, false}, {BinaryKind::DivRn, "div_rn", false, true},
+    {BinaryKind::Pow, "pow", false, true},       {BinaryKind::Atan2, "atan2", false, true},
+    {BinaryKind::Hypot, "hypot", false, true},
 };
 
 constexpr ReduceTraits kReduce[] = {
@@ -84,7 +86,7 @@ constexpr bool in_order(const T (&table)[N]) {
 static_assert(in_order(kOps) && static_cast<size_t>(OpKind::Print) + 1 == std::size(kOps),
               "kOps must list every OpKind in order");
 static_assert(in_order(kUnary), "kUnary must list every UnaryKind in order");
-static_assert(in_order(kBinary) && static_cast<size_t>(BinaryKind::DivRn) + 1 == std::size(kBinary),
+static_assert(in_order(kBinary) && static_cast<size_t>(BinaryKind::Hypot) + 1 == std::size(kBinary),
               "kBinary must list every BinaryKind in order");
 static_assert(in_order(kReduce) &&
                   static_cast<size_t>(ReduceKind::ArgMin) + 1 == std::size(kReduce),

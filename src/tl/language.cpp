@@ -179,7 +179,11 @@ Tile arith(BinaryKind k, const Operand& a, const Operand& b, const char* op) {
     c.fail(a.loc,
            std::string(op) + " needs integer operands, got " + tx.str() + " and " + ty.str());
   }
-  if (k == BinaryKind::DivRn && (!tx.is_float() || !ty.is_float())) {
+  // div_rn takes floats; the math library's functions take a float and promote the other side
+  // (`tl::pow(x, 2)`).
+  const bool libm = k == BinaryKind::Pow || k == BinaryKind::Atan2 || k == BinaryKind::Hypot;
+  if ((k == BinaryKind::DivRn && (!tx.is_float() || !ty.is_float())) ||
+      (libm && !tx.is_float() && !ty.is_float())) {
     c.fail(a.loc, std::string(op) + " needs floating point operands, got " + tx.str() + " and " +
                       ty.str());
   }
@@ -1024,6 +1028,84 @@ Tile sigmoid(Operand x, SourceLoc loc) {
 Tile div_rn(Operand a, Operand b, SourceLoc loc) {
   a.loc = loc;
   return arith(BinaryKind::DivRn, a, b, "tl::div_rn");
+}
+
+Tile pow(Operand a, Operand b, SourceLoc loc) {
+  a.loc = loc;
+  return arith(BinaryKind::Pow, a, b, "tl::pow");
+}
+
+Tile atan2(Operand a, Operand b, SourceLoc loc) {
+  a.loc = loc;
+  return arith(BinaryKind::Atan2, a, b, "tl::atan2");
+}
+
+Tile hypot(Operand a, Operand b, SourceLoc loc) {
+  a.loc = loc;
+  return arith(BinaryKind::Hypot, a, b, "tl::hypot");
+}
+
+namespace {
+// A float operand's type, or an error naming the function.
+Type float_operand(TraceContext& c, const Operand& x, const char* name) {
+  const Type t = c.type(val(c, x));
+  if (!t.is_float() || is_float8(t.elem)) {
+    c.fail(x.loc, std::string("tl::") + name +
+                      " expects a floating point argument (fp16, bf16, fp32, fp64), got " +
+                      t.str());
+  }
+  return t;
+}
+// The bits of a float tile as the signed integer of its width.
+Tile float_bits(const Operand& x, const Type& t, SourceLoc loc) {
+  const DType bits = t.elem == DType::Float64                                ? DType::Int64
+                     : (t.elem == DType::Float16 || t.elem == DType::BFloat16) ? DType::Int16
+                                                                               : DType::Int32;
+  return bitcast(x, bits, loc);
+}
+}  // namespace
+
+Tile isnan(Operand x, SourceLoc loc) {
+  float_operand(ctx(loc), x, "isnan");
+  return Operand(x, loc) != Operand(x, loc);
+}
+
+Tile isinf(Operand x, SourceLoc loc) {
+  float_operand(ctx(loc), x, "isinf");
+  return Operand(abs(x, loc), loc) == Operand(INFINITY, loc);
+}
+
+Tile isfinite(Operand x, SourceLoc loc) {
+  float_operand(ctx(loc), x, "isfinite");
+  // x - x is 0 for finite x and NaN for infinities and NaNs.
+  return Operand(Operand(x, loc) - Operand(x, loc), loc) == Operand(0.0f, loc);
+}
+
+Tile signbit(Operand x, SourceLoc loc) {
+  const Type t = float_operand(ctx(loc), x, "signbit");
+  return Operand(float_bits(x, t, loc), loc) < Operand(0, loc);
+}
+
+Tile copysign(Operand a, Operand b, SourceLoc loc) {
+  const Type ta = float_operand(ctx(loc), a, "copysign");
+  float_operand(ctx(loc), b, "copysign");
+  // |a| with b's sign bit: bit operations, exact on every backend.
+  const Tile mag = abs(a, loc);
+  return where(signbit(b, loc), -Operand(mag, loc), mag, loc).to(ta.elem, loc);
+}
+
+Tile fmod(Operand a, Operand b, SourceLoc loc) {
+  float_operand(ctx(loc), a, "fmod");
+  return Operand(a, loc) % Operand(b, loc);  // a float % is C's fmod, as Triton's
+}
+
+Tile fdim(Operand a, Operand b, SourceLoc loc) {
+  float_operand(ctx(loc), a, "fdim");
+  const Tile d = Operand(a, loc) - Operand(b, loc);
+  // a - b where a > b, +0 where not, NaN when either is NaN (C's fdim).
+  return where(Operand(Operand(a, loc) > Operand(b, loc), loc) | isnan(d, loc), d,
+               Operand(0.0f, loc), loc)
+      .to(d.dtype(), loc);
 }
 Tile umulhi(Operand a, Operand b, SourceLoc loc) {
   a.loc = loc;

@@ -91,7 +91,11 @@ TL_JIT(cg_libm, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
   auto r = tl::asin(s) + tl::acos(s) + tl::atan(v) + tl::sinh(s) + tl::cosh(s) + tl::asinh(v) +
            tl::acosh(tl::abs(v) + 1.0f) + tl::atanh(s * 0.9f) + tl::expm1(s) +
            tl::log1p(tl::abs(v)) + tl::log10(tl::abs(v) + 1.0f) + tl::cbrt(v) + tl::erfc(v) +
-           tl::trunc(v * 3.0f) + tl::round(v * 3.0f) + tl::rint(v * 3.0f);
+           tl::trunc(v * 3.0f) + tl::round(v * 3.0f) + tl::rint(v * 3.0f) +
+           tl::pow(tl::abs(v) + 1.0f, s) + tl::atan2(v, s + 2.0f) + tl::hypot(v, s) +
+           tl::copysign(v, s) + tl::fmod(v, 0.75f) + tl::fdim(v, s) +
+           tl::where(tl::isfinite(v) & ~tl::isnan(v) & ~tl::isinf(v), 1.0f, 0.0f) +
+           tl::where(tl::signbit(s), 1.0f, 0.0f);
   tl::store(out + offs, r, m);  // the platform math libraries: within their ulps, not bit for bit
 }
 

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "tessera/detail/philox.h"
@@ -178,6 +179,15 @@ TL_JIT(math_kernel, tl::Ptr x, tl::Ptr y, tl::Ptr z, tl::Ptr out, tl::Int n, tl:
     case 26:
       r = tl::rint(a);
       break;
+    case 27:
+      r = tl::pow(a, b * 0.01f);
+      break;
+    case 28:
+      r = tl::atan2(a, b);
+      break;
+    case 29:
+      r = tl::hypot(a, b);
+      break;
     default:
       r = tl::clamp(a, b, c, true);
       break;
@@ -229,6 +239,13 @@ TEST(Surface, MathWithinItsContract) {
       {"trunc", 24, 0, [](double a, double, double) { return std::trunc(a); }, -1000000.0, 1000000.0},
       {"round", 25, 0, [](double a, double, double) { return std::round(a); }, -1000000.0, 1000000.0},
       {"rint", 26, 0, [](double a, double, double) { return std::nearbyint(a); }, -1000000.0, 1000000.0},
+      {"pow", 27, 4,
+       [](double a, double b, double) {
+         return std::pow(a, static_cast<double>(static_cast<float>(b) * 0.01f));
+       },
+       0, 10},
+      {"atan2", 28, 3, [](double a, double b, double) { return std::atan2(a, b); }, -1e3, 1e3},
+      {"hypot", 29, 3, [](double a, double b, double) { return std::hypot(a, b); }, -1e3, 1e3},
   };
   const int64_t n = 4096;
   for (const auto& mc : cases) {
@@ -264,6 +281,50 @@ TEST(Surface, MathWithinItsContract) {
           << " ulp at x = " << (at >= 0 ? xv[static_cast<size_t>(at)] : 0.0f);
     });
   }
+}
+
+TL_JIT(float_class_kernel, tl::Ptr x, tl::Ptr y, tl::Ptr flags, tl::Ptr out, tl::Const B) {
+  auto r = tl::arange(0, B);
+  auto a = tl::load(x + r), b = tl::load(y + r);
+  auto bit = [](tl::Tile t) { return t.to(tl::int32); };
+  tl::store(flags + r, bit(tl::isnan(a)) + bit(tl::isinf(a)) * 2 + bit(tl::isfinite(a)) * 4 +
+                           bit(tl::signbit(a)) * 8);
+  tl::store(out + r, tl::copysign(a, b));
+  tl::store(out + B + r, tl::fmod(a, b));
+  tl::store(out + 2 * B + r, tl::fdim(a, b));
+}
+
+TEST(Surface, FloatClassificationAndSignFunctionsAreExact) {
+  const std::vector<float> xs = {0.0f, -0.0f, 1.5f, -2.5f, INFINITY, -INFINITY, NAN, -NAN,
+                                 1e-40f, -3e38f, 7.0f, -7.0f, 5.5f, 1.0f, -1.0f, 2.0f};
+  const std::vector<float> ys = {-1.0f, 1.0f, -0.0f, 2.0f, 3.0f, -3.0f, 1.0f, 2.0f,
+                                 -1e-40f, 3.0f, 2.5f, 2.5f, NAN, INFINITY, 0.0f, -0.0f};
+  const int64_t B = 16;
+  Tensor x = from_vector(xs, {B}), y = from_vector(ys, {B});
+  compiled_and_interpreted([&](const char* mode) {
+    Tensor flags = empty({B}, TensorOptions().dtype(DType::Int32)), out = empty({3 * B});
+    poison(flags);
+    poison(out);
+    float_class_kernel[{1}](x, y, flags, out, tl::meta("B", B));
+    for (int64_t i = 0; i < B; ++i) {
+      const float a = xs[static_cast<size_t>(i)], b = ys[static_cast<size_t>(i)];
+      const int want = int(std::isnan(a)) + int(std::isinf(a)) * 2 + int(std::isfinite(a)) * 4 +
+                       int(std::signbit(a)) * 8;
+      EXPECT_EQ(flags[i].item<int32_t>(), want) << mode << " x = " << a;
+      auto same = [](float g, float w) {
+        uint32_t gb, wb;
+        std::memcpy(&gb, &g, 4);
+        std::memcpy(&wb, &w, 4);
+        return (std::isnan(g) && std::isnan(w)) || gb == wb;
+      };
+      EXPECT_TRUE(same(out[i].item<float>(), std::copysign(std::fabs(a), b)))
+          << mode << " copysign(" << a << ", " << b << ")";
+      EXPECT_TRUE(same(out[B + i].item<float>(), std::fmod(a, b)))
+          << mode << " fmod(" << a << ", " << b << ") = " << out[B + i].item<float>();
+      EXPECT_TRUE(same(out[2 * B + i].item<float>(), std::fdim(a, b)))
+          << mode << " fdim(" << a << ", " << b << ") = " << out[2 * B + i].item<float>();
+    }
+  });
 }
 
 TEST(Surface, ClampAndItsNaNs) {

@@ -535,6 +535,27 @@ TRT_LIBM(trunc)
 TRT_LIBM(round)
 TRT_LIBM(rint)
 #undef TRT_LIBM
+#if defined(__CUDACC__)
+#define TRT_LIBM2(name)                           \
+  TRT_INLINE float name(float a, float b) {       \
+    return ::name##f(a, b);                       \
+  }                                               \
+  TRT_INLINE double name(double a, double b) {    \
+    return ::name(a, b);                          \
+  }
+#else
+#define TRT_LIBM2(name)                           \
+  TRT_INLINE float name(float a, float b) {       \
+    return __builtin_##name##f(a, b);             \
+  }                                               \
+  TRT_INLINE double name(double a, double b) {    \
+    return __builtin_##name(a, b);                \
+  }
+#endif
+TRT_LIBM2(pow)
+TRT_LIBM2(atan2)
+TRT_LIBM2(hypot)
+#undef TRT_LIBM2
 
 /** An atomic float update's new value (kind: 0 add, 1 max, 2 min, 6 xchg; ir::AtomicKind): max
  * and min as tl.maximum / tl.minimum (a NaN operand loses). Every backend's atomics use it. */
