@@ -236,6 +236,20 @@ Tile join(Operand a, Operand b, TS_HERE);
 std::pair<Tile, Tile> split(Operand x, TS_HERE);
 /** Concatenates along dim 0 (tiles of one shape; the order is kept). */
 Tile cat(Operand a, Operand b, bool can_reorder = false, TS_HERE);
+/** A 1-D view of every element, row-major (`can_reorder` accepted as Triton's). */
+Tile ravel(Operand x, bool can_reorder = false, TS_HERE);
+/** Interleaves two tiles along their last dimension: [a0, b0, a1, b1, ...] (`tl.interleave`). */
+Tile interleave(Operand a, Operand b, TS_HERE);
+/** `tl.softmax` along `axis` (the last by default): exp(x - max) / sum, in x's type. */
+Tile softmax(Operand x, int axis = -1, bool keep_dims = true, TS_HERE);
+/** `tl.swizzle2d`: maps (i, j) of a size_i x size_j grid to groups of size_g rows traversed
+ * column by column (the grouped launch order of Triton's matmul tutorial). */
+std::pair<Tile, Tile> swizzle2d(Operand i, Operand j, Operand size_i, Operand size_j,
+                                Operand size_g, TS_HERE);
+/** `tl.histogram`: an int32 tile of `num_bins` counts of the values of integer tile `x` in
+ * [0, num_bins) (values outside are not counted; `mask` false lanes neither). */
+Tile histogram(Operand x, int64_t num_bins, std::optional<Operand> mask = std::nullopt,
+               TS_HERE);
 /** The same bits as another element type of the same width. */
 Tile bitcast(Operand x, DType dtype, TS_HERE);
 
@@ -438,6 +452,10 @@ Tile cumprod(Operand x, int axis = 0, bool reverse = false, TS_HERE);
 // ---- runtime control flow -----------------------------------------------------------------------
 /** A loop from lo to hi (exclusive) by step, executed at run time; `body` receives the index. */
 void range(Operand lo, Operand hi, Operand step, FunctionRef<void(Tile)> body, TS_HERE);
+/** `tl.static_range`: unrolled while tracing, the body sees constant indices (the same as a C++
+ * `for` over constants; for ports that keep Triton's spelling). */
+void static_range(Operand lo, Operand hi, Operand step, FunctionRef<void(Tile)> body, TS_HERE);
+void static_range(Operand lo, Operand hi, FunctionRef<void(Tile)> body, TS_HERE);
 void range(Operand lo, Operand hi, FunctionRef<void(Tile)> body, TS_HERE);
 /** A loop executed at run time while `cond()` (a scalar) holds; Vars assigned in `body` carry
  * across iterations. The condition must not assign Vars. */

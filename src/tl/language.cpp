@@ -769,6 +769,73 @@ Tile reshape(Operand x, std::initializer_list<Operand> shape, bool can_reorder, 
   return c.tile(c.builder().reshape(v, s));
 }
 
+Tile ravel(Operand x, bool can_reorder, SourceLoc loc) {
+  (void)can_reorder;
+  TraceContext& c = ctx(loc);
+  const ValueId v = tile_operand(c, x, "tl::ravel", loc);
+  return c.tile(c.builder().reshape(v, {c.type(v).numel()}));
+}
+
+Tile interleave(Operand a, Operand b, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const Tile j = join(a, b, loc);  // [..., n, 2]
+  SmallVector<int64_t, 4> shape = c.type(c.value(j, loc)).shape;
+  const int64_t last = shape.back();
+  shape.pop_back();
+  shape.back() *= last;
+  return c.tile(c.builder().reshape(c.value(j, loc), shape));
+}
+
+Tile softmax(Operand x, int axis, bool keep_dims, SourceLoc loc) {
+  (void)keep_dims;  // the result has x's shape (Triton's keep_dims concerns its reductions)
+  TraceContext& c = ctx(loc);
+  const ValueId v = tile_operand(c, x, "tl::softmax", loc);
+  const Type t = c.type(v);
+  if (!t.is_float()) c.fail(loc, "tl::softmax expects floats, got " + t.str());
+  const int rank = static_cast<int>(t.rank());
+  const int ax = axis < 0 ? axis + rank : axis;
+  if (ax < 0 || ax >= rank) {
+    c.fail(loc, "tl::softmax: axis " + std::to_string(axis) + " of a rank-" +
+                    std::to_string(rank) + " tile");
+  }
+  const Tile z = Operand(x) - Operand(max(x, ax, true, loc), loc);
+  const Tile num = exp(Operand(z, loc), loc);
+  return Operand(num, loc) / Operand(sum(Operand(num, loc), ax, true, loc), loc);
+}
+
+std::pair<Tile, Tile> swizzle2d(Operand i, Operand j, Operand size_i, Operand size_j,
+                                Operand size_g, SourceLoc loc) {
+  // Triton's tl.swizzle2d, step by step.
+  const Tile ij = Operand(Operand(i, loc) * size_j, loc) + j;  // the row-major index
+  const Tile size_gj = Operand(size_g, loc) * size_j;           // elements per group of rows
+  const Tile group_id = Operand(ij, loc) / Operand(size_gj, loc);
+  const Tile off_i = Operand(group_id, loc) * size_g;         // the group's first row
+  const Tile rows = minimum(Operand(size_i, loc) - Operand(off_i, loc), size_g, loc);  // last one
+  const Tile in_group = Operand(ij, loc) % Operand(size_gj, loc);
+  return {Operand(off_i, loc) + Operand(Operand(in_group, loc) % Operand(rows, loc), loc),
+          Operand(in_group, loc) / Operand(rows, loc)};
+}
+
+Tile histogram(Operand x, int64_t num_bins, std::optional<Operand> mask, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const ValueId v = tile_operand(c, x, "tl::histogram", loc);
+  const Type t = c.type(v);
+  if (!t.is_int() || t.elem == DType::Bool || t.rank() != 1)
+    c.fail(loc, "tl::histogram expects a 1-D integer tile, got " + t.str());
+  if (num_bins <= 0 || (num_bins & (num_bins - 1)) != 0)
+    c.fail(loc, "tl::histogram: num_bins must be a power of 2, got " + std::to_string(num_bins));
+  // counts[b] = sum over lanes of (x == b) [& mask]: one compare per lane and bin.
+  const Tile xs = c.tile(c.builder().expand_dims(v, 1));  // [n, 1]
+  const Tile bins = c.tile(c.builder().expand_dims(
+      c.value(arange(Operand(0, loc), Operand(num_bins, loc), loc), loc), 0));  // [1, bins]
+  Tile hit = Operand(xs, loc) == Operand(bins, loc);
+  if (mask) {
+    const Tile m = c.tile(c.builder().expand_dims(val(c, *mask), 1));
+    hit = Operand(hit, loc) & Operand(m, loc);
+  }
+  return sum(Operand(hit.to(DType::Int32, loc), loc), 0, false, loc);
+}
+
 Tile permute(Operand x, std::initializer_list<int> dims, SourceLoc loc) {
   TraceContext& c = ctx(loc);
   const ValueId v = tile_operand(c, x, "tl::permute", loc);
@@ -1802,6 +1869,20 @@ Tile randn(Operand seed, Operand offset, int n_rounds, SourceLoc loc) {
   const Tile rad =
       sqrt(Operand(Operand(-2.0f, loc) * Operand(log(Operand(u1, loc), loc), loc), loc), loc);
   return Operand(rad, loc) * Operand(cos(Operand(th, loc), loc), loc);
+}
+
+void static_range(Operand lo_op, Operand hi_op, Operand step_op, FunctionRef<void(Tile)> body,
+                  SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const int64_t lo = constant_int(c, lo_op, "tl::static_range's start"),
+                hi = constant_int(c, hi_op, "tl::static_range's end"),
+                step = constant_int(c, step_op, "tl::static_range's step");
+  if (step == 0) c.fail(loc, "tl::static_range: the step must not be 0");
+  for (int64_t i = lo; step > 0 ? i < hi : i > hi; i += step) body(Operand(i, loc).tile);
+}
+
+void static_range(Operand lo, Operand hi, FunctionRef<void(Tile)> body, SourceLoc loc) {
+  static_range(lo, hi, Operand(1, loc), body, loc);
 }
 
 void range(Operand lo, Operand hi, FunctionRef<void(Tile)> body, SourceLoc loc) {

@@ -274,4 +274,76 @@ TEST(Parity, CompoundAssignmentAndVarsWithTheTileInterface) {
   EXPECT_NE(e.find("test_parity.cpp"), std::string::npos) << e;
 }
 
+// ---- the rest of triton.language: ravel, interleave, softmax, swizzle2d, histogram, static_range
+
+TL_JIT(language_rest_kernel, tl::Ptr x, tl::Ptr y, tl::Ptr ints, tl::Ptr out, tl::Ptr iout,
+       tl::Const R, tl::Const C) {
+  auto rr = tl::arange(0, R), cc = tl::arange(0, C);
+  auto offs = rr[{tl::_, tl::None}] * C + cc[{tl::None, tl::_}];
+  auto a = tl::load(x + offs), b = tl::load(y + offs);
+  tl::store(out + tl::arange(0, R * C), tl::ravel(a * 2.0f));                     // [R*C]
+  tl::store(out + R * C + tl::arange(0, 2 * R * C), tl::ravel(tl::interleave(a, b)));
+  tl::store(out + 3 * R * C + offs, tl::softmax(a));                               // rows
+  tl::store(out + 4 * R * C + offs, tl::softmax(a, 0));                            // columns
+  // swizzle2d over an R x C grid in groups of 3 rows (the last group has fewer).
+  auto [si, sj] = tl::swizzle2d(rr[{tl::_, tl::None}], cc[{tl::None, tl::_}], R, C, 3);
+  tl::store(iout + offs, si * 1000 + sj);
+  auto v = tl::load(ints + tl::arange(0, 64));
+  tl::store(iout + R * C + tl::arange(0, 8), tl::histogram(v, 8));
+  tl::store(iout + R * C + 8 + tl::arange(0, 8), tl::histogram(v, 8, tl::arange(0, 64) < 32));
+  tl::Var acc = tl::zeros({C}, tl::float32);
+  tl::static_range(0, R, 2, [&](tl::Tile r) { acc += tl::load(x + r * C + cc); });
+  tl::store(out + 5 * R * C + cc, acc);
+}
+
+TEST(Parity, TheRestOfTritonLanguage) {
+  constexpr int64_t R = 8, C = 16;
+  Tensor x = random_tensor({R, C}, DType::Float32), y = random_tensor({R, C}, DType::Float32);
+  Tensor ints = random_tensor({64}, DType::Int32, Domain::Any);  // -8 .. 8: some out of range
+  const Tensor xd = x.to(DType::Float64);
+  every_mode([&](const char* mode) {
+    Tensor out = empty({5 * R * C + C}), iout = empty({R * C + 16}, TensorOptions().dtype(DType::Int32));
+    poison(out);
+    poison(iout);
+    language_rest_kernel[{1}](x, y, ints, out, iout, tl::meta("R", R), tl::meta("C", C));
+    for (int64_t i = 0; i < R * C; ++i) {
+      EXPECT_EQ(out[i].item<float>(), x.view({R * C})[i].item<float>() * 2.0f) << mode;
+      EXPECT_EQ(out[R * C + 2 * i].item<float>(), x.view({R * C})[i].item<float>()) << mode;
+      EXPECT_EQ(out[R * C + 2 * i + 1].item<float>(), y.view({R * C})[i].item<float>()) << mode;
+    }
+    const Tensor rows = (xd - xd.amax({1}).unsqueeze(1)).exp();
+    const Tensor cols = (xd - xd.amax({0}).unsqueeze(0)).exp();
+    EXPECT_TRUE(all_close(out.slice(0, 3 * R * C, 4 * R * C).view({R, C}).to(DType::Float64),
+                          rows / rows.sum({1}).unsqueeze(1), 1e-5, 1e-6))
+        << mode;
+    EXPECT_TRUE(all_close(out.slice(0, 4 * R * C, 5 * R * C).view({R, C}).to(DType::Float64),
+                          cols / cols.sum({0}).unsqueeze(0), 1e-5, 1e-6))
+        << mode;
+    for (int64_t i = 0; i < R; ++i) {
+      for (int64_t j = 0; j < C; ++j) {
+        // Triton's formula, on the host.
+        const int64_t ij = i * C + j, gj = 3 * C, gid = ij / gj, off = gid * 3;
+        const int64_t rows_g = std::min<int64_t>(R - off, 3), in = ij % gj;
+        EXPECT_EQ(iout[i * C + j].item<int32_t>(), (off + in % rows_g) * 1000 + in / rows_g)
+            << mode << " (" << i << ", " << j << ")";
+      }
+    }
+    for (int64_t b = 0; b < 8; ++b) {
+      int64_t all = 0, first = 0;
+      for (int64_t k = 0; k < 64; ++k) {
+        const int32_t v = ints[k].item<int32_t>();
+        all += v == b;
+        first += v == b && k < 32;
+      }
+      EXPECT_EQ(iout[R * C + b].item<int32_t>(), all) << mode << " bin " << b;
+      EXPECT_EQ(iout[R * C + 8 + b].item<int32_t>(), first) << mode << " masked bin " << b;
+    }
+    for (int64_t j = 0; j < C; ++j) {
+      float want = 0;
+      for (int64_t r = 0; r < R; r += 2) want += x[r][j].item<float>();
+      EXPECT_EQ(out[5 * R * C + j].item<float>(), want) << mode;
+    }
+  });
+}
+
 }  // namespace
