@@ -236,6 +236,8 @@ Tile join(Operand a, Operand b, TS_HERE);
 std::pair<Tile, Tile> split(Operand x, TS_HERE);
 /** Concatenates along dim 0 (tiles of one shape; the order is kept). */
 Tile cat(Operand a, Operand b, bool can_reorder = false, TS_HERE);
+/** `x` in reverse order along `dim` (the last by default; `tl.flip`): an index remapping. */
+Tile flip(Operand x, int dim = -1, TS_HERE);
 /** A 1-D view of every element, row-major (`can_reorder` accepted as Triton's). */
 Tile ravel(Operand x, bool can_reorder = false, TS_HERE);
 /** Interleaves two tiles along their last dimension: [a0, b0, a1, b1, ...] (`tl.interleave`). */

@@ -72,6 +72,7 @@ class Provenance {
         case OpKind::Permute:
         case OpKind::Reshape:
         case OpKind::Extract:
+        case OpKind::Flip:
           add(op->result(), get(op->operands[0]));
           break;
         case OpKind::Join:

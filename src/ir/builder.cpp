@@ -484,6 +484,15 @@ ValueId Builder::cat(ValueId a, ValueId b) {
   return result(op, t.with_shape(shape));
 }
 
+ValueId Builder::flip(ValueId v, int64_t axis) {
+  const Type& t = type(v);
+  if (f_.constant(v) || t.shape[static_cast<size_t>(axis)] == 1) return v;
+  Op* op = f_.new_op(OpKind::Flip);
+  op->operands = {v};
+  op->ival = axis;
+  return result(op, t);
+}
+
 ValueId Builder::bitcast(ValueId v, DType to) {
   Type t = type(v);
   if (t.elem == to) return v;

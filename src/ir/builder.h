@@ -65,6 +65,8 @@ class Builder {
   ValueId join(ValueId a, ValueId b);
   ValueId extract(ValueId v, int64_t which);
   ValueId cat(ValueId a, ValueId b);
+  /** `v` reversed along `axis` (a splat constant is its own reverse). */
+  ValueId flip(ValueId v, int64_t axis);
   ValueId bitcast(ValueId v, DType to);
   /** tl.reduce / tl.associative_scan with a combine region: the op with its region arguments and
    * results made; the caller traces the region and inserts the op. */

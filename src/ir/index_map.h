@@ -9,6 +9,7 @@
  *   Index mul_add(const Index& acc, int64_t n, const Index& i);   // acc * n + i
  *   Index div_mod(const Index& flat, int64_t stride, int64_t n);  // (flat / stride) % n
  *   Index minus(const Index& i, int64_t c);                      // i - c
+ *   Index reverse(const Index& i, int64_t n);                    // n - 1 - i
  */
 #pragma once
 
@@ -80,6 +81,11 @@ std::vector<typename A::Index> operand_index(const Function& f, const Op& op, si
       ix = out;
       if (k == 1) ix[0] = a.minus(out[0], f.type(op.operands[0]).shape[0]);
       return ix;
+    case OpKind::Flip:
+      ix = out;
+      ix[static_cast<size_t>(op.ival)] =
+          a.reverse(out[static_cast<size_t>(op.ival)], f.type(op.result()).shape[op.ival]);
+      return ix;
     default:
       TS_INTERNAL_ASSERT(false) << "no index map for " << op_name(op.kind);
   }
@@ -94,6 +100,7 @@ struct IntIndexAlgebra {
   Index mul_add(Index acc, int64_t n, Index i) const { return acc * n + i; }
   Index div_mod(Index flat, int64_t stride, int64_t n) const { return (flat / stride) % n; }
   Index minus(Index i, int64_t c) const { return i - c; }
+  Index reverse(Index i, int64_t n) const { return n - 1 - i; }
 };
 
 }  // namespace tessera::ir

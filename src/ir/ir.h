@@ -88,6 +88,7 @@ enum class OpKind : uint8_t {
   Join,       ///< two operands of one shape -> that shape + [2] (a new last dim)
   Extract,    ///< ival: 0 or 1; the operand's last dim (of size 2) removed at that index (split)
   Cat,        ///< two operands of one shape -> dim 0 doubled
+  Flip,       ///< ival: the axis; the operand's elements in reverse order along it
   Bitcast,    ///< the same bits as another element type of the same width
   ReduceFn,   ///< tl.reduce with a combine function: operands: N tiles of one shape; ival: axis;
               ///< region: args a_1..a_N, b_1..b_N (scalars), yields N; results: N tiles without the

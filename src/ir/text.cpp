@@ -154,6 +154,7 @@ class Printer {
       case OpKind::ProgramId:
       case OpKind::NumPrograms:
       case OpKind::ExpandDims:
+      case OpKind::Flip:
       case OpKind::Reduce:
       case OpKind::ReduceFn:
         a.push_back("axis = " + std::to_string(o.ival));

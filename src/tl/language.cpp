@@ -769,6 +769,18 @@ Tile reshape(Operand x, std::initializer_list<Operand> shape, bool can_reorder, 
   return c.tile(c.builder().reshape(v, s));
 }
 
+Tile flip(Operand x, int dim, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const ValueId v = tile_operand(c, x, "tl::flip", loc);
+  const int rank = static_cast<int>(c.type(v).rank());
+  const int d = dim < 0 ? dim + rank : dim;
+  if (d < 0 || d >= rank) {
+    c.fail(loc, "tl::flip: dimension " + std::to_string(dim) + " of a rank-" +
+                    std::to_string(rank) + " tile");
+  }
+  return c.tile(c.builder().flip(v, d));
+}
+
 Tile ravel(Operand x, bool can_reorder, SourceLoc loc) {
   (void)can_reorder;
   TraceContext& c = ctx(loc);

@@ -346,4 +346,35 @@ TEST(Parity, TheRestOfTritonLanguage) {
   });
 }
 
+TL_JIT(flip_kernel, tl::Ptr x, tl::Ptr out, tl::Const R, tl::Const C) {
+  auto rr = tl::arange(0, R), cc = tl::arange(0, C);
+  auto offs = rr[{tl::_, tl::None}] * C + cc[{tl::None, tl::_}];
+  auto a = tl::load(x + offs);
+  tl::store(out + offs, tl::flip(a));                      // the last dimension
+  tl::store(out + R * C + offs, tl::flip(a, 0));           // rows
+  tl::store(out + 2 * R * C + offs, tl::load(tl::flip(x + offs, 0)));  // a pointer tile
+  tl::store(out + 3 * R * C + tl::arange(0, C), tl::flip(tl::sum(a, 0)) * 1.0f);
+}
+
+TEST(Parity, FlipReversesAlongADimension) {
+  constexpr int64_t R = 4, C = 8;
+  Tensor x = random_tensor({R, C}, DType::Float32);
+  every_mode([&](const char* mode) {
+    Tensor out = empty({3 * R * C + C});
+    poison(out);
+    flip_kernel[{1}](x, out, tl::meta("R", R), tl::meta("C", C));
+    for (int64_t i = 0; i < R; ++i) {
+      for (int64_t j = 0; j < C; ++j) {
+        EXPECT_EQ(out[i * C + j].item<float>(), x[i][C - 1 - j].item<float>()) << mode;
+        EXPECT_EQ(out[R * C + i * C + j].item<float>(), x[R - 1 - i][j].item<float>()) << mode;
+        EXPECT_EQ(out[2 * R * C + i * C + j].item<float>(), x[R - 1 - i][j].item<float>())
+            << mode;
+      }
+    }
+    const Tensor colsum = x.sum({0});
+    for (int64_t j = 0; j < C; ++j)
+      EXPECT_NEAR(out[3 * R * C + j].item<float>(), colsum[C - 1 - j].item<float>(), 1e-5) << mode;
+  });
+}
+
 }  // namespace

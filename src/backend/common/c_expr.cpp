@@ -66,6 +66,7 @@ std::string ExprPrinter::op_expr(const Op& op, const Index& idx) {
     case OpKind::Permute:
     case OpKind::Reshape:
     case OpKind::Extract:
+    case OpKind::Flip:
       return operand(0, source_index(op, idx));
     case OpKind::Join:
     case OpKind::Cat: {

@@ -56,6 +56,9 @@ struct CIndexAlgebra {
     return "((" + flat + " / " + std::to_string(stride) + ") % " + std::to_string(n) + ")";
   }
   Index minus(const Index& i, int64_t c) const { return "(" + i + " - " + std::to_string(c) + ")"; }
+  Index reverse(const Index& i, int64_t n) const {
+    return "(" + std::to_string(n - 1) + " - " + i + ")";
+  }
 };
 
 }  // namespace tessera::backend::cfamily

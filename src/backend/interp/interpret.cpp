@@ -123,6 +123,7 @@ class Interp {
       case OpKind::Extract:
       case OpKind::Join:
       case OpKind::Cat:
+      case OpKind::Flip:
         return reindex(op);
       case OpKind::ReduceFn:
       case OpKind::ScanFn:
