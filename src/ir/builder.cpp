@@ -522,9 +522,10 @@ Op* Builder::create_reduce_fn(const std::vector<ValueId>& inputs, int64_t axis, 
   return op;
 }
 
-void Builder::assert_(ValueId cond, std::string message) {
+void Builder::assert_(ValueId cond, std::string message, bool hint) {
   Op* op = f_.new_op(OpKind::Assert);
   op->operands = {cond};
+  op->sub = hint ? 1 : 0;
   op->text = std::move(message);
   op->loc = loc_;
   insert(op);

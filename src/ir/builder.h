@@ -72,7 +72,8 @@ class Builder {
    * results made; the caller traces the region and inserts the op. */
   Op* create_reduce_fn(const std::vector<ValueId>& inputs, int64_t axis, bool scan, bool reverse);
   /** device_assert / device_print (inserted now). */
-  void assert_(ValueId cond, std::string message);
+  /** device_assert; `hint`: the check of a tl::multiple_of / max_contiguous promise. */
+  void assert_(ValueId cond, std::string message, bool hint = false);
   void print(std::string prefix, const std::vector<ValueId>& values);
   /** A while loop with empty condition and body regions (the caller fills and inserts it). */
   Op* create_while();

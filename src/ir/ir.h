@@ -94,7 +94,8 @@ enum class OpKind : uint8_t {
               ///< region: args a_1..a_N, b_1..b_N (scalars), yields N; results: N tiles without the
               ///< axis
   ScanFn,  ///< tl.associative_scan: as ReduceFn, results of the operands' shape; sub: 1 = reverse
-  Assert,  ///< device_assert: operands: cond (i1); text: the message; checked by the interpreter
+  Assert,  ///< device_assert: operands: cond (i1); text: the message; sub 1: a hint's check (a
+           ///< false hint is reported as a warning, not a failure); checked by the interpreter
   Print,   ///< device_print: operands: values; text: the prefix
 };
 

@@ -185,6 +185,7 @@ class Printer {
       case OpKind::Assert:
       case OpKind::Print:
         a.push_back("text = " + quoted(o.text));
+        if (o.kind == OpKind::Assert && o.sub) a.push_back("hint = 1");
         break;
       default:
         break;
@@ -705,7 +706,7 @@ class Parser {
         o.ival = integer();
       } else if (k == "end") {
         o.ival2 = integer();
-      } else if (k == "reverse") {
+      } else if (k == "reverse" || k == "hint") {
         o.sub = static_cast<uint8_t>(integer());
       } else if (k == "sem") {
         const std::string s = identifier();

@@ -658,6 +658,12 @@ SmallVector<int64_t, 4> hint_values(TraceContext& c, SourceLoc loc, const Type& 
   return n;
 }
 
+// The check of a hint: evaluated where asserts are, and a warning when false (report_false_hint).
+void hint_assert(const Tile& cond, const std::string& message, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  c.builder().assert_(to_bool(c, c.value(cond, loc)), message, /*hint=*/true);
+}
+
 // The first value of the run of consecutive values (along `axis`) that each element belongs to:
 // an inclusive scan over segments (first, last, run start, whole segment one run).
 Tile run_starts(const Tile& x64, int axis, SourceLoc loc) {
@@ -681,7 +687,7 @@ Tile multiple_of(Operand x, std::initializer_list<Operand> n_list, SourceLoc loc
   const std::string msg = "multiple_of(" + std::to_string(n[0]) + (n.size() > 1 ? ", ..." : "") +
                           ") hint does not hold";
   if (t.is_scalar()) {
-    device_assert(Operand(Operand(x) % Operand(n[0], loc), loc) == Operand(0, loc), msg, loc);
+    hint_assert(Operand(Operand(x) % Operand(n[0], loc), loc) == Operand(0, loc), msg, loc);
     return c.tile(v);
   }
   // In int64, so that x + 1 at the type's maximum is no overflow of the check's own.
@@ -689,8 +695,8 @@ Tile multiple_of(Operand x, std::initializer_list<Operand> n_list, SourceLoc loc
   for (size_t d = 0; d < n.size(); ++d) {
     if (n[d] == 1) continue;
     const Tile start = run_starts(x64, static_cast<int>(d), loc);
-    device_assert(Operand(Operand(start, loc) % Operand(n[d], loc), loc) == Operand(0, loc), msg,
-                  loc);
+    hint_assert(Operand(Operand(start, loc) % Operand(n[d], loc), loc) == Operand(0, loc), msg,
+                loc);
   }
   return c.tile(v);
 }
@@ -722,8 +728,8 @@ Tile max_contiguous(Operand x, std::initializer_list<Operand> n_list, SourceLoc 
     pos_shape[d + 1] = n[d];
     const Tile pos = c.tile(c.builder().reshape(
         c.value(arange(Operand(0, loc), Operand(n[d], loc), loc), loc), pos_shape));
-    device_assert(
-        Operand(Operand(Operand(g, loc) - Operand(lo, loc), loc) == Operand(pos, loc), loc),
+    hint_assert(
+        Operand(Operand(g, loc) - Operand(lo, loc), loc) == Operand(pos, loc),
         "max_contiguous(" + std::to_string(n[d]) + (n.size() > 1 ? ", ..." : "") +
             ") hint does not hold",
         loc);

@@ -28,11 +28,12 @@ struct CheckSite {
   std::string what;
   SourceLoc loc;
   std::string text;
+  bool hint = false;  ///< a tl::multiple_of / max_contiguous check: a warning, not a failure
 };
 
 /** The counts of one checked launch (all threads). */
 struct CheckCounters {
-  std::atomic<int64_t> violations{0}, overflows{0}, assert_failures{0};
+  std::atomic<int64_t> violations{0}, overflows{0}, assert_failures{0}, false_hints{0};
   std::mutex first_mutex;
   std::string first_assert;  ///< the first failed device_assert's report
 };
@@ -48,6 +49,11 @@ void report_int_overflow(const std::string& kernel, SourceLoc loc, const int32_t
 /** Reports a failing device_assert lane, keeping the first report. */
 void report_assert_failure(const std::string& kernel, SourceLoc loc, const std::string& message,
                            const int32_t pid[3], int64_t lane, CheckCounters& c);
+/** Reports a false tl::multiple_of / max_contiguous hint as a warning (the first per launch):
+ * Triton's own tutorials promise contiguity that wraps at the matrix edge, and nothing in
+ * tessera relies on a hint yet, so it is not a failure. */
+void report_false_hint(const std::string& kernel, SourceLoc loc, const std::string& message,
+                       const int32_t pid[3], int64_t lane, CheckCounters& c);
 /** After a checked launch: the summaries past the first 10, and a failed device_assert as a
  * RuntimeError at the user's line. */
 void finish_checks(const std::string& kernel, CheckCounters& c);

@@ -71,7 +71,11 @@ void report_assert(void* ctx, int site, int32_t p0, int32_t p1, int32_t p2, int6
   auto* c = static_cast<CheckedLaunch*>(ctx);
   const CheckSite& st = c->kernel->sites.at(static_cast<size_t>(site));
   const int32_t pid[3] = {p0, p1, p2};
-  report_assert_failure(c->kernel->name, st.loc, st.text, pid, lane, c->counters);
+  if (st.hint) {
+    report_false_hint(c->kernel->name, st.loc, st.text, pid, lane, c->counters);
+  } else {
+    report_assert_failure(c->kernel->name, st.loc, st.text, pid, lane, c->counters);
+  }
 }
 
 class CpuBackend final : public Backend {

@@ -925,7 +925,7 @@ class Emitter : ExprPrinter {
   int site(const Op& op, const char* what) {
     auto it = site_of_.find(&op);
     if (it != site_of_.end()) return it->second;
-    sites_.push_back(CheckSite{what, op.loc, op.text});
+    sites_.push_back(CheckSite{what, op.loc, op.text, op.kind == OpKind::Assert && op.sub == 1});
     return site_of_[&op] = static_cast<int>(sites_.size() - 1);
   }
   // The lane index of `idx` in the pointer tile of `op`.

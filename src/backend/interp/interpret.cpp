@@ -253,7 +253,11 @@ class Interp {
       case OpKind::Assert: {
         const Val& c = val(op.operands[0]);
         for (size_t k = 0; k < c.d.size(); ++k) {
-          if (c.d[k].i == 0) {
+          if (c.d[k].i != 0) continue;
+          if (op.sub) {
+            report_false_hint(o_.kernel, op.loc, op.text, pid_, static_cast<int64_t>(k),
+                              *o_.counters);
+          } else {
             report_assert_failure(o_.kernel, op.loc, op.text, pid_, static_cast<int64_t>(k),
                                   *o_.counters);
           }
