@@ -18,6 +18,7 @@ MaterializationPlan::MaterializationPlan(const Function& f, const UseInfo& uses)
     if (p.value != kNoValue) storage_[static_cast<size_t>(p.value)] = Storage::Scalar;
   }
   classify(f_.body);
+  store_dot_operands(f_.body);
   place_loads(f_.body);
   fuse_into_reductions(f_.body);
 }
@@ -43,6 +44,38 @@ void MaterializationPlan::classify(const Region& r) {
         s = Storage::Array;  // Reduce
       }
       storage_[static_cast<size_t>(v)] = s;
+    }
+  }
+}
+
+// Whether evaluating `v` inline costs more than a stored element: a division or remainder in its
+// expression (`offs_am % M`: no affine address, a gather), or many ops.
+bool MaterializationPlan::expensive_inline(ValueId v, int& budget) const {
+  if (storage_[static_cast<size_t>(v)] != Storage::Inline) return false;
+  const Op* d = f_.def(v);
+  if (!d) return false;
+  if (d->kind == OpKind::Binary) {
+    const auto k = static_cast<BinaryKind>(d->sub);
+    if (k == BinaryKind::Div || k == BinaryKind::Rem) return true;
+  }
+  if (!traits(d->kind).has(kViewLike) && --budget < 0) return true;
+  for (ValueId u : d->operands) {
+    if (expensive_inline(u, budget)) return true;
+  }
+  return false;
+}
+
+// A dot reads each element of its operands once per row or column of the result: an operand whose
+// inline expression is expensive is stored (computed once) rather than evaluated inside the dot's
+// loops; cheap affine loads stay inline (the dot reads them straight from memory).
+void MaterializationPlan::store_dot_operands(const Region& r) {
+  for (const Op* op : r.ops) {
+    for (const auto& sub : op->regions) store_dot_operands(sub);
+    if (op->kind != OpKind::Dot) continue;
+    for (size_t k = 0; k < 2; ++k) {
+      const ValueId v = op->operands[k];
+      int budget = 16;
+      if (expensive_inline(v, budget)) storage_[static_cast<size_t>(v)] = Storage::Array;
     }
   }
 }

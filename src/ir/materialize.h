@@ -30,6 +30,8 @@ class MaterializationPlan {
 
  private:
   void classify(const Region& r);
+  void store_dot_operands(const Region& r);
+  bool expensive_inline(ValueId v, int& budget) const;
   void place_loads(const Region& r);
   void fuse_into_reductions(const Region& r);
 

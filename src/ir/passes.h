@@ -18,6 +18,11 @@ void cse(Function& f);
 /** Removes ops without side effects whose results are unused. */
 void dce(Function& f);
 
+/** Loop-carried pointer tiles advanced by a loop-invariant uniform step (`ptrs += BK * stride`)
+ * become induction variables: `init + ((iv - lb) / step_of_loop) * step` inside the loop, no
+ * longer carried (when the loop's final value of them is unused). */
+void pointer_induction(Function& f);
+
 /** Removes every `assert` op (device_assert and hint checks) for code that does not evaluate
  * them; dce then removes what only they used. */
 void strip_asserts(Function& f);

@@ -21,6 +21,7 @@ void run_pipeline(Function& f) {
   };
   step("verify", [](Function& g) { verify(g); });
   step("canonicalize", canonicalize);
+  step("pointer_induction", pointer_induction);
   step("cse", cse);
   step("dce", dce);
   step("canonicalize", canonicalize);

@@ -271,6 +271,14 @@ TEST(Parity, CompoundAssignmentAndVarsWithTheTileInterface) {
         a, b, c, bits, M, N, K, tl::meta("BM", 16), tl::meta("BN", 16), tl::meta("BK", 16));
     EXPECT_TRUE(all_close(c.to(DType::Float64), ref, 2e-3, 2e-3)) << mode;  // via float16
     EXPECT_EQ(bits[0].item<int32_t>(), want) << mode;
+    // The pointers advanced by `+=` are induction variables, not loop-carried tiles (the loop
+    // carries the accumulator only): ir::pointer_induction, after hoisting `BK * N`.
+    const std::string ir = compound_matmul_kernel.last_ir();
+    const size_t at = ir.find(" = for ");
+    ASSERT_NE(at, std::string::npos) << ir;
+    const std::string loop = ir.substr(at, ir.find('\n', at) - at);
+    EXPECT_EQ(loop.find("*fp32"), std::string::npos) << mode << ": " << loop;
+    EXPECT_NE(loop.find("iter_args("), std::string::npos) << loop;
   });
   Tensor x = empty({16});
   const std::string e = error_of<CompileError>([&] { outer_tile_compound_kernel[{1}](x); });
