@@ -391,4 +391,29 @@ TEST(Parity, FlipReversesAlongADimension) {
   });
 }
 
+TL_JIT(wrapped_offsets_kernel, tl::Ptr x, tl::Ptr out, tl::Int M, tl::Const B) {
+  auto pid = tl::program_id(0);
+  auto offs = (pid * B + tl::arange(0, B)) % M;  // the identity in every block but the last
+  tl::store(out + pid * B + tl::arange(0, B), tl::load(x + offs) + offs.to(tl::float32) * 1000.0f);
+}
+
+TEST(Parity, RemaindersThatWrapOnlyInTheLastBlock) {
+  // The CPU emitter drops `% M` under a guard that 0 <= x < M holds for the whole block; the
+  // block where it does not keeps the remainder.
+  for (int64_t M : {int64_t{64}, int64_t{100}, int64_t{7}}) {
+    Tensor x = random_tensor({M}, DType::Float32);
+    const int64_t blocks = tl::cdiv(M, 32);
+    every_mode([&](const char* mode) {
+      Tensor out = empty({blocks * 32});
+      poison(out);
+      wrapped_offsets_kernel[{blocks}](x, out, M, tl::meta("B", 32));
+      for (int64_t i = 0; i < blocks * 32; ++i) {
+        const int64_t r = i % M;
+        EXPECT_EQ(out[i].item<float>(), x[r].item<float>() + static_cast<float>(r) * 1000.0f)
+            << mode << " M = " << M << ", element " << i;
+      }
+    });
+  }
+}
+
 }  // namespace

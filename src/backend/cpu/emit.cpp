@@ -309,6 +309,9 @@ class Emitter : ExprPrinter {
         if (k == ir::BinaryKind::Div) {
           if (auto q = div_by_uniform(op, t, idx)) return *q;
         }
+        if (k == ir::BinaryKind::Rem) {
+          if (auto r = rem_identity(op, idx)) return *r;
+        }
         if (checked_ && t.elem == DType::Int32 &&
             (k == ir::BinaryKind::Add || k == ir::BinaryKind::Sub || k == ir::BinaryKind::Mul)) {
           // The checked mode reports int32 results that wrapped (offsets past 2^31).
@@ -359,6 +362,28 @@ class Emitter : ExprPrinter {
   // scalar for the whole tile is a multiplication by its reciprocal, about 3x faster than a
   // vector division. That is within 1.5 ulp while the reciprocal is a normal float, so a runtime
   // divisor guards a versioned loop (versioned()); a constant one is checked here.
+  // `x % m` with x affine over the loop nest and m uniform is x itself where 0 <= x < m over the
+  // whole nest: tutorial 03's `(pid_m * BM + arange(0, BM)) % M` in every block but the last.
+  // Under that uniform guard (versioned()), the remainder disappears and the access is affine
+  // (a vector load instead of a division per lane); the other version keeps it.
+  std::optional<std::string> rem_identity(const Op& op, const Index& idx) {
+    const Type& t = f_.type(op.result());
+    if (fast_ != Fast::On || !t.is_int() || t.elem == DType::Bool || t.ptr) return std::nullopt;
+    const ValueId m = uniform_source(op.operands[1]);
+    if (m == ir::kNoValue) return std::nullopt;
+    std::vector<std::string> checks;
+    const auto a = affine(op.operands[0], idx, checks);
+    if (!a) return std::nullopt;
+    const int64_t lo = spread(*a, false), hi = spread(*a, true);
+    checks.push_back("(" + a->base + " + " + std::to_string(lo) + "LL >= 0)");
+    checks.push_back("(" + a->base + " + " + std::to_string(hi) + "LL < (int64_t)" + expr(m, {}) +
+                     ")");
+    for (const auto& c : checks) {
+      if (std::find(guards_.begin(), guards_.end(), c) == guards_.end()) guards_.push_back(c);
+    }
+    return expr(op.operands[0], idx);
+  }
+
   std::optional<std::string> div_by_uniform(const Op& op, const Type& t,
                                             const std::vector<std::string>& idx) {
     if (t.elem == DType::Float64 || !is_floating_point(t.elem) ||
