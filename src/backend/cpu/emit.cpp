@@ -800,11 +800,19 @@ class Emitter : ExprPrinter {
 
   // Two-phase parallel assignment of `srcs` into the storage named by `dsts` (values may swap).
   void parallel_assign(const std::vector<ValueId>& dsts, const std::vector<ValueId>& srcs) {
+    // A stored tile that is none of the destinations (a dot's result, say) is copied straight
+    // into its destination in the second phase: writing destinations cannot change it. Others go
+    // through a temporary, since they may read destinations (values may swap).
+    auto direct = [&](size_t i) {
+      return !f_.type(dsts[i]).is_scalar() && plan_.storage(srcs[i]) == Storage::Array &&
+             std::find(dsts.begin(), dsts.end(), srcs[i]) == dsts.end();
+    };
     std::vector<std::string> temps;
     for (size_t i = 0; i < dsts.size(); ++i) {
       const Type& t = f_.type(dsts[i]);
-      const std::string tmp = fresh("_t");
+      const std::string tmp = direct(i) ? name(srcs[i]) : fresh("_t");
       temps.push_back(tmp);
+      if (direct(i)) continue;
       if (t.is_scalar()) {
         line(type_str(t) + " const " + tmp + " = " + expr(srcs[i], {}) + ";");
       } else {
