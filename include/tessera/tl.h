@@ -77,8 +77,12 @@ class Tile {
   /** The DType a dtype constexpr parameter holds (`tl::meta("DTYPE", tl::float16)`). */
   DType dtype_value(TS_HERE) const;
 
-  /** Converts the element type (`x.to(tl::float32)`, or `x.to(DTYPE.dtype_value())`). */
+  /** Converts the element type (`x.to(tl::float32)`, or `x.to(DTYPE.dtype_value())`); a pointer
+   * to `tl::int64`/`tl::uint64` gives its address. */
   Tile to(DType dtype, TS_HERE) const;
+  /** An int64 address (or another pointer) as a pointer to `p`'s element type
+   * (`addr.to(tl::pointer_type(tl::float16))`: pointer tables, as Triton's grouped GEMM). */
+  Tile to(struct PointerType p, TS_HERE) const;
   /** `x[{tl::_, tl::None}]`: keep (`_`) or insert (`None`) dimensions. */
   Tile operator[](std::initializer_list<IndexSpec> index) const;
 
@@ -103,6 +107,14 @@ class Tile {
   uint32_t trace_ = 0;
   uint32_t scope_ = 0;
 };
+
+/** `tl::pointer_type(tl::float16)`: the target of a cast to a pointer. */
+struct PointerType {
+  DType elem;
+};
+inline PointerType pointer_type(DType elem) {
+  return {elem};
+}
 
 /** Parameter handle types of a TL_JIT signature: each type declares its parameter's kind (a
  * pointer to a tensor's elements, an integer, a float, a constexpr). They are tiles in the body. */

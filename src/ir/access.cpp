@@ -31,7 +31,7 @@ class Provenance {
     uint64_t all = 0;
     for (size_t i = 0; i < f_.params.size() && i < 63; ++i) all |= uint64_t(1) << i;
     for (const auto& [v, m] : of_)
-      out[static_cast<size_t>(v)] = (m & kAnywhere) ? all : (m & ~kAnywhere);
+      out[static_cast<size_t>(v)] = (m & kAnywhere) ? (all | kAnywhere) : m;
     return out;
   }
 
@@ -74,6 +74,11 @@ class Provenance {
         case OpKind::Extract:
         case OpKind::Flip:
           add(op->result(), get(op->operands[0]));
+          break;
+        case OpKind::Bitcast:  // a pointer cast keeps its provenance; from an integer: anywhere
+          if (f_.type(op->result()).ptr)
+            add(op->result(),
+                f_.type(op->operands[0]).ptr ? get(op->operands[0]) : kAnywhere);
           break;
         case OpKind::Join:
         case OpKind::Cat:

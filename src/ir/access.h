@@ -21,8 +21,9 @@ struct ParamAccess {
  * from memory could point anywhere: then every pointer parameter counts as read and written. */
 std::vector<ParamAccess> param_access(const Function& f);
 
-/** Per value: the pointer parameters it may derive from (bit i for parameter i; all bits when a
- * pointer was loaded from memory). */
+/** Per value: the pointer parameters it may derive from (bit i for parameter i; every parameter's
+ * bit and bit 63 when a pointer was loaded from memory or made from an integer, which the checked
+ * mode cannot bound). */
 std::vector<uint64_t> pointer_provenance(const Function& f);
 
 }  // namespace tessera::ir

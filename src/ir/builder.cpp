@@ -493,6 +493,13 @@ ValueId Builder::flip(ValueId v, int64_t axis) {
   return result(op, t);
 }
 
+ValueId Builder::bitcast_to(ValueId v, const Type& to) {
+  if (type(v) == to) return v;
+  Op* op = f_.new_op(OpKind::Bitcast);
+  op->operands = {v};
+  return result(op, to);
+}
+
 ValueId Builder::bitcast(ValueId v, DType to) {
   Type t = type(v);
   if (t.elem == to) return v;

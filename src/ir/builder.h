@@ -68,6 +68,9 @@ class Builder {
   /** `v` reversed along `axis` (a splat constant is its own reverse). */
   ValueId flip(ValueId v, int64_t axis);
   ValueId bitcast(ValueId v, DType to);
+  /** The same 64 bits as another type: an address as a pointer, a pointer as its address, or a
+   * pointer to another element type. */
+  ValueId bitcast_to(ValueId v, const Type& to);
   /** tl.reduce / tl.associative_scan with a combine region: the op with its region arguments and
    * results made; the caller traces the region and inserts the op. */
   Op* create_reduce_fn(const std::vector<ValueId>& inputs, int64_t axis, bool scan, bool reverse);

@@ -457,7 +457,28 @@ Tile::operator bool() const {
 }
 
 Tile Tile::to(DType dtype, SourceLoc loc) const {
+  TraceContext& c = TraceContext::current(loc);
+  const ValueId v = c.value(*this, loc);
+  if (c.type(v).ptr && (dtype == DType::Int64 || dtype == DType::UInt64)) {
+    Type t = c.type(v);
+    t.ptr = false;
+    t.elem = dtype;
+    return c.tile(c.builder().bitcast_to(v, t));  // the address
+  }
   return cast(Operand(*this, loc), dtype, loc);
+}
+
+Tile Tile::to(PointerType p, SourceLoc loc) const {
+  TraceContext& c = TraceContext::current(loc);
+  const ValueId v = c.value(*this, loc);
+  const Type& from = c.type(v);
+  if (!from.ptr && from.elem != DType::Int64 && from.elem != DType::UInt64) {
+    c.fail(loc, "a cast to a pointer takes an int64 address or a pointer, got " + from.str());
+  }
+  Type t = from;
+  t.ptr = true;
+  t.elem = p.elem;
+  return c.tile(c.builder().bitcast_to(v, t));
 }
 
 DType Tile::dtype_value(SourceLoc loc) const {

@@ -170,6 +170,13 @@ TL_JIT(cg_print, tl::Ptr x, tl::Ptr out) {
   tl::store(out + r, v);
 }
 
+TL_JIT(cg_pointer_table, tl::Ptr table, tl::Ptr out, tl::Const B) {
+  auto g = tl::program_id(0);
+  auto src = tl::load(table + g).to(tl::pointer_type(tl::float32));  // an address as a pointer
+  auto offs = tl::arange(0, B);
+  tl::store(out + g * B + offs, tl::load(src + offs) + (src + offs).to(tl::int64).to(tl::float32) * 0.0f);
+}
+
 // One catalog entry: runs its kernel on `device` and returns the outputs (on the CPU).
 struct Case {
   const char* name;
@@ -289,6 +296,16 @@ std::vector<Case> catalog() {
   c.push_back({"print", &cg_print, [](Device d) {
                  Tensor out = poisoned({2}, DType::Float32, d);
                  cg_print[{1}](on(xa, d), out);
+                 return to_cpu({out});
+               }});
+  c.push_back({"pointer table", &cg_pointer_table, [](Device d) {
+                 Tensor a = on(xa, d), b = on(ya, d);
+                 std::vector<int64_t> addrs = {
+                     static_cast<int64_t>(reinterpret_cast<uintptr_t>(a.data_ptr())),
+                     static_cast<int64_t>(reinterpret_cast<uintptr_t>(b.data_ptr()) + 64)};
+                 Tensor table = on(from_vector(addrs, {2}), d);
+                 Tensor out = poisoned({64}, DType::Float32, d);
+                 cg_pointer_table[{2}](table, out, tl::meta("B", 32));
                  return to_cpu({out});
                }});
   c.push_back({"control", &cg_control,

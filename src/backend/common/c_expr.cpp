@@ -75,8 +75,12 @@ std::string ExprPrinter::op_expr(const Op& op, const Index& idx) {
              operand(0, source_index(op, idx, 0)) + " : " + operand(1, source_index(op, idx, 1)) +
              ")";
     }
-    case OpKind::Bitcast:
-      return from_bits(t.elem, to_bits(f_.type(op.operands[0]).elem, operand(0, idx)));
+    case OpKind::Bitcast: {
+      const Type& s = f_.type(op.operands[0]);
+      if (t.ptr) return "((" + type_str(t) + ")(uintptr_t)(" + operand(0, idx) + "))";
+      if (s.ptr) return "((" + std::string(register_type(t.elem)) + ")(uintptr_t)(" + operand(0, idx) + "))";
+      return from_bits(t.elem, to_bits(s.elem, operand(0, idx)));
+    }
     case OpKind::Binary:
       return binary(static_cast<ir::BinaryKind>(op.sub), t, operand(0, idx), operand(1, idx));
     case OpKind::Compare:

@@ -970,6 +970,9 @@ class Emitter : ExprPrinter {
   std::string check(const Op& op, const char* what, const std::vector<std::string>& idx) {
     const std::string p = expr(op.operands[0], idx);
     const uint64_t mask = prov_.at(static_cast<size_t>(op.operands[0]));
+    // A pointer loaded from memory or made from an integer (bit 63: anywhere) has no tensor to
+    // be checked against: unchecked.
+    if (mask == 0 || (mask >> 63)) return "true";
     return "trt::dbg_ok(_dbg, " + std::to_string(site(op, what)) + ", " + std::to_string(mask) +
            "ULL, " + p + ", sizeof(*" + p + "), _pid0, _pid1, _pid2, " + lane(op, idx) + ")";
   }

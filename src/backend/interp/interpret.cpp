@@ -130,8 +130,17 @@ class Interp {
         return reduce_fn(op);
       case OpKind::Bitcast: {
         const Val a = val(op.operands[0]);
-        const DType s = f_.type(op.operands[0]).elem, d = f_.type(op.result()).elem;
+        const Type& st = f_.type(op.operands[0]);
+        const Type& dt = f_.type(op.result());
+        const DType s = st.elem, d = dt.elem;
         Val& v = init(op.result(), a.d.size());
+        if (st.ptr || dt.ptr) {  // addresses: the same 64 bits
+          v.d = a.d;
+          // A pointer keeps its provenance; one made from an integer has none (unchecked).
+          if (dt.ptr) v.prov.assign(v.d.size(), -1);
+          if (dt.ptr && st.ptr) v.prov = a.prov;
+          return;
+        }
         for (size_t k = 0; k < v.d.size(); ++k) v.d[k] = from_bits(d, to_bits(s, a.d[k]));
         return;
       }
