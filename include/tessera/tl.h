@@ -466,6 +466,18 @@ Tile cumprod(Operand x, int axis = 0, bool reverse = false, TS_HERE);
 // ---- runtime control flow -----------------------------------------------------------------------
 /** A loop from lo to hi (exclusive) by step, executed at run time; `body` receives the index. */
 void range(Operand lo, Operand hi, Operand step, FunctionRef<void(Tile)> body, TS_HERE);
+/** `tl.range`'s options: `loop_unroll_factor` unrolls on every backend; `num_stages` (the
+ * software pipeline's depth for the loads feeding a dot), `flatten`, `warp_specialize` and
+ * `disallow_acc_multi_buffer` are kept on the loop in the IR for the GPU's pipelining. */
+struct RangeOptions {
+  int num_stages = 0;
+  int loop_unroll_factor = 0;
+  bool flatten = false;
+  bool warp_specialize = false;
+  bool disallow_acc_multi_buffer = false;
+};
+void range(Operand lo, Operand hi, Operand step, FunctionRef<void(Tile)> body, RangeOptions options,
+           TS_HERE);
 /** `tl.static_range`: unrolled while tracing, the body sees constant indices (the same as a C++
  * `for` over constants; for ports that keep Triton's spelling). */
 void static_range(Operand lo, Operand hi, Operand step, FunctionRef<void(Tile)> body, TS_HERE);

@@ -74,7 +74,7 @@ enum class OpKind : uint8_t {
   Load,         ///< ptr [, mask [, other]]
   Store,        ///< ptr, value [, mask]
   Reduce,       ///< sub: ReduceKind; attr: axis
-  For,          ///< operands: lb, ub, step, inits...; region args: iv, carried...
+  For,          ///< operands: lb, ub, step, inits...; region args: iv, carried...; ival: LoopOptions
   If,           ///< operands: cond; regions: then, else
   Yield,        ///< terminator of For/If regions
   Fma,          ///< a * b + c rounded once (floats); operands of the result's type
@@ -174,6 +174,32 @@ enum class UnaryKind : uint8_t {
 /** ArgMax/ArgMin give the int32 index along the axis: the first of equal values; a NaN counts as
  * the largest (ArgMax) or the smallest (ArgMin) value, as torch.argmax/argmin. Xor: integers. */
 enum class ReduceKind : uint8_t { Sum, Max, Min, Xor, ArgMax, ArgMin };
+
+/** A For op's options (`tl::range(..., {.num_stages = 3, ...})`), packed into its `ival`:
+ * honoured where they apply (the unroll factor on every backend), recorded for the GPU's
+ * pipelining otherwise. */
+struct LoopOptions {
+  int num_stages = 0;          ///< 0: the kernel's
+  int loop_unroll_factor = 0;  ///< 0: the compiler's choice
+  bool flatten = false;
+  bool warp_specialize = false;
+  bool disallow_acc_multi_buffer = false;
+  int64_t pack() const {
+    return static_cast<int64_t>(num_stages & 0xffff) |
+           (static_cast<int64_t>(loop_unroll_factor & 0xffff) << 16) |
+           (static_cast<int64_t>(flatten) << 32) | (static_cast<int64_t>(warp_specialize) << 33) |
+           (static_cast<int64_t>(disallow_acc_multi_buffer) << 34);
+  }
+  static LoopOptions unpack(int64_t v) {
+    LoopOptions o;
+    o.num_stages = static_cast<int>(v & 0xffff);
+    o.loop_unroll_factor = static_cast<int>((v >> 16) & 0xffff);
+    o.flatten = (v >> 32) & 1;
+    o.warp_specialize = (v >> 33) & 1;
+    o.disallow_acc_multi_buffer = (v >> 34) & 1;
+    return o;
+  }
+};
 
 /** Names of kinds and sub-kinds (ir/op_traits.h has the rest of what each one is). */
 const char* op_name(OpKind k);

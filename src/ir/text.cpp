@@ -238,6 +238,19 @@ class Printer {
             os_ << (i > 3 ? ", " : "") << typed(body.args[i - 2]) << " = " << v(o.operands[i]);
           os_ << ")";
         }
+        if (o.ival) {
+          const LoopOptions lo = LoopOptions::unpack(o.ival);
+          std::vector<std::string> a;
+          if (lo.num_stages) a.push_back("num_stages = " + std::to_string(lo.num_stages));
+          if (lo.loop_unroll_factor)
+            a.push_back("loop_unroll_factor = " + std::to_string(lo.loop_unroll_factor));
+          if (lo.flatten) a.push_back("flatten = 1");
+          if (lo.warp_specialize) a.push_back("warp_specialize = 1");
+          if (lo.disallow_acc_multi_buffer) a.push_back("disallow_acc_multi_buffer = 1");
+          os_ << " attributes {";
+          for (size_t i = 0; i < a.size(); ++i) os_ << (i ? ", " : "") << a[i];
+          os_ << "}";
+        }
         os_ << result_types(o) << " {" << loc(o) << "\n";
         region_ops(body, depth + 1);
         os_ << pad << "}\n";
@@ -762,6 +775,30 @@ class Parser {
         carried.push_back({id, t});
       } while (accept(','));
       expect(')');
+    }
+    if (accept_word("attributes")) {
+      LoopOptions lo;
+      expect('{');
+      do {
+        const std::string k = identifier();
+        expect('=');
+        const int64_t val = integer();
+        if (k == "num_stages") {
+          lo.num_stages = static_cast<int>(val);
+        } else if (k == "loop_unroll_factor") {
+          lo.loop_unroll_factor = static_cast<int>(val);
+        } else if (k == "flatten") {
+          lo.flatten = val != 0;
+        } else if (k == "warp_specialize") {
+          lo.warp_specialize = val != 0;
+        } else if (k == "disallow_acc_multi_buffer") {
+          lo.disallow_acc_multi_buffer = val != 0;
+        } else {
+          fail("unknown loop attribute '" + k + "'");
+        }
+      } while (accept(','));
+      expect('}');
+      o->ival = lo.pack();
     }
     const auto types = result_types();
     expect('{');

@@ -1470,7 +1470,16 @@ Tile argmin(Operand x, int axis, bool keep_dims, SourceLoc loc) {
 // ---------------------------------------------------------------------------------
 
 void range(Operand lo, Operand hi, Operand step, FunctionRef<void(Tile)> body, SourceLoc loc) {
+  range(lo, hi, step, body, RangeOptions{}, loc);
+}
+
+void range(Operand lo, Operand hi, Operand step, FunctionRef<void(Tile)> body,
+           RangeOptions options, SourceLoc loc) {
   TraceContext& c = ctx(loc);
+  if (options.num_stages < 0 || options.num_stages > 0xffff || options.loop_unroll_factor < 0 ||
+      options.loop_unroll_factor > 0xffff) {
+    c.fail(loc, "tl::range's num_stages and loop_unroll_factor must be in 0..65535");
+  }
   ValueId l = val(c, lo), h = val(c, hi), s = val(c, step);
   for (auto [v, what] :
        {std::pair{l, "lower bound"}, std::pair{h, "upper bound"}, std::pair{s, "step"}}) {
@@ -1490,6 +1499,9 @@ void range(Operand lo, Operand hi, Operand step, FunctionRef<void(Tile)> body, S
   h = cast_value(c, h, it);
   s = cast_value(c, s, it);
   ir::Op* op = b.create_for(l, h, s);
+  op->ival = ir::LoopOptions{options.num_stages, options.loop_unroll_factor, options.flatten,
+                             options.warp_specialize, options.disallow_acc_multi_buffer}
+                 .pack();
   ir::Region& region = op->regions[0];
   const ValueId iv = region.args[0];
   const LiveVars lv = snapshot(c);

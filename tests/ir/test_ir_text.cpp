@@ -32,11 +32,22 @@ TL_JIT(text_pointwise, tl::Ptr x, tl::Ptr y, tl::Ptr out, tl::Int n, tl::Float s
 }
 
 // Loops, branches, while, atomics, asserts and prints.
+tl::RangeOptions loop_options() {
+  tl::RangeOptions o;
+  o.num_stages = 3;
+  o.loop_unroll_factor = 2;
+  o.flatten = true;
+  o.warp_specialize = true;
+  o.disallow_acc_multi_buffer = true;
+  return o;
+}
+
 TL_JIT(text_control, tl::Ptr x, tl::Ptr counter, tl::Int n, tl::Const BLOCK) {
   auto offs = tl::arange(0, BLOCK);
   tl::Var acc = tl::zeros({BLOCK}, tl::float32);
-  tl::range(0, n, BLOCK,
-            [&](tl::Tile k) { acc = acc + tl::load(x + k + offs, k + offs < n, 0.0f); });
+  tl::range(
+      0, n, BLOCK, [&](tl::Tile k) { acc = acc + tl::load(x + k + offs, k + offs < n, 0.0f); },
+      loop_options());
   tl::if_(
       n > 100, [&] { acc = acc * 2.0f; }, [&] { acc = acc + 1.0f; });
   tl::Var i = 0;

@@ -459,4 +459,52 @@ TEST(Parity, PointerTablesFromInt64Addresses) {
   EXPECT_NE(ir.find("bitcast"), std::string::npos) << ir;
 }
 
+// ---- tl::range's options
+
+TL_JIT(range_options_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const B) {
+  auto offs = tl::arange(0, B);
+  tl::Var acc = tl::zeros({B}, tl::float32);
+  tl::RangeOptions o;
+  o.num_stages = 3;
+  o.loop_unroll_factor = 4;
+  o.flatten = true;
+  tl::range(0, n, B, [&](tl::Tile k) { acc += tl::load(x + k + offs, k + offs < n, 0.0f); }, o);
+  tl::store(out + offs, acc);
+}
+
+TL_JIT(range_bad_kernel, tl::Ptr x, tl::Int n) {
+  tl::RangeOptions o;
+  o.loop_unroll_factor = -1;
+  tl::range(0, n, 1, [&](tl::Tile) { tl::store(x, 1.0f); }, o);
+}
+
+TEST(Parity, RangeOptionsAreKeptAndUnrollIsHonoured) {
+  constexpr int64_t B = 16;
+  const int64_t n = 200;
+  Tensor x = random_tensor({n}, DType::Float32);
+  Tensor want = zeros({B});
+  for (int64_t k = 0; k < n; k += B) {
+    for (int64_t j = 0; j < B && k + j < n; ++j)
+      want[j].fill_(want[j].item<float>() + x[k + j].item<float>());
+  }
+  every_mode([&](const char* mode) {
+    Tensor out = empty({B});
+    poison(out);
+    range_options_kernel[{1}](x, out, n, tl::meta("B", B));
+    EXPECT_TRUE(all_close(out, want, 1e-6, 1e-6)) << mode;
+    const std::string ir = range_options_kernel.last_ir();
+    EXPECT_NE(ir.find("attributes {num_stages = 3, loop_unroll_factor = 4, flatten = 1}"),
+              std::string::npos)
+        << mode << "\n" << ir;
+    if (std::string(mode) != "interpreted") {
+      EXPECT_NE(range_options_kernel.last_source().find("#pragma GCC unroll 4"), std::string::npos)
+          << mode;
+    }
+  });
+  const std::string e = error_of<CompileError>([&] { range_bad_kernel[{1}](x, n); });
+  EXPECT_NE(e.find("tl::range's num_stages and loop_unroll_factor must be in 0..65535"),
+            std::string::npos)
+      << e;
+}
+
 }  // namespace

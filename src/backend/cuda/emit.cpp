@@ -592,6 +592,8 @@ class Emitter : ExprPrinter {
       assign(carried[k], name(carried[k]), op.operands[3 + k]);
     }
     const std::string it = type_str(f_.type(iv));
+    if (const int u = ir::LoopOptions::unpack(op.ival).loop_unroll_factor; u > 1)
+      line("#pragma unroll " + std::to_string(u));
     line("for (" + it + " " + name(iv) + " = " + expr(op.operands[0], {}) + "; " + name(iv) +
          " < " + expr(op.operands[1], {}) + "; " + name(iv) + " += " + expr(op.operands[2], {}) +
          ") {");
