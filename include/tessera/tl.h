@@ -248,6 +248,11 @@ Tile join(Operand a, Operand b, TS_HERE);
 std::pair<Tile, Tile> split(Operand x, TS_HERE);
 /** Concatenates along dim 0 (tiles of one shape; the order is kept). */
 Tile cat(Operand a, Operand b, bool can_reorder = false, TS_HERE);
+/** `tl.gather(src, index, axis)`: the result has index's shape; element i is src at i with its
+ * `axis` coordinate replaced by index[i]. `index` is an integer tile of src's rank whose other
+ * dimensions equal src's. An index outside [0, src.shape[axis]) reads the nearest element on
+ * compiled backends (Triton leaves it undefined) and is an error in the interpreter. */
+Tile gather(Operand src, Operand index, int axis, TS_HERE);
 /** `x` in reverse order along `dim` (the last by default; `tl.flip`): an index remapping. */
 Tile flip(Operand x, int dim = -1, TS_HERE);
 /** A 1-D view of every element, row-major (`can_reorder` accepted as Triton's). */

@@ -493,6 +493,13 @@ ValueId Builder::flip(ValueId v, int64_t axis) {
   return result(op, t);
 }
 
+ValueId Builder::gather(ValueId src, ValueId index, int64_t axis) {
+  Op* op = f_.new_op(OpKind::Gather);
+  op->operands = {src, index};
+  op->ival = axis;
+  return result(op, type(src).with_shape(type(index).shape));
+}
+
 ValueId Builder::bitcast_to(ValueId v, const Type& to) {
   if (type(v) == to) return v;
   Op* op = f_.new_op(OpKind::Bitcast);

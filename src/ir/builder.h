@@ -67,6 +67,8 @@ class Builder {
   ValueId cat(ValueId a, ValueId b);
   /** `v` reversed along `axis` (a splat constant is its own reverse). */
   ValueId flip(ValueId v, int64_t axis);
+  /** `src` gathered along `axis` at `index` (the result has index's shape). */
+  ValueId gather(ValueId src, ValueId index, int64_t axis);
   ValueId bitcast(ValueId v, DType to);
   /** The same 64 bits as another type: an address as a pointer, a pointer as its address, or a
    * pointer to another element type. */

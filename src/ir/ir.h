@@ -89,6 +89,8 @@ enum class OpKind : uint8_t {
   Extract,    ///< ival: 0 or 1; the operand's last dim (of size 2) removed at that index (split)
   Cat,        ///< two operands of one shape -> dim 0 doubled
   Flip,       ///< ival: the axis; the operand's elements in reverse order along it
+  Gather,     ///< operands: src, index (integers, src's rank); ival: axis; result (index's shape):
+              ///< src at the result's coordinates with the axis one replaced by index's element
   Bitcast,    ///< the same bits as another element type of the same width
   ReduceFn,   ///< tl.reduce with a combine function: operands: N tiles of one shape; ival: axis;
               ///< region: args a_1..a_N, b_1..b_N (scalars), yields N; results: N tiles without the

@@ -39,6 +39,7 @@ constexpr OpTraits kOps[] = {
     {OpKind::Extract, "extract", 1, 1, 0, kView, 0},
     {OpKind::Cat, "cat", 2, 2, 0, kView, 0},
     {OpKind::Flip, "flip", 1, 1, 0, kView, 0},
+    {OpKind::Gather, "gather", 2, 2, 0, kPure, 0},
     {OpKind::Bitcast, "bitcast", 1, 1, 0, kMap, 0},
     {OpKind::ReduceFn, "reduce_fn", 1, -1, 1, 0, 0},
     {OpKind::ScanFn, "scan_fn", 1, -1, 1, 0, 0},

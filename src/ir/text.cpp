@@ -155,6 +155,7 @@ class Printer {
       case OpKind::NumPrograms:
       case OpKind::ExpandDims:
       case OpKind::Flip:
+      case OpKind::Gather:
       case OpKind::Reduce:
       case OpKind::ReduceFn:
         a.push_back("axis = " + std::to_string(o.ival));

@@ -796,6 +796,30 @@ Tile reshape(Operand x, std::initializer_list<Operand> shape, bool can_reorder, 
   return c.tile(c.builder().reshape(v, s));
 }
 
+Tile gather(Operand src, Operand index, int axis, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const ValueId s = tile_operand(c, src, "tl::gather", loc);
+  const ValueId i = tile_operand(c, index, "tl::gather", loc);
+  const Type& ts = c.type(s);
+  const Type& ti = c.type(i);
+  const int rank = static_cast<int>(ts.rank());
+  const int ax = axis < 0 ? axis + rank : axis;
+  if (ts.ptr) c.fail(loc, "tl::gather of a pointer tile");
+  if (!ti.is_int() || ti.elem == DType::Bool || ti.ptr)
+    c.fail(loc, "tl::gather's index must be an integer tile, got " + ti.str());
+  if (ti.rank() != ts.rank())
+    c.fail(loc, "tl::gather: the index " + ti.str() + " and the source " + ts.str() +
+                    " must have the same rank");
+  if (ax < 0 || ax >= rank) c.fail(loc, "tl::gather: axis " + std::to_string(axis) + " of " + ts.str());
+  for (int d = 0; d < rank; ++d) {
+    if (d != ax && ti.shape[static_cast<size_t>(d)] != ts.shape[static_cast<size_t>(d)]) {
+      c.fail(loc, "tl::gather: the index " + ti.str() + " and the source " + ts.str() +
+                      " differ in dimension " + std::to_string(d) + " (only the axis may)");
+    }
+  }
+  return c.tile(c.builder().gather(s, i, ax));
+}
+
 Tile flip(Operand x, int dim, SourceLoc loc) {
   TraceContext& c = ctx(loc);
   const ValueId v = tile_operand(c, x, "tl::flip", loc);

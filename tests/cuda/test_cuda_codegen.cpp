@@ -126,7 +126,8 @@ TL_JIT(cg_shapes, tl::Ptr x, tl::Ptr out, tl::Const B) {
   auto t = tl::load(x + r[{tl::_, tl::None}] * B + r[{tl::None, tl::_}]);  // [B, B]
   auto tt = tl::trans(t);
   auto [lo, hi] = tl::split(tl::join(t, tt));
-  auto c = tl::cat(tl::flip(lo, 0), tl::flip(hi));  // [2B, B]
+  auto g = tl::gather(hi, (r[{tl::_, tl::None}] + r[{tl::None, tl::_}]) % B, 1);  // rotations
+  auto c = tl::cat(tl::flip(lo, 0), tl::flip(g));  // [2B, B]
   auto flat = tl::reshape(c, {2 * B * B});
   tl::store(out + tl::arange(0, 2 * B * B), flat * 2.0f);
 }

@@ -507,4 +507,52 @@ TEST(Parity, RangeOptionsAreKeptAndUnrollIsHonoured) {
       << e;
 }
 
+// ---- tl.gather
+
+TL_JIT(gather_kernel, tl::Ptr x, tl::Ptr idx, tl::Ptr out, tl::Const R, tl::Const C) {
+  auto rr = tl::arange(0, R), cc = tl::arange(0, C);
+  auto offs = rr[{tl::_, tl::None}] * C + cc[{tl::None, tl::_}];
+  auto src = tl::load(x + offs);                   // [R, C]
+  auto index = tl::load(idx + offs);               // [R, C], values in [0, C)
+  tl::store(out + offs, tl::gather(src, index, 1));  // a permutation within each row
+  auto rows = tl::load(idx + R * C + cc);          // [C], values in [0, R)
+  auto col = tl::gather(src, rows[{tl::None, tl::_}], 0);  // [1, C]: src[rows[j], j]
+  tl::store(out + R * C + cc[{tl::None, tl::_}], col);
+}
+
+TEST(Parity, GatherAlongEitherAxis) {
+  constexpr int64_t R = 4, C = 8;
+  Tensor x = random_tensor({R, C}, DType::Float32);
+  std::vector<int32_t> iv(R * C + C);
+  for (int64_t i = 0; i < R * C; ++i) iv[static_cast<size_t>(i)] = static_cast<int32_t>((i * 5 + 3) % C);
+  for (int64_t j = 0; j < C; ++j) iv[static_cast<size_t>(R * C + j)] = static_cast<int32_t>((j * 3) % R);
+  Tensor idx = from_vector(iv, {R * C + C});
+  every_mode([&](const char* mode) {
+    Tensor out = empty({R * C + C});
+    poison(out);
+    gather_kernel[{1}](x, idx, out, tl::meta("R", R), tl::meta("C", C));
+    for (int64_t i = 0; i < R; ++i) {
+      for (int64_t j = 0; j < C; ++j)
+        EXPECT_EQ(out[i * C + j].item<float>(), x[i][iv[static_cast<size_t>(i * C + j)]].item<float>())
+            << mode;
+    }
+    for (int64_t j = 0; j < C; ++j)
+      EXPECT_EQ(out[R * C + j].item<float>(), x[iv[static_cast<size_t>(R * C + j)]][j].item<float>())
+          << mode;
+  });
+  // An index out of range: the interpreter says so; compiled code reads the nearest element.
+  iv[0] = 100;
+  Tensor bad = from_vector(iv, {R * C + C}), out = empty({R * C + C});
+  gather_kernel[{1}](x, bad, out, tl::meta("R", R), tl::meta("C", C));
+  EXPECT_EQ(out[0].item<float>(), x[0][C - 1].item<float>());
+  ::setenv("TESSERA_INTERPRET", "1", 1);
+  reload_knobs();
+  const std::string e = error_of<RuntimeError>(
+      [&] { gather_kernel[{1}](x, bad, out, tl::meta("R", R), tl::meta("C", C)); });
+  ::unsetenv("TESSERA_INTERPRET");
+  reload_knobs();
+  EXPECT_NE(e.find("tl::gather index 100 is outside [0, 8)"), std::string::npos) << e;
+  EXPECT_NE(e.find("test_parity.cpp"), std::string::npos) << e;
+}
+
 }  // namespace

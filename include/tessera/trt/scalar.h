@@ -557,6 +557,12 @@ TRT_LIBM2(atan2)
 TRT_LIBM2(hypot)
 #undef TRT_LIBM2
 
+/** A gather's index clamped into [0, n): an index out of range reads the nearest element instead
+ * of memory outside the tile (Triton leaves it undefined; the interpreter reports it). */
+TRT_INLINE int32_t gather_index(int64_t i, int64_t n) {
+  return (int32_t)(i < 0 ? 0 : (i >= n ? n - 1 : i));
+}
+
 /** An atomic float update's new value (kind: 0 add, 1 max, 2 min, 6 xchg; ir::AtomicKind): max
  * and min as tl.maximum / tl.minimum (a NaN operand loses). Every backend's atomics use it. */
 template <class T>

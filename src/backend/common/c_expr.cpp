@@ -75,6 +75,13 @@ std::string ExprPrinter::op_expr(const Op& op, const Index& idx) {
              operand(0, source_index(op, idx, 0)) + " : " + operand(1, source_index(op, idx, 1)) +
              ")";
     }
+    case OpKind::Gather: {
+      Index ix = idx;
+      const auto axis = static_cast<size_t>(op.ival);
+      ix[axis] = "trt::gather_index(" + operand(1, idx) + ", " +
+                 std::to_string(f_.type(op.operands[0]).shape[axis]) + ")";
+      return operand(0, ix);
+    }
     case OpKind::Bitcast: {
       const Type& s = f_.type(op.operands[0]);
       if (t.ptr) return "((" + type_str(t) + ")(uintptr_t)(" + operand(0, idx) + "))";

@@ -125,6 +125,8 @@ class Interp {
       case OpKind::Cat:
       case OpKind::Flip:
         return reindex(op);
+      case OpKind::Gather:
+        return gather(op);
       case OpKind::ReduceFn:
       case OpKind::ScanFn:
         return reduce_fn(op);
@@ -437,6 +439,33 @@ class Interp {
   }
 
   // Shape ops: each result element is an operand element (ir/index_map.h says which).
+  // src at each result coordinate with the axis coordinate taken from index; an index out of
+  // range is an error naming the kernel and line (compiled code reads the nearest element).
+  void gather(const Op& op) {
+    const Type& t = f_.type(op.result());
+    const Val src = val(op.operands[0]), index = val(op.operands[1]);
+    const auto& in = f_.type(op.operands[0]).shape;
+    const auto axis = static_cast<size_t>(op.ival);
+    Val& v = init(op.result(), numel(t));
+    std::vector<int64_t> idx(t.shape.size(), 0);
+    for (size_t k = 0; k < v.d.size(); ++k) {
+      const int64_t g = at(index, k).i;
+      if (g < 0 || g >= in[axis]) {
+        TS_ERROR(RuntimeError) << "[kernel " << o_.kernel << "] tl::gather index " << g
+                               << " is outside [0, " << in[axis] << ") along axis " << axis
+                               << " at " << op.loc.file << ":" << op.loc.line;
+      }
+      size_t s = 0;
+      for (size_t d = 0; d < in.size(); ++d)
+        s = s * static_cast<size_t>(in[d]) + static_cast<size_t>(d == axis ? g : idx[d]);
+      v.d[k] = src.d.size() == 1 ? src.d[0] : src.d[s];
+      for (size_t d = t.shape.size(); d-- > 0;) {
+        if (++idx[d] < t.shape[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+
   void reindex(const Op& op) {
     const Type& t = f_.type(op.result());
     const auto& out = t.shape;
