@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 #include "backend/common/c_expr.h"
 #include "backend/common/c_family.h"
@@ -500,9 +501,29 @@ class Emitter : ExprPrinter {
     const bool tf32x3 = at.elem == DType::Float32 && precision == ir::DotPrecision::TF32x3;
     const std::string rt = register_type(ot.elem);
     declare_array(out);
+    // tf32: each operand is rounded once into a local array (the loops below read every element
+    // of b once per 4 rows of a, and every element of a once per 16 columns of b).
+    std::string rounded_a, rounded_b;
+    if (tf32) {
+      for (auto [v, rows, cols, name_out] :
+           {std::tuple{a, M, K, &rounded_a}, std::tuple{b, K, N, &rounded_b}}) {
+        *name_out = fresh("_tf");
+        line("alignas(64) float " + *name_out + "[" + std::to_string(rows * cols) + "];");
+        const std::string r = fresh("_r"), q = fresh("_q");
+        line("for (int32_t " + r + " = 0; " + r + " < " + std::to_string(rows) + "; ++" + r + ")");
+        line("  #pragma omp simd");
+        line("  for (int32_t " + q + " = 0; " + q + " < " + std::to_string(cols) + "; ++" + q + ") " +
+             *name_out + "[" + r + " * " + std::to_string(cols) + " + " + q +
+             "] = trt::to_tf32((float)(" + expr(v, {r, q}) + "));");
+      }
+    }
     auto in = [&](ValueId v, const std::string& i, const std::string& j) {
-      std::string e = "(" + rt + ")(" + expr(v, {i, j}) + ")";
-      return tf32 ? "trt::to_tf32(" + e + ")" : e;
+      if (tf32) {
+        const bool is_a = v == a;
+        return (is_a ? rounded_a : rounded_b) + "[" + i + " * " + std::to_string(is_a ? K : N) +
+               " + " + j + "]";
+      }
+      return "(" + rt + ")(" + expr(v, {i, j}) + ")";
     };
     // tf32x3 splits the raw inputs inside each multiply-add (trt::fma_tf32x3).
     const std::string fma = tf32x3 ? "trt::fma_tf32x3(" : "trt::fma(";
