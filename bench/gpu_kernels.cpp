@@ -75,12 +75,14 @@ int main() {
   std::printf("| kernel | size | median us | GB/s | of copy |\n|---|---|---|---|---|\n");
   double copy_gbs = 0;
   for (int64_t n : {int64_t{1} << 20, int64_t{1} << 24, int64_t{1} << 28}) {
-    Tensor x = randn({n}, TensorOptions().device(cuda)), y = randn({n}, TensorOptions().device(cuda));
+    Tensor x = randn({n}, TensorOptions().device(cuda)),
+           y = randn({n}, TensorOptions().device(cuda));
     Tensor out = empty({n}, TensorOptions().device(cuda));
     const auto grid = tl::Grid{tl::cdiv(n, 1024)};
     copy_kernel[grid](x, out, n, tl::meta("BLOCK", 1024));
     if (!equal(out.cpu(), x.cpu())) return std::printf("copy: wrong result\n"), 1;
-    const double cu = median_us([&] { copy_kernel[grid](x, out, n, tl::meta("BLOCK", 1024)); }, flush);
+    const double cu =
+        median_us([&] { copy_kernel[grid](x, out, n, tl::meta("BLOCK", 1024)); }, flush);
     if (n == (int64_t{1} << 28)) copy_gbs = 8.0 * static_cast<double>(n) / cu / 1e3;
     row("copy (tile kernel)", "2^" + std::to_string(__builtin_ctzll(n)), cu, 8.0 * n, copy_gbs);
     add_kernel[grid](x, y, out, n, tl::meta("BLOCK", 1024));
@@ -99,10 +101,11 @@ int main() {
     softmax_kernel[{rows}](x, out, cols, tl::meta("BLOCK", block), tl::num_warps(warps));
     if (!allclose(out.cpu(), softmax(x.cpu(), 1), 1e-5, 1e-6))
       return std::printf("softmax: wrong result\n"), 1;
-    const double us =
-        median_us([&] {
+    const double us = median_us(
+        [&] {
           softmax_kernel[{rows}](x, out, cols, tl::meta("BLOCK", block), tl::num_warps(warps));
-        }, flush);
+        },
+        flush);
     row("softmax f32 rows", "4096x" + std::to_string(cols), us, 8.0 * rows * cols, copy_gbs);
   }
   return 0;

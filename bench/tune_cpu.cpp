@@ -68,8 +68,7 @@ std::vector<backend::cpu::KernelSource> sources() {
                                   int64_t(4096),
                                   tl::meta("BLOCK_SIZE", b)};
     tl::detail::Spec sp;
-    tl::detail::bind(s, ArrayRef<tl::KernelArg>(args, 6), sp.bound, sp.opts,
-                     {});
+    tl::detail::bind(s, ArrayRef<tl::KernelArg>(args, 6), sp.bound, sp.opts, {});
     specs.push_back(std::move(sp));
   }
   std::vector<backend::cpu::KernelSource> out;

@@ -73,17 +73,18 @@ TL_JIT(matmul_kernel, tl::Ptr a_ptr, tl::Ptr b_ptr, tl::Ptr c_ptr, tl::Int M, tl
 // The tutorial's autotuning, with configs sized for a CPU (or a first-stage GPU kernel).
 auto tuned_matmul = tl::autotune(
     matmul_kernel,
-    {tl::Config({{"BLOCK_SIZE_M", 32}, {"BLOCK_SIZE_N", 32}, {"BLOCK_SIZE_K", 32},
-                 {"GROUP_SIZE_M", 8}},
-                4, 3),
-     tl::Config({{"BLOCK_SIZE_M", 64}, {"BLOCK_SIZE_N", 32}, {"BLOCK_SIZE_K", 32},
-                 {"GROUP_SIZE_M", 8}},
-                4, 4)},
+    {tl::Config(
+         {{"BLOCK_SIZE_M", 32}, {"BLOCK_SIZE_N", 32}, {"BLOCK_SIZE_K", 32}, {"GROUP_SIZE_M", 8}}, 4,
+         3),
+     tl::Config(
+         {{"BLOCK_SIZE_M", 64}, {"BLOCK_SIZE_N", 32}, {"BLOCK_SIZE_K", 32}, {"GROUP_SIZE_M", 8}}, 4,
+         4)},
     {"M", "N", "K"});
 
 Tensor matmul(const Tensor& a, const Tensor& b, int activation) {
   const int64_t M = a.size(0).guard_int(), K = a.size(1).guard_int(), N = b.size(1).guard_int();
-  Tensor c = tessera::empty({M, N}, tessera::TensorOptions().dtype(tessera::float16).device(a.device()));
+  Tensor c =
+      tessera::empty({M, N}, tessera::TensorOptions().dtype(tessera::float16).device(a.device()));
   auto grid = [&](const tl::Meta& meta) {
     return tl::Grid{tl::cdiv(M, meta["BLOCK_SIZE_M"]) * tl::cdiv(N, meta["BLOCK_SIZE_N"])};
   };

@@ -33,7 +33,7 @@ Tensor seeded_dropout(const Tensor& x, double p, int64_t seed) {
   Tensor output = tessera::empty_like(x);
   const int64_t n_elements = x.numel().guard_int();
   seeded_dropout_kernel[{tl::cdiv(n_elements, 1024)}](x, output, n_elements, p, seed,
-                                                       tl::meta("BLOCK_SIZE", 1024));
+                                                      tl::meta("BLOCK_SIZE", 1024));
   return output;
 }
 
@@ -54,7 +54,8 @@ int main(int argc, char** argv) {
   bool ok = true;
   int64_t kept = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const bool keep = triton_uniform(tessera::philox::random4(123, static_cast<uint64_t>(i)).v[0]) > p;
+    const bool keep =
+        triton_uniform(tessera::philox::random4(123, static_cast<uint64_t>(i)).v[0]) > p;
     const float got = out[i].item<float>(), xi = x[i].item<float>();
     const float want = keep ? xi / (1 - p) : 0.0f;
     if (std::fabs(got - want) > 2e-7f * std::fabs(want)) {
@@ -66,9 +67,10 @@ int main(int argc, char** argv) {
   const bool same = tessera::equal(seeded_dropout(x.to(dev), p, 123).cpu(), out);
   const bool other = !tessera::equal(seeded_dropout(x.to(dev), p, 512).cpu(), out);
   const double frac = static_cast<double>(kept) / static_cast<double>(n);
-  std::cout << "dropout p = " << p << " on " << dev.str() << ": Triton's mask " << (ok ? "yes" : "NO")
-            << ", kept " << frac << ", same seed same mask " << (same ? "yes" : "NO")
-            << ", another seed another mask " << (other ? "yes" : "NO") << "\n";
+  std::cout << "dropout p = " << p << " on " << dev.str() << ": Triton's mask "
+            << (ok ? "yes" : "NO") << ", kept " << frac << ", same seed same mask "
+            << (same ? "yes" : "NO") << ", another seed another mask " << (other ? "yes" : "NO")
+            << "\n";
   ok = ok && same && other && std::fabs(frac - (1 - p)) < 0.05;
   std::cout << (ok ? "tutorial_04_dropout: OK" : "tutorial_04_dropout: MISMATCH") << "\n";
   return ok ? 0 : 1;

@@ -1,5 +1,5 @@
-// Triton's tutorial 06 (fused attention, the forward pass of FlashAttention-2), ported as written in
-// its pointer-based form: per block of queries, a loop over blocks of keys keeps the running row
+// Triton's tutorial 06 (fused attention, the forward pass of FlashAttention-2), ported as written
+// in its pointer-based form: per block of queries, a loop over blocks of keys keeps the running row
 // max m_i and sum l_i, rescales the accumulator by exp2(m_i - m_new), and adds p @ v with p cast to
 // fp16 (a dot of a register tile); causal masking by position; the log-sum-exp stored for the
 // backward pass. Checked against softmax(q k^T * sm_scale) v in float64 on fresh fp16 inputs,
@@ -58,9 +58,9 @@ TL_JIT(attn_fwd_kernel, tl::Ptr Q, tl::Ptr K, tl::Ptr V, tl::Float sm_scale, tl:
   });
   auto out = acc / l_i[{tl::_, tl::None}];
   tl::store(L + off_hz * N_CTX + offs_m, m_i + tl::log2(l_i));
-  tl::store(Out + off_hz * stride_oh + offs_m[{tl::_, tl::None}] * stride_om +
-                offs_d[{tl::None, tl::_}],
-            out.to(tl::float16));
+  tl::store(
+      Out + off_hz * stride_oh + offs_m[{tl::_, tl::None}] * stride_om + offs_d[{tl::None, tl::_}],
+      out.to(tl::float16));
 }
 
 int main(int argc, char** argv) {
@@ -74,14 +74,14 @@ int main(int argc, char** argv) {
   Tensor v = tessera::randn({H, N, D}).to(tessera::float16);
   bool ok = true;
   for (int causal : {0, 1}) {
-    Tensor o = tessera::empty({H, N, D}, tessera::TensorOptions().dtype(tessera::float16).device(dev));
+    Tensor o =
+        tessera::empty({H, N, D}, tessera::TensorOptions().dtype(tessera::float16).device(dev));
     Tensor lse = tessera::empty({H, N}, tessera::TensorOptions().device(dev));
     Tensor gq = q.to(dev), gk = k.to(dev), gv = v.to(dev);
-    attn_fwd_kernel[{N / BM, H}](gq, gk, gv, sm_scale, lse, o, gq.stride(0), gq.stride(1),
-                                 gk.stride(0), gk.stride(1), gv.stride(0), gv.stride(1),
-                                 o.stride(0), o.stride(1), N, tl::meta("BLOCK_M", BM),
-                                 tl::meta("BLOCK_DMODEL", D), tl::meta("BLOCK_N", BN),
-                                 tl::meta("IS_CAUSAL", causal));
+    attn_fwd_kernel[{N / BM, H}](
+        gq, gk, gv, sm_scale, lse, o, gq.stride(0), gq.stride(1), gk.stride(0), gk.stride(1),
+        gv.stride(0), gv.stride(1), o.stride(0), o.stride(1), N, tl::meta("BLOCK_M", BM),
+        tl::meta("BLOCK_DMODEL", D), tl::meta("BLOCK_N", BN), tl::meta("IS_CAUSAL", causal));
     // Reference in float64.
     Tensor qd = q.to(tessera::float64), kd = k.to(tessera::float64), vd = v.to(tessera::float64);
     Tensor s = tessera::matmul(qd, kd.transpose(1, 2)) * sm_scale;

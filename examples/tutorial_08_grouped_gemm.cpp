@@ -33,9 +33,7 @@ TL_JIT(grouped_matmul_kernel, tl::Ptr group_a_ptrs, tl::Ptr group_b_ptrs, tl::Pt
     auto num_tiles = num_m_tiles * num_n_tiles;
     // This program's tiles of the current problem.
     tl::while_(
-        [&] {
-          return (tile_idx >= last_problem_end) & (tile_idx < last_problem_end + num_tiles);
-        },
+        [&] { return (tile_idx >= last_problem_end) & (tile_idx < last_problem_end + num_tiles); },
         [&] {
           auto k = gk;
           auto lda = tl::load(g_lds + g * 3);
@@ -93,14 +91,15 @@ int main(int argc, char** argv) {
   for (const Problem& p : problems) {
     as.push_back(tessera::randn({p.m, p.k}).to(tessera::float16).to(dev));
     bs.push_back(tessera::randn({p.k, p.n}).to(tessera::float16).to(dev));
-    cs.push_back(tessera::zeros({p.m, p.n}, tessera::TensorOptions().dtype(tessera::float16).device(dev)));
+    cs.push_back(
+        tessera::zeros({p.m, p.n}, tessera::TensorOptions().dtype(tessera::float16).device(dev)));
     a_addrs.push_back(address(as.back()));
     b_addrs.push_back(address(bs.back()));
     c_addrs.push_back(address(cs.back()));
-    sizes.insert(sizes.end(), {static_cast<int32_t>(p.m), static_cast<int32_t>(p.n),
-                               static_cast<int32_t>(p.k)});
-    lds.insert(lds.end(), {static_cast<int32_t>(p.k), static_cast<int32_t>(p.n),
-                           static_cast<int32_t>(p.n)});
+    sizes.insert(sizes.end(),
+                 {static_cast<int32_t>(p.m), static_cast<int32_t>(p.n), static_cast<int32_t>(p.k)});
+    lds.insert(lds.end(),
+               {static_cast<int32_t>(p.k), static_cast<int32_t>(p.n), static_cast<int32_t>(p.n)});
   }
   auto table = [&](const std::vector<int64_t>& v) {
     return tessera::from_vector(v, {static_cast<int64_t>(v.size())}).to(dev);
@@ -114,7 +113,8 @@ int main(int argc, char** argv) {
                                   tl::meta("BLOCK_SIZE_N", 32), tl::meta("BLOCK_SIZE_K", 32));
   bool ok = true;
   for (size_t g = 0; g < problems.size(); ++g) {
-    const Tensor ref = tessera::matmul(as[g].cpu().to(tessera::float64), bs[g].cpu().to(tessera::float64));
+    const Tensor ref =
+        tessera::matmul(as[g].cpu().to(tessera::float64), bs[g].cpu().to(tessera::float64));
     const bool good = tessera::allclose(cs[g].cpu().to(tessera::float64), ref, 2e-3, 2e-2);
     std::cout << "problem " << g << " (" << problems[g].m << "x" << problems[g].n << "x"
               << problems[g].k << ") on " << dev.str() << ": " << (good ? "matches" : "MISMATCH")

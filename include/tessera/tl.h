@@ -267,8 +267,7 @@ std::pair<Tile, Tile> swizzle2d(Operand i, Operand j, Operand size_i, Operand si
                                 Operand size_g, TS_HERE);
 /** `tl.histogram`: an int32 tile of `num_bins` counts of the values of integer tile `x` in
  * [0, num_bins) (values outside are not counted; `mask` false lanes neither). */
-Tile histogram(Operand x, int64_t num_bins, std::optional<Operand> mask = std::nullopt,
-               TS_HERE);
+Tile histogram(Operand x, int64_t num_bins, std::optional<Operand> mask = std::nullopt, TS_HERE);
 /** The same bits as another element type of the same width. */
 Tile bitcast(Operand x, DType dtype, TS_HERE);
 
@@ -519,12 +518,12 @@ Tile operator<=(Operand a, Operand b);
 Tile operator>(Operand a, Operand b);
 Tile operator>=(Operand a, Operand b);
 
-#define TESSERA_TL_COMPOUND(op)                                      \
-  inline Tile& Tile::operator op##=(const Operand& v) {              \
-    return *this = (Operand(*this, v.loc) op v);                     \
-  }                                                                  \
-  inline Var& Var::operator op##=(const Operand& v) {                \
-    return *this = Operand(Operand(*this, v.loc) op v, v.loc);       \
+#define TESSERA_TL_COMPOUND(op)                                \
+  inline Tile& Tile::operator op##=(const Operand& v) {        \
+    return *this = (Operand(*this, v.loc) op v);               \
+  }                                                            \
+  inline Var& Var::operator op##=(const Operand& v) {          \
+    return *this = Operand(Operand(*this, v.loc) op v, v.loc); \
   }
 TESSERA_TL_COMPOUND(+)
 TESSERA_TL_COMPOUND(-)
@@ -593,7 +592,9 @@ struct LaunchOption {
   int64_t value;
   /** "num_warps", "num_stages", "maxnreg". */
   const char* name() const {
-    return kind == Kind::NumWarps ? "num_warps" : kind == Kind::NumStages ? "num_stages" : "maxnreg";
+    return kind == Kind::NumWarps    ? "num_warps"
+           : kind == Kind::NumStages ? "num_stages"
+                                     : "maxnreg";
   }
 };
 inline LaunchOption num_warps(int64_t n) {

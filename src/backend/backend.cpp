@@ -44,8 +44,7 @@ const Backend& for_device(Device device) {
         << "): move the arguments with .cpu() to interpret the kernel";
     return cuda::backend_for(device.index() < 0 ? 0 : device.index());
   }
-  TS_CHECK(device.is_cpu(), NotImplementedError)
-      << "no backend runs kernels on " << device.str();
+  TS_CHECK(device.is_cpu(), NotImplementedError) << "no backend runs kernels on " << device.str();
   return knobs().interpret ? interp_backend() : cpu_backend();
 }
 

@@ -387,8 +387,7 @@ SymDimVector fake_sizes(const Tensor& t, size_t i, size_t k, bool static_only,
 // Tensor argument i, which shares its storage with another argument: a view of the one fake
 // storage made for that storage (static sizes).
 Tensor shared_view(const Tensor& t, size_t i, const SymDimVector& fsizes, int64_t offset,
-                   const CaptureOptions& opts,
-                   std::map<const StorageImpl*, Tensor>& shared_fakes) {
+                   const CaptureOptions& opts, std::map<const StorageImpl*, Tensor>& shared_fakes) {
   const StorageImpl* st = t.impl()->storage();
   auto it = shared_fakes.find(st);
   if (it == shared_fakes.end()) {
@@ -445,7 +444,8 @@ std::vector<IValue> fake_arguments(const std::vector<IValue>& args, const Captur
     lg.key = pack_key(t.impl());
     const bool aliased = storage_uses[t.impl()->storage()] > 1;
     const bool contiguous = t.is_contiguous();
-    const SymDimVector fsizes = fake_sizes(t, i, k, aliased || !contiguous, opts, env, duck, guards, lg);
+    const SymDimVector fsizes =
+        fake_sizes(t, i, k, aliased || !contiguous, opts, env, duck, guards, lg);
     lg.contiguous = contiguous && std::any_of(lg.size_symbol.begin(), lg.size_symbol.end(),
                                               [](int s) { return s >= 0; });
     if (!lg.contiguous) {

@@ -45,7 +45,7 @@ struct Arg {
   /** Kernel launches: a positional argument, a `tl::meta`, or a launch option. */
   enum class Role : uint8_t { Positional, Meta, Option } role = Role::Positional;
   tl::LaunchOption::Kind option = tl::LaunchOption::Kind::NumWarps;  ///< Option
-  int value = -1;                   ///< Value
+  int value = -1;                                                    ///< Value
   std::vector<int> values;          ///< ValueList (-1 for None entries)
   bool optional_list = false;       ///< ValueList of optional tensors
   sym::ExprPtr expr = nullptr;      ///< Sym: an integer computed at call start

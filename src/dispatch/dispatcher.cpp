@@ -179,12 +179,12 @@ void run_from(const OperatorEntry& op, Stack& stack, Level level) {
           << "[" << op.name() << "] has no shape function (fake kernel), so it cannot run on "
           << (info.flags & kTensorFake ? "fake" : "meta") << " tensors";
     }
-    TS_ERROR(NotImplementedError) << "[" << op.name() << "] has no kernel for device '"
-                                  << device_type_name(dev) << "'"
-                                  << (dev == DeviceType::CUDA
-                                          ? " (on CUDA, tessera has factories, copies and user kernels so far; run this "
-                                               "operator on CPU tensors)"
-                                          : "");
+    TS_ERROR(NotImplementedError)
+        << "[" << op.name() << "] has no kernel for device '" << device_type_name(dev) << "'"
+        << (dev == DeviceType::CUDA
+                ? " (on CUDA, tessera has factories, copies and user kernels so far; run this "
+                  "operator on CPU tensors)"
+                : "");
   }
   if (detail::g_log_dispatch.load(std::memory_order_relaxed)) {
     log_call(op, stack, k == &op.kernel(dev) ? device_type_name(dev) : "composite");

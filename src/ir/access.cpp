@@ -77,8 +77,7 @@ class Provenance {
           break;
         case OpKind::Bitcast:  // a pointer cast keeps its provenance; from an integer: anywhere
           if (f_.type(op->result()).ptr)
-            add(op->result(),
-                f_.type(op->operands[0]).ptr ? get(op->operands[0]) : kAnywhere);
+            add(op->result(), f_.type(op->operands[0]).ptr ? get(op->operands[0]) : kAnywhere);
           break;
         case OpKind::Join:
         case OpKind::Cat:

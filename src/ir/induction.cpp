@@ -23,15 +23,14 @@ ValueId uniform_outside(const Function& f, ValueId v, const Region& loop) {
         if (a == v) return kNoValue;
       }
       bool inside = false;
-      walk(const_cast<Region&>(loop), [&](Op* o) {
+      walk(loop, [&](const Op* o) {
         if (o == d) inside = true;
       });
       return inside ? kNoValue : v;
     }
     if (!d) return kNoValue;
     if (d->kind == OpKind::Constant) return v;  // a splat constant: uniform everywhere
-    if (d->kind != OpKind::Splat && d->kind != OpKind::Broadcast &&
-        d->kind != OpKind::ExpandDims)
+    if (d->kind != OpKind::Splat && d->kind != OpKind::Broadcast && d->kind != OpKind::ExpandDims)
       return kNoValue;
     v = d->operands[0];
   }
@@ -67,9 +66,9 @@ void rewrite_loop(Function& f, Op& loop) {
     const ValueId iv = body.args[0];
     const ValueId lb = loop.operands[0], s = loop.operands[2], init = loop.operands[3 + k];
     const ValueId iv64 = b.cast(iv, DType::Int64);
-    const ValueId i = b.binary(BinaryKind::Div,
-                               b.binary(BinaryKind::Sub, iv64, b.cast(lb, DType::Int64)),
-                               b.cast(s, DType::Int64));
+    const ValueId i =
+        b.binary(BinaryKind::Div, b.binary(BinaryKind::Sub, iv64, b.cast(lb, DType::Int64)),
+                 b.cast(s, DType::Int64));
     // A splat constant's scalar value.
     if (!f.type(step).is_scalar())
       step = b.constant_int(f.def(step)->ival, Type::scalar(f.type(step).elem));

@@ -74,11 +74,11 @@ enum class OpKind : uint8_t {
   Load,         ///< ptr [, mask [, other]]
   Store,        ///< ptr, value [, mask]
   Reduce,       ///< sub: ReduceKind; attr: axis
-  For,          ///< operands: lb, ub, step, inits...; region args: iv, carried...; ival: LoopOptions
-  If,           ///< operands: cond; regions: then, else
-  Yield,        ///< terminator of For/If regions
-  Fma,          ///< a * b + c rounded once (floats); operands of the result's type
-  Dot,          ///< a [M, K] @ b [K, N] + acc [M, N]; sub: DotPrecision; result: acc's type
+  For,     ///< operands: lb, ub, step, inits...; region args: iv, carried...; ival: LoopOptions
+  If,      ///< operands: cond; regions: then, else
+  Yield,   ///< terminator of For/If regions
+  Fma,     ///< a * b + c rounded once (floats); operands of the result's type
+  Dot,     ///< a [M, K] @ b [K, N] + acc [M, N]; sub: DotPrecision; result: acc's type
   Atomic,  ///< sub: AtomicKind; ival: MemOrder; operands: ptr, val [, mask]; result: the old values
   AtomicCas,  ///< ival: MemOrder; operands: ptr, cmp, val; result: the old values
   While,      ///< operands: inits; regions: cond (args: carried; yields one i1 scalar) and body
@@ -147,21 +147,21 @@ enum class CmpKind : uint8_t { EQ, NE, LT, LE, GT, GE };
   X(Ceil, ceil)                      \
   X(Erf, erf)                        \
   X(Tanh, tanh)                      \
-  X(Asin, asin) \
-  X(Acos, acos) \
-  X(Atan, atan) \
-  X(Sinh, sinh) \
-  X(Cosh, cosh) \
-  X(Asinh, asinh) \
-  X(Acosh, acosh) \
-  X(Atanh, atanh) \
-  X(Expm1, expm1) \
-  X(Log1p, log1p) \
-  X(Log10, log10) \
-  X(Cbrt, cbrt) \
-  X(Erfc, erfc) \
-  X(Trunc, trunc) \
-  X(Round, round) \
+  X(Asin, asin)                      \
+  X(Acos, acos)                      \
+  X(Atan, atan)                      \
+  X(Sinh, sinh)                      \
+  X(Cosh, cosh)                      \
+  X(Asinh, asinh)                    \
+  X(Acosh, acosh)                    \
+  X(Atanh, atanh)                    \
+  X(Expm1, expm1)                    \
+  X(Log1p, log1p)                    \
+  X(Log10, log10)                    \
+  X(Cbrt, cbrt)                      \
+  X(Erfc, erfc)                      \
+  X(Trunc, trunc)                    \
+  X(Round, round)                    \
   X(Rint, rint)
 
 /** Neg, Not and Abs apply to integers too; the rest are TESSERA_IR_MATH_FUNCTIONS (floats). */

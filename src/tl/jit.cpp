@@ -194,7 +194,8 @@ void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 
       switch (a.option.kind) {
         case LaunchOption::Kind::NumWarps:
           if (v < 1 || v > 32 || (v & (v - 1)) != 0)
-            launch_error(s, a.loc, "num_warps must be a power of 2 in 1..32, got " + std::to_string(v));
+            launch_error(s, a.loc,
+                         "num_warps must be a power of 2 in 1..32, got " + std::to_string(v));
           opts.num_warps = v;
           break;
         case LaunchOption::Kind::NumStages:
@@ -203,8 +204,9 @@ void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 
           break;
         case LaunchOption::Kind::MaxNReg:
           if (v < 1 || v > 255)
-            launch_error(s, a.loc,
-                         "maxnreg is a per-thread register limit in 1..255, got " + std::to_string(v));
+            launch_error(
+                s, a.loc,
+                "maxnreg is a per-thread register limit in 1..255, got " + std::to_string(v));
           opts.maxnreg = v;
           break;
       }
@@ -278,8 +280,7 @@ void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 
   }
 }
 
-void make_key(const SmallVector<BoundArg, 16>& bound, const LaunchOptions& opts,
-              Key& key) {
+void make_key(const SmallVector<BoundArg, 16>& bound, const LaunchOptions& opts, Key& key) {
   key.clear();
   for (const auto& b : bound) {
     switch (b.kind) {

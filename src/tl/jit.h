@@ -100,8 +100,7 @@ struct LaunchOptions {
 void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 16>& out,
           LaunchOptions& opts, SourceLoc loc);
 /** The specialization key of bound arguments. */
-void make_key(const SmallVector<BoundArg, 16>& bound, const LaunchOptions& opts,
-              Key& key);
+void make_key(const SmallVector<BoundArg, 16>& bound, const LaunchOptions& opts, Key& key);
 /** Traces, optimizes and generates one specialization: everything but the binary
  * (`code.built` stays false). */
 std::shared_ptr<CompiledKernel> prepare(KernelState& s, const SmallVector<BoundArg, 16>& bound,

@@ -749,11 +749,10 @@ Tile max_contiguous(Operand x, std::initializer_list<Operand> n_list, SourceLoc 
     pos_shape[d + 1] = n[d];
     const Tile pos = c.tile(c.builder().reshape(
         c.value(arange(Operand(0, loc), Operand(n[d], loc), loc), loc), pos_shape));
-    hint_assert(
-        Operand(Operand(g, loc) - Operand(lo, loc), loc) == Operand(pos, loc),
-        "max_contiguous(" + std::to_string(n[d]) + (n.size() > 1 ? ", ..." : "") +
-            ") hint does not hold",
-        loc);
+    hint_assert(Operand(Operand(g, loc) - Operand(lo, loc), loc) == Operand(pos, loc),
+                "max_contiguous(" + std::to_string(n[d]) + (n.size() > 1 ? ", ..." : "") +
+                    ") hint does not hold",
+                loc);
   }
   return c.tile(v);
 }
@@ -810,7 +809,8 @@ Tile gather(Operand src, Operand index, int axis, SourceLoc loc) {
   if (ti.rank() != ts.rank())
     c.fail(loc, "tl::gather: the index " + ti.str() + " and the source " + ts.str() +
                     " must have the same rank");
-  if (ax < 0 || ax >= rank) c.fail(loc, "tl::gather: axis " + std::to_string(axis) + " of " + ts.str());
+  if (ax < 0 || ax >= rank)
+    c.fail(loc, "tl::gather: axis " + std::to_string(axis) + " of " + ts.str());
   for (int d = 0; d < rank; ++d) {
     if (d != ax && ti.shape[static_cast<size_t>(d)] != ts.shape[static_cast<size_t>(d)]) {
       c.fail(loc, "tl::gather: the index " + ti.str() + " and the source " + ts.str() +
@@ -858,8 +858,8 @@ Tile softmax(Operand x, int axis, bool keep_dims, SourceLoc loc) {
   const int rank = static_cast<int>(t.rank());
   const int ax = axis < 0 ? axis + rank : axis;
   if (ax < 0 || ax >= rank) {
-    c.fail(loc, "tl::softmax: axis " + std::to_string(axis) + " of a rank-" +
-                    std::to_string(rank) + " tile");
+    c.fail(loc, "tl::softmax: axis " + std::to_string(axis) + " of a rank-" + std::to_string(rank) +
+                    " tile");
   }
   const Tile z = Operand(x) - Operand(max(x, ax, true, loc), loc);
   const Tile num = exp(Operand(z, loc), loc);
@@ -870,9 +870,9 @@ std::pair<Tile, Tile> swizzle2d(Operand i, Operand j, Operand size_i, Operand si
                                 Operand size_g, SourceLoc loc) {
   // Triton's tl.swizzle2d, step by step.
   const Tile ij = Operand(Operand(i, loc) * size_j, loc) + j;  // the row-major index
-  const Tile size_gj = Operand(size_g, loc) * size_j;           // elements per group of rows
+  const Tile size_gj = Operand(size_g, loc) * size_j;          // elements per group of rows
   const Tile group_id = Operand(ij, loc) / Operand(size_gj, loc);
-  const Tile off_i = Operand(group_id, loc) * size_g;         // the group's first row
+  const Tile off_i = Operand(group_id, loc) * size_g;  // the group's first row
   const Tile rows = minimum(Operand(size_i, loc) - Operand(off_i, loc), size_g, loc);  // last one
   const Tile in_group = Operand(ij, loc) % Operand(size_gj, loc);
   return {Operand(off_i, loc) + Operand(Operand(in_group, loc) % Operand(rows, loc), loc),
@@ -1188,7 +1188,7 @@ Type float_operand(TraceContext& c, const Operand& x, const char* name) {
 }
 // The bits of a float tile as the signed integer of its width.
 Tile float_bits(const Operand& x, const Type& t, SourceLoc loc) {
-  const DType bits = t.elem == DType::Float64                                ? DType::Int64
+  const DType bits = t.elem == DType::Float64                                  ? DType::Int64
                      : (t.elem == DType::Float16 || t.elem == DType::BFloat16) ? DType::Int16
                                                                                : DType::Int32;
   return bitcast(x, bits, loc);
@@ -1497,8 +1497,8 @@ void range(Operand lo, Operand hi, Operand step, FunctionRef<void(Tile)> body, S
   range(lo, hi, step, body, RangeOptions{}, loc);
 }
 
-void range(Operand lo, Operand hi, Operand step, FunctionRef<void(Tile)> body,
-           RangeOptions options, SourceLoc loc) {
+void range(Operand lo, Operand hi, Operand step, FunctionRef<void(Tile)> body, RangeOptions options,
+           SourceLoc loc) {
   TraceContext& c = ctx(loc);
   if (options.num_stages < 0 || options.num_stages > 0xffff || options.loop_unroll_factor < 0 ||
       options.loop_unroll_factor > 0xffff) {

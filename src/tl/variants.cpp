@@ -65,8 +65,8 @@ PreparedVariants::PreparedVariants(const JITFunction& fn, std::vector<std::vecto
   for (size_t i = 0; i < n; ++i) {
     detail::Spec sp;
     try {
-      detail::bind(s_, ArrayRef<KernelArg>(args_[i].data(), args_[i].size()), sp.bound,
-                   sp.opts, loc);
+      detail::bind(s_, ArrayRef<KernelArg>(args_[i].data(), args_[i].size()), sp.bound, sp.opts,
+                   loc);
     } catch (const Error& e) {
       if (!tolerate_failures) throw;
       errors_[i] = e.what();

@@ -26,7 +26,7 @@ struct Variant {
   bool has_options = false;
   int64_t num_warps = 4, num_stages = 3;
   int64_t maxnreg = 0;  ///< 0: none
-  int config = -1;  ///< index into the autotuning layer's configs (-1: none)
+  int config = -1;      ///< index into the autotuning layer's configs (-1: none)
 };
 
 /** The launch arguments of a variant: `args`, then its meta-parameters and options. */

@@ -475,9 +475,7 @@ class TuneRound {
   }
 
  private:
-  const Config& cfg_of(size_t i) const {
-    return L_.configs[static_cast<size_t>(cands_[i].config)];
-  }
+  const Config& cfg_of(size_t i) const { return L_.configs[static_cast<size_t>(cands_[i].config)]; }
 
   [[noreturn]] void all_failed() const {
     std::string all;
@@ -502,16 +500,17 @@ class TuneRound {
           next.push_back(i);
       }
       if (next.empty())
-        tune_error(st_.name(), loc_,
-                   "early_config_prune kept none of the " + std::to_string(pool_.size()) +
-                       " configs");
+        tune_error(
+            st_.name(), loc_,
+            "early_config_prune kept none of the " + std::to_string(pool_.size()) + " configs");
       pool_ = std::move(next);
     }
     if (by.perf_model && by.top_k > 0) {
       const double tk = by.top_k;
-      const size_t k = tk >= 1 ? static_cast<size_t>(tk)
-                               : std::max<size_t>(1, static_cast<size_t>(std::ceil(
-                                                         tk * static_cast<double>(pool_.size()))));
+      const size_t k =
+          tk >= 1 ? static_cast<size_t>(tk)
+                  : std::max<size_t>(
+                        1, static_cast<size_t>(std::ceil(tk * static_cast<double>(pool_.size()))));
       if (k < pool_.size()) {
         std::vector<std::pair<double, size_t>> est;
         for (size_t i : pool_)

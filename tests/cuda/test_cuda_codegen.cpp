@@ -1,8 +1,8 @@
 // The CUDA backend's code generation (issue 14): a catalog of kernels over the language's surface.
-// Everywhere (label nvrtc): each kernel is traced on the CPU, its CUDA source generated and compiled
-// by NVRTC for sm_90 (no GPU needed). With a GPU (label gpu): each kernel runs on CUDA tensors
-// and on CPU tensors from the same fresh random inputs, outputs poisoned first, and the results
-// agree (bit for bit for elementwise math, within stated tolerances for reduction order).
+// Everywhere (label nvrtc): each kernel is traced on the CPU, its CUDA source generated and
+// compiled by NVRTC for sm_90 (no GPU needed). With a GPU (label gpu): each kernel runs on CUDA
+// tensors and on CPU tensors from the same fresh random inputs, outputs poisoned first, and the
+// results agree (bit for bit for elementwise math, within stated tolerances for reduction order).
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -15,19 +15,13 @@
 #include "tessera/tl.h"
 #include "testing.h"
 #include "tl/jit.h"
+#include "tl_testing.h"
 
 using namespace tessera;
 using namespace tessera::testing;
 namespace tl = tessera::tl;
 
 namespace {
-
-// Exact float32 products (the default is tf32, as Triton on NVIDIA GPUs).
-tl::DotOptions ieee() {
-  tl::DotOptions o;
-  o.input_precision = "ieee";
-  return o;
-}
 
 // ---- the catalog -------------------------------------------------------------------------------
 
@@ -104,15 +98,16 @@ TL_JIT(cg_ints, tl::Ptr a, tl::Ptr b, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
   auto m = offs < n;
   auto x = tl::load(a + offs, m, 0);
   auto y = tl::load(b + offs, m, 1);
-  auto r = x / y + x % y * 7 + (x << (y & 7)) - (x >> 2) + tl::umulhi(x, y) + (x ^ y) + tl::maximum(x, y);
+  auto r = x / y + x % y * 7 + (x << (y & 7)) - (x >> 2) + tl::umulhi(x, y) + (x ^ y) +
+           tl::maximum(x, y);
   tl::store(out + offs, r, m);
 }
 
-TL_JIT(cg_reduce, tl::Ptr x, tl::Ptr sums, tl::Ptr maxes, tl::Ptr args, tl::Ptr cums,
-       tl::Ptr prods, tl::Const R, tl::Const C) {
+TL_JIT(cg_reduce, tl::Ptr x, tl::Ptr sums, tl::Ptr maxes, tl::Ptr args, tl::Ptr cums, tl::Ptr prods,
+       tl::Const R, tl::Const C) {
   auto rr = tl::arange(0, R), cc = tl::arange(0, C);
   auto v = tl::load(x + rr[{tl::_, tl::None}] * C + cc[{tl::None, tl::_}]);
-  tl::store(sums + cc, tl::sum(v, 0));  // across rows: a thread per output
+  tl::store(sums + cc, tl::sum(v, 0));   // across rows: a thread per output
   tl::store(maxes + rr, tl::max(v, 1));  // along rows
   tl::store(args + rr, tl::argmax(v, 1));
   tl::store(cums + rr[{tl::_, tl::None}] * C + cc[{tl::None, tl::_}], tl::cumsum(v, 1));
@@ -127,7 +122,7 @@ TL_JIT(cg_shapes, tl::Ptr x, tl::Ptr out, tl::Const B) {
   auto tt = tl::trans(t);
   auto [lo, hi] = tl::split(tl::join(t, tt));
   auto g = tl::gather(hi, (r[{tl::_, tl::None}] + r[{tl::None, tl::_}]) % B, 1);  // rotations
-  auto c = tl::cat(tl::flip(lo, 0), tl::flip(g));  // [2B, B]
+  auto c = tl::cat(tl::flip(lo, 0), tl::flip(g));                                 // [2B, B]
   auto flat = tl::reshape(c, {2 * B * B});
   tl::store(out + tl::arange(0, 2 * B * B), flat * 2.0f);
 }
@@ -137,9 +132,9 @@ TL_JIT(cg_atomics, tl::Ptr x, tl::Ptr total, tl::Ptr hi, tl::Ptr counts, tl::Int
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
   auto m = offs < n;
   auto v = tl::load(x + offs, m, 0);
-  tl::atomic_add(total, tl::sum(v));                // a scalar atomic: once per program
-  tl::atomic_max(hi + (offs % 4), v, m);            // a tile of atomics
-  tl::atomic_add(counts + (v & 7), 1, m);           // a histogram
+  tl::atomic_add(total, tl::sum(v));       // a scalar atomic: once per program
+  tl::atomic_max(hi + (offs % 4), v, m);   // a tile of atomics
+  tl::atomic_add(counts + (v & 7), 1, m);  // a histogram
 }
 
 TL_JIT(cg_random, tl::Ptr u, tl::Ptr z, tl::Int seed, tl::Int n, tl::Const BLOCK) {
@@ -175,7 +170,8 @@ TL_JIT(cg_pointer_table, tl::Ptr table, tl::Ptr out, tl::Const B) {
   auto g = tl::program_id(0);
   auto src = tl::load(table + g).to(tl::pointer_type(tl::float32));  // an address as a pointer
   auto offs = tl::arange(0, B);
-  tl::store(out + g * B + offs, tl::load(src + offs) + (src + offs).to(tl::int64).to(tl::float32) * 0.0f);
+  tl::store(out + g * B + offs,
+            tl::load(src + offs) + (src + offs).to(tl::int64).to(tl::float32) * 0.0f);
 }
 
 // One catalog entry: runs its kernel on `device` and returns the outputs (on the CPU).
@@ -228,8 +224,7 @@ std::vector<Case> catalog() {
                  return to_cpu({out});
                },
                1e-6, 1e-7});
-  c.push_back({"matmul", &cg_matmul,
-               [](Device d) {
+  c.push_back({"matmul", &cg_matmul, [](Device d) {
                  Tensor out = poisoned({70, 45}, DType::Float32, d);
                  cg_matmul[{tl::cdiv(70, 32), tl::cdiv(45, 32)}](
                      on(ma, d), on(mb, d), out, 70, 45, 100, tl::meta("BM", 32), tl::meta("BN", 32),
@@ -319,10 +314,12 @@ std::vector<Case> catalog() {
   return c;
 }
 
-// ---- everywhere: every catalog kernel's CUDA compiles ---------------------------------------------
+// ---- everywhere: every catalog kernel's CUDA compiles
+// ---------------------------------------------
 
 TEST(CudaCodegen, EveryCatalogKernelCompilesWithNvrtcForHopper) {
-  if (!runtime::cuda::nvrtc()) GTEST_SKIP() << "no NVRTC on this machine (install the CUDA toolkit)";
+  if (!runtime::cuda::nvrtc())
+    GTEST_SKIP() << "no NVRTC on this machine (install the CUDA toolkit)";
   for (const Case& c : catalog()) {
     SCOPED_TRACE(c.name);
     (void)c.run(kCPU);  // traces (and runs) the kernel on the CPU
@@ -351,7 +348,8 @@ TEST(CudaCodegen, TilesAboveTheSharedMemoryLimitAreAClearError) {
       << msg;
 }
 
-// ---- on a GPU: every catalog kernel agrees with the CPU backend -----------------------------------
+// ---- on a GPU: every catalog kernel agrees with the CPU backend
+// -----------------------------------
 
 TEST(CudaCodegen, EveryCatalogKernelAgreesWithTheCpuBackend) {
   if (!cuda_is_available()) GTEST_SKIP() << "no CUDA GPU on this machine";
@@ -370,14 +368,15 @@ TEST(CudaCodegen, EveryCatalogKernelAgreesWithTheCpuBackend) {
       if (c.rtol == 0 && c.atol == 0) {
         EXPECT_TRUE(bitwise_equal(got[i], want[i])) << c.name << " output " << i;
       } else {
-        EXPECT_TRUE(all_close(got[i].to(DType::Float64), want[i].to(DType::Float64), c.rtol, c.atol))
+        EXPECT_TRUE(
+            all_close(got[i].to(DType::Float64), want[i].to(DType::Float64), c.rtol, c.atol))
             << c.name << " output " << i;
       }
     }
   }
 }
 
-TEST(CudaCodegen, TheSeedsAddRunsOnTheGpuAndCachesItsCubin) {
+TEST(CudaCodegen, TheSeedsAddRunsOnTheGpuWithItsTensorsOnOneDevice) {
   if (!cuda_is_available()) GTEST_SKIP() << "no CUDA GPU on this machine";
   const int64_t n = (1 << 20) + 3;
   Tensor x = random_tensor({n}, DType::Float32), y = random_tensor({n}, DType::Float32);
@@ -387,8 +386,8 @@ TEST(CudaCodegen, TheSeedsAddRunsOnTheGpuAndCachesItsCubin) {
   EXPECT_TRUE(bitwise_equal(out.cpu(), x + y));
   EXPECT_NE(cg_add.last_source().find("__global__"), std::string::npos);
   // Mixed devices are an error naming both.
-  const std::string msg = error_of<CompileError>(
-      [&] { cg_add[{1}](gx, y, out, n, tl::meta("BLOCK", 1024)); });
+  const std::string msg =
+      error_of<CompileError>([&] { cg_add[{1}](gx, y, out, n, tl::meta("BLOCK", 1024)); });
   EXPECT_NE(msg.find("is a tensor on cpu but an earlier one is on cuda:0"), std::string::npos)
       << msg;
 }

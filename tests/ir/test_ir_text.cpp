@@ -69,7 +69,8 @@ TL_JIT(text_shapes, tl::Ptr a, tl::Ptr b, tl::Ptr out, tl::Ptr bits) {
   auto d = tl::dot(ta, tb, std::nullopt, o);
   auto p = tl::permute(tl::reshape(d, {2, 8, 16}), {2, 0, 1});
   auto [s0, s1] = tl::split(tl::join(ta, tb));
-  auto k = tl::cat(tl::flip(s0, 0), tl::gather(s1, (r % 3)[{tl::_, tl::None}] + c[{tl::None, tl::_}] * 0, 0));
+  auto k = tl::cat(tl::flip(s0, 0),
+                   tl::gather(s1, (r % 3)[{tl::_, tl::None}] + c[{tl::None, tl::_}] * 0, 0));
   auto mx = tl::reduce(k, 0, [](tl::Tile u, tl::Tile v) { return tl::maximum(u, v); });
   auto sc = tl::associative_scan(
       d, 1, [](tl::Tile u, tl::Tile v) { return u + v; }, true);

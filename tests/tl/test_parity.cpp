@@ -12,34 +12,13 @@
 #include "tessera/tessera.h"
 #include "tessera/tl.h"
 #include "testing.h"
+#include "tl_testing.h"
 
 using namespace tessera;
 using namespace tessera::testing;
 namespace tl = tessera::tl;
 
 namespace {
-
-// Exact float32 products (the default is tf32, as Triton on NVIDIA GPUs).
-tl::DotOptions ieee() {
-  tl::DotOptions o;
-  o.input_precision = "ieee";
-  return o;
-}
-
-/** Runs `f(mode)` compiled, compiled with checks, then interpreted. */
-template <class F>
-void every_mode(F&& f) {
-  f("compiled");
-  ::setenv("TESSERA_DEBUG", "1", 1);
-  reload_knobs();
-  f("checked");
-  ::unsetenv("TESSERA_DEBUG");
-  ::setenv("TESSERA_INTERPRET", "1", 1);
-  reload_knobs();
-  f("interpreted");
-  ::unsetenv("TESSERA_INTERPRET");
-  reload_knobs();
-}
 
 // ---- a reduction of a dot result (attention's row max and row sum)
 
@@ -65,8 +44,7 @@ TEST(Parity, AReductionOfADotResult) {
     poison(mx);
     poison(sm);
     poison(cm);
-    dot_reduce_kernel[{1}](q, k, mx, sm, cm, tl::meta("M", M), tl::meta("N", N),
-                           tl::meta("D", D));
+    dot_reduce_kernel[{1}](q, k, mx, sm, cm, tl::meta("M", M), tl::meta("N", N), tl::meta("D", D));
     EXPECT_TRUE(all_close(mx.to(DType::Float64), want_max, 1e-5, 1e-5)) << mode;
     EXPECT_TRUE(all_close(sm.to(DType::Float64), want_sum, 1e-5, 1e-5)) << mode;
     EXPECT_TRUE(all_close(cm.to(DType::Float64), want_col, 1e-5, 1e-5)) << mode;
@@ -78,9 +56,9 @@ TEST(Parity, AReductionOfADotResult) {
 TL_JIT(rank_broadcast_kernel, tl::Ptr x, tl::Ptr bias, tl::Ptr out, tl::Const M, tl::Const N) {
   auto rm = tl::arange(0, M), rn = tl::arange(0, N);
   auto offs = rm[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}];  // [M, N]
-  auto b = tl::load(bias + rn);                                    // [N]
-  auto y = tl::load(x + offs) + b;                                 // [M, N] + [N]
-  auto z = tl::where(b > 0, y, 0.0f);                              // [N] condition
+  auto b = tl::load(bias + rn);                                   // [N]
+  auto y = tl::load(x + offs) + b;                                // [M, N] + [N]
+  auto z = tl::where(b > 0, y, 0.0f);                             // [N] condition
   tl::store(out + offs, z * 2.0f);
   tl::store(out + M * N + rn, tl::sum(b * tl::load(x + offs), 0));  // [N] * [M, N]
 }
@@ -209,8 +187,8 @@ TEST(Parity, RandUsesTritonsConversion) {
 
 // ---- compound assignment, and tl::Var with the Tile interface (tutorial 03's loop)
 
-TL_JIT(compound_matmul_kernel, tl::Ptr a, tl::Ptr b, tl::Ptr c, tl::Ptr bits, tl::Int M,
-       tl::Int N, tl::Int K, tl::Const BM, tl::Const BN, tl::Const BK) {
+TL_JIT(compound_matmul_kernel, tl::Ptr a, tl::Ptr b, tl::Ptr c, tl::Ptr bits, tl::Int M, tl::Int N,
+       tl::Int K, tl::Const BM, tl::Const BN, tl::Const BK) {
   auto rm = tl::program_id(0) * BM + tl::arange(0, BM);
   auto rn = tl::program_id(1) * BN + tl::arange(0, BN);
   auto rk = tl::arange(0, BK);
@@ -295,10 +273,10 @@ TL_JIT(language_rest_kernel, tl::Ptr x, tl::Ptr y, tl::Ptr ints, tl::Ptr out, tl
   auto rr = tl::arange(0, R), cc = tl::arange(0, C);
   auto offs = rr[{tl::_, tl::None}] * C + cc[{tl::None, tl::_}];
   auto a = tl::load(x + offs), b = tl::load(y + offs);
-  tl::store(out + tl::arange(0, R * C), tl::ravel(a * 2.0f));                     // [R*C]
+  tl::store(out + tl::arange(0, R * C), tl::ravel(a * 2.0f));  // [R*C]
   tl::store(out + R * C + tl::arange(0, 2 * R * C), tl::ravel(tl::interleave(a, b)));
-  tl::store(out + 3 * R * C + offs, tl::softmax(a));                               // rows
-  tl::store(out + 4 * R * C + offs, tl::softmax(a, 0));                            // columns
+  tl::store(out + 3 * R * C + offs, tl::softmax(a));     // rows
+  tl::store(out + 4 * R * C + offs, tl::softmax(a, 0));  // columns
   // swizzle2d over an R x C grid in groups of 3 rows (the last group has fewer).
   auto [si, sj] = tl::swizzle2d(rr[{tl::_, tl::None}], cc[{tl::None, tl::_}], R, C, 3);
   tl::store(iout + offs, si * 1000 + sj);
@@ -316,7 +294,8 @@ TEST(Parity, TheRestOfTritonLanguage) {
   Tensor ints = random_tensor({64}, DType::Int32, Domain::Any);  // -8 .. 8: some out of range
   const Tensor xd = x.to(DType::Float64);
   every_mode([&](const char* mode) {
-    Tensor out = empty({5 * R * C + C}), iout = empty({R * C + 16}, TensorOptions().dtype(DType::Int32));
+    Tensor out = empty({5 * R * C + C}),
+           iout = empty({R * C + 16}, TensorOptions().dtype(DType::Int32));
     poison(out);
     poison(iout);
     language_rest_kernel[{1}](x, y, ints, out, iout, tl::meta("R", R), tl::meta("C", C));
@@ -364,8 +343,8 @@ TL_JIT(flip_kernel, tl::Ptr x, tl::Ptr out, tl::Const R, tl::Const C) {
   auto rr = tl::arange(0, R), cc = tl::arange(0, C);
   auto offs = rr[{tl::_, tl::None}] * C + cc[{tl::None, tl::_}];
   auto a = tl::load(x + offs);
-  tl::store(out + offs, tl::flip(a));                      // the last dimension
-  tl::store(out + R * C + offs, tl::flip(a, 0));           // rows
+  tl::store(out + offs, tl::flip(a));                                  // the last dimension
+  tl::store(out + R * C + offs, tl::flip(a, 0));                       // rows
   tl::store(out + 2 * R * C + offs, tl::load(tl::flip(x + offs, 0)));  // a pointer tile
   tl::store(out + 3 * R * C + tl::arange(0, C), tl::flip(tl::sum(a, 0)) * 1.0f);
 }
@@ -381,8 +360,7 @@ TEST(Parity, FlipReversesAlongADimension) {
       for (int64_t j = 0; j < C; ++j) {
         EXPECT_EQ(out[i * C + j].item<float>(), x[i][C - 1 - j].item<float>()) << mode;
         EXPECT_EQ(out[R * C + i * C + j].item<float>(), x[R - 1 - i][j].item<float>()) << mode;
-        EXPECT_EQ(out[2 * R * C + i * C + j].item<float>(), x[R - 1 - i][j].item<float>())
-            << mode;
+        EXPECT_EQ(out[2 * R * C + i * C + j].item<float>(), x[R - 1 - i][j].item<float>()) << mode;
       }
     }
     const Tensor colsum = x.sum({0});
@@ -449,7 +427,8 @@ TEST(Parity, PointerTablesFromInt64Addresses) {
     for (size_t g = 0; g < ns.size(); ++g) {
       for (int64_t i = 0; i < ns[g]; ++i) {
         EXPECT_EQ(outs[g][i].item<float>(), ins[g][i].item<float>() * 2.0f) << mode;
-        EXPECT_EQ(outs[g][B + i].item<float>(), static_cast<float>(i + 100 * static_cast<int64_t>(g)))
+        EXPECT_EQ(outs[g][B + i].item<float>(),
+                  static_cast<float>(i + 100 * static_cast<int64_t>(g)))
             << mode;
       }
     }
@@ -468,14 +447,16 @@ TL_JIT(range_options_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const B) {
   o.num_stages = 3;
   o.loop_unroll_factor = 4;
   o.flatten = true;
-  tl::range(0, n, B, [&](tl::Tile k) { acc += tl::load(x + k + offs, k + offs < n, 0.0f); }, o);
+  tl::range(
+      0, n, B, [&](tl::Tile k) { acc += tl::load(x + k + offs, k + offs < n, 0.0f); }, o);
   tl::store(out + offs, acc);
 }
 
 TL_JIT(range_bad_kernel, tl::Ptr x, tl::Int n) {
   tl::RangeOptions o;
   o.loop_unroll_factor = -1;
-  tl::range(0, n, 1, [&](tl::Tile) { tl::store(x, 1.0f); }, o);
+  tl::range(
+      0, n, 1, [&](tl::Tile) { tl::store(x, 1.0f); }, o);
 }
 
 TEST(Parity, RangeOptionsAreKeptAndUnrollIsHonoured) {
@@ -495,7 +476,8 @@ TEST(Parity, RangeOptionsAreKeptAndUnrollIsHonoured) {
     const std::string ir = range_options_kernel.last_ir();
     EXPECT_NE(ir.find("attributes {num_stages = 3, loop_unroll_factor = 4, flatten = 1}"),
               std::string::npos)
-        << mode << "\n" << ir;
+        << mode << "\n"
+        << ir;
     if (std::string(mode) != "interpreted") {
       EXPECT_NE(range_options_kernel.last_source().find("#pragma GCC unroll 4"), std::string::npos)
           << mode;
@@ -512,10 +494,10 @@ TEST(Parity, RangeOptionsAreKeptAndUnrollIsHonoured) {
 TL_JIT(gather_kernel, tl::Ptr x, tl::Ptr idx, tl::Ptr out, tl::Const R, tl::Const C) {
   auto rr = tl::arange(0, R), cc = tl::arange(0, C);
   auto offs = rr[{tl::_, tl::None}] * C + cc[{tl::None, tl::_}];
-  auto src = tl::load(x + offs);                   // [R, C]
-  auto index = tl::load(idx + offs);               // [R, C], values in [0, C)
-  tl::store(out + offs, tl::gather(src, index, 1));  // a permutation within each row
-  auto rows = tl::load(idx + R * C + cc);          // [C], values in [0, R)
+  auto src = tl::load(x + offs);                           // [R, C]
+  auto index = tl::load(idx + offs);                       // [R, C], values in [0, C)
+  tl::store(out + offs, tl::gather(src, index, 1));        // a permutation within each row
+  auto rows = tl::load(idx + R * C + cc);                  // [C], values in [0, R)
   auto col = tl::gather(src, rows[{tl::None, tl::_}], 0);  // [1, C]: src[rows[j], j]
   tl::store(out + R * C + cc[{tl::None, tl::_}], col);
 }
@@ -524,8 +506,10 @@ TEST(Parity, GatherAlongEitherAxis) {
   constexpr int64_t R = 4, C = 8;
   Tensor x = random_tensor({R, C}, DType::Float32);
   std::vector<int32_t> iv(R * C + C);
-  for (int64_t i = 0; i < R * C; ++i) iv[static_cast<size_t>(i)] = static_cast<int32_t>((i * 5 + 3) % C);
-  for (int64_t j = 0; j < C; ++j) iv[static_cast<size_t>(R * C + j)] = static_cast<int32_t>((j * 3) % R);
+  for (int64_t i = 0; i < R * C; ++i)
+    iv[static_cast<size_t>(i)] = static_cast<int32_t>((i * 5 + 3) % C);
+  for (int64_t j = 0; j < C; ++j)
+    iv[static_cast<size_t>(R * C + j)] = static_cast<int32_t>((j * 3) % R);
   Tensor idx = from_vector(iv, {R * C + C});
   every_mode([&](const char* mode) {
     Tensor out = empty({R * C + C});
@@ -533,11 +517,13 @@ TEST(Parity, GatherAlongEitherAxis) {
     gather_kernel[{1}](x, idx, out, tl::meta("R", R), tl::meta("C", C));
     for (int64_t i = 0; i < R; ++i) {
       for (int64_t j = 0; j < C; ++j)
-        EXPECT_EQ(out[i * C + j].item<float>(), x[i][iv[static_cast<size_t>(i * C + j)]].item<float>())
+        EXPECT_EQ(out[i * C + j].item<float>(),
+                  x[i][iv[static_cast<size_t>(i * C + j)]].item<float>())
             << mode;
     }
     for (int64_t j = 0; j < C; ++j)
-      EXPECT_EQ(out[R * C + j].item<float>(), x[iv[static_cast<size_t>(R * C + j)]][j].item<float>())
+      EXPECT_EQ(out[R * C + j].item<float>(),
+                x[iv[static_cast<size_t>(R * C + j)]][j].item<float>())
           << mode;
   });
   // An index out of range: the interpreter says so; compiled code reads the nearest element.

@@ -14,23 +14,13 @@
 #include "tessera/tessera.h"
 #include "tessera/tl.h"
 #include "testing.h"
+#include "tl_testing.h"
 
 using namespace tessera;
 using namespace tessera::testing;
 namespace tl = tessera::tl;
 
 namespace {
-
-/** Runs `f(mode)` compiled, then interpreted. */
-template <class F>
-void compiled_and_interpreted(F&& f) {
-  f("compiled");
-  ::setenv("TESSERA_INTERPRET", "1", 1);
-  reload_knobs();
-  f("interpreted");
-  ::unsetenv("TESSERA_INTERPRET");
-  reload_knobs();
-}
 
 /** Distance in units in the last place of float32 between a result and a reference. */
 TL_JIT(shift_kernel, tl::Ptr a, tl::Ptr b, tl::Ptr shl_out, tl::Ptr shr_out, tl::Ptr hi_out,
@@ -228,7 +218,8 @@ TEST(Surface, MathWithinItsContract) {
       {"atan", 13, 2, [](double a, double, double) { return std::atan(a); }, -10000.0, 10000.0},
       {"sinh", 14, 3, [](double a, double, double) { return std::sinh(a); }, -80, 80},
       {"cosh", 15, 2, [](double a, double, double) { return std::cosh(a); }, -80, 80},
-      {"asinh", 16, 3, [](double a, double, double) { return std::asinh(a); }, -1000000.0, 1000000.0},
+      {"asinh", 16, 3, [](double a, double, double) { return std::asinh(a); }, -1000000.0,
+       1000000.0},
       {"acosh", 17, 4, [](double a, double, double) { return std::acosh(a); }, 1, 1000000.0},
       {"atanh", 18, 3, [](double a, double, double) { return std::atanh(a); }, -0.999, 0.999},
       {"expm1", 19, 1, [](double a, double, double) { return std::expm1(a); }, -80, 80},
@@ -236,9 +227,12 @@ TEST(Surface, MathWithinItsContract) {
       {"log10", 21, 2, [](double a, double, double) { return std::log10(a); }, 0, 1e+30},
       {"cbrt", 22, 1, [](double a, double, double) { return std::cbrt(a); }, -1000000.0, 1000000.0},
       {"erfc", 23, 4, [](double a, double, double) { return std::erfc(a); }, -5, 9},
-      {"trunc", 24, 0, [](double a, double, double) { return std::trunc(a); }, -1000000.0, 1000000.0},
-      {"round", 25, 0, [](double a, double, double) { return std::round(a); }, -1000000.0, 1000000.0},
-      {"rint", 26, 0, [](double a, double, double) { return std::nearbyint(a); }, -1000000.0, 1000000.0},
+      {"trunc", 24, 0, [](double a, double, double) { return std::trunc(a); }, -1000000.0,
+       1000000.0},
+      {"round", 25, 0, [](double a, double, double) { return std::round(a); }, -1000000.0,
+       1000000.0},
+      {"rint", 26, 0, [](double a, double, double) { return std::nearbyint(a); }, -1000000.0,
+       1000000.0},
       {"pow", 27, 4,
        [](double a, double b, double) {
          return std::pow(a, static_cast<double>(static_cast<float>(b) * 0.01f));
@@ -295,10 +289,10 @@ TL_JIT(float_class_kernel, tl::Ptr x, tl::Ptr y, tl::Ptr flags, tl::Ptr out, tl:
 }
 
 TEST(Surface, FloatClassificationAndSignFunctionsAreExact) {
-  const std::vector<float> xs = {0.0f, -0.0f, 1.5f, -2.5f, INFINITY, -INFINITY, NAN, -NAN,
-                                 1e-40f, -3e38f, 7.0f, -7.0f, 5.5f, 1.0f, -1.0f, 2.0f};
-  const std::vector<float> ys = {-1.0f, 1.0f, -0.0f, 2.0f, 3.0f, -3.0f, 1.0f, 2.0f,
-                                 -1e-40f, 3.0f, 2.5f, 2.5f, NAN, INFINITY, 0.0f, -0.0f};
+  const std::vector<float> xs = {0.0f,   -0.0f,  1.5f, -2.5f, INFINITY, -INFINITY, NAN,   -NAN,
+                                 1e-40f, -3e38f, 7.0f, -7.0f, 5.5f,     1.0f,      -1.0f, 2.0f};
+  const std::vector<float> ys = {-1.0f,   1.0f, -0.0f, 2.0f, 3.0f, -3.0f,    1.0f, 2.0f,
+                                 -1e-40f, 3.0f, 2.5f,  2.5f, NAN,  INFINITY, 0.0f, -0.0f};
   const int64_t B = 16;
   Tensor x = from_vector(xs, {B}), y = from_vector(ys, {B});
   compiled_and_interpreted([&](const char* mode) {
@@ -806,8 +800,7 @@ TEST(Surface, RandomNumbersUseTheFactoriesPhiloxStream) {
   const int64_t n = 1000;
   const uint64_t seed = 0x1234567890abull;  // a key with both halves set
   compiled_and_interpreted([&](const char* mode) {
-    Tensor u = empty({n}), z = empty({n}),
-           i = empty({n}, TensorOptions().dtype(DType::UInt32));
+    Tensor u = empty({n}), z = empty({n}), i = empty({n}, TensorOptions().dtype(DType::UInt32));
     Tensor r4 = empty({n * 4}, TensorOptions().dtype(DType::UInt32));
     poison(u);
     poison(z);
@@ -1244,7 +1237,9 @@ TL_JIT(hinted_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
   tl::store(out + offs, axpy(2.0f, tl::load(x + offs, m), 1.0f), m);
 }
 
+int g_bad_hint_line = 0;
 TL_JIT(bad_hint_kernel, tl::Ptr x, tl::Ptr out) {
+  g_bad_hint_line = __LINE__ + 1;
   auto offs = tl::max_contiguous(tl::arange(0, 8) * 2, 4);  // strided: the hint is false
   tl::store(out + tl::arange(0, 8), tl::load(x + offs));
 }
@@ -1266,7 +1261,8 @@ TEST(Surface, HintsHelperFunctionsAndTheirChecks) {
   ::unsetenv("TESSERA_DEBUG");
   reload_knobs();
   EXPECT_NE(msg.find("warning: [kernel bad_hint_kernel] max_contiguous(4) hint does not hold at "
-                     "test_surface.cpp:1248"),
+                     "test_surface.cpp:" +
+                     std::to_string(g_bad_hint_line)),
             std::string::npos)
       << msg;
   EXPECT_EQ(msg.find("warning:", msg.find("warning:") + 1), std::string::npos)

@@ -68,7 +68,6 @@ struct Grid {
   int64_t x, y, z;
 };
 
-
 // ---- bit casts and narrow floats --------------------------------------------------------------
 
 #if defined(__CUDACC__)
@@ -246,8 +245,7 @@ TRT_INLINE float exp(float x) {
   ki = ki < -150 ? -150 : ki;
   ki = ki > 128 ? 128 : ki;
   const float k = (float)ki;
-  const float r =
-      TRT_FMAF(-k, 1.42860682030941723212e-6f, TRT_FMAF(-k, 0.693145751953125f, x));
+  const float r = TRT_FMAF(-k, 1.42860682030941723212e-6f, TRT_FMAF(-k, 0.693145751953125f, x));
   float p = 1.381461275741458e-3f;
   p = TRT_FMAF(p, r, 8.368710055947304e-3f);
   p = TRT_FMAF(p, r, 4.166838899254799e-2f);
@@ -431,9 +429,9 @@ TRT_INLINE float abs(float x) {
 // ---- math: float64 (rarely on the hot path: libm through builtins; CUDA's math library on GPUs)
 // ----------------------------------
 #if defined(__CUDACC__)
-#define TRT_F64(name, cuda)                     \
-  TRT_INLINE double name(double x) {            \
-    return ::cuda(x);                           \
+#define TRT_F64(name, cuda)          \
+  TRT_INLINE double name(double x) { \
+    return ::cuda(x);                \
   }
 TRT_F64(exp, exp)
 TRT_F64(log, log)
@@ -502,20 +500,20 @@ TRT_INLINE double fma(double a, double b, double c) {
 // Triton's tl.math / libdevice functions without a polynomial of ours yet. Within the ulps
 // docs/kernels.md lists; not bit-equal across backends, and not vectorized on the CPU.
 #if defined(__CUDACC__)
-#define TRT_LIBM(name)                  \
-  TRT_INLINE float name(float x) {      \
-    return ::name##f(x);                \
-  }                                     \
-  TRT_INLINE double name(double x) {    \
-    return ::name(x);                   \
+#define TRT_LIBM(name)               \
+  TRT_INLINE float name(float x) {   \
+    return ::name##f(x);             \
+  }                                  \
+  TRT_INLINE double name(double x) { \
+    return ::name(x);                \
   }
 #else
-#define TRT_LIBM(name)                         \
-  TRT_INLINE float name(float x) {             \
-    return __builtin_##name##f(x);             \
-  }                                            \
-  TRT_INLINE double name(double x) {           \
-    return __builtin_##name(x);                \
+#define TRT_LIBM(name)               \
+  TRT_INLINE float name(float x) {   \
+    return __builtin_##name##f(x);   \
+  }                                  \
+  TRT_INLINE double name(double x) { \
+    return __builtin_##name(x);      \
   }
 #endif
 TRT_LIBM(asin)
@@ -536,20 +534,20 @@ TRT_LIBM(round)
 TRT_LIBM(rint)
 #undef TRT_LIBM
 #if defined(__CUDACC__)
-#define TRT_LIBM2(name)                           \
-  TRT_INLINE float name(float a, float b) {       \
-    return ::name##f(a, b);                       \
-  }                                               \
-  TRT_INLINE double name(double a, double b) {    \
-    return ::name(a, b);                          \
+#define TRT_LIBM2(name)                        \
+  TRT_INLINE float name(float a, float b) {    \
+    return ::name##f(a, b);                    \
+  }                                            \
+  TRT_INLINE double name(double a, double b) { \
+    return ::name(a, b);                       \
   }
 #else
-#define TRT_LIBM2(name)                           \
-  TRT_INLINE float name(float a, float b) {       \
-    return __builtin_##name##f(a, b);             \
-  }                                               \
-  TRT_INLINE double name(double a, double b) {    \
-    return __builtin_##name(a, b);                \
+#define TRT_LIBM2(name)                        \
+  TRT_INLINE float name(float a, float b) {    \
+    return __builtin_##name##f(a, b);          \
+  }                                            \
+  TRT_INLINE double name(double a, double b) { \
+    return __builtin_##name(a, b);             \
   }
 #endif
 TRT_LIBM2(pow)

@@ -85,7 +85,8 @@ std::string ExprPrinter::op_expr(const Op& op, const Index& idx) {
     case OpKind::Bitcast: {
       const Type& s = f_.type(op.operands[0]);
       if (t.ptr) return "((" + type_str(t) + ")(uintptr_t)(" + operand(0, idx) + "))";
-      if (s.ptr) return "((" + std::string(register_type(t.elem)) + ")(uintptr_t)(" + operand(0, idx) + "))";
+      if (s.ptr)
+        return "((" + std::string(register_type(t.elem)) + ")(uintptr_t)(" + operand(0, idx) + "))";
       return from_bits(t.elem, to_bits(s.elem, operand(0, idx)));
     }
     case OpKind::Binary:
@@ -139,8 +140,8 @@ std::string ExprPrinter::offset_expr(ValueId v, const Index& idx) {
                           : k == ir::BinaryKind::Mul ? " * "
                                                      : nullptr;
         if (sym)
-          return "(" + offset_expr(op->operands[0], idx) + sym +
-                 offset_expr(op->operands[1], idx) + ")";
+          return "(" + offset_expr(op->operands[0], idx) + sym + offset_expr(op->operands[1], idx) +
+                 ")";
         break;
       }
       default:
@@ -174,8 +175,10 @@ std::string atomic_call(const ir::Function& f, const Op& op, const std::string& 
     return "trt::atomic_cas_bits(" + p + ", (" + st + ")(" + c + "), (" + st + ")(" + nv + "), " +
            order + ")";
   }
-  if (d == DType::Float32) return "trt::atomic_f32(" + kind + ", " + p + ", " + v + ", " + order + ")";
-  if (d == DType::Float64) return "trt::atomic_f64(" + kind + ", " + p + ", " + v + ", " + order + ")";
+  if (d == DType::Float32)
+    return "trt::atomic_f32(" + kind + ", " + p + ", " + v + ", " + order + ")";
+  if (d == DType::Float64)
+    return "trt::atomic_f64(" + kind + ", " + p + ", " + v + ", " + order + ")";
   if (d == DType::Float16 || d == DType::BFloat16) {
     return "trt::atomic_f16(" + kind + ", " + p + ", " + v + ", " + order + ", " +
            (d == DType::BFloat16 ? "true" : "false") + ")";

@@ -100,12 +100,13 @@ void report_false_hint(const std::string& kernel, SourceLoc loc, const std::stri
                        const int32_t pid[3], int64_t lane, CheckCounters& c) {
   if (c.false_hints.fetch_add(1) >= 1) return;
   std::lock_guard<std::mutex> g(print_mutex());
-  std::fprintf(stderr,
-               "tessera: warning: [kernel %s] %s at %s:%d: program (%d, %d, %d), lane %lld (tessera "
-               "does not rely on hints yet, but Triton's compiler vectorizes by them: make it "
-               "true or drop it)\n",
-               kernel.c_str(), message.c_str(), file_name(loc), loc.line, pid[0], pid[1], pid[2],
-               static_cast<long long>(lane));
+  std::fprintf(
+      stderr,
+      "tessera: warning: [kernel %s] %s at %s:%d: program (%d, %d, %d), lane %lld (tessera "
+      "does not rely on hints yet, but Triton's compiler vectorizes by them: make it "
+      "true or drop it)\n",
+      kernel.c_str(), message.c_str(), file_name(loc), loc.line, pid[0], pid[1], pid[2],
+      static_cast<long long>(lane));
 }
 
 void finish_checks(const std::string& kernel, CheckCounters& c) {

@@ -76,7 +76,6 @@ class Emitter : ExprPrinter {
     out_ << std::string(static_cast<size_t>(indent_) * 2, ' ') << s << "\n";
   }
 
-
   std::string fresh(const char* prefix) { return std::string(prefix) + std::to_string(counter_++); }
 
   void header() {
@@ -512,8 +511,8 @@ class Emitter : ExprPrinter {
         const std::string r = fresh("_r"), q = fresh("_q");
         line("for (int32_t " + r + " = 0; " + r + " < " + std::to_string(rows) + "; ++" + r + ")");
         line("  #pragma omp simd");
-        line("  for (int32_t " + q + " = 0; " + q + " < " + std::to_string(cols) + "; ++" + q + ") " +
-             *name_out + "[" + r + " * " + std::to_string(cols) + " + " + q +
+        line("  for (int32_t " + q + " = 0; " + q + " < " + std::to_string(cols) + "; ++" + q +
+             ") " + *name_out + "[" + r + " * " + std::to_string(cols) + " + " + q +
              "] = trt::to_tf32((float)(" + expr(v, {r, q}) + "));");
       }
     }
@@ -1024,8 +1023,8 @@ class Emitter : ExprPrinter {
         }
         ix += ")";
         line("printf(\"pid (%d, %d, %d) idx " + ix + " " + pf.prefix + pf.label + ": " +
-             pf.conversion + "\\n\", _pid0, _pid1, _pid2" + ixargs + ", " + pf.cast +
-             expr(v, idx) + "));");
+             pf.conversion + "\\n\", _pid0, _pid1, _pid2" + ixargs + ", " + pf.cast + expr(v, idx) +
+             "));");
       });
     }
   }

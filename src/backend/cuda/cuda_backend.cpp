@@ -192,11 +192,11 @@ class CudaBackend final : public Backend {
     l->shared_bytes = k.shared_bytes;
     if (l->shared_bytes > 48 * 1024) {
       rc::set_device(device_);
-      rc::check(rc::require_driver("a CUDA kernel launch")
-                    .cuFuncSetAttribute(
-                        l->fn, static_cast<int>(rc::FuncAttr::MaxDynamicSharedSizeBytes),
-                        static_cast<int>(l->shared_bytes)),
-                "cuFuncSetAttribute", "kernel " + k.name);
+      rc::check(
+          rc::require_driver("a CUDA kernel launch")
+              .cuFuncSetAttribute(l->fn, static_cast<int>(rc::FuncAttr::MaxDynamicSharedSizeBytes),
+                                  static_cast<int>(l->shared_bytes)),
+          "cuFuncSetAttribute", "kernel " + k.name);
     }
     k.binary = std::move(l);
     k.built = true;
@@ -220,7 +220,6 @@ const Backend& backend_for(int device) {
   if (!b) b = std::make_unique<CudaBackend>(device);
   return *b;
 }
-
 
 std::string compile_for_arch(const std::string& source, const std::string& name, int arch) {
   return rc::compile_cubin(source, name, arch, headers(), nvrtc_options()).cubin;

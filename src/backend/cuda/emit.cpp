@@ -98,8 +98,9 @@ class Emitter : ExprPrinter {
     line("extern __shared__ __align__(16) unsigned char _smem[];");
     line("const trt::Grid* const _g = &_gv;");
     line("const trt::Arg* const _a = _s.a;");
-    line("const int32_t _pid0 = (int32_t)blockIdx.x, _pid1 = (int32_t)blockIdx.y, "
-         "_pid2 = (int32_t)blockIdx.z;");
+    line(
+        "const int32_t _pid0 = (int32_t)blockIdx.x, _pid1 = (int32_t)blockIdx.y, "
+        "_pid2 = (int32_t)blockIdx.z;");
     line("const int32_t _tid = (int32_t)threadIdx.x;");
     line("(void)_g; (void)_a; (void)_pid0; (void)_pid1; (void)_pid2; (void)_tid;");
     for (size_t i = 0; i < f_.params.size(); ++i) {
@@ -243,9 +244,8 @@ class Emitter : ExprPrinter {
   void store(const Op& op) {
     const Type& pt = f_.type(op.operands[0]);
     loops(pt.shape, [&](const Index& idx) {
-      const std::string dst =
-          "*" + expr(op.operands[0], idx) + " = " + store_conv(pt.elem, expr(op.operands[1], idx)) +
-          ";";
+      const std::string dst = "*" + expr(op.operands[0], idx) + " = " +
+                              store_conv(pt.elem, expr(op.operands[1], idx)) + ";";
       if (op.operands.size() > 2) {
         line("if (" + expr(op.operands[2], idx) + ") { " + dst + " }");
       } else {
@@ -261,8 +261,9 @@ class Emitter : ExprPrinter {
     const Type& t = f_.type(v);
     const std::string tmp = fresh("_op");
     smem_array(tmp, t, t.numel());
-    loops(t.shape,
-          [&](const Index& idx) { line(tmp + "[" + flat(t.shape, idx) + "] = " + expr(v, idx) + ";"); });
+    loops(t.shape, [&](const Index& idx) {
+      line(tmp + "[" + flat(t.shape, idx) + "] = " + expr(v, idx) + ";");
+    });
     return tmp;
   }
 
@@ -373,14 +374,14 @@ class Emitter : ExprPrinter {
     } else {
       // A warp per output: lanes stride the axis, then a butterfly of shuffles.
       const std::string o = fresh("_o"), acc = fresh("_acc"), j = fresh("_j"), m = fresh("_m");
-      line("for (int32_t " + o + " = _tid >> 5; " + o + " < " + std::to_string(outputs) + "; " +
-           o + " += " + std::to_string(warps) + ") {");
+      line("for (int32_t " + o + " = _tid >> 5; " + o + " < " + std::to_string(outputs) + "; " + o +
+           " += " + std::to_string(warps) + ") {");
       ++indent_;
       const Index idx = decode(outer, o);
       line(rt + " " + acc + " = " + init + ";");
       line("for (int32_t " + j + " = _tid & 31; " + j + " < " + std::to_string(len) + "; " + j +
-           " += 32) " + acc + " = " + reduce_combine(k, ot, acc, expr(in, with_axis(idx, axis, j))) +
-           ";");
+           " += 32) " + acc + " = " +
+           reduce_combine(k, ot, acc, expr(in, with_axis(idx, axis, j))) + ";");
       line("for (int " + m + " = 16; " + m + " >= 1; " + m + " >>= 1) " + acc + " = " +
            reduce_combine(k, ot, acc, "trt::shfl_xor(" + acc + ", " + m + ")") + ";");
       line("if ((_tid & 31) == 0) " + reduce_dest(out, idx) + " = " + round_to(ot.elem, acc) + ";");
@@ -519,8 +520,8 @@ class Emitter : ExprPrinter {
         }
         ix += ")";
         line("printf(\"pid (%d, %d, %d) idx " + ix + " " + pf.prefix + pf.label + ": " +
-             pf.conversion + "\\n\", _pid0, _pid1, _pid2" + ixargs + ", " + pf.cast +
-             expr(v, idx) + "));");
+             pf.conversion + "\\n\", _pid0, _pid1, _pid2" + ixargs + ", " + pf.cast + expr(v, idx) +
+             "));");
       });
     }
   }

@@ -1,0 +1,47 @@
+/** \file
+ * Helpers for tests of kernels: running a check in every mode a kernel can run in, and exact
+ * float32 dot options.
+ */
+#pragma once
+
+#include <cstdlib>
+
+#include "tessera/env.h"
+#include "tessera/tl.h"
+
+namespace tessera::testing {
+
+/** Runs `f(mode)` compiled, then interpreted (`TESSERA_INTERPRET=1`). */
+template <class F>
+void compiled_and_interpreted(F&& f) {
+  f("compiled");
+  ::setenv("TESSERA_INTERPRET", "1", 1);
+  reload_knobs();
+  f("interpreted");
+  ::unsetenv("TESSERA_INTERPRET");
+  reload_knobs();
+}
+
+/** Runs `f(mode)` compiled, compiled with checks (`TESSERA_DEBUG=1`), then interpreted. */
+template <class F>
+void every_mode(F&& f) {
+  f("compiled");
+  ::setenv("TESSERA_DEBUG", "1", 1);
+  reload_knobs();
+  f("checked");
+  ::unsetenv("TESSERA_DEBUG");
+  ::setenv("TESSERA_INTERPRET", "1", 1);
+  reload_knobs();
+  f("interpreted");
+  ::unsetenv("TESSERA_INTERPRET");
+  reload_knobs();
+}
+
+/** Exact float32 products in `tl::dot` (the default is tf32, as Triton's on NVIDIA GPUs). */
+inline tl::DotOptions ieee() {
+  tl::DotOptions o;
+  o.input_precision = "ieee";
+  return o;
+}
+
+}  // namespace tessera::testing
