@@ -5,7 +5,8 @@
  * - `TESSERA_NUM_THREADS`: size of the CPU thread pool (default: all cores).
  * - `TESSERA_LOGS`: comma list of log channels: `cache` (disk cache hits, misses, rebuilds),
  *   `recompiles` (why a compiled function recompiled), `graph` (each compiled graph),
- *   `graph_breaks` (why a function runs eagerly), `dispatch` (every operator call: the operator,
+ *   `graph_breaks` (why a function runs eagerly), `crosscheck` (kernels TESSERA_CROSSCHECK did not
+ *   compare, and why), `dispatch` (every operator call: the operator,
  *   the kernel's device and the arguments' shapes; slows every call), `all`.
  * - `TESSERA_DUMP`: comma list of dumps: `ir` (tile IR as traced and after optimization), `src`
  *   (generated C++); written to stderr, or with `TESSERA_DUMP_DIR` set, one file per distinct
@@ -16,6 +17,10 @@
  * - `TESSERA_DEBUG=1`: kernels are compiled with every load, store and atomic checked against the
  *   bounds of the tensor it points into (reported, suppressed, the process keeps running) and
  *   with device_assert active; with TESSERA_INTERPRET=1 too, the interpreter checks.
+ * - `TESSERA_CROSSCHECK`: a testing mode for kernels launched on CPU tensors. `cuda`: each launch
+ *   also runs the kernel's CUDA code on a GPU copy of its arguments and compares what both wrote
+ *   (a mismatch is a RuntimeError naming the kernel, the argument and the first element);
+ *   `nvrtc`: each kernel is also compiled for CUDA (sm_90) by NVRTC, no GPU needed.
  * - `TESSERA_DEVICE`: reserved for the CUDA backend; setting it warns that it changes nothing yet.
  *
  * An unknown `TESSERA_*` variable gets a one-time warning naming the known ones, so a typo does
@@ -39,6 +44,7 @@ struct Knobs {
   bool print_autotuning = false;
   std::string device;
   std::string cxx;
+  std::string crosscheck;  ///< TESSERA_CROSSCHECK: "", "cuda" or "nvrtc"
 
   bool log_enabled(const std::string& channel) const;
   bool dump_enabled(const std::string& what) const;

@@ -45,7 +45,10 @@ const Backend& for_device(Device device) {
     return cuda::backend_for(device.index() < 0 ? 0 : device.index());
   }
   TS_CHECK(device.is_cpu(), NotImplementedError) << "no backend runs kernels on " << device.str();
-  return knobs().interpret ? interp_backend() : cpu_backend();
+  const Knobs& k = knobs();
+  if (k.interpret) return interp_backend();
+  if (!k.crosscheck.empty()) return cuda::crosscheck_backend(k.crosscheck);
+  return cpu_backend();
 }
 
 }  // namespace tessera::backend

@@ -47,7 +47,7 @@ constexpr const char* kKnown[] = {
     "TESSERA_CACHE_DIR", "TESSERA_NUM_THREADS", "TESSERA_LOGS",
     "TESSERA_DUMP",      "TESSERA_DEBUG",       "TESSERA_INTERPRET",
     "TESSERA_DEVICE",    "TESSERA_CXX",         "TESSERA_PRINT_AUTOTUNING",
-    "TESSERA_DUMP_DIR",
+    "TESSERA_DUMP_DIR",  "TESSERA_CROSSCHECK",
 };
 
 Knobs read_knobs() {
@@ -83,6 +83,14 @@ Knobs read_knobs() {
               "the CPU unless a device is given)");
   }
   if (const char* c = std::getenv("TESSERA_CXX")) k.cxx = c;
+  if (const char* c = std::getenv("TESSERA_CROSSCHECK"); c && *c) {
+    const std::string v = c;
+    if (v == "cuda" || v == "nvrtc") {
+      k.crosscheck = v;
+    } else {
+      warn_once("TESSERA_CROSSCHECK='" + v + "' is not 'cuda' or 'nvrtc'; ignored");
+    }
+  }
 
   for (char** e = environ; e && *e; ++e) {
     if (std::strncmp(*e, "TESSERA_", 8) != 0) continue;

@@ -58,11 +58,11 @@ void replace_all_uses(Region& r, ValueId from, ValueId to) {
 
 namespace tessera::ir {
 namespace {
-void strip_region(Region& r) {
+void strip_region(Region& r, OpKind kind) {
   std::vector<Op*> kept;
   for (Op* op : r.ops) {
-    if (op->kind == OpKind::Assert) continue;
-    for (auto& sub : op->regions) strip_region(sub);
+    if (op->kind == kind) continue;
+    for (auto& sub : op->regions) strip_region(sub, kind);
     kept.push_back(op);
   }
   r.ops = std::move(kept);
@@ -70,7 +70,12 @@ void strip_region(Region& r) {
 }  // namespace
 
 void strip_asserts(Function& f) {
-  strip_region(f.body);
+  strip_region(f.body, OpKind::Assert);
+}
+
+void strip_prints(Function& f) {
+  strip_region(f.body, OpKind::Print);
+  dce(f);
 }
 
 }  // namespace tessera::ir

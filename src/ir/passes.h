@@ -26,6 +26,9 @@ void pointer_induction(Function& f);
 /** Removes every `assert` op (device_assert and hint checks) for code that does not evaluate
  * them; dce then removes what only they used. */
 void strip_asserts(Function& f);
+/** Removes every `device_print` op and what only they used (a kernel run a second time beside
+ * the first, TESSERA_CROSSCHECK, prints once). */
+void strip_prints(Function& f);
 
 /**
  * The pipeline, top to bottom: verify, canonicalize, cse, dce, canonicalize, verify. With

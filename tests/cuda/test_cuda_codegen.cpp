@@ -431,4 +431,105 @@ TEST(CudaCodegen, AutotuningOnTheGpuTimesTheKernelsNotTheirLaunches) {
   for (const auto& [cfg, ms] : timings) EXPECT_GT(ms, 0.02) << cfg.str();
 }
 
+// ---- the checked mode on the GPU (TESSERA_DEBUG=1)
+// ----------------------------------------------
+
+// An off-by-one mask: lane n of the last program reads and writes one element past the views.
+constexpr int kGpuOffByOneLine = __LINE__ + 4;  // the load below
+TL_JIT(cg_off_by_one, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = offs <= n;
+  auto v = tl::load(x + offs, m) + 1.0f;
+  tl::store(out + offs, v, m);
+}
+
+constexpr int kGpuAssertLine = __LINE__ + 4;  // the device_assert below
+TL_JIT(cg_assert, tl::Ptr x, tl::Int n, tl::Const BLOCK) {
+  auto o = tl::arange(0, BLOCK);
+  auto v = tl::load(x + o, o < n);
+  tl::device_assert(v >= 0, "x must be non-negative");
+}
+
+// Sets TESSERA_DEBUG=1 for a scope.
+struct CheckedScope {
+  CheckedScope() {
+    ::setenv("TESSERA_DEBUG", "1", 1);
+    reload_knobs();
+  }
+  ~CheckedScope() {
+    ::unsetenv("TESSERA_DEBUG");
+    reload_knobs();
+  }
+};
+
+TEST(CudaCodegen, CheckedKernelsCompileWithNvrtcForHopper) {
+  if (!runtime::cuda::nvrtc())
+    GTEST_SKIP() << "no NVRTC on this machine (install the CUDA toolkit)";
+  CheckedScope checked;
+  for (const Case& c : catalog()) {
+    SCOPED_TRACE(c.name);
+    (void)c.run(kCPU);
+    const auto& last = c.kernel->state().last;
+    ASSERT_TRUE(last) << c.name;
+    const backend::cuda::Emitted e = backend::cuda::emit(*last->function, 227 * 1024, true);
+    EXPECT_NE(e.source.find("trt::GpuDebug* const _dbg"), std::string::npos) << c.name;
+    try {
+      EXPECT_GT(backend::cuda::compile_for_arch(e.source, c.name, 90).size(), 100u);
+    } catch (const Error& err) {
+      ADD_FAILURE() << err.what() << "\n" << e.source;
+    }
+  }
+}
+
+TEST(CudaCodegen, TheCheckedModeReportsBadAccessesOnTheGpuAsOnTheCpu) {
+  if (!cuda_is_available()) GTEST_SKIP() << "no CUDA GPU on this machine";
+  CheckedScope checked;
+  const Device gpu("cuda");
+  const int64_t n = 40;
+  // Views into larger buffers, so the bad lane would land on real memory.
+  Tensor xbuf = random_tensor({n + 8}, DType::Float32).to(gpu), obuf = zeros({n + 8}).to(gpu);
+  Tensor x = xbuf.slice(0, 0, n), out = obuf.slice(0, 0, n);
+  ::testing::internal::CaptureStderr();
+  cg_off_by_one[{tl::cdiv(n, 16)}](x, out, n, tl::meta("BLOCK", 16));
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("[kernel cg_off_by_one] out-of-bounds load at test_cuda_codegen.cpp:" +
+                     std::to_string(kGpuOffByOneLine)),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("program (2, 0, 0), lane 8: element 40 of 'x' (valid: 0..39)"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("element 40 of 'out'"), std::string::npos) << err;
+  // In-bounds lanes ran; the bad store was skipped.
+  EXPECT_TRUE(bitwise_equal(out.cpu(), x.cpu() + 1.0));
+  EXPECT_EQ(obuf[n].item<float>(), 0.0f);
+
+  // Many violations: the first ten in full, then the total.
+  Tensor small = zeros({8}).to(gpu), small_out = zeros({8}).to(gpu);
+  ::testing::internal::CaptureStderr();
+  cg_off_by_one[{4}](small, small_out, 100, tl::meta("BLOCK", 32));
+  err = ::testing::internal::GetCapturedStderr();
+  size_t lines = 0;
+  for (size_t p = err.find("out-of-bounds"); p != std::string::npos;
+       p = err.find("out-of-bounds", p + 1))
+    ++lines;
+  EXPECT_EQ(lines, 11u) << err;
+  EXPECT_NE(err.find("out-of-bounds accesses in this launch (the first 10 shown)"),
+            std::string::npos)
+      << err;
+
+  // A failed device_assert is a RuntimeError at the user's line, after the kernel ran.
+  Tensor neg = from_vector(std::vector<float>{1, 2, -3, 4}, {4}).to(gpu);
+  ::testing::internal::CaptureStderr();
+  const std::string msg =
+      error_of<RuntimeError>([&] { cg_assert[{1}](neg, 4, tl::meta("BLOCK", 16)); });
+  err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(msg.find("[kernel cg_assert] device_assert failed at test_cuda_codegen.cpp:" +
+                     std::to_string(kGpuAssertLine)),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("program (0, 0, 0), lane 2: x must be non-negative"), std::string::npos)
+      << msg;
+}
+
 }  // namespace

@@ -144,6 +144,12 @@ TRT_INLINE int32_t dbg_arith32(const DebugCtx* d, int site, int kind, int32_t a,
   if (r != (int64_t)(int32_t)r) d->report_overflow(d->ctx, site, pid0, pid1, pid2, lane, r);
   return (int32_t)(uint32_t)(uint64_t)r;
 }
+/** A failed device_assert (or, `hint`, a false tl::multiple_of / max_contiguous) of one lane. */
+TRT_INLINE void dbg_assert(const DebugCtx* d, int site, int hint, int32_t pid0, int32_t pid1,
+                           int32_t pid2, int64_t lane) {
+  (void)hint;  // the site says which (the launch's table)
+  d->report_assert(d->ctx, site, pid0, pid1, pid2, lane);
+}
 /** Whether [p, p + size) lies in the range of one of the parameters in `params` (the ones the
  * pointer may derive from); otherwise reports it (against the first of them) and returns false. */
 TRT_INLINE bool dbg_ok(const DebugCtx* d, int site, uint64_t params, const void* p, uint64_t size,

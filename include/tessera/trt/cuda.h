@@ -22,6 +22,49 @@ TRT_INLINE To bit_copy(From f) {
   return u.t;
 }
 
+// ---- the checked mode (TESSERA_DEBUG=1): the calls of trt/cpu.h, recorded in a GpuDebug -------
+
+TRT_INLINE void dbg_record(GpuDebug* d, int kind, int site, int param, int32_t pid0, int32_t pid1,
+                           int32_t pid2, int64_t lane, int64_t value) {
+  const unsigned long long i = atomicAdd(&d->count[kind], 1ull);
+  if (i >= (unsigned long long)GpuDebug::kRecords) return;
+  GpuCheckRecord& r = d->rec[kind][i];
+  r.site = site;
+  r.param = param;
+  r.pid0 = pid0;
+  r.pid1 = pid1;
+  r.pid2 = pid2;
+  r.lane = lane;
+  r.value = value;
+}
+/** An int32 add (kind 0), subtract (1) or multiply (2): the wrapped result, recorded when the
+ * exact one does not fit. */
+TRT_INLINE int32_t dbg_arith32(GpuDebug* d, int site, int kind, int32_t a, int32_t b, int32_t pid0,
+                               int32_t pid1, int32_t pid2, int64_t lane) {
+  const int64_t x = a, y = b;
+  const int64_t r = kind == 0 ? x + y : kind == 1 ? x - y : x * y;
+  if (r != (int64_t)(int32_t)r) dbg_record(d, kCheckOverflow, site, -1, pid0, pid1, pid2, lane, r);
+  return (int32_t)(uint32_t)(uint64_t)r;
+}
+/** Whether [p, p + size) lies in one of the parameters in `params`; otherwise records it
+ * (against the first of them) and returns false. */
+TRT_INLINE bool dbg_ok(GpuDebug* d, int site, uint64_t params, const void* p, uint64_t size,
+                       int32_t pid0, int32_t pid1, int32_t pid2, int64_t lane) {
+  const uint64_t a = (uint64_t)(uintptr_t)p;
+  int first = -1;
+  for (int i = 0; i < 64; ++i) {
+    if (!((params >> i) & 1u)) continue;
+    if (first < 0) first = i;
+    if (d->lo[i] <= a && a + size <= d->hi[i]) return true;
+  }
+  dbg_record(d, kCheckOutOfBounds, site, first, pid0, pid1, pid2, lane, (int64_t)a);
+  return false;
+}
+TRT_INLINE void dbg_assert(GpuDebug* d, int site, int hint, int32_t pid0, int32_t pid1,
+                           int32_t pid2, int64_t lane) {
+  dbg_record(d, hint ? kCheckHint : kCheckAssert, site, -1, pid0, pid1, pid2, lane, 0);
+}
+
 // ---- warp shuffles (any 4- or 8-byte register value; bool through int) -------------------------
 
 TRT_INLINE float shfl_xor(float v, int m) {

@@ -68,6 +68,22 @@ struct Grid {
   int64_t x, y, z;
 };
 
+/** The checked mode's record buffer on a GPU (`TESSERA_DEBUG=1`), in device memory: the host
+ * fills the bounds, the kernel counts and records the first violations of each kind, the host
+ * reports them after the launch as the CPU does. The same layout on both sides. */
+enum GpuCheckKind { kCheckOutOfBounds = 0, kCheckOverflow = 1, kCheckAssert = 2, kCheckHint = 3 };
+struct GpuCheckRecord {
+  int32_t site, param, pid0, pid1, pid2, pad;
+  int64_t lane;
+  int64_t value;  ///< the address (out of bounds) or the exact result (overflow)
+};
+struct GpuDebug {
+  static constexpr int kRecords = 16;  ///< records kept per kind
+  uint64_t lo[64], hi[64];             ///< each pointer parameter's bounds [lo, hi)
+  unsigned long long count[4];         ///< violations per kind
+  GpuCheckRecord rec[4][kRecords];
+};
+
 // ---- bit casts and narrow floats --------------------------------------------------------------
 
 #if defined(__CUDACC__)

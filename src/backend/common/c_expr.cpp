@@ -1,6 +1,7 @@
 #include "backend/common/c_expr.h"
 
 #include "backend/common/c_family.h"
+#include "ir/access.h"
 #include "ir/index_map.h"
 #include "ir/op_traits.h"
 #include "tessera/error.h"
@@ -25,6 +26,11 @@ std::string flat(const SmallVector<int64_t, 4>& shape, const Index& idx) {
     stride *= shape[d];
   }
   return s.empty() ? "0" : s;
+}
+
+ExprPrinter::ExprPrinter(const ir::Function& f, bool checked)
+    : f_(f), uses_(f), plan_(f, uses_), checked_(checked) {
+  if (checked_) prov_ = ir::pointer_provenance(f_);
 }
 
 std::string ExprPrinter::expr(ValueId v, const Index& idx) {
@@ -89,8 +95,20 @@ std::string ExprPrinter::op_expr(const Op& op, const Index& idx) {
         return "((" + std::string(register_type(t.elem)) + ")(uintptr_t)(" + operand(0, idx) + "))";
       return from_bits(t.elem, to_bits(s.elem, operand(0, idx)));
     }
-    case OpKind::Binary:
-      return binary(static_cast<ir::BinaryKind>(op.sub), t, operand(0, idx), operand(1, idx));
+    case OpKind::Binary: {
+      const auto k = static_cast<ir::BinaryKind>(op.sub);
+      if (checked_ && t.elem == DType::Int32 &&
+          (k == ir::BinaryKind::Add || k == ir::BinaryKind::Sub || k == ir::BinaryKind::Mul)) {
+        // The checked mode reports int32 results that wrapped (offsets past 2^31).
+        const int kind = k == ir::BinaryKind::Add ? 0 : k == ir::BinaryKind::Sub ? 1 : 2;
+        const std::string ln =
+            t.is_scalar() ? std::string("0") : "(int64_t)(" + flat(t.shape, idx) + ")";
+        return "trt::dbg_arith32(_dbg, " + std::to_string(site(op, "overflow")) + ", " +
+               std::to_string(kind) + ", " + operand(0, idx) + ", " + operand(1, idx) +
+               ", _pid0, _pid1, _pid2, " + ln + ")";
+      }
+      return binary(k, t, operand(0, idx), operand(1, idx));
+    }
     case OpKind::Compare:
       return "(" + operand(0, idx) + " " + compare_operator(static_cast<ir::CmpKind>(op.sub)) +
              " " + operand(1, idx) + ")";
@@ -107,14 +125,69 @@ std::string ExprPrinter::op_expr(const Op& op, const Index& idx) {
       return "(" + operand(0, idx) + " + " + offset_expr(op.operands[1], idx) + ")";
     case OpKind::Load: {
       const std::string v = load_conv(t.elem, "*" + operand(0, idx));
-      if (op.operands.size() == 1) return v;
       const std::string other = op.operands.size() > 2 ? operand(2, idx) : "0";
+      if (checked_) {
+        std::string cond = check(op, "load", idx);
+        if (op.operands.size() > 1) cond = "(" + operand(1, idx) + " && " + cond + ")";
+        return "(" + cond + " ? " + v + " : " + other + ")";
+      }
+      if (op.operands.size() == 1) return v;
       return "(" + operand(1, idx) + " ? " + v + " : " + other + ")";
     }
     default:
       TS_INTERNAL_ASSERT(false) << "no inline expression for " << ir::op_name(op.kind);
   }
   return "";
+}
+
+int ExprPrinter::site(const Op& op, const char* what) {
+  auto it = site_of_.find(&op);
+  if (it != site_of_.end()) return it->second;
+  sites_.push_back(CheckSite{what, op.loc, op.text, op.kind == OpKind::Assert && op.sub == 1});
+  return site_of_[&op] = static_cast<int>(sites_.size() - 1);
+}
+
+std::string ExprPrinter::lane(const Op& op, const Index& idx) const {
+  const Type& t = f_.type(op.operands[0]);
+  return t.is_scalar() ? std::string("0") : "(int64_t)(" + flat(t.shape, idx) + ")";
+}
+
+std::string ExprPrinter::check(const Op& op, const char* what, const Index& idx) {
+  const std::string p = expr(op.operands[0], idx);
+  const uint64_t mask = prov_.at(static_cast<size_t>(op.operands[0]));
+  // A pointer loaded from memory or made from an integer (bit 63: anywhere) has no tensor to be
+  // checked against: unchecked.
+  if (mask == 0 || (mask >> 63)) return "true";
+  return "trt::dbg_ok(_dbg, " + std::to_string(site(op, what)) + ", " + std::to_string(mask) +
+         "ULL, " + p + ", sizeof(*" + p + "), _pid0, _pid1, _pid2, " + lane(op, idx) + ")";
+}
+
+std::string ExprPrinter::lane_guard(const Op& op, size_t mask, const char* what, const Index& idx) {
+  std::string cond = mask ? expr(op.operands[mask], idx) : "";
+  if (checked_)
+    cond = cond.empty() ? check(op, what, idx) : "(" + cond + " && " + check(op, what, idx) + ")";
+  return cond;
+}
+
+std::string ExprPrinter::store_stmt(const Op& op, const Index& idx) {
+  const Type& pt = f_.type(op.operands[0]);
+  const std::string value = store_conv(pt.elem, expr(op.operands[1], idx));
+  const size_t mask = op.operands.size() > 2 ? 2 : 0;
+  if (checked_) {
+    // The value first (its loads check themselves, whether or not the store is in bounds).
+    const std::string v = "_sv" + std::to_string(fresh_++);
+    return "{ " + std::string(storage_type(pt.elem)) + " const " + v + " = " + value + "; if (" +
+           lane_guard(op, mask, "store", idx) + ") *" + expr(op.operands[0], idx) + " = " + v +
+           "; }";
+  }
+  const std::string dst = "*" + expr(op.operands[0], idx) + " = " + value + ";";
+  return mask ? "if (" + expr(op.operands[mask], idx) + ") { " + dst + " }" : dst;
+}
+
+std::string ExprPrinter::assert_stmt(const Op& op, const Index& idx) {
+  const int s = site(op, "assert");
+  return "if (!(" + expr(op.operands[0], idx) + ")) trt::dbg_assert(_dbg, " + std::to_string(s) +
+         ", " + (op.sub == 1 ? "1" : "0") + ", _pid0, _pid1, _pid2, " + lane(op, idx) + ");";
 }
 
 std::string ExprPrinter::offset_expr(ValueId v, const Index& idx) {

@@ -7,9 +7,11 @@
  */
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
+#include "backend/common/checks.h"
 #include "ir/ir.h"
 #include "ir/materialize.h"
 #include "ir/uses.h"
@@ -23,7 +25,11 @@ std::string flat(const SmallVector<int64_t, 4>& shape, const Index& idx);
 
 class ExprPrinter {
  public:
-  explicit ExprPrinter(const ir::Function& f) : f_(f), uses_(f), plan_(f, uses_) {}
+  /** `checked`: the checked mode (TESSERA_DEBUG): loads, stores and atomics check their pointers
+   * against the bounds of the tensors they derive from, int32 `+ - *` report wrapping, asserts
+   * report; the generated code calls the runtime's `trt::dbg_*` through `_dbg`, which each
+   * emitter declares (the CPU's callbacks, the GPU's record buffer: the same calls). */
+  ExprPrinter(const ir::Function& f, bool checked);
   virtual ~ExprPrinter() = default;
 
  protected:
@@ -41,9 +47,32 @@ class ExprPrinter {
   /** The index into operand `k` of view-like `op` for the result index `idx` (ir/index_map.h). */
   Index source_index(const ir::Op& op, const Index& idx, size_t k = 0) const;
 
+  // ---- the checked mode ----
+  /** The site number of checked op `op` (what: "load", "store", "atomic", "assert",
+   * "overflow"); the launch reports violations by it. */
+  int site(const ir::Op& op, const char* what);
+  /** The lane index of `idx` in the tile of `op`'s first operand. */
+  std::string lane(const ir::Op& op, const Index& idx) const;
+  /** The bounds check of the pointer lane of a load, store or atomic (true when in bounds;
+   * "true" for a pointer that derives from no parameter the check knows). */
+  std::string check(const ir::Op& op, const char* what, const Index& idx);
+  /** The guard of a store's or masked atomic's lane: its mask and, checked, its bounds check (""
+   * for none). `mask`: the operand index of the mask, or 0 for none. */
+  std::string lane_guard(const ir::Op& op, size_t mask, const char* what, const Index& idx);
+  /** A store of one lane as a statement (in the checked mode the value first, then the guarded
+   * write). */
+  std::string store_stmt(const ir::Op& op, const Index& idx);
+  /** A checked device_assert of one lane as a statement. */
+  std::string assert_stmt(const ir::Op& op, const Index& idx);
+
   const ir::Function& f_;
   const ir::UseInfo uses_;
   const ir::MaterializationPlan plan_;
+  const bool checked_;
+  std::vector<uint64_t> prov_;  // checked: per value, the pointer parameters it derives from
+  std::vector<CheckSite> sites_;
+  std::map<const ir::Op*, int> site_of_;
+  int fresh_ = 0;
 };
 
 /** The call that performs atomic `op` (Atomic or AtomicCas) on pointer `p` with value `v` (`c`

@@ -35,9 +35,7 @@ using ir::Storage;
 class Emitter : ExprPrinter {
  public:
   explicit Emitter(const ir::Function& f, bool checked = false)
-      : ExprPrinter(f), checked_(checked), affine_(f) {
-    if (checked_) prov_ = ir::pointer_provenance(f_);
-  }
+      : ExprPrinter(f, checked), affine_(f) {}
 
   Emitted run() {
     header();
@@ -312,29 +310,10 @@ class Emitter : ExprPrinter {
         if (k == ir::BinaryKind::Rem) {
           if (auto r = rem_identity(op, idx)) return *r;
         }
-        if (checked_ && t.elem == DType::Int32 &&
-            (k == ir::BinaryKind::Add || k == ir::BinaryKind::Sub || k == ir::BinaryKind::Mul)) {
-          // The checked mode reports int32 results that wrapped (offsets past 2^31).
-          const int kind = k == ir::BinaryKind::Add ? 0 : k == ir::BinaryKind::Sub ? 1 : 2;
-          const std::string ln =
-              t.is_scalar() ? std::string("0") : "(int64_t)(" + flat(t.shape, idx) + ")";
-          return "trt::dbg_arith32(_dbg, " + std::to_string(site(op, "overflow")) + ", " +
-                 std::to_string(kind) + ", " + expr(op.operands[0], idx) + ", " +
-                 expr(op.operands[1], idx) + ", _pid0, _pid1, _pid2, " + ln + ")";
-        }
         break;
       }
       case OpKind::Compare:
         if (auto always = mask_always_true(op, idx)) return *always;
-        break;
-      case OpKind::Load:
-        if (checked_) {
-          const std::string v = load_conv(t.elem, "*" + expr(op.operands[0], idx));
-          const std::string other = op.operands.size() > 2 ? expr(op.operands[2], idx) : "0";
-          std::string cond = check(op, "load", idx);
-          if (op.operands.size() > 1) cond = "(" + expr(op.operands[1], idx) + " && " + cond + ")";
-          return "(" + cond + " ? " + v + " : " + other + ")";
-        }
         break;
       default:
         break;
@@ -466,25 +445,7 @@ class Emitter : ExprPrinter {
 
   void store(const Op& op) {
     const Type& pt = f_.type(op.operands[0]);
-    loops(pt.shape, true, [&](const std::vector<std::string>& idx) {
-      const std::string value = store_conv(pt.elem, expr(op.operands[1], idx));
-      const std::string dst = "*" + expr(op.operands[0], idx) + " = " + value + ";";
-      std::string cond = op.operands.size() > 2 ? expr(op.operands[2], idx) : "";
-      if (checked_) {
-        // The value first (its loads check themselves, whether or not the store is in bounds).
-        const std::string v = fresh("_v");
-        line("{ " + std::string(storage_type(pt.elem)) + " const " + v + " = " + value + ";");
-        cond = cond.empty() ? check(op, "store", idx)
-                            : "(" + cond + " && " + check(op, "store", idx) + ")";
-        line("  if (" + cond + ") *" + expr(op.operands[0], idx) + " = " + v + "; }");
-        return;
-      }
-      if (!cond.empty()) {
-        line("if (" + cond + ") { " + dst + " }");
-      } else {
-        line(dst);
-      }
-    });
+    loops(pt.shape, true, [&](const std::vector<std::string>& idx) { line(store_stmt(op, idx)); });
   }
 
   // a @ b + acc: i-k-j loops, the j loop vectorized, one fused multiply-add per term (the same
@@ -976,37 +937,9 @@ class Emitter : ExprPrinter {
     });
   }
 
-  // The checked mode: a site number per checked op.
-  int site(const Op& op, const char* what) {
-    auto it = site_of_.find(&op);
-    if (it != site_of_.end()) return it->second;
-    sites_.push_back(CheckSite{what, op.loc, op.text, op.kind == OpKind::Assert && op.sub == 1});
-    return site_of_[&op] = static_cast<int>(sites_.size() - 1);
-  }
-  // The lane index of `idx` in the pointer tile of `op`.
-  std::string lane(const Op& op, const std::vector<std::string>& idx) const {
-    const Type& t = f_.type(op.operands[0]);
-    return t.is_scalar() ? std::string("0") : "(int64_t)(" + flat(t.shape, idx) + ")";
-  }
-  // A bounds check of the pointer lane of a load, store or atomic (true when in bounds).
-  std::string check(const Op& op, const char* what, const std::vector<std::string>& idx) {
-    const std::string p = expr(op.operands[0], idx);
-    const uint64_t mask = prov_.at(static_cast<size_t>(op.operands[0]));
-    // A pointer loaded from memory or made from an integer (bit 63: anywhere) has no tensor to
-    // be checked against: unchecked.
-    if (mask == 0 || (mask >> 63)) return "true";
-    return "trt::dbg_ok(_dbg, " + std::to_string(site(op, what)) + ", " + std::to_string(mask) +
-           "ULL, " + p + ", sizeof(*" + p + "), _pid0, _pid1, _pid2, " + lane(op, idx) + ")";
-  }
   void assert_op(const Op& op) {
-    const Type& t = f_.type(op.operands[0]);
-    const int s = site(op, "assert");
-    loops(t.shape, false, [&](const std::vector<std::string>& idx) {
-      const std::string ln =
-          t.is_scalar() ? std::string("0") : "(int64_t)(" + flat(t.shape, idx) + ")";
-      line("if (!(" + expr(op.operands[0], idx) + ")) _dbg->report_assert(_dbg->ctx, " +
-           std::to_string(s) + ", _pid0, _pid1, _pid2, " + ln + ");");
-    });
+    loops(f_.type(op.operands[0]).shape, false,
+          [&](const std::vector<std::string>& idx) { line(assert_stmt(op, idx)); });
   }
 
   // device_print: one line per element (Triton's format), the program id first.
@@ -1047,10 +980,7 @@ class Emitter : ExprPrinter {
       const std::string p = expr(op.operands[0], idx), v = expr(op.operands[1], idx);
       const std::string call =
           atomic_call(f_, op, p, v, cas ? v : "", cas ? expr(op.operands[2], idx) : "");
-      std::string cond = masked ? expr(op.operands[2], idx) : "";
-      if (checked_)
-        cond = cond.empty() ? check(op, "atomic", idx)
-                            : "(" + cond + " && " + check(op, "atomic", idx) + ")";
+      const std::string cond = lane_guard(op, masked ? 2 : 0, "atomic", idx);
       if (!cond.empty()) {
         line("if (" + cond + ") " + dst + " = " + call + "; else " + dst + " = 0;");
       } else {
@@ -1086,10 +1016,6 @@ class Emitter : ExprPrinter {
 
   enum class Fast : uint8_t { Unset, On, Off };
 
-  bool checked_ = false;
-  std::vector<uint64_t> prov_;  // checked mode: per value, the pointer parameters it derives from
-  std::vector<CheckSite> sites_;
-  std::map<const Op*, int> site_of_;
   Fast fast_ = Fast::Unset;
   std::vector<std::string> guards_;
   std::map<std::string, int64_t> extents_;  // loop index -> trip count, inside plain_loops

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "core/files.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/driver.h"
+#include "runtime/cuda/memory.h"
 #include "runtime/cuda/module.h"
 #include "runtime/cuda/nvrtc.h"
 #include "runtime/disk_cache.h"
@@ -78,29 +80,26 @@ class CudaBackend final : public Backend {
     const rc::DeviceInfo& info = rc::device_info(device);
     arch_ = info.major * 10 + info.minor;
     max_shared_ = info.max_shared_optin > 0 ? info.max_shared_optin : 48 * 1024;
-    Sha256 h;
-    h.field(nvrtc_version()).field(headers_digest());
-    for (const auto& o : nvrtc_options()) h.field(o);
-    key_ = "cuda:sm_" + std::to_string(arch_) + ":" + h.hex().substr(0, 16);
+    make_key();
+  }
+  /** Compiles for `sm_<arch>` without a device: builds cubins (and caches them), loads nothing. */
+  CudaBackend(int arch, int64_t max_shared) : device_(-1), arch_(arch), max_shared_(max_shared) {
+    make_key();
   }
 
   const char* name() const override { return "cuda"; }
+  int arch() const { return arch_; }
   const std::string& target_key() const override { return key_; }
 
   void generate(std::shared_ptr<const ir::Function> f, bool checked, Kernel& out) const override {
-    if (checked) {
-      TS_ERROR(NotImplementedError)
-          << "[kernel " << f->name
-          << "] TESSERA_DEBUG's checks are not compiled for CUDA yet: run the kernel on CPU "
-             "tensors (or with TESSERA_INTERPRET=1) to check it";
-    }
-    const Emitted e = emit(*f, max_shared_);
+    const Emitted e = emit(*f, max_shared_, checked);
     if (knobs().dump_enabled("src"))
       dump("src", f->name, e.source, "// ---- CUDA of kernel " + f->name + " ----\n" + e.source,
            "cu");
     out.name = f->name;
     out.function = std::move(f);
-    out.checked = false;
+    out.checked = checked;
+    out.sites = e.sites;
     out.source = e.source;
     out.launch_threads = e.threads;
     out.shared_bytes = e.shared_bytes;
@@ -153,25 +152,110 @@ class CudaBackend final : public Backend {
     for (size_t i = 0; i < todo.size(); ++i) {
       if (errors[i]) std::rethrow_exception(errors[i]);
     }
-    for (size_t i = 0; i < todo.size(); ++i) load(*todo[i], cubins[i]);
+    for (size_t i = 0; i < todo.size(); ++i) {
+      if (device_ >= 0) {
+        load(*todo[i], cubins[i]);
+      } else {
+        todo[i]->built = true;  // compile-only: the cubin is checked and cached, not loaded
+      }
+    }
   }
 
   void launch(const Kernel& k, const GridSize& g, ArrayRef<Arg> args) const override {
+    launch_checked(k, g, args, true);
+  }
+
+  /** A launch; a checked kernel's violations are reported when `report` (the cross-check runs the
+   * CUDA side of a checked kernel without reporting what the CPU side reports). */
+  void launch_checked(const Kernel& k, const GridSize& g, ArrayRef<Arg> args, bool report) const {
     const auto* l = static_cast<const Loaded*>(k.binary.get());
-    TS_INTERNAL_ASSERT(l && l->fn) << "launch of an unbuilt CUDA kernel";
+    TS_INTERNAL_ASSERT(l && l->fn) << "launch of an unbuilt or compile-only CUDA kernel";
     if (g.total == 0) return;
     trt::Grid grid{g.grid.x, g.grid.y, g.grid.z};
-    trt::Arg slots[64];
-    pack_slots(args, slots);
+    trt::Arg slots[65];  // the parameters, and the checked mode's record buffer
+    const size_t n = pack_slots(args, slots);
     void* params[2] = {&grid, slots};
     const unsigned dims[3] = {static_cast<unsigned>(g.grid.x), static_cast<unsigned>(g.grid.y),
                               static_cast<unsigned>(g.grid.z)};
     const unsigned block[3] = {static_cast<unsigned>(l->threads), 1, 1};
-    rc::launch(l->fn, device_, dims, block, static_cast<unsigned>(l->shared_bytes), params,
-               "kernel " + k.name);
+    if (!k.checked) {
+      rc::launch(l->fn, device_, dims, block, static_cast<unsigned>(l->shared_bytes), params,
+                 "kernel " + k.name);
+      return;
+    }
+    // The checked mode: bounds in, records out (reported after the kernel, as on the CPU).
+    const std::vector<PointerBounds> bounds = tensor_bounds(args);
+    auto dbg = std::make_unique<trt::GpuDebug>();
+    std::memset(dbg.get(), 0, sizeof(trt::GpuDebug));
+    for (size_t i = 0; i < bounds.size() && i < 64; ++i) {
+      if (!bounds[i].known) continue;
+      dbg->lo[i] = bounds[i].lo;
+      dbg->hi[i] = bounds[i].hi;
+    }
+    void* d = rc::allocate(sizeof(trt::GpuDebug), device_);
+    try {
+      rc::copy_to_device(d, dbg.get(), sizeof(trt::GpuDebug), device_);
+      slots[n].p = d;
+      rc::launch(l->fn, device_, dims, block, static_cast<unsigned>(l->shared_bytes), params,
+                 "kernel " + k.name);
+      rc::copy_to_host(dbg.get(), d, sizeof(trt::GpuDebug), device_);
+    } catch (...) {
+      rc::release(d, device_);
+      throw;
+    }
+    rc::release(d, device_);
+    if (report) report_checks(k, bounds, *dbg);
   }
 
  private:
+  void make_key() {
+    Sha256 h;
+    h.field(nvrtc_version()).field(headers_digest());
+    for (const auto& o : nvrtc_options()) h.field(o);
+    key_ = "cuda:sm_" + std::to_string(arch_) + ":" + h.hex().substr(0, 16);
+  }
+
+  // Reports a checked launch's records through the shared report functions (the first of each
+  // kind in full, then the totals), as the CPU backend's launch does.
+  static void report_checks(const Kernel& k, const std::vector<PointerBounds>& bounds,
+                            const trt::GpuDebug& d) {
+    CheckCounters c;
+    const auto& params = k.function->params;
+    for (int kind = 0; kind < 4; ++kind) {
+      const auto kept = std::min<unsigned long long>(d.count[kind], trt::GpuDebug::kRecords);
+      for (unsigned long long i = 0; i < kept; ++i) {
+        const trt::GpuCheckRecord& r = d.rec[kind][i];
+        const CheckSite& st = k.sites.at(static_cast<size_t>(r.site));
+        const int32_t pid[3] = {r.pid0, r.pid1, r.pid2};
+        switch (kind) {
+          case trt::kCheckOutOfBounds: {
+            const bool known = r.param >= 0 && static_cast<size_t>(r.param) < params.size();
+            report_out_of_bounds(k.name, st.what.c_str(), st.loc, pid, r.lane,
+                                 known ? params[static_cast<size_t>(r.param)].name : "?",
+                                 known ? bounds[static_cast<size_t>(r.param)] : PointerBounds{},
+                                 static_cast<uintptr_t>(r.value), c);
+            break;
+          }
+          case trt::kCheckOverflow:
+            report_int_overflow(k.name, st.loc, pid, r.lane, r.value, c);
+            break;
+          case trt::kCheckAssert:
+            report_assert_failure(k.name, st.loc, st.text, pid, r.lane, c);
+            break;
+          default:
+            report_false_hint(k.name, st.loc, st.text, pid, r.lane, c);
+            break;
+        }
+      }
+    }
+    // The totals (records past the first ones were counted on the device only).
+    c.violations = static_cast<int64_t>(d.count[trt::kCheckOutOfBounds]);
+    c.overflows = static_cast<int64_t>(d.count[trt::kCheckOverflow]);
+    c.assert_failures = static_cast<int64_t>(d.count[trt::kCheckAssert]);
+    c.false_hints = static_cast<int64_t>(d.count[trt::kCheckHint]);
+    finish_checks(k.name, c);
+  }
+
   void save(const Kernel& k, const std::string& cubin) const {
     const std::string staged = store().stage();
     runtime::disk::write_atomic(staged + "/kernel.cubin", cubin, "a CUDA kernel's cubin");
@@ -219,6 +303,24 @@ const Backend& backend_for(int device) {
   auto& b = (*all)[static_cast<size_t>(device)];
   if (!b) b = std::make_unique<CudaBackend>(device);
   return *b;
+}
+
+const Backend& compile_only_backend(int arch) {
+  static std::mutex m;
+  static auto* all = new std::vector<std::unique_ptr<CudaBackend>>();
+  std::lock_guard<std::mutex> g(m);
+  for (auto& b : *all) {
+    if (b->arch() == arch) return *b;
+  }
+  // The opt-in shared memory per block of the architecture's largest parts.
+  const int64_t shared = arch >= 90 ? 227 * 1024 : arch >= 80 ? 163 * 1024 : 96 * 1024;
+  all->push_back(std::make_unique<CudaBackend>(arch, shared));
+  return *all->back();
+}
+
+void launch_without_reports(const Backend& cuda, const Kernel& k, const GridSize& g,
+                            ArrayRef<Arg> args) {
+  static_cast<const CudaBackend&>(cuda).launch_checked(k, g, args, false);
 }
 
 std::string compile_for_arch(const std::string& source, const std::string& name, int arch) {

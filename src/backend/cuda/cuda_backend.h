@@ -14,6 +14,19 @@ namespace tessera::backend::cuda {
 /** The backend of CUDA device `device` (one per device: its architecture is in its target key). */
 const Backend& backend_for(int device);
 
+/** A backend that generates and NVRTC-compiles for `sm_<arch>` with no GPU (kernels are built and
+ * cached, never loaded or launched): TESSERA_CROSSCHECK=nvrtc. */
+const Backend& compile_only_backend(int arch);
+
+/** The backend of TESSERA_CROSSCHECK ("cuda" or "nvrtc"): kernels on CPU tensors run on the CPU
+ * backend and their CUDA code beside them (backend/cuda/crosscheck.cpp). */
+const Backend& crosscheck_backend(const std::string& mode);
+
+/** Launches `k` on CUDA backend `cuda`; a checked kernel's violations are recorded but not
+ * reported (the cross-check's CUDA side of a kernel the CPU side reports on). */
+void launch_without_reports(const Backend& cuda, const Kernel& k, const GridSize& g,
+                            ArrayRef<Arg> args);
+
 /** NVRTC-compiles generated source for `sm_<arch>` with the tile runtime headers (tests compile
  * every generated kernel this way on machines without a GPU); a CompileError with NVRTC's log. */
 std::string compile_for_arch(const std::string& source, const std::string& name, int arch);

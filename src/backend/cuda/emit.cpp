@@ -47,7 +47,8 @@ int64_t element_bytes(const Type& t) {
 
 class Emitter : ExprPrinter {
  public:
-  Emitter(const ir::Function& f, int64_t max_shared) : ExprPrinter(f), max_shared_(max_shared) {
+  Emitter(const ir::Function& f, int64_t max_shared, bool checked)
+      : ExprPrinter(f, checked), max_shared_(max_shared) {
     threads_ = static_cast<int>(std::max<int64_t>(1, f.attrs.num_warps) * 32);
   }
 
@@ -67,6 +68,7 @@ class Emitter : ExprPrinter {
     e.source = out_.str();
     e.shared_bytes = smem_;
     e.threads = threads_;
+    e.sites = sites_;
     return e;
   }
 
@@ -90,7 +92,7 @@ class Emitter : ExprPrinter {
       }
     }
     out_ << "\n#include \"tessera/trt/cuda.h\"\n\n";
-    const size_t slots = std::max<size_t>(1, f_.params.size());
+    const size_t slots = std::max<size_t>(1, f_.params.size() + (checked_ ? 1 : 0));
     out_ << "struct _Slots { trt::Arg a[" << slots << "]; };\n\n";
     out_ << "extern \"C\" __global__ void __launch_bounds__(" << threads_
          << ") tessera_kernel(const trt::Grid _gv, const _Slots _s) {\n";
@@ -103,6 +105,10 @@ class Emitter : ExprPrinter {
         "_pid2 = (int32_t)blockIdx.z;");
     line("const int32_t _tid = (int32_t)threadIdx.x;");
     line("(void)_g; (void)_a; (void)_pid0; (void)_pid1; (void)_pid2; (void)_tid;");
+    if (checked_) {
+      line("trt::GpuDebug* const _dbg = (trt::GpuDebug*)_a[" + std::to_string(f_.params.size()) +
+           "].p;");
+    }
     for (size_t i = 0; i < f_.params.size(); ++i) {
       const auto& p = f_.params[i];
       if (p.value == ir::kNoValue) continue;
@@ -219,10 +225,11 @@ class Emitter : ExprPrinter {
       case OpKind::ScanFn:
         return reduce_fn(op);
       case OpKind::Assert:
-        TS_ERROR(NotImplementedError)
-            << "[kernel " << f_.name
-            << "] device_assert and the hints' checks are not compiled for CUDA yet: check the "
-               "kernel on the CPU (TESSERA_DEBUG=1) or with TESSERA_INTERPRET=1";
+        if (checked_) {
+          loops(f_.type(op.operands[0]).shape,
+                [&](const Index& idx) { line(assert_stmt(op, idx)); });
+        }
+        return;  // device_assert is checked in the debug mode only, as Triton's
       case OpKind::Print:
         return print(op);
       default:
@@ -243,15 +250,7 @@ class Emitter : ExprPrinter {
 
   void store(const Op& op) {
     const Type& pt = f_.type(op.operands[0]);
-    loops(pt.shape, [&](const Index& idx) {
-      const std::string dst = "*" + expr(op.operands[0], idx) + " = " +
-                              store_conv(pt.elem, expr(op.operands[1], idx)) + ";";
-      if (op.operands.size() > 2) {
-        line("if (" + expr(op.operands[2], idx) + ") { " + dst + " }");
-      } else {
-        line(dst);
-      }
-    });
+    loops(pt.shape, [&](const Index& idx) { line(store_stmt(op, idx)); });
   }
 
   // A dot operand as shared memory (stored tiles are used in place; an inline one is computed
@@ -496,9 +495,8 @@ class Emitter : ExprPrinter {
       const std::string p = expr(op.operands[0], idx), v = expr(op.operands[1], idx);
       const std::string call =
           atomic_call(f_, op, p, v, cas ? v : "", cas ? expr(op.operands[2], idx) : "");
-      if (masked) {
-        line("if (" + expr(op.operands[2], idx) + ") " + dst + " = " + call + "; else " + dst +
-             " = 0;");
+      if (const std::string cond = lane_guard(op, masked ? 2 : 0, "atomic", idx); !cond.empty()) {
+        line("if (" + cond + ") " + dst + " = " + call + "; else " + dst + " = 0;");
       } else {
         line(dst + " = " + call + ";");
       }
@@ -649,8 +647,8 @@ class Emitter : ExprPrinter {
 
 }  // namespace
 
-Emitted emit(const ir::Function& f, int64_t max_shared_bytes) {
-  return Emitter(f, max_shared_bytes).run();
+Emitted emit(const ir::Function& f, int64_t max_shared_bytes, bool checked) {
+  return Emitter(f, max_shared_bytes, checked).run();
 }
 
 }  // namespace tessera::backend::cuda

@@ -14,19 +14,23 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "backend/common/checks.h"
 #include "ir/ir.h"
 
 namespace tessera::backend::cuda {
 
 struct Emitted {
   std::string source;
-  int64_t shared_bytes = 0;  ///< dynamic shared memory the kernel needs
-  int threads = 128;         ///< threads per block (num_warps * 32)
+  int64_t shared_bytes = 0;      ///< dynamic shared memory the kernel needs
+  int threads = 128;             ///< threads per block (num_warps * 32)
+  std::vector<CheckSite> sites;  ///< checked: what each reported site number is
 };
 
 /** CUDA C++ for `f` (an `extern "C" __global__ tessera_kernel(trt::Grid, slots)`). A kernel
- * whose tiles need more than `max_shared_bytes` of shared memory is a CompileError naming it. */
-Emitted emit(const ir::Function& f, int64_t max_shared_bytes);
+ * whose tiles need more than `max_shared_bytes` of shared memory is a CompileError naming it.
+ * `checked`: TESSERA_DEBUG's checks, recorded in a trt::GpuDebug passed after the parameters. */
+Emitted emit(const ir::Function& f, int64_t max_shared_bytes, bool checked = false);
 
 }  // namespace tessera::backend::cuda
