@@ -187,6 +187,7 @@ class CrossCheck final : public Backend {
     // The GPU copies first: the CPU's run may write what it reads.
     Mirrors mirrors;
     SmallVector<Arg, 16> dev(args.begin(), args.end());
+    mirrors.all.reserve(args.size());  // `of` points into it
     std::vector<Mirror*> of(args.size(), nullptr);
     for (size_t i = 0; i < args.size(); ++i) {
       if (args[i].kind != ir::ParamKind::Pointer) continue;

@@ -148,6 +148,10 @@ class Emitter : ExprPrinter {
   }
   void publish(ValueId v) {
     line(type_str(f_.type(v)) + " const " + name(v) + " = " + name(v) + "_s[0];");
+    // In a loop the slot is written again in the next iteration: every thread reads it first (a
+    // thread racing ahead would otherwise overwrite it, and threads could leave a spin loop
+    // apart and meet different barriers).
+    if (loop_depth_ > 0) line("__syncthreads();");
   }
 
   // ---- loops over a tile's elements -------------------------------------------------------------
@@ -597,8 +601,10 @@ class Emitter : ExprPrinter {
          " < " + expr(op.operands[1], {}) + "; " + name(iv) + " += " + expr(op.operands[2], {}) +
          ") {");
     ++indent_;
+    ++loop_depth_;
     region(body);
     parallel_assign(carried, body.ops.back()->operands);
+    --loop_depth_;
     --indent_;
     line("}");
     for (size_t k = 0; k < op.results.size(); ++k) alias(op.results[k], carried[k]);
@@ -613,11 +619,13 @@ class Emitter : ExprPrinter {
     }
     line("for (;;) {");
     ++indent_;
+    ++loop_depth_;
     for (size_t k = 0; k < carried.size(); ++k) alias(cond.args[k], carried[k]);
     region(cond);
     line("if (!(" + expr(cond.ops.back()->operands[0], {}) + ")) break;");
     region(body);
     parallel_assign(carried, body.ops.back()->operands);
+    --loop_depth_;
     --indent_;
     line("}");
     for (size_t k = 0; k < op.results.size(); ++k) alias(op.results[k], carried[k]);
@@ -640,6 +648,7 @@ class Emitter : ExprPrinter {
   const int64_t max_shared_;
   int threads_ = 128;
   int64_t smem_ = 0;
+  int loop_depth_ = 0;  // enclosing tl::range / tl::while_ loops
   std::ostringstream out_;
   int indent_ = 0;
   int counter_ = 0;
