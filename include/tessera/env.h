@@ -9,8 +9,9 @@
  *   compare, and why), `dispatch` (every operator call: the operator,
  *   the kernel's device and the arguments' shapes; slows every call), `all`.
  * - `TESSERA_DUMP`: comma list of dumps: `ir` (tile IR as traced and after optimization), `src`
- *   (generated C++); written to stderr, or with `TESSERA_DUMP_DIR` set, one file per distinct
- *   kernel text in that directory (`<kernel>-<hash>.ir`, `<kernel>-<hash>.cpp`).
+ *   (generated C++ and CUDA, and after a CUDA build its registers, shared memory and spills);
+ * written to stderr, or with `TESSERA_DUMP_DIR` set, one file per distinct kernel text in that
+ * directory (`<kernel>-<hash>.ir`, `<kernel>-<hash>.cpp`).
  * - `TESSERA_CXX`: the C++ compiler for JIT kernels (default: `c++`, `g++`, `clang++` on PATH).
  * - `TESSERA_PRINT_AUTOTUNING=1`: prints each tuning round (key, every config's time, the winner).
  * - `TESSERA_INTERPRET=1`: kernels run in the reference interpreter of the tile IR (no compiler).

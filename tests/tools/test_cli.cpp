@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "runtime/cuda/nvrtc.h"
 #include "tessera/env.h"
 #include "tessera/tl.h"
 #include "testing.h"
@@ -85,6 +86,47 @@ TEST_F(Cli, CacheStatsLsAndClearSeeTheKernelsThisProcessCompiled) {
   // The cleared kernels are rebuilt by the next process that needs them; this one still has them.
   cli_cached_kernel[{4}](x, out, 50, tl::meta("BLOCK", 16));
   EXPECT_TRUE(equal(out, x * 3));
+}
+
+TEST_F(Cli, CacheLsShowsCudaKernelsWithTheirRegistersAndSpills) {
+  if (!runtime::cuda::nvrtc()) GTEST_SKIP() << "no NVRTC on this machine";
+  EXPECT_EQ(cli("cache clear").status, 0);
+  // TESSERA_CROSSCHECK=nvrtc compiles the kernel's CUDA too (no GPU needed).
+  ::setenv("TESSERA_CROSSCHECK", "nvrtc", 1);
+  reload_knobs();
+  cli_cached_kernel.clear_memory_cache();
+  Tensor x = arange(0, 50, 1, float32), out = zeros({50});
+  cli_cached_kernel[{4}](x, out, 50, tl::meta("BLOCK", 16));
+  ::unsetenv("TESSERA_CROSSCHECK");
+  reload_knobs();
+  EXPECT_TRUE(equal(out, x * 3));
+  const CliRun stats = cli("cache stats");
+  EXPECT_NE(stats.out.find(", cuda 1)"), std::string::npos) << stats.out;
+  const CliRun ls = cli("cache ls");
+  const size_t at = ls.out.find("sm_90   cli_cached_kernel  (");
+  ASSERT_NE(at, std::string::npos) << ls.out;
+  const std::string line = ls.out.substr(at, ls.out.find('\n', at) - at);
+  // ptxas's figures: a small elementwise kernel uses a handful of registers and never spills.
+  EXPECT_NE(line.find(" regs, 0 B shared, spills 0/0 B)"), std::string::npos) << line;
+  EXPECT_EQ(line.find("(? regs"), std::string::npos) << line;
+  EXPECT_EQ(line.find("(-1 regs"), std::string::npos) << line;
+  EXPECT_EQ(cli("cache clear").status, 0);
+  EXPECT_NE(cli("cache stats").out.find("kernels: 0 (cpu 0, cuda 0)"), std::string::npos);
+}
+
+TEST(PtxasLog, RegistersStackAndSpillsAreRead) {
+  const std::string log =
+      "ptxas info    : 0 bytes gmem\n"
+      "ptxas info    : Compiling entry function 'tessera_kernel' for 'sm_90'\n"
+      "ptxas info    : Function properties for tessera_kernel\n"
+      "ptxas         .     24 bytes stack frame, 16 bytes spill stores, 8 bytes spill loads\n"
+      "ptxas info    : Used 255 registers, used 1 barriers, 256 bytes smem\n";
+  const runtime::cuda::PtxasReport r = runtime::cuda::parse_ptxas_log(log);
+  EXPECT_EQ(r.registers, 255);
+  EXPECT_EQ(r.stack_bytes, 24);
+  EXPECT_EQ(r.spill_stores, 16);
+  EXPECT_EQ(r.spill_loads, 8);
+  EXPECT_EQ(runtime::cuda::parse_ptxas_log("").registers, -1);
 }
 
 TEST_F(Cli, DoctorReportsTheMachine) {

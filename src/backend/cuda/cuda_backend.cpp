@@ -10,6 +10,8 @@
 #include <mutex>
 #include <thread>
 
+#include <sys/stat.h>
+
 #include "backend/backend.h"
 #include "backend/cpu/embedded_headers.h"
 #include "backend/cuda/emit.h"
@@ -57,7 +59,8 @@ std::string headers_digest() {
 const std::vector<std::string>& nvrtc_options() {
   // No contraction of a * b + c into one multiply-add: the CPU's code does not contract either,
   // so elementwise results agree bit for bit (DESIGN D4).
-  static const std::vector<std::string> o = {"-lineinfo", "--fmad=false"};
+  // ptxas's report (-v) gives each kernel's registers and spills (TESSERA_DUMP, cache ls).
+  static const std::vector<std::string> o = {"-lineinfo", "--fmad=false", "-Xptxas=-v"};
   return o;
 }
 
@@ -123,6 +126,7 @@ class CudaBackend final : public Backend {
       if (auto info = store().open(todo[i]->disk_key, &why)) {
         cubins[i] = files::read_file(store().dir_of(todo[i]->disk_key) + "/kernel.cubin");
         todo[i]->from_disk = true;
+        read_resources(*info, *todo[i]);
       } else {
         missing.push_back(i);
       }
@@ -137,6 +141,10 @@ class CudaBackend final : public Backend {
               rc::compile_cubin(todo[i]->source, todo[i]->name, arch_, headers(), nvrtc_options());
           cubins[i] = c.cubin;
           todo[i]->compile_ms = c.ms;
+          todo[i]->registers = c.resources.registers;
+          todo[i]->stack_bytes = c.resources.stack_bytes;
+          todo[i]->spill_stores = c.resources.spill_stores;
+          todo[i]->spill_loads = c.resources.spill_loads;
           save(*todo[i], c.cubin);
         } catch (...) {
           errors[i] = std::current_exception();
@@ -151,6 +159,13 @@ class CudaBackend final : public Backend {
     for (auto& t : threads) t.join();
     for (size_t i = 0; i < todo.size(); ++i) {
       if (errors[i]) std::rethrow_exception(errors[i]);
+    }
+    if (knobs().dump_enabled("src")) {
+      for (const Kernel* k : todo) {
+        const std::string text =
+            "// ---- CUDA resources of kernel " + k->name + " ----\n" + resources_line(*k) + "\n";
+        dump("src", k->name, k->source, text, "res");
+      }
     }
     for (size_t i = 0; i < todo.size(); ++i) {
       if (device_ >= 0) {
@@ -256,6 +271,19 @@ class CudaBackend final : public Backend {
     finish_checks(k.name, c);
   }
 
+  static void read_resources(const runtime::disk::Info& info, Kernel& k) {
+    auto num = [&](const char* key, int64_t fallback) {
+      const std::string v = info.get(key);
+      char* end = nullptr;
+      const long long x = v.empty() ? fallback : std::strtoll(v.c_str(), &end, 10);
+      return (v.empty() || (end && *end == '\0')) ? static_cast<int64_t>(x) : fallback;
+    };
+    k.registers = static_cast<int>(num("registers", -1));
+    k.stack_bytes = num("stack_bytes", 0);
+    k.spill_stores = num("spill_stores", 0);
+    k.spill_loads = num("spill_loads", 0);
+  }
+
   void save(const Kernel& k, const std::string& cubin) const {
     const std::string staged = store().stage();
     runtime::disk::write_atomic(staged + "/kernel.cubin", cubin, "a CUDA kernel's cubin");
@@ -264,6 +292,10 @@ class CudaBackend final : public Backend {
     info.values["arch"] = "sm_" + std::to_string(arch_);
     info.values["threads"] = std::to_string(k.launch_threads);
     info.values["shared_bytes"] = std::to_string(k.shared_bytes);
+    info.values["registers"] = std::to_string(k.registers);
+    info.values["stack_bytes"] = std::to_string(k.stack_bytes);
+    info.values["spill_stores"] = std::to_string(k.spill_stores);
+    info.values["spill_loads"] = std::to_string(k.spill_loads);
     runtime::disk::Store::record_file(info, staged, "kernel.cubin");
     store().publish(staged, k.disk_key, info);
   }
@@ -316,6 +348,43 @@ const Backend& compile_only_backend(int arch) {
   const int64_t shared = arch >= 90 ? 227 * 1024 : arch >= 80 ? 163 * 1024 : 96 * 1024;
   all->push_back(std::make_unique<CudaBackend>(arch, shared));
   return *all->back();
+}
+
+std::string resources_line(const Kernel& k) {
+  std::string s = (k.registers >= 0 ? std::to_string(k.registers) : std::string("?")) +
+                  " registers, " + std::to_string(k.shared_bytes) + " bytes shared, " +
+                  std::to_string(k.stack_bytes) + " bytes stack, spills " +
+                  std::to_string(k.spill_stores) + "/" + std::to_string(k.spill_loads) +
+                  " bytes stored/loaded, " + std::to_string(k.launch_threads) + " threads";
+  return s;
+}
+
+std::vector<CacheEntry> cache_entries() {
+  std::vector<CacheEntry> out;
+  for (const auto& key : store().keys()) {
+    CacheEntry e;
+    e.key = key;
+    const std::string dir = store().dir_of(key);
+    const auto info = runtime::disk::Info::parse(files::read_file(dir + "/info"));
+    if (info) {
+      e.kernel = info->get("kernel");
+      e.arch = info->get("arch");
+      e.resources = info->get("registers", "?") + " regs, " + info->get("shared_bytes", "?") +
+                    " B shared, spills " + info->get("spill_stores", "?") + "/" +
+                    info->get("spill_loads", "?") + " B";
+    }
+    struct stat st;
+    if (::stat((dir + "/kernel.cubin").c_str(), &st) == 0) {
+      e.bytes = static_cast<uint64_t>(st.st_size);
+      e.mtime = st.st_mtime;
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+size_t clear_cache() {
+  return store().clear();
 }
 
 void launch_without_reports(const Backend& cuda, const Kernel& k, const GridSize& g,

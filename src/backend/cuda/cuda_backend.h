@@ -4,7 +4,9 @@
  */
 #pragma once
 
+#include <ctime>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/cuda/emit.h"
@@ -26,6 +28,20 @@ const Backend& crosscheck_backend(const std::string& mode);
  * reported (the cross-check's CUDA side of a kernel the CPU side reports on). */
 void launch_without_reports(const Backend& cuda, const Kernel& k, const GridSize& g,
                             ArrayRef<Arg> args);
+
+/** The registers, shared and local memory of a built kernel, as one line (TESSERA_DUMP=src). */
+std::string resources_line(const Kernel& k);
+
+/** An entry of the disk cache's CUDA area (`tessera cache ls`). */
+struct CacheEntry {
+  std::string key, kernel, arch;
+  std::string resources;  ///< registers, shared memory, spills
+  uint64_t bytes = 0;     ///< the cubin's size
+  std::time_t mtime = 0;
+};
+std::vector<CacheEntry> cache_entries();
+/** Removes every cached cubin; returns how many entries there were. */
+size_t clear_cache();
 
 /** NVRTC-compiles generated source for `sm_<arch>` with the tile runtime headers (tests compile
  * every generated kernel this way on machines without a GPU); a CompileError with NVRTC's log. */

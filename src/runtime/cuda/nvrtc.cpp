@@ -122,6 +122,32 @@ const NvrtcInfo* nvrtc(std::string* why) {
   return l.ok ? &l.info : nullptr;
 }
 
+PtxasReport parse_ptxas_log(const std::string& log) {
+  PtxasReport r;
+  // "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"
+  // "ptxas info    : Used 10 registers, used 1 barriers, 256 bytes smem"
+  auto number_before = [&](size_t at) -> int64_t {
+    size_t b = at;
+    while (b > 0 && log[b - 1] == ' ') --b;
+    size_t e = b;
+    while (b > 0 && log[b - 1] >= '0' && log[b - 1] <= '9') --b;
+    return b < e ? std::stoll(log.substr(b, e - b)) : 0;
+  };
+  if (size_t p = log.rfind(" bytes stack frame"); p != std::string::npos)
+    r.stack_bytes = number_before(p);
+  if (size_t p = log.rfind(" bytes spill stores"); p != std::string::npos)
+    r.spill_stores = number_before(p);
+  if (size_t p = log.rfind(" bytes spill loads"); p != std::string::npos)
+    r.spill_loads = number_before(p);
+  if (size_t p = log.rfind("Used "); p != std::string::npos) {
+    size_t e = p + 5;
+    while (e < log.size() && log[e] >= '0' && log[e] <= '9') ++e;
+    if (e > p + 5 && log.compare(e, 10, " registers") == 0)
+      r.registers = static_cast<int>(std::stol(log.substr(p + 5, e - p - 5)));
+  }
+  return r;
+}
+
 CompiledCubin compile_cubin(const std::string& source, const std::string& name, int arch,
                             const std::vector<Header>& headers,
                             const std::vector<std::string>& options,
@@ -169,6 +195,7 @@ CompiledCubin compile_cubin(const std::string& source, const std::string& name, 
   check(a, a.nvrtcGetCUBINSize(prog, &size), "nvrtcGetCUBINSize", name);
   out.cubin.resize(size);
   check(a, a.nvrtcGetCUBIN(prog, out.cubin.data()), "nvrtcGetCUBIN", name);
+  out.resources = parse_ptxas_log(out.log);
   return out;
 }
 

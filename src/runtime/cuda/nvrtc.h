@@ -20,11 +20,20 @@ struct NvrtcInfo {
  * libnvrtc.alt.so.13, ...); null when absent (`why` says where it looked). Thread-safe. */
 const NvrtcInfo* nvrtc(std::string* why = nullptr);
 
+/** What ptxas reports for a kernel (compiled with `-Xptxas=-v`). */
+struct PtxasReport {
+  int registers = -1;  ///< per thread; -1 when the log did not say
+  int64_t stack_bytes = 0, spill_stores = 0, spill_loads = 0;
+};
+/** The resources ptxas reports in an NVRTC log (the last kernel's when there are several). */
+PtxasReport parse_ptxas_log(const std::string& log);
+
 /** What one compilation gives. */
 struct CompiledCubin {
-  std::string cubin;  ///< the binary, for cuModuleLoadData
-  std::string log;    ///< the compiler's messages (warnings), possibly empty
-  double ms = 0;      ///< wall time of nvrtcCompileProgram
+  std::string cubin;      ///< the binary, for cuModuleLoadData
+  std::string log;        ///< the compiler's messages (warnings, ptxas's report), possibly empty
+  double ms = 0;          ///< wall time of nvrtcCompileProgram
+  PtxasReport resources;  ///< from the log when compiled with `-Xptxas=-v`
 };
 
 /** A header given to NVRTC in memory: the name `#include` uses, and its text. */
