@@ -203,7 +203,10 @@ class CrossCheck final : public Backend {
       of[i] = &m;
       dev[i].ptr = static_cast<char*>(m.dev) + (static_cast<const char*>(args[i].ptr) - m.host);
     }
+    const bool trace = knobs().log_enabled("crosscheck");
+    if (trace) log("crosscheck", "kernel " + k.name + ": arguments copied; running on the CPU");
     cpu_backend().launch(k, g, args);
+    if (trace) log("crosscheck", "kernel " + k.name + ": running on CUDA");
     // A checked kernel's violations are the CPU side's to report (once); the CUDA side skips
     // the same lanes, so what both write still agrees.
     launch_without_reports(cuda(), *k.shadow, g, ArrayRef<Arg>(dev.data(), dev.size()));
@@ -211,6 +214,7 @@ class CrossCheck final : public Backend {
       m.result.resize(m.bytes);
       if (m.bytes) rc::copy_to_host(m.result.data(), m.dev, m.bytes, kGpu);
     }
+    if (trace) log("crosscheck", "kernel " + k.name + ": CUDA done; comparing");
     if (order_dependent(*k.function)) {
       log("crosscheck",
           "kernel " + k.name + ": not compared (its atomics make results depend on program order)");
