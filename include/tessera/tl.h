@@ -381,6 +381,84 @@ Tile load(Operand ptr, Operand mask, Operand other, TS_HERE);
 void store(Operand ptr, Operand value, TS_HERE);
 void store(Operand ptr, Operand value, Operand mask, TS_HERE);
 
+// ---- block pointers and tensor descriptors ------------------------------------------------------
+/** `tl.make_block_ptr`: a `block_shape` window at `offsets` into a tensor of `shape` and `strides`
+ * (in elements) whose first element is at `base`. Nothing is read when it is made; `tl::load` and
+ * `tl::store` through it compute every element's address, and mask the dimensions listed in their
+ * `boundary_check` against [0, shape). A loop-carried block pointer is assigned like a `tl::Var`
+ * (`p = tl::advance(p, {0, BLOCK_K})` inside `tl::range`); like a Var it is not copyable. `order`
+ * (the memory order of the dimensions, fastest last as in Triton's `(1, 0)`) must be a
+ * permutation of the dimensions; the CUDA backend will use it for TMA. */
+class BlockPtr {
+ public:
+  BlockPtr(const BlockPtr&) = delete;
+  BlockPtr(BlockPtr&&) noexcept;
+  /** Records `o` as this block pointer's new value (base, shape, strides and offsets; the block
+   * shape and element type must be the same). */
+  BlockPtr& operator=(const BlockPtr& o);
+  ~BlockPtr();
+
+  int64_t rank() const { return static_cast<int64_t>(block_.size()); }
+  const std::vector<int64_t>& block_shape() const { return block_; }
+  const std::vector<int>& order() const { return order_; }
+  DType dtype() const;
+
+  // The current components (tiles of the trace).
+  Tile base() const;
+  Tile shape(int64_t d) const;
+  Tile stride(int64_t d) const;
+  Tile offset(int64_t d) const;
+
+ private:
+  friend struct BlockPtrAccess;
+  BlockPtr() = default;
+  std::vector<std::unique_ptr<Var>> parts_;  // base, then shape, strides and offsets per dim
+  std::vector<int64_t> block_;
+  std::vector<int> order_;
+};
+BlockPtr make_block_ptr(Operand base, std::initializer_list<Operand> shape,
+                        std::initializer_list<Operand> strides,
+                        std::initializer_list<Operand> offsets,
+                        std::initializer_list<int64_t> block_shape,
+                        std::initializer_list<int> order, TS_HERE);
+/** The same block pointer moved by `offsets` (one per dimension). */
+BlockPtr advance(const BlockPtr& p, std::initializer_list<Operand> offsets, TS_HERE);
+/** The block at `p`; the dimensions in `boundary_check` are masked against the tensor's shape, and
+ * masked elements read `padding_option`'s value: "zero" (also for "", where Triton leaves them
+ * undefined) or "nan" (floating types). Unchecked dimensions must be in bounds. */
+Tile load(const BlockPtr& p, std::initializer_list<int> boundary_check = {},
+          std::string_view padding_option = "", TS_HERE);
+/** Stores `value` (the block's shape, cast to the element type) at `p`; elements outside the
+ * dimensions in `boundary_check` are not written. */
+void store(const BlockPtr& p, Operand value, std::initializer_list<int> boundary_check = {},
+           TS_HERE);
+
+/** `tl.make_tensor_descriptor`: a tensor of `shape` and `strides` at `base` read and written in
+ * blocks of `block_shape` (1 to 5 dimensions). Loads read elements outside the tensor as zero (or
+ * NaN with `padding_option` "nan"); stores skip them. As Triton's (TMA's rules), the last
+ * dimension must be contiguous (stride 1: a constant stride is checked when traced, a runtime
+ * one by the checked mode and the interpreter, as are a 16-byte aligned base and leading strides
+ * of whole 16-byte units). */
+class TensorDescriptor {
+ public:
+  /** The block at element `offsets` (one per dimension). */
+  Tile load(std::initializer_list<Operand> offsets, TS_HERE) const;
+  void store(std::initializer_list<Operand> offsets, Operand value, TS_HERE) const;
+  const std::vector<int64_t>& block_shape() const { return block_; }
+  DType dtype() const { return base_.dtype(); }
+
+ private:
+  friend struct BlockPtrAccess;
+  Tile base_;
+  std::vector<Tile> shape_, strides_;
+  std::vector<int64_t> block_;
+  bool nan_padding_ = false;
+};
+TensorDescriptor make_tensor_descriptor(Operand base, std::initializer_list<Operand> shape,
+                                        std::initializer_list<Operand> strides,
+                                        std::initializer_list<int64_t> block_shape,
+                                        std::string_view padding_option = "zero", TS_HERE);
+
 // ---- atomics (Triton's: each returns the old values; a masked-off lane does nothing, gives 0) --
 struct AtomicOptions {
   std::string sem = "acq_rel";  ///< "acq_rel", "acquire", "release", "relaxed"
