@@ -4,7 +4,8 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test demo bench bench-compare bench-ab format clean
+.PHONY: all deps configure build test demo bench bench-compare bench-ab format clean sanitize \
+	sanitize-thread
 
 all: build
 
@@ -41,6 +42,22 @@ bench-ab: build
 	cmake -S build-ab/src -B build-ab/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_TESTS=OFF
 	cmake --build build-ab/build -j $(JOBS) --target bench_kernels_cpu bench_compile_cpu
 	python3 bench/ab.py --before build-ab/build --after $(BUILD_DIR)
+
+# The library, every test and the JIT's kernels under AddressSanitizer + UndefinedBehaviorSanitizer
+# (any finding stops its test), or ThreadSanitizer (issue 19); their own build folders.
+SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_odr_violation=0 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+sanitize: deps
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_BUILD_BENCH=OFF \
+	  -DTESSERA_SANITIZE=address,undefined
+	cmake --build build-asan -j $(JOBS)
+	$(SAN_ENV) ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE gpu
+
+sanitize-thread: deps
+	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_BUILD_BENCH=OFF \
+	  -DTESSERA_SANITIZE=thread
+	cmake --build build-tsan -j $(JOBS)
+	$(SAN_ENV) ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -LE gpu
 
 format:
 	@find include src tests tools examples bench -name '*.h' -o -name '*.cpp' | xargs clang-format -i

@@ -1,5 +1,6 @@
 #include "ir/builder.h"
 
+#include <type_traits>
 #include <cmath>
 
 #include "core/dtype_visit.h"
@@ -59,7 +60,10 @@ double round_float(double v, DType d) {
 
 template <class T>
 T int_op(BinaryKind k, T a, T b) {
-  using U = typename trt::make_unsigned_t_<T>::type;
+  // Unsigned arithmetic wraps; types narrower than int would be promoted to (signed) int, where
+  // 65533 * 65533 overflows: those compute in unsigned int.
+  using U0 = typename trt::make_unsigned_t_<T>::type;
+  using U = std::conditional_t<(sizeof(U0) < sizeof(unsigned)), unsigned, U0>;
   switch (k) {
     case BinaryKind::Add:
       return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));

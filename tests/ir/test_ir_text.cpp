@@ -219,6 +219,20 @@ TEST(IrPasses, CanonicalizeFoldsConstants) {
   EXPECT_EQ(out.find(" mul "), std::string::npos) << out;
 }
 
+TEST(IrPasses, NarrowIntegerProductsWrapWithoutOverflowingInt) {
+  // -3 * -3 in int16 and 65533 * 65533 in uint16 (both 9 after wrapping): computed naively, the
+  // 16-bit operands are promoted to int and 65533 * 65533 overflows it (UBSan's first finding,
+  // issue 19; `make sanitize` fails here without the fix).
+  for (const char* ty : {"i16", "u16"}) {
+    const std::string v = std::string(ty) == "i16" ? "-3" : "65533";
+    const std::string out = run("kernel @k(%0: *" + std::string(ty) + " x) {\n  %1 = const " + v +
+                                    " : " + ty + "\n  %2 = mul %1, %1 : " + ty +
+                                    "\n  store %0, %2\n}\n",
+                                [](ir::Function& f) { ir::canonicalize(f); });
+    EXPECT_NE(out.find("const 9 : " + std::string(ty)), std::string::npos) << out;
+  }
+}
+
 TEST(IrPasses, CseMergesEqualOpsAndDceRemovesUnusedOnes) {
   const std::string in = R"(kernel @k(%0: *fp32 x, %1: i32 n) {
   %2 = program_id {axis = 0} : i32

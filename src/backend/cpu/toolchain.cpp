@@ -180,6 +180,12 @@ CompilerInfo discover() {
                 "-fvisibility=hidden",
                 "-fno-plt",
                 "-w"};
+#ifdef TESSERA_JIT_SANITIZE
+  // A sanitizer build (`make sanitize`) checks the generated kernels too.
+  info.flags.push_back("-fsanitize=" TESSERA_JIT_SANITIZE);
+  info.flags.push_back("-fno-sanitize-recover=" TESSERA_JIT_SANITIZE);
+  info.flags.push_back("-fno-omit-frame-pointer");
+#endif
   info.target = cpu_features_digest();
   return info;
 }
