@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -15,6 +16,21 @@
 #include "tessera/tessera.h"
 
 namespace tessera::testing {
+
+/** Sets an environment variable (or unsets it, `value` null) for a scope and reloads the knobs;
+ * its previous value comes back at the end, so a CTest pass run with `TESSERA_INTERPRET=1` or
+ * `TESSERA_DEBUG=1` stays in that mode after a test that switches the mode for a while. */
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> saved_;
+};
 
 /** Values a test input may take. */
 enum class Domain {

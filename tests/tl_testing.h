@@ -8,6 +8,7 @@
 
 #include "tessera/env.h"
 #include "tessera/tl.h"
+#include "testing.h"
 
 namespace tessera::testing {
 
@@ -15,26 +16,21 @@ namespace tessera::testing {
 template <class F>
 void compiled_and_interpreted(F&& f) {
   f("compiled");
-  ::setenv("TESSERA_INTERPRET", "1", 1);
-  reload_knobs();
+  ScopedEnv interpret("TESSERA_INTERPRET", "1");
   f("interpreted");
-  ::unsetenv("TESSERA_INTERPRET");
-  reload_knobs();
 }
 
-/** Runs `f(mode)` compiled, compiled with checks (`TESSERA_DEBUG=1`), then interpreted. */
+/** Runs `f(mode)` compiled, compiled with checks (`TESSERA_DEBUG=1`), then interpreted. The
+ * knobs come back as they were (a CTest pass's own TESSERA_* settings stay in force). */
 template <class F>
 void every_mode(F&& f) {
   f("compiled");
-  ::setenv("TESSERA_DEBUG", "1", 1);
-  reload_knobs();
-  f("checked");
-  ::unsetenv("TESSERA_DEBUG");
-  ::setenv("TESSERA_INTERPRET", "1", 1);
-  reload_knobs();
+  {
+    ScopedEnv debug("TESSERA_DEBUG", "1");
+    f("checked");
+  }
+  ScopedEnv interpret("TESSERA_INTERPRET", "1");
   f("interpreted");
-  ::unsetenv("TESSERA_INTERPRET");
-  reload_knobs();
 }
 
 /** Exact float32 products in `tl::dot` (the default is tf32, as Triton's on NVIDIA GPUs). */

@@ -1,7 +1,7 @@
 #include "ir/builder.h"
 
-#include <type_traits>
 #include <cmath>
+#include <type_traits>
 
 #include "core/dtype_visit.h"
 #include "tessera/trt/scalar.h"

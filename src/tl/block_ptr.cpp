@@ -324,28 +324,31 @@ TensorDescriptor make_tensor_descriptor(Operand base, std::initializer_list<Oper
   return d;
 }
 
+namespace {
+// The window of a descriptor's block at `offsets` (one per dimension), every dimension checked.
+Window descriptor_window(TraceContext& c, const char* what, std::initializer_list<Operand> offsets,
+                         const Tile& base, const std::vector<Tile>& shape,
+                         const std::vector<Tile>& strides, const std::vector<int64_t>& block,
+                         SourceLoc loc) {
+  if (offsets.size() != block.size())
+    c.fail(loc, std::string("a tensor descriptor's ") + what + " needs one offset per dimension (" +
+                    std::to_string(block.size()) + "), got " + std::to_string(offsets.size()));
+  std::vector<Tile> offs;
+  for (const Operand& o : offsets) offs.push_back(int_scalar(c, o, "a descriptor's offsets", loc));
+  return window(base, shape, strides, offs, block, std::vector<bool>(block.size(), true), loc);
+}
+}  // namespace
+
 Tile TensorDescriptor::load(std::initializer_list<Operand> offsets, SourceLoc loc) const {
   TraceContext& c = ctx(loc);
-  if (offsets.size() != block_.size())
-    c.fail(loc, "a tensor descriptor's load needs one offset per dimension (" +
-                    std::to_string(block_.size()) + "), got " + std::to_string(offsets.size()));
-  std::vector<Tile> offs;
-  for (const Operand& o : offsets) offs.push_back(int_scalar(c, o, "load offsets", loc));
-  const Window w =
-      window(base_, shape_, strides_, offs, block_, std::vector<bool>(block_.size(), true), loc);
+  const Window w = descriptor_window(c, "load", offsets, base_, shape_, strides_, block_, loc);
   return load_window(w, padding(c, dtype(), nan_padding_, loc), loc);
 }
 
 void TensorDescriptor::store(std::initializer_list<Operand> offsets, Operand value,
                              SourceLoc loc) const {
   TraceContext& c = ctx(loc);
-  if (offsets.size() != block_.size())
-    c.fail(loc, "a tensor descriptor's store needs one offset per dimension (" +
-                    std::to_string(block_.size()) + "), got " + std::to_string(offsets.size()));
-  std::vector<Tile> offs;
-  for (const Operand& o : offsets) offs.push_back(int_scalar(c, o, "store offsets", loc));
-  const Window w =
-      window(base_, shape_, strides_, offs, block_, std::vector<bool>(block_.size(), true), loc);
+  const Window w = descriptor_window(c, "store", offsets, base_, shape_, strides_, block_, loc);
   store_window(c, w, block_, value, "a tensor descriptor's store", loc);
 }
 

@@ -450,16 +450,9 @@ TL_JIT(cg_assert, tl::Ptr x, tl::Int n, tl::Const BLOCK) {
   tl::device_assert(v >= 0, "x must be non-negative");
 }
 
-// Sets TESSERA_DEBUG=1 for a scope.
-struct CheckedScope {
-  CheckedScope() {
-    ::setenv("TESSERA_DEBUG", "1", 1);
-    reload_knobs();
-  }
-  ~CheckedScope() {
-    ::unsetenv("TESSERA_DEBUG");
-    reload_knobs();
-  }
+// TESSERA_DEBUG=1 for a scope.
+struct CheckedScope : ScopedEnv {
+  CheckedScope() : ScopedEnv("TESSERA_DEBUG", "1") {}
 };
 
 TEST(CudaCodegen, CheckedKernelsCompileWithNvrtcForHopper) {

@@ -84,14 +84,7 @@ std::shared_ptr<const ir::Function> traced(const tl::JITFunction& k) {
 
 std::vector<std::shared_ptr<const ir::Function>> all_kernels() {
   // Traced for the checked mode: without it, tl drops device_asserts before generation.
-  ::setenv("TESSERA_DEBUG", "1", 1);
-  reload_knobs();
-  struct Restore {
-    ~Restore() {
-      ::unsetenv("TESSERA_DEBUG");
-      reload_knobs();
-    }
-  } restore;
+  ScopedEnv debug("TESSERA_DEBUG", "1");
   Tensor x = random_tensor({64}, DType::Float32), y = random_tensor({64}, DType::Float32),
          out = empty({64});
   text_pointwise[{4}](x, y, out, 64, 1.5, tl::meta("BLOCK", 16));
@@ -225,10 +218,10 @@ TEST(IrPasses, NarrowIntegerProductsWrapWithoutOverflowingInt) {
   // issue 19; `make sanitize` fails here without the fix).
   for (const char* ty : {"i16", "u16"}) {
     const std::string v = std::string(ty) == "i16" ? "-3" : "65533";
-    const std::string out = run("kernel @k(%0: *" + std::string(ty) + " x) {\n  %1 = const " + v +
-                                    " : " + ty + "\n  %2 = mul %1, %1 : " + ty +
-                                    "\n  store %0, %2\n}\n",
-                                [](ir::Function& f) { ir::canonicalize(f); });
+    const std::string out =
+        run("kernel @k(%0: *" + std::string(ty) + " x) {\n  %1 = const " + v + " : " + ty +
+                "\n  %2 = mul %1, %1 : " + ty + "\n  store %0, %2\n}\n",
+            [](ir::Function& f) { ir::canonicalize(f); });
     EXPECT_NE(out.find("const 9 : " + std::string(ty)), std::string::npos) << out;
   }
 }

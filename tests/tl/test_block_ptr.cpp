@@ -163,32 +163,29 @@ TEST(TensorDescriptor, TmasRulesAreCheckedInTheCheckedModeAndTheInterpreter) {
   Tensor buf = random_tensor({64}, DType::Float32);
   Tensor p = buf.slice(0, 1, 33).view({4, 8});
   Tensor out = empty({8, 8});
-  // Compiled without checks, the load works (the CPU has no TMA).
-  descriptor_strided[{1}](p, out, 4, 8, 8, tl::meta("B", 8));
-  EXPECT_TRUE(bitwise_equal(out.slice(0, 0, 4), p)) << out;
+  {
+    // Compiled without checks, the load works (the CPU has no TMA).
+    ScopedEnv unchecked("TESSERA_DEBUG", nullptr), compiled("TESSERA_INTERPRET", nullptr);
+    descriptor_strided[{1}](p, out, 4, 8, 8, tl::meta("B", 8));
+    EXPECT_TRUE(bitwise_equal(out.slice(0, 0, 4), p)) << out;
+  }
   for (const char* knob : {"TESSERA_DEBUG", "TESSERA_INTERPRET"}) {
-    ::setenv(knob, "1", 1);
-    reload_knobs();
+    ScopedEnv mode(knob, "1");
     ::testing::internal::CaptureStderr();
     const std::string msg =
         error_of<RuntimeError>([&] { descriptor_strided[{1}](p, out, 4, 8, 8, tl::meta("B", 8)); });
     (void)::testing::internal::GetCapturedStderr();
-    ::unsetenv(knob);
-    reload_knobs();
     EXPECT_NE(msg.find("a tensor descriptor's base must be 16-byte aligned"), std::string::npos)
         << knob << ": " << msg;
     EXPECT_NE(msg.find("test_block_ptr.cpp:"), std::string::npos) << msg;
   }
   // A runtime last stride other than 1.
   Tensor q = random_tensor({4, 16}, DType::Float32);
-  ::setenv("TESSERA_DEBUG", "1", 1);
-  reload_knobs();
+  ScopedEnv debug("TESSERA_DEBUG", "1");
   ::testing::internal::CaptureStderr();
   const std::string msg =
       error_of<RuntimeError>([&] { descriptor_runtime_stride[{1}](q, out, 2, tl::meta("B", 4)); });
   (void)::testing::internal::GetCapturedStderr();
-  ::unsetenv("TESSERA_DEBUG");
-  reload_knobs();
   EXPECT_NE(msg.find("a tensor descriptor's last stride must be 1"), std::string::npos) << msg;
 }
 

@@ -19,17 +19,8 @@ namespace {
 /** Runs `f` with the environment variable `name` set, then restores the knobs. */
 template <class F>
 void with_env(const char* name, F&& f) {
-  ::setenv(name, "1", 1);
-  reload_knobs();
-  try {
-    f();
-  } catch (...) {
-    ::unsetenv(name);
-    reload_knobs();
-    throw;
-  }
-  ::unsetenv(name);
-  reload_knobs();
+  ScopedEnv env(name, "1");
+  f();
 }
 
 // Arithmetic, a comparison and a select, in the inputs' dtype.
@@ -130,20 +121,9 @@ TL_JIT(off_by_one_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
 template <class F>
 void debug_modes(F&& f) {
   for (const bool interp : {false, true}) {
-    ::setenv("TESSERA_DEBUG", "1", 1);
-    if (interp) ::setenv("TESSERA_INTERPRET", "1", 1);
-    reload_knobs();
-    try {
-      f(interp ? "interpreted" : "compiled with checks");
-    } catch (...) {
-      ::unsetenv("TESSERA_DEBUG");
-      ::unsetenv("TESSERA_INTERPRET");
-      reload_knobs();
-      throw;
-    }
-    ::unsetenv("TESSERA_DEBUG");
-    ::unsetenv("TESSERA_INTERPRET");
-    reload_knobs();
+    ScopedEnv debug("TESSERA_DEBUG", "1");
+    ScopedEnv interpret("TESSERA_INTERPRET", interp ? "1" : nullptr);
+    f(interp ? "interpreted" : "compiled with checks");
   }
 }
 
@@ -172,6 +152,7 @@ TEST(DebugMode, CatchesAnOffByOneMaskAndKeepsRunning) {
     EXPECT_EQ(obuf[n].item<float>(), 0.0f) << mode;
   });
   // Without the debug mode the compiled kernel writes past the view (what the checker catches).
+  ScopedEnv unchecked("TESSERA_DEBUG", nullptr), compiled("TESSERA_INTERPRET", nullptr);
   Tensor xbuf = random_tensor({n + 8}, DType::Float32), obuf = zeros({n + 8});
   Tensor x = xbuf.slice(0, 0, n), out = obuf.slice(0, 0, n);
   off_by_one_kernel[{tl::cdiv(n, 16)}](x, out, n, tl::meta("BLOCK", 16));
@@ -258,6 +239,7 @@ TEST(DebugMode, ReportsInt32ResultsThatWrap) {
     EXPECT_TRUE(equal(out, want)) << mode;          // the checked mode still wraps, as the GPU does
   });
   // Unchecked: the same wrapped values, silently.
+  ScopedEnv unchecked("TESSERA_DEBUG", nullptr), compiled("TESSERA_INTERPRET", nullptr);
   Tensor out = empty({16}, TensorOptions().dtype(DType::Int32));
   ::testing::internal::CaptureStderr();
   wrap_kernel[{2}](out, start, tl::meta("BLOCK", 8));

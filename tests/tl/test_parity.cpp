@@ -116,7 +116,7 @@ TEST(Parity, HintsArePerRunOfContiguousValues) {
     EXPECT_TRUE(equal(out, x)) << mode;
     // Where asserts are not evaluated, the hints' checks are not in the kernel at all.
     const std::string ir = hinted_matmul_offsets_kernel.last_ir();
-    const bool checks = std::string(mode) != "compiled";
+    const bool checks = knobs().debug || knobs().interpret;
     EXPECT_EQ(ir.find("scan_fn") != std::string::npos, checks) << mode << "\n" << ir;
     EXPECT_EQ(ir.find("assert") != std::string::npos, checks) << mode << "\n" << ir;
     // Two dimensions, a list of hints.
@@ -531,12 +531,12 @@ TEST(Parity, GatherAlongEitherAxis) {
   Tensor bad = from_vector(iv, {R * C + C}), out = empty({R * C + C});
   gather_kernel[{1}](x, bad, out, tl::meta("R", R), tl::meta("C", C));
   EXPECT_EQ(out[0].item<float>(), x[0][C - 1].item<float>());
-  ::setenv("TESSERA_INTERPRET", "1", 1);
-  reload_knobs();
-  const std::string e = error_of<RuntimeError>(
-      [&] { gather_kernel[{1}](x, bad, out, tl::meta("R", R), tl::meta("C", C)); });
-  ::unsetenv("TESSERA_INTERPRET");
-  reload_knobs();
+  std::string e;
+  {
+    ScopedEnv interpret("TESSERA_INTERPRET", "1");
+    e = error_of<RuntimeError>(
+        [&] { gather_kernel[{1}](x, bad, out, tl::meta("R", R), tl::meta("C", C)); });
+  }
   EXPECT_NE(e.find("tl::gather index 100 is outside [0, 8)"), std::string::npos) << e;
   EXPECT_NE(e.find("test_parity.cpp"), std::string::npos) << e;
 }

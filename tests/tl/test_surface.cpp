@@ -500,11 +500,10 @@ TEST(Surface, DotTiledMatmulAgainstADoubleReference) {
   // The compiled and interpreted kernels agree bit for bit (the same fused multiply-adds).
   for (int precision : {0, 1, 2}) {
     Tensor c1 = tiled_matmul(a, b, precision), c2;
-    ::setenv("TESSERA_INTERPRET", "1", 1);
-    reload_knobs();
-    c2 = tiled_matmul(a, b, precision);
-    ::unsetenv("TESSERA_INTERPRET");
-    reload_knobs();
+    {
+      ScopedEnv interpret("TESSERA_INTERPRET", "1");
+      c2 = tiled_matmul(a, b, precision);
+    }
     EXPECT_TRUE(bitwise_equal(c1, c2)) << "precision " << precision;
   }
 }
@@ -870,15 +869,15 @@ TEST(Surface, StaticAssertDeviceAssertAndDevicePrint) {
   EXPECT_NE(out.find("pid (0, 0, 0) idx (1) v: 2"), std::string::npos) << out;
   EXPECT_NE(out.find("pid (0, 0, 0) idx (15) v: 0"), std::string::npos) << out;
   // Debug mode: the failing lane is reported and the launch throws.
-  ::setenv("TESSERA_DEBUG", "1", 1);
-  reload_knobs();
-  ::testing::internal::CaptureStderr();
-  ::testing::internal::CaptureStdout();
-  msg = error_of<RuntimeError>([&] { checked_kernel[{1}](x, 4, tl::meta("BLOCK", 16)); });
-  out = ::testing::internal::GetCapturedStdout();
-  const std::string err = ::testing::internal::GetCapturedStderr();
-  ::unsetenv("TESSERA_DEBUG");
-  reload_knobs();
+  std::string err;
+  {
+    ScopedEnv debug("TESSERA_DEBUG", "1");
+    ::testing::internal::CaptureStderr();
+    ::testing::internal::CaptureStdout();
+    msg = error_of<RuntimeError>([&] { checked_kernel[{1}](x, 4, tl::meta("BLOCK", 16)); });
+    out = ::testing::internal::GetCapturedStdout();
+    err = ::testing::internal::GetCapturedStderr();
+  }
   EXPECT_NE(msg.find("[kernel checked_kernel] device_assert failed at"), std::string::npos) << msg;
   EXPECT_NE(msg.find("program (0, 0, 0), lane 2: x must be non-negative"), std::string::npos)
       << msg;
@@ -1253,13 +1252,13 @@ TEST(Surface, HintsHelperFunctionsAndTheirChecks) {
   });
   Tensor big = random_tensor({16}, DType::Float32), out = empty({8});
   bad_hint_kernel[{1}](big, out);  // compiled: hints are trusted
-  ::setenv("TESSERA_DEBUG", "1", 1);
-  reload_knobs();
-  ::testing::internal::CaptureStderr();
-  bad_hint_kernel[{1}](big, out);  // a false hint is a warning (the result is still right)
-  const std::string msg = ::testing::internal::GetCapturedStderr();
-  ::unsetenv("TESSERA_DEBUG");
-  reload_knobs();
+  std::string msg;
+  {
+    ScopedEnv debug("TESSERA_DEBUG", "1");
+    ::testing::internal::CaptureStderr();
+    bad_hint_kernel[{1}](big, out);  // a false hint is a warning (the result is still right)
+    msg = ::testing::internal::GetCapturedStderr();
+  }
   EXPECT_NE(msg.find("warning: [kernel bad_hint_kernel] max_contiguous(4) hint does not hold at "
                      "test_surface.cpp:" +
                      std::to_string(g_bad_hint_line)),

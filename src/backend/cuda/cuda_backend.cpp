@@ -72,6 +72,11 @@ struct Loaded {
   int64_t shared_bytes = 0;
 };
 
+std::string resources_of(const rc::PtxasReport& r) {
+  return std::to_string(r.registers) + " registers, spills " + std::to_string(r.spill_stores) +
+         "/" + std::to_string(r.spill_loads) + " bytes";
+}
+
 std::string nvrtc_version() {
   const rc::NvrtcInfo* n = rc::nvrtc();
   return n ? std::to_string(n->major) + "." + std::to_string(n->minor) : std::string("none");
@@ -137,8 +142,13 @@ class CudaBackend final : public Backend {
       for (size_t m; (m = next.fetch_add(1)) < missing.size();) {
         const size_t i = missing[m];
         try {
+          log("cache",
+              "NVRTC compiles kernel " + todo[i]->name + " for sm_" + std::to_string(arch_));
           const rc::CompiledCubin c =
               rc::compile_cubin(todo[i]->source, todo[i]->name, arch_, headers(), nvrtc_options());
+          log("cache", "NVRTC compiled kernel " + todo[i]->name + " in " +
+                           std::to_string(static_cast<int64_t>(c.ms)) + " ms (" +
+                           resources_of(c.resources) + ")");
           cubins[i] = c.cubin;
           todo[i]->compile_ms = c.ms;
           todo[i]->registers = c.resources.registers;
