@@ -629,44 +629,48 @@ class Interp {
     return false;
   }
 
+  // Memory is read and written with relaxed atomics of the element's width: programs run in
+  // parallel, and a kernel whose programs store to one element (a race Triton allows: some
+  // writer wins) must stay defined here, as it is on a GPU.
+  template <class U>
+  static U load_bits(const char* p) {
+    return __atomic_load_n(reinterpret_cast<const U*>(p), __ATOMIC_RELAXED);
+  }
+  template <class U>
+  static void store_bits(char* p, U v) {
+    __atomic_store_n(reinterpret_cast<U*>(p), v, __ATOMIC_RELAXED);
+  }
+
   static Slot read(DType d, const char* p) {
     Slot s{0};
     switch (d) {
-      case DType::Float32: {
-        float x;
-        std::memcpy(&x, p, 4);
-        s.f = x;
+      case DType::Float32:
+        s.f = trt::u2f(load_bits<uint32_t>(p));
+        return s;
+      case DType::Float64: {
+        const uint64_t b = load_bits<uint64_t>(p);
+        std::memcpy(&s.f, &b, 8);
         return s;
       }
-      case DType::Float64:
-        std::memcpy(&s.f, p, 8);
+      case DType::Float16:
+        s.f = trt::half_to_float(load_bits<uint16_t>(p));
         return s;
-      case DType::Float16: {
-        uint16_t h;
-        std::memcpy(&h, p, 2);
-        s.f = trt::half_to_float(h);
+      case DType::BFloat16:
+        s.f = trt::bf16_to_float(load_bits<uint16_t>(p));
         return s;
-      }
-      case DType::BFloat16: {
-        uint16_t h;
-        std::memcpy(&h, p, 2);
-        s.f = trt::bf16_to_float(h);
-        return s;
-      }
       case DType::Float8_e4m3fn:
-        s.f = trt::e4m3_to_float(static_cast<uint8_t>(*p));
+        s.f = trt::e4m3_to_float(load_bits<uint8_t>(p));
         return s;
       case DType::Float8_e5m2:
-        s.f = trt::e5m2_to_float(static_cast<uint8_t>(*p));
+        s.f = trt::e5m2_to_float(load_bits<uint8_t>(p));
         return s;
       case DType::Bool:
-        s.i = *p != 0;
+        s.i = load_bits<uint8_t>(p) != 0;
         return s;
       default:
         s.i = visit_dtype<kInts>(d, "load", [&]<class T>() {
-          T x;
-          std::memcpy(&x, p, sizeof(T));
-          return static_cast<int64_t>(x);
+          using U = std::make_unsigned_t<T>;
+          return static_cast<int64_t>(static_cast<T>(load_bits<U>(p)));
         });
         return s;
     }
@@ -674,37 +678,34 @@ class Interp {
 
   static void write(DType d, char* p, Slot s) {
     switch (d) {
-      case DType::Float32: {
-        const float x = static_cast<float>(s.f);
-        std::memcpy(p, &x, 4);
+      case DType::Float32:
+        store_bits<uint32_t>(p, trt::f2u(static_cast<float>(s.f)));
+        return;
+      case DType::Float64: {
+        uint64_t b;
+        std::memcpy(&b, &s.f, 8);
+        store_bits<uint64_t>(p, b);
         return;
       }
-      case DType::Float64:
-        std::memcpy(p, &s.f, 8);
+      case DType::Float16:
+        store_bits<uint16_t>(p, trt::float_to_half(static_cast<float>(s.f)));
         return;
-      case DType::Float16: {
-        const uint16_t h = trt::float_to_half(static_cast<float>(s.f));
-        std::memcpy(p, &h, 2);
+      case DType::BFloat16:
+        store_bits<uint16_t>(p, trt::float_to_bf16(static_cast<float>(s.f)));
         return;
-      }
-      case DType::BFloat16: {
-        const uint16_t h = trt::float_to_bf16(static_cast<float>(s.f));
-        std::memcpy(p, &h, 2);
-        return;
-      }
       case DType::Float8_e4m3fn:
-        *p = static_cast<char>(trt::float_to_e4m3(static_cast<float>(s.f)));
+        store_bits<uint8_t>(p, trt::float_to_e4m3(static_cast<float>(s.f)));
         return;
       case DType::Float8_e5m2:
-        *p = static_cast<char>(trt::float_to_e5m2(static_cast<float>(s.f)));
+        store_bits<uint8_t>(p, trt::float_to_e5m2(static_cast<float>(s.f)));
         return;
       case DType::Bool:
-        *p = s.i != 0;
+        store_bits<uint8_t>(p, s.i != 0 ? 1 : 0);
         return;
       default:
         visit_dtype<kInts>(d, "store", [&]<class T>() {
-          const T x = static_cast<T>(s.i);
-          std::memcpy(p, &x, sizeof(T));
+          using U = std::make_unsigned_t<T>;
+          store_bits<U>(p, static_cast<U>(static_cast<T>(s.i)));
           return 0;
         });
         return;
