@@ -3,9 +3,11 @@
 // concurrent writers, the CLI), do_bench and perf_report. Timing is replaced by a scripted
 // `do_bench` where the winner must be known; results are always checked against a reference.
 #include <gtest/gtest.h>
+
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <cmath>
 #include <cstdio>
@@ -804,13 +806,18 @@ TEST(DoBench, TimesAndQuantiles) {
     for (int i = 0; i < n; ++i) acc += std::sqrt(static_cast<double>(i) + sink);
     sink = acc;
   };
-  const double ms = do_bench([&] { work(20000); }, 2, 10);
+  // The smaller of three interleaved rounds of each: robust to a busy machine (CI runs two test
+  // binaries at once on two cores), which once inflated one median past the other.
+  double ms = 1e30, slow = 1e30;
+  for (int round = 0; round < 3; ++round) {
+    ms = std::min(ms, do_bench([&] { work(20000); }, 2, 10));
+    slow = std::min(slow, do_bench([&] { work(200000); }, 2, 10));
+  }
   EXPECT_GT(ms, 0);  // (how long it takes is bench_tune_cpu's to say, not a test's)
   const auto q = do_bench_quantiles([&] { work(20000); }, {0.2, 0.5, 0.8}, 1, 5);
   ASSERT_EQ(q.size(), 3u);
   EXPECT_LE(q[0], q[1]);
   EXPECT_LE(q[1], q[2]);
-  const double slow = do_bench([&] { work(200000); }, 2, 10);
   EXPECT_GT(slow, ms * 3);
   EXPECT_NE(error_of<ValueError>([&] { do_bench([] {}, 1, 0); }).find("rep"), std::string::npos);
   BenchOptions o;
