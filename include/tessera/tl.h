@@ -232,6 +232,14 @@ Tile multiple_of(Operand x, Operand n, TS_HERE);
 Tile multiple_of(Operand x, std::initializer_list<Operand> n, TS_HERE);
 Tile max_contiguous(Operand x, Operand n, TS_HERE);
 Tile max_contiguous(Operand x, std::initializer_list<Operand> n, TS_HERE);
+/** `tl.max_constancy`: along dimension d, each aligned group of n[d] elements holds one value.
+ * Checked like the other hints (a warning when false, in the checked mode and the interpreter). */
+Tile max_constancy(Operand x, Operand n, TS_HERE);
+Tile max_constancy(Operand x, std::initializer_list<Operand> n, TS_HERE);
+/** `tl.assume(cond)`: a promise to the compiler that `cond` holds (every lane). Nothing relies on
+ * it yet; the checked mode and the interpreter evaluate it and warn when it is false, as for a
+ * false hint. A condition false when traced is a CompileError. */
+void assume(Operand cond, TS_HERE);
 /** Inserts a size-1 dimension at `axis` (negative from the end). */
 Tile expand_dims(Operand x, int axis, TS_HERE);
 /** Broadcasts to `shape` (dims of size 1 stretch). */

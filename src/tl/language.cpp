@@ -762,6 +762,47 @@ Tile max_contiguous(Operand x, Operand n_op, SourceLoc loc) {
   return max_contiguous(x, {Operand(constant_int(c, n_op, "tl::max_contiguous's n"), loc)}, loc);
 }
 
+Tile max_constancy(Operand x, std::initializer_list<Operand> n_list, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const ValueId v = val(c, x);
+  const Type t = c.type(v);
+  const auto n = hint_values(c, loc, t, n_list, "tl::max_constancy");
+  if (t.is_scalar()) return c.tile(v);
+  for (size_t d = 0; d < n.size(); ++d) {
+    if (n[d] == 1) continue;
+    if (t.shape[d] % n[d] != 0) {
+      c.fail(loc, "tl::max_constancy: dimension " + std::to_string(d) + " of " + t.str() +
+                      " does not divide into groups of " + std::to_string(n[d]));
+    }
+    // Groups of n[d] along d hold one value: each element equals its group's smallest.
+    SmallVector<int64_t, 4> groups = t.shape;
+    groups[d] /= n[d];
+    groups.insert(groups.begin() + static_cast<std::ptrdiff_t>(d) + 1, n[d]);
+    const Tile g = c.tile(c.builder().reshape(v, groups));
+    const Tile lo = min(Operand(g, loc), static_cast<int>(d) + 1, true, loc);
+    hint_assert(Operand(g, loc) == Operand(lo, loc),
+                "max_constancy(" + std::to_string(n[d]) + (n.size() > 1 ? ", ..." : "") +
+                    ") hint does not hold",
+                loc);
+  }
+  return c.tile(v);
+}
+
+Tile max_constancy(Operand x, Operand n_op, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  return max_constancy(x, {Operand(constant_int(c, n_op, "tl::max_constancy's n"), loc)}, loc);
+}
+
+void assume(Operand cond, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const ValueId v = val(c, cond);
+  if (c.type(v).ptr) c.fail(loc, "tl::assume of a pointer (assume a comparison)");
+  const ir::Op* k = c.function().constant(v);
+  if (k && c.type(v).is_scalar() && (c.type(v).is_float() ? k->fval == 0 : k->ival == 0))
+    c.fail(loc, "tl::assume of a condition that is false when traced");
+  hint_assert(c.tile(v), "tl::assume's condition does not hold", loc);
+}
+
 Tile zeros_like(Operand x, SourceLoc loc) {
   TraceContext& c = ctx(loc);
   const ValueId v = val(c, x);

@@ -105,6 +105,51 @@ TL_JIT(hint_2d_kernel, tl::Ptr x, tl::Ptr out, tl::Int stride, tl::Const R, tl::
             tl::load(x + hinted));
 }
 
+// Each group of 4 lanes reads one element; the hint claims groups of G.
+TL_JIT(constancy_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const B, tl::Const G) {
+  auto offs = tl::arange(0, B);
+  tl::assume(n > 0);
+  auto rows = tl::max_constancy(offs / 4, G);
+  tl::store(out + offs, tl::load(x + rows, rows < n));
+}
+TL_JIT(false_assumption_kernel, tl::Ptr x) {
+  tl::assume(false);
+  tl::store(x, 1.0f);
+}
+
+TEST(Parity, MaxConstancyAndAssumeAreCheckedHints) {
+  Tensor x = random_tensor({4}, DType::Float32);
+  Tensor want = empty({16});
+  for (int64_t i = 0; i < 16; ++i) want[i].fill_(x[i / 4].item<float>());
+  every_mode([&](const char* mode) {
+    Tensor out = empty({16});
+    poison(out);
+    ::testing::internal::CaptureStderr();
+    constancy_kernel[{1}](x, out, 4, tl::meta("B", 16), tl::meta("G", 4));
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_TRUE(bitwise_equal(out, want)) << mode;
+    EXPECT_EQ(err.find("does not hold"), std::string::npos) << mode << "\n" << err;  // true hints
+  });
+  // False ones are warnings where hints are evaluated; the results stay right.
+  for (const char* knob : {"TESSERA_DEBUG", "TESSERA_INTERPRET"}) {
+    ScopedEnv mode(knob, "1");
+    Tensor out = empty({16});
+    ::testing::internal::CaptureStderr();
+    constancy_kernel[{1}](x, out, 4, tl::meta("B", 16), tl::meta("G", 8));
+    std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("max_constancy(8) hint does not hold"), std::string::npos) << knob << err;
+    EXPECT_TRUE(bitwise_equal(out, want)) << knob;
+    ::testing::internal::CaptureStderr();
+    constancy_kernel[{1}](x, out, 0, tl::meta("B", 16), tl::meta("G", 4));
+    err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("tl::assume's condition does not hold"), std::string::npos) << knob << err;
+    EXPECT_NE(err.find("test_parity.cpp:"), std::string::npos) << err;
+  }
+  const std::string msg = error_of<CompileError>([&] { false_assumption_kernel[{1}](x); });
+  EXPECT_NE(msg.find("tl::assume of a condition that is false when traced"), std::string::npos)
+      << msg;
+}
+
 TEST(Parity, HintsArePerRunOfContiguousValues) {
   constexpr int64_t BM = 16;
   const int64_t M = 48;
