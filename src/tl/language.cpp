@@ -727,34 +727,50 @@ Tile multiple_of(Operand x, Operand n_op, SourceLoc loc) {
   return multiple_of(x, {Operand(constant_int(c, n_op, "tl::multiple_of's n"), loc)}, loc);
 }
 
-Tile max_contiguous(Operand x, std::initializer_list<Operand> n_list, SourceLoc loc) {
+namespace {
+// A group hint (`what`: "max_contiguous", "max_constancy") over aligned groups of n[d] elements
+// along each dimension d: `holds(g, lo, d)` is the condition on the tile reshaped so the group is
+// its own dimension d + 1 (`g`), given each group's smallest value (`lo`).
+template <class Holds>
+Tile group_hint(Operand x, std::initializer_list<Operand> n_list, const char* what, Holds holds,
+                SourceLoc loc) {
   TraceContext& c = ctx(loc);
   const ValueId v = val(c, x);
   const Type t = c.type(v);
-  const auto n = hint_values(c, loc, t, n_list, "tl::max_contiguous");
+  const std::string name = std::string("tl::") + what;
+  const auto n = hint_values(c, loc, t, n_list, name.c_str());
   if (t.is_scalar()) return c.tile(v);
   for (size_t d = 0; d < n.size(); ++d) {
     if (n[d] == 1) continue;
     if (t.shape[d] % n[d] != 0) {
-      c.fail(loc, "tl::max_contiguous: dimension " + std::to_string(d) + " of " + t.str() +
+      c.fail(loc, name + ": dimension " + std::to_string(d) + " of " + t.str() +
                       " does not divide into groups of " + std::to_string(n[d]));
     }
-    // Groups of n[d] along d: x - (the group's smallest value) == the position in the group.
     SmallVector<int64_t, 4> groups = t.shape;
     groups[d] /= n[d];
     groups.insert(groups.begin() + static_cast<std::ptrdiff_t>(d) + 1, n[d]);
     const Tile g = c.tile(c.builder().reshape(v, groups));
     const Tile lo = min(Operand(g, loc), static_cast<int>(d) + 1, true, loc);
-    SmallVector<int64_t, 4> pos_shape(groups.size(), 1);
-    pos_shape[d + 1] = n[d];
-    const Tile pos = c.tile(c.builder().reshape(
-        c.value(arange(Operand(0, loc), Operand(n[d], loc), loc), loc), pos_shape));
-    hint_assert(Operand(Operand(g, loc) - Operand(lo, loc), loc) == Operand(pos, loc),
-                "max_contiguous(" + std::to_string(n[d]) + (n.size() > 1 ? ", ..." : "") +
+    hint_assert(holds(g, lo, d, n[d]),
+                std::string(what) + "(" + std::to_string(n[d]) + (n.size() > 1 ? ", ..." : "") +
                     ") hint does not hold",
                 loc);
   }
   return c.tile(v);
+}
+}  // namespace
+
+Tile max_contiguous(Operand x, std::initializer_list<Operand> n_list, SourceLoc loc) {
+  // x - (the group's smallest value) == the position in the group.
+  auto holds = [loc](const Tile& g, const Tile& lo, size_t d, int64_t n) {
+    TraceContext& c = ctx(loc);
+    SmallVector<int64_t, 4> pos_shape(static_cast<size_t>(g.rank()), 1);
+    pos_shape[d + 1] = n;
+    const Tile pos = c.tile(c.builder().reshape(
+        c.value(arange(Operand(0, loc), Operand(n, loc), loc), loc), pos_shape));
+    return Tile(Operand(Operand(g, loc) - Operand(lo, loc), loc) == Operand(pos, loc));
+  };
+  return group_hint(x, n_list, "max_contiguous", holds, loc);
 }
 
 Tile max_contiguous(Operand x, Operand n_op, SourceLoc loc) {
@@ -763,29 +779,11 @@ Tile max_contiguous(Operand x, Operand n_op, SourceLoc loc) {
 }
 
 Tile max_constancy(Operand x, std::initializer_list<Operand> n_list, SourceLoc loc) {
-  TraceContext& c = ctx(loc);
-  const ValueId v = val(c, x);
-  const Type t = c.type(v);
-  const auto n = hint_values(c, loc, t, n_list, "tl::max_constancy");
-  if (t.is_scalar()) return c.tile(v);
-  for (size_t d = 0; d < n.size(); ++d) {
-    if (n[d] == 1) continue;
-    if (t.shape[d] % n[d] != 0) {
-      c.fail(loc, "tl::max_constancy: dimension " + std::to_string(d) + " of " + t.str() +
-                      " does not divide into groups of " + std::to_string(n[d]));
-    }
-    // Groups of n[d] along d hold one value: each element equals its group's smallest.
-    SmallVector<int64_t, 4> groups = t.shape;
-    groups[d] /= n[d];
-    groups.insert(groups.begin() + static_cast<std::ptrdiff_t>(d) + 1, n[d]);
-    const Tile g = c.tile(c.builder().reshape(v, groups));
-    const Tile lo = min(Operand(g, loc), static_cast<int>(d) + 1, true, loc);
-    hint_assert(Operand(g, loc) == Operand(lo, loc),
-                "max_constancy(" + std::to_string(n[d]) + (n.size() > 1 ? ", ..." : "") +
-                    ") hint does not hold",
-                loc);
-  }
-  return c.tile(v);
+  // One value per group: each element equals its group's smallest.
+  auto holds = [loc](const Tile& g, const Tile& lo, size_t, int64_t) {
+    return Tile(Operand(g, loc) == Operand(lo, loc));
+  };
+  return group_hint(x, n_list, "max_constancy", holds, loc);
 }
 
 Tile max_constancy(Operand x, Operand n_op, SourceLoc loc) {
