@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,19 @@ class ExprPrinter {
   /** A checked device_assert of one lane as a statement. */
   std::string assert_stmt(const ir::Op& op, const Index& idx);
 
+  // ---- writing the program ----
+  /** Appends `s` as a line at the current indentation. */
+  void line(const std::string& s);
+  /** A new local name: `prefix` and a number. */
+  std::string fresh(const char* prefix) { return std::string(prefix) + std::to_string(counter_++); }
+  /** The first lines: what made the code (`flavour`, e.g. " (CUDA, stage 1)"), the specialization
+   * (each parameter's type or constexpr) and the runtime header's include. */
+  void preamble(const char* flavour, const char* runtime_header);
+  /** A local per runtime parameter, read from the argument slots `_a` (`aligned`: pointers
+   * specialized as 16-byte aligned say so to the compiler), and in the checked mode `_dbg`, a
+   * `debug_type*` from the slot after them. */
+  void declare_params(const char* debug_type, bool aligned);
+
   const ir::Function& f_;
   const ir::UseInfo uses_;
   const ir::MaterializationPlan plan_;
@@ -72,7 +86,9 @@ class ExprPrinter {
   std::vector<uint64_t> prov_;  // checked: per value, the pointer parameters it derives from
   std::vector<CheckSite> sites_;
   std::map<const ir::Op*, int> site_of_;
-  int fresh_ = 0;
+  std::ostringstream out_;
+  int indent_ = 0;
+  int counter_ = 0;
 };
 
 /** The call that performs atomic `op` (Atomic or AtomicCas) on pointer `p` with value `v` (`c`
