@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <sstream>
 
 #include "backend/cuda/cuda_backend.h"
 #include "runtime/cuda/nvrtc.h"
@@ -114,6 +115,22 @@ TL_JIT(cg_reduce, tl::Ptr x, tl::Ptr sums, tl::Ptr maxes, tl::Ptr args, tl::Ptr 
   tl::store(prods + rr,
             tl::reduce(v, 1, [](tl::Tile p, tl::Tile q) { return tl::maximum(p, q) * 0.5f + q; }));
   tl::store(sums + C, tl::sum(v));  // a scalar: one slot for the block
+}
+
+// Integer and boolean warp reductions: their combines are conditional expressions (`b > a ? b :
+// a`, `a || b`), so a shuffle inside one would run on some lanes only and hang the warp.
+TL_JIT(cg_int_reduce, tl::Ptr x, tl::Ptr out, tl::Ptr flags, tl::Int n, tl::Const R, tl::Const C) {
+  auto c = tl::arange(0, R * C);
+  auto v = tl::load(x + c, c < n, -7);
+  tl::store(out + 0, tl::max(v, 0));  // one output: the block's warps, then their partials
+  tl::store(out + 1, tl::min(v, 0));
+  tl::store(out + 2, tl::xor_sum(v, 0));
+  auto w = tl::reshape(v, {R, C});  // a warp per output
+  auto rr = tl::arange(0, R);
+  tl::store(out + 3 + rr, tl::max(w, 1));
+  tl::store(out + 3 + R + rr, tl::min(w, 1));
+  tl::store(flags + rr, tl::max(w > 1000, 1));
+  tl::store(flags + R + rr, tl::min(w > -1000, 1));
 }
 
 TL_JIT(cg_shapes, tl::Ptr x, tl::Ptr out, tl::Const B) {
@@ -269,6 +286,13 @@ std::vector<Case> catalog() {
                  return to_cpu({sums, maxes, args, cums, prods});
                },
                1e-5, 1e-5});
+  c.push_back({"integer reductions", &cg_int_reduce, [](Device d) {
+                 Tensor out = poisoned({3 + 2 * 8}, DType::Int32, d),
+                        flags = poisoned({2 * 8}, DType::Bool, d);
+                 cg_int_reduce[{1}](on(ia, d), out, flags, 500, tl::meta("R", 8),
+                                    tl::meta("C", 64));
+                 return to_cpu({out, flags});
+               }});
   c.push_back({"shapes", &cg_shapes, [](Device d) {
                  Tensor out = poisoned({512}, DType::Float32, d);
                  cg_shapes[{1}](on(sq, d), out, tl::meta("B", 16));
@@ -336,6 +360,28 @@ TEST(CudaCodegen, EveryCatalogKernelCompilesWithNvrtcForHopper) {
     }
     EXPECT_GT(cubin.size(), 100u) << c.name;
   }
+}
+
+// A full-mask warp shuffle must be reached by every lane: the generated code only ever shuffles
+// in a statement of its own, never inside a conditional expression or a short-circuit.
+TEST(CudaCodegen, WarpShufflesAreNeverConditional) {
+  std::string all;
+  for (const Case& c : catalog()) {
+    (void)c.run(kCPU);
+    all += backend::cuda::emit(*c.kernel->state().last->function, 227 * 1024).source;
+  }
+  size_t shuffles = 0;
+  std::istringstream lines(all);
+  for (std::string l; std::getline(lines, l);) {
+    const size_t at = l.find("trt::shfl_xor(");
+    if (at == std::string::npos) continue;
+    ++shuffles;
+    const std::string before = l.substr(0, at);
+    EXPECT_TRUE(before.find('?') == std::string::npos && before.find("||") == std::string::npos &&
+                before.find("&&") == std::string::npos && l.find('?', at) == std::string::npos)
+        << l;
+  }
+  EXPECT_GE(shuffles, 4u);  // the catalog's block and warp reductions shuffle
 }
 
 TEST(CudaCodegen, TilesAboveTheSharedMemoryLimitAreAClearError) {

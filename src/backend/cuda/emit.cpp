@@ -290,6 +290,20 @@ class Emitter : ExprPrinter {
     return ix;
   }
 
+  // A butterfly of shuffles folding a warp's lanes into `acc`. Each shuffle is a statement of its
+  // own: inside a combine (`b > a ? b : a`, `a || b`) it would run on some lanes only, and a
+  // full-mask shuffle that not every lane reaches hangs the warp.
+  void warp_fold(ir::ReduceKind k, const Type& ot, const std::string& acc, const std::string& m) {
+    const std::string sh = fresh("_sh");
+    line("for (int " + m + " = 16; " + m + " >= 1; " + m + " >>= 1) {");
+    ++indent_;
+    line(std::string(register_type(ot.elem)) + " const " + sh + " = trt::shfl_xor(" + acc + ", " +
+         m + ");");
+    line(acc + " = " + reduce_combine(k, ot, acc, sh) + ";");
+    --indent_;
+    line("}");
+  }
+
   void reduce(const Op& op) {
     const auto k = static_cast<ir::ReduceKind>(op.sub);
     if (k == ir::ReduceKind::ArgMax || k == ir::ReduceKind::ArgMin) return arg_reduce(op);
@@ -326,8 +340,7 @@ class Emitter : ExprPrinter {
       line("for (int32_t " + j + " = _tid; " + j + " < " + std::to_string(len) + "; " + j +
            " += " + std::to_string(threads_) + ") " + acc + " = " +
            reduce_combine(k, ot, acc, expr(in, with_axis(idx, axis, j))) + ";");
-      line("for (int " + m + " = 16; " + m + " >= 1; " + m + " >>= 1) " + acc + " = " +
-           reduce_combine(k, ot, acc, "trt::shfl_xor(" + acc + ", " + m + ")") + ";");
+      warp_fold(k, ot, acc, m);
       line("if ((_tid & 31) == 0) " + part + "[_tid >> 5] = " + acc + ";");
       line("__syncthreads();");
       line("if (_tid == 0) {");
@@ -350,8 +363,7 @@ class Emitter : ExprPrinter {
       line("for (int32_t " + j + " = _tid & 31; " + j + " < " + std::to_string(len) + "; " + j +
            " += 32) " + acc + " = " +
            reduce_combine(k, ot, acc, expr(in, with_axis(idx, axis, j))) + ";");
-      line("for (int " + m + " = 16; " + m + " >= 1; " + m + " >>= 1) " + acc + " = " +
-           reduce_combine(k, ot, acc, "trt::shfl_xor(" + acc + ", " + m + ")") + ";");
+      warp_fold(k, ot, acc, m);
       line("if ((_tid & 31) == 0) " + reduce_dest(out, idx) + " = " + round_to(ot.elem, acc) + ";");
       --indent_;
       line("}");
