@@ -42,7 +42,9 @@ std::vector<PointerBounds> tensor_bounds(ArrayRef<Arg> args) {
     }
     auto& b = out[i];
     b.known = true;
-    b.base = reinterpret_cast<uintptr_t>(t->impl()->data());
+    // The pointer the kernel receives: the tensor's data, or its copy's (the cross-check runs the
+    // CUDA side on GPU mirrors of CPU tensors, whose views' shapes and strides are the same).
+    b.base = reinterpret_cast<uintptr_t>(args[i].ptr ? args[i].ptr : t->impl()->data());
     b.elem_size = size;
     b.lo = b.base + static_cast<uintptr_t>(lo * size);
     b.hi = empty ? b.lo : b.base + static_cast<uintptr_t>((hi + 1) * size);

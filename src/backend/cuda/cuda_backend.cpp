@@ -73,8 +73,9 @@ struct Loaded {
 };
 
 std::string resources_of(const rc::PtxasReport& r) {
-  return std::to_string(r.registers) + " registers, spills " + std::to_string(r.spill_stores) +
-         "/" + std::to_string(r.spill_loads) + " bytes";
+  return (r.registers >= 0 ? std::to_string(r.registers) : std::string("?")) +
+         " registers, spills " + std::to_string(r.spill_stores) + "/" +
+         std::to_string(r.spill_loads) + " bytes";
 }
 
 std::string nvrtc_version() {
@@ -314,6 +315,8 @@ class CudaBackend final : public Backend {
     auto l = std::make_shared<Loaded>();
     l->module = std::make_unique<rc::Module>(cubin, device_, "kernel " + k.name);
     l->fn = l->module->function("tessera_kernel");
+    // ptxas's log did not say (it is kept only from a compile): the loaded function does.
+    if (k.registers < 0) k.registers = l->module->resources(l->fn).registers;
     l->threads = k.launch_threads;
     l->shared_bytes = k.shared_bytes;
     if (l->shared_bytes > 48 * 1024) {

@@ -139,11 +139,14 @@ PtxasReport parse_ptxas_log(const std::string& log) {
     r.spill_stores = number_before(p);
   if (size_t p = log.rfind(" bytes spill loads"); p != std::string::npos)
     r.spill_loads = number_before(p);
-  if (size_t p = log.rfind("Used "); p != std::string::npos) {
+  // The first "Used N registers" (the log has one kernel; other "Used" phrases are skipped).
+  for (size_t p = log.find("Used "); p != std::string::npos; p = log.find("Used ", p + 5)) {
     size_t e = p + 5;
     while (e < log.size() && log[e] >= '0' && log[e] <= '9') ++e;
-    if (e > p + 5 && log.compare(e, 10, " registers") == 0)
+    if (e > p + 5 && log.compare(e, 10, " registers") == 0) {
       r.registers = static_cast<int>(std::stol(log.substr(p + 5, e - p - 5)));
+      break;
+    }
   }
   return r;
 }
