@@ -239,7 +239,8 @@ TEST(DebugMode, ReportsInt32ResultsThatWrap) {
     EXPECT_TRUE(equal(out, want)) << mode;          // the checked mode still wraps, as the GPU does
   });
   // Unchecked: the same wrapped values, silently.
-  ScopedEnv unchecked("TESSERA_DEBUG", nullptr), compiled("TESSERA_INTERPRET", nullptr);
+  ScopedEnv unchecked("TESSERA_DEBUG", nullptr), compiled("TESSERA_INTERPRET", nullptr),
+      quiet("TESSERA_LOGS", nullptr);  // nothing at all on stderr (a cross-check pass logs)
   Tensor out = empty({16}, TensorOptions().dtype(DType::Int32));
   ::testing::internal::CaptureStderr();
   wrap_kernel[{2}](out, start, tl::meta("BLOCK", 8));

@@ -53,6 +53,17 @@ bool order_dependent(const ir::Function& f) {
   return dep;
 }
 
+// Whether the kernel makes pointers out of integers (a table of addresses): those are the CPU
+// tensors' addresses, which mean nothing on the GPU, so such a kernel runs on the CPU alone.
+bool makes_pointers_from_integers(const ir::Function& f) {
+  bool found = false;
+  ir::walk(f.body, [&](const ir::Op* op) {
+    if (op->kind != ir::OpKind::Cast && op->kind != ir::OpKind::Bitcast) return;
+    found = found || (f.type(op->result()).ptr && !f.type(op->operands[0]).ptr);
+  });
+  return found;
+}
+
 // The relative tolerance of a floating dtype's results: reductions may add in another order,
 // and a narrow result may round the other way.
 double tolerance(DType t) {
@@ -181,6 +192,12 @@ class CrossCheck final : public Backend {
 
   void launch(const Kernel& k, const GridSize& g, ArrayRef<Arg> args) const override {
     if (!run_ || !k.shadow || g.total == 0) {
+      cpu_backend().launch(k, g, args);
+      return;
+    }
+    if (makes_pointers_from_integers(*k.function)) {
+      log("crosscheck",
+          "kernel " + k.name + ": makes pointers from integers (CPU addresses); not run on CUDA");
       cpu_backend().launch(k, g, args);
       return;
     }
