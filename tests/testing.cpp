@@ -216,7 +216,7 @@ std::vector<int64_t> int_shape(const Tensor& t) {
   for (size_t i = 0; i < g.data.size(); ++i) {
     const double a = g.data[i], b = w.data[i];
     const bool nan_ok = equal_nan && std::isnan(a) && std::isnan(b);
-    if (!nan_ok && !(std::fabs(a - b) <= atol + rtol * std::fabs(b))) {
+    if (!nan_ok && a != b && !(std::fabs(a - b) <= atol + rtol * std::fabs(b))) {
       return ::testing::AssertionFailure()
              << "element " << i << " of " << g.data.size() << ": got " << a << ", expected " << b
              << " (atol " << atol << ", rtol " << rtol << ", seed " << test_seed() << ")";

@@ -13,7 +13,11 @@ bool cheap(const Op& op) {
 }  // namespace
 
 MaterializationPlan::MaterializationPlan(const Function& f, const UseInfo& uses)
-    : f_(f), uses_(uses), storage_(f.num_values(), Storage::Inline), fused_(f.num_values(), false) {
+    : f_(f),
+      uses_(uses),
+      storage_(f.num_values(), Storage::Inline),
+      fused_(f.num_values(), false),
+      inline_size_(f.num_values(), 1) {
   for (const auto& p : f_.params) {
     if (p.value != kNoValue) storage_[static_cast<size_t>(p.value)] = Storage::Scalar;
   }
@@ -37,7 +41,16 @@ void MaterializationPlan::classify(const Region& r) {
       } else if (t.is_scalar()) {
         s = op->kind == OpKind::Constant ? Storage::Inline : Storage::Scalar;
       } else if (cheap(*op)) {
-        s = Storage::Inline;
+        // Inline, unless its expression (operands expanded where they are inline too) is large
+        // and used more than once: a chain of such values (an unrolled loop's `x = x * x`)
+        // would otherwise print exponentially long code. Stored, it is computed once.
+        int64_t size = 1;
+        for (ValueId o : op->operands) {
+          if (storage_[static_cast<size_t>(o)] == Storage::Inline) size += inline_size_[o];
+        }
+        s = size > kMaxSharedInline && !uses_.single_local_use(v) ? Storage::Array
+                                                                  : Storage::Inline;
+        inline_size_[v] = s == Storage::Inline ? size : 1;
       } else if (op->kind == OpKind::Unary || op->kind == OpKind::Load) {
         s = uses_.single_local_use(v) ? Storage::Inline : Storage::Array;
       } else {

@@ -39,6 +39,9 @@ class MaterializationPlan {
   const UseInfo& uses_;
   std::vector<Storage> storage_;
   std::vector<bool> fused_;
+  std::vector<int64_t> inline_size_;  ///< ops in each inline value's expanded expression
+  /** The largest expression a value used more than once is recomputed as (ops). */
+  static constexpr int64_t kMaxSharedInline = 48;
 };
 
 }  // namespace tessera::ir

@@ -1,5 +1,6 @@
 #include "ops/pointwise.h"
 
+#include <atomic>
 #include <vector>
 
 namespace tessera::ops_detail {
@@ -29,6 +30,9 @@ void check_devices(const PointwiseDesc& d, ArrayRef<Tensor> inputs, const Tensor
   if (out) visit(*out);
 }
 
+std::atomic<DevicePointwiseRunner> g_device_runner{nullptr};
+thread_local bool t_through_tiles = false;
+
 // Runs the loop into `out` (whose dtype is the op's result dtype) when there is data.
 void run_into(const PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor> inputs, DType compute,
               const void* extra) {
@@ -36,8 +40,18 @@ void run_into(const PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor> inputs
   for (const auto& t : inputs) {
     TS_CHECK(t.has_data(), ValueError) << "[" << d.name << "] mixes tensors with and without data";
   }
-  TS_CHECK(out.device().is_cpu(), NotImplementedError)
-      << "[" << d.name << "] is not available on " << out.device() << " yet";
+  if (!out.device().is_cpu() || t_through_tiles) {
+    const DevicePointwiseRunner run = g_device_runner.load(std::memory_order_acquire);
+    TS_CHECK(run && d.op != PwOp::None, NotImplementedError)
+        << "[" << d.name << "] is not available on " << out.device() << " yet";
+    SmallVector<Tensor, 4> views;
+    for (const auto& t : inputs) {
+      views.push_back(t.dim() == 0 && t.device() != out.device() ? t
+                                                                 : broadcast_to(t, out.sizes()));
+    }
+    run(d, out, views, compute, extra);
+    return;
+  }
   SmallVector<Tensor, 4> conv;
   for (const auto& t : inputs) conv.push_back(broadcast_to(cpu_to_dtype(t, compute), out.sizes()));
   d.run(out, conv, compute, extra);
@@ -100,6 +114,17 @@ void pointwise_inplace(const PointwiseDesc& d, Tensor& self, ArrayRef<Tensor> in
       << "[" << d.name << "_] result type " << dtype_name(result)
       << " can't be cast to the desired output type " << dtype_name(self.dtype());
   pointwise_out(d, inputs, promoted, self, extra);
+}
+
+void set_device_pointwise_runner(DevicePointwiseRunner run) {
+  g_device_runner.store(run, std::memory_order_release);
+}
+
+ScopedPointwiseThroughTiles::ScopedPointwiseThroughTiles() : saved_(t_through_tiles) {
+  t_through_tiles = true;
+}
+ScopedPointwiseThroughTiles::~ScopedPointwiseThroughTiles() {
+  t_through_tiles = saved_;
 }
 
 Tensor scalar_tensor(const Scalar& s, DType dtype) {

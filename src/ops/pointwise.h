@@ -24,11 +24,88 @@ enum class ResultRule : uint8_t {
 using PointwiseRunner = void (*)(const Tensor& out, ArrayRef<Tensor> inputs, DType compute,
                                  const void* extra);
 
+/** Which functor of ops/pointwise_functors.h an op applies: the tile lowering
+ * (src/tl/pointwise_tiles.cpp) instantiates the same functor with tiles. */
+enum class PwOp : uint8_t {
+  None,  // no tile lowering
+  Add,
+  Sub,
+  Mul,
+  Div,
+  TruncDiv,
+  FloorDiv,
+  Remainder,
+  Pow,
+  Maximum,
+  Minimum,
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  LogicalAnd,
+  LogicalOr,
+  LogicalXor,
+  BitAnd,
+  BitOr,
+  BitXor,
+  Shl,
+  Shr,
+  Neg,
+  Abs,
+  Exp,
+  Exp2,
+  Log,
+  Log2,
+  Sqrt,
+  Rsqrt,
+  Sin,
+  Cos,
+  Tanh,
+  Sigmoid,
+  Erf,
+  Relu,
+  Gelu,
+  GeluTanh,
+  Silu,
+  LogicalNot,
+  BitNot,
+  Clamp,
+};
+
 struct PointwiseDesc {
   const char* name;
   ResultRule rule;
   DTypeSet allowed;  ///< compute dtypes the loop supports
   PointwiseRunner run;
+  PwOp op = PwOp::None;
+};
+
+/** `extra` of add and sub: alpha (a Scalar). Of clamp: */
+struct ClampArgs {
+  std::optional<Scalar> lo, hi;
+};
+
+/**
+ * Runs an op where the precompiled CPU loops cannot (GPU tensors): `out` = the op applied to
+ * `inputs` (broadcast to out's shape, each in its own dtype, on out's device or 0-dim CPU
+ * scalars) computed in `compute`. Registered by a higher layer (the tile lowering).
+ */
+using DevicePointwiseRunner = void (*)(const PointwiseDesc& d, const Tensor& out,
+                                       ArrayRef<Tensor> inputs, DType compute, const void* extra);
+void set_device_pointwise_runner(DevicePointwiseRunner run);
+/** Sends CPU tensors through the device runner too, on this thread while alive (tests compare
+ * the tile lowering with the precompiled loops). */
+class ScopedPointwiseThroughTiles {
+ public:
+  ScopedPointwiseThroughTiles();
+  ~ScopedPointwiseThroughTiles();
+  ScopedPointwiseThroughTiles(const ScopedPointwiseThroughTiles&) = delete;
+  ScopedPointwiseThroughTiles& operator=(const ScopedPointwiseThroughTiles&) = delete;
+
+ private:
+  bool saved_;
 };
 
 DType compute_dtype(const PointwiseDesc& d, DType promoted);

@@ -49,51 +49,56 @@ void run_add(const Tensor& out, ArrayRef<Tensor> in, DType compute, const void* 
   });
 }
 
-const PointwiseDesc kAdd{"add", ResultRule::Same, kNumericAndBool,
-                         &run_add<false, kNumericAndBool>};
-const PointwiseDesc kSub{"sub", ResultRule::Same, kNumeric, &run_add<true, kNumeric>};
+const PointwiseDesc kAdd{"add", ResultRule::Same, kNumericAndBool, &run_add<false, kNumericAndBool>,
+                         PwOp::Add};
+const PointwiseDesc kSub{"sub", ResultRule::Same, kNumeric, &run_add<true, kNumeric>, PwOp::Sub};
 const PointwiseDesc kMul{"mul", ResultRule::Same, kNumericAndBool,
-                         binary_runner<pw::Mul, kNumericAndBool>};
-const PointwiseDesc kDivTrue{"div", ResultRule::ToFloat, kFloats, binary_runner<pw::Div, kFloats>};
+                         binary_runner<pw::Mul, kNumericAndBool>, PwOp::Mul};
+const PointwiseDesc kDivTrue{"div", ResultRule::ToFloat, kFloats, binary_runner<pw::Div, kFloats>,
+                             PwOp::Div};
 const PointwiseDesc kDivTrunc{"div", ResultRule::Same, kNumeric,
-                              binary_runner<pw::TruncDiv, kNumeric>};
+                              binary_runner<pw::TruncDiv, kNumeric>, PwOp::TruncDiv};
 const PointwiseDesc kDivFloor{"div", ResultRule::Same, kNumeric,
-                              binary_runner<pw::FloorDiv, kNumeric>};
+                              binary_runner<pw::FloorDiv, kNumeric>, PwOp::FloorDiv};
 const PointwiseDesc kRemainder{"remainder", ResultRule::Same, kNumeric,
-                               binary_runner<pw::Remainder, kNumeric>};
-const PointwiseDesc kPow{"pow", ResultRule::Same, kNumeric, binary_runner<pw::Pow, kNumeric>};
+                               binary_runner<pw::Remainder, kNumeric>, PwOp::Remainder};
+const PointwiseDesc kPow{"pow", ResultRule::Same, kNumeric, binary_runner<pw::Pow, kNumeric>,
+                         PwOp::Pow};
 const PointwiseDesc kMaximum{"maximum", ResultRule::Same, kNumericAndBool,
-                             binary_runner<pw::Maximum, kNumericAndBool>};
+                             binary_runner<pw::Maximum, kNumericAndBool>, PwOp::Maximum};
 const PointwiseDesc kMinimum{"minimum", ResultRule::Same, kNumericAndBool,
-                             binary_runner<pw::Minimum, kNumericAndBool>};
+                             binary_runner<pw::Minimum, kNumericAndBool>, PwOp::Minimum};
 const PointwiseDesc kEq{"eq", ResultRule::BoolOut, kNumericAndBool,
-                        binary_runner<pw::Eq, kNumericAndBool, true>};
+                        binary_runner<pw::Eq, kNumericAndBool, true>, PwOp::Eq};
 const PointwiseDesc kNe{"ne", ResultRule::BoolOut, kNumericAndBool,
-                        binary_runner<pw::Ne, kNumericAndBool, true>};
+                        binary_runner<pw::Ne, kNumericAndBool, true>, PwOp::Ne};
 const PointwiseDesc kLt{"lt", ResultRule::BoolOut, kNumericAndBool,
-                        binary_runner<pw::Lt, kNumericAndBool, true>};
+                        binary_runner<pw::Lt, kNumericAndBool, true>, PwOp::Lt};
 const PointwiseDesc kLe{"le", ResultRule::BoolOut, kNumericAndBool,
-                        binary_runner<pw::Le, kNumericAndBool, true>};
+                        binary_runner<pw::Le, kNumericAndBool, true>, PwOp::Le};
 const PointwiseDesc kGt{"gt", ResultRule::BoolOut, kNumericAndBool,
-                        binary_runner<pw::Gt, kNumericAndBool, true>};
+                        binary_runner<pw::Gt, kNumericAndBool, true>, PwOp::Gt};
 const PointwiseDesc kGe{"ge", ResultRule::BoolOut, kNumericAndBool,
-                        binary_runner<pw::Ge, kNumericAndBool, true>};
+                        binary_runner<pw::Ge, kNumericAndBool, true>, PwOp::Ge};
 const PointwiseDesc kLogicalAnd{"logical_and", ResultRule::LogicalOut, kNumericAndBool,
-                                binary_runner<pw::LogicalAnd, kNumericAndBool, true>};
+                                binary_runner<pw::LogicalAnd, kNumericAndBool, true>,
+                                PwOp::LogicalAnd};
 const PointwiseDesc kLogicalOr{"logical_or", ResultRule::LogicalOut, kNumericAndBool,
-                               binary_runner<pw::LogicalOr, kNumericAndBool, true>};
+                               binary_runner<pw::LogicalOr, kNumericAndBool, true>,
+                               PwOp::LogicalOr};
 const PointwiseDesc kLogicalXor{"logical_xor", ResultRule::LogicalOut, kNumericAndBool,
-                                binary_runner<pw::LogicalXor, kNumericAndBool, true>};
+                                binary_runner<pw::LogicalXor, kNumericAndBool, true>,
+                                PwOp::LogicalXor};
 const PointwiseDesc kBitAnd{"bitwise_and", ResultRule::Same, kIntsAndBool,
-                            binary_runner<pw::BitAnd, kIntsAndBool>};
+                            binary_runner<pw::BitAnd, kIntsAndBool>, PwOp::BitAnd};
 const PointwiseDesc kBitOr{"bitwise_or", ResultRule::Same, kIntsAndBool,
-                           binary_runner<pw::BitOr, kIntsAndBool>};
+                           binary_runner<pw::BitOr, kIntsAndBool>, PwOp::BitOr};
 const PointwiseDesc kBitXor{"bitwise_xor", ResultRule::Same, kIntsAndBool,
-                            binary_runner<pw::BitXor, kIntsAndBool>};
+                            binary_runner<pw::BitXor, kIntsAndBool>, PwOp::BitXor};
 const PointwiseDesc kShl{"bitwise_left_shift", ResultRule::Same, kInts,
-                         binary_runner<pw::ShiftLeft, kInts>};
+                         binary_runner<pw::ShiftLeft, kInts>, PwOp::Shl};
 const PointwiseDesc kShr{"bitwise_right_shift", ResultRule::Same, kInts,
-                         binary_runner<pw::ShiftRight, kInts>};
+                         binary_runner<pw::ShiftRight, kInts>, PwOp::Shr};
 
 // Logical ops compare each input against zero in its own type: promote only for the loop.
 DType logical_promoted(const Tensor& a, const Tensor& b) {
@@ -166,7 +171,7 @@ void def_alpha_op(Library& lib, const std::string& n, const PointwiseDesc* d) {
     pointwise_inplace(*d, self, {self, scalar_tensor(b, p)}, p, &alpha);
     return self;
   };
-  for (auto dev : {DeviceType::CPU, DeviceType::Meta}) {
+  for (auto dev : {DeviceType::CPU, DeviceType::CUDA, DeviceType::Meta}) {
     lib.impl(n + ".Tensor", dev, tensor);
     lib.impl(n + ".Scalar", dev, scalar);
     lib.impl(n + ".out", dev, out);
@@ -196,7 +201,7 @@ void def_binary_op(Library& lib, const std::string& n, const PointwiseDesc* d,
   auto out = [d, promote](const Tensor& a, const Tensor& b, Tensor& o) -> Tensor& {
     return pointwise_out(*d, {a, b}, promote(a, b), o);
   };
-  for (auto dev : {DeviceType::CPU, DeviceType::Meta}) {
+  for (auto dev : {DeviceType::CPU, DeviceType::CUDA, DeviceType::Meta}) {
     lib.impl(n + ".Tensor", dev, tensor);
     lib.impl(n + ".Scalar", dev, scalar);
     lib.impl(n + ".out", dev, out);
@@ -213,7 +218,7 @@ void def_binary_op(Library& lib, const std::string& n, const PointwiseDesc* d,
     pointwise_inplace(*d, self, {self, scalar_tensor(b, p)}, p);
     return self;
   };
-  for (auto dev : {DeviceType::CPU, DeviceType::Meta}) {
+  for (auto dev : {DeviceType::CPU, DeviceType::CUDA, DeviceType::Meta}) {
     lib.impl(n + "_.Tensor", dev, inplace);
     lib.impl(n + "_.Scalar", dev, inplace_scalar);
   }
@@ -329,7 +334,7 @@ TS_REGISTER_OPS(pointwise_binary) {
   lib.composite("floor_divide",
                 [](const Tensor& a, const Tensor& b) { return div(a, b, "floor"); });
 
-  for (auto dev : {DeviceType::CPU, DeviceType::Meta}) {
+  for (auto dev : {DeviceType::CPU, DeviceType::CUDA, DeviceType::Meta}) {
     lib.impl("div.Tensor", dev,
              [](const Tensor& a, const Tensor& b, std::optional<std::string_view> m) {
                return pointwise(div_desc(m), {a, b}, result_type(a, b));

@@ -1,9 +1,12 @@
 /** \file
  * Each built-in pointwise op, defined once as a functor over a value type `V` (DESIGN.md D6).
  * Instantiated with C++ scalars (the arithmetic type of a dtype) they are the bodies of the CPU
- * loops; the kernel language will instantiate the same definitions with `tl::Tile` to make tile
- * IR for fusion. Math goes through unqualified calls (`exp(x)`) and `pw::select`, so overloads
- * for tiles are found by argument-dependent lookup.
+ * loops; instantiated with tile values (src/tl/pointwise_tiles.cpp: a `tl::Tile` that knows its
+ * element type at compile time) they trace the same op into tile IR, for GPU tensors and fusion.
+ * So the bodies branch on types only (`if constexpr` on `elem_t<V>`), never on values: a value
+ * choice is `select(c, a, b)`, and every operand of a select is safe to compute (no division by
+ * zero, no shift past the width). Math goes through unqualified calls (`exp(x)`), so the tile
+ * overloads are found by argument-dependent lookup.
  *
  * Semantics follow PyTorch: integer arithmetic wraps (computed unsigned, never undefined),
  * floor division and remainder take the divisor's sign, maximum/minimum propagate NaN, shifts by
@@ -15,6 +18,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "tessera/error.h"
 
@@ -22,6 +26,7 @@ namespace tessera::pw {
 
 using std::abs;
 using std::ceil;
+using std::copysign;
 using std::cos;
 using std::erf;
 using std::exp;
@@ -35,19 +40,46 @@ using std::pow;
 using std::sin;
 using std::sqrt;
 using std::tanh;
+using std::trunc;
 
-/** `c ? a : b` for scalars (the tile overload is `tl::where`). */
+/** The element type a value computes in: a scalar's own type; tile values specialize this with
+ * `type` (their element type) and `rebind<U>` (the tile value of another element type). */
+template <class V>
+struct element_of {
+  using type = V;
+};
+template <class V>
+using elem_t = typename element_of<V>::type;
+template <class V>
+inline constexpr bool is_tile_v = !std::is_arithmetic_v<V>;
+
+/** `c ? a : b` for scalars (tiles overload it with `tl::where`). */
 template <class C, class V>
 inline V select(C c, V a, V b) {
   return c ? a : b;
 }
 
-template <class V>
-inline constexpr bool is_int_v = std::is_integral_v<V> && !std::is_same_v<V, bool>;
+/** `static_cast<To>(v)`, for tiles a conversion of every element. */
+template <class To, class V>
+inline auto cast(const V& v) {
+  if constexpr (is_tile_v<V>)
+    return typename element_of<V>::template rebind<To>(v);
+  else
+    return static_cast<To>(v);
+}
 
 template <class V>
+inline constexpr bool is_int_v = std::is_integral_v<elem_t<V>> && !std::is_same_v<elem_t<V>, bool>;
+template <class V>
+inline constexpr bool is_float_v = std::is_floating_point_v<elem_t<V>>;
+template <class V>
+inline constexpr bool is_bool_v = std::is_same_v<elem_t<V>, bool>;
+
+// Integer arithmetic wraps: computed unsigned on scalars (never undefined); tile integer
+// arithmetic wraps by definition.
+template <class V>
 inline V wrap_add(V a, V b) {
-  if constexpr (is_int_v<V>) {
+  if constexpr (is_int_v<V> && !is_tile_v<V>) {
     using U = std::make_unsigned_t<V>;
     return static_cast<V>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
   } else {
@@ -56,7 +88,7 @@ inline V wrap_add(V a, V b) {
 }
 template <class V>
 inline V wrap_sub(V a, V b) {
-  if constexpr (is_int_v<V>) {
+  if constexpr (is_int_v<V> && !is_tile_v<V>) {
     using U = std::make_unsigned_t<V>;
     return static_cast<V>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b)));
   } else {
@@ -65,11 +97,11 @@ inline V wrap_sub(V a, V b) {
 }
 template <class V>
 inline V wrap_mul(V a, V b) {
-  if constexpr (is_int_v<V>) {
+  if constexpr (is_bool_v<V>) {
+    return a && b;
+  } else if constexpr (is_int_v<V> && !is_tile_v<V>) {
     using U = std::conditional_t<(sizeof(V) < sizeof(unsigned)), unsigned, std::make_unsigned_t<V>>;
     return static_cast<V>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
-  } else if constexpr (std::is_same_v<V, bool>) {
-    return a && b;
   } else {
     return a * b;
   }
@@ -81,10 +113,19 @@ inline V wrap_neg(V a) {
 
 [[noreturn]] void throw_zero_division(const char* op);
 
+/** Integer division by zero: an error on the CPU (PyTorch's ZeroDivisionError); a tile computes
+ * 0 there (GPU kernels raise nothing, as PyTorch's CUDA kernels). */
+template <class V>
+inline void check_nonzero(const V& b, const char* op) {
+  if constexpr (!is_tile_v<V>) {
+    if (b == 0) throw_zero_division(op);
+  }
+}
+
 struct Add {
   template <class V>
   V operator()(V a, V b) const {
-    if constexpr (std::is_same_v<V, bool>)
+    if constexpr (is_bool_v<V>)
       return a || b;
     else
       return wrap_add(a, b);
@@ -95,7 +136,7 @@ template <class V>
 struct AddScaled {
   V alpha;
   V operator()(V a, V b) const {
-    if constexpr (std::is_same_v<V, bool>)
+    if constexpr (is_bool_v<V>)
       return a || (alpha && b);
     else
       return wrap_add(a, wrap_mul(alpha, b));
@@ -120,17 +161,27 @@ struct Div {
     return a / b;
   }
 };
+/** a / b truncated, for integers with no undefined case: the divisor is replaced by 1 where it
+ * is 0 (result 0) or -1 (result -a, wrapping). */
+template <class V>
+inline V safe_int_div(V a, V b) {
+  if constexpr (std::is_signed_v<elem_t<V>>) {
+    const auto neg1 = b == V(-1), zero = b == V(0);
+    const V q = V(a / select(neg1 || zero, V(1), b));
+    return select(neg1, wrap_neg(a), select(zero, V(0), q));
+  } else {
+    const auto zero = b == V(0);
+    return select(zero, V(0), V(a / select(zero, V(1), b)));
+  }
+}
 struct TruncDiv {
   template <class V>
   V operator()(V a, V b) const {
     if constexpr (is_int_v<V>) {
-      if (b == 0) throw_zero_division("div");
-      if constexpr (std::is_signed_v<V>) {
-        if (b == -1) return wrap_neg(a);
-      }
-      return a / b;
+      check_nonzero(b, "div");
+      return safe_int_div(a, b);
     } else {
-      return std::trunc(a / b);
+      return trunc(a / b);
     }
   }
 };
@@ -138,23 +189,23 @@ struct FloorDiv {
   template <class V>
   V operator()(V a, V b) const {
     if constexpr (is_int_v<V>) {
-      if (b == 0) throw_zero_division("div");
-      if constexpr (std::is_signed_v<V>) {
-        if (b == -1) return wrap_neg(a);
-        const V q = a / b;
-        return ((a % b != 0) && ((a < 0) != (b < 0))) ? V(q - 1) : q;
+      check_nonzero(b, "div");
+      const V q = safe_int_div(a, b);
+      if constexpr (std::is_signed_v<elem_t<V>>) {
+        // Inexact with operands of opposite signs: one less (b == -1 and b == 0 are exact).
+        const auto inexact = wrap_mul(q, b) != a && b != V(0);
+        return select(inexact && ((a < V(0)) != (b < V(0))), wrap_sub(q, V(1)), q);
       } else {
-        return a / b;
+        return q;
       }
     } else {
-      if (b == 0) return a / b;
       const V m = fmod(a, b);
       V d = (a - m) / b;
-      if (m != 0 && ((b < 0) != (m < 0))) d -= 1;
-      if (d == 0) return std::copysign(V(0), a / b);
+      d = select(m != V(0) && ((b < V(0)) != (m < V(0))), d - V(1), d);
       V f = floor(d);
-      if (d - f > V(0.5)) f += 1;
-      return f;
+      f = select(d - f > V(0.5), f + V(1), f);
+      const V r = select(d == V(0), copysign(V(0), a / b), f);
+      return select(b == V(0), a / b, r);
     }
   }
 };
@@ -162,18 +213,16 @@ struct Remainder {
   template <class V>
   V operator()(V a, V b) const {
     if constexpr (is_int_v<V>) {
-      if (b == 0) throw_zero_division("remainder");
-      if constexpr (std::is_signed_v<V>) {
-        if (b == -1) return V(0);
-        V r = a % b;
-        return (r != 0 && ((r < 0) != (b < 0))) ? V(r + b) : r;
-      } else {
-        return a % b;
-      }
+      check_nonzero(b, "remainder");
+      const auto bad = b == V(0) || b == V(std::is_signed_v<elem_t<V>> ? -1 : 0);
+      const V r = select(bad, V(0), V(a % select(bad, V(1), b)));
+      if constexpr (std::is_signed_v<elem_t<V>>)
+        return select(r != V(0) && ((r < V(0)) != (b < V(0))), wrap_add(r, b), r);
+      else
+        return r;
     } else {
-      V m = fmod(a, b);
-      if (m != 0 && ((b < 0) != (m < 0))) m += b;
-      return m;
+      const V m = fmod(a, b);
+      return select(m != V(0) && ((b < V(0)) != (m < V(0))), m + b, m);
     }
   }
 };
@@ -181,19 +230,30 @@ struct Pow {
   template <class V>
   V operator()(V a, V b) const {
     if constexpr (is_int_v<V>) {
-      if constexpr (std::is_signed_v<V>) {
-        if (b < 0) {
-          if (a == 1) return 1;
-          if (a == -1) return (b % 2 == 0) ? V(1) : V(-1);
-          return 0;
+      using E = elem_t<V>;
+      V result(1), base = a;
+      if constexpr (is_tile_v<V>) {
+        // Square-and-multiply over every exponent bit (no loop on values).
+        V e = b;
+        for (size_t i = 0; i < sizeof(E) * 8; ++i) {
+          result = select((e & V(1)) != V(0), wrap_mul(result, base), result);
+          base = wrap_mul(base, base);
+          e = cast<E>(cast<std::make_unsigned_t<E>>(e) >> cast<std::make_unsigned_t<E>>(V(1)));
+        }
+      } else {
+        for (auto e = b; e != 0; e /= 2) {
+          if (e % 2) result = wrap_mul(result, base);
+          base = wrap_mul(base, base);
         }
       }
-      V result = 1, base = a;
-      for (auto e = b; e != 0; e /= 2) {
-        if (e % 2) result = wrap_mul(result, base);
-        base = wrap_mul(base, base);
+      if constexpr (std::is_signed_v<E>) {
+        // Negative exponents: 1 for a base of 1, +-1 for -1, else 0.
+        const V odd = select((b & V(1)) != V(0), V(-1), V(1));
+        const V neg = select(a == V(1), V(1), select(a == V(-1), odd, V(0)));
+        return select(b < V(0), neg, result);
+      } else {
+        return result;
       }
-      return result;
     } else {
       return pow(a, b);
     }
@@ -202,28 +262,26 @@ struct Pow {
 struct Maximum {
   template <class V>
   V operator()(V a, V b) const {
-    if constexpr (std::is_floating_point_v<V>) {
-      if (isnan(a)) return a;
-      if (isnan(b)) return b;
-    }
-    return a > b ? a : b;
+    if constexpr (is_float_v<V>)
+      return select(isnan(a), a, select(isnan(b), b, select(a > b, a, b)));
+    else
+      return select(a > b, a, b);
   }
 };
 struct Minimum {
   template <class V>
   V operator()(V a, V b) const {
-    if constexpr (std::is_floating_point_v<V>) {
-      if (isnan(a)) return a;
-      if (isnan(b)) return b;
-    }
-    return a < b ? a : b;
+    if constexpr (is_float_v<V>)
+      return select(isnan(a), a, select(isnan(b), b, select(a < b, a, b)));
+    else
+      return select(a < b, a, b);
   }
 };
 
 #define TS_COMPARE_FUNCTOR(Name, op)  \
   struct Name {                       \
     template <class V>                \
-    bool operator()(V a, V b) const { \
+    auto operator()(V a, V b) const { \
       return a op b;                  \
     }                                 \
   };
@@ -237,19 +295,19 @@ TS_COMPARE_FUNCTOR(Ge, >=)
 
 struct LogicalAnd {
   template <class V>
-  bool operator()(V a, V b) const {
+  auto operator()(V a, V b) const {
     return (a != V(0)) && (b != V(0));
   }
 };
 struct LogicalOr {
   template <class V>
-  bool operator()(V a, V b) const {
+  auto operator()(V a, V b) const {
     return (a != V(0)) || (b != V(0));
   }
 };
 struct LogicalXor {
   template <class V>
-  bool operator()(V a, V b) const {
+  auto operator()(V a, V b) const {
     return (a != V(0)) != (b != V(0));
   }
 };
@@ -271,28 +329,37 @@ struct BitXor {
     return static_cast<V>(a ^ b);
   }
 };
+/** Whether a shift amount is negative or at least the width (PyTorch: the result is 0, or the
+ * sign fill for right shifts), and the amount made safe to shift by. */
+template <class V>
+inline auto shift_amount(V b) {
+  using E = elem_t<V>;
+  using U = std::make_unsigned_t<E>;
+  constexpr auto kBits = static_cast<U>(sizeof(E) * 8);
+  const auto bu = cast<U>(b);
+  const auto out = cast<std::make_signed_t<E>>(b) < cast<std::make_signed_t<E>>(V(0)) ||
+                   bu >= decltype(bu)(kBits);
+  return std::pair{out, select(out, decltype(bu)(0), bu)};
+}
 struct ShiftLeft {
   template <class V>
   V operator()(V a, V b) const {
-    using U = std::make_unsigned_t<V>;
-    constexpr int kBits = static_cast<int>(sizeof(V) * 8);
-    if (static_cast<std::make_signed_t<V>>(b) < 0 || static_cast<U>(b) >= static_cast<U>(kBits))
-      return 0;
-    return static_cast<V>(static_cast<U>(a) << static_cast<U>(b));
+    using E = elem_t<V>;
+    const auto [out, sh] = shift_amount(b);
+    const V shifted = cast<E>(cast<std::make_unsigned_t<E>>(a) << sh);
+    return select(out, V(0), shifted);
   }
 };
 struct ShiftRight {
   template <class V>
   V operator()(V a, V b) const {
-    using U = std::make_unsigned_t<V>;
-    constexpr int kBits = static_cast<int>(sizeof(V) * 8);
-    if (static_cast<std::make_signed_t<V>>(b) < 0 || static_cast<U>(b) >= static_cast<U>(kBits)) {
-      if constexpr (std::is_signed_v<V>)
-        return a < 0 ? V(-1) : V(0);
-      else
-        return 0;
-    }
-    return static_cast<V>(a >> static_cast<U>(b));
+    using E = elem_t<V>;
+    const auto [out, sh] = shift_amount(b);
+    const V shifted = cast<E>(a >> cast<E>(sh));
+    if constexpr (std::is_signed_v<E>)
+      return select(out, select(a < V(0), V(-1), V(0)), shifted);
+    else
+      return select(out, V(0), shifted);
   }
 };
 
@@ -307,10 +374,10 @@ struct Neg {
 struct Abs {
   template <class V>
   V operator()(V a) const {
-    if constexpr (std::is_unsigned_v<V>)
+    if constexpr (std::is_unsigned_v<elem_t<V>>)
       return a;
     else if constexpr (is_int_v<V>)
-      return a < 0 ? wrap_neg(a) : a;
+      return select(a < V(0), wrap_neg(a), a);
     else
       return abs(a);
   }
@@ -343,22 +410,22 @@ TS_MATH_FUNCTOR(GeluTanh,
 struct Relu {
   template <class V>
   V operator()(V x) const {
-    if constexpr (std::is_floating_point_v<V>) {
-      if (isnan(x)) return x;
-    }
-    return x > V(0) ? x : V(0);
+    if constexpr (is_float_v<V>)
+      return select(x > V(0) || isnan(x), x, V(0));
+    else
+      return select(x > V(0), x, V(0));
   }
 };
 struct LogicalNot {
   template <class V>
-  bool operator()(V a) const {
+  auto operator()(V a) const {
     return a == V(0);
   }
 };
 struct BitNot {
   template <class V>
   V operator()(V a) const {
-    if constexpr (std::is_same_v<V, bool>)
+    if constexpr (is_bool_v<V>)
       return !a;
     else
       return static_cast<V>(~a);
@@ -370,17 +437,18 @@ struct Clamp {
   bool has_lo, has_hi;
   V lo, hi;
   V operator()(V x) const {
-    if constexpr (std::is_floating_point_v<V>) {
-      if (isnan(x)) return x;
-    }
-    if (has_lo) x = Maximum()(x, lo);
-    if (has_hi) x = Minimum()(x, hi);
-    return x;
+    V r = x;
+    if (has_lo) r = Maximum()(r, lo);
+    if (has_hi) r = Minimum()(r, hi);
+    if constexpr (is_float_v<V>)
+      return select(isnan(x), x, r);
+    else
+      return r;
   }
 };
 struct Where {
-  template <class V>
-  V operator()(bool c, V a, V b) const {
+  template <class C, class V>
+  V operator()(C c, V a, V b) const {
     return select(c, a, b);
   }
 };

@@ -13,28 +13,29 @@ using namespace ops_detail;
 template <class F, DTypeSet Set, bool BoolOut = false>
 constexpr PointwiseRunner unary_runner = &run_functor<F, Set, BoolOut, 1>;
 
-#define TS_UNARY_DESC(var, name, rule, set, F)         \
-  const PointwiseDesc var{name, ResultRule::rule, set, \
-                          unary_runner<F, set, ResultRule::rule == ResultRule::LogicalOut>};
-TS_UNARY_DESC(kNeg, "neg", Same, kNumeric, pw::Neg)
-TS_UNARY_DESC(kAbs, "abs", Same, kNumeric, pw::Abs)
-TS_UNARY_DESC(kExp, "exp", ToFloat, kFloats, pw::Exp)
-TS_UNARY_DESC(kExp2, "exp2", ToFloat, kFloats, pw::Exp2)
-TS_UNARY_DESC(kLog, "log", ToFloat, kFloats, pw::Log)
-TS_UNARY_DESC(kLog2, "log2", ToFloat, kFloats, pw::Log2)
-TS_UNARY_DESC(kSqrt, "sqrt", ToFloat, kFloats, pw::Sqrt)
-TS_UNARY_DESC(kRsqrt, "rsqrt", ToFloat, kFloats, pw::Rsqrt)
-TS_UNARY_DESC(kSin, "sin", ToFloat, kFloats, pw::Sin)
-TS_UNARY_DESC(kCos, "cos", ToFloat, kFloats, pw::Cos)
-TS_UNARY_DESC(kTanh, "tanh", ToFloat, kFloats, pw::Tanh)
-TS_UNARY_DESC(kSigmoid, "sigmoid", ToFloat, kFloats, pw::Sigmoid)
-TS_UNARY_DESC(kErf, "erf", ToFloat, kFloats, pw::Erf)
-TS_UNARY_DESC(kRelu, "relu", Same, kNumeric, pw::Relu)
-TS_UNARY_DESC(kGelu, "gelu", Same, kFloats, pw::Gelu)
-TS_UNARY_DESC(kGeluTanh, "gelu", Same, kFloats, pw::GeluTanh)
-TS_UNARY_DESC(kSilu, "silu", Same, kFloats, pw::Silu)
-TS_UNARY_DESC(kLogicalNot, "logical_not", LogicalOut, kNumericAndBool, pw::LogicalNot)
-TS_UNARY_DESC(kBitNot, "bitwise_not", Same, kIntsAndBool, pw::BitNot)
+#define TS_UNARY_DESC(var, name, rule, set, F)                                                  \
+  const PointwiseDesc var{name, ResultRule::rule, set,                                          \
+                          unary_runner<pw::F, set, ResultRule::rule == ResultRule::LogicalOut>, \
+                          PwOp::F};
+TS_UNARY_DESC(kNeg, "neg", Same, kNumeric, Neg)
+TS_UNARY_DESC(kAbs, "abs", Same, kNumeric, Abs)
+TS_UNARY_DESC(kExp, "exp", ToFloat, kFloats, Exp)
+TS_UNARY_DESC(kExp2, "exp2", ToFloat, kFloats, Exp2)
+TS_UNARY_DESC(kLog, "log", ToFloat, kFloats, Log)
+TS_UNARY_DESC(kLog2, "log2", ToFloat, kFloats, Log2)
+TS_UNARY_DESC(kSqrt, "sqrt", ToFloat, kFloats, Sqrt)
+TS_UNARY_DESC(kRsqrt, "rsqrt", ToFloat, kFloats, Rsqrt)
+TS_UNARY_DESC(kSin, "sin", ToFloat, kFloats, Sin)
+TS_UNARY_DESC(kCos, "cos", ToFloat, kFloats, Cos)
+TS_UNARY_DESC(kTanh, "tanh", ToFloat, kFloats, Tanh)
+TS_UNARY_DESC(kSigmoid, "sigmoid", ToFloat, kFloats, Sigmoid)
+TS_UNARY_DESC(kErf, "erf", ToFloat, kFloats, Erf)
+TS_UNARY_DESC(kRelu, "relu", Same, kNumeric, Relu)
+TS_UNARY_DESC(kGelu, "gelu", Same, kFloats, Gelu)
+TS_UNARY_DESC(kGeluTanh, "gelu", Same, kFloats, GeluTanh)
+TS_UNARY_DESC(kSilu, "silu", Same, kFloats, Silu)
+TS_UNARY_DESC(kLogicalNot, "logical_not", LogicalOut, kNumericAndBool, LogicalNot)
+TS_UNARY_DESC(kBitNot, "bitwise_not", Same, kIntsAndBool, BitNot)
 #undef TS_UNARY_DESC
 
 struct UnaryEntry {
@@ -82,10 +83,6 @@ const PointwiseDesc& gelu_desc(std::string_view approximate) {
 
 // ---- clamp ------------------------------------------------------------------------------------
 
-struct ClampArgs {
-  std::optional<Scalar> lo, hi;
-};
-
 void run_clamp(const Tensor& out, ArrayRef<Tensor> in, DType compute, const void* extra) {
   const auto& args = *static_cast<const ClampArgs*>(extra);
   visit_dtype<kNumeric>(compute, "clamp", [&]<class T>() {
@@ -102,7 +99,7 @@ void run_clamp(const Tensor& out, ArrayRef<Tensor> in, DType compute, const void
     cpu::cpu_kernel<T, T>(it, f);
   });
 }
-const PointwiseDesc kClamp{"clamp", ResultRule::Same, kNumeric, &run_clamp};
+const PointwiseDesc kClamp{"clamp", ResultRule::Same, kNumeric, &run_clamp, PwOp::Clamp};
 
 DType clamp_type(const Tensor& a, const ClampArgs& args) {
   TS_CHECK(args.lo || args.hi, ValueError)
@@ -124,7 +121,7 @@ TS_REGISTER_OPS(pointwise_unary) {
     const PointwiseDesc* d = e.desc;
     lib.def(n + "(Tensor self) -> Tensor", t);
     lib.def(n + ".out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)", t);
-    for (auto dev : {DeviceType::CPU, DeviceType::Meta}) {
+    for (auto dev : {DeviceType::CPU, DeviceType::CUDA, DeviceType::Meta}) {
       lib.impl(n, dev, [d](const Tensor& a) {
         check_unary(d, a);
         return pointwise(*d, {a}, a.dtype());
@@ -137,7 +134,7 @@ TS_REGISTER_OPS(pointwise_unary) {
   }
   lib.def("gelu(Tensor self, *, str approximate='none') -> Tensor", t);
   lib.def("clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", t);
-  for (auto dev : {DeviceType::CPU, DeviceType::Meta}) {
+  for (auto dev : {DeviceType::CPU, DeviceType::CUDA, DeviceType::Meta}) {
     lib.impl("gelu", dev, [](const Tensor& a, std::string_view approximate) {
       return pointwise(gelu_desc(approximate), {a}, a.dtype());
     });

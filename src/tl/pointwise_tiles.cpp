@@ -1,0 +1,527 @@
+// The built-in pointwise operators as tile kernels (DESIGN.md D6): the functors of
+// ops/pointwise_functors.h, instantiated with `TV<T>` (a tile whose element type is known at
+// compile time), trace into one kernel over a strided index space. This runs the ops where the
+// precompiled CPU loops cannot (GPU tensors) and is the lowering fusion builds on. Registered with
+// the ops layer at load time (`set_device_pointwise_runner`).
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <limits>
+
+#include "core/dtype_visit.h"
+#include "ir/builder.h"
+#include "ops/pointwise.h"
+#include "ops/pointwise_functors.h"
+#include "tessera/dtype_traits.h"
+#include "tessera/tl.h"
+#include "tl/trace.h"
+
+namespace tessera::tl_pointwise {
+namespace {
+
+using ops_detail::PwOp;
+
+/** A tile value of element type `T` (the compute type of a functor instantiation). */
+template <class T>
+struct TV {
+  tl::Tile t;
+
+  explicit TV(tl::Tile x) : t(std::move(x)) {}
+  /** A constant of type T (exact: a double constant stays a double). */
+  template <class A>
+  requires std::is_arithmetic_v<A> TV(A v) : t(constant(static_cast<T>(v))) {}  // NOLINT
+  /** Every element converted (`pw::cast`). */
+  template <class U>
+  explicit TV(const TV<U>& o) : t(o.t.to(dtype_of<T>())) {}
+
+  static tl::Tile constant(T v) {
+    auto& c = tl::TraceContext::current({});
+    const ir::Type type = ir::Type::scalar(dtype_of<T>());
+    if constexpr (std::is_floating_point_v<T>)
+      return c.tile(c.builder().constant_float(static_cast<double>(v), type));
+    else
+      return c.tile(c.builder().constant_int(static_cast<int64_t>(v), type));
+  }
+};
+
+// Arithmetic keeps the element type; comparisons give bool tiles.
+#define TS_TV_BINARY(op)                              \
+  template <class T>                                  \
+  TV<T> operator op(const TV<T>& a, const TV<T>& b) { \
+    return TV<T>(a.t op b.t);                         \
+  }
+TS_TV_BINARY(+)
+TS_TV_BINARY(-)
+TS_TV_BINARY(*)
+TS_TV_BINARY(/)
+TS_TV_BINARY(%)
+TS_TV_BINARY(&)
+TS_TV_BINARY(|)
+TS_TV_BINARY(^)
+TS_TV_BINARY(<<)
+TS_TV_BINARY(>>)
+#undef TS_TV_BINARY
+#define TS_TV_COMPARE(op)                                \
+  template <class T>                                     \
+  TV<bool> operator op(const TV<T>& a, const TV<T>& b) { \
+    return TV<bool>(a.t op b.t);                         \
+  }
+TS_TV_COMPARE(==)
+TS_TV_COMPARE(!=)
+TS_TV_COMPARE(<)
+TS_TV_COMPARE(<=)
+TS_TV_COMPARE(>)
+TS_TV_COMPARE(>=)
+#undef TS_TV_COMPARE
+template <class T>
+TV<T> operator-(const TV<T>& a) {
+  return TV<T>(-a.t);
+}
+template <class T>
+TV<T> operator~(const TV<T>& a) {
+  return TV<T>(~a.t);
+}
+// Logic on bool tiles (both sides are computed: tiles have no short circuit).
+inline TV<bool> operator&&(const TV<bool>& a, const TV<bool>& b) {
+  return TV<bool>(a.t & b.t);
+}
+inline TV<bool> operator||(const TV<bool>& a, const TV<bool>& b) {
+  return TV<bool>(a.t | b.t);
+}
+inline TV<bool> operator!(const TV<bool>& a) {
+  return TV<bool>(a.t ^ TV<bool>(true).t);
+}
+
+template <class T>
+TV<T> select(const TV<bool>& c, const TV<T>& a, const TV<T>& b) {
+  return TV<T>(tl::where(c.t, a.t, b.t));
+}
+template <class T>
+TV<bool> isnan(const TV<T>& a) {
+  return TV<bool>(tl::isnan(a.t));
+}
+#define TS_TV_MATH1(fn)        \
+  template <class T>           \
+  TV<T> fn(const TV<T>& a) {   \
+    return TV<T>(tl::fn(a.t)); \
+  }
+TS_TV_MATH1(abs)
+TS_TV_MATH1(exp)
+TS_TV_MATH1(exp2)
+TS_TV_MATH1(log)
+TS_TV_MATH1(log2)
+TS_TV_MATH1(sqrt)
+TS_TV_MATH1(sin)
+TS_TV_MATH1(cos)
+TS_TV_MATH1(tanh)
+TS_TV_MATH1(erf)
+TS_TV_MATH1(floor)
+TS_TV_MATH1(ceil)
+TS_TV_MATH1(trunc)
+#undef TS_TV_MATH1
+#define TS_TV_MATH2(fn)                      \
+  template <class T>                         \
+  TV<T> fn(const TV<T>& a, const TV<T>& b) { \
+    return TV<T>(tl::fn(a.t, b.t));          \
+  }
+TS_TV_MATH2(fmod)
+TS_TV_MATH2(pow)
+TS_TV_MATH2(copysign)
+#undef TS_TV_MATH2
+
+}  // namespace
+}  // namespace tessera::tl_pointwise
+
+namespace tessera::pw {
+template <class T>
+struct element_of<tl_pointwise::TV<T>> {
+  using type = T;
+  template <class U>
+  using rebind = tl_pointwise::TV<U>;
+};
+}  // namespace tessera::pw
+
+namespace tessera::tl_pointwise {
+namespace {
+
+constexpr int kMaxRank = 6;
+constexpr int64_t kBlock = 1024;
+
+/** A scalar parameter (alpha, clamp bounds) as the bits of its compute-type value, so a double
+ * crosses the launch exactly (float kernel parameters are fp32, as Triton's); the kernel gets
+ * them as two int32 halves (integer parameters are sizes, below 2^62). */
+template <class V>
+int64_t to_bits(V v) {
+  if constexpr (std::is_same_v<V, float>)
+    return std::bit_cast<int32_t>(v);
+  else if constexpr (std::is_same_v<V, double>)
+    return std::bit_cast<int64_t>(v);
+  else
+    return static_cast<int64_t>(v);
+}
+template <class E>
+TV<E> from_bits(const tl::Tile* half) {
+  const tl::Tile p = (half[1].to(DType::Int64) << 32) | (half[0].to(DType::Int64) & 0xffffffffLL);
+  if constexpr (std::is_same_v<E, float>)
+    return TV<E>(tl::bitcast(p.to(DType::Int32), DType::Float32));
+  else if constexpr (std::is_same_v<E, double>)
+    return TV<E>(tl::bitcast(p, DType::Float64));
+  else if constexpr (std::is_same_v<E, bool>)
+    return TV<E>(p != 0);
+  else
+    return TV<E>(p.to(dtype_of<E>()));
+}
+int32_t lo32(int64_t v) {
+  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v)));
+}
+int32_t hi32(int64_t v) {
+  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v) >> 32));
+}
+template <class V>
+V scalar_param(const Scalar& s) {
+  if constexpr (std::is_same_v<V, bool>)
+    return s.to_bool();
+  else if constexpr (std::is_integral_v<V>)
+    return static_cast<V>(s.to_int());
+  else
+    return static_cast<V>(s.to_double());
+}
+
+struct Traced {
+  PwOp op;
+  DType compute;
+  const tl::Tile* x;    // loaded inputs, in their own dtypes
+  const tl::Tile* p;    // scalar parameters: two (low, high) int32 halves of each one's bits
+  bool has_lo, has_hi;  // clamp
+};
+
+// The inputs converted as the CPU loops convert them: to the compute dtype, then its opmath type.
+template <class T>
+TV<opmath_t<T>> input(const Traced& c, int i) {
+  return TV<opmath_t<T>>(c.x[i].to(dtype_of<T>()).to(dtype_of<opmath_t<T>>()));
+}
+
+template <DTypeSet Set, class Body>
+tl::Tile with_compute(const Traced& c, Body body) {
+  tl::Tile r;
+  visit_dtype<Set>(c.compute, "pointwise", [&]<class T>() { r = body.template operator()<T>(); });
+  return r;
+}
+template <class F, DTypeSet Set>
+tl::Tile unary(const Traced& c) {
+  return with_compute<Set>(c, [&]<class T>() { return F()(input<T>(c, 0)).t; });
+}
+template <class F, DTypeSet Set>
+tl::Tile binary(const Traced& c) {
+  return with_compute<Set>(c, [&]<class T>() { return F()(input<T>(c, 0), input<T>(c, 1)).t; });
+}
+
+tl::Tile add(const Traced& c, bool negate) {
+  return with_compute<kNumericAndBool>(c, [&]<class T>() {
+    using V = TV<opmath_t<T>>;
+    const V a = input<T>(c, 0), b = input<T>(c, 1);
+    if constexpr (!std::is_same_v<T, bool>) {
+      V alpha = from_bits<opmath_t<T>>(c.p);
+      if (negate) alpha = pw::wrap_neg(alpha);
+      return pw::AddScaled<V>{alpha}(a, b).t;
+    } else {
+      return pw::AddScaled<V>{from_bits<bool>(c.p)}(a, b).t;
+    }
+  });
+}
+
+tl::Tile clamp(const Traced& c) {
+  return with_compute<kNumeric>(c, [&]<class T>() {
+    using V = TV<opmath_t<T>>;
+    using E = opmath_t<T>;
+    const V lo = c.has_lo ? from_bits<E>(c.p) : V(0), hi = c.has_hi ? from_bits<E>(c.p + 2) : V(0);
+    return pw::Clamp<V>{c.has_lo, c.has_hi, lo, hi}(input<T>(c, 0)).t;
+  });
+}
+
+tl::Tile apply(const Traced& c) {
+  switch (c.op) {
+    case PwOp::Add:
+      return add(c, false);
+    case PwOp::Sub:
+      return add(c, true);
+    case PwOp::Mul:
+      return binary<pw::Mul, kNumericAndBool>(c);
+    case PwOp::Div:
+      return binary<pw::Div, kFloats>(c);
+    case PwOp::TruncDiv:
+      return binary<pw::TruncDiv, kNumeric>(c);
+    case PwOp::FloorDiv:
+      return binary<pw::FloorDiv, kNumeric>(c);
+    case PwOp::Remainder:
+      return binary<pw::Remainder, kNumeric>(c);
+    case PwOp::Pow:
+      return binary<pw::Pow, kNumeric>(c);
+    case PwOp::Maximum:
+      return binary<pw::Maximum, kNumericAndBool>(c);
+    case PwOp::Minimum:
+      return binary<pw::Minimum, kNumericAndBool>(c);
+    case PwOp::Eq:
+      return binary<pw::Eq, kNumericAndBool>(c);
+    case PwOp::Ne:
+      return binary<pw::Ne, kNumericAndBool>(c);
+    case PwOp::Lt:
+      return binary<pw::Lt, kNumericAndBool>(c);
+    case PwOp::Le:
+      return binary<pw::Le, kNumericAndBool>(c);
+    case PwOp::Gt:
+      return binary<pw::Gt, kNumericAndBool>(c);
+    case PwOp::Ge:
+      return binary<pw::Ge, kNumericAndBool>(c);
+    case PwOp::LogicalAnd:
+      return binary<pw::LogicalAnd, kNumericAndBool>(c);
+    case PwOp::LogicalOr:
+      return binary<pw::LogicalOr, kNumericAndBool>(c);
+    case PwOp::LogicalXor:
+      return binary<pw::LogicalXor, kNumericAndBool>(c);
+    case PwOp::BitAnd:
+      return binary<pw::BitAnd, kIntsAndBool>(c);
+    case PwOp::BitOr:
+      return binary<pw::BitOr, kIntsAndBool>(c);
+    case PwOp::BitXor:
+      return binary<pw::BitXor, kIntsAndBool>(c);
+    case PwOp::Shl:
+      return binary<pw::ShiftLeft, kInts>(c);
+    case PwOp::Shr:
+      return binary<pw::ShiftRight, kInts>(c);
+    case PwOp::Neg:
+      return unary<pw::Neg, kNumeric>(c);
+    case PwOp::Abs:
+      return unary<pw::Abs, kNumeric>(c);
+    case PwOp::Exp:
+      return unary<pw::Exp, kFloats>(c);
+    case PwOp::Exp2:
+      return unary<pw::Exp2, kFloats>(c);
+    case PwOp::Log:
+      return unary<pw::Log, kFloats>(c);
+    case PwOp::Log2:
+      return unary<pw::Log2, kFloats>(c);
+    case PwOp::Sqrt:
+      return unary<pw::Sqrt, kFloats>(c);
+    case PwOp::Rsqrt:
+      return unary<pw::Rsqrt, kFloats>(c);
+    case PwOp::Sin:
+      return unary<pw::Sin, kFloats>(c);
+    case PwOp::Cos:
+      return unary<pw::Cos, kFloats>(c);
+    case PwOp::Tanh:
+      return unary<pw::Tanh, kFloats>(c);
+    case PwOp::Sigmoid:
+      return unary<pw::Sigmoid, kFloats>(c);
+    case PwOp::Erf:
+      return unary<pw::Erf, kFloats>(c);
+    case PwOp::Relu:
+      return unary<pw::Relu, kNumeric>(c);
+    case PwOp::Gelu:
+      return unary<pw::Gelu, kFloats>(c);
+    case PwOp::GeluTanh:
+      return unary<pw::GeluTanh, kFloats>(c);
+    case PwOp::Silu:
+      return unary<pw::Silu, kFloats>(c);
+    case PwOp::LogicalNot:
+      return unary<pw::LogicalNot, kNumericAndBool>(c);
+    case PwOp::BitNot:
+      return unary<pw::BitNot, kIntsAndBool>(c);
+    case PwOp::Clamp:
+      return clamp(c);
+    case PwOp::None:
+      break;
+  }
+  TS_INTERNAL_ASSERT(false) << "pointwise op without a tile lowering";
+  return {};
+}
+
+int arity(PwOp op) {
+  return op >= PwOp::Neg ? 1 : 2;
+}
+
+// One kernel for every op, dtype and layout: the op, the compute dtype and the rank are
+// constexprs, so each combination is its own specialization (and its own cache entry). Element
+// i of the collapsed index space is at sum_k idx_k * stride_k in each operand.
+TL_JIT(aten_pointwise, tl::Ptr out, tl::Ptr x0, tl::Ptr x1, tl::Int n, tl::Int d1, tl::Int d2,
+       tl::Int d3, tl::Int d4, tl::Int d5, tl::Int o0, tl::Int o1, tl::Int o2, tl::Int o3,
+       tl::Int o4, tl::Int o5, tl::Int a0, tl::Int a1, tl::Int a2, tl::Int a3, tl::Int a4,
+       tl::Int a5, tl::Int b0, tl::Int b1, tl::Int b2, tl::Int b3, tl::Int b4, tl::Int b5,
+       tl::Int p0, tl::Int p1, tl::Int p2, tl::Int p3, tl::Const OP, tl::Const COMPUTE,
+       tl::Const RANK, tl::Const WIDE, tl::Const HAS_LO, tl::Const HAS_HI, tl::Const BLOCK) {
+  const auto op = static_cast<PwOp>(OP.int_value());
+  const int rank = static_cast<int>(RANK.int_value());
+  const tl::Tile sizes[kMaxRank] = {n, d1, d2, d3, d4, d5};
+  const tl::Tile strides[3][kMaxRank] = {
+      {o0, o1, o2, o3, o4, o5}, {a0, a1, a2, a3, a4, a5}, {b0, b1, b2, b3, b4, b5}};
+  tl::Tile offs = tl::program_id(0);
+  if (WIDE) offs = offs.to(DType::Int64);
+  offs = offs * BLOCK + tl::arange(0, BLOCK);
+  const tl::Tile mask = offs < n;
+  const int operands = 1 + arity(op);
+  tl::Tile at[3];
+  if (rank == 1) {
+    for (int t = 0; t < operands; ++t) at[t] = offs * strides[t][0];
+  } else {
+    tl::Tile rem = offs;
+    for (int k = rank - 1; k >= 1; --k) {
+      const tl::Tile idx = rem % sizes[k];
+      rem = rem / sizes[k];
+      for (int t = 0; t < operands; ++t) {
+        at[t] = k == rank - 1 ? idx * strides[t][k] : at[t] + idx * strides[t][k];
+      }
+    }
+    for (int t = 0; t < operands; ++t) at[t] = at[t] + rem * strides[t][0];
+  }
+  const tl::Tile x[2] = {tl::load(x0 + at[1], mask),
+                         operands > 2 ? tl::load(x1 + at[2], mask) : tl::Tile()};
+  const tl::Tile p[4] = {p0, p1, p2, p3};
+  const Traced c{op, COMPUTE.dtype_value(),     x,
+                 p,  static_cast<bool>(HAS_LO), static_cast<bool>(HAS_HI)};
+  tl::store(out + at[0], apply(c).to(out.dtype()), mask);
+}
+
+// The index space with size-1 dimensions dropped and dimensions merged where every operand is
+// contiguous across them; sizes[0] is the total. False when more than kMaxRank remain.
+struct Space {
+  int rank = 0;
+  int64_t numel = 1;
+  int64_t sizes[kMaxRank] = {};
+  int64_t strides[3][kMaxRank] = {};
+};
+bool collapse(const Tensor& out, ArrayRef<Tensor> in, Space& s) {
+  const Tensor* ts[3] = {&out, in.size() > 0 ? &in[0] : &out, in.size() > 1 ? &in[1] : &out};
+  std::vector<int64_t> size;
+  std::vector<std::array<int64_t, 3>> stride;
+  for (int64_t d = 0; d < out.dim(); ++d) {
+    const int64_t n = out.size(d).expect_int();
+    s.numel *= n;
+    if (n == 1) continue;
+    std::array<int64_t, 3> st{};
+    for (int t = 0; t < 3; ++t) st[t] = ts[t]->dim() == 0 ? 0 : ts[t]->stride(d).expect_int();
+    if (!size.empty()) {
+      bool merge = true;
+      for (int t = 0; t < 3; ++t) merge = merge && stride.back()[t] == st[t] * n;
+      if (merge) {
+        size.back() *= n;
+        stride.back() = st;
+        continue;
+      }
+    }
+    size.push_back(n);
+    stride.push_back(st);
+  }
+  if (size.empty()) {
+    size.push_back(1);
+    stride.push_back({0, 0, 0});
+  }
+  if (size.size() > static_cast<size_t>(kMaxRank)) return false;
+  s.rank = static_cast<int>(size.size());
+  for (int k = 0; k < s.rank; ++k) {
+    s.sizes[k] = size[k];
+    for (int t = 0; t < 3; ++t) s.strides[t][k] = stride[k][t];
+  }
+  s.sizes[0] = s.numel;  // the kernel's n (dimension 0's size is never needed)
+  return true;
+}
+
+// Whether any offset of the space (or the linear index) passes int32.
+bool needs_wide(const Space& s) {
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  if (s.numel > kMax) return true;
+  int64_t dims[kMaxRank];
+  int64_t inner = 1;
+  for (int k = s.rank - 1; k >= 1; --k) {
+    dims[k] = s.sizes[k];
+    inner *= s.sizes[k];
+  }
+  dims[0] = inner ? s.numel / inner : 0;
+  for (const auto& st : s.strides) {
+    int64_t reach = 0;
+    for (int k = 0; k < s.rank; ++k) reach += (dims[k] - 1) * std::abs(st[k]);
+    if (reach > kMax) return true;
+  }
+  return false;
+}
+
+void run(const ops_detail::PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor> inputs,
+         DType compute, const void* extra) {
+  // A CPU scalar operand of a GPU op: the kernel reads it from the op's device.
+  SmallVector<Tensor, 2> in;
+  for (const auto& t : inputs) {
+    in.push_back(t.device() == out.device() ? t : t.to(out.device()).expand(out.sizes()));
+  }
+  Space s;
+  TS_CHECK(collapse(out, in, s), NotImplementedError)
+      << "[" << d.name << "] on " << out.device() << ": more than " << kMaxRank
+      << " dimensions that cannot be merged";
+  if (s.numel == 0) return;
+  int64_t bits[2] = {0, 0};
+  bool has_lo = false, has_hi = false;
+  visit_dtype<kNumericAndBool>(compute, d.name, [&]<class T>() {
+    using V = opmath_t<T>;
+    if (d.op == PwOp::Add || d.op == PwOp::Sub) {
+      bits[0] = to_bits(scalar_param<V>(*static_cast<const Scalar*>(extra)));
+    } else if (d.op == PwOp::Clamp) {
+      const auto& c = *static_cast<const ops_detail::ClampArgs*>(extra);
+      has_lo = c.lo.has_value();
+      has_hi = c.hi.has_value();
+      if (has_lo) bits[0] = to_bits(scalar_param<V>(*c.lo));
+      if (has_hi) bits[1] = to_bits(scalar_param<V>(*c.hi));
+    }
+  });
+  const Tensor& x0 = in.empty() ? out : in[0];
+  const Tensor& x1 = in.size() > 1 ? in[1] : out;
+  const int64_t* o = s.strides[0];
+  const int64_t* a = s.strides[1];
+  const int64_t* b = s.strides[2];
+  const tl::KernelArg args[] = {out,
+                                x0,
+                                x1,
+                                s.numel,
+                                s.sizes[1],
+                                s.sizes[2],
+                                s.sizes[3],
+                                s.sizes[4],
+                                s.sizes[5],
+                                o[0],
+                                o[1],
+                                o[2],
+                                o[3],
+                                o[4],
+                                o[5],
+                                a[0],
+                                a[1],
+                                a[2],
+                                a[3],
+                                a[4],
+                                a[5],
+                                b[0],
+                                b[1],
+                                b[2],
+                                b[3],
+                                b[4],
+                                b[5],
+                                lo32(bits[0]),
+                                hi32(bits[0]),
+                                lo32(bits[1]),
+                                hi32(bits[1]),
+                                tl::meta("OP", static_cast<int64_t>(d.op)),
+                                tl::meta("COMPUTE", compute),
+                                tl::meta("RANK", s.rank),
+                                tl::meta("WIDE", needs_wide(s)),
+                                tl::meta("HAS_LO", has_lo),
+                                tl::meta("HAS_HI", has_hi),
+                                tl::meta("BLOCK", kBlock)};
+  // Straight to the kernel: the op itself already went through the dispatcher's modes.
+  aten_pointwise[{(s.numel + kBlock - 1) / kBlock}].run_kernel(
+      ArrayRef<tl::KernelArg>(args, std::size(args)));
+}
+
+[[maybe_unused]] const int registered = [] {
+  ops_detail::set_device_pointwise_runner(&run);
+  return 0;
+}();
+
+}  // namespace
+}  // namespace tessera::tl_pointwise

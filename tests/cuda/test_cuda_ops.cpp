@@ -1,0 +1,130 @@
+// Built-in operators on CUDA tensors (issue 14): the pointwise ops run as tile kernels generated
+// from the same functors as the CPU loops (src/tl/pointwise_tiles.cpp) and agree with the CPU on
+// the same inputs: bit for bit for arithmetic, within the math contract for transcendental ops.
+// Without a GPU each case skips itself; tests/tl/test_pointwise_tiles.cpp checks the same
+// lowering on CPU tensors everywhere.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "tessera/tessera.h"
+#include "testing.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+
+namespace {
+
+#define REQUIRE_GPU() \
+  if (!cuda_is_available()) GTEST_SKIP() << "no CUDA GPU on this machine"
+
+const Device kGpu("cuda");
+
+// f on GPU copies of `in` against f on the CPU tensors.
+void agree(const char* what, const std::vector<Tensor>& in,
+           const std::function<Tensor(const std::vector<Tensor>&)>& f, double rtol = 0) {
+  std::vector<Tensor> gin;
+  for (const auto& t : in) gin.push_back(t.to(kGpu));
+  const Tensor want = f(in);
+  const Tensor got = f(gin);
+  ASSERT_TRUE(got.device().is_cuda()) << what;
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  if (rtol == 0) {
+    EXPECT_TRUE(all_close(got.cpu().to(DType::Float64), want.to(DType::Float64), 0, 0, true))
+        << what;
+  } else {
+    EXPECT_TRUE(all_close(got.cpu().to(DType::Float64), want.to(DType::Float64), rtol, rtol, true))
+        << what;
+  }
+}
+
+TEST(CudaOps, ArithmeticAgreesWithTheCpuBitForBit) {
+  REQUIRE_GPU();
+  using V = const std::vector<Tensor>&;
+  for (DType d : {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16}) {
+    const std::vector<Tensor> in = {random_tensor({37, 129}, d),
+                                    random_tensor({37, 129}, d, Domain::NonZero)};
+    agree("add", in, [](V x) { return x[0] + x[1]; });
+    agree("add alpha", in, [](V x) { return add(x[0], x[1], 0.5); });
+    agree("sub", in, [](V x) { return x[0] - x[1]; });
+    agree("mul scalar", in, [](V x) { return x[0] * 3.25; });
+    agree("div", in, [](V x) { return x[0] / x[1]; });
+    agree("div floor", in, [](V x) { return div(x[0], x[1], "floor"); });
+    agree("remainder", in, [](V x) { return remainder(x[0], x[1]); });
+    agree("maximum", in, [](V x) { return maximum(x[0], x[1]); });
+    agree("lt", in, [](V x) { return lt(x[0], x[1]); });
+    agree("relu", in, [](V x) { return relu(x[0]); });
+    agree("clamp", in, [](V x) { return clamp(x[0], -0.5, 0.5); });
+    agree("sqrt", in, [](V x) { return sqrt(abs(x[0])); });
+  }
+  for (DType d : {DType::Int32, DType::Int64, DType::Int8, DType::UInt8}) {
+    const std::vector<Tensor> in = {random_tensor({1000}, d), random_tensor({1000}, d)};
+    agree("int add", in, [](V x) { return add(x[0], x[1], 3); });
+    agree("int mul", in, [](V x) { return x[0] * x[1]; });
+    agree("int div trunc", in, [](V x) { return div(x[0], x[1], "trunc"); });
+    agree("int shifts", in,
+          [](V x) { return bitwise_left_shift(x[0], x[1]) ^ bitwise_right_shift(x[0], x[1]); });
+    agree("int pow", {random_tensor({1000}, d), random_tensor({1000}, d, Domain::Small)},
+          [](V x) { return pow(x[0], x[1]); });
+  }
+}
+
+TEST(CudaOps, MathWithinItsContract) {
+  REQUIRE_GPU();
+  using V = const std::vector<Tensor>&;
+  const std::vector<Tensor> in = {random_tensor({4096}, DType::Float32)};
+  agree(
+      "exp", in, [](V x) { return exp(x[0]); }, 2e-6);
+  agree(
+      "sigmoid", in, [](V x) { return sigmoid(x[0]); }, 2e-6);
+  agree(
+      "tanh", in, [](V x) { return tanh(x[0]); }, 2e-6);
+  agree(
+      "gelu", in, [](V x) { return gelu(x[0]); }, 2e-6);
+  agree(
+      "silu", in, [](V x) { return silu(x[0]); }, 2e-6);
+  agree(
+      "cos", in, [](V x) { return cos(x[0]); }, 2e-6);
+}
+
+TEST(CudaOps, BroadcastsViewsInPlaceOutAndCpuScalars) {
+  REQUIRE_GPU();
+  Tensor a = random_tensor({8, 1, 33}, DType::Float32), b = random_tensor({5, 1}, DType::Float32);
+  const Tensor want = a + b;
+  const Tensor got = a.to(kGpu) + b.to(kGpu);
+  EXPECT_TRUE(bitwise_equal(got.cpu(), want));
+  // A transposed, sliced view.
+  Tensor m = random_tensor({40, 30}, DType::Float32);
+  const Tensor v = m.t().slice(0, 2, 28, 3);
+  EXPECT_TRUE(bitwise_equal((m.to(kGpu).t().slice(0, 2, 28, 3) * 2).cpu(), v * 2));
+  // In place, and out= with a cast.
+  Tensor x = random_tensor({1000}, DType::Float32);
+  Tensor gx = x.to(kGpu);
+  gx.add_(x.to(kGpu), 2);
+  x.add_(x.clone(), 2);
+  EXPECT_TRUE(bitwise_equal(gx.cpu(), x));
+  Tensor out = empty({8, 5, 33}, TensorOptions().dtype(DType::Float64).device(kGpu));
+  add_out(out, a.to(kGpu), b.to(kGpu));
+  EXPECT_TRUE(bitwise_equal(out.cpu(), want.to(DType::Float64)));
+  // A 0-dim CPU tensor joins a GPU op (PyTorch's rule for scalars).
+  const Tensor s = full({}, 1.5);
+  EXPECT_TRUE(bitwise_equal((a.to(kGpu) * s).cpu(), a * s));
+  // Mixed devices otherwise: a DeviceError naming the op.
+  const std::string err = error_of([&] { (void)(a.to(kGpu) + a); });
+  EXPECT_NE(err.find("[add]"), std::string::npos) << err;
+  EXPECT_NE(err.find("cuda:0"), std::string::npos) << err;
+}
+
+// The seed's backward uses built-in ops on the inputs' device: autograd on GPU tensors.
+TEST(CudaOps, AutogradThroughPointwiseOps) {
+  REQUIRE_GPU();
+  Tensor x = random_tensor({64}, DType::Float32);
+  Tensor gx = x.to(kGpu).detach().requires_grad_();
+  Tensor cx = x.clone().requires_grad_();
+  (sigmoid(gx) * gx).backward(ones({64}, TensorOptions().device(kGpu)));
+  (sigmoid(cx) * cx).backward(ones({64}));
+  ASSERT_TRUE(gx.grad().defined());
+  EXPECT_TRUE(all_close(gx.grad().cpu(), cx.grad(), 2e-6, 2e-6));
+}
+
+}  // namespace

@@ -1,0 +1,264 @@
+// The built-in pointwise ops lowered to tile kernels (src/tl/pointwise_tiles.cpp): the functors of
+// ops/pointwise_functors.h instantiated with tiles must compute what the precompiled CPU loops
+// compute from the same functors, for every op, dtype and layout, edge values included. Here on
+// CPU tensors (ops_detail::ScopedPointwiseThroughTiles sends them through the tile kernel); the
+// CTest cross-check passes compile the same kernels for CUDA (nvrtc) and run them there (gpu).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "ops/pointwise.h"
+#include "tessera/tessera.h"
+#include "testing.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+
+namespace {
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+enum class Exact { Bits, Math };  // Math: libm on the CPU loops, trt's polynomials in kernels
+
+struct OpCase {
+  const char* name;
+  int arity;
+  DTypeSet dtypes;
+  Domain domain0, domain1;
+  Exact exact;
+  Fn fn;
+};
+
+const std::vector<OpCase>& cases() {
+  using D = Domain;
+  using V = const std::vector<Tensor>&;
+  static const std::vector<OpCase> c = {
+      {"add", 2, kNumericAndBool, D::Any, D::Any, Exact::Bits, [](V x) { return x[0] + x[1]; }},
+      {"add alpha", 2, kNumeric, D::Any, D::Any, Exact::Bits,
+       [](V x) { return add(x[0], x[1], 3); }},
+      {"sub alpha", 2, kNumeric, D::Any, D::Any, Exact::Bits,
+       [](V x) { return sub(x[0], x[1], 2); }},
+      {"mul", 2, kNumericAndBool, D::Any, D::Any, Exact::Bits, [](V x) { return x[0] * x[1]; }},
+      {"div", 2, kNumeric, D::Any, D::NonZero, Exact::Bits, [](V x) { return x[0] / x[1]; }},
+      {"div trunc", 2, kNumeric, D::Any, D::NonZero, Exact::Bits,
+       [](V x) { return div(x[0], x[1], "trunc"); }},
+      {"div floor", 2, kNumeric, D::Any, D::NonZero, Exact::Bits,
+       [](V x) { return div(x[0], x[1], "floor"); }},
+      {"remainder", 2, kNumeric, D::Any, D::NonZero, Exact::Bits,
+       [](V x) { return remainder(x[0], x[1]); }},
+      {"pow", 2, kNumeric, D::Positive, D::Small, Exact::Math, [](V x) { return pow(x[0], x[1]); }},
+      {"maximum", 2, kNumericAndBool, D::Any, D::Any, Exact::Bits,
+       [](V x) { return maximum(x[0], x[1]); }},
+      {"minimum", 2, kNumericAndBool, D::Any, D::Any, Exact::Bits,
+       [](V x) { return minimum(x[0], x[1]); }},
+      {"eq", 2, kNumericAndBool, D::Small, D::Small, Exact::Bits,
+       [](V x) { return eq(x[0], x[1]); }},
+      {"ne", 2, kNumericAndBool, D::Small, D::Small, Exact::Bits,
+       [](V x) { return ne(x[0], x[1]); }},
+      {"lt", 2, kNumericAndBool, D::Any, D::Any, Exact::Bits, [](V x) { return lt(x[0], x[1]); }},
+      {"le", 2, kNumericAndBool, D::Small, D::Small, Exact::Bits,
+       [](V x) { return le(x[0], x[1]); }},
+      {"gt", 2, kNumericAndBool, D::Any, D::Any, Exact::Bits, [](V x) { return gt(x[0], x[1]); }},
+      {"ge", 2, kNumericAndBool, D::Small, D::Small, Exact::Bits,
+       [](V x) { return ge(x[0], x[1]); }},
+      {"logical_and", 2, kNumericAndBool, D::Small, D::Small, Exact::Bits,
+       [](V x) { return logical_and(x[0], x[1]); }},
+      {"logical_or", 2, kNumericAndBool, D::Small, D::Small, Exact::Bits,
+       [](V x) { return logical_or(x[0], x[1]); }},
+      {"logical_xor", 2, kNumericAndBool, D::Small, D::Small, Exact::Bits,
+       [](V x) { return logical_xor(x[0], x[1]); }},
+      {"bitwise_and", 2, kIntsAndBool, D::Any, D::Any, Exact::Bits,
+       [](V x) { return bitwise_and(x[0], x[1]); }},
+      {"bitwise_or", 2, kIntsAndBool, D::Any, D::Any, Exact::Bits,
+       [](V x) { return bitwise_or(x[0], x[1]); }},
+      {"bitwise_xor", 2, kIntsAndBool, D::Any, D::Any, Exact::Bits,
+       [](V x) { return bitwise_xor(x[0], x[1]); }},
+      {"bitwise_left_shift", 2, kInts, D::Any, D::Any, Exact::Bits,
+       [](V x) { return bitwise_left_shift(x[0], x[1]); }},
+      {"bitwise_right_shift", 2, kInts, D::Any, D::Any, Exact::Bits,
+       [](V x) { return bitwise_right_shift(x[0], x[1]); }},
+      {"neg", 1, kNumeric, D::Any, D::Any, Exact::Bits, [](V x) { return neg(x[0]); }},
+      {"abs", 1, kNumeric, D::Any, D::Any, Exact::Bits, [](V x) { return abs(x[0]); }},
+      {"relu", 1, kNumeric, D::Any, D::Any, Exact::Bits, [](V x) { return relu(x[0]); }},
+      {"sqrt", 1, kNumeric, D::Positive, D::Any, Exact::Bits, [](V x) { return sqrt(x[0]); }},
+      {"rsqrt", 1, kFloats, D::Positive, D::Any, Exact::Bits, [](V x) { return rsqrt(x[0]); }},
+      {"exp", 1, kNumeric, D::Any, D::Any, Exact::Math, [](V x) { return exp(x[0]); }},
+      {"exp2", 1, kFloats, D::Any, D::Any, Exact::Math, [](V x) { return exp2(x[0]); }},
+      {"log", 1, kFloats, D::Positive, D::Any, Exact::Math, [](V x) { return log(x[0]); }},
+      {"log2", 1, kFloats, D::Positive, D::Any, Exact::Math, [](V x) { return log2(x[0]); }},
+      {"sin", 1, kFloats, D::Any, D::Any, Exact::Math, [](V x) { return sin(x[0]); }},
+      {"cos", 1, kFloats, D::Any, D::Any, Exact::Math, [](V x) { return cos(x[0]); }},
+      {"tanh", 1, kFloats, D::Any, D::Any, Exact::Math, [](V x) { return tanh(x[0]); }},
+      {"sigmoid", 1, kFloats, D::Any, D::Any, Exact::Math, [](V x) { return sigmoid(x[0]); }},
+      {"erf", 1, kFloats, D::Any, D::Any, Exact::Math, [](V x) { return erf(x[0]); }},
+      {"gelu", 1, kFloats, D::Any, D::Any, Exact::Math, [](V x) { return gelu(x[0]); }},
+      {"gelu tanh", 1, kFloats, D::Any, D::Any, Exact::Math,
+       [](V x) { return gelu(x[0], "tanh"); }},
+      {"silu", 1, kFloats, D::Any, D::Any, Exact::Math, [](V x) { return silu(x[0]); }},
+      {"logical_not", 1, kNumericAndBool, D::Small, D::Any, Exact::Bits,
+       [](V x) { return logical_not(x[0]); }},
+      {"bitwise_not", 1, kIntsAndBool, D::Any, D::Any, Exact::Bits,
+       [](V x) { return bitwise_not(x[0]); }},
+      {"clamp", 1, kNumeric, D::Any, D::Any, Exact::Bits, [](V x) { return clamp(x[0], -1, 2); }},
+      {"clamp min", 1, kNumeric, D::Any, D::Any, Exact::Bits,
+       [](V x) { return clamp(x[0], 0, std::nullopt); }},
+  };
+  return c;
+}
+
+const OpCase& find(std::string_view name) {
+  for (const OpCase& c : cases()) {
+    if (c.name == name) return c;
+  }
+  throw std::logic_error("no case " + std::string(name));
+}
+
+// Random values of `domain` with the dtype's edge values mixed in (NaN, infinities, signed
+// zeros; the integer extremes, 0 and -1), unless the domain excludes them.
+Tensor edgy(IntArrayRef shape, DType d, Domain domain, bool huge = true) {
+  Tensor t = random_tensor(shape, d, domain);
+  if (domain != Domain::Any || d == DType::Bool) return t;
+  std::vector<double> edges;
+  if (is_floating_point(d)) {
+    edges = {std::nan(""), INFINITY, -INFINITY, -0.0, 0.0, 1.0, -1.0, huge ? 1e30 : 1e4, -1e-30};
+  } else if (is_signed(d)) {
+    const double bits = static_cast<double>(itemsize(d) * 8);
+    edges = {0,
+             -1,
+             1,
+             -std::ldexp(1.0, static_cast<int>(bits) - 1),
+             std::ldexp(1.0, static_cast<int>(bits) - 1) - 1,
+             bits,
+             bits + 3,
+             -bits};
+  } else {
+    edges = {0, 1, std::ldexp(1.0, static_cast<int>(itemsize(d) * 8)) - 1};
+  }
+  Tensor flat = t.view({-1});
+  for (size_t i = 0; i < edges.size() && static_cast<int64_t>(2 * i + 1) < flat.numel(); ++i) {
+    const Scalar v =
+        is_floating_point(d) ? Scalar(edges[i]) : Scalar(static_cast<int64_t>(edges[i]));
+    flat[static_cast<int64_t>(3 * i % flat.numel())].fill_(v);
+  }
+  return t;
+}
+
+::testing::AssertionResult agree(const OpCase& c, const Tensor& got, const Tensor& want) {
+  if (c.exact == Exact::Bits || !is_floating_point(want.dtype())) {
+    // NaNs of either sign and payload count as equal (the CPU's NaN and the kernel's may differ).
+    if (is_floating_point(want.dtype())) {
+      return all_close(got.to(DType::Float64), want.to(DType::Float64), 0, 0, true);
+    }
+    return bitwise_equal(got, want);
+  }
+  const double rtol = want.dtype() == DType::Float64   ? 1e-14
+                      : want.dtype() == DType::Float32 ? 2e-6
+                      : want.dtype() == DType::Float16 ? 1e-3
+                                                       : 8e-3;
+  // Absolute as well: composites cancel (gelu's 1 + tanh(x) for x < 0), so an ulp of an
+  // intermediate near 1 shows in a small result.
+  return all_close(got.to(DType::Float64), want.to(DType::Float64), rtol, rtol, true);
+}
+
+void check(const OpCase& c, DType d, const std::vector<Tensor>& in, const std::string& what) {
+  const Tensor want = c.fn(in);
+  Tensor got;
+  {
+    ops_detail::ScopedPointwiseThroughTiles tiles;
+    got = c.fn(in);
+  }
+  EXPECT_TRUE(got.sizes().equals(want.sizes())) << c.name << " " << dtype_name(d) << " " << what;
+  EXPECT_EQ(got.dtype(), want.dtype()) << c.name << " " << dtype_name(d) << " " << what;
+  EXPECT_TRUE(agree(c, got, want)) << c.name << " " << dtype_name(d) << " " << what;
+}
+
+void sweep(std::initializer_list<DType> dtypes) {
+  for (const OpCase& c : cases()) {
+    for (DType d : dtypes) {
+      if ((c.dtypes & dtype_bit(d)) == 0) continue;
+      // sin and cos: within their documented range (|x| <= 1e4, docs/kernels.md).
+      const bool huge = std::string_view(c.name) != "sin" && std::string_view(c.name) != "cos";
+      std::vector<Tensor> in = {edgy({3, 50}, d, c.domain0, huge)};
+      if (c.arity == 2) in.push_back(edgy({3, 50}, d, c.domain1));
+      check(c, d, in, "contiguous");
+    }
+  }
+}
+
+// Every op at every dtype, through the reference interpreter (no compiles: the whole surface).
+TEST(PointwiseTiles, EveryOpAndDtypeAgreesWithTheCpuLoopsInterpreted) {
+  ScopedEnv interpret("TESSERA_INTERPRET", "1");
+  sweep({DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int8, DType::Int16,
+         DType::Int32, DType::Int64, DType::UInt8, DType::UInt32, DType::Bool});
+}
+
+// Compiled: every op at the common dtypes (each a kernel specialization).
+TEST(PointwiseTiles, EveryOpAgreesWithTheCpuLoopsCompiled) {
+  sweep({DType::Float32, DType::Int32, DType::BFloat16});
+}
+
+TEST(PointwiseTiles, LayoutsBroadcastsScalarsAndMixedDtypes) {
+  const OpCase& add_case = find("add alpha");
+  const OpCase& floor_case = find("div floor");
+  Tensor a = random_tensor({4, 1, 6}, DType::Float32), b = random_tensor({5, 1}, DType::Float32);
+  check(add_case, DType::Float32, {a, b}, "broadcast [4,1,6] + [5,1]");
+  Tensor t = random_tensor({6, 9}, DType::Int32).t(), u = random_tensor({9, 6}, DType::Int32);
+  check(floor_case, DType::Int32, {t, edgy({9, 6}, DType::Int32, Domain::NonZero)}, "transposed");
+  Tensor big = random_tensor({8, 20}, DType::Float64);
+  Tensor sliced = big.slice(1, 3, 17, 2);  // strided and offset
+  check(find("exp"), DType::Float64, {sliced}, "strided slice (exp)");
+  // Mixed dtypes promote (int32 + float16 -> float16), and Scalar operands.
+  check(add_case, DType::Float16, {u, random_tensor({9, 6}, DType::Float16)}, "int32 + float16");
+  const OpCase scalar_case{"mul scalar",
+                           1,
+                           kNumeric,
+                           Domain::Any,
+                           Domain::Any,
+                           Exact::Bits,
+                           [](const std::vector<Tensor>& x) { return x[0] * 2.5; }};
+  check(scalar_case, DType::Float32, {random_tensor({7}, DType::Float32)}, "tensor * scalar");
+  const OpCase zero_dim{"0-dim",
+                        2,
+                        kNumeric,
+                        Domain::Any,
+                        Domain::Any,
+                        Exact::Bits,
+                        [](const std::vector<Tensor>& x) { return x[0] - x[1]; }};
+  check(zero_dim, DType::Float32,
+        {random_tensor({}, DType::Float32), random_tensor({}, DType::Float32)}, "0-dim");
+  check(zero_dim, DType::Float32,
+        {random_tensor({0, 3}, DType::Float32), random_tensor({0, 3}, DType::Float32)}, "empty");
+  // Out= with a cast and in place.
+  Tensor out = empty({4, 5, 6}, TensorOptions().dtype(DType::Float64));
+  Tensor want = empty_like(out);
+  add_out(want, a, b);
+  {
+    ops_detail::ScopedPointwiseThroughTiles tiles;
+    add_out(out, a, b);
+  }
+  EXPECT_TRUE(bitwise_equal(out, want));
+  Tensor x = random_tensor({33}, DType::Float32), y = x.clone();
+  x.mul_(3);
+  {
+    ops_detail::ScopedPointwiseThroughTiles tiles;
+    y.mul_(3);
+  }
+  EXPECT_TRUE(bitwise_equal(y, x));
+}
+
+// Integer division by zero: the CPU loops raise PyTorch's error; a tile kernel computes 0 there
+// (GPU kernels raise nothing, as PyTorch's CUDA kernels) and does not trap.
+TEST(PointwiseTiles, IntegerDivisionByZeroIsZeroInKernels) {
+  Tensor a = from_vector(std::vector<int32_t>{7, -7, 5}, {3});
+  Tensor b = from_vector(std::vector<int32_t>{0, 2, 0}, {3});
+  EXPECT_NE(error_of([&] { (void)div(a, b, "floor"); }).find("ZeroDivisionError"),
+            std::string::npos);
+  ops_detail::ScopedPointwiseThroughTiles tiles;
+  const Tensor q = div(a, b, "floor"), r = remainder(a, b);
+  EXPECT_TRUE(bitwise_equal(q, from_vector(std::vector<int32_t>{0, -4, 0}, {3})));
+  EXPECT_TRUE(bitwise_equal(r, from_vector(std::vector<int32_t>{0, 1, 0}, {3})));
+}
+
+}  // namespace
