@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "ops/cpu_loops.h"
+#include "ops/device_copy.h"
 #include "tessera/env.h"
 
 namespace tessera::ops_detail {
@@ -106,7 +107,10 @@ Tensor& write_out(Tensor& out, SymIntArrayRef shape, DType result, const char* o
   } else {
     Tensor tmp = detail::make_empty(shape, result, out.device());
     fill(tmp);
-    cpu_copy(out, tmp);
+    if (out.device().is_cpu())
+      cpu_copy(out, tmp);
+    else
+      copy_between(out, tmp);
   }
   bump_version(out);
   return out;
