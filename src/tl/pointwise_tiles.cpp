@@ -470,6 +470,9 @@ void run(const ops_detail::PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor>
       if (has_hi) bits[1] = to_bits(scalar_param<V>(*c.hi));
     }
   });
+  // Integer pow unrolls square-and-multiply over every exponent bit: its intermediate tiles are
+  // stored (on CUDA, in shared memory at this stage), so it takes smaller blocks.
+  const int64_t block = d.op == PwOp::Pow && !is_floating_point(compute) ? 128 : kBlock;
   const Tensor& x0 = in.empty() ? out : in[0];
   const Tensor& x1 = in.size() > 1 ? in[1] : out;
   const int64_t* o = s.strides[0];
@@ -512,9 +515,9 @@ void run(const ops_detail::PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor>
                                 tl::meta("WIDE", needs_wide(s)),
                                 tl::meta("HAS_LO", has_lo),
                                 tl::meta("HAS_HI", has_hi),
-                                tl::meta("BLOCK", kBlock)};
+                                tl::meta("BLOCK", block)};
   // Straight to the kernel: the op itself already went through the dispatcher's modes.
-  aten_pointwise[{(s.numel + kBlock - 1) / kBlock}].run_kernel(
+  aten_pointwise[{(s.numel + block - 1) / block}].run_kernel(
       ArrayRef<tl::KernelArg>(args, std::size(args)));
 }
 
