@@ -62,6 +62,33 @@ void BM_AddF32(benchmark::State& s) {
 }
 BENCHMARK(BM_AddF32)->Arg(1 << 24)->UseRealTime();
 
+// The pointwise functors whose value branches became selects (DESIGN D6: one definition for the
+// CPU loops and the tile lowering): each over 2^22 elements into a preallocated output.
+void BM_PointwiseOp(benchmark::State& s) {
+  const int64_t n = 1 << 22;
+  const bool ints = s.range(0) >= 4;
+  const TensorOptions o = TensorOptions().dtype(ints ? DType::Int32 : DType::Float32);
+  Tensor a = ints ? randint(-1000, 1000, {n}, o) : randn({n}, o);
+  Tensor b = ints ? randint(1, 30, {n}, o) : randn({n}, o);
+  Tensor out = empty({n}, o);
+  for (auto _ : s) {
+    switch (s.range(0)) {
+      case 0: maximum_out(out, a, b); break;
+      case 1: out.copy_(relu(a)); break;
+      case 2: out.copy_(clamp(a, -0.5, 0.5)); break;
+      case 3: div_out(out, a, b, "floor"); break;
+      case 4: div_out(out, a, b, "floor"); break;
+      case 5: remainder_out(out, a, b); break;
+      default: out.copy_(bitwise_left_shift(a, b)); break;
+    }
+  }
+  static const char* kNames[] = {"maximum f32",   "relu f32",      "clamp f32", "floor div f32",
+                                 "floor div i32", "remainder i32", "shl i32"};
+  s.SetLabel(kNames[s.range(0)]);
+  s.SetBytesProcessed(s.iterations() * n * 12);
+}
+BENCHMARK(BM_PointwiseOp)->DenseRange(0, 6)->UseRealTime();
+
 void BM_SumF32(benchmark::State& s) {
   const int64_t n = s.range(0);
   Tensor a = rand({n});
