@@ -120,10 +120,26 @@ void set_device_pointwise_runner(DevicePointwiseRunner run) {
   g_device_runner.store(run, std::memory_order_release);
 }
 
-ScopedPointwiseThroughTiles::ScopedPointwiseThroughTiles() : saved_(t_through_tiles) {
+namespace {
+std::atomic<DeviceReduceRunner> g_reduce_runner{nullptr};
+}
+void set_device_reduce_runner(DeviceReduceRunner run) {
+  g_reduce_runner.store(run, std::memory_order_release);
+}
+void run_device_reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out,
+                       const char* name) {
+  const DeviceReduceRunner run = g_reduce_runner.load(std::memory_order_acquire);
+  TS_CHECK(run, NotImplementedError) << "[" << name << "] is not available on " << out.device();
+  run(op, rows, kept, out, name);
+}
+bool through_tiles() {
+  return t_through_tiles;
+}
+
+ScopedThroughTiles::ScopedThroughTiles() : saved_(t_through_tiles) {
   t_through_tiles = true;
 }
-ScopedPointwiseThroughTiles::~ScopedPointwiseThroughTiles() {
+ScopedThroughTiles::~ScopedThroughTiles() {
   t_through_tiles = saved_;
 }
 

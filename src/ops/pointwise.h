@@ -25,7 +25,7 @@ using PointwiseRunner = void (*)(const Tensor& out, ArrayRef<Tensor> inputs, DTy
                                  const void* extra);
 
 /** Which functor of ops/pointwise_functors.h an op applies: the tile lowering
- * (src/tl/pointwise_tiles.cpp) instantiates the same functor with tiles. */
+ * (src/tl/op_tiles.cpp) instantiates the same functor with tiles. */
 enum class PwOp : uint8_t {
   None,  // no tile lowering
   Add,
@@ -95,14 +95,31 @@ struct ClampArgs {
 using DevicePointwiseRunner = void (*)(const PointwiseDesc& d, const Tensor& out,
                                        ArrayRef<Tensor> inputs, DType compute, const void* extra);
 void set_device_pointwise_runner(DevicePointwiseRunner run);
-/** Sends CPU tensors through the device runner too, on this thread while alive (tests compare
+
+/** The reductions with a tile lowering. */
+enum class ReduceOp : uint8_t { Sum, Mean, Prod, Max, Min };
+/**
+ * Reduces `rows` (a view of the input: its kept dimensions first, `kept` of them, then the
+ * reduced ones; any strides) into `out` (contiguous, one element per kept index, its dtype the
+ * result's). Max/Min propagate NaN. Registered by the tile lowering.
+ */
+using DeviceReduceRunner = void (*)(ReduceOp op, const Tensor& rows, int64_t kept,
+                                    const Tensor& out, const char* name);
+void set_device_reduce_runner(DeviceReduceRunner run);
+/** Runs a reduction through the registered runner (a NotImplementedError naming `name` if none). */
+void run_device_reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out,
+                       const char* name);
+
+/** Whether CPU tensors go through the device runners on this thread (ScopedThroughTiles). */
+bool through_tiles();
+/** Sends CPU tensors through the device runners too, on this thread while alive (tests compare
  * the tile lowering with the precompiled loops). */
-class ScopedPointwiseThroughTiles {
+class ScopedThroughTiles {
  public:
-  ScopedPointwiseThroughTiles();
-  ~ScopedPointwiseThroughTiles();
-  ScopedPointwiseThroughTiles(const ScopedPointwiseThroughTiles&) = delete;
-  ScopedPointwiseThroughTiles& operator=(const ScopedPointwiseThroughTiles&) = delete;
+  ScopedThroughTiles();
+  ~ScopedThroughTiles();
+  ScopedThroughTiles(const ScopedThroughTiles&) = delete;
+  ScopedThroughTiles& operator=(const ScopedThroughTiles&) = delete;
 
  private:
   bool saved_;

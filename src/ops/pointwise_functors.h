@@ -1,7 +1,7 @@
 /** \file
  * Each built-in pointwise op, defined once as a functor over a value type `V` (DESIGN.md D6).
  * Instantiated with C++ scalars (the arithmetic type of a dtype) they are the bodies of the CPU
- * loops; instantiated with tile values (src/tl/pointwise_tiles.cpp: a `tl::Tile` that knows its
+ * loops; instantiated with tile values (src/tl/op_tiles.cpp: a `tl::Tile` that knows its
  * element type at compile time) they trace the same op into tile IR, for GPU tensors and fusion.
  * So the bodies branch on types only (`if constexpr` on `elem_t<V>`), never on values: a value
  * choice is `select(c, a, b)`, and every operand of a select is safe to compute (no division by

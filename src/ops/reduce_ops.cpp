@@ -8,6 +8,8 @@
 #include <limits>
 
 #include "ops/cpu_loops.h"
+#include "ops/device_copy.h"
+#include "ops/pointwise.h"
 #include "ops/register.h"
 
 namespace tessera {
@@ -41,6 +43,18 @@ ReducePlan plan_reduce(const Tensor& x, std::optional<IntArrayRef> dims, bool ke
     }
   }
   return p;
+}
+
+// A view of x with its kept dims first and its reduced dims last (no copy).
+Tensor rows_view(const Tensor& x, const ReducePlan& p) {
+  SymDimVector sizes, strides;
+  for (const auto& dims : {p.kept, p.reduced}) {
+    for (int64_t d : dims) {
+      sizes.push_back(x.sizes()[d]);
+      strides.push_back(x.strides()[d]);
+    }
+  }
+  return detail::make_view(x, sizes, strides, x.storage_offset());
 }
 
 // A contiguous [O, N] layout of x: kept dims first, reduced dims last.
@@ -106,7 +120,13 @@ Tensor sum_like(const Tensor& self, std::optional<IntArrayRef> dims, bool keepdi
   const ReducePlan p = plan_reduce(self, dims, keepdim, op);
   Tensor out = new_output(self, p.out_shape, out_dt);
   if (!out.has_data()) return out;
-  TS_CHECK(self.device().is_cpu(), NotImplementedError) << "[" << op << "] on " << self.device();
+  if (!self.device().is_cpu() || through_tiles()) {
+    const ReduceOp r = kind == SumKind::Sum    ? ReduceOp::Sum
+                       : kind == SumKind::Mean ? ReduceOp::Mean
+                                               : ReduceOp::Prod;
+    run_device_reduce(r, rows_view(self, p), static_cast<int64_t>(p.kept.size()), out, op);
+    return out;
+  }
   const Tensor x = cpu_to_dtype(self, out_dt);
   int64_t O, N;
   const Tensor rows = as_rows(x, p, O, N);
@@ -189,7 +209,13 @@ Tensor amax_impl(const Tensor& self, IntArrayRef dims, bool keepdim) {
         << "[" << op << "] expected reduction dim " << d << " to have non-zero size";
   }
   Tensor out = new_output(self, p.out_shape, self.dtype());
-  if (out.has_data()) extreme_rows<IsMax>(self, p, &out, nullptr, op);
+  if (!out.has_data()) return out;
+  if (!self.device().is_cpu() || through_tiles()) {
+    run_device_reduce(IsMax ? ReduceOp::Max : ReduceOp::Min, rows_view(self, p),
+                      static_cast<int64_t>(p.kept.size()), out, op);
+  } else {
+    extreme_rows<IsMax>(self, p, &out, nullptr, op);
+  }
   return out;
 }
 
@@ -301,7 +327,7 @@ TS_REGISTER_OPS(reduce_ops) {
           t);
 
   using OptDims = std::optional<IntArrayRef>;
-  for (auto dev : {DeviceType::CPU, DeviceType::Meta}) {
+  for (auto dev : {DeviceType::CPU, DeviceType::Meta, DeviceType::CUDA}) {
     lib.impl("sum", dev, [](const Tensor& a, std::optional<DType> dt) {
       return sum_like(a, std::nullopt, false, dt, SumKind::Sum, "sum");
     });
@@ -313,8 +339,12 @@ TS_REGISTER_OPS(reduce_ops) {
         "sum.IntList_out", dev,
         [](const Tensor& a, OptDims d, bool k, std::optional<DType> dt, Tensor& out) -> Tensor& {
           const Tensor r = sum_like(a, d, k, dt, SumKind::Sum, "sum");
-          return write_out(out, r.sizes(), r.dtype(), "sum", {a},
-                           [&](const Tensor& target) { cpu_copy(target, r); });
+          return write_out(out, r.sizes(), r.dtype(), "sum", {a}, [&](const Tensor& target) {
+            if (target.device().is_cpu())
+              cpu_copy(target, r);
+            else
+              copy_between(target, r);
+          });
         });
     lib.impl("mean", dev, [](const Tensor& a, std::optional<DType> dt) {
       return sum_like(a, std::nullopt, false, dt, SumKind::Mean, "mean");
@@ -333,6 +363,7 @@ TS_REGISTER_OPS(reduce_ops) {
     lib.impl("amin", dev, amax_impl<false>);
     lib.impl("max", dev, max_all_impl<true>);
     lib.impl("min", dev, max_all_impl<false>);
+    if (dev == DeviceType::CUDA) continue;  // the rest have no tile lowering yet
     lib.impl("max.dim", dev, max_dim_impl<true>);
     lib.impl("min.dim", dev, max_dim_impl<false>);
     lib.impl("argmax", dev, argmax_impl<true>);

@@ -1,10 +1,11 @@
 // Built-in operators on CUDA tensors (issue 14): the pointwise ops run as tile kernels generated
-// from the same functors as the CPU loops (src/tl/pointwise_tiles.cpp) and agree with the CPU on
+// from the same functors as the CPU loops (src/tl/op_tiles.cpp) and agree with the CPU on
 // the same inputs: bit for bit for arithmetic, within the math contract for transcendental ops.
-// Without a GPU each case skips itself; tests/tl/test_pointwise_tiles.cpp checks the same
+// Without a GPU each case skips itself; tests/tl/test_op_tiles.cpp checks the same
 // lowering on CPU tensors everywhere.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 
 #include "tessera/tessera.h"
@@ -126,6 +127,38 @@ TEST(CudaOps, CpuScalarsJoinAndOtherMixedDevicesAreAnError) {
   const std::string err = error_of([&] { (void)(a.to(kGpu) + a); });
   EXPECT_NE(err.find("[add]"), std::string::npos) << err;
   EXPECT_NE(err.find("cuda:0"), std::string::npos) << err;
+}
+
+TEST(CudaOps, ReductionsAgreeWithTheCpu) {
+  REQUIRE_GPU();
+  using V = const std::vector<Tensor>&;
+  for (DType d : {DType::Float32, DType::BFloat16, DType::Float64}) {
+    const std::vector<Tensor> in = {random_tensor({33, 70, 5}, d)};
+    const double tol = d == DType::Float64 ? 1e-12 : d == DType::Float32 ? 2e-5 : 1e-2;
+    agree(
+        "sum", in, [](V x) { return x[0].sum(); }, tol);
+    agree(
+        "sum dim", in, [](V x) { return x[0].sum({1}); }, tol);
+    agree(
+        "mean keepdim", in,
+        [](V x) {
+          return x[0].mean({0, 2}, true);
+        },
+        tol);
+    agree("amax", in, [](V x) { return x[0].amax({1}); });
+    agree("min", in, [](V x) { return x[0].min(); });
+  }
+  for (DType d : {DType::Int32, DType::Int8, DType::Bool}) {
+    const std::vector<Tensor> in = {random_tensor({33, 700}, d)};
+    agree("int sum", in, [](V x) { return x[0].sum({1}); });
+    agree("int amin", in, [](V x) { return x[0].amin({0}); });
+  }
+  Tensor x = random_tensor({4, 3000}, DType::Float32);
+  x[2][2900].fill_(std::nan(""));
+  agree("NaN wins amax", {x}, [](V t) { return t[0].amax({1}); });
+  agree(
+      "strided view sum", {random_tensor({64, 48}, DType::Float32)},
+      [](V t) { return t[0].t().slice(0, 1, 40, 3).sum({1}); }, 2e-5);
 }
 
 // The seed's backward uses built-in ops on the inputs' device: autograd on GPU tensors.

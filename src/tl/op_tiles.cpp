@@ -5,6 +5,7 @@
 // the ops layer at load time (`set_device_pointwise_runner`).
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -340,6 +341,19 @@ int arity(PwOp op) {
   return op >= PwOp::Neg ? 1 : 2;
 }
 
+// The element offset of linear index `idx` in an index space of `rank` dimensions (sizes[0] is
+// never needed: the outermost index is what remains).
+tl::Tile offset_of(tl::Tile idx, int rank, const tl::Tile* sizes, const tl::Tile* strides) {
+  if (rank == 1) return idx * strides[0];
+  tl::Tile at;
+  for (int k = rank - 1; k >= 1; --k) {
+    const tl::Tile i = idx % sizes[k];
+    idx = idx / sizes[k];
+    at = k == rank - 1 ? i * strides[k] : at + i * strides[k];
+  }
+  return at + idx * strides[0];
+}
+
 // One kernel for every op, dtype and layout: the op, the compute dtype and the rank are
 // constexprs, so each combination is its own specialization (and its own cache entry). Element
 // i of the collapsed index space is at sum_k idx_k * stride_k in each operand.
@@ -360,19 +374,7 @@ TL_JIT(aten_pointwise, tl::Ptr out, tl::Ptr x0, tl::Ptr x1, tl::Int n, tl::Int d
   const tl::Tile mask = offs < n;
   const int operands = 1 + arity(op);
   tl::Tile at[3];
-  if (rank == 1) {
-    for (int t = 0; t < operands; ++t) at[t] = offs * strides[t][0];
-  } else {
-    tl::Tile rem = offs;
-    for (int k = rank - 1; k >= 1; --k) {
-      const tl::Tile idx = rem % sizes[k];
-      rem = rem / sizes[k];
-      for (int t = 0; t < operands; ++t) {
-        at[t] = k == rank - 1 ? idx * strides[t][k] : at[t] + idx * strides[t][k];
-      }
-    }
-    for (int t = 0; t < operands; ++t) at[t] = at[t] + rem * strides[t][0];
-  }
+  for (int t = 0; t < operands; ++t) at[t] = offset_of(offs, rank, sizes, strides[t]);
   const tl::Tile x[2] = {tl::load(x0 + at[1], mask),
                          operands > 2 ? tl::load(x1 + at[2], mask) : tl::Tile()};
   const tl::Tile p[4] = {p0, p1, p2, p3};
@@ -389,12 +391,12 @@ struct Space {
   int64_t sizes[kMaxRank] = {};
   int64_t strides[3][kMaxRank] = {};
 };
-bool collapse(const Tensor& out, ArrayRef<Tensor> in, Space& s) {
-  const Tensor* ts[3] = {&out, in.size() > 0 ? &in[0] : &out, in.size() > 1 ? &in[1] : &out};
+// Over dimensions [lo, hi) of three operands of one shape (ts[0]'s).
+bool collapse(const Tensor* const ts[3], int64_t lo, int64_t hi, Space& s) {
   std::vector<int64_t> size;
   std::vector<std::array<int64_t, 3>> stride;
-  for (int64_t d = 0; d < out.dim(); ++d) {
-    const int64_t n = out.size(d).expect_int();
+  for (int64_t d = lo; d < hi; ++d) {
+    const int64_t n = ts[0]->size(d).expect_int();
     s.numel *= n;
     if (n == 1) continue;
     std::array<int64_t, 3> st{};
@@ -452,7 +454,8 @@ void run(const ops_detail::PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor>
     in.push_back(t.device() == out.device() ? t : t.to(out.device()).expand(out.sizes()));
   }
   Space s;
-  TS_CHECK(collapse(out, in, s), NotImplementedError)
+  const Tensor* ts[3] = {&out, in.size() > 0 ? &in[0] : &out, in.size() > 1 ? &in[1] : &out};
+  TS_CHECK(collapse(ts, 0, out.dim(), s), NotImplementedError)
       << "[" << d.name << "] on " << out.device() << ": more than " << kMaxRank
       << " dimensions that cannot be merged";
   if (s.numel == 0) return;
@@ -521,8 +524,152 @@ void run(const ops_detail::PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor>
       ArrayRef<tl::KernelArg>(args, std::size(args)));
 }
 
+// ---- reductions ---------------------------------------------------------------------------------
+
+using ops_detail::ReduceOp;
+constexpr int kMaxReduceRank = 3;
+
+// The identity of a reduction in the accumulator's dtype (Max/Min: the lowest/highest value, so a
+// masked lane never wins).
+tl::Tile identity(ReduceOp op, DType acc) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Mean:
+      return tl::zeros({}, acc);
+    case ReduceOp::Prod:
+      return tl::full({}, 1, acc);
+    case ReduceOp::Max:
+    case ReduceOp::Min: {
+      const bool max = op == ReduceOp::Max;
+      if (is_floating_point(acc)) return tl::full({}, max ? -INFINITY : INFINITY, acc);
+      if (acc == DType::Bool) return tl::full({}, !max, acc);
+      const tl::Tile lo = tl::full({}, max ? -1 : 0, acc);  // the extremes by bits
+      const int64_t bits = static_cast<int64_t>(itemsize(acc)) * 8;
+      if (is_signed(acc)) {
+        const tl::Tile one = tl::full({}, 1, acc);
+        const tl::Tile top = one << tl::full({}, bits - 1, acc);  // the lowest value
+        return max ? top : ~top;
+      }
+      return max ? tl::zeros({}, acc) : ~tl::zeros({}, acc);
+    }
+  }
+  return {};
+}
+
+// One step: the accumulator tile and a new tile of values. Max/Min keep a NaN once seen.
+tl::Tile combine(ReduceOp op, const tl::Tile& acc, const tl::Tile& v) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Mean:
+      return acc + v;
+    case ReduceOp::Prod:
+      return acc * v;
+    case ReduceOp::Max:
+    case ReduceOp::Min: {
+      const tl::Tile better = op == ReduceOp::Max ? v > acc : v < acc;
+      if (!is_floating_point(acc.dtype())) return tl::where(better, v, acc);
+      return tl::where(acc != acc, acc, tl::where((v != v) | better, v, acc));
+    }
+  }
+  return acc;
+}
+
+// A program per output element: its kept index picks the base, the reduced elements are read in
+// blocks into an accumulator tile, which is folded at the end.
+TL_JIT(aten_reduce, tl::Ptr x, tl::Ptr out, tl::Int k1, tl::Int k2, tl::Int ks0, tl::Int ks1,
+       tl::Int ks2, tl::Int n, tl::Int r1, tl::Int r2, tl::Int rs0, tl::Int rs1, tl::Int rs2,
+       tl::Const OP, tl::Const ACC, tl::Const KEPT, tl::Const RED, tl::Const WIDE,
+       tl::Const BLOCK) {
+  const auto op = static_cast<ReduceOp>(OP.int_value());
+  const DType acc_t = ACC.dtype_value();
+  const tl::Tile ksizes[kMaxReduceRank] = {k1, k1, k2}, kstrides[kMaxReduceRank] = {ks0, ks1, ks2};
+  const tl::Tile rsizes[kMaxReduceRank] = {n, r1, r2}, rstrides[kMaxReduceRank] = {rs0, rs1, rs2};
+  tl::Tile o = tl::program_id(0);
+  if (WIDE) o = o.to(DType::Int64);
+  const tl::Tile base = x + offset_of(o, static_cast<int>(KEPT.int_value()), ksizes, kstrides);
+  const tl::Tile init = identity(op, acc_t);
+  tl::Var acc(tl::broadcast_to(init, {BLOCK}));
+  tl::range(0, n, BLOCK, [&](tl::Tile start) {
+    tl::Tile j = tl::arange(0, BLOCK);
+    if (WIDE) j = j.to(DType::Int64);
+    j = j + start;
+    const tl::Tile m = j < n;
+    const tl::Tile at = offset_of(j, static_cast<int>(RED.int_value()), rsizes, rstrides);
+    const tl::Tile v = tl::where(m, tl::load(base + at, m).to(acc_t), init);
+    acc = combine(op, acc, v);
+  });
+  const tl::Tile a = acc;
+  tl::Tile r;
+  switch (op) {
+    case ReduceOp::Sum:
+      r = tl::sum(a);
+      break;
+    case ReduceOp::Mean:
+      r = tl::sum(a) / n.to(acc_t);
+      break;
+    case ReduceOp::Prod:
+      r = tl::reduce(a, 0, [](tl::Tile p, tl::Tile q) { return p * q; });
+      break;
+    case ReduceOp::Max:
+    case ReduceOp::Min:
+      r = op == ReduceOp::Max ? tl::max(a) : tl::min(a);
+      if (is_floating_point(acc_t)) {
+        const tl::Tile any_nan = tl::max(tl::where(a != a, 1, 0)) > 0;
+        r = tl::where(any_nan, tl::full({}, NAN, acc_t), r);
+      }
+      break;
+  }
+  tl::store(out + o, r.to(out.dtype()));
+}
+
+// The accumulator: float32 for narrow floats and float32 (as PyTorch's CUDA reductions), double
+// for double, int64 for integer and bool sums and products, the input's type for max/min.
+DType accumulator(ReduceOp op, DType in, DType out) {
+  if (op == ReduceOp::Max || op == ReduceOp::Min)
+    return is_floating_point(in) && in != DType::Float64 ? DType::Float32 : in;
+  if (is_floating_point(out)) return out == DType::Float64 ? DType::Float64 : DType::Float32;
+  return is_signed(out) || out == DType::Bool ? DType::Int64 : DType::UInt64;
+}
+
+void reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out, const char* name) {
+  Space ks, rs;
+  const Tensor* ts[3] = {&rows, &rows, &rows};
+  TS_CHECK(collapse(ts, 0, kept, ks) && ks.rank <= kMaxReduceRank &&
+               collapse(ts, kept, rows.dim(), rs) && rs.rank <= kMaxReduceRank,
+           NotImplementedError)
+      << "[" << name << "] on " << out.device() << ": more than " << kMaxReduceRank
+      << " kept or reduced dimensions that cannot be merged";
+  const int64_t outputs = ks.numel;
+  if (outputs == 0) return;
+  const bool wide = needs_wide(ks) || needs_wide(rs);
+  const int64_t* k = ks.strides[0];
+  const int64_t* r = rs.strides[0];
+  const DType acc = accumulator(op, rows.dtype(), out.dtype());
+  const tl::KernelArg args[] = {rows,
+                                out,
+                                ks.sizes[1],
+                                ks.sizes[2],
+                                k[0],
+                                k[1],
+                                k[2],
+                                rs.numel,
+                                rs.sizes[1],
+                                rs.sizes[2],
+                                r[0],
+                                r[1],
+                                r[2],
+                                tl::meta("OP", static_cast<int64_t>(op)),
+                                tl::meta("ACC", acc),
+                                tl::meta("KEPT", ks.rank),
+                                tl::meta("RED", rs.rank),
+                                tl::meta("WIDE", wide),
+                                tl::meta("BLOCK", int64_t{512})};
+  aten_reduce[{outputs}].run_kernel(ArrayRef<tl::KernelArg>(args, std::size(args)));
+}
+
 [[maybe_unused]] const int registered = [] {
   ops_detail::set_device_pointwise_runner(&run);
+  ops_detail::set_device_reduce_runner(&reduce);
   return 0;
 }();
 

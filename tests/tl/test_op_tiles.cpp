@@ -1,7 +1,7 @@
-// The built-in pointwise ops lowered to tile kernels (src/tl/pointwise_tiles.cpp): the functors of
+// The built-in pointwise ops lowered to tile kernels (src/tl/op_tiles.cpp): the functors of
 // ops/pointwise_functors.h instantiated with tiles must compute what the precompiled CPU loops
 // compute from the same functors, for every op, dtype and layout, edge values included. Here on
-// CPU tensors (ops_detail::ScopedPointwiseThroughTiles sends them through the tile kernel); the
+// CPU tensors (ops_detail::ScopedThroughTiles sends them through the tile kernel); the
 // CTest cross-check passes compile the same kernels for CUDA (nvrtc) and run them there (gpu).
 #include <gtest/gtest.h>
 
@@ -166,7 +166,7 @@ void check(const OpCase& c, DType d, const std::vector<Tensor>& in, const std::s
   const Tensor want = c.fn(in);
   Tensor got;
   {
-    ops_detail::ScopedPointwiseThroughTiles tiles;
+    ops_detail::ScopedThroughTiles tiles;
     got = c.fn(in);
   }
   EXPECT_TRUE(got.sizes().equals(want.sizes())) << c.name << " " << dtype_name(d) << " " << what;
@@ -235,14 +235,14 @@ TEST(PointwiseTiles, LayoutsBroadcastsScalarsAndMixedDtypes) {
   Tensor want = empty_like(out);
   add_out(want, a, b);
   {
-    ops_detail::ScopedPointwiseThroughTiles tiles;
+    ops_detail::ScopedThroughTiles tiles;
     add_out(out, a, b);
   }
   EXPECT_TRUE(bitwise_equal(out, want));
   Tensor x = random_tensor({33}, DType::Float32), y = x.clone();
   x.mul_(3);
   {
-    ops_detail::ScopedPointwiseThroughTiles tiles;
+    ops_detail::ScopedThroughTiles tiles;
     y.mul_(3);
   }
   EXPECT_TRUE(bitwise_equal(y, x));
@@ -255,10 +255,104 @@ TEST(PointwiseTiles, IntegerDivisionByZeroIsZeroInKernels) {
   Tensor b = from_vector(std::vector<int32_t>{0, 2, 0}, {3});
   EXPECT_NE(error_of([&] { (void)div(a, b, "floor"); }).find("ZeroDivisionError"),
             std::string::npos);
-  ops_detail::ScopedPointwiseThroughTiles tiles;
+  ops_detail::ScopedThroughTiles tiles;
   const Tensor q = div(a, b, "floor"), r = remainder(a, b);
   EXPECT_TRUE(bitwise_equal(q, from_vector(std::vector<int32_t>{0, -4, 0}, {3})));
   EXPECT_TRUE(bitwise_equal(r, from_vector(std::vector<int32_t>{0, 1, 0}, {3})));
+}
+
+// ---- reductions
+// ----------------------------------------------------------------------------------
+
+struct ReduceCase {
+  const char* name;
+  DTypeSet dtypes;
+  bool exact;  // max/min and integer sums: bit for bit; float sums: the accumulation may differ
+  std::function<Tensor(const Tensor&)> fn;
+};
+
+void check_reduce(const ReduceCase& c, const Tensor& x, const std::string& what) {
+  const Tensor want = c.fn(x);
+  Tensor got;
+  {
+    ops_detail::ScopedThroughTiles tiles;
+    got = c.fn(x);
+  }
+  const std::string label = std::string(c.name) + " " + dtype_name(x.dtype()) + " " + what;
+  ASSERT_TRUE(got.sizes().equals(want.sizes())) << label;
+  ASSERT_EQ(got.dtype(), want.dtype()) << label;
+  if (c.exact || !is_floating_point(want.dtype())) {
+    if (is_floating_point(want.dtype())) {
+      EXPECT_TRUE(all_close(got.to(DType::Float64), want.to(DType::Float64), 0, 0, true)) << label;
+    } else {
+      EXPECT_TRUE(bitwise_equal(got, want)) << label;
+    }
+  } else {
+    // The kernel sums float32 lanes (PyTorch's CUDA reductions do too); the CPU sums in double.
+    const double tol = want.dtype() == DType::Float64   ? 1e-12
+                       : want.dtype() == DType::Float32 ? 2e-5
+                                                        : 1e-2;
+    EXPECT_TRUE(all_close(got.to(DType::Float64), want.to(DType::Float64), tol, tol, true))
+        << label;
+  }
+}
+
+const std::vector<ReduceCase>& reduce_cases() {
+  using T = const Tensor&;
+  static const std::vector<ReduceCase> c = {
+      {"sum all", kNumericAndBool, false, [](T x) { return x.sum(); }},
+      {"sum dim 1", kNumericAndBool, false, [](T x) { return x.sum({1}); }},
+      {"sum dims 0,2 keepdim", kNumeric, false,
+       [](T x) {
+         return x.sum({0, 2}, true);
+       }},
+      {"mean dim -1", kFloats, false, [](T x) { return x.mean({-1}); }},
+      {"prod dim 0", kNumeric, false, [](T x) { return prod(x, int64_t{0}); }},
+      {"amax dim 2", kNumericAndBool, true, [](T x) { return x.amax({2}); }},
+      {"amin dims 0,1", kNumericAndBool, true,
+       [](T x) {
+         return x.amin({0, 1});
+       }},
+      {"max all", kNumeric, true, [](T x) { return x.max(); }},
+      {"min all", kNumeric, true, [](T x) { return x.min(); }},
+  };
+  return c;
+}
+
+void reduce_sweep(std::initializer_list<DType> dtypes) {
+  for (const ReduceCase& c : reduce_cases()) {
+    for (DType d : dtypes) {
+      if ((c.dtypes & dtype_bit(d)) == 0) continue;
+      const Domain dom = std::string_view(c.name).starts_with("prod") ? Domain::Unit : Domain::Any;
+      check_reduce(c, edgy({4, 37, 9}, d, dom), "contiguous");
+    }
+  }
+}
+
+TEST(ReduceTiles, EveryReductionAndDtypeAgreesWithTheCpuLoopsInterpreted) {
+  ScopedEnv interpret("TESSERA_INTERPRET", "1");
+  reduce_sweep({DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int8,
+                DType::Int32, DType::Int64, DType::UInt8, DType::Bool});
+}
+
+TEST(ReduceTiles, EveryReductionAgreesWithTheCpuLoopsCompiled) {
+  reduce_sweep({DType::Float32, DType::Int32});
+}
+
+TEST(ReduceTiles, ViewsLongRowsEmptyAndNaN) {
+  const ReduceCase& sum1 = reduce_cases()[1];
+  const ReduceCase& amax2 = reduce_cases()[5];
+  // A transposed, sliced input (no copy: the kernel reads the strided view).
+  Tensor big = random_tensor({30, 3, 40}, DType::Float32);
+  check_reduce(sum1, big.permute({2, 0, 1}).slice(0, 1, 39, 2), "permuted slice");
+  check_reduce(amax2, big.slice(2, 0, 40, 3), "strided");
+  // Rows longer than a block, and a whole-tensor sum over several blocks.
+  check_reduce(reduce_cases()[0], random_tensor({3, 5000}, DType::Float32), "5000-long rows");
+  check_reduce(sum1, random_tensor({2, 0, 4}, DType::Float32), "empty reduced dim");
+  // NaN wins max/min wherever it is.
+  Tensor x = random_tensor({2, 3, 700}, DType::Float32);
+  x[1][2][650].fill_(std::nan(""));
+  check_reduce(amax2, x, "NaN in a later block");
 }
 
 }  // namespace
