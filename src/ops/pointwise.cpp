@@ -41,15 +41,7 @@ void run_into(const PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor> inputs
     TS_CHECK(t.has_data(), ValueError) << "[" << d.name << "] mixes tensors with and without data";
   }
   if (!out.device().is_cpu() || t_through_tiles) {
-    const DevicePointwiseRunner run = g_device_runner.load(std::memory_order_acquire);
-    TS_CHECK(run && d.op != PwOp::None, NotImplementedError)
-        << "[" << d.name << "] is not available on " << out.device() << " yet";
-    SmallVector<Tensor, 4> views;
-    for (const auto& t : inputs) {
-      views.push_back(t.dim() == 0 && t.device() != out.device() ? t
-                                                                 : broadcast_to(t, out.sizes()));
-    }
-    run(d, out, views, compute, extra);
+    run_on_device(d, out, inputs, compute, extra);
     return;
   }
   SmallVector<Tensor, 4> conv;
@@ -118,6 +110,18 @@ void pointwise_inplace(const PointwiseDesc& d, Tensor& self, ArrayRef<Tensor> in
 
 void set_device_pointwise_runner(DevicePointwiseRunner run) {
   g_device_runner.store(run, std::memory_order_release);
+}
+
+void run_on_device(const PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor> inputs,
+                   DType compute, const void* extra) {
+  const DevicePointwiseRunner run = g_device_runner.load(std::memory_order_acquire);
+  TS_CHECK(run && d.op != PwOp::None, NotImplementedError)
+      << "[" << d.name << "] is not available on " << out.device() << " yet";
+  SmallVector<Tensor, 4> views;
+  for (const auto& t : inputs) {
+    views.push_back(t.dim() == 0 && t.device() != out.device() ? t : broadcast_to(t, out.sizes()));
+  }
+  run(d, out, views, compute, extra);
 }
 
 namespace {

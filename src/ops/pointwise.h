@@ -72,6 +72,7 @@ enum class PwOp : uint8_t {
   LogicalNot,
   BitNot,
   Clamp,
+  Where,  // three inputs: the condition, then the two values
 };
 
 struct PointwiseDesc {
@@ -95,6 +96,10 @@ struct ClampArgs {
 using DevicePointwiseRunner = void (*)(const PointwiseDesc& d, const Tensor& out,
                                        ArrayRef<Tensor> inputs, DType compute, const void* extra);
 void set_device_pointwise_runner(DevicePointwiseRunner run);
+/** Runs `d` through the device runner: inputs broadcast to out's shape (0-dim tensors of another
+ * device kept as they are); a NotImplementedError naming the op where there is none. */
+void run_on_device(const PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor> inputs,
+                   DType compute, const void* extra);
 
 /** The reductions with a tile lowering. */
 enum class ReduceOp : uint8_t { Sum, Mean, Prod, Max, Min };

@@ -240,9 +240,15 @@ void check_int_pow(const Tensor& base, const Scalar& exponent) {
 
 // ---- where ------------------------------------------------------------------------------------
 
+// where through the device runner (no CPU loop of its own: `run` is never called).
+const PointwiseDesc kWhere{"where", ResultRule::Same, kNumericAndBool, nullptr, PwOp::Where};
+
 void where_loop(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b, DType dt) {
   if (!out.has_data()) return;
-  TS_CHECK(out.device().is_cpu(), NotImplementedError) << "[where] on " << out.device();
+  if (!out.device().is_cpu() || through_tiles()) {
+    run_on_device(kWhere, out, {cond, a, b}, dt, nullptr);
+    return;
+  }
   const Tensor c = broadcast_to(cond, out.sizes());
   const Tensor x = broadcast_to(cpu_to_dtype(a, dt), out.sizes());
   const Tensor y = broadcast_to(cpu_to_dtype(b, dt), out.sizes());

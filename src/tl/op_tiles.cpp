@@ -146,6 +146,7 @@ namespace tessera::tl_pointwise {
 namespace {
 
 constexpr int kMaxRank = 6;
+constexpr int kOperands = 4;  // the output and up to three inputs
 constexpr int64_t kBlock = 1024;
 
 /** A scalar parameter (alpha, clamp bounds) as the bits of its compute-type value, so a double
@@ -191,7 +192,7 @@ V scalar_param(const Scalar& s) {
 struct Traced {
   PwOp op;
   DType compute;
-  const tl::Tile* x;    // loaded inputs, in their own dtypes
+  const tl::Tile* x;    // loaded inputs, in their own dtypes (where: the condition first)
   const tl::Tile* p;    // scalar parameters: two (low, high) int32 halves of each one's bits
   bool has_lo, has_hi;  // clamp
 };
@@ -330,6 +331,10 @@ tl::Tile apply(const Traced& c) {
       return unary<pw::BitNot, kIntsAndBool>(c);
     case PwOp::Clamp:
       return clamp(c);
+    case PwOp::Where:
+      return with_compute<kNumericAndBool>(c, [&]<class T>() {
+        return pw::Where()(TV<bool>(c.x[0].to(DType::Bool)), input<T>(c, 1), input<T>(c, 2)).t;
+      });
     case PwOp::None:
       break;
   }
@@ -338,7 +343,7 @@ tl::Tile apply(const Traced& c) {
 }
 
 int arity(PwOp op) {
-  return op >= PwOp::Neg ? 1 : 2;
+  return op == PwOp::Where ? 3 : op >= PwOp::Neg ? 1 : 2;
 }
 
 // The element offset of linear index `idx` in an index space of `rank` dimensions (sizes[0] is
@@ -357,26 +362,30 @@ tl::Tile offset_of(tl::Tile idx, int rank, const tl::Tile* sizes, const tl::Tile
 // One kernel for every op, dtype and layout: the op, the compute dtype and the rank are
 // constexprs, so each combination is its own specialization (and its own cache entry). Element
 // i of the collapsed index space is at sum_k idx_k * stride_k in each operand.
-TL_JIT(aten_pointwise, tl::Ptr out, tl::Ptr x0, tl::Ptr x1, tl::Int n, tl::Int d1, tl::Int d2,
-       tl::Int d3, tl::Int d4, tl::Int d5, tl::Int o0, tl::Int o1, tl::Int o2, tl::Int o3,
-       tl::Int o4, tl::Int o5, tl::Int a0, tl::Int a1, tl::Int a2, tl::Int a3, tl::Int a4,
-       tl::Int a5, tl::Int b0, tl::Int b1, tl::Int b2, tl::Int b3, tl::Int b4, tl::Int b5,
+TL_JIT(aten_pointwise, tl::Ptr out, tl::Ptr x0, tl::Ptr x1, tl::Ptr x2, tl::Int n, tl::Int d1,
+       tl::Int d2, tl::Int d3, tl::Int d4, tl::Int d5, tl::Int o0, tl::Int o1, tl::Int o2,
+       tl::Int o3, tl::Int o4, tl::Int o5, tl::Int a0, tl::Int a1, tl::Int a2, tl::Int a3,
+       tl::Int a4, tl::Int a5, tl::Int b0, tl::Int b1, tl::Int b2, tl::Int b3, tl::Int b4,
+       tl::Int b5, tl::Int c0, tl::Int c1, tl::Int c2, tl::Int c3, tl::Int c4, tl::Int c5,
        tl::Int p0, tl::Int p1, tl::Int p2, tl::Int p3, tl::Const OP, tl::Const COMPUTE,
        tl::Const RANK, tl::Const WIDE, tl::Const HAS_LO, tl::Const HAS_HI, tl::Const BLOCK) {
   const auto op = static_cast<PwOp>(OP.int_value());
   const int rank = static_cast<int>(RANK.int_value());
   const tl::Tile sizes[kMaxRank] = {n, d1, d2, d3, d4, d5};
-  const tl::Tile strides[3][kMaxRank] = {
-      {o0, o1, o2, o3, o4, o5}, {a0, a1, a2, a3, a4, a5}, {b0, b1, b2, b3, b4, b5}};
+  const tl::Tile strides[kOperands][kMaxRank] = {{o0, o1, o2, o3, o4, o5},
+                                                 {a0, a1, a2, a3, a4, a5},
+                                                 {b0, b1, b2, b3, b4, b5},
+                                                 {c0, c1, c2, c3, c4, c5}};
   tl::Tile offs = tl::program_id(0);
   if (WIDE) offs = offs.to(DType::Int64);
   offs = offs * BLOCK + tl::arange(0, BLOCK);
   const tl::Tile mask = offs < n;
   const int operands = 1 + arity(op);
-  tl::Tile at[3];
+  tl::Tile at[kOperands];
   for (int t = 0; t < operands; ++t) at[t] = offset_of(offs, rank, sizes, strides[t]);
-  const tl::Tile x[2] = {tl::load(x0 + at[1], mask),
-                         operands > 2 ? tl::load(x1 + at[2], mask) : tl::Tile()};
+  const tl::Tile ptrs[3] = {x0, x1, x2};
+  tl::Tile x[3];
+  for (int t = 1; t < operands; ++t) x[t - 1] = tl::load(ptrs[t - 1] + at[t], mask);
   const tl::Tile p[4] = {p0, p1, p2, p3};
   const Traced c{op, COMPUTE.dtype_value(),     x,
                  p,  static_cast<bool>(HAS_LO), static_cast<bool>(HAS_HI)};
@@ -389,21 +398,22 @@ struct Space {
   int rank = 0;
   int64_t numel = 1;
   int64_t sizes[kMaxRank] = {};
-  int64_t strides[3][kMaxRank] = {};
+  int64_t strides[kOperands][kMaxRank] = {};
 };
-// Over dimensions [lo, hi) of three operands of one shape (ts[0]'s).
-bool collapse(const Tensor* const ts[3], int64_t lo, int64_t hi, Space& s) {
+// Over dimensions [lo, hi) of the operands, all of ts[0]'s shape.
+bool collapse(const Tensor* const ts[kOperands], int64_t lo, int64_t hi, Space& s) {
   std::vector<int64_t> size;
-  std::vector<std::array<int64_t, 3>> stride;
+  std::vector<std::array<int64_t, kOperands>> stride;
   for (int64_t d = lo; d < hi; ++d) {
     const int64_t n = ts[0]->size(d).expect_int();
     s.numel *= n;
     if (n == 1) continue;
-    std::array<int64_t, 3> st{};
-    for (int t = 0; t < 3; ++t) st[t] = ts[t]->dim() == 0 ? 0 : ts[t]->stride(d).expect_int();
+    std::array<int64_t, kOperands> st{};
+    for (int t = 0; t < kOperands; ++t)
+      st[t] = ts[t]->dim() == 0 ? 0 : ts[t]->stride(d).expect_int();
     if (!size.empty()) {
       bool merge = true;
-      for (int t = 0; t < 3; ++t) merge = merge && stride.back()[t] == st[t] * n;
+      for (int t = 0; t < kOperands; ++t) merge = merge && stride.back()[t] == st[t] * n;
       if (merge) {
         size.back() *= n;
         stride.back() = st;
@@ -415,13 +425,13 @@ bool collapse(const Tensor* const ts[3], int64_t lo, int64_t hi, Space& s) {
   }
   if (size.empty()) {
     size.push_back(1);
-    stride.push_back({0, 0, 0});
+    stride.push_back({});
   }
   if (size.size() > static_cast<size_t>(kMaxRank)) return false;
   s.rank = static_cast<int>(size.size());
   for (int k = 0; k < s.rank; ++k) {
     s.sizes[k] = size[k];
-    for (int t = 0; t < 3; ++t) s.strides[t][k] = stride[k][t];
+    for (int t = 0; t < kOperands; ++t) s.strides[t][k] = stride[k][t];
   }
   s.sizes[0] = s.numel;  // the kernel's n (dimension 0's size is never needed)
   return true;
@@ -449,12 +459,13 @@ bool needs_wide(const Space& s) {
 void run(const ops_detail::PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor> inputs,
          DType compute, const void* extra) {
   // A CPU scalar operand of a GPU op: the kernel reads it from the op's device.
-  SmallVector<Tensor, 2> in;
+  SmallVector<Tensor, 3> in;
   for (const auto& t : inputs) {
     in.push_back(t.device() == out.device() ? t : t.to(out.device()).expand(out.sizes()));
   }
   Space s;
-  const Tensor* ts[3] = {&out, in.size() > 0 ? &in[0] : &out, in.size() > 1 ? &in[1] : &out};
+  const Tensor* ts[kOperands] = {&out, in.size() > 0 ? &in[0] : &out, in.size() > 1 ? &in[1] : &out,
+                                 in.size() > 2 ? &in[2] : &out};
   TS_CHECK(collapse(ts, 0, out.dim(), s), NotImplementedError)
       << "[" << d.name << "] on " << out.device() << ": more than " << kMaxRank
       << " dimensions that cannot be merged";
@@ -478,12 +489,15 @@ void run(const ops_detail::PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor>
   const int64_t block = d.op == PwOp::Pow && !is_floating_point(compute) ? 128 : kBlock;
   const Tensor& x0 = in.empty() ? out : in[0];
   const Tensor& x1 = in.size() > 1 ? in[1] : out;
+  const Tensor& x2 = in.size() > 2 ? in[2] : out;
   const int64_t* o = s.strides[0];
   const int64_t* a = s.strides[1];
   const int64_t* b = s.strides[2];
+  const int64_t* cs = s.strides[3];
   const tl::KernelArg args[] = {out,
                                 x0,
                                 x1,
+                                x2,
                                 s.numel,
                                 s.sizes[1],
                                 s.sizes[2],
@@ -508,6 +522,12 @@ void run(const ops_detail::PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor>
                                 b[3],
                                 b[4],
                                 b[5],
+                                cs[0],
+                                cs[1],
+                                cs[2],
+                                cs[3],
+                                cs[4],
+                                cs[5],
                                 lo32(bits[0]),
                                 hi32(bits[0]),
                                 lo32(bits[1]),
@@ -633,7 +653,7 @@ DType accumulator(ReduceOp op, DType in, DType out) {
 
 void reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out, const char* name) {
   Space ks, rs;
-  const Tensor* ts[3] = {&rows, &rows, &rows};
+  const Tensor* ts[kOperands] = {&rows, &rows, &rows, &rows};
   TS_CHECK(collapse(ts, 0, kept, ks) && ks.rank <= kMaxReduceRank &&
                collapse(ts, kept, rows.dim(), rs) && rs.rank <= kMaxReduceRank,
            NotImplementedError)

@@ -129,6 +129,16 @@ TEST(CudaOps, CpuScalarsJoinAndOtherMixedDevicesAreAnError) {
   EXPECT_NE(err.find("cuda:0"), std::string::npos) << err;
 }
 
+TEST(CudaOps, WhereAgreesWithTheCpu) {
+  REQUIRE_GPU();
+  using V = const std::vector<Tensor>&;
+  const std::vector<Tensor> in = {random_tensor({7, 1, 40}, DType::Bool),
+                                  random_tensor({7, 3, 40}, DType::Float32),
+                                  random_tensor({3, 1}, DType::Float32)};
+  agree("where", in, [](V x) { return where(x[0], x[1], x[2]); });
+  agree("where scalar", in, [](V x) { return where(x[0], x[1], -1.0); });
+}
+
 TEST(CudaOps, ReductionsAgreeWithTheCpu) {
   REQUIRE_GPU();
   using V = const std::vector<Tensor>&;

@@ -248,6 +248,21 @@ TEST(PointwiseTiles, LayoutsBroadcastsScalarsAndMixedDtypes) {
   EXPECT_TRUE(bitwise_equal(y, x));
 }
 
+TEST(PointwiseTiles, WhereWithBroadcastsEveryDtypeAndScalars) {
+  for (DType d : {DType::Float32, DType::Float64, DType::BFloat16, DType::Int32, DType::Int8,
+                  DType::UInt8, DType::Bool}) {
+    const Tensor cond = random_tensor({4, 1, 9}, DType::Bool);
+    const Tensor a = edgy({4, 6, 9}, d, Domain::Any), b = random_tensor({6, 1}, d);
+    const Tensor want = where(cond, a, b);
+    ops_detail::ScopedThroughTiles tiles;
+    EXPECT_TRUE(bitwise_equal(where(cond, a, b), want)) << dtype_name(d);
+  }
+  const Tensor cond = random_tensor({50}, DType::Bool), a = random_tensor({50}, DType::Float32);
+  const Tensor want = where(cond, a, 2.5);
+  ops_detail::ScopedThroughTiles tiles;
+  EXPECT_TRUE(bitwise_equal(where(cond, a, 2.5), want));
+}
+
 // Integer division by zero: the CPU loops raise PyTorch's error; a tile kernel computes 0 there
 // (GPU kernels raise nothing, as PyTorch's CUDA kernels) and does not trap.
 TEST(PointwiseTiles, IntegerDivisionByZeroIsZeroInKernels) {
