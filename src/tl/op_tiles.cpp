@@ -437,10 +437,8 @@ bool collapse(const Tensor* const ts[kOperands], int64_t lo, int64_t hi, Space& 
   return true;
 }
 
-// Whether any offset of the space (or the linear index) passes int32.
-bool needs_wide(const Space& s) {
-  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  if (s.numel > kMax) return true;
+// The largest element offset of operand `t` in the space (in elements, from its data pointer).
+int64_t reach(const Space& s, int t) {
   int64_t dims[kMaxRank];
   int64_t inner = 1;
   for (int k = s.rank - 1; k >= 1; --k) {
@@ -448,10 +446,19 @@ bool needs_wide(const Space& s) {
     inner *= s.sizes[k];
   }
   dims[0] = inner ? s.numel / inner : 0;
-  for (const auto& st : s.strides) {
-    int64_t reach = 0;
-    for (int k = 0; k < s.rank; ++k) reach += (dims[k] - 1) * std::abs(st[k]);
-    if (reach > kMax) return true;
+  int64_t r = 0;
+  for (int k = 0; k < s.rank; ++k)
+    r += std::max<int64_t>(dims[k] - 1, 0) * std::abs(s.strides[t][k]);
+  return r;
+}
+
+constexpr int64_t kMaxNarrow = std::numeric_limits<int32_t>::max();
+
+// Whether any offset of the space (or the linear index) passes int32.
+bool needs_wide(const Space& s) {
+  if (s.numel > kMaxNarrow) return true;
+  for (int t = 0; t < kOperands; ++t) {
+    if (reach(s, t) > kMaxNarrow) return true;
   }
   return false;
 }
@@ -661,7 +668,8 @@ void reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out, co
       << " kept or reduced dimensions that cannot be merged";
   const int64_t outputs = ks.numel;
   if (outputs == 0) return;
-  const bool wide = needs_wide(ks) || needs_wide(rs);
+  // A kept index's offset plus a reduced one's: their sum must fit as well.
+  const bool wide = needs_wide(ks) || needs_wide(rs) || reach(ks, 0) + reach(rs, 0) > kMaxNarrow;
   const int64_t* k = ks.strides[0];
   const int64_t* r = rs.strides[0];
   const DType acc = accumulator(op, rows.dtype(), out.dtype());

@@ -370,4 +370,18 @@ TEST(ReduceTiles, ViewsLongRowsEmptyAndNaN) {
   check_reduce(amax2, x, "NaN in a later block");
 }
 
+// Offsets past int32: a kept offset and a reduced one that each fit but whose sum does not (the
+// storage is reserved, not touched: only the four elements read are written).
+TEST(ReduceTiles, OffsetsPastInt32UseWideIndices) {
+  const int64_t row = (int64_t{3} << 29);  // 1.5 * 2^30 bytes between rows
+  Tensor big = empty({2, row}, TensorOptions().dtype(DType::UInt8));
+  Tensor x = big.slice(1, 0, row, int64_t{1} << 29).slice(1, 0, 2);  // [2, 2], strides (row, 2^29)
+  x.fill_(7);
+  x[1][1].fill_(200);
+  const Tensor want = x.sum({1});
+  ops_detail::ScopedThroughTiles tiles;
+  EXPECT_TRUE(bitwise_equal(x.sum({1}), want));
+  EXPECT_EQ(want[1].item<int64_t>(), 207);
+}
+
 }  // namespace
