@@ -136,6 +136,19 @@ void run_device_reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tens
   TS_CHECK(run, NotImplementedError) << "[" << name << "] is not available on " << out.device();
   run(op, rows, kept, out, name);
 }
+namespace {
+std::atomic<DeviceSoftmaxRunner> g_softmax_runner{nullptr};
+}
+void set_device_softmax_runner(DeviceSoftmaxRunner run) {
+  g_softmax_runner.store(run, std::memory_order_release);
+}
+void run_device_softmax(bool log, const Tensor& in_rows, const Tensor& out_rows, const char* name) {
+  const DeviceSoftmaxRunner run = g_softmax_runner.load(std::memory_order_acquire);
+  TS_CHECK(run, NotImplementedError)
+      << "[" << name << "] is not available on " << out_rows.device();
+  run(log, in_rows, out_rows, name);
+}
+
 bool through_tiles() {
   return t_through_tiles;
 }

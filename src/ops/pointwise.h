@@ -115,6 +115,16 @@ void set_device_reduce_runner(DeviceReduceRunner run);
 void run_device_reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out,
                        const char* name);
 
+/**
+ * softmax (log_softmax when `log`) along the last dimension of `in_rows` into `out_rows` (views of
+ * one shape, any strides; the input converted to out's dtype first, as the CPU does). Registered
+ * by the tile lowering.
+ */
+using DeviceSoftmaxRunner = void (*)(bool log, const Tensor& in_rows, const Tensor& out_rows,
+                                     const char* name);
+void set_device_softmax_runner(DeviceSoftmaxRunner run);
+void run_device_softmax(bool log, const Tensor& in_rows, const Tensor& out_rows, const char* name);
+
 /** Whether CPU tensors go through the device runners on this thread (ScopedThroughTiles). */
 bool through_tiles();
 /** Sends CPU tensors through the device runners too, on this thread while alive (tests compare

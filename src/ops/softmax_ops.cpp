@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "ops/cpu_loops.h"
+#include "ops/pointwise.h"
 #include "ops/register.h"
 
 namespace tessera {
@@ -67,6 +68,22 @@ Tensor softmax_impl(const Tensor& self, int64_t dim, std::optional<DType> dtype)
   dim = detail::wrap_dim(dim, self.dim(), op);
   Tensor out = new_output(self, self.sizes(), dt);
   if (!out.has_data() || out.impl()->int_numel() == 0) return out;
+  if (!self.device().is_cpu() || through_tiles()) {
+    const auto rows = [&](const Tensor& t) {  // `dim` last, no copy
+      if (t.dim() == 0) return detail::make_view(t, {1}, {1}, t.storage_offset());
+      SymDimVector sizes, strides;
+      for (int64_t d = 0; d < t.dim(); ++d) {
+        if (d == dim) continue;
+        sizes.push_back(t.sizes()[d]);
+        strides.push_back(t.strides()[d]);
+      }
+      sizes.push_back(t.sizes()[dim]);
+      strides.push_back(t.strides()[dim]);
+      return detail::make_view(t, sizes, strides, t.storage_offset());
+    };
+    run_device_softmax(Log, rows(self), rows(out), op);
+    return out;
+  }
   const Tensor x = cpu_to_dtype(self, dt);
   visit_dtype<kFloats>(dt, op, [&]<class T>() {
     using V = opmath_t<T>;
@@ -143,6 +160,8 @@ TS_REGISTER_OPS(softmax_ops) {
     lib.impl("log_softmax.int", dev, softmax_impl<true>);
     lib.impl("cumsum", dev, cumsum_impl);
   }
+  lib.impl("softmax.int", DeviceType::CUDA, softmax_impl<false>);
+  lib.impl("log_softmax.int", DeviceType::CUDA, softmax_impl<true>);
 }
 
 using SoftmaxSig = Tensor(const Tensor&, int64_t, std::optional<DType>);

@@ -695,7 +695,97 @@ void reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out, co
   aten_reduce[{outputs}].run_kernel(ArrayRef<tl::KernelArg>(args, std::size(args)));
 }
 
+// ---- softmax ------------------------------------------------------------------------------------
+
+// A program per row: the row's maximum (a NaN anywhere makes the row NaN, as on the CPU), the sum
+// of exp(x - max), then the outputs; three passes over the row in blocks.
+TL_JIT(aten_softmax, tl::Ptr x, tl::Ptr out, tl::Int k1, tl::Int k2, tl::Int xs0, tl::Int xs1,
+       tl::Int xs2, tl::Int os0, tl::Int os1, tl::Int os2, tl::Int n, tl::Int xsn, tl::Int osn,
+       tl::Const LOG, tl::Const ACC, tl::Const KEPT, tl::Const WIDE, tl::Const BLOCK) {
+  const DType acc_t = ACC.dtype_value(), out_t = out.dtype();
+  const int kept = static_cast<int>(KEPT.int_value());
+  const tl::Tile ksizes[kMaxReduceRank] = {k1, k1, k2};
+  const tl::Tile xstrides[kMaxReduceRank] = {xs0, xs1, xs2},
+                 ostrides[kMaxReduceRank] = {os0, os1, os2};
+  tl::Tile o = tl::program_id(0);
+  if (WIDE) o = o.to(DType::Int64);
+  const tl::Tile xb = x + offset_of(o, kept, ksizes, xstrides);
+  const tl::Tile ob = out + offset_of(o, kept, ksizes, ostrides);
+  const tl::Tile neg_inf = tl::full({}, -INFINITY, acc_t);
+  // The row's values in blocks: the input converted to out's dtype, then to the accumulator's.
+  const auto block = [&](tl::Tile start, tl::Tile& j, tl::Tile& m) {
+    j = tl::arange(0, BLOCK);
+    if (WIDE) j = j.to(DType::Int64);
+    j = j + start;
+    m = j < n;
+    return tl::load(xb + j * xsn, m).to(out_t).to(acc_t);
+  };
+  tl::Var mx(tl::broadcast_to(neg_inf, {BLOCK}));
+  tl::Var nan(tl::zeros({BLOCK}, DType::Int32));
+  tl::range(0, n, BLOCK, [&](tl::Tile start) {
+    tl::Tile j, m;
+    const tl::Tile val = block(start, j, m);
+    mx = tl::where(m & (val > mx), val, mx);
+    nan = nan | tl::where(m & (val != val), 1, 0);
+  });
+  tl::Tile row_max = tl::max(tl::Tile(mx));
+  row_max = tl::where(row_max == neg_inf, tl::zeros({}, acc_t), row_max);  // all -inf: as the CPU
+  const tl::Tile any_nan = tl::max(tl::Tile(nan)) > 0;
+  tl::Var sum(tl::zeros({BLOCK}, acc_t));
+  tl::range(0, n, BLOCK, [&](tl::Tile start) {
+    tl::Tile j, m;
+    const tl::Tile val = block(start, j, m);
+    sum = sum + tl::where(m, tl::exp(val - row_max), tl::zeros({}, acc_t));
+  });
+  const tl::Tile total = tl::sum(tl::Tile(sum));
+  const tl::Tile log_total = tl::log(total);
+  tl::range(0, n, BLOCK, [&](tl::Tile start) {
+    tl::Tile j, m;
+    const tl::Tile val = block(start, j, m);
+    tl::Tile r = LOG ? (val - row_max) - log_total : tl::exp(val - row_max) / total;
+    r = tl::where(any_nan, tl::full({}, NAN, acc_t), r);
+    tl::store(ob + j * osn, r.to(out_t), m);
+  });
+}
+
+void softmax(bool log, const Tensor& in, const Tensor& out, const char* name) {
+  const int64_t nd = in.dim();
+  Space ks;
+  const Tensor* ts[kOperands] = {&in, &out, &in, &in};
+  TS_CHECK(collapse(ts, 0, nd - 1, ks) && ks.rank <= kMaxReduceRank, NotImplementedError)
+      << "[" << name << "] on " << out.device() << ": more than " << kMaxReduceRank
+      << " other dimensions that cannot be merged";
+  const int64_t rows = ks.numel, n = in.size(nd - 1).expect_int();
+  if (rows == 0 || n == 0) return;
+  const int64_t xsn = in.stride(nd - 1).expect_int(), osn = out.stride(nd - 1).expect_int();
+  const bool wide = needs_wide(ks) || reach(ks, 0) + (n - 1) * std::abs(xsn) > kMaxNarrow ||
+                    reach(ks, 1) + (n - 1) * std::abs(osn) > kMaxNarrow || n > kMaxNarrow;
+  const DType acc = out.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
+  const int64_t* xs = ks.strides[0];
+  const int64_t* os = ks.strides[1];
+  const tl::KernelArg args[] = {in,
+                                out,
+                                ks.sizes[1],
+                                ks.sizes[2],
+                                xs[0],
+                                xs[1],
+                                xs[2],
+                                os[0],
+                                os[1],
+                                os[2],
+                                n,
+                                xsn,
+                                osn,
+                                tl::meta("LOG", log),
+                                tl::meta("ACC", acc),
+                                tl::meta("KEPT", ks.rank),
+                                tl::meta("WIDE", wide),
+                                tl::meta("BLOCK", int64_t{1024})};
+  aten_softmax[{rows}].run_kernel(ArrayRef<tl::KernelArg>(args, std::size(args)));
+}
+
 [[maybe_unused]] const int registered = [] {
+  ops_detail::set_device_softmax_runner(&softmax);
   ops_detail::set_device_pointwise_runner(&run);
   ops_detail::set_device_reduce_runner(&reduce);
   return 0;

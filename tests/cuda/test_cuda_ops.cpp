@@ -171,6 +171,19 @@ TEST(CudaOps, ReductionsAgreeWithTheCpu) {
       [](V t) { return t[0].t().slice(0, 1, 40, 3).sum({1}); }, 2e-5);
 }
 
+TEST(CudaOps, SoftmaxAgreesWithTheCpu) {
+  REQUIRE_GPU();
+  using V = const std::vector<Tensor>&;
+  const std::vector<Tensor> in = {random_tensor({64, 3000}, DType::Float32)};
+  agree(
+      "softmax rows", in, [](V x) { return softmax(x[0], -1); }, 2e-5);
+  agree(
+      "log_softmax columns", in, [](V x) { return log_softmax(x[0], 0); }, 2e-5);
+  agree(
+      "softmax bf16", {random_tensor({16, 700}, DType::BFloat16)},
+      [](V x) { return softmax(x[0], 1); }, 1.6e-2);
+}
+
 // The seed's backward uses built-in ops on the inputs' device: autograd on GPU tensors.
 TEST(CudaOps, AutogradThroughPointwiseOps) {
   REQUIRE_GPU();

@@ -370,6 +370,57 @@ TEST(ReduceTiles, ViewsLongRowsEmptyAndNaN) {
   check_reduce(amax2, x, "NaN in a later block");
 }
 
+// ---- softmax
+// -------------------------------------------------------------------------------------
+
+void check_softmax(const Tensor& x, int64_t dim, bool log, const std::string& what,
+                   std::optional<DType> dtype = std::nullopt) {
+  const auto f = [&] { return log ? log_softmax(x, dim, dtype) : softmax(x, dim, dtype); };
+  const Tensor want = f();
+  Tensor got;
+  {
+    ops_detail::ScopedThroughTiles tiles;
+    got = f();
+  }
+  const DType d = want.dtype();
+  const double tol = d == DType::Float64   ? 1e-12
+                     : d == DType::Float32 ? 2e-5
+                     : d == DType::Float16 ? 2e-3
+                                           : 1.6e-2;
+  ASSERT_EQ(got.dtype(), d) << what;
+  EXPECT_TRUE(all_close(got.to(DType::Float64), want.to(DType::Float64), tol, tol, true))
+      << (log ? "log_softmax " : "softmax ") << dtype_name(d) << " " << what;
+}
+
+TEST(SoftmaxTiles, AgreesWithTheCpuAlongEveryDimAndDtype) {
+  for (const bool interp : {true, false}) {
+    ScopedEnv mode("TESSERA_INTERPRET", interp ? "1" : nullptr);
+    for (DType d : {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16}) {
+      if (!interp && d != DType::Float32) continue;
+      const Tensor x = random_tensor({5, 37, 6}, d);
+      for (int64_t dim : {0, 1, -1}) {
+        check_softmax(x, dim, false, "dim " + std::to_string(dim));
+        check_softmax(x, dim, true, "dim " + std::to_string(dim));
+      }
+    }
+  }
+}
+
+TEST(SoftmaxTiles, LongRowsViewsNaNAndInfinities) {
+  check_softmax(random_tensor({3, 5000}, DType::Float32), 1, false, "5000-long rows");
+  check_softmax(random_tensor({3, 5000}, DType::Float32), 1, true, "5000-long rows");
+  const Tensor big = random_tensor({40, 30}, DType::Float32);
+  check_softmax(big.t().slice(0, 2, 28, 3), 1, false, "transposed slice");
+  check_softmax(random_tensor({4, 9}, DType::Int32), 1, false, "int input, dtype=", DType::Float32);
+  Tensor x = random_tensor({4, 9}, DType::Float32);
+  x[1][3].fill_(std::nan(""));
+  x[2].fill_(-INFINITY);  // every element -inf: NaN, as on the CPU
+  x[3][5].fill_(INFINITY);
+  check_softmax(x, 1, false, "NaN, -inf row, +inf");
+  check_softmax(x, 1, true, "NaN, -inf row, +inf");
+  check_softmax(random_tensor({}, DType::Float32), 0, false, "0-dim");
+}
+
 // Offsets past int32: a kept offset and a reduced one that each fit but whose sum does not (the
 // storage is reserved, not touched: only the four elements read are written).
 TEST(ReduceTiles, OffsetsPastInt32UseWideIndices) {
