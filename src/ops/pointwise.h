@@ -106,14 +106,16 @@ enum class ReduceOp : uint8_t { Sum, Mean, Prod, Max, Min };
 /**
  * Reduces `rows` (a view of the input: its kept dimensions first, `kept` of them, then the
  * reduced ones; any strides) into `out` (contiguous, one element per kept index, its dtype the
- * result's). Max/Min propagate NaN. Registered by the tile lowering.
+ * result's). Max/Min propagate NaN; with `indices` (int64, like out) they also give the first
+ * index of the result in the reduced elements' order (a NaN wins). Registered by the tile
+ * lowering.
  */
 using DeviceReduceRunner = void (*)(ReduceOp op, const Tensor& rows, int64_t kept,
-                                    const Tensor& out, const char* name);
+                                    const Tensor& out, const Tensor* indices, const char* name);
 void set_device_reduce_runner(DeviceReduceRunner run);
 /** Runs a reduction through the registered runner (a NotImplementedError naming `name` if none). */
 void run_device_reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out,
-                       const char* name);
+                       const Tensor* indices, const char* name);
 
 /**
  * softmax (log_softmax when `log`) along the last dimension of `in_rows` into `out_rows` (views of

@@ -124,7 +124,7 @@ Tensor sum_like(const Tensor& self, std::optional<IntArrayRef> dims, bool keepdi
     const ReduceOp r = kind == SumKind::Sum    ? ReduceOp::Sum
                        : kind == SumKind::Mean ? ReduceOp::Mean
                                                : ReduceOp::Prod;
-    run_device_reduce(r, rows_view(self, p), static_cast<int64_t>(p.kept.size()), out, op);
+    run_device_reduce(r, rows_view(self, p), static_cast<int64_t>(p.kept.size()), out, nullptr, op);
     return out;
   }
   const Tensor x = cpu_to_dtype(self, out_dt);
@@ -212,7 +212,7 @@ Tensor amax_impl(const Tensor& self, IntArrayRef dims, bool keepdim) {
   if (!out.has_data()) return out;
   if (!self.device().is_cpu() || through_tiles()) {
     run_device_reduce(IsMax ? ReduceOp::Max : ReduceOp::Min, rows_view(self, p),
-                      static_cast<int64_t>(p.kept.size()), out, op);
+                      static_cast<int64_t>(p.kept.size()), out, nullptr, op);
   } else {
     extreme_rows<IsMax>(self, p, &out, nullptr, op);
   }
@@ -239,7 +239,13 @@ std::tuple<Tensor, Tensor> max_dim_impl(const Tensor& self, int64_t dim, bool ke
   }
   Tensor values = new_output(self, p.out_shape, self.dtype());
   Tensor indices = new_output(self, p.out_shape, DType::Int64);
-  if (values.has_data()) extreme_rows<IsMax>(self, p, &values, &indices, op);
+  if (!values.has_data()) return {values, indices};
+  if (!self.device().is_cpu() || through_tiles()) {
+    run_device_reduce(IsMax ? ReduceOp::Max : ReduceOp::Min, rows_view(self, p),
+                      static_cast<int64_t>(p.kept.size()), values, &indices, op);
+  } else {
+    extreme_rows<IsMax>(self, p, &values, &indices, op);
+  }
   return {values, indices};
 }
 
@@ -249,6 +255,15 @@ Tensor argmax_impl(const Tensor& self, std::optional<int64_t> dim, bool keepdim)
   if (!dim) {
     TS_CHECK(!(self.numel() == 0), IndexError)
         << "[" << op << "] expected reduction dim to be specified for input.numel() == 0";
+    if (self.has_data() && (!self.device().is_cpu() || through_tiles())) {
+      // Every dim reduced in the logical order (the index is into the flattened tensor).
+      const ReducePlan p = plan_reduce(self, std::nullopt, keepdim, op);
+      Tensor out = new_output(self, p.out_shape, DType::Int64);
+      const Tensor values = new_output(self, p.out_shape, self.dtype());
+      run_device_reduce(IsMax ? ReduceOp::Max : ReduceOp::Min, rows_view(self, p), 0, values, &out,
+                        op);
+      return out;
+    }
     const Tensor flat = self.is_contiguous()
                             ? detail::make_view(self, {self.numel()}, {1}, self.storage_offset())
                             : detail::make_view(cpu_contiguous(self), {self.numel()}, {1}, 0);
@@ -363,11 +378,11 @@ TS_REGISTER_OPS(reduce_ops) {
     lib.impl("amin", dev, amax_impl<false>);
     lib.impl("max", dev, max_all_impl<true>);
     lib.impl("min", dev, max_all_impl<false>);
-    if (dev == DeviceType::CUDA) continue;  // the rest have no tile lowering yet
     lib.impl("max.dim", dev, max_dim_impl<true>);
     lib.impl("min.dim", dev, max_dim_impl<false>);
     lib.impl("argmax", dev, argmax_impl<true>);
     lib.impl("argmin", dev, argmax_impl<false>);
+    if (dev == DeviceType::CUDA) continue;  // the rest have no tile lowering yet
     lib.impl("var", dev, var_impl);
   }
 }

@@ -603,10 +603,12 @@ tl::Tile combine(ReduceOp op, const tl::Tile& acc, const tl::Tile& v) {
 
 // A program per output element: its kept index picks the base, the reduced elements are read in
 // blocks into an accumulator tile, which is folded at the end.
-TL_JIT(aten_reduce, tl::Ptr x, tl::Ptr out, tl::Int k1, tl::Int k2, tl::Int ks0, tl::Int ks1,
-       tl::Int ks2, tl::Int n, tl::Int r1, tl::Int r2, tl::Int rs0, tl::Int rs1, tl::Int rs2,
-       tl::Const OP, tl::Const ACC, tl::Const KEPT, tl::Const RED, tl::Const WIDE,
-       tl::Const BLOCK) {
+// With INDEX (max/min), `idx` gets the first index of the result along the reduced elements
+// (a NaN wins), as torch.max(dim) and argmax.
+TL_JIT(aten_reduce, tl::Ptr x, tl::Ptr out, tl::Ptr idx, tl::Int k1, tl::Int k2, tl::Int ks0,
+       tl::Int ks1, tl::Int ks2, tl::Int n, tl::Int r1, tl::Int r2, tl::Int rs0, tl::Int rs1,
+       tl::Int rs2, tl::Const OP, tl::Const ACC, tl::Const KEPT, tl::Const RED, tl::Const WIDE,
+       tl::Const INDEX, tl::Const BLOCK) {
   const auto op = static_cast<ReduceOp>(OP.int_value());
   const DType acc_t = ACC.dtype_value();
   const tl::Tile ksizes[kMaxReduceRank] = {k1, k1, k2}, kstrides[kMaxReduceRank] = {ks0, ks1, ks2};
@@ -616,6 +618,7 @@ TL_JIT(aten_reduce, tl::Ptr x, tl::Ptr out, tl::Int k1, tl::Int k2, tl::Int ks0,
   const tl::Tile base = x + offset_of(o, static_cast<int>(KEPT.int_value()), ksizes, kstrides);
   const tl::Tile init = identity(op, acc_t);
   tl::Var acc(tl::broadcast_to(init, {BLOCK}));
+  tl::Var at_idx(tl::zeros({BLOCK}, DType::Int64));  // each lane's first best index (INDEX)
   tl::range(0, n, BLOCK, [&](tl::Tile start) {
     tl::Tile j = tl::arange(0, BLOCK);
     if (WIDE) j = j.to(DType::Int64);
@@ -623,7 +626,15 @@ TL_JIT(aten_reduce, tl::Ptr x, tl::Ptr out, tl::Int k1, tl::Int k2, tl::Int ks0,
     const tl::Tile m = j < n;
     const tl::Tile at = offset_of(j, static_cast<int>(RED.int_value()), rsizes, rstrides);
     const tl::Tile v = tl::where(m, tl::load(base + at, m).to(acc_t), init);
-    acc = combine(op, acc, v);
+    if (INDEX) {
+      // Strictly better (a NaN beats a number; the first NaN stays): later equal values lose.
+      tl::Tile take = op == ReduceOp::Max ? v > acc : v < acc;
+      if (is_floating_point(acc_t)) take = (acc == acc) & ((v != v) | take);
+      at_idx = tl::where(take, j.to(DType::Int64), at_idx);
+      acc = tl::where(take, v, acc);
+    } else {
+      acc = combine(op, acc, v);
+    }
   });
   const tl::Tile a = acc;
   tl::Tile r;
@@ -644,6 +655,13 @@ TL_JIT(aten_reduce, tl::Ptr x, tl::Ptr out, tl::Int k1, tl::Int k2, tl::Int ks0,
         const tl::Tile any_nan = tl::max(tl::where(a != a, 1, 0)) > 0;
         r = tl::where(any_nan, tl::full({}, NAN, acc_t), r);
       }
+      if (INDEX) {
+        // The smallest index among the lanes holding the result.
+        tl::Tile holds = a == r;
+        if (is_floating_point(acc_t)) holds = holds | ((a != a) & (r != r));
+        const tl::Tile none = tl::full({}, std::numeric_limits<int64_t>::max(), DType::Int64);
+        tl::store(idx + o, tl::min(tl::where(holds, tl::Tile(at_idx), none)));
+      }
       break;
   }
   tl::store(out + o, r.to(out.dtype()));
@@ -658,7 +676,8 @@ DType accumulator(ReduceOp op, DType in, DType out) {
   return is_signed(out) || out == DType::Bool ? DType::Int64 : DType::UInt64;
 }
 
-void reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out, const char* name) {
+void reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out, const Tensor* indices,
+            const char* name) {
   Space ks, rs;
   const Tensor* ts[kOperands] = {&rows, &rows, &rows, &rows};
   TS_CHECK(collapse(ts, 0, kept, ks) && ks.rank <= kMaxReduceRank &&
@@ -675,6 +694,7 @@ void reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out, co
   const DType acc = accumulator(op, rows.dtype(), out.dtype());
   const tl::KernelArg args[] = {rows,
                                 out,
+                                indices ? *indices : out,
                                 ks.sizes[1],
                                 ks.sizes[2],
                                 k[0],
@@ -691,6 +711,7 @@ void reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out, co
                                 tl::meta("KEPT", ks.rank),
                                 tl::meta("RED", rs.rank),
                                 tl::meta("WIDE", wide),
+                                tl::meta("INDEX", indices != nullptr),
                                 tl::meta("BLOCK", int64_t{512})};
   aten_reduce[{outputs}].run_kernel(ArrayRef<tl::KernelArg>(args, std::size(args)));
 }

@@ -171,6 +171,16 @@ TEST(CudaOps, ReductionsAgreeWithTheCpu) {
       [](V t) { return t[0].t().slice(0, 1, 40, 3).sum({1}); }, 2e-5);
 }
 
+TEST(CudaOps, MaxWithIndicesAndArgmax) {
+  REQUIRE_GPU();
+  using V = const std::vector<Tensor>&;
+  const std::vector<Tensor> in = {random_tensor({9, 2000}, DType::Float32, Domain::Small)};
+  agree("max values", in, [](V x) { return std::get<0>(max(x[0], 1)); });
+  agree("max indices", in, [](V x) { return std::get<1>(max(x[0], 1)); });
+  agree("argmin columns", in, [](V x) { return argmin(x[0], 0); });
+  agree("argmax flat", in, [](V x) { return argmax(x[0]); });
+}
+
 TEST(CudaOps, SoftmaxAgreesWithTheCpu) {
   REQUIRE_GPU();
   using V = const std::vector<Tensor>&;

@@ -421,6 +421,38 @@ TEST(SoftmaxTiles, LongRowsViewsNaNAndInfinities) {
   check_softmax(random_tensor({}, DType::Float32), 0, false, "0-dim");
 }
 
+// max/min along a dim with indices, argmax/argmin: values and the first index of the result
+// (ties keep the first, a NaN wins), as the CPU loops.
+TEST(ReduceTiles, IndicesOfMaxMinArgmaxArgmin) {
+  for (const bool interp : {true, false}) {
+    ScopedEnv mode("TESSERA_INTERPRET", interp ? "1" : nullptr);
+    for (DType d : {DType::Float32, DType::Int32, DType::BFloat16, DType::UInt8}) {
+      if (!interp && d != DType::Float32 && d != DType::Int32) continue;
+      // Few distinct values: ties across lanes and blocks; edges (NaN, inf) for floats.
+      Tensor x = edgy({6, 1300}, d, Domain::Small);
+      if (is_floating_point(d)) {
+        x[1][700].fill_(std::nan(""));
+        x[1][1200].fill_(std::nan(""));
+        x[2][5].fill_(INFINITY);
+      }
+      const auto [v1, i1] = max(x, 1);
+      const auto [v0, i0] = min(x, 0, true);
+      const Tensor a1 = argmax(x, 1), a0 = argmin(x), at = argmax(x.t());
+      ops_detail::ScopedThroughTiles tiles;
+      const std::string what = std::string(dtype_name(d)) + (interp ? " interpreted" : "");
+      const auto [gv1, gi1] = max(x, 1);
+      const auto [gv0, gi0] = min(x, 0, true);
+      EXPECT_TRUE(bitwise_equal(gi1, i1)) << what;
+      EXPECT_TRUE(bitwise_equal(gi0, i0)) << what;
+      EXPECT_TRUE(all_close(gv1.to(DType::Float64), v1.to(DType::Float64), 0, 0, true)) << what;
+      EXPECT_TRUE(all_close(gv0.to(DType::Float64), v0.to(DType::Float64), 0, 0, true)) << what;
+      EXPECT_TRUE(bitwise_equal(argmax(x, 1), a1)) << what;
+      EXPECT_TRUE(bitwise_equal(argmin(x), a0)) << what;
+      EXPECT_TRUE(bitwise_equal(argmax(x.t()), at)) << what << " (a transposed view, no dim)";
+    }
+  }
+}
+
 // Offsets past int32: a kept offset and a reduced one that each fit but whose sum does not (the
 // storage is reserved, not touched: only the four elements read are written).
 TEST(ReduceTiles, OffsetsPastInt32UseWideIndices) {
