@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "ops/cpu_loops.h"
+#include "ops/pointwise.h"
 #include "ops/register.h"
 
 namespace tessera {
@@ -45,6 +46,13 @@ Tensor norm_impl(const Tensor& x, IntArrayRef shape, const std::optional<Tensor>
   check_norm_shapes(op, x, shape, weight, bias);
   Tensor out = new_output(x, x.sizes(), x.dtype());
   if (!out.has_data() || out.impl()->int_numel() == 0) return out;
+  if (!x.device().is_cpu() || through_tiles()) {
+    const Tensor w = weight ? weight->contiguous() : Tensor(),
+                 b = bias ? bias->contiguous() : Tensor();
+    run_device_norm(Rms, x, static_cast<int64_t>(shape.size()), weight ? &w : nullptr,
+                    bias ? &b : nullptr, eps, out, op);
+    return out;
+  }
   int64_t N = 1;
   for (int64_t s : shape) N *= s;
   const int64_t O = x.impl()->int_numel() / N;
@@ -109,7 +117,7 @@ TS_REGISTER_OPS(norm_ops) {
       "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> "
       "Tensor",
       kBuiltin);
-  for (auto dev : {DeviceType::CPU, DeviceType::Meta}) {
+  for (auto dev : {DeviceType::CPU, DeviceType::Meta, DeviceType::CUDA}) {
     lib.impl("layer_norm", dev, norm_impl<false>);
     lib.impl("rms_norm", dev,
              [](const Tensor& x, IntArrayRef shape, const std::optional<Tensor>& w,

@@ -149,6 +149,19 @@ void run_device_softmax(bool log, const Tensor& in_rows, const Tensor& out_rows,
   run(log, in_rows, out_rows, name);
 }
 
+namespace {
+std::atomic<DeviceNormRunner> g_norm_runner{nullptr};
+}
+void set_device_norm_runner(DeviceNormRunner run) {
+  g_norm_runner.store(run, std::memory_order_release);
+}
+void run_device_norm(bool rms, const Tensor& x, int64_t normalized, const Tensor* weight,
+                     const Tensor* bias, double eps, const Tensor& out, const char* name) {
+  const DeviceNormRunner run = g_norm_runner.load(std::memory_order_acquire);
+  TS_CHECK(run, NotImplementedError) << "[" << name << "] is not available on " << out.device();
+  run(rms, x, normalized, weight, bias, eps, out, name);
+}
+
 bool through_tiles() {
   return t_through_tiles;
 }

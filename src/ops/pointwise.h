@@ -127,6 +127,18 @@ using DeviceSoftmaxRunner = void (*)(bool log, const Tensor& in_rows, const Tens
 void set_device_softmax_runner(DeviceSoftmaxRunner run);
 void run_device_softmax(bool log, const Tensor& in_rows, const Tensor& out_rows, const char* name);
 
+/**
+ * layer_norm (rms_norm when `rms`: no mean) of `x` over its trailing `normalized` dimensions into
+ * `out` (contiguous, x's shape and dtype), with optional contiguous weight and bias of the
+ * normalized shape. Registered by the tile lowering.
+ */
+using DeviceNormRunner = void (*)(bool rms, const Tensor& x, int64_t normalized,
+                                  const Tensor* weight, const Tensor* bias, double eps,
+                                  const Tensor& out, const char* name);
+void set_device_norm_runner(DeviceNormRunner run);
+void run_device_norm(bool rms, const Tensor& x, int64_t normalized, const Tensor* weight,
+                     const Tensor* bias, double eps, const Tensor& out, const char* name);
+
 /** Whether CPU tensors go through the device runners on this thread (ScopedThroughTiles). */
 bool through_tiles();
 /** Sends CPU tensors through the device runners too, on this thread while alive (tests compare

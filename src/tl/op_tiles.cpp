@@ -805,7 +805,105 @@ void softmax(bool log, const Tensor& in, const Tensor& out, const char* name) {
   aten_softmax[{rows}].run_kernel(ArrayRef<tl::KernelArg>(args, std::size(args)));
 }
 
+// ---- layer_norm and rms_norm
+// ----------------------------------------------------------------------
+
+// A program per row (the normalized elements): the mean (layer_norm), the mean of squared
+// deviations, then the outputs, in blocks; statistics in the accumulator type (float32 or double).
+TL_JIT(aten_norm, tl::Ptr x, tl::Ptr w, tl::Ptr b, tl::Ptr out, tl::Int k1, tl::Int k2, tl::Int ks0,
+       tl::Int ks1, tl::Int ks2, tl::Int n, tl::Int r1, tl::Int r2, tl::Int rs0, tl::Int rs1,
+       tl::Int rs2, tl::Int eps_lo, tl::Int eps_hi, tl::Const RMS, tl::Const HAS_W, tl::Const HAS_B,
+       tl::Const ACC, tl::Const KEPT, tl::Const RED, tl::Const WIDE, tl::Const BLOCK) {
+  const DType acc_t = ACC.dtype_value();
+  const tl::Tile ksizes[kMaxReduceRank] = {k1, k1, k2}, kstrides[kMaxReduceRank] = {ks0, ks1, ks2};
+  const tl::Tile rsizes[kMaxReduceRank] = {n, r1, r2}, rstrides[kMaxReduceRank] = {rs0, rs1, rs2};
+  tl::Tile o = tl::program_id(0);
+  if (WIDE) o = o.to(DType::Int64);
+  const tl::Tile xb = x + offset_of(o, static_cast<int>(KEPT.int_value()), ksizes, kstrides);
+  const tl::Tile ob = out + o * n;
+  const tl::Tile zero = tl::zeros({}, acc_t);
+  const auto block = [&](tl::Tile start, tl::Tile& j, tl::Tile& m) {
+    j = tl::arange(0, BLOCK);
+    if (WIDE) j = j.to(DType::Int64);
+    j = j + start;
+    m = j < n;
+    const tl::Tile at = offset_of(j, static_cast<int>(RED.int_value()), rsizes, rstrides);
+    return tl::where(m, tl::load(xb + at, m).to(acc_t), zero);
+  };
+  tl::Tile mean = zero;
+  if (!RMS) {
+    tl::Var sum(tl::zeros({BLOCK}, acc_t));
+    tl::range(0, n, BLOCK, [&](tl::Tile start) {
+      tl::Tile j, m;
+      sum = sum + block(start, j, m);
+    });
+    mean = tl::sum(tl::Tile(sum)) / n.to(acc_t);
+  }
+  tl::Var ss(tl::zeros({BLOCK}, acc_t));
+  tl::range(0, n, BLOCK, [&](tl::Tile start) {
+    tl::Tile j, m;
+    const tl::Tile v = block(start, j, m);
+    const tl::Tile dev = tl::where(m, v - mean, zero);
+    ss = ss + dev * dev;
+  });
+  const tl::Tile eps_bits[2] = {eps_lo, eps_hi};
+  const tl::Tile eps = from_bits<double>(eps_bits).t.to(acc_t);  // exact: a double's bits
+  const tl::Tile inv = 1.0f / tl::sqrt(tl::sum(tl::Tile(ss)) / n.to(acc_t) + eps);
+  tl::range(0, n, BLOCK, [&](tl::Tile start) {
+    tl::Tile j, m;
+    tl::Tile y = (block(start, j, m) - mean) * inv;
+    if (HAS_W) y = y * tl::load(w + j, m).to(acc_t);
+    if (HAS_B) y = y + tl::load(b + j, m).to(acc_t);
+    tl::store(ob + j, y.to(out.dtype()), m);
+  });
+}
+
+void norm(bool rms, const Tensor& x, int64_t normalized, const Tensor* weight, const Tensor* bias,
+          double eps, const Tensor& out, const char* name) {
+  const int64_t kept = x.dim() - normalized;
+  Space ks, rs;
+  const Tensor* ts[kOperands] = {&x, &x, &x, &x};
+  TS_CHECK(collapse(ts, 0, kept, ks) && ks.rank <= kMaxReduceRank &&
+               collapse(ts, kept, x.dim(), rs) && rs.rank <= kMaxReduceRank,
+           NotImplementedError)
+      << "[" << name << "] on " << out.device() << ": more than " << kMaxReduceRank
+      << " dimensions that cannot be merged";
+  if (ks.numel == 0 || rs.numel == 0) return;
+  const bool wide = needs_wide(ks) || needs_wide(rs) || reach(ks, 0) + reach(rs, 0) > kMaxNarrow ||
+                    ks.numel * rs.numel > kMaxNarrow;
+  const DType acc = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
+  const int64_t* k = ks.strides[0];
+  const int64_t* r = rs.strides[0];
+  const tl::KernelArg args[] = {x,
+                                weight ? *weight : out,
+                                bias ? *bias : out,
+                                out,
+                                ks.sizes[1],
+                                ks.sizes[2],
+                                k[0],
+                                k[1],
+                                k[2],
+                                rs.numel,
+                                rs.sizes[1],
+                                rs.sizes[2],
+                                r[0],
+                                r[1],
+                                r[2],
+                                lo32(std::bit_cast<int64_t>(eps)),
+                                hi32(std::bit_cast<int64_t>(eps)),
+                                tl::meta("RMS", rms),
+                                tl::meta("HAS_W", weight != nullptr),
+                                tl::meta("HAS_B", bias != nullptr),
+                                tl::meta("ACC", acc),
+                                tl::meta("KEPT", ks.rank),
+                                tl::meta("RED", rs.rank),
+                                tl::meta("WIDE", wide),
+                                tl::meta("BLOCK", int64_t{1024})};
+  aten_norm[{ks.numel}].run_kernel(ArrayRef<tl::KernelArg>(args, std::size(args)));
+}
+
 [[maybe_unused]] const int registered = [] {
+  ops_detail::set_device_norm_runner(&norm);
   ops_detail::set_device_softmax_runner(&softmax);
   ops_detail::set_device_pointwise_runner(&run);
   ops_detail::set_device_reduce_runner(&reduce);

@@ -181,6 +181,18 @@ TEST(CudaOps, MaxWithIndicesAndArgmax) {
   agree("argmax flat", in, [](V x) { return argmax(x[0]); });
 }
 
+TEST(CudaOps, LayerNormAndRmsNorm) {
+  REQUIRE_GPU();
+  using V = const std::vector<Tensor>&;
+  const std::vector<Tensor> in = {random_tensor({64, 4096}, DType::Float32),
+                                  random_tensor({4096}, DType::Float32),
+                                  random_tensor({4096}, DType::Float32)};
+  agree(
+      "layer_norm", in, [](V x) { return layer_norm(x[0], {4096}, x[1], x[2]); }, 2e-5);
+  agree(
+      "rms_norm", in, [](V x) { return rms_norm(x[0], {4096}, x[1]); }, 2e-5);
+}
+
 TEST(CudaOps, SoftmaxAgreesWithTheCpu) {
   REQUIRE_GPU();
   using V = const std::vector<Tensor>&;

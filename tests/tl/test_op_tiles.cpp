@@ -453,6 +453,48 @@ TEST(ReduceTiles, IndicesOfMaxMinArgmaxArgmin) {
   }
 }
 
+// ---- layer_norm and rms_norm
+// ----------------------------------------------------------------------
+
+TEST(NormTiles, LayerNormAndRmsNormAgreeWithTheCpu) {
+  for (const bool interp : {true, false}) {
+    ScopedEnv mode("TESSERA_INTERPRET", interp ? "1" : nullptr);
+    for (DType d : {DType::Float32, DType::Float64, DType::BFloat16}) {
+      if (!interp && d != DType::Float32) continue;
+      const double tol = d == DType::Float64 ? 1e-12 : d == DType::Float32 ? 2e-5 : 1.6e-2;
+      const Tensor x = random_tensor({6, 5, 40}, d), w = random_tensor({5, 40}, d),
+                   b = random_tensor({5, 40}, d);
+      const Tensor big = random_tensor({40, 6, 5}, d), rows = random_tensor({2, 3000}, d);
+      const std::vector<std::pair<std::string, std::function<Tensor()>>> cases = {
+          {"layer_norm last", [&] { return layer_norm(x, {40}); }},
+          {"layer_norm two dims, weight, bias",
+           [&] {
+             return layer_norm(x, {5, 40}, w, b, 1e-3);
+           }},
+          {"rms_norm weight",
+           [&] {
+             return rms_norm(x, {5, 40}, w);
+           }},
+          {"layer_norm of a permuted view",
+           [&] {
+             return layer_norm(big.permute({1, 2, 0}), {40});
+           }},
+          {"layer_norm 3000-long rows", [&] { return layer_norm(rows, {3000}); }},
+      };
+      for (const auto& [what, f] : cases) {
+        const Tensor want = f();
+        Tensor got;
+        {
+          ops_detail::ScopedThroughTiles tiles;
+          got = f();
+        }
+        EXPECT_TRUE(all_close(got.to(DType::Float64), want.to(DType::Float64), tol, tol))
+            << what << " " << dtype_name(d) << (interp ? " interpreted" : "");
+      }
+    }
+  }
+}
+
 // Offsets past int32: a kept offset and a reduced one that each fit but whose sum does not (the
 // storage is reserved, not touched: only the four elements read are written).
 TEST(ReduceTiles, OffsetsPastInt32UseWideIndices) {
