@@ -131,10 +131,10 @@ void set_device_reduce_runner(DeviceReduceRunner run) {
   g_reduce_runner.store(run, std::memory_order_release);
 }
 void run_device_reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out,
-                       const Tensor* indices, const char* name) {
+                       const Tensor* indices, const char* name, double correction) {
   const DeviceReduceRunner run = g_reduce_runner.load(std::memory_order_acquire);
   TS_CHECK(run, NotImplementedError) << "[" << name << "] is not available on " << out.device();
-  run(op, rows, kept, out, indices, name);
+  run(op, rows, kept, out, indices, correction, name);
 }
 namespace {
 std::atomic<DeviceSoftmaxRunner> g_softmax_runner{nullptr};

@@ -102,20 +102,21 @@ void run_on_device(const PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor> i
                    DType compute, const void* extra);
 
 /** The reductions with a tile lowering. */
-enum class ReduceOp : uint8_t { Sum, Mean, Prod, Max, Min };
+enum class ReduceOp : uint8_t { Sum, Mean, Prod, Max, Min, Var };
 /**
  * Reduces `rows` (a view of the input: its kept dimensions first, `kept` of them, then the
  * reduced ones; any strides) into `out` (contiguous, one element per kept index, its dtype the
  * result's). Max/Min propagate NaN; with `indices` (int64, like out) they also give the first
- * index of the result in the reduced elements' order (a NaN wins). Registered by the tile
- * lowering.
+ * index of the result in the reduced elements' order (a NaN wins). Var: the sum of squared
+ * deviations from the mean over max(0, N - correction). Registered by the tile lowering.
  */
 using DeviceReduceRunner = void (*)(ReduceOp op, const Tensor& rows, int64_t kept,
-                                    const Tensor& out, const Tensor* indices, const char* name);
+                                    const Tensor& out, const Tensor* indices, double correction,
+                                    const char* name);
 void set_device_reduce_runner(DeviceReduceRunner run);
 /** Runs a reduction through the registered runner (a NotImplementedError naming `name` if none). */
 void run_device_reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out,
-                       const Tensor* indices, const char* name);
+                       const Tensor* indices, const char* name, double correction = 0);
 
 /**
  * softmax (log_softmax when `log`) along the last dimension of `in_rows` into `out_rows` (views of

@@ -286,6 +286,11 @@ Tensor var_impl(const Tensor& self, std::optional<IntArrayRef> dims, double corr
   const ReducePlan p = plan_reduce(self, dims, keepdim, "var");
   Tensor out = new_output(self, p.out_shape, self.dtype());
   if (!out.has_data()) return out;
+  if (!self.device().is_cpu() || through_tiles()) {
+    run_device_reduce(ReduceOp::Var, rows_view(self, p), static_cast<int64_t>(p.kept.size()), out,
+                      nullptr, "var", correction);
+    return out;
+  }
   int64_t O, N;
   const Tensor rows = as_rows(self, p, O, N);
   visit_dtype<kFloats>(self.dtype(), "var", [&]<class T>() {
@@ -382,7 +387,6 @@ TS_REGISTER_OPS(reduce_ops) {
     lib.impl("min.dim", dev, max_dim_impl<false>);
     lib.impl("argmax", dev, argmax_impl<true>);
     lib.impl("argmin", dev, argmax_impl<false>);
-    if (dev == DeviceType::CUDA) continue;  // the rest have no tile lowering yet
     lib.impl("var", dev, var_impl);
   }
 }

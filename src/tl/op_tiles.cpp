@@ -562,6 +562,7 @@ tl::Tile identity(ReduceOp op, DType acc) {
   switch (op) {
     case ReduceOp::Sum:
     case ReduceOp::Mean:
+    case ReduceOp::Var:
       return tl::zeros({}, acc);
     case ReduceOp::Prod:
       return tl::full({}, 1, acc);
@@ -588,6 +589,7 @@ tl::Tile combine(ReduceOp op, const tl::Tile& acc, const tl::Tile& v) {
   switch (op) {
     case ReduceOp::Sum:
     case ReduceOp::Mean:
+    case ReduceOp::Var:
       return acc + v;
     case ReduceOp::Prod:
       return acc * v;
@@ -607,8 +609,8 @@ tl::Tile combine(ReduceOp op, const tl::Tile& acc, const tl::Tile& v) {
 // (a NaN wins), as torch.max(dim) and argmax.
 TL_JIT(aten_reduce, tl::Ptr x, tl::Ptr out, tl::Ptr idx, tl::Int k1, tl::Int k2, tl::Int ks0,
        tl::Int ks1, tl::Int ks2, tl::Int n, tl::Int r1, tl::Int r2, tl::Int rs0, tl::Int rs1,
-       tl::Int rs2, tl::Const OP, tl::Const ACC, tl::Const KEPT, tl::Const RED, tl::Const WIDE,
-       tl::Const INDEX, tl::Const BLOCK) {
+       tl::Int rs2, tl::Int corr_lo, tl::Int corr_hi, tl::Const OP, tl::Const ACC, tl::Const KEPT,
+       tl::Const RED, tl::Const WIDE, tl::Const INDEX, tl::Const BLOCK) {
   const auto op = static_cast<ReduceOp>(OP.int_value());
   const DType acc_t = ACC.dtype_value();
   const tl::Tile ksizes[kMaxReduceRank] = {k1, k1, k2}, kstrides[kMaxReduceRank] = {ks0, ks1, ks2};
@@ -645,6 +647,25 @@ TL_JIT(aten_reduce, tl::Ptr x, tl::Ptr out, tl::Ptr idx, tl::Int k1, tl::Int k2,
     case ReduceOp::Mean:
       r = tl::sum(a) / n.to(acc_t);
       break;
+    case ReduceOp::Var: {
+      // A second pass: squared deviations from the mean (as the CPU, not sum-of-squares).
+      const tl::Tile mean = tl::sum(a) / n.to(acc_t), zero = tl::zeros({}, acc_t);
+      tl::Var ss(tl::zeros({BLOCK}, acc_t));
+      tl::range(0, n, BLOCK, [&](tl::Tile start) {
+        tl::Tile j = tl::arange(0, BLOCK);
+        if (WIDE) j = j.to(DType::Int64);
+        j = j + start;
+        const tl::Tile m = j < n;
+        const tl::Tile at = offset_of(j, static_cast<int>(RED.int_value()), rsizes, rstrides);
+        const tl::Tile d = tl::where(m, tl::load(base + at, m).to(acc_t) - mean, zero);
+        ss = ss + d * d;
+      });
+      const tl::Tile corr_bits[2] = {corr_lo, corr_hi};
+      const tl::Tile corr = from_bits<double>(corr_bits).t.to(acc_t);
+      const tl::Tile denom = tl::maximum(n.to(acc_t) - corr, zero);
+      r = tl::sum(tl::Tile(ss)) / denom;
+      break;
+    }
     case ReduceOp::Prod:
       r = tl::reduce(a, 0, [](tl::Tile p, tl::Tile q) { return p * q; });
       break;
@@ -677,7 +698,7 @@ DType accumulator(ReduceOp op, DType in, DType out) {
 }
 
 void reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out, const Tensor* indices,
-            const char* name) {
+            double correction, const char* name) {
   Space ks, rs;
   const Tensor* ts[kOperands] = {&rows, &rows, &rows, &rows};
   TS_CHECK(collapse(ts, 0, kept, ks) && ks.rank <= kMaxReduceRank &&
@@ -706,6 +727,8 @@ void reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out, co
                                 r[0],
                                 r[1],
                                 r[2],
+                                lo32(std::bit_cast<int64_t>(correction)),
+                                hi32(std::bit_cast<int64_t>(correction)),
                                 tl::meta("OP", static_cast<int64_t>(op)),
                                 tl::meta("ACC", acc),
                                 tl::meta("KEPT", ks.rank),

@@ -157,6 +157,8 @@ TEST(CudaOps, ReductionsAgreeWithTheCpu) {
         tol);
     agree("amax", in, [](V x) { return x[0].amax({1}); });
     agree("min", in, [](V x) { return x[0].min(); });
+    agree(
+        "var", in, [](V x) { return var(x[0], {1}); }, tol);
   }
   for (DType d : {DType::Int32, DType::Int8, DType::Bool}) {
     const std::vector<Tensor> in = {random_tensor({33, 700}, d)};

@@ -328,6 +328,8 @@ const std::vector<ReduceCase>& reduce_cases() {
        [](T x) {
          return x.amin({0, 1});
        }},
+      {"var dim 1", kFloats, false, [](T x) { return var(x, {1}); }},
+      {"var all, correction 0, keepdim", kFloats, false, [](T x) { return var(x, {}, 0, true); }},
       {"max all", kNumeric, true, [](T x) { return x.max(); }},
       {"min all", kNumeric, true, [](T x) { return x.min(); }},
   };
