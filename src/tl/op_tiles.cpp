@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "core/dtype_visit.h"
 #include "ir/builder.h"
@@ -603,6 +604,23 @@ tl::Tile combine(ReduceOp op, const tl::Tile& acc, const tl::Tile& v) {
   return acc;
 }
 
+// What row kernels (reductions, softmax, norms) share: the program's row, int64 when `wide`; the
+// offset of a row's first element from its kept index (up to three collapsed dimensions); and the
+// element indices of the block starting at `start`.
+tl::Tile row_id(bool wide) {
+  const tl::Tile o = tl::program_id(0);
+  return wide ? o.to(DType::Int64) : o;
+}
+tl::Tile row_offset(const tl::Tile& o, int kept, const tl::Tile& k1, const tl::Tile& k2,
+                    const tl::Tile& ks0, const tl::Tile& ks1, const tl::Tile& ks2) {
+  const tl::Tile sizes[kMaxReduceRank] = {k1, k1, k2}, strides[kMaxReduceRank] = {ks0, ks1, ks2};
+  return offset_of(o, kept, sizes, strides);
+}
+tl::Tile block_indices(const tl::Tile& start, const tl::Tile& block, bool wide) {
+  const tl::Tile j = tl::arange(0, block);
+  return (wide ? j.to(DType::Int64) : j) + start;
+}
+
 // A program per output element: its kept index picks the base, the reduced elements are read in
 // blocks into an accumulator tile, which is folded at the end.
 // With INDEX (max/min), `idx` gets the first index of the result along the reduced elements
@@ -613,18 +631,15 @@ TL_JIT(aten_reduce, tl::Ptr x, tl::Ptr out, tl::Ptr idx, tl::Int k1, tl::Int k2,
        tl::Const RED, tl::Const WIDE, tl::Const INDEX, tl::Const BLOCK) {
   const auto op = static_cast<ReduceOp>(OP.int_value());
   const DType acc_t = ACC.dtype_value();
-  const tl::Tile ksizes[kMaxReduceRank] = {k1, k1, k2}, kstrides[kMaxReduceRank] = {ks0, ks1, ks2};
   const tl::Tile rsizes[kMaxReduceRank] = {n, r1, r2}, rstrides[kMaxReduceRank] = {rs0, rs1, rs2};
-  tl::Tile o = tl::program_id(0);
-  if (WIDE) o = o.to(DType::Int64);
-  const tl::Tile base = x + offset_of(o, static_cast<int>(KEPT.int_value()), ksizes, kstrides);
+  const tl::Tile o = row_id(static_cast<bool>(WIDE));
+  const tl::Tile base =
+      x + row_offset(o, static_cast<int>(KEPT.int_value()), k1, k2, ks0, ks1, ks2);
   const tl::Tile init = identity(op, acc_t);
   tl::Var acc(tl::broadcast_to(init, {BLOCK}));
   tl::Var at_idx(tl::zeros({BLOCK}, DType::Int64));  // each lane's first best index (INDEX)
   tl::range(0, n, BLOCK, [&](tl::Tile start) {
-    tl::Tile j = tl::arange(0, BLOCK);
-    if (WIDE) j = j.to(DType::Int64);
-    j = j + start;
+    const tl::Tile j = block_indices(start, BLOCK, static_cast<bool>(WIDE));
     const tl::Tile m = j < n;
     const tl::Tile at = offset_of(j, static_cast<int>(RED.int_value()), rsizes, rstrides);
     const tl::Tile v = tl::where(m, tl::load(base + at, m).to(acc_t), init);
@@ -652,9 +667,7 @@ TL_JIT(aten_reduce, tl::Ptr x, tl::Ptr out, tl::Ptr idx, tl::Int k1, tl::Int k2,
       const tl::Tile mean = tl::sum(a) / n.to(acc_t), zero = tl::zeros({}, acc_t);
       tl::Var ss(tl::zeros({BLOCK}, acc_t));
       tl::range(0, n, BLOCK, [&](tl::Tile start) {
-        tl::Tile j = tl::arange(0, BLOCK);
-        if (WIDE) j = j.to(DType::Int64);
-        j = j + start;
+        const tl::Tile j = block_indices(start, BLOCK, static_cast<bool>(WIDE));
         const tl::Tile m = j < n;
         const tl::Tile at = offset_of(j, static_cast<int>(RED.int_value()), rsizes, rstrides);
         const tl::Tile d = tl::where(m, tl::load(base + at, m).to(acc_t) - mean, zero);
@@ -697,46 +710,52 @@ DType accumulator(ReduceOp op, DType in, DType out) {
   return is_signed(out) || out == DType::Bool ? DType::Int64 : DType::UInt64;
 }
 
-void reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out, const Tensor* indices,
-            double correction, const char* name) {
-  Space ks, rs;
-  const Tensor* ts[kOperands] = {&rows, &rows, &rows, &rows};
-  TS_CHECK(collapse(ts, 0, kept, ks) && ks.rank <= kMaxReduceRank &&
-               collapse(ts, kept, rows.dim(), rs) && rs.rank <= kMaxReduceRank,
+// The geometry of a row kernel (reductions, norms): `x`'s first `kept` dimensions pick the row,
+// the rest are the row's elements, each side collapsed to at most kMaxReduceRank dimensions.
+struct Rows {
+  Space kept, elems;
+  bool wide = false;  ///< an offset (a kept one plus an element's) or an index passes int32
+
+  /** The kernels' ten geometry parameters: kept sizes 1-2 and strides 0-2, the element count,
+   * element sizes 1-2 and strides 0-2. */
+  void append_args(std::vector<tl::KernelArg>& a) const {
+    const int64_t* k = kept.strides[0];
+    const int64_t* r = elems.strides[0];
+    for (int64_t v : {kept.sizes[1], kept.sizes[2], k[0], k[1], k[2], elems.numel, elems.sizes[1],
+                      elems.sizes[2], r[0], r[1], r[2]})
+      a.emplace_back(v);
+  }
+};
+Rows rows_of(const Tensor& x, int64_t kept, const Tensor& out, const char* name) {
+  Rows r;
+  const Tensor* ts[kOperands] = {&x, &x, &x, &x};
+  TS_CHECK(collapse(ts, 0, kept, r.kept) && r.kept.rank <= kMaxReduceRank &&
+               collapse(ts, kept, x.dim(), r.elems) && r.elems.rank <= kMaxReduceRank,
            NotImplementedError)
       << "[" << name << "] on " << out.device() << ": more than " << kMaxReduceRank
       << " kept or reduced dimensions that cannot be merged";
-  const int64_t outputs = ks.numel;
-  if (outputs == 0) return;
-  // A kept index's offset plus a reduced one's: their sum must fit as well.
-  const bool wide = needs_wide(ks) || needs_wide(rs) || reach(ks, 0) + reach(rs, 0) > kMaxNarrow;
-  const int64_t* k = ks.strides[0];
-  const int64_t* r = rs.strides[0];
-  const DType acc = accumulator(op, rows.dtype(), out.dtype());
-  const tl::KernelArg args[] = {rows,
-                                out,
-                                indices ? *indices : out,
-                                ks.sizes[1],
-                                ks.sizes[2],
-                                k[0],
-                                k[1],
-                                k[2],
-                                rs.numel,
-                                rs.sizes[1],
-                                rs.sizes[2],
-                                r[0],
-                                r[1],
-                                r[2],
-                                lo32(std::bit_cast<int64_t>(correction)),
-                                hi32(std::bit_cast<int64_t>(correction)),
-                                tl::meta("OP", static_cast<int64_t>(op)),
-                                tl::meta("ACC", acc),
-                                tl::meta("KEPT", ks.rank),
-                                tl::meta("RED", rs.rank),
-                                tl::meta("WIDE", wide),
-                                tl::meta("INDEX", indices != nullptr),
-                                tl::meta("BLOCK", int64_t{512})};
-  aten_reduce[{outputs}].run_kernel(ArrayRef<tl::KernelArg>(args, std::size(args)));
+  r.wide = needs_wide(r.kept) || needs_wide(r.elems) ||
+           reach(r.kept, 0) + reach(r.elems, 0) > kMaxNarrow ||
+           r.kept.numel * r.elems.numel > kMaxNarrow;
+  return r;
+}
+
+void reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out, const Tensor* indices,
+            double correction, const char* name) {
+  const Rows g = rows_of(rows, kept, out, name);
+  if (g.kept.numel == 0) return;
+  std::vector<tl::KernelArg> args = {rows, out, indices ? *indices : out};
+  g.append_args(args);
+  for (int64_t v :
+       {lo32(std::bit_cast<int64_t>(correction)), hi32(std::bit_cast<int64_t>(correction))})
+    args.emplace_back(v);
+  for (const tl::MetaArg m :
+       {tl::meta("OP", static_cast<int64_t>(op)),
+        tl::meta("ACC", accumulator(op, rows.dtype(), out.dtype())), tl::meta("KEPT", g.kept.rank),
+        tl::meta("RED", g.elems.rank), tl::meta("WIDE", g.wide),
+        tl::meta("INDEX", indices != nullptr), tl::meta("BLOCK", int64_t{512})})
+    args.emplace_back(m);
+  aten_reduce[{g.kept.numel}].run_kernel(ArrayRef<tl::KernelArg>(args.data(), args.size()));
 }
 
 // ---- softmax ------------------------------------------------------------------------------------
@@ -748,19 +767,13 @@ TL_JIT(aten_softmax, tl::Ptr x, tl::Ptr out, tl::Int k1, tl::Int k2, tl::Int xs0
        tl::Const LOG, tl::Const ACC, tl::Const KEPT, tl::Const WIDE, tl::Const BLOCK) {
   const DType acc_t = ACC.dtype_value(), out_t = out.dtype();
   const int kept = static_cast<int>(KEPT.int_value());
-  const tl::Tile ksizes[kMaxReduceRank] = {k1, k1, k2};
-  const tl::Tile xstrides[kMaxReduceRank] = {xs0, xs1, xs2},
-                 ostrides[kMaxReduceRank] = {os0, os1, os2};
-  tl::Tile o = tl::program_id(0);
-  if (WIDE) o = o.to(DType::Int64);
-  const tl::Tile xb = x + offset_of(o, kept, ksizes, xstrides);
-  const tl::Tile ob = out + offset_of(o, kept, ksizes, ostrides);
+  const tl::Tile o = row_id(static_cast<bool>(WIDE));
+  const tl::Tile xb = x + row_offset(o, kept, k1, k2, xs0, xs1, xs2);
+  const tl::Tile ob = out + row_offset(o, kept, k1, k2, os0, os1, os2);
   const tl::Tile neg_inf = tl::full({}, -INFINITY, acc_t);
   // The row's values in blocks: the input converted to out's dtype, then to the accumulator's.
   const auto block = [&](tl::Tile start, tl::Tile& j, tl::Tile& m) {
-    j = tl::arange(0, BLOCK);
-    if (WIDE) j = j.to(DType::Int64);
-    j = j + start;
+    j = block_indices(start, BLOCK, static_cast<bool>(WIDE));
     m = j < n;
     return tl::load(xb + j * xsn, m).to(out_t).to(acc_t);
   };
@@ -838,17 +851,13 @@ TL_JIT(aten_norm, tl::Ptr x, tl::Ptr w, tl::Ptr b, tl::Ptr out, tl::Int k1, tl::
        tl::Int rs2, tl::Int eps_lo, tl::Int eps_hi, tl::Const RMS, tl::Const HAS_W, tl::Const HAS_B,
        tl::Const ACC, tl::Const KEPT, tl::Const RED, tl::Const WIDE, tl::Const BLOCK) {
   const DType acc_t = ACC.dtype_value();
-  const tl::Tile ksizes[kMaxReduceRank] = {k1, k1, k2}, kstrides[kMaxReduceRank] = {ks0, ks1, ks2};
   const tl::Tile rsizes[kMaxReduceRank] = {n, r1, r2}, rstrides[kMaxReduceRank] = {rs0, rs1, rs2};
-  tl::Tile o = tl::program_id(0);
-  if (WIDE) o = o.to(DType::Int64);
-  const tl::Tile xb = x + offset_of(o, static_cast<int>(KEPT.int_value()), ksizes, kstrides);
+  const tl::Tile o = row_id(static_cast<bool>(WIDE));
+  const tl::Tile xb = x + row_offset(o, static_cast<int>(KEPT.int_value()), k1, k2, ks0, ks1, ks2);
   const tl::Tile ob = out + o * n;
   const tl::Tile zero = tl::zeros({}, acc_t);
   const auto block = [&](tl::Tile start, tl::Tile& j, tl::Tile& m) {
-    j = tl::arange(0, BLOCK);
-    if (WIDE) j = j.to(DType::Int64);
-    j = j + start;
+    j = block_indices(start, BLOCK, static_cast<bool>(WIDE));
     m = j < n;
     const tl::Tile at = offset_of(j, static_cast<int>(RED.int_value()), rsizes, rstrides);
     return tl::where(m, tl::load(xb + at, m).to(acc_t), zero);
@@ -883,46 +892,19 @@ TL_JIT(aten_norm, tl::Ptr x, tl::Ptr w, tl::Ptr b, tl::Ptr out, tl::Int k1, tl::
 
 void norm(bool rms, const Tensor& x, int64_t normalized, const Tensor* weight, const Tensor* bias,
           double eps, const Tensor& out, const char* name) {
-  const int64_t kept = x.dim() - normalized;
-  Space ks, rs;
-  const Tensor* ts[kOperands] = {&x, &x, &x, &x};
-  TS_CHECK(collapse(ts, 0, kept, ks) && ks.rank <= kMaxReduceRank &&
-               collapse(ts, kept, x.dim(), rs) && rs.rank <= kMaxReduceRank,
-           NotImplementedError)
-      << "[" << name << "] on " << out.device() << ": more than " << kMaxReduceRank
-      << " dimensions that cannot be merged";
-  if (ks.numel == 0 || rs.numel == 0) return;
-  const bool wide = needs_wide(ks) || needs_wide(rs) || reach(ks, 0) + reach(rs, 0) > kMaxNarrow ||
-                    ks.numel * rs.numel > kMaxNarrow;
+  const Rows g = rows_of(x, x.dim() - normalized, out, name);
+  if (g.kept.numel == 0 || g.elems.numel == 0) return;
+  std::vector<tl::KernelArg> args = {x, weight ? *weight : out, bias ? *bias : out, out};
+  g.append_args(args);
+  for (int64_t v : {lo32(std::bit_cast<int64_t>(eps)), hi32(std::bit_cast<int64_t>(eps))})
+    args.emplace_back(v);
   const DType acc = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
-  const int64_t* k = ks.strides[0];
-  const int64_t* r = rs.strides[0];
-  const tl::KernelArg args[] = {x,
-                                weight ? *weight : out,
-                                bias ? *bias : out,
-                                out,
-                                ks.sizes[1],
-                                ks.sizes[2],
-                                k[0],
-                                k[1],
-                                k[2],
-                                rs.numel,
-                                rs.sizes[1],
-                                rs.sizes[2],
-                                r[0],
-                                r[1],
-                                r[2],
-                                lo32(std::bit_cast<int64_t>(eps)),
-                                hi32(std::bit_cast<int64_t>(eps)),
-                                tl::meta("RMS", rms),
-                                tl::meta("HAS_W", weight != nullptr),
-                                tl::meta("HAS_B", bias != nullptr),
-                                tl::meta("ACC", acc),
-                                tl::meta("KEPT", ks.rank),
-                                tl::meta("RED", rs.rank),
-                                tl::meta("WIDE", wide),
-                                tl::meta("BLOCK", int64_t{1024})};
-  aten_norm[{ks.numel}].run_kernel(ArrayRef<tl::KernelArg>(args, std::size(args)));
+  for (const tl::MetaArg m :
+       {tl::meta("RMS", rms), tl::meta("HAS_W", weight != nullptr),
+        tl::meta("HAS_B", bias != nullptr), tl::meta("ACC", acc), tl::meta("KEPT", g.kept.rank),
+        tl::meta("RED", g.elems.rank), tl::meta("WIDE", g.wide), tl::meta("BLOCK", int64_t{1024})})
+    args.emplace_back(m);
+  aten_norm[{g.kept.numel}].run_kernel(ArrayRef<tl::KernelArg>(args.data(), args.size()));
 }
 
 [[maybe_unused]] const int registered = [] {
