@@ -137,16 +137,16 @@ void run_device_reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tens
   run(op, rows, kept, out, indices, correction, name);
 }
 namespace {
-std::atomic<DeviceSoftmaxRunner> g_softmax_runner{nullptr};
+std::atomic<DeviceRowRunner> g_row_runner{nullptr};
 }
-void set_device_softmax_runner(DeviceSoftmaxRunner run) {
-  g_softmax_runner.store(run, std::memory_order_release);
+void set_device_row_runner(DeviceRowRunner run) {
+  g_row_runner.store(run, std::memory_order_release);
 }
-void run_device_softmax(bool log, const Tensor& in_rows, const Tensor& out_rows, const char* name) {
-  const DeviceSoftmaxRunner run = g_softmax_runner.load(std::memory_order_acquire);
+void run_device_row(RowOp op, const Tensor& in_rows, const Tensor& out_rows, const char* name) {
+  const DeviceRowRunner run = g_row_runner.load(std::memory_order_acquire);
   TS_CHECK(run, NotImplementedError)
       << "[" << name << "] is not available on " << out_rows.device();
-  run(log, in_rows, out_rows, name);
+  run(op, in_rows, out_rows, name);
 }
 
 namespace {

@@ -118,15 +118,16 @@ void set_device_reduce_runner(DeviceReduceRunner run);
 void run_device_reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out,
                        const Tensor* indices, const char* name, double correction = 0);
 
+/** Ops that map each line along one dimension to a line of the same length. */
+enum class RowOp : uint8_t { Softmax, LogSoftmax, Cumsum };
 /**
- * softmax (log_softmax when `log`) along the last dimension of `in_rows` into `out_rows` (views of
- * one shape, any strides; the input converted to out's dtype first, as the CPU does). Registered
- * by the tile lowering.
+ * `op` along the last dimension of `in_rows` into `out_rows` (views of one shape, any strides; the
+ * input converted to out's dtype first, as the CPU does). Registered by the tile lowering.
  */
-using DeviceSoftmaxRunner = void (*)(bool log, const Tensor& in_rows, const Tensor& out_rows,
-                                     const char* name);
-void set_device_softmax_runner(DeviceSoftmaxRunner run);
-void run_device_softmax(bool log, const Tensor& in_rows, const Tensor& out_rows, const char* name);
+using DeviceRowRunner = void (*)(RowOp op, const Tensor& in_rows, const Tensor& out_rows,
+                                 const char* name);
+void set_device_row_runner(DeviceRowRunner run);
+void run_device_row(RowOp op, const Tensor& in_rows, const Tensor& out_rows, const char* name);
 
 /**
  * layer_norm (rms_norm when `rms`: no mean) of `x` over its trailing `normalized` dimensions into

@@ -54,6 +54,20 @@ void along_dim(const Tensor& x, int64_t dim, const Tensor& out, Row row) {
   if (!direct) cpu_copy(op, res);
 }
 
+// A view of t with `dim` moved last (no copy); a 0-dim tensor as one line of one element.
+Tensor dim_last(const Tensor& t, int64_t dim) {
+  if (t.dim() == 0) return detail::make_view(t, {1}, {1}, t.storage_offset());
+  SymDimVector sizes, strides;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (d == dim) continue;
+    sizes.push_back(t.sizes()[d]);
+    strides.push_back(t.strides()[d]);
+  }
+  sizes.push_back(t.sizes()[dim]);
+  strides.push_back(t.strides()[dim]);
+  return detail::make_view(t, sizes, strides, t.storage_offset());
+}
+
 DType softmax_dtype(const Tensor& self, std::optional<DType> dtype, const char* op) {
   const DType dt = dtype.value_or(self.dtype());
   TS_CHECK(is_floating_point(dt) && !is_float8(dt), DTypeError)
@@ -69,19 +83,8 @@ Tensor softmax_impl(const Tensor& self, int64_t dim, std::optional<DType> dtype)
   Tensor out = new_output(self, self.sizes(), dt);
   if (!out.has_data() || out.impl()->int_numel() == 0) return out;
   if (!self.device().is_cpu() || through_tiles()) {
-    const auto rows = [&](const Tensor& t) {  // `dim` last, no copy
-      if (t.dim() == 0) return detail::make_view(t, {1}, {1}, t.storage_offset());
-      SymDimVector sizes, strides;
-      for (int64_t d = 0; d < t.dim(); ++d) {
-        if (d == dim) continue;
-        sizes.push_back(t.sizes()[d]);
-        strides.push_back(t.strides()[d]);
-      }
-      sizes.push_back(t.sizes()[dim]);
-      strides.push_back(t.strides()[dim]);
-      return detail::make_view(t, sizes, strides, t.storage_offset());
-    };
-    run_device_softmax(Log, rows(self), rows(out), op);
+    run_device_row(Log ? RowOp::LogSoftmax : RowOp::Softmax, dim_last(self, dim),
+                   dim_last(out, dim), op);
     return out;
   }
   const Tensor x = cpu_to_dtype(self, dt);
@@ -125,6 +128,10 @@ Tensor cumsum_impl(const Tensor& self, int64_t dim, std::optional<DType> dtype) 
   dim = detail::wrap_dim(dim, self.dim(), "cumsum");
   Tensor out = new_output(self, self.sizes(), dt);
   if (!out.has_data() || out.impl()->int_numel() == 0) return out;
+  if (!self.device().is_cpu() || through_tiles()) {
+    run_device_row(RowOp::Cumsum, dim_last(self, dim), dim_last(out, dim), "cumsum");
+    return out;
+  }
   const Tensor x = cpu_to_dtype(self, dt);
   visit_dtype<kNumeric>(dt, "cumsum", [&]<class T>() {
     using V = opmath_t<T>;
@@ -162,6 +169,7 @@ TS_REGISTER_OPS(softmax_ops) {
   }
   lib.impl("softmax.int", DeviceType::CUDA, softmax_impl<false>);
   lib.impl("log_softmax.int", DeviceType::CUDA, softmax_impl<true>);
+  lib.impl("cumsum", DeviceType::CUDA, cumsum_impl);
 }
 
 using SoftmaxSig = Tensor(const Tensor&, int64_t, std::optional<DType>);

@@ -805,7 +805,29 @@ TL_JIT(aten_softmax, tl::Ptr x, tl::Ptr out, tl::Int k1, tl::Int k2, tl::Int xs0
   });
 }
 
-void softmax(bool log, const Tensor& in, const Tensor& out, const char* name) {
+// A running sum along the row: each block's inclusive scan plus the sum of the blocks before it.
+TL_JIT(aten_cumsum, tl::Ptr x, tl::Ptr out, tl::Int k1, tl::Int k2, tl::Int xs0, tl::Int xs1,
+       tl::Int xs2, tl::Int os0, tl::Int os1, tl::Int os2, tl::Int n, tl::Int xsn, tl::Int osn,
+       tl::Const LOG, tl::Const ACC, tl::Const KEPT, tl::Const WIDE, tl::Const BLOCK) {
+  (void)LOG;
+  const DType acc_t = ACC.dtype_value(), out_t = out.dtype();
+  const int kept = static_cast<int>(KEPT.int_value());
+  const tl::Tile o = row_id(static_cast<bool>(WIDE));
+  const tl::Tile xb = x + row_offset(o, kept, k1, k2, xs0, xs1, xs2);
+  const tl::Tile ob = out + row_offset(o, kept, k1, k2, os0, os1, os2);
+  const tl::Tile zero = tl::zeros({}, acc_t);
+  tl::Var carry(zero);
+  tl::range(0, n, BLOCK, [&](tl::Tile start) {
+    const tl::Tile j = block_indices(start, BLOCK, static_cast<bool>(WIDE));
+    const tl::Tile m = j < n;
+    const tl::Tile v = tl::where(m, tl::load(xb + j * xsn, m).to(out_t).to(acc_t), zero);
+    tl::store(ob + j * osn, (tl::cumsum(v, 0) + carry).to(out_t), m);
+    carry = carry + tl::sum(v);
+  });
+}
+
+// Softmax, log_softmax and cumsum: a program per line along the last dimension of the views.
+void row_op(ops_detail::RowOp op, const Tensor& in, const Tensor& out, const char* name) {
   const int64_t nd = in.dim();
   Space ks;
   const Tensor* ts[kOperands] = {&in, &out, &in, &in};
@@ -817,7 +839,10 @@ void softmax(bool log, const Tensor& in, const Tensor& out, const char* name) {
   const int64_t xsn = in.stride(nd - 1).expect_int(), osn = out.stride(nd - 1).expect_int();
   const bool wide = needs_wide(ks) || reach(ks, 0) + (n - 1) * std::abs(xsn) > kMaxNarrow ||
                     reach(ks, 1) + (n - 1) * std::abs(osn) > kMaxNarrow || n > kMaxNarrow;
-  const DType acc = out.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
+  const DType d = out.dtype();
+  const DType acc = !is_floating_point(d) ? d
+                    : d == DType::Float64 ? DType::Float64
+                                          : DType::Float32;
   const int64_t* xs = ks.strides[0];
   const int64_t* os = ks.strides[1];
   const tl::KernelArg args[] = {in,
@@ -833,12 +858,17 @@ void softmax(bool log, const Tensor& in, const Tensor& out, const char* name) {
                                 n,
                                 xsn,
                                 osn,
-                                tl::meta("LOG", log),
+                                tl::meta("LOG", op == ops_detail::RowOp::LogSoftmax),
                                 tl::meta("ACC", acc),
                                 tl::meta("KEPT", ks.rank),
                                 tl::meta("WIDE", wide),
                                 tl::meta("BLOCK", int64_t{1024})};
-  aten_softmax[{rows}].run_kernel(ArrayRef<tl::KernelArg>(args, std::size(args)));
+  const ArrayRef<tl::KernelArg> a(args, std::size(args));
+  if (op == ops_detail::RowOp::Cumsum) {
+    aten_cumsum[{rows}].run_kernel(a);
+  } else {
+    aten_softmax[{rows}].run_kernel(a);
+  }
 }
 
 // ---- layer_norm and rms_norm
@@ -909,7 +939,7 @@ void norm(bool rms, const Tensor& x, int64_t normalized, const Tensor* weight, c
 
 [[maybe_unused]] const int registered = [] {
   ops_detail::set_device_norm_runner(&norm);
-  ops_detail::set_device_softmax_runner(&softmax);
+  ops_detail::set_device_row_runner(&row_op);
   ops_detail::set_device_pointwise_runner(&run);
   ops_detail::set_device_reduce_runner(&reduce);
   return 0;

@@ -206,6 +206,10 @@ TEST(CudaOps, SoftmaxAgreesWithTheCpu) {
   agree(
       "softmax bf16", {random_tensor({16, 700}, DType::BFloat16)},
       [](V x) { return softmax(x[0], 1); }, 1.6e-2);
+  agree("cumsum int", {random_tensor({8, 3000}, DType::Int32)},
+        [](V x) { return cumsum(x[0], 1); });
+  agree(
+      "cumsum float", in, [](V x) { return cumsum(x[0], 1); }, 1e-4);
 }
 
 // The seed's backward uses built-in ops on the inputs' device: autograd on GPU tensors.

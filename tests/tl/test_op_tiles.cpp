@@ -455,6 +455,24 @@ TEST(ReduceTiles, IndicesOfMaxMinArgmaxArgmin) {
   }
 }
 
+TEST(SoftmaxTiles, CumsumAlongEveryDimIntegersExact) {
+  for (const bool interp : {true, false}) {
+    ScopedEnv mode("TESSERA_INTERPRET", interp ? "1" : nullptr);
+    const Tensor xi = random_tensor({4, 2500, 3}, DType::Int32),
+                 xf = random_tensor({4, 2500, 3}, DType::Float32);
+    for (int64_t dim : {0, 1, 2}) {
+      const Tensor wi = cumsum(xi, dim), wf = cumsum(xf, dim), wd = cumsum(xi, dim, DType::Float64);
+      ops_detail::ScopedThroughTiles tiles;
+      const std::string what = "dim " + std::to_string(dim) + (interp ? " interpreted" : "");
+      EXPECT_TRUE(bitwise_equal(cumsum(xi, dim), wi)) << what;  // int64 wraps the same
+      // float32 running sums over 2500 elements, the CPU's in double.
+      EXPECT_TRUE(all_close(cumsum(xf, dim).to(DType::Float64), wf.to(DType::Float64), 1e-4, 1e-4))
+          << what;
+      EXPECT_TRUE(bitwise_equal(cumsum(xi, dim, DType::Float64), wd)) << what;  // exact in double
+    }
+  }
+}
+
 // ---- layer_norm and rms_norm
 // ----------------------------------------------------------------------
 
