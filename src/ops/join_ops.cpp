@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "ops/cpu_loops.h"
+#include "ops/device_copy.h"
 #include "ops/register.h"
 
 namespace tessera {
@@ -76,7 +77,10 @@ void cat_into(const Tensor& out, TensorList tensors, const CatPlan& p) {
     sizes[p.dim] = n;
     const Tensor slot = detail::make_view(out, sizes, out.strides(),
                                           out.storage_offset() + offset * out.strides()[p.dim]);
-    cpu_copy(slot, t);
+    if (slot.device().is_cpu())
+      cpu_copy(slot, t);
+    else
+      copy_between(slot, t);  // GPU tensors: cuMemcpy when contiguous, else through the host
     offset = offset + n;
   }
 }
@@ -248,6 +252,8 @@ TS_REGISTER_OPS(join_ops) {
     lib.impl("index_select", dev, index_select_impl);
     lib.impl("index_add", dev, index_add_impl);
   }
+  lib.impl("cat", DeviceType::CUDA, cat_impl);
+  lib.impl("cat.out", DeviceType::CUDA, cat_out_impl);
   lib.composite("stack", stack_composite);
   lib.composite("embedding", embedding_composite);
 }

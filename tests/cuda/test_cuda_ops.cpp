@@ -212,6 +212,16 @@ TEST(CudaOps, SoftmaxAgreesWithTheCpu) {
       "cumsum float", in, [](V x) { return cumsum(x[0], 1); }, 1e-4);
 }
 
+TEST(CudaOps, CatAndStack) {
+  REQUIRE_GPU();
+  using V = const std::vector<Tensor>&;
+  const std::vector<Tensor> in = {random_tensor({3, 40}, DType::Float32),
+                                  random_tensor({5, 40}, DType::Float32)};
+  agree("cat rows", in, [](V x) { return cat({x[0], x[1]}, 0); });
+  agree("cat columns of transposes", in, [](V x) { return cat({x[0].t(), x[1].t()}, 1); });
+  agree("stack", {in[0], in[0]}, [](V x) { return stack({x[0], x[1]}, 1); });
+}
+
 // The seed's backward uses built-in ops on the inputs' device: autograd on GPU tensors.
 TEST(CudaOps, AutogradThroughPointwiseOps) {
   REQUIRE_GPU();
