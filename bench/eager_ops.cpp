@@ -73,13 +73,27 @@ void BM_PointwiseOp(benchmark::State& s) {
   Tensor out = empty({n}, o);
   for (auto _ : s) {
     switch (s.range(0)) {
-      case 0: maximum_out(out, a, b); break;
-      case 1: out.copy_(relu(a)); break;
-      case 2: out.copy_(clamp(a, -0.5, 0.5)); break;
-      case 3: div_out(out, a, b, "floor"); break;
-      case 4: div_out(out, a, b, "floor"); break;
-      case 5: remainder_out(out, a, b); break;
-      default: out.copy_(bitwise_left_shift(a, b)); break;
+      case 0:
+        maximum_out(out, a, b);
+        break;
+      case 1:
+        out.copy_(relu(a));
+        break;
+      case 2:
+        out.copy_(clamp(a, -0.5, 0.5));
+        break;
+      case 3:
+        div_out(out, a, b, "floor");
+        break;
+      case 4:
+        div_out(out, a, b, "floor");
+        break;
+      case 5:
+        remainder_out(out, a, b);
+        break;
+      default:
+        out.copy_(bitwise_left_shift(a, b));
+        break;
     }
   }
   static const char* kNames[] = {"maximum f32",   "relu f32",      "clamp f32", "floor div f32",

@@ -6,6 +6,8 @@
 namespace tessera::ops_detail {
 namespace {
 
+thread_local bool t_through_tiles = false;  // ScopedThroughTiles
+
 void check_allowed(const PointwiseDesc& d, DType compute) {
   if ((d.allowed & dtype_bit(compute)) == 0) detail::throw_unsupported_dtype(d.name, compute);
 }
@@ -29,9 +31,6 @@ void check_devices(const PointwiseDesc& d, ArrayRef<Tensor> inputs, const Tensor
   for (const auto& t : inputs) visit(t);
   if (out) visit(*out);
 }
-
-std::atomic<DevicePointwiseRunner> g_device_runner{nullptr};
-thread_local bool t_through_tiles = false;
 
 // Runs the loop into `out` (whose dtype is the op's result dtype) when there is data.
 void run_into(const PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor> inputs, DType compute,
@@ -108,58 +107,56 @@ void pointwise_inplace(const PointwiseDesc& d, Tensor& self, ArrayRef<Tensor> in
   pointwise_out(d, inputs, promoted, self, extra);
 }
 
+namespace {
+// The device runners the tile lowering registers at load time (one slot per kind of op).
+std::atomic<DevicePointwiseRunner> g_pointwise_runner{nullptr};
+std::atomic<DeviceReduceRunner> g_reduce_runner{nullptr};
+std::atomic<DeviceRowRunner> g_row_runner{nullptr};
+std::atomic<DeviceNormRunner> g_norm_runner{nullptr};
+
+template <class Fn>
+Fn registered(const std::atomic<Fn>& slot, bool lowered, const char* name, Device d) {
+  const Fn run = slot.load(std::memory_order_acquire);
+  TS_CHECK(run && lowered, NotImplementedError)
+      << "[" << name << "] is not available on " << d << " yet";
+  return run;
+}
+}  // namespace
+
 void set_device_pointwise_runner(DevicePointwiseRunner run) {
-  g_device_runner.store(run, std::memory_order_release);
+  g_pointwise_runner.store(run, std::memory_order_release);
+}
+void set_device_reduce_runner(DeviceReduceRunner run) {
+  g_reduce_runner.store(run, std::memory_order_release);
+}
+void set_device_row_runner(DeviceRowRunner run) {
+  g_row_runner.store(run, std::memory_order_release);
+}
+void set_device_norm_runner(DeviceNormRunner run) {
+  g_norm_runner.store(run, std::memory_order_release);
 }
 
 void run_on_device(const PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor> inputs,
                    DType compute, const void* extra) {
-  const DevicePointwiseRunner run = g_device_runner.load(std::memory_order_acquire);
-  TS_CHECK(run && d.op != PwOp::None, NotImplementedError)
-      << "[" << d.name << "] is not available on " << out.device() << " yet";
+  const auto run = registered(g_pointwise_runner, d.op != PwOp::None, d.name, out.device());
   SmallVector<Tensor, 4> views;
   for (const auto& t : inputs) {
     views.push_back(t.dim() == 0 && t.device() != out.device() ? t : broadcast_to(t, out.sizes()));
   }
   run(d, out, views, compute, extra);
 }
-
-namespace {
-std::atomic<DeviceReduceRunner> g_reduce_runner{nullptr};
-}
-void set_device_reduce_runner(DeviceReduceRunner run) {
-  g_reduce_runner.store(run, std::memory_order_release);
-}
 void run_device_reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out,
                        const Tensor* indices, const char* name, double correction) {
-  const DeviceReduceRunner run = g_reduce_runner.load(std::memory_order_acquire);
-  TS_CHECK(run, NotImplementedError) << "[" << name << "] is not available on " << out.device();
-  run(op, rows, kept, out, indices, correction, name);
-}
-namespace {
-std::atomic<DeviceRowRunner> g_row_runner{nullptr};
-}
-void set_device_row_runner(DeviceRowRunner run) {
-  g_row_runner.store(run, std::memory_order_release);
+  registered(g_reduce_runner, true, name, out.device())(op, rows, kept, out, indices, correction,
+                                                        name);
 }
 void run_device_row(RowOp op, const Tensor& in_rows, const Tensor& out_rows, const char* name) {
-  const DeviceRowRunner run = g_row_runner.load(std::memory_order_acquire);
-  TS_CHECK(run, NotImplementedError)
-      << "[" << name << "] is not available on " << out_rows.device();
-  run(op, in_rows, out_rows, name);
-}
-
-namespace {
-std::atomic<DeviceNormRunner> g_norm_runner{nullptr};
-}
-void set_device_norm_runner(DeviceNormRunner run) {
-  g_norm_runner.store(run, std::memory_order_release);
+  registered(g_row_runner, true, name, out_rows.device())(op, in_rows, out_rows, name);
 }
 void run_device_norm(bool rms, const Tensor& x, int64_t normalized, const Tensor* weight,
                      const Tensor* bias, double eps, const Tensor& out, const char* name) {
-  const DeviceNormRunner run = g_norm_runner.load(std::memory_order_acquire);
-  TS_CHECK(run, NotImplementedError) << "[" << name << "] is not available on " << out.device();
-  run(rms, x, normalized, weight, bias, eps, out, name);
+  registered(g_norm_runner, true, name, out.device())(rms, x, normalized, weight, bias, eps, out,
+                                                      name);
 }
 
 bool through_tiles() {

@@ -1,13 +1,14 @@
-// The built-in pointwise operators as tile kernels (DESIGN.md D6): the functors of
+// Built-in operators as tile kernels (DESIGN.md D6): the pointwise functors of
 // ops/pointwise_functors.h, instantiated with `TV<T>` (a tile whose element type is known at
-// compile time), trace into one kernel over a strided index space. This runs the ops where the
-// precompiled CPU loops cannot (GPU tensors) and is the lowering fusion builds on. Registered with
-// the ops layer at load time (`set_device_pointwise_runner`).
+// compile time), trace into one kernel over a strided index space; reductions (with indices),
+// var, softmax, cumsum and layer/RMS norm are row kernels (a program per output or row). They run
+// the ops where the precompiled CPU loops cannot (GPU tensors) and are the lowering fusion builds
+// on. Registered with the ops layer at load time (`ops_detail::set_device_*_runner`).
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <cstring>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "core/dtype_visit.h"
@@ -18,7 +19,7 @@
 #include "tessera/tl.h"
 #include "tl/trace.h"
 
-namespace tessera::tl_pointwise {
+namespace tessera::op_tiles {
 namespace {
 
 using ops_detail::PwOp;
@@ -132,18 +133,18 @@ TS_TV_MATH2(copysign)
 #undef TS_TV_MATH2
 
 }  // namespace
-}  // namespace tessera::tl_pointwise
+}  // namespace tessera::op_tiles
 
 namespace tessera::pw {
 template <class T>
-struct element_of<tl_pointwise::TV<T>> {
+struct element_of<op_tiles::TV<T>> {
   using type = T;
   template <class U>
-  using rebind = tl_pointwise::TV<U>;
+  using rebind = op_tiles::TV<U>;
 };
 }  // namespace tessera::pw
 
-namespace tessera::tl_pointwise {
+namespace tessera::op_tiles {
 namespace {
 
 constexpr int kMaxRank = 6;
@@ -179,6 +180,11 @@ int32_t lo32(int64_t v) {
 }
 int32_t hi32(int64_t v) {
   return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v) >> 32));
+}
+/** Appends a 64-bit pattern as the two int32 halves a kernel takes (`from_bits`). */
+void append_bits(std::vector<tl::KernelArg>& args, int64_t bits) {
+  args.emplace_back(lo32(bits));
+  args.emplace_back(hi32(bits));
 }
 template <class V>
 V scalar_param(const Scalar& s) {
@@ -222,14 +228,11 @@ tl::Tile binary(const Traced& c) {
 tl::Tile add(const Traced& c, bool negate) {
   return with_compute<kNumericAndBool>(c, [&]<class T>() {
     using V = TV<opmath_t<T>>;
-    const V a = input<T>(c, 0), b = input<T>(c, 1);
+    V alpha = from_bits<opmath_t<T>>(c.p);
     if constexpr (!std::is_same_v<T, bool>) {
-      V alpha = from_bits<opmath_t<T>>(c.p);
-      if (negate) alpha = pw::wrap_neg(alpha);
-      return pw::AddScaled<V>{alpha}(a, b).t;
-    } else {
-      return pw::AddScaled<V>{from_bits<bool>(c.p)}(a, b).t;
+      if (negate) alpha = pw::wrap_neg(alpha);  // sub (never of bools)
     }
+    return pw::AddScaled<V>{alpha}(input<T>(c, 0), input<T>(c, 1)).t;
   });
 }
 
@@ -495,61 +498,23 @@ void run(const ops_detail::PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor>
   // Integer pow unrolls square-and-multiply over every exponent bit: its intermediate tiles are
   // stored (on CUDA, in shared memory at this stage), so it takes smaller blocks.
   const int64_t block = d.op == PwOp::Pow && !is_floating_point(compute) ? 128 : kBlock;
-  const Tensor& x0 = in.empty() ? out : in[0];
-  const Tensor& x1 = in.size() > 1 ? in[1] : out;
-  const Tensor& x2 = in.size() > 2 ? in[2] : out;
-  const int64_t* o = s.strides[0];
-  const int64_t* a = s.strides[1];
-  const int64_t* b = s.strides[2];
-  const int64_t* cs = s.strides[3];
-  const tl::KernelArg args[] = {out,
-                                x0,
-                                x1,
-                                x2,
-                                s.numel,
-                                s.sizes[1],
-                                s.sizes[2],
-                                s.sizes[3],
-                                s.sizes[4],
-                                s.sizes[5],
-                                o[0],
-                                o[1],
-                                o[2],
-                                o[3],
-                                o[4],
-                                o[5],
-                                a[0],
-                                a[1],
-                                a[2],
-                                a[3],
-                                a[4],
-                                a[5],
-                                b[0],
-                                b[1],
-                                b[2],
-                                b[3],
-                                b[4],
-                                b[5],
-                                cs[0],
-                                cs[1],
-                                cs[2],
-                                cs[3],
-                                cs[4],
-                                cs[5],
-                                lo32(bits[0]),
-                                hi32(bits[0]),
-                                lo32(bits[1]),
-                                hi32(bits[1]),
-                                tl::meta("OP", static_cast<int64_t>(d.op)),
-                                tl::meta("COMPUTE", compute),
-                                tl::meta("RANK", s.rank),
-                                tl::meta("WIDE", needs_wide(s)),
-                                tl::meta("HAS_LO", has_lo),
-                                tl::meta("HAS_HI", has_hi),
-                                tl::meta("BLOCK", block)};
+  std::vector<tl::KernelArg> args = {out};
+  for (size_t k = 0; k < 3; ++k) args.emplace_back(k < in.size() ? in[k] : out);
+  args.emplace_back(s.numel);
+  for (int k = 1; k < kMaxRank; ++k) args.emplace_back(s.sizes[k]);
+  for (const auto& st : s.strides) {
+    for (const int64_t v : st) args.emplace_back(v);
+  }
+  append_bits(args, bits[0]);
+  append_bits(args, bits[1]);
+  for (const tl::MetaArg m :
+       {tl::meta("OP", static_cast<int64_t>(d.op)), tl::meta("COMPUTE", compute),
+        tl::meta("RANK", s.rank), tl::meta("WIDE", needs_wide(s)), tl::meta("HAS_LO", has_lo),
+        tl::meta("HAS_HI", has_hi), tl::meta("BLOCK", block)})
+    args.emplace_back(m);
   // Straight to the kernel: the op itself already went through the dispatcher's modes.
   aten_pointwise[{(s.numel + block - 1) / block}].run_kernel(
-      ArrayRef<tl::KernelArg>(args, std::size(args)));
+      ArrayRef<tl::KernelArg>(args.data(), args.size()));
 }
 
 // ---- reductions ---------------------------------------------------------------------------------
@@ -572,7 +537,6 @@ tl::Tile identity(ReduceOp op, DType acc) {
       const bool max = op == ReduceOp::Max;
       if (is_floating_point(acc)) return tl::full({}, max ? -INFINITY : INFINITY, acc);
       if (acc == DType::Bool) return tl::full({}, !max, acc);
-      const tl::Tile lo = tl::full({}, max ? -1 : 0, acc);  // the extremes by bits
       const int64_t bits = static_cast<int64_t>(itemsize(acc)) * 8;
       if (is_signed(acc)) {
         const tl::Tile one = tl::full({}, 1, acc);
@@ -637,7 +601,8 @@ TL_JIT(aten_reduce, tl::Ptr x, tl::Ptr out, tl::Ptr idx, tl::Int k1, tl::Int k2,
       x + row_offset(o, static_cast<int>(KEPT.int_value()), k1, k2, ks0, ks1, ks2);
   const tl::Tile init = identity(op, acc_t);
   tl::Var acc(tl::broadcast_to(init, {BLOCK}));
-  tl::Var at_idx(tl::zeros({BLOCK}, DType::Int64));  // each lane's first best index (INDEX)
+  std::optional<tl::Var> at_idx;  // each lane's first best index (INDEX only)
+  if (INDEX) at_idx.emplace(tl::zeros({BLOCK}, DType::Int64));
   tl::range(0, n, BLOCK, [&](tl::Tile start) {
     const tl::Tile j = block_indices(start, BLOCK, static_cast<bool>(WIDE));
     const tl::Tile m = j < n;
@@ -647,7 +612,7 @@ TL_JIT(aten_reduce, tl::Ptr x, tl::Ptr out, tl::Ptr idx, tl::Int k1, tl::Int k2,
       // Strictly better (a NaN beats a number; the first NaN stays): later equal values lose.
       tl::Tile take = op == ReduceOp::Max ? v > acc : v < acc;
       if (is_floating_point(acc_t)) take = (acc == acc) & ((v != v) | take);
-      at_idx = tl::where(take, j.to(DType::Int64), at_idx);
+      *at_idx = tl::where(take, j.to(DType::Int64), tl::Tile(*at_idx));
       acc = tl::where(take, v, acc);
     } else {
       acc = combine(op, acc, v);
@@ -694,7 +659,7 @@ TL_JIT(aten_reduce, tl::Ptr x, tl::Ptr out, tl::Ptr idx, tl::Int k1, tl::Int k2,
         tl::Tile holds = a == r;
         if (is_floating_point(acc_t)) holds = holds | ((a != a) & (r != r));
         const tl::Tile none = tl::full({}, std::numeric_limits<int64_t>::max(), DType::Int64);
-        tl::store(idx + o, tl::min(tl::where(holds, tl::Tile(at_idx), none)));
+        tl::store(idx + o, tl::min(tl::where(holds, tl::Tile(*at_idx), none)));
       }
       break;
   }
@@ -746,9 +711,7 @@ void reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out, co
   if (g.kept.numel == 0) return;
   std::vector<tl::KernelArg> args = {rows, out, indices ? *indices : out};
   g.append_args(args);
-  for (int64_t v :
-       {lo32(std::bit_cast<int64_t>(correction)), hi32(std::bit_cast<int64_t>(correction))})
-    args.emplace_back(v);
+  append_bits(args, std::bit_cast<int64_t>(correction));
   for (const tl::MetaArg m :
        {tl::meta("OP", static_cast<int64_t>(op)),
         tl::meta("ACC", accumulator(op, rows.dtype(), out.dtype())), tl::meta("KEPT", g.kept.rank),
@@ -808,8 +771,7 @@ TL_JIT(aten_softmax, tl::Ptr x, tl::Ptr out, tl::Int k1, tl::Int k2, tl::Int xs0
 // A running sum along the row: each block's inclusive scan plus the sum of the blocks before it.
 TL_JIT(aten_cumsum, tl::Ptr x, tl::Ptr out, tl::Int k1, tl::Int k2, tl::Int xs0, tl::Int xs1,
        tl::Int xs2, tl::Int os0, tl::Int os1, tl::Int os2, tl::Int n, tl::Int xsn, tl::Int osn,
-       tl::Const LOG, tl::Const ACC, tl::Const KEPT, tl::Const WIDE, tl::Const BLOCK) {
-  (void)LOG;
+       tl::Const ACC, tl::Const KEPT, tl::Const WIDE, tl::Const BLOCK) {
   const DType acc_t = ACC.dtype_value(), out_t = out.dtype();
   const int kept = static_cast<int>(KEPT.int_value());
   const tl::Tile o = row_id(static_cast<bool>(WIDE));
@@ -845,25 +807,16 @@ void row_op(ops_detail::RowOp op, const Tensor& in, const Tensor& out, const cha
                                           : DType::Float32;
   const int64_t* xs = ks.strides[0];
   const int64_t* os = ks.strides[1];
-  const tl::KernelArg args[] = {in,
-                                out,
-                                ks.sizes[1],
-                                ks.sizes[2],
-                                xs[0],
-                                xs[1],
-                                xs[2],
-                                os[0],
-                                os[1],
-                                os[2],
-                                n,
-                                xsn,
-                                osn,
-                                tl::meta("LOG", op == ops_detail::RowOp::LogSoftmax),
-                                tl::meta("ACC", acc),
-                                tl::meta("KEPT", ks.rank),
-                                tl::meta("WIDE", wide),
-                                tl::meta("BLOCK", int64_t{1024})};
-  const ArrayRef<tl::KernelArg> a(args, std::size(args));
+  std::vector<tl::KernelArg> args = {in, out};
+  for (const int64_t v :
+       {ks.sizes[1], ks.sizes[2], xs[0], xs[1], xs[2], os[0], os[1], os[2], n, xsn, osn})
+    args.emplace_back(v);
+  if (op != ops_detail::RowOp::Cumsum)
+    args.emplace_back(tl::meta("LOG", op == ops_detail::RowOp::LogSoftmax));
+  for (const tl::MetaArg m : {tl::meta("ACC", acc), tl::meta("KEPT", ks.rank),
+                              tl::meta("WIDE", wide), tl::meta("BLOCK", int64_t{1024})})
+    args.emplace_back(m);
+  const ArrayRef<tl::KernelArg> a(args.data(), args.size());
   if (op == ops_detail::RowOp::Cumsum) {
     aten_cumsum[{rows}].run_kernel(a);
   } else {
@@ -926,8 +879,7 @@ void norm(bool rms, const Tensor& x, int64_t normalized, const Tensor* weight, c
   if (g.kept.numel == 0 || g.elems.numel == 0) return;
   std::vector<tl::KernelArg> args = {x, weight ? *weight : out, bias ? *bias : out, out};
   g.append_args(args);
-  for (int64_t v : {lo32(std::bit_cast<int64_t>(eps)), hi32(std::bit_cast<int64_t>(eps))})
-    args.emplace_back(v);
+  append_bits(args, std::bit_cast<int64_t>(eps));
   const DType acc = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
   for (const tl::MetaArg m :
        {tl::meta("RMS", rms), tl::meta("HAS_W", weight != nullptr),
@@ -946,4 +898,4 @@ void norm(bool rms, const Tensor& x, int64_t normalized, const Tensor* weight, c
 }();
 
 }  // namespace
-}  // namespace tessera::tl_pointwise
+}  // namespace tessera::op_tiles
