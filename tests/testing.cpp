@@ -257,6 +257,25 @@ double ulp_error(float got, double want) {
   return std::fabs(static_cast<double>(got) - want) / ulp;
 }
 
+Device test_device() {
+  const char* d = std::getenv("TESSERA_TEST_DEVICE");
+  return d && *d ? Device(d) : kCPU;
+}
+
+Tensor same_layout_on(const Tensor& t, Device device) {
+  if (t.device() == device) return t;
+  // The smallest storage span the view reaches, from element 0 of its storage.
+  int64_t span = t.storage_offset().expect_int() + 1;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t n = t.size(d).expect_int();
+    if (n == 0) return empty(t.sizes(), TensorOptions().dtype(t.dtype()).device(device));
+    span += (n - 1) * t.stride(d).expect_int();
+  }
+  const Tensor flat = t.as_strided({span}, {1}, 0);
+  const Tensor moved = flat.to(device);
+  return moved.as_strided(t.sizes(), t.strides(), t.storage_offset());
+}
+
 void poison(Tensor& t) {
   if (t.numel() == 0) return;
   if (is_floating_point(t.dtype())) {

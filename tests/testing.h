@@ -55,6 +55,13 @@ uint64_t test_seed();
 Tensor random_tensor(IntArrayRef shape, DType dtype, Domain domain = Domain::Any,
                      Layout layout = Layout::Contiguous);
 
+/** The device the op harness runs its cases on: `TESSERA_TEST_DEVICE` (`cuda`, `cuda:N`), else
+ * the CPU. The `gpu` label's `test_ops_cuda` pass sets it. */
+Device test_device();
+/** `t` on `device` with the same sizes, strides and storage offset (its whole storage copied), so
+ * a case's layout survives the move. */
+Tensor same_layout_on(const Tensor& t, Device device);
+
 /** Plain values in row-major order with a shape: the reference's data type. */
 struct Ref {
   std::vector<int64_t> shape;

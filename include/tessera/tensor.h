@@ -147,6 +147,10 @@ class Tensor {
   /** `x[i]`: select along the first dimension. */
   Tensor operator[](int64_t index) const { return select(0, index); }
   Tensor expand(SymIntArrayRef size, TS_HERE) const;
+  /** A view with the given geometry over this tensor's storage (`storage_offset` defaults to this
+   * view's own); every element reached must lie inside the storage. */
+  Tensor as_strided(SymIntArrayRef size, SymIntArrayRef stride,
+                    std::optional<SymInt> storage_offset = std::nullopt, TS_HERE) const;
   Tensor expand_as(const Tensor& other, TS_HERE) const;
   Tensor unsqueeze(int64_t dim, TS_HERE) const;
   Tensor squeeze(TS_HERE) const;

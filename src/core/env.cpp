@@ -94,6 +94,8 @@ Knobs read_knobs() {
 
   for (char** e = environ; e && *e; ++e) {
     if (std::strncmp(*e, "TESSERA_", 8) != 0) continue;
+    // TESSERA_TEST_* belong to the test suite (seed, device), not to the library.
+    if (std::strncmp(*e, "TESSERA_TEST_", 13) == 0) continue;
     std::string name(*e, std::strcspn(*e, "="));
     bool known = false;
     for (const char* kn : kKnown) known = known || name == kn;

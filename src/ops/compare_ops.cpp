@@ -4,6 +4,8 @@
 
 #include "ops/cpu_loops.h"
 #include "ops/device_copy.h"
+#include "ops/pointwise.h"
+#include "ops/pointwise_functors.h"
 #include "ops/register.h"
 
 namespace tessera {
@@ -21,15 +23,18 @@ Tensor isclose_impl(const Tensor& a, const Tensor& b, double rtol, double atol, 
   const SymDimVector shape = broadcast_shapes(a.sizes(), b.sizes(), "isclose");
   Tensor out = new_output(a.has_data() ? b : a, shape, DType::Bool);
   if (!out.has_data()) return out;
+  if (!out.device().is_cpu() || through_tiles()) {
+    static const PointwiseDesc desc{"isclose", ResultRule::BoolOut, kFloats, nullptr,
+                                    PwOp::IsClose};
+    const IsCloseArgs args{rtol, atol, equal_nan};
+    run_on_device(desc, out, {a, b}, DType::Float64, &args);
+    return out;
+  }
   const Tensor x = broadcast_to(cpu_to_dtype(a, DType::Float64), shape);
   const Tensor y = broadcast_to(cpu_to_dtype(b, DType::Float64), shape);
   cpu::StridedIter<3> it({&out, &x, &y});
-  cpu::cpu_kernel<bool, double, double>(it, [=](double p, double q) {
-    if (p == q) return true;
-    if (std::isnan(p) || std::isnan(q)) return equal_nan && std::isnan(p) && std::isnan(q);
-    if (std::isinf(p) || std::isinf(q)) return false;
-    return std::fabs(p - q) <= atol + rtol * std::fabs(q);
-  });
+  const pw::IsClose<double> f{rtol, atol, equal_nan};
+  cpu::cpu_kernel<bool, double, double>(it, [=](double p, double q) { return f(p, q); });
   return out;
 }
 
@@ -82,7 +87,7 @@ TS_REGISTER_OPS(compare_ops) {
       "equal_nan=False) -> bool",
       kBuiltin | kTagDataDependent);
   lib.def("equal(Tensor self, Tensor other) -> bool", kBuiltin | kTagDataDependent);
-  for (auto dev : {DeviceType::CPU, DeviceType::Meta}) {
+  for (auto dev : {DeviceType::CPU, DeviceType::Meta, DeviceType::CUDA}) {
     lib.impl("isclose", dev, isclose_impl);
     lib.impl("allclose", dev, allclose_impl);
     lib.impl("equal", dev, equal_impl);

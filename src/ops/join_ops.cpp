@@ -3,6 +3,7 @@
 
 #include "ops/cpu_loops.h"
 #include "ops/device_copy.h"
+#include "ops/pointwise.h"
 #include "ops/register.h"
 
 namespace tessera {
@@ -134,21 +135,42 @@ void check_index_arg(const char* op, const Tensor& index) {
       << "[" << op << "] expected index of dtype int64 or int32, got " << dtype_name(index.dtype());
 }
 
-IndexedDim indexed_dim(const char* op, const Tensor& t, int64_t dim, const Tensor& index) {
+void check_in_range(const char* op, int64_t i, int64_t dim, int64_t size) {
+  TS_CHECK(i >= -size && i < size, IndexError)
+      << "[" << op << "] index " << i << " is out of range for dimension " << dim << " with size "
+      << size;
+}
+
+// The indices as int64, contiguous, on the CPU (`ip` points at them) or, with `device`, on the
+// tensor's device (where their range is checked from their minimum and maximum, read back).
+IndexedDim indexed_dim(const char* op, const Tensor& t, int64_t dim, const Tensor& index,
+                       bool device = false) {
   IndexedDim r;
-  r.idx = cpu_contiguous(cpu_to_dtype(index, DType::Int64));
   const auto sizes = t.impl()->int_sizes();
   for (int64_t d = 0; d < dim; ++d) r.A *= sizes[d];
   for (int64_t d = dim + 1; d < t.dim(); ++d) r.B *= sizes[d];
   r.S = t.dim() > 0 ? sizes[dim] : 1;
+  if (device) {
+    r.idx = index.to(DType::Int64).reshape({-1}).contiguous();
+    r.I = r.idx.impl()->int_numel();
+    if (r.I > 0) {
+      const Tensor ends = cpu_contiguous(stack({tessera::min(r.idx), tessera::max(r.idx)}));
+      const int64_t* e = static_cast<const int64_t*>(ends.impl()->data());
+      check_in_range(op, e[0], dim, r.S);
+      check_in_range(op, e[1], dim, r.S);
+    }
+    return r;
+  }
+  r.idx = cpu_contiguous(cpu_to_dtype(index, DType::Int64));
   r.I = r.idx.impl()->int_numel();
   r.ip = static_cast<const int64_t*>(r.idx.impl()->data());
-  for (int64_t i = 0; i < r.I; ++i) {
-    TS_CHECK(r.ip[i] >= -r.S && r.ip[i] < r.S, IndexError)
-        << "[" << op << "] index " << r.ip[i] << " is out of range for dimension " << dim
-        << " with size " << r.S;
-  }
+  for (int64_t i = 0; i < r.I; ++i) check_in_range(op, r.ip[i], dim, r.S);
   return r;
+}
+
+// GPU tensors (and CPU ones under ScopedThroughTiles) go through the tile lowering.
+bool on_device(const Tensor& out) {
+  return !out.device().is_cpu() || through_tiles();
 }
 
 Tensor index_select_impl(const Tensor& self, int64_t dim, const Tensor& index) {
@@ -156,8 +178,18 @@ Tensor index_select_impl(const Tensor& self, int64_t dim, const Tensor& index) {
   dim = detail::wrap_dim(dim, self.dim(), "index_select");
   SymDimVector shape(self.sizes());
   if (self.dim() > 0) shape[dim] = index.numel();
+  check_same_device("index_select", {&self, &index});
   Tensor out = new_output(self.has_data() ? index : self, shape, self.dtype());
   if (!out.has_data() || !self.has_data()) return out;
+  if (on_device(out)) {
+    const Tensor src = self.contiguous();
+    const IndexedDim g = indexed_dim("index_select", src, dim, index, true);
+    if (out.numel() > 0 && g.I > 0) {
+      run_device_index(IndexOp::Gather, src, g.idx, out, {g.A, g.S, g.B, g.I}, Scalar(1),
+                       "index_select");
+    }
+    return out;
+  }
   const Tensor src = cpu_contiguous(self);
   const IndexedDim g = indexed_dim("index_select", src, dim, index);
   const int64_t A = g.A, B = g.B, S = g.S, I = g.I;
@@ -197,9 +229,19 @@ Tensor index_add_impl(const Tensor& self, int64_t dim, const Tensor& index, cons
         << " in dimension " << d << " (self " << self.sizes() << ", " << index.numel()
         << " indices)";
   }
+  check_same_device("index_add", {&self, &index, &source});
   Tensor out = new_output(self, self.sizes(), self.dtype());
   if (!out.has_data() || !self.has_data()) return out;
   out.copy_(self);
+  if (on_device(out)) {
+    TS_CHECK(out.dtype() != DType::Bool, DTypeError) << "[index_add] is not defined for bool";
+    const Tensor src = source.contiguous();
+    const IndexedDim g = indexed_dim("index_add", out, dim, index, true);
+    if (src.numel() > 0) {
+      run_device_index(IndexOp::Add, src, g.idx, out, {g.A, g.S, g.B, g.I}, alpha, "index_add");
+    }
+    return out;
+  }
   const Tensor src = cpu_contiguous(source);
   const IndexedDim g = indexed_dim("index_add", out, dim, index);
   const int64_t A = g.A, B = g.B, S = g.S, I = g.I;
@@ -252,6 +294,8 @@ TS_REGISTER_OPS(join_ops) {
     lib.impl("index_select", dev, index_select_impl);
     lib.impl("index_add", dev, index_add_impl);
   }
+  lib.impl("index_select", DeviceType::CUDA, index_select_impl);
+  lib.impl("index_add", DeviceType::CUDA, index_add_impl);
   lib.impl("cat", DeviceType::CUDA, cat_impl);
   lib.impl("cat.out", DeviceType::CUDA, cat_out_impl);
   lib.composite("stack", stack_composite);

@@ -113,6 +113,7 @@ std::atomic<DevicePointwiseRunner> g_pointwise_runner{nullptr};
 std::atomic<DeviceReduceRunner> g_reduce_runner{nullptr};
 std::atomic<DeviceRowRunner> g_row_runner{nullptr};
 std::atomic<DeviceNormRunner> g_norm_runner{nullptr};
+std::atomic<DeviceIndexRunner> g_index_runner{nullptr};
 
 template <class Fn>
 Fn registered(const std::atomic<Fn>& slot, bool lowered, const char* name, Device d) {
@@ -135,6 +136,9 @@ void set_device_row_runner(DeviceRowRunner run) {
 void set_device_norm_runner(DeviceNormRunner run) {
   g_norm_runner.store(run, std::memory_order_release);
 }
+void set_device_index_runner(DeviceIndexRunner run) {
+  g_index_runner.store(run, std::memory_order_release);
+}
 
 void run_on_device(const PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor> inputs,
                    DType compute, const void* extra) {
@@ -152,6 +156,10 @@ void run_device_reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tens
 }
 void run_device_row(RowOp op, const Tensor& in_rows, const Tensor& out_rows, const char* name) {
   registered(g_row_runner, true, name, out_rows.device())(op, in_rows, out_rows, name);
+}
+void run_device_index(IndexOp op, const Tensor& src, const Tensor& index, const Tensor& out,
+                      IndexGeometry g, const Scalar& alpha, const char* name) {
+  registered(g_index_runner, true, name, out.device())(op, src, index, out, g, alpha, name);
 }
 void run_device_norm(bool rms, const Tensor& x, int64_t normalized, const Tensor* weight,
                      const Tensor* bias, double eps, const Tensor& out, const char* name) {

@@ -72,7 +72,8 @@ enum class PwOp : uint8_t {
   LogicalNot,
   BitNot,
   Clamp,
-  Where,  // three inputs: the condition, then the two values
+  Where,    // three inputs: the condition, then the two values
+  IsClose,  // two inputs, computed in float64; extra: IsCloseArgs
 };
 
 struct PointwiseDesc {
@@ -86,6 +87,11 @@ struct PointwiseDesc {
 /** `extra` of add and sub: alpha (a Scalar). Of clamp: */
 struct ClampArgs {
   std::optional<Scalar> lo, hi;
+};
+/** `extra` of isclose. */
+struct IsCloseArgs {
+  double rtol, atol;
+  bool equal_nan;
 };
 
 /**
@@ -140,6 +146,25 @@ using DeviceNormRunner = void (*)(bool rms, const Tensor& x, int64_t normalized,
 void set_device_norm_runner(DeviceNormRunner run);
 void run_device_norm(bool rms, const Tensor& x, int64_t normalized, const Tensor* weight,
                      const Tensor* bias, double eps, const Tensor& out, const char* name);
+
+/**
+ * Indexing along one dimension, over contiguous `src` and `out` seen as [A, S, B] and [A, I, B]
+ * (`index`: I int64 values in [-S, S), checked by the caller, contiguous on out's device).
+ * Gather (index_select): out[a, i, b] = src[a, index[i], b], with `src` [A, S, B] and `out`
+ * [A, I, B]. Add (index_add): out[a, index[i], b] += alpha * src[a, i, b] with `src` [A, I, B] and
+ * `out` [A, S, B] (repeated indices accumulate, in no fixed order). Registered by the tile
+ * lowering.
+ */
+enum class IndexOp : uint8_t { Gather, Add };
+struct IndexGeometry {
+  int64_t A, S, B, I;
+};
+using DeviceIndexRunner = void (*)(IndexOp op, const Tensor& src, const Tensor& index,
+                                   const Tensor& out, IndexGeometry g, const Scalar& alpha,
+                                   const char* name);
+void set_device_index_runner(DeviceIndexRunner run);
+void run_device_index(IndexOp op, const Tensor& src, const Tensor& index, const Tensor& out,
+                      IndexGeometry g, const Scalar& alpha, const char* name);
 
 /** Whether CPU tensors go through the device runners on this thread (ScopedThroughTiles). */
 bool through_tiles();

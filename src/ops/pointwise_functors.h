@@ -446,6 +446,20 @@ struct Clamp {
       return r;
   }
 };
+/** `isclose` in float64: equal values (infinities included), NaN against NaN when `equal_nan`,
+ * else finite values within `atol + rtol * |q|`. */
+template <class V>
+struct IsClose {
+  V rtol, atol;
+  bool equal_nan;
+  auto operator()(V p, V q) const {
+    const V inf(std::numeric_limits<elem_t<V>>::infinity());
+    const auto finite = (abs(p) < inf) && (abs(q) < inf);
+    auto close = (p == q) || (finite && (abs(p - q) <= atol + rtol * abs(q)));
+    if (equal_nan) close = close || (isnan(p) && isnan(q));
+    return close;
+  }
+};
 struct Where {
   template <class C, class V>
   V operator()(C c, V a, V b) const {

@@ -281,7 +281,25 @@ Tensor as_strided_impl(const Tensor& self, SymIntArrayRef size, SymIntArrayRef s
   for (const auto& s : stride) {
     TS_CHECK(s >= 0, ShapeError) << "[as_strided] negative strides are not supported";
   }
-  return detail::make_view(self, size, stride, offset.value_or(self.storage_offset()));
+  const SymInt off = offset.value_or(self.storage_offset());
+  TS_CHECK(off >= 0, ShapeError) << "[as_strided] negative storage offset " << off;
+  // The last element reached must lie inside the storage (when every number is concrete).
+  const SymInt& nbytes = self.impl()->storage_ptr()->nbytes();
+  bool concrete = !off.is_symbolic() && !nbytes.is_symbolic();
+  int64_t last = concrete ? off.expect_int() : 0;
+  bool empty_view = false;
+  for (size_t d = 0; d < size.size() && concrete; ++d) {
+    concrete = !size[d].is_symbolic() && !stride[d].is_symbolic();
+    if (!concrete) break;
+    if (size[d].expect_int() == 0) empty_view = true;
+    last += (size[d].expect_int() - 1) * stride[d].expect_int();
+  }
+  if (concrete && !empty_view) {
+    const int64_t elems = nbytes.expect_int() / static_cast<int64_t>(itemsize(self.dtype()));
+    TS_CHECK(last < elems, ShapeError) << "[as_strided] the view reaches element " << last
+                                       << " of a storage of " << elems << " elements";
+  }
+  return detail::make_view(self, size, stride, off);
 }
 
 Tensor alias_impl(const Tensor& self) {
@@ -454,6 +472,13 @@ Tensor Tensor::select(int64_t dim, SymInt index, SourceLoc loc) const {
 Tensor Tensor::expand(SymIntArrayRef size, SourceLoc loc) const {
   UserLocGuard g(loc);
   TS_CALL("aten::expand", Tensor(const Tensor&, SymIntArrayRef), *this, size);
+}
+Tensor Tensor::as_strided(SymIntArrayRef size, SymIntArrayRef stride,
+                          std::optional<SymInt> storage_offset, SourceLoc loc) const {
+  UserLocGuard g(loc);
+  TS_CALL("aten::as_strided",
+          Tensor(const Tensor&, SymIntArrayRef, SymIntArrayRef, std::optional<SymInt>), *this, size,
+          stride, storage_offset);
 }
 Tensor Tensor::expand_as(const Tensor& other, SourceLoc loc) const {
   return expand(other.sizes(), loc);

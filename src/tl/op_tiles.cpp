@@ -201,7 +201,7 @@ struct Traced {
   DType compute;
   const tl::Tile* x;    // loaded inputs, in their own dtypes (where: the condition first)
   const tl::Tile* p;    // scalar parameters: two (low, high) int32 halves of each one's bits
-  bool has_lo, has_hi;  // clamp
+  bool has_lo, has_hi;  // clamp's bounds present; has_lo is isclose's equal_nan
 };
 
 // The inputs converted as the CPU loops convert them: to the compute dtype, then its opmath type.
@@ -339,6 +339,12 @@ tl::Tile apply(const Traced& c) {
       return with_compute<kNumericAndBool>(c, [&]<class T>() {
         return pw::Where()(TV<bool>(c.x[0].to(DType::Bool)), input<T>(c, 1), input<T>(c, 2)).t;
       });
+    case PwOp::IsClose: {
+      // In float64, as the CPU: the tolerances in p[0..3], equal_nan in the HAS_LO flag.
+      using V = TV<double>;
+      const pw::IsClose<V> f{from_bits<double>(c.p), from_bits<double>(c.p + 2), c.has_lo};
+      return f(input<double>(c, 0), input<double>(c, 1)).t;
+    }
     case PwOp::None:
       break;
   }
@@ -347,7 +353,9 @@ tl::Tile apply(const Traced& c) {
 }
 
 int arity(PwOp op) {
-  return op == PwOp::Where ? 3 : op >= PwOp::Neg ? 1 : 2;
+  if (op == PwOp::Where) return 3;
+  if (op == PwOp::IsClose) return 2;
+  return op >= PwOp::Neg ? 1 : 2;
 }
 
 // The element offset of linear index `idx` in an index space of `rank` dimensions (sizes[0] is
@@ -493,6 +501,11 @@ void run(const ops_detail::PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor>
       has_hi = c.hi.has_value();
       if (has_lo) bits[0] = to_bits(scalar_param<V>(*c.lo));
       if (has_hi) bits[1] = to_bits(scalar_param<V>(*c.hi));
+    } else if (d.op == PwOp::IsClose) {
+      const auto& c = *static_cast<const ops_detail::IsCloseArgs*>(extra);
+      bits[0] = to_bits(c.rtol);
+      bits[1] = to_bits(c.atol);
+      has_lo = c.equal_nan;
     }
   });
   // Integer pow unrolls square-and-multiply over every exponent bit: its intermediate tiles are
@@ -889,7 +902,60 @@ void norm(bool rms, const Tensor& x, int64_t normalized, const Tensor* weight, c
   aten_norm[{g.kept.numel}].run_kernel(ArrayRef<tl::KernelArg>(args.data(), args.size()));
 }
 
+// ---- index_select and index_add -------------------------------------------------------------
+
+// Element k of the [A, I, B] side: b = k % B, i = (k / B) % I, a = k / (B * I); its partner on the
+// [A, S, B] side is at (a * S + s) * B + b with s = index[i] (negative: from the end). Gather
+// copies bits; Add adds alpha * src atomically in the element type's opmath type.
+TL_JIT(aten_index, tl::Ptr out, tl::Ptr src, tl::Ptr index, tl::Int n, tl::Int S, tl::Int B,
+       tl::Int I, tl::Int alpha_lo, tl::Int alpha_hi, tl::Const ADD, tl::Const COMPUTE,
+       tl::Const WIDE, tl::Const BLOCK) {
+  tl::Tile k = tl::program_id(0);
+  if (WIDE) k = k.to(DType::Int64);
+  k = k * BLOCK + tl::arange(0, BLOCK);
+  const tl::Tile m = k < n;
+  const tl::Tile b = k % B, row = k / B;
+  const tl::Tile i = row % I, a = row / I;
+  tl::Tile s = tl::load(index + i, m);
+  s = tl::where(s < 0, s + S, s);
+  tl::Tile at = (a * S + s) * B + b;
+  if (!WIDE) at = at.to(DType::Int32);  // the caller checked every offset fits
+  if (!ADD) {
+    tl::store(out + k, tl::load(src + at, m), m);
+    return;
+  }
+  const tl::Tile halves[2] = {alpha_lo, alpha_hi};
+  visit_dtype<kNumeric>(COMPUTE.dtype_value(), "index_add", [&]<class T>() {
+    using E = opmath_t<T>;
+    const tl::Tile v = tl::load(src + k, m).to(dtype_of<E>()) * from_bits<E>(halves).t;
+    tl::atomic_add(out + at, v, m, tl::AtomicOptions{.sem = "relaxed"});
+  });
+}
+
+void index(ops_detail::IndexOp op, const Tensor& src, const Tensor& idx, const Tensor& out,
+           ops_detail::IndexGeometry g, const Scalar& alpha, const char* name) {
+  const bool add = op == ops_detail::IndexOp::Add;
+  const int64_t n = g.A * g.I * g.B;  // the [A, I, B] side
+  if (n == 0) return;
+  const bool wide = std::max(n, g.A * g.S * g.B) > kMaxNarrow;
+  const DType d = out.dtype();
+  int64_t bits = 0;
+  if (add) {
+    visit_dtype<kNumeric>(d, name,
+                          [&]<class T>() { bits = to_bits(scalar_param<opmath_t<T>>(alpha)); });
+  }
+  std::vector<tl::KernelArg> args = {out, src, idx};
+  for (const int64_t v : {n, g.S, g.B, g.I}) args.emplace_back(v);
+  append_bits(args, bits);
+  for (const tl::MetaArg m : {tl::meta("ADD", add), tl::meta("COMPUTE", d), tl::meta("WIDE", wide),
+                              tl::meta("BLOCK", kBlock)})
+    args.emplace_back(m);
+  aten_index[{(n + kBlock - 1) / kBlock}].run_kernel(
+      ArrayRef<tl::KernelArg>(args.data(), args.size()));
+}
+
 [[maybe_unused]] const int registered = [] {
+  ops_detail::set_device_index_runner(&index);
   ops_detail::set_device_norm_runner(&norm);
   ops_detail::set_device_row_runner(&row_op);
   ops_detail::set_device_pointwise_runner(&run);

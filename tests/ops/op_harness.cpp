@@ -102,7 +102,8 @@ namespace {
 
 std::string describe(const OpSpec& s, DType dt, Layout l, const std::vector<Shape>& shapes) {
   std::ostringstream os;
-  os << "[" << s.name << "] dtype=" << dtype_name(dt) << " layout=" << layout_name(l) << " shapes=";
+  os << "[" << s.name << "] on " << test_device() << " dtype=" << dtype_name(dt)
+     << " layout=" << layout_name(l) << " shapes=";
   for (const auto& sh : shapes) {
     os << "[";
     for (size_t i = 0; i < sh.size(); ++i) os << (i ? "," : "") << sh[i];
@@ -115,6 +116,9 @@ std::string describe(const OpSpec& s, DType dt, Layout l, const std::vector<Shap
 }  // namespace
 
 void run_spec(const OpSpec& s) {
+  // On a GPU pass (TESSERA_TEST_DEVICE=cuda) the inputs move there with their layouts; results
+  // must stay there and are read back for the comparison.
+  const Device device = test_device();
   for (DType dt : s.dtypes) {
     for (const auto& shapes : s.shapes) {
       const auto in_dtypes = [&] {
@@ -135,8 +139,10 @@ void run_spec(const OpSpec& s) {
         std::vector<Ref> refs;
         for (size_t i = 0; i < shapes.size(); ++i) {
           const Domain dom = i < s.domains.size() ? s.domains[i] : Domain::Any;
-          inputs.push_back(random_tensor(shapes[i], in_dtypes[i], dom, layout));
-          refs.push_back(to_ref(inputs.back()));
+          const Tensor host = random_tensor(shapes[i], in_dtypes[i], dom, layout);
+          refs.push_back(to_ref(host));
+          inputs.push_back(same_layout_on(host, device));
+          EXPECT_TRUE(inputs.back().strides().equals(host.strides())) << what;
         }
         Ref want = s.ref(refs, dt);
         if (is_integral(out_dt) || out_dt == DType::Bool) {
@@ -150,15 +156,16 @@ void run_spec(const OpSpec& s) {
           continue;
         }
         EXPECT_EQ(got.dtype(), out_dt) << what;
-        EXPECT_TRUE(close_to(got, want, tol)) << what;
+        EXPECT_EQ(got.device(), device) << what;
+        EXPECT_TRUE(close_to(got.cpu(), want, tol)) << what;
         if (layout == Layout::Contiguous) reference_result = got;
 
         if (s.run_out) {
-          Tensor out = empty(got.sizes(), got.dtype());
+          Tensor out = empty(got.sizes(), TensorOptions().dtype(got.dtype()).device(device));
           poison(out);
           try {
             s.run_out(out, inputs);
-            EXPECT_TRUE(close_to(out, want, tol)) << what << " (out= variant)";
+            EXPECT_TRUE(close_to(out.cpu(), want, tol)) << what << " (out= variant)";
           } catch (const std::exception& e) {
             ADD_FAILURE() << what << " (out= variant): threw " << e.what();
           }

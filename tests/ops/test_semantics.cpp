@@ -310,3 +310,22 @@ TEST(Diagnostics, ErrorTypes) {
 }
 
 }  // namespace
+
+namespace {
+
+// as_strided: any geometry inside the storage; reaching past its end is an error naming the op
+// (not a view that reads freed memory).
+TEST(Views, AsStridedStaysInsideTheStorage) {
+  const Tensor base = arange(12);
+  const Tensor v = base.as_strided({3, 2}, {4, 1}, 1);
+  EXPECT_TRUE(v.equal(from_vector(std::vector<int64_t>{1, 2, 5, 6, 9, 10}, {3, 2})));
+  EXPECT_TRUE(base.narrow(0, 2, 3).as_strided({2}, {5}).equal(
+      from_vector(std::vector<int64_t>{2, 7}, {2})));  // the view's own offset by default
+  EXPECT_EQ(base.as_strided({0, 5}, {100, 100}, 11).numel(), 0);  // empty: nothing reached
+  const std::string err = error_of<ShapeError>([&] { base.as_strided({3, 2}, {4, 1}, 3); });
+  EXPECT_NE(err.find("[as_strided] the view reaches element 12 of a storage of 12 elements"),
+            std::string::npos)
+      << err;
+}
+
+}  // namespace

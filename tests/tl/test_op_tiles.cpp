@@ -263,6 +263,30 @@ TEST(PointwiseTiles, WhereWithBroadcastsEveryDtypeAndScalars) {
   EXPECT_TRUE(bitwise_equal(where(cond, a, 2.5), want));
 }
 
+// isclose through the tile kernel: infinities, NaNs (with and without equal_nan), tolerances at
+// their edge, broadcasting, every input dtype (computed in float64 as on the CPU).
+TEST(PointwiseTiles, IsCloseEdgesAgreeWithTheCpu) {
+  const double inf = INFINITY, nan = NAN;
+  const Tensor a =
+      from_vector(std::vector<double>{1, inf, -inf, inf, nan, nan, 1, 1.5, 2, 0, 1e300}, {11});
+  const Tensor b = from_vector(
+      std::vector<double>{1, inf, inf, 5, nan, 1, inf, 1, 2.0000001, 1e-9, -1e300}, {11});
+  for (bool equal_nan : {false, true}) {
+    for (double rtol : {0.0, 1e-5, 0.5}) {
+      const Tensor want = isclose(a, b, rtol, 1e-8, equal_nan);
+      ops_detail::ScopedThroughTiles tiles;
+      EXPECT_TRUE(bitwise_equal(isclose(a, b, rtol, 1e-8, equal_nan), want))
+          << "rtol=" << rtol << " equal_nan=" << equal_nan;
+    }
+  }
+  for (DType d : {DType::Float32, DType::BFloat16, DType::Int32, DType::UInt8}) {
+    const Tensor x = random_tensor({4, 1, 7}, d), y = random_tensor({5, 1}, d);
+    const Tensor want = isclose(x, y, 0.3, 0.5);
+    ops_detail::ScopedThroughTiles tiles;
+    EXPECT_TRUE(bitwise_equal(isclose(x, y, 0.3, 0.5), want)) << dtype_name(d);
+  }
+}
+
 // Integer division by zero: the CPU loops raise PyTorch's error; a tile kernel computes 0 there
 // (GPU kernels raise nothing, as PyTorch's CUDA kernels) and does not trap.
 TEST(PointwiseTiles, IntegerDivisionByZeroIsZeroInKernels) {
@@ -508,7 +532,7 @@ TEST(NormTiles, LayerNormAndRmsNormAgreeWithTheCpu) {
           ops_detail::ScopedThroughTiles tiles;
           got = f();
         }
-        EXPECT_TRUE(all_close(got.to(DType::Float64), want.to(DType::Float64), tol, tol))
+        EXPECT_TRUE(all_close(got.to(DType::Float64), want.to(DType::Float64), tol, tol, true))
             << what << " " << dtype_name(d) << (interp ? " interpreted" : "");
       }
     }
@@ -527,6 +551,49 @@ TEST(ReduceTiles, OffsetsPastInt32UseWideIndices) {
   ops_detail::ScopedThroughTiles tiles;
   EXPECT_TRUE(bitwise_equal(x.sum({1}), want));
   EXPECT_EQ(want[1].item<int64_t>(), 207);
+}
+
+// index_select, index_add and embedding through the tile kernel: every dtype, each dimension,
+// negative and repeated indices, int32 indices, non-contiguous inputs; out-of-range indices are
+// the CPU's IndexError (checked before the launch).
+TEST(IndexTiles, IndexSelectIndexAddEmbeddingAgreeWithTheCpu) {
+  const Tensor idx = from_vector(std::vector<int64_t>{2, 0, -1, 2, 4, -5, 1}, {7});
+  for (DType d : {DType::Float32, DType::BFloat16, DType::Float64, DType::Int8, DType::Int32,
+                  DType::Int64, DType::UInt8, DType::Bool}) {
+    const Tensor x = edgy({5, 6, 5}, d, Domain::Any);
+    for (int64_t dim : {0, 2}) {
+      const Tensor want = index_select(x, dim, idx);
+      ops_detail::ScopedThroughTiles tiles;
+      EXPECT_TRUE(bitwise_equal(index_select(x, dim, idx), want)) << dtype_name(d) << " " << dim;
+      EXPECT_TRUE(bitwise_equal(index_select(x.transpose(0, 2), dim, idx.to(DType::Int32)),
+                                index_select(x.transpose(0, 2).contiguous(), dim, idx)))
+          << dtype_name(d) << " transposed";
+    }
+    if (d == DType::Bool) continue;
+    const Tensor src = random_tensor({5, 7, 5}, d, Domain::Small);
+    const Tensor want = index_add(x, 1, idx, src, 3);
+    ops_detail::ScopedThroughTiles tiles;
+    const Tensor got = index_add(x, 1, idx, src, 3);
+    if (is_floating_point(d)) {
+      const double tol = d == DType::BFloat16 ? 2e-2 : 1e-6;
+      EXPECT_TRUE(all_close(got.to(DType::Float64), want.to(DType::Float64), tol, tol, true))
+          << dtype_name(d);
+    } else {
+      EXPECT_TRUE(bitwise_equal(got, want)) << dtype_name(d);  // integers wrap the same way
+    }
+  }
+  const Tensor w = random_tensor({9, 4}, DType::Float32);
+  const Tensor ids = from_vector(std::vector<int64_t>{8, 0, 3, 3, 8, 1}, {2, 3});
+  const Tensor want = embedding(w, ids);
+  ops_detail::ScopedThroughTiles tiles;
+  EXPECT_TRUE(bitwise_equal(embedding(w, ids), want));
+  const std::string err = error_of<IndexError>([&] { index_select(w, 0, ids.reshape({-1}) + 1); });
+  EXPECT_NE(err.find("[index_select] index 9 is out of range for dimension 0 with size 9"),
+            std::string::npos)
+      << err;
+  const std::string low = error_of<IndexError>([&] { index_select(w, 1, ids.reshape({-1}) - 9); });
+  EXPECT_NE(low.find("index -9 is out of range for dimension 1 with size 4"), std::string::npos)
+      << low;
 }
 
 }  // namespace
