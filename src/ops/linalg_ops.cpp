@@ -1,12 +1,15 @@
 // matmul (torch.matmul's rules: dot, matrix-vector, matrix-matrix, batched with broadcasting)
 // and linear. float32/float64 go to OpenBLAS when the build found it, else to a cache-blocked
 // kernel parallel over rows; float16/bfloat16 compute in float32; integers use the same kernel.
+// On CUDA: cuBLAS (loaded with dlopen) for floats, else the tile lowering's kernel.
 #include <atomic>
 #include <cstring>
 
 #include "ops/cpu_loops.h"
 #include "ops/linalg.h"
+#include "ops/pointwise.h"
 #include "ops/register.h"
+#include "runtime/cuda/cublas.h"
 #include "tessera/version.h"
 
 #if defined(TESSERA_HAVE_OPENBLAS)
@@ -97,6 +100,41 @@ MatmulShape matmul_shape(const Tensor& a, const Tensor& b) {
   return s;
 }
 
+// GPU tensors (and CPU ones under ScopedThroughTiles): the operands made contiguous batches on
+// their device, then cuBLAS for floats on CUDA where it loads (unless the built-in kernel is
+// forced), else the tile lowering's kernel.
+void matmul_on_device(const Tensor& out, const Tensor& a, const Tensor& b, const MatmulShape& s,
+                      const SymDimVector& a_full, const SymDimVector& b_full) {
+  const int64_t M = s.M.expect_int(), K = s.K.expect_int(), N = s.N.expect_int();
+  if (K == 0) {
+    Tensor o = out;
+    o.zero_();
+    return;
+  }
+  Tensor a2 = a, b2 = b;
+  if (s.a_vec) a2 = detail::make_view(a2, {1, s.K}, {0, a2.strides()[0]}, a2.storage_offset());
+  if (s.b_vec) b2 = detail::make_view(b2, {s.K, 1}, {b2.strides()[0], 0}, b2.storage_offset());
+  const Tensor A = broadcast_to(a2, a_full).contiguous();
+  const Tensor B = broadcast_to(b2, b_full).contiguous();
+  int64_t batches = 1;
+  for (const auto& d : s.batch) batches *= d.expect_int();
+  const DType dt = out.dtype();
+  constexpr int64_t kMax = 0x7fffffff;
+  const bool fits = std::max({M, N, K, batches}) <= kMax;
+  if (out.device().is_cuda() && is_floating_point(dt) && fits &&
+      !g_force_builtin.load(std::memory_order_relaxed) && runtime::cuda::cublas()) {
+    using runtime::cuda::GemmType;
+    const GemmType t = dt == DType::Float16    ? GemmType::F16
+                       : dt == DType::BFloat16 ? GemmType::BF16
+                       : dt == DType::Float32  ? GemmType::F32
+                                               : GemmType::F64;
+    runtime::cuda::gemm_batched(out.device().index(), t, batches, M, N, K, A.impl()->data(),
+                                B.impl()->data(), out.impl()->data());
+    return;
+  }
+  run_device_matmul(A, B, out, batches, M, N, K);
+}
+
 // Writes a @ b into `out` (contiguous, of the result dtype).
 void matmul_into(const Tensor& out, const Tensor& a, const Tensor& b, const MatmulShape& s,
                  DType dt) {
@@ -106,6 +144,10 @@ void matmul_into(const Tensor& out, const Tensor& a, const Tensor& b, const Matm
   a_full.push_back(s.K);
   b_full.push_back(s.K);
   b_full.push_back(s.N);
+  if (!out.device().is_cpu() || through_tiles()) {
+    matmul_on_device(out, a, b, s, a_full, b_full);
+    return;
+  }
   const DType compute = (dt == DType::Float16 || dt == DType::BFloat16) ? DType::Float32 : dt;
   Tensor a2 = cpu_to_dtype(a, compute), b2 = cpu_to_dtype(b, compute);
   if (s.a_vec) a2 = detail::make_view(a2, {1, s.K}, {0, a2.strides()[0]}, a2.storage_offset());
@@ -147,6 +189,7 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b) {
 }
 
 Tensor& matmul_out_impl(const Tensor& a, const Tensor& b, Tensor& out) {
+  check_same_device("matmul", {&a, &b, &out});
   check_matmul_dtypes(a, b);
   const MatmulShape s = matmul_shape(a, b);
   TS_CHECK(!out.is_alias_of(a) && !out.is_alias_of(b), ValueError)
@@ -174,7 +217,7 @@ TS_REGISTER_OPS(linalg_ops) {
   lib.def("matmul(Tensor self, Tensor other) -> Tensor", kBuiltin);
   lib.def("matmul.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)", kBuiltin);
   lib.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", kBuiltin);
-  for (auto dev : {DeviceType::CPU, DeviceType::Meta}) {
+  for (auto dev : {DeviceType::CPU, DeviceType::Meta, DeviceType::CUDA}) {
     lib.impl("matmul", dev, matmul_impl);
     lib.impl("matmul.out", dev, matmul_out_impl);
   }

@@ -114,6 +114,7 @@ std::atomic<DeviceReduceRunner> g_reduce_runner{nullptr};
 std::atomic<DeviceRowRunner> g_row_runner{nullptr};
 std::atomic<DeviceNormRunner> g_norm_runner{nullptr};
 std::atomic<DeviceIndexRunner> g_index_runner{nullptr};
+std::atomic<DeviceMatmulRunner> g_matmul_runner{nullptr};
 
 template <class Fn>
 Fn registered(const std::atomic<Fn>& slot, bool lowered, const char* name, Device d) {
@@ -136,6 +137,9 @@ void set_device_row_runner(DeviceRowRunner run) {
 void set_device_norm_runner(DeviceNormRunner run) {
   g_norm_runner.store(run, std::memory_order_release);
 }
+void set_device_matmul_runner(DeviceMatmulRunner run) {
+  g_matmul_runner.store(run, std::memory_order_release);
+}
 void set_device_index_runner(DeviceIndexRunner run) {
   g_index_runner.store(run, std::memory_order_release);
 }
@@ -156,6 +160,10 @@ void run_device_reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tens
 }
 void run_device_row(RowOp op, const Tensor& in_rows, const Tensor& out_rows, const char* name) {
   registered(g_row_runner, true, name, out_rows.device())(op, in_rows, out_rows, name);
+}
+void run_device_matmul(const Tensor& A, const Tensor& B, const Tensor& C, int64_t batches,
+                       int64_t M, int64_t N, int64_t K) {
+  registered(g_matmul_runner, true, "matmul", C.device())(A, B, C, batches, M, N, K);
 }
 void run_device_index(IndexOp op, const Tensor& src, const Tensor& index, const Tensor& out,
                       IndexGeometry g, const Scalar& alpha, const char* name) {

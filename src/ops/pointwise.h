@@ -166,6 +166,17 @@ void set_device_index_runner(DeviceIndexRunner run);
 void run_device_index(IndexOp op, const Tensor& src, const Tensor& index, const Tensor& out,
                       IndexGeometry g, const Scalar& alpha, const char* name);
 
+/**
+ * C[b] = A[b] @ B[b] for `batches` contiguous row-major matrices of one dtype (A: M x K,
+ * B: K x N, C: M x N; every size positive): the tile lowering's matmul, used where cuBLAS is
+ * absent and for integers. Registered by the tile lowering.
+ */
+using DeviceMatmulRunner = void (*)(const Tensor& A, const Tensor& B, const Tensor& C,
+                                    int64_t batches, int64_t M, int64_t N, int64_t K);
+void set_device_matmul_runner(DeviceMatmulRunner run);
+void run_device_matmul(const Tensor& A, const Tensor& B, const Tensor& C, int64_t batches,
+                       int64_t M, int64_t N, int64_t K);
+
 /** Whether CPU tensors go through the device runners on this thread (ScopedThroughTiles). */
 bool through_tiles();
 /** Sends CPU tensors through the device runners too, on this thread while alive (tests compare

@@ -954,7 +954,62 @@ void index(ops_detail::IndexOp op, const Tensor& src, const Tensor& idx, const T
       ArrayRef<tl::KernelArg>(args.data(), args.size()));
 }
 
+// ---- matmul ----------------------------------------------------------------------------------
+
+// C[b] = A[b] @ B[b] over contiguous batches (A: M x K, B: K x N, C: M x N); one program per
+// BM x BN tile of one batch. Floats go through tl::dot (exact float32 products, "ieee"; float16 and
+// bfloat16 accumulate in float32, float64 in float64); integers multiply and sum a BM x BK x BN
+// tile in their own type (wrapping, as the CPU), since tl::dot takes only 8-bit integers.
+TL_JIT(aten_matmul, tl::Ptr a, tl::Ptr b, tl::Ptr c, tl::Int M, tl::Int N, tl::Int K,
+       tl::Int tiles_n, tl::Int tiles, tl::Const ACC, tl::Const DOT, tl::Const WIDE, tl::Const BM,
+       tl::Const BN, tl::Const BK) {
+  tl::Tile pid = tl::program_id(0);
+  if (WIDE) pid = pid.to(DType::Int64);
+  const tl::Tile batch = pid / tiles, t = pid % tiles;
+  const tl::Tile rm = (t / tiles_n) * BM + tl::arange(0, BM);
+  const tl::Tile rn = (t % tiles_n) * BN + tl::arange(0, BN);
+  const tl::Tile rk = tl::arange(0, BK);
+  const tl::Tile ab = a + batch * M * K, bb = b + batch * K * N;
+  const DType acc_t = ACC.dtype_value();
+  tl::Var acc(tl::zeros({BM.int_value(), BN.int_value()}, acc_t));
+  tl::range(0, K, BK, [&](tl::Tile k) {
+    const tl::Tile ka = k + rk;
+    const tl::Tile am = (rm[{tl::_, tl::None}] < M) & (ka[{tl::None, tl::_}] < K);
+    const tl::Tile bm = (ka[{tl::_, tl::None}] < K) & (rn[{tl::None, tl::_}] < N);
+    const tl::Tile x = tl::load(ab + rm[{tl::_, tl::None}] * K + ka[{tl::None, tl::_}], am, 0);
+    const tl::Tile y = tl::load(bb + ka[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}], bm, 0);
+    if (DOT) {
+      acc = tl::dot(x, y, tl::Operand(acc), {.out_dtype = acc_t, .input_precision = "ieee"});
+    } else {
+      const tl::Tile prod = x[{tl::_, tl::_, tl::None}] * y[{tl::None, tl::_, tl::_}];
+      acc = acc + tl::sum(prod, 1).to(acc_t);
+    }
+  });
+  const tl::Tile cm = (rm[{tl::_, tl::None}] < M) & (rn[{tl::None, tl::_}] < N);
+  tl::store(c + batch * M * N + rm[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}],
+            tl::Tile(acc).to(c.dtype()), cm);
+}
+
+void matmul(const Tensor& A, const Tensor& B, const Tensor& C, int64_t batches, int64_t M,
+            int64_t N, int64_t K) {
+  const DType d = C.dtype();
+  const bool dot = is_floating_point(d);
+  const DType acc = d == DType::Float64 ? DType::Float64 : dot ? DType::Float32 : d;
+  const int64_t bm = dot ? 64 : 16, bn = dot ? 64 : 16, bk = dot ? 32 : 16;
+  const int64_t tiles_n = (N + bn - 1) / bn, tiles = ((M + bm - 1) / bm) * tiles_n;
+  const int64_t programs = tiles * batches;
+  const bool wide = std::max({batches * M * K, batches * K * N, batches * M * N,
+                              programs * std::max(bm, bn)}) > kMaxNarrow;
+  std::vector<tl::KernelArg> args = {A, B, C};
+  for (const int64_t v : {M, N, K, tiles_n, tiles}) args.emplace_back(v);
+  for (const tl::MetaArg m : {tl::meta("ACC", acc), tl::meta("DOT", dot), tl::meta("WIDE", wide),
+                              tl::meta("BM", bm), tl::meta("BN", bn), tl::meta("BK", bk)})
+    args.emplace_back(m);
+  aten_matmul[{programs}].run_kernel(ArrayRef<tl::KernelArg>(args.data(), args.size()));
+}
+
 [[maybe_unused]] const int registered = [] {
+  ops_detail::set_device_matmul_runner(&matmul);
   ops_detail::set_device_index_runner(&index);
   ops_detail::set_device_norm_runner(&norm);
   ops_detail::set_device_row_runner(&row_op);

@@ -596,4 +596,48 @@ TEST(IndexTiles, IndexSelectIndexAddEmbeddingAgreeWithTheCpu) {
       << low;
 }
 
+// matmul through the tile kernel (the GPU's path without cuBLAS, and for integers): every dtype,
+// vectors, broadcast batches, K = 0, sizes off the block multiples, transposed operands, out=.
+TEST(MatmulTiles, AgreesWithTheCpuForEveryDtypeAndShape) {
+  using Shape = std::vector<int64_t>;
+  const std::vector<std::pair<Shape, Shape>> shapes = {
+      {{65, 130}, {130, 67}}, {{4}, {4}},
+      {{4}, {4, 19}},         {{19, 4}, {4}},
+      {{2, 3, 17}, {17, 5}},  {{2, 1, 3, 4}, {5, 4, 2}},
+      {{3, 0}, {0, 4}},       {{0, 4}, {4, 3}}};
+  for (DType d : {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16, DType::Int8,
+                  DType::Int32, DType::Int64, DType::UInt8}) {
+    for (const auto& [sa, sb] : shapes) {
+      const Tensor a = random_tensor(sa, d, Domain::Unit), b = random_tensor(sb, d, Domain::Unit);
+      const Tensor want = matmul(a, b);
+      Tensor got;
+      {
+        ops_detail::ScopedThroughTiles tiles;
+        got = matmul(a, b);
+      }
+      const std::string what = std::string(dtype_name(d)) + " " + ::testing::PrintToString(sa) +
+                               " @ " + ::testing::PrintToString(sb);
+      ASSERT_TRUE(got.sizes().equals(want.sizes())) << what;
+      if (!is_floating_point(d)) {
+        EXPECT_TRUE(bitwise_equal(got, want)) << what;  // wrapping sums agree exactly
+        continue;
+      }
+      const double tol = d == DType::Float64   ? 1e-12
+                         : d == DType::Float32 ? 1e-5
+                         : d == DType::Float16 ? 2e-3
+                                               : 1e-2;
+      EXPECT_TRUE(all_close(got.to(DType::Float64), want.to(DType::Float64), tol, tol)) << what;
+    }
+  }
+  // Transposed operands and the out= form (int32 wraps past 2^31 the same way).
+  const Tensor x = random_tensor({40, 33}, DType::Int32, Domain::Any) * 100000000;
+  const Tensor y = random_tensor({21, 40}, DType::Int32, Domain::Any);
+  const Tensor want = matmul(x.t(), y.t());
+  Tensor out = empty({33, 21}, TensorOptions().dtype(DType::Int32));
+  poison(out);
+  ops_detail::ScopedThroughTiles tiles;
+  matmul_out(out, x.t(), y.t());
+  EXPECT_TRUE(bitwise_equal(out, want));
+}
+
 }  // namespace

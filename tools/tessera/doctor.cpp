@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/cuda/context.h"
+#include "runtime/cuda/cublas.h"
 #include "runtime/cuda/nvrtc.h"
 #include "runtime/thread_pool.h"
 #include "tools/tessera/commands.h"
@@ -96,6 +97,14 @@ int doctor() {
               << " (compiles CUDA kernels with or without a GPU)\n";
   } else {
     std::cout << "nvrtc:      none found (" << nvrtc_why << ")\n";
+  }
+  std::string cublas_why;
+  if (const auto* c = runtime::cuda::cublas(&cublas_why)) {
+    std::cout << "cublas:     " << c->path << ", " << c->major << "." << c->minor
+              << " (matmul on CUDA tensors)\n";
+  } else {
+    std::cout << "cublas:     none found (" << cublas_why
+              << "; matmul on CUDA tensors runs tessera's own tile kernel)\n";
   }
   std::cout << "cache dir:  " << knobs().cache_dir << "\n";
   return 0;
