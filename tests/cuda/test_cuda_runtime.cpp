@@ -12,6 +12,7 @@
 #include "runtime/cuda/module.h"
 #include "runtime/cuda/nvrtc.h"
 #include "tessera/tessera.h"
+#include "tessera/tl.h"
 #include "testing.h"
 
 using namespace tessera;
@@ -269,6 +270,76 @@ TEST(CudaTensors, PrintingAndMixedDevices) {
   EXPECT_NE(os.str().find("0., 1., 2."), std::string::npos) << os.str();
   const std::string msg = error_of<Error>([&] { (void)(zeros({3}) + g); });
   EXPECT_NE(msg.find("cuda"), std::string::npos) << msg;
+}
+
+}  // namespace
+
+namespace {
+
+// ---- faults
+// ---------------------------------------------------------------------------------------
+
+// The launch journal (host-only): a fault names the launches not yet known to have finished,
+// oldest first; a synchronized stream's launches are forgotten, another stream's are not.
+TEST(CudaFaults, TheJournalNamesUnfinishedLaunchesOnly) {
+  cuda::journal_finished(0, nullptr, true);
+  cuda::journal_finished(1, nullptr, true);
+  auto* s1 = reinterpret_cast<cuda::CUstream>(0x10);
+  cuda::journal_launch(0, nullptr, "kernel first");
+  cuda::journal_launch(0, s1, "kernel on_a_stream");
+  cuda::journal_launch(1, nullptr, "kernel other_gpu");
+  EXPECT_EQ(cuda::journal_suspects(),
+            "kernel first on cuda:0, kernel on_a_stream on cuda:0, kernel other_gpu on cuda:1");
+  cuda::journal_finished(0, nullptr, false);  // cuda:0's default stream synchronized
+  EXPECT_EQ(cuda::journal_suspects(), "kernel on_a_stream on cuda:0, kernel other_gpu on cuda:1");
+  for (int i = 0; i < 100; ++i) cuda::journal_launch(1, nullptr, "kernel k" + std::to_string(i));
+  const std::string many = cuda::journal_suspects();
+  EXPECT_NE(many.find("(and "), std::string::npos) << many;  // the ring keeps the latest 64
+  const std::string err =
+      error_of<RuntimeError>([] { cuda::check(700, "cuStreamSynchronize", "x"); });
+  EXPECT_NE(err.find("A kernel faulted on the GPU, and the CUDA context is lost"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("Queued and not yet finished: kernel k36 on cuda:1"), std::string::npos)
+      << err;
+  cuda::journal_finished(0, nullptr, true);
+  cuda::journal_finished(1, nullptr, true);
+  EXPECT_EQ(cuda::journal_suspects(), "");
+  const std::string none = error_of<RuntimeError>([] { cuda::check(719, "cuMemcpy", "y"); });
+  EXPECT_NE(none.find("No kernel of tessera's was queued"), std::string::npos) << none;
+  // Ordinary errors say nothing of faults.
+  const std::string oom = error_of<RuntimeError>([] { cuda::check(2, "cuMemAlloc", "z"); });
+  EXPECT_EQ(oom.find("faulted"), std::string::npos) << oom;
+}
+
+// A kernel that writes far outside its tensor, on the GPU.
+TL_JIT(write_far_away, tl::Ptr out, tl::Const BLOCK) {
+  const tl::Tile offs = tl::arange(0, BLOCK).to(DType::Int64) + (int64_t{1} << 40);
+  tl::store(out + offs, tl::zeros({BLOCK.int_value()}, DType::Float32));
+}
+
+// A GPU fault in a child process (it poisons the context): the error at the next synchronizing
+// call names the faulting kernel and says the context is lost.
+TEST(CudaFaults, AnIllegalAddressIsAnErrorNamingTheKernel) {
+  REQUIRE_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process: no CUDA state inherited
+  EXPECT_EXIT(
+      {
+        Tensor t = zeros({16}, TensorOptions().device(Device("cuda")));
+        std::string msg = "no error";
+        try {
+          write_far_away[{1}](t, tl::meta("BLOCK", 128));
+          (void)t.cpu();
+        } catch (const RuntimeError& e) {
+          msg = e.what();
+        }
+        std::fprintf(stderr, "%s\n", msg.c_str());
+        std::_Exit(msg.find("CUDA_ERROR_ILLEGAL_ADDRESS") != std::string::npos &&
+                           msg.find("kernel write_far_away on cuda:0") != std::string::npos
+                       ? 0
+                       : 1);
+      },
+      ::testing::ExitedWithCode(0), "context is lost");
 }
 
 }  // namespace

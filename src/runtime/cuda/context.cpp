@@ -106,6 +106,7 @@ void Stream::synchronize() const {
   set_device(device_);
   check(require_driver("Stream::synchronize").cuStreamSynchronize(handle_), "cuStreamSynchronize",
         "cuda:" + std::to_string(device_));
+  journal_finished(device_, handle_, false);
 }
 
 bool Stream::query() const {
@@ -145,6 +146,7 @@ void synchronize(int device) {
   set_device(device);
   check(require_driver("synchronize").cuCtxSynchronize(), "cuCtxSynchronize",
         "cuda:" + std::to_string(device));
+  journal_finished(device, nullptr, true);
 }
 
 Event::Event(int device, bool timing) : device_(device) {

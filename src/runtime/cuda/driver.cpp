@@ -4,6 +4,9 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include <mutex>
 #include <sstream>
 
@@ -129,8 +132,100 @@ std::string error_text(CUresult r) {
   return os.str();
 }
 
+bool is_sticky_fault(CUresult r) {
+  switch (r) {
+    case 700:  // CUDA_ERROR_ILLEGAL_ADDRESS
+    case 710:  // CUDA_ERROR_ASSERT
+    case 714:  // CUDA_ERROR_HARDWARE_STACK_ERROR
+    case 715:  // CUDA_ERROR_ILLEGAL_INSTRUCTION
+    case 716:  // CUDA_ERROR_MISALIGNED_ADDRESS
+    case 717:  // CUDA_ERROR_INVALID_ADDRESS_SPACE
+    case 718:  // CUDA_ERROR_INVALID_PC
+    case 719:  // CUDA_ERROR_LAUNCH_FAILED (a trap)
+      return true;
+    default:
+      return false;
+  }
+}
+
+namespace {
+
+// A ring of the latest launches not known to have finished (fixed storage: a launch copies its
+// name, it allocates nothing).
+struct Journal {
+  static constexpr int kSlots = 64;
+  struct Entry {
+    int device;
+    CUstream stream;
+    char what[64];
+  };
+  std::mutex m;
+  Entry ring[kSlots];
+  int64_t first = 0, end = 0;  // live entries: [first, end), the oldest dropped past kSlots
+  int64_t dropped = 0;         // launches that fell off the ring unfinished
+};
+Journal& journal() {
+  static Journal* j = new Journal();  // never destroyed: launches may come during exit
+  return *j;
+}
+
+}  // namespace
+
+void journal_launch(int device, CUstream stream, const std::string& what) {
+  Journal& j = journal();
+  std::lock_guard<std::mutex> g(j.m);
+  if (j.end - j.first == Journal::kSlots) {
+    ++j.first;
+    ++j.dropped;
+  }
+  Journal::Entry& e = j.ring[j.end++ % Journal::kSlots];
+  e.device = device;
+  e.stream = stream;
+  const size_t n = std::min(what.size(), sizeof(e.what) - 1);
+  std::memcpy(e.what, what.data(), n);
+  e.what[n] = '\0';
+}
+
+void journal_finished(int device, CUstream stream, bool all) {
+  Journal& j = journal();
+  std::lock_guard<std::mutex> g(j.m);
+  int64_t keep = j.end;
+  for (int64_t i = j.end - 1; i >= j.first; --i) {
+    const Journal::Entry& e = j.ring[i % Journal::kSlots];
+    if (e.device == device && (all || e.stream == stream)) continue;
+    j.ring[--keep % Journal::kSlots] = e;  // compact toward the end, keeping the order
+  }
+  j.first = keep;
+  if (j.first == j.end) j.dropped = 0;
+}
+
+std::string journal_suspects() {
+  Journal& j = journal();
+  std::lock_guard<std::mutex> g(j.m);
+  std::ostringstream os;
+  constexpr int64_t kShown = 4;
+  for (int64_t i = j.first; i < j.end && i < j.first + kShown; ++i) {
+    const Journal::Entry& e = j.ring[i % Journal::kSlots];
+    os << (i > j.first ? ", " : "") << e.what << " on cuda:" << e.device;
+  }
+  const int64_t more = std::max<int64_t>(j.end - j.first - kShown, 0) + j.dropped;
+  if (more > 0) os << " (and " << more << " more)";
+  return os.str();
+}
+
 void check(CUresult r, const char* call, const std::string& what) {
   if (r == kSuccess) return;
+  if (is_sticky_fault(r)) {
+    const std::string suspects = journal_suspects();
+    TS_ERROR(RuntimeError) << "[" << what << "] " << call << " failed: " << error_text(r)
+                           << ". A kernel faulted on the GPU, and the CUDA context is lost: every "
+                              "later GPU call of this process fails (restart it). "
+                           << (suspects.empty() ? std::string("No kernel of tessera's was queued.")
+                                                : "Queued and not yet finished: " + suspects + ".")
+                           << " To find the bad access, run with TESSERA_DEBUG=1 (checked "
+                              "kernels) or CUDA_LAUNCH_BLOCKING=1 (the error at the faulting "
+                              "launch).";
+  }
   TS_ERROR(RuntimeError) << "[" << what << "] " << call << " failed: " << error_text(r);
 }
 

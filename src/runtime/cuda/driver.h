@@ -109,9 +109,23 @@ const Driver* driver(std::string* why = nullptr);
 /** The driver, or a RuntimeError naming `what` needed it and why it is missing. */
 const Driver& require_driver(const char* what);
 
+/** Whether `r` is a fault that loses the context (illegal address, trap, misaligned access, ...):
+ * every later call in the process fails with it. */
+bool is_sticky_fault(CUresult r);
+
+/** The launch journal: the kernels queued and not yet known to have finished, so that a fault,
+ * which surfaces at a later call, names its suspects. `journal_launch` copies at most 63
+ * characters of `what` (no allocation); `journal_finished` forgets the kernels of `stream` of
+ * `device` (of all its streams when `all`) after a successful synchronization. */
+void journal_launch(int device, CUstream stream, const std::string& what);
+void journal_finished(int device, CUstream stream, bool all);
+/** "kernel a on cuda:0, kernel b on cuda:0 (and 3 more)": the oldest unfinished launches first. */
+std::string journal_suspects();
+
 /** CUDA's name and description of an error code ("CUDA_ERROR_OUT_OF_MEMORY: out of memory"). */
 std::string error_text(CUresult r);
-/** Throws a RuntimeError "[what] call failed: CUDA_ERROR_...: ..." unless `r` is success. */
+/** Throws a RuntimeError "[what] call failed: CUDA_ERROR_...: ..." unless `r` is success; a
+ * sticky fault also names the kernels that may have caused it and says the context is lost. */
 void check(CUresult r, const char* call, const std::string& what);
 
 }  // namespace tessera::runtime::cuda

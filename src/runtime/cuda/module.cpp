@@ -44,10 +44,12 @@ KernelResources Module::resources(CUfunction f) const {
 void launch(CUfunction f, int device, const unsigned grid[3], const unsigned block[3],
             unsigned shared_bytes, void** args, const std::string& what) {
   set_device(device);
+  const CUstream stream = current_stream(device).handle();
   check(require_driver(what.c_str())
             .cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                            shared_bytes, current_stream(device).handle(), args, nullptr),
+                            shared_bytes, stream, args, nullptr),
         "cuLaunchKernel", what);
+  journal_launch(device, stream, what);
 }
 
 }  // namespace tessera::runtime::cuda
