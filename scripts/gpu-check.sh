@@ -48,14 +48,14 @@ step "build" build.log cmake --build "$BUILD" -j"$J" -- -k 0 || { grep -E "error
 step "doctor" doctor.log "$BUILD/bin/tessera" doctor
 cat "$OUT/doctor.log"
 if [ "${1:-}" = quick ]; then
-  step "ctest -L gpu" ctest-gpu.log ctest --test-dir "$BUILD" -L gpu --output-on-failure -j4 \
+  step "ctest -L gpu" ctest-gpu.log ctest --test-dir "$BUILD" -L gpu --output-on-failure -j12 \
     --timeout 240
   grep -E "Skipped|SKIPPED|Failure|FAILED|tests passed|tests failed|Timeout" "$OUT/ctest-gpu.log" |
     head -30 | tee -a "$summary"
   say "== done (quick)"
   exit 0
 fi
-step "ctest -L 'gpu|nvrtc'" ctest-gpu.log ctest --test-dir "$BUILD" -L 'gpu|nvrtc' --output-on-failure -j4 \
+step "ctest -L 'gpu|nvrtc'" ctest-gpu.log ctest --test-dir "$BUILD" -L 'gpu|nvrtc' --output-on-failure -j12 \
   --timeout 240
 grep -E "Skipped|SKIPPED|Failure|FAILED|tests passed|tests failed|Timeout" "$OUT/ctest-gpu.log" | head -30 | tee -a "$summary"
 # The GPU cases' own lines (ctest hides a passing test's output): a skip on this machine is a defect.

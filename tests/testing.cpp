@@ -268,7 +268,9 @@ Tensor same_layout_on(const Tensor& t, Device device) {
   int64_t span = t.storage_offset().expect_int() + 1;
   for (int64_t d = 0; d < t.dim(); ++d) {
     const int64_t n = t.size(d).expect_int();
-    if (n == 0) return empty(t.sizes(), TensorOptions().dtype(t.dtype()).device(device));
+    if (n == 0) {
+      return empty_strided(t.sizes(), t.strides(), TensorOptions().dtype(t.dtype()).device(device));
+    }
     span += (n - 1) * t.stride(d).expect_int();
   }
   const Tensor flat = t.as_strided({span}, {1}, 0);

@@ -380,7 +380,8 @@ TL_JIT(aten_pointwise, tl::Ptr out, tl::Ptr x0, tl::Ptr x1, tl::Ptr x2, tl::Int 
        tl::Int a4, tl::Int a5, tl::Int b0, tl::Int b1, tl::Int b2, tl::Int b3, tl::Int b4,
        tl::Int b5, tl::Int c0, tl::Int c1, tl::Int c2, tl::Int c3, tl::Int c4, tl::Int c5,
        tl::Int p0, tl::Int p1, tl::Int p2, tl::Int p3, tl::Const OP, tl::Const COMPUTE,
-       tl::Const RANK, tl::Const WIDE, tl::Const HAS_LO, tl::Const HAS_HI, tl::Const BLOCK) {
+       tl::Const RANK, tl::Const CONTIG, tl::Const WIDE, tl::Const HAS_LO, tl::Const HAS_HI,
+       tl::Const BLOCK) {
   const auto op = static_cast<PwOp>(OP.int_value());
   const int rank = static_cast<int>(RANK.int_value());
   const tl::Tile sizes[kMaxRank] = {n, d1, d2, d3, d4, d5};
@@ -394,7 +395,9 @@ TL_JIT(aten_pointwise, tl::Ptr out, tl::Ptr x0, tl::Ptr x1, tl::Ptr x2, tl::Int 
   const tl::Tile mask = offs < n;
   const int operands = 1 + arity(op);
   tl::Tile at[kOperands];
-  for (int t = 0; t < operands; ++t) at[t] = offset_of(offs, rank, sizes, strides[t]);
+  // CONTIG: every operand is dense in the same order (one dimension of stride 1 after collapsing).
+  for (int t = 0; t < operands; ++t)
+    at[t] = CONTIG ? offs : offset_of(offs, rank, sizes, strides[t]);
   const tl::Tile ptrs[3] = {x0, x1, x2};
   tl::Tile x[3];
   for (int t = 1; t < operands; ++t) x[t - 1] = tl::load(ptrs[t - 1] + at[t], mask);
@@ -511,6 +514,8 @@ void run(const ops_detail::PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor>
   // Integer pow unrolls square-and-multiply over every exponent bit: its intermediate tiles are
   // stored (on CUDA, in shared memory at this stage), so it takes smaller blocks.
   const int64_t block = d.op == PwOp::Pow && !is_floating_point(compute) ? 128 : kBlock;
+  bool contig = s.rank == 1;
+  for (size_t t = 0; t <= in.size(); ++t) contig = contig && s.strides[t][0] == 1;
   std::vector<tl::KernelArg> args = {out};
   for (size_t k = 0; k < 3; ++k) args.emplace_back(k < in.size() ? in[k] : out);
   args.emplace_back(s.numel);
@@ -522,8 +527,8 @@ void run(const ops_detail::PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor>
   append_bits(args, bits[1]);
   for (const tl::MetaArg m :
        {tl::meta("OP", static_cast<int64_t>(d.op)), tl::meta("COMPUTE", compute),
-        tl::meta("RANK", s.rank), tl::meta("WIDE", needs_wide(s)), tl::meta("HAS_LO", has_lo),
-        tl::meta("HAS_HI", has_hi), tl::meta("BLOCK", block)})
+        tl::meta("RANK", s.rank), tl::meta("CONTIG", contig), tl::meta("WIDE", needs_wide(s)),
+        tl::meta("HAS_LO", has_lo), tl::meta("HAS_HI", has_hi), tl::meta("BLOCK", block)})
     args.emplace_back(m);
   // Straight to the kernel: the op itself already went through the dispatcher's modes.
   aten_pointwise[{(s.numel + block - 1) / block}].run_kernel(
@@ -1008,7 +1013,28 @@ void matmul(const Tensor& A, const Tensor& B, const Tensor& C, int64_t batches, 
   aten_matmul[{programs}].run_kernel(ArrayRef<tl::KernelArg>(args.data(), args.size()));
 }
 
+// The built-in ops' kernels specialize on dtypes, constexprs (the pointwise kernel's CONTIG: dense
+// operands) and the row kernels' innermost strides only: sizes, strides and scalar bits vary with
+// every shape, and specializing on them (== 1, divisible by 16) would compile a kernel per shape
+// for nothing (the GPU op harness compiled over a thousand kernels for the comparisons alone).
+void limit_specialization() {
+  std::vector<std::string> ints = {"n", "p0", "p1", "p2", "p3"};
+  for (int k = 1; k < kMaxRank; ++k) ints.push_back("d" + std::to_string(k));
+  for (const char* o : {"o", "a", "b", "c"}) {
+    for (int k = 0; k < kMaxRank; ++k) ints.push_back(o + std::to_string(k));
+  }
+  for (const auto& name : ints) aten_pointwise.do_not_specialize({name});
+  aten_reduce.do_not_specialize(
+      {"k1", "k2", "ks0", "ks1", "ks2", "n", "r1", "r2", "rs1", "rs2", "corr_lo", "corr_hi"});
+  for (tl::JITFunction* f : {&aten_softmax, &aten_cumsum})
+    f->do_not_specialize({"k1", "k2", "xs0", "xs1", "xs2", "os0", "os1", "os2", "n"});
+  aten_norm.do_not_specialize(
+      {"k1", "k2", "ks0", "ks1", "ks2", "n", "r1", "r2", "rs1", "rs2", "eps_lo", "eps_hi"});
+  aten_index.do_not_specialize({"n", "S", "B", "I", "alpha_lo", "alpha_hi"});
+}
+
 [[maybe_unused]] const int registered = [] {
+  limit_specialization();
   ops_detail::set_device_matmul_runner(&matmul);
   ops_detail::set_device_index_runner(&index);
   ops_detail::set_device_norm_runner(&norm);

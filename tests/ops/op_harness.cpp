@@ -1,7 +1,11 @@
 #include "op_harness.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <optional>
 #include <sstream>
+
+#include "ops/pointwise.h"
 
 namespace tessera::testing {
 
@@ -100,6 +104,13 @@ Ref along_ref(const Ref& x, int64_t dim,
 
 namespace {
 
+// TESSERA_TEST_THROUGH_TILES=1: CPU cases run through the tile lowering (the GPU's kernels, on
+// the CPU backend; with TESSERA_CROSSCHECK=nvrtc each is also compiled for sm_90).
+bool through_tiles_requested() {
+  const char* v = std::getenv("TESSERA_TEST_THROUGH_TILES");
+  return v && std::string(v) == "1";
+}
+
 std::string describe(const OpSpec& s, DType dt, Layout l, const std::vector<Shape>& shapes) {
   std::ostringstream os;
   os << "[" << s.name << "] on " << test_device() << " dtype=" << dtype_name(dt)
@@ -150,6 +161,8 @@ void run_spec(const OpSpec& s) {
         }
         Tensor got;
         try {
+          std::optional<ops_detail::ScopedThroughTiles> tiles;
+          if (through_tiles_requested()) tiles.emplace();
           got = s.run(inputs);
         } catch (const std::exception& e) {
           ADD_FAILURE() << what << ": threw " << e.what();
@@ -164,6 +177,8 @@ void run_spec(const OpSpec& s) {
           Tensor out = empty(got.sizes(), TensorOptions().dtype(got.dtype()).device(device));
           poison(out);
           try {
+            std::optional<ops_detail::ScopedThroughTiles> tiles;
+            if (through_tiles_requested()) tiles.emplace();
             s.run_out(out, inputs);
             EXPECT_TRUE(close_to(out.cpu(), want, tol)) << what << " (out= variant)";
           } catch (const std::exception& e) {
