@@ -6,7 +6,8 @@
 #
 #   scripts/gpu-check.sh            # on the GPU machine: run(command="scripts/gpu-check.sh",
 #                                   #                         carry=[".deps"])
-#   scripts/gpu-check.sh quick      # the build and the `gpu` label only (a short GPU session)
+#   scripts/gpu-check.sh quick      # the build and the `gpu` label only (a short GPU session);
+#                                   # TESTS=regex narrows it (TESTS='test_ops_cuda|test_cuda$')
 # Every step has a time limit (STEP_TIMEOUT seconds, default 300): a hung kernel fails its step
 # instead of eating the session's GPU time.
 # Here, once: mkdir -p .deps && cp -r /usr/src/googletest .deps/   (.deps/ is git-ignored)
@@ -48,7 +49,7 @@ step "build" build.log cmake --build "$BUILD" -j"$J" -- -k 0 || { grep -E "error
 step "doctor" doctor.log "$BUILD/bin/tessera" doctor
 cat "$OUT/doctor.log"
 if [ "${1:-}" = quick ]; then
-  step "ctest -L gpu" ctest-gpu.log ctest --test-dir "$BUILD" -L gpu --output-on-failure -j12 \
+  step "ctest -L gpu" ctest-gpu.log ctest --test-dir "$BUILD" -L gpu -R "${TESTS:-.}" --output-on-failure -j12 \
     --timeout 240
   grep -E "Skipped|SKIPPED|Failure|FAILED|tests passed|tests failed|Timeout" "$OUT/ctest-gpu.log" |
     head -30 | tee -a "$summary"

@@ -154,7 +154,7 @@ IndexedDim indexed_dim(const char* op, const Tensor& t, int64_t dim, const Tenso
     r.idx = index.to(DType::Int64).reshape({-1}).contiguous();
     r.I = r.idx.impl()->int_numel();
     if (r.I > 0) {
-      const Tensor ends = cpu_contiguous(stack({tessera::min(r.idx), tessera::max(r.idx)}));
+      const Tensor ends = stack({tessera::min(r.idx), tessera::max(r.idx)}).cpu();
       const int64_t* e = static_cast<const int64_t*>(ends.impl()->data());
       check_in_range(op, e[0], dim, r.S);
       check_in_range(op, e[1], dim, r.S);

@@ -336,6 +336,11 @@ tl::Tile apply(const Traced& c) {
     case PwOp::Clamp:
       return clamp(c);
     case PwOp::Where:
+      // float8 has no arithmetic: a select of the values' bits.
+      if ((kFloat8 & dtype_bit(c.compute)) != 0) {
+        const auto bits = [&](int i) { return tl::bitcast(c.x[i].to(c.compute), DType::UInt8); };
+        return tl::bitcast(tl::where(c.x[0].to(DType::Bool), bits(1), bits(2)), c.compute);
+      }
       return with_compute<kNumericAndBool>(c, [&]<class T>() {
         return pw::Where()(TV<bool>(c.x[0].to(DType::Bool)), input<T>(c, 1), input<T>(c, 2)).t;
       });
@@ -494,23 +499,26 @@ void run(const ops_detail::PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor>
   if (s.numel == 0) return;
   int64_t bits[2] = {0, 0};
   bool has_lo = false, has_hi = false;
-  visit_dtype<kNumericAndBool>(compute, d.name, [&]<class T>() {
-    using V = opmath_t<T>;
-    if (d.op == PwOp::Add || d.op == PwOp::Sub) {
-      bits[0] = to_bits(scalar_param<V>(*static_cast<const Scalar*>(extra)));
-    } else if (d.op == PwOp::Clamp) {
-      const auto& c = *static_cast<const ops_detail::ClampArgs*>(extra);
-      has_lo = c.lo.has_value();
-      has_hi = c.hi.has_value();
-      if (has_lo) bits[0] = to_bits(scalar_param<V>(*c.lo));
-      if (has_hi) bits[1] = to_bits(scalar_param<V>(*c.hi));
-    } else if (d.op == PwOp::IsClose) {
-      const auto& c = *static_cast<const ops_detail::IsCloseArgs*>(extra);
-      bits[0] = to_bits(c.rtol);
-      bits[1] = to_bits(c.atol);
-      has_lo = c.equal_nan;
-    }
-  });
+  const bool scalars =
+      d.op == PwOp::Add || d.op == PwOp::Sub || d.op == PwOp::Clamp || d.op == PwOp::IsClose;
+  if (scalars)
+    visit_dtype<kNumericAndBool>(compute, d.name, [&]<class T>() {
+      using V = opmath_t<T>;
+      if (d.op == PwOp::Add || d.op == PwOp::Sub) {
+        bits[0] = to_bits(scalar_param<V>(*static_cast<const Scalar*>(extra)));
+      } else if (d.op == PwOp::Clamp) {
+        const auto& c = *static_cast<const ops_detail::ClampArgs*>(extra);
+        has_lo = c.lo.has_value();
+        has_hi = c.hi.has_value();
+        if (has_lo) bits[0] = to_bits(scalar_param<V>(*c.lo));
+        if (has_hi) bits[1] = to_bits(scalar_param<V>(*c.hi));
+      } else if (d.op == PwOp::IsClose) {
+        const auto& c = *static_cast<const ops_detail::IsCloseArgs*>(extra);
+        bits[0] = to_bits(c.rtol);
+        bits[1] = to_bits(c.atol);
+        has_lo = c.equal_nan;
+      }
+    });
   // Integer pow unrolls square-and-multiply over every exponent bit: its intermediate tiles are
   // stored (on CUDA, in shared memory at this stage), so it takes smaller blocks.
   const int64_t block = d.op == PwOp::Pow && !is_floating_point(compute) ? 128 : kBlock;

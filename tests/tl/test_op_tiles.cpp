@@ -250,7 +250,7 @@ TEST(PointwiseTiles, LayoutsBroadcastsScalarsAndMixedDtypes) {
 
 TEST(PointwiseTiles, WhereWithBroadcastsEveryDtypeAndScalars) {
   for (DType d : {DType::Float32, DType::Float64, DType::BFloat16, DType::Int32, DType::Int8,
-                  DType::UInt8, DType::Bool}) {
+                  DType::UInt8, DType::Bool, DType::Float8_e4m3fn, DType::Float8_e5m2}) {
     const Tensor cond = random_tensor({4, 1, 9}, DType::Bool);
     const Tensor a = edgy({4, 6, 9}, d, Domain::Any), b = random_tensor({6, 1}, d);
     const Tensor want = where(cond, a, b);
