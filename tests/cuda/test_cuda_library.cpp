@@ -4,6 +4,7 @@
 // case skips itself.
 #include <gtest/gtest.h>
 
+#include "gpu_testing.h"
 #include "tessera/compile.h"
 #include "tessera/flop_counter.h"
 #include "tessera/library.h"
@@ -15,11 +16,6 @@ using namespace tessera;
 using namespace tessera::testing;
 
 namespace {
-
-#define REQUIRE_GPU() \
-  if (!cuda_is_available()) GTEST_SKIP() << "no CUDA GPU on this machine"
-
-const Device kGpu("cuda");
 
 TL_JIT(gpu_sin_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);

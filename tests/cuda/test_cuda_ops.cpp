@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 
+#include "gpu_testing.h"
 #include "tessera/tessera.h"
 #include "testing.h"
 
@@ -15,11 +16,6 @@ using namespace tessera;
 using namespace tessera::testing;
 
 namespace {
-
-#define REQUIRE_GPU() \
-  if (!cuda_is_available()) GTEST_SKIP() << "no CUDA GPU on this machine"
-
-const Device kGpu("cuda");
 
 // f on GPU copies of `in` against f on the CPU tensors.
 void agree(const char* what, const std::vector<Tensor>& in,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/cuda/context.h"
+#include "runtime/cuda/dl.h"
 #include "tessera/error.h"
 
 namespace tessera::runtime::cuda {
@@ -42,23 +43,10 @@ struct Loaded {
   bool ok = false;
 };
 
-template <class F>
-bool resolve(void* lib, const char* name, F& out) {
-  out = reinterpret_cast<F>(dlsym(lib, name));
-  return out != nullptr;
-}
-
 Loaded load() {
   Loaded l;
-  std::vector<std::string> dirs;
-  if (const char* home = std::getenv("CUDA_HOME"); home && *home) {
-    dirs.push_back(std::string(home) + "/lib64/");
-    dirs.push_back(std::string(home) + "/lib/");
-  }
-  dirs.push_back("/usr/local/cuda/lib64/");
-  dirs.push_back("");  // the loader's own search path
   void* lib = nullptr;
-  for (const auto& dir : dirs) {
+  for (const auto& dir : toolkit_dirs()) {
     // libcublas needs libcublasLt by soname: loaded first from the same place, it is found.
     if (!dlopen((dir + "libcublasLt.so.13").c_str(), RTLD_NOW | RTLD_GLOBAL)) continue;
     lib = dlopen((dir + "libcublas.so.13").c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -74,12 +62,12 @@ Loaded load() {
     return l;
   }
   Api& a = l.api;
-  l.ok = resolve(lib, "cublasCreate_v2", a.create) &&
-         resolve(lib, "cublasSetStream_v2", a.set_stream) &&
-         resolve(lib, "cublasSetMathMode", a.set_math_mode) &&
-         resolve(lib, "cublasGetProperty", a.get_property) &&
-         resolve(lib, "cublasGetStatusString", a.status_string) &&
-         resolve(lib, "cublasGemmStridedBatchedEx", a.gemm);
+  l.ok = resolve_symbol(lib, "cublasCreate_v2", a.create) &&
+         resolve_symbol(lib, "cublasSetStream_v2", a.set_stream) &&
+         resolve_symbol(lib, "cublasSetMathMode", a.set_math_mode) &&
+         resolve_symbol(lib, "cublasGetProperty", a.get_property) &&
+         resolve_symbol(lib, "cublasGetStatusString", a.status_string) &&
+         resolve_symbol(lib, "cublasGemmStridedBatchedEx", a.gemm);
   if (!l.ok) {
     l.why = l.info.path + " lacks an entry point tessera uses (" + dlerror() + ")";
     return l;

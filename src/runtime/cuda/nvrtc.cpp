@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "runtime/cuda/dl.h"
 #include "tessera/error.h"
 
 namespace tessera::runtime::cuda {
@@ -38,24 +39,11 @@ struct Loaded {
 
 std::vector<std::string> candidates() {
   const char* names[] = {"libnvrtc.so.13", "libnvrtc.alt.so.13", "libnvrtc.so.12", "libnvrtc.so"};
-  std::vector<std::string> dirs;
-  if (const char* home = std::getenv("CUDA_HOME"); home && *home) {
-    dirs.push_back(std::string(home) + "/lib64/");
-    dirs.push_back(std::string(home) + "/lib/");
-  }
-  dirs.push_back("/usr/local/cuda/lib64/");
-  dirs.push_back("");  // the loader's own search path
   std::vector<std::string> out;
-  for (const auto& d : dirs) {
+  for (const auto& d : toolkit_dirs()) {
     for (const char* n : names) out.push_back(d + n);
   }
   return out;
-}
-
-template <class F>
-bool resolve(void* lib, const char* name, F& out) {
-  out = reinterpret_cast<F>(dlsym(lib, name));
-  return out != nullptr;
 }
 
 Loaded load() {
@@ -75,15 +63,15 @@ Loaded load() {
     return l;
   }
   Api& a = l.api;
-  const bool ok = resolve(lib, "nvrtcVersion", a.nvrtcVersion) &&
-                  resolve(lib, "nvrtcGetErrorString", a.nvrtcGetErrorString) &&
-                  resolve(lib, "nvrtcCreateProgram", a.nvrtcCreateProgram) &&
-                  resolve(lib, "nvrtcDestroyProgram", a.nvrtcDestroyProgram) &&
-                  resolve(lib, "nvrtcCompileProgram", a.nvrtcCompileProgram) &&
-                  resolve(lib, "nvrtcGetProgramLogSize", a.nvrtcGetProgramLogSize) &&
-                  resolve(lib, "nvrtcGetProgramLog", a.nvrtcGetProgramLog) &&
-                  resolve(lib, "nvrtcGetCUBINSize", a.nvrtcGetCUBINSize) &&
-                  resolve(lib, "nvrtcGetCUBIN", a.nvrtcGetCUBIN);
+  const bool ok = resolve_symbol(lib, "nvrtcVersion", a.nvrtcVersion) &&
+                  resolve_symbol(lib, "nvrtcGetErrorString", a.nvrtcGetErrorString) &&
+                  resolve_symbol(lib, "nvrtcCreateProgram", a.nvrtcCreateProgram) &&
+                  resolve_symbol(lib, "nvrtcDestroyProgram", a.nvrtcDestroyProgram) &&
+                  resolve_symbol(lib, "nvrtcCompileProgram", a.nvrtcCompileProgram) &&
+                  resolve_symbol(lib, "nvrtcGetProgramLogSize", a.nvrtcGetProgramLogSize) &&
+                  resolve_symbol(lib, "nvrtcGetProgramLog", a.nvrtcGetProgramLog) &&
+                  resolve_symbol(lib, "nvrtcGetCUBINSize", a.nvrtcGetCUBINSize) &&
+                  resolve_symbol(lib, "nvrtcGetCUBIN", a.nvrtcGetCUBIN);
   if (!ok) {
     l.why = l.info.path + " lacks an entry point tessera needs (an NVRTC older than 11.1?)";
     return l;
