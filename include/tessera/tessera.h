@@ -6,6 +6,7 @@
 #include "tessera/autograd.h"
 #include "tessera/device.h"
 #include "tessera/dispatch.h"
+#include "tessera/dlpack.h"
 #include "tessera/dtype.h"
 #include "tessera/env.h"
 #include "tessera/error.h"

@@ -343,3 +343,26 @@ TEST(CudaFaults, AnIllegalAddressIsAnErrorNamingTheKernel) {
 }
 
 }  // namespace
+
+namespace {
+
+// DLPack on the GPU: the same device memory both ways, and a consumer's stream ordered after
+// the work queued on ours (an event, no host wait).
+TEST(CudaTensors, DlpackSharesDeviceMemoryAndOrdersStreams) {
+  REQUIRE_GPU();
+  const Tensor host = random_tensor({64, 33}, DType::Float32);
+  Tensor g = host.to(Device("cuda"));
+  const cuda::Stream consumer = cuda::Stream::create(0);
+  DLManagedTensorVersioned* m = to_dlpack_versioned(g.t(), {.consumer_stream = consumer.handle()});
+  EXPECT_EQ(m->dl_tensor.device.device_type, kDLCUDA);
+  EXPECT_EQ(m->dl_tensor.device.device_id, 0);
+  EXPECT_EQ(m->dl_tensor.data, g.impl()->data());
+  Tensor back = from_dlpack(m);
+  EXPECT_TRUE(back.device().is_cuda());
+  EXPECT_EQ(back.impl()->data(), g.impl()->data());
+  back.fill_(2.5);  // visible through the original
+  EXPECT_TRUE(all_close(g.cpu(), full({64, 33}, 2.5f)));
+  consumer.synchronize();
+}
+
+}  // namespace
