@@ -4,7 +4,7 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test demo bench bench-compare bench-ab format clean sanitize \
+.PHONY: all deps configure build test install demo bench bench-compare bench-ab format clean sanitize \
 	sanitize-thread
 
 all: build
@@ -22,6 +22,12 @@ build: configure
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+
+# `make install PREFIX=/opt/tessera`: the library, headers, the tessera CLI, a CMake package
+# (find_package(tessera CONFIG) -> tessera::tessera) and tessera.pc.
+PREFIX ?= /usr/local
+install: build
+	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
 
 demo: build
 	$(BUILD_DIR)/bin/tessera demo

@@ -2,7 +2,7 @@
 # Installs the Debian packages tessera's build needs, only those missing. Safe to run repeatedly.
 set -euo pipefail
 
-required=(cmake ninja-build g++ make libgtest-dev libgmock-dev libbenchmark-dev)
+required=(cmake ninja-build g++ make libgtest-dev libgmock-dev libbenchmark-dev pkg-config)
 optional=(ccache libopenblas-dev clang-format)
 
 missing=()
