@@ -1,10 +1,11 @@
 // Copies and fills across devices (see device_copy.h): one cuMemcpy/cuMemset for contiguous data,
-// the views' storage span through the host otherwise.
+// the tile lowering's copy kernel for conversions, views and broadcasts.
 #include "ops/device_copy.h"
 
 #include <cstring>
 
 #include "ops/op_utils.h"
+#include "ops/pointwise.h"
 #include "runtime/cuda/memory.h"
 
 namespace tessera::ops_detail {
@@ -40,18 +41,24 @@ HostSpan host_span(const Tensor& t) {
   return h;
 }
 
-void write_back(const Tensor& t, const HostSpan& h) {
-  runtime::cuda::copy_to_device(t.data_ptr(), h.buffer.data_ptr(),
-                                static_cast<size_t>(span_elements(t)) * t.itemsize(),
-                                t.device().index());
+// A dense copy of `t` on its own device (t itself when dense).
+Tensor densified(const Tensor& t) {
+  if (dense(t)) return t;
+  Tensor d = detail::make_empty(t.sizes(), t.dtype(), t.device());
+  tile_copy(d, t);
+  return d;
 }
 
 }  // namespace
 
+void tile_copy(const Tensor& dst, const Tensor& src) {
+  static const PointwiseDesc kCopy{"copy_", ResultRule::Same, kAllDTypes, nullptr, PwOp::Copy};
+  run_on_device(kCopy, dst, {src}, dst.dtype(), nullptr);
+}
+
 Tensor to_host(const Tensor& t) {
   if (!t.device().is_cuda()) return t;
-  HostSpan h = host_span(t);
-  return dense(t) ? h.view : cpu_contiguous(h.view);
+  return host_span(densified(t)).view;
 }
 
 void copy_between(const Tensor& dst, const Tensor& src) {
@@ -71,16 +78,29 @@ void copy_between(const Tensor& dst, const Tensor& src) {
     }
     return;
   }
-  const Tensor s = to_host(src);
-  if (dense(dst)) {
+  if (src.device() == dst.device()) {
+    tile_copy(dst, src);
+    return;
+  }
+  if (!src.device().is_cuda() && dense(dst)) {
+    // From the host into a dense tensor: converted there, then one transfer.
     Tensor tmp = detail::make_empty(dst.sizes(), dst.dtype(), kCPU);
-    cpu_copy(tmp, s);
+    cpu_copy(tmp, src);
     runtime::cuda::copy_to_device(dst.data_ptr(), tmp.data_ptr(), nbytes, dst.device().index());
     return;
   }
-  HostSpan h = host_span(dst);
-  cpu_copy(h.view, s);
-  write_back(dst, h);
+  // The source made dense where it is, moved in one transfer, then converted and laid out here.
+  const Tensor from = src.device().is_cuda() ? densified(src) : cpu_contiguous(src);
+  Tensor stage = detail::make_empty(from.sizes(), from.dtype(), dst.device());
+  const size_t stage_bytes = static_cast<size_t>(from.numel().expect_int()) * from.itemsize();
+  if (from.device().is_cuda()) {
+    runtime::cuda::copy_device(stage.data_ptr(), dst.device().index(), from.data_ptr(),
+                               from.device().index(), stage_bytes);
+  } else {
+    runtime::cuda::copy_to_device(stage.data_ptr(), from.data_ptr(), stage_bytes,
+                                  dst.device().index());
+  }
+  tile_copy(dst, stage);
 }
 
 void cuda_fill(const Tensor& dst, const Scalar& value) {
@@ -103,9 +123,7 @@ void cuda_fill(const Tensor& dst, const Scalar& value) {
                                   dst.device().index());
     return;
   }
-  HostSpan h = host_span(dst);
-  cpu_fill(h.view, value);
-  write_back(dst, h);
+  tile_copy(dst, scalar_tensor(value, dst.dtype()));  // a 0-dim CPU scalar joins the kernel
 }
 
 }  // namespace tessera::ops_detail

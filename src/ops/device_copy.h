@@ -1,9 +1,9 @@
 /** \file
- * Copies and fills of tensors on any device, for the built-in operators' CUDA kernels until the
- * CUDA emitter generates them (issue 14): contiguous data moves with one cuMemcpy or cuMemset;
- * anything else (strided views, dtype conversions, broadcasting) goes through the host, where the
- * CPU loops do the element work on the bytes of the views' storage span. Correct for every view;
- * the fast paths are the common cases (whole tensors, contiguous results).
+ * Copies and fills of tensors on any device: contiguous data of one dtype moves with one
+ * cuMemcpy or cuMemset; conversions, strided views and broadcasts on a GPU run the tile
+ * lowering's copy kernel (`aten_pointwise` with `PwOp::Copy`) on the destination's device, after
+ * one dense transfer of the source when it lives elsewhere. A dense GPU destination of a CPU
+ * source is converted on the host and sent in one transfer.
  */
 #pragma once
 
@@ -16,6 +16,9 @@ namespace tessera::ops_detail {
 Tensor to_host(const Tensor& t);
 /** Copies `src` into `dst` (any devices, dtypes; `src` broadcast to `dst`'s shape). */
 void copy_between(const Tensor& dst, const Tensor& src);
+/** `dst` = `src` (broadcast, converted) by the tile lowering's copy kernel on dst's device
+ * (`src` on that device, or a 0-dim CPU tensor). */
+void tile_copy(const Tensor& dst, const Tensor& src);
 /** Fills a CUDA tensor with `value` (converted to its dtype). */
 void cuda_fill(const Tensor& dst, const Scalar& value);
 

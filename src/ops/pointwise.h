@@ -74,6 +74,7 @@ enum class PwOp : uint8_t {
   Clamp,
   Where,    // three inputs: the condition, then the two values
   IsClose,  // two inputs, computed in float64; extra: IsCloseArgs
+  Copy,     // one input converted to the output's dtype (copies between views, any dtype)
 };
 
 struct PointwiseDesc {

@@ -350,6 +350,8 @@ tl::Tile apply(const Traced& c) {
       const pw::IsClose<V> f{from_bits<double>(c.p), from_bits<double>(c.p + 2), c.has_lo};
       return f(input<double>(c, 0), input<double>(c, 1)).t;
     }
+    case PwOp::Copy:  // a conversion of any dtype (float8 included) to the output's
+      return c.x[0].to(c.compute);
     case PwOp::None:
       break;
   }
