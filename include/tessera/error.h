@@ -98,6 +98,8 @@ TS_DEFINE_ERROR(NotImplementedError);
 TS_DEFINE_ERROR(RuntimeError);
 /** A bug in tessera itself. */
 TS_DEFINE_ERROR(InternalError);
+/** A check of values failed (`testing::assert_close`). */
+TS_DEFINE_ERROR(AssertionError);
 
 #undef TS_DEFINE_ERROR
 

@@ -1,18 +1,50 @@
 /** \file
- * Benchmarking helpers, as `triton.testing`: `do_bench` times a callable, `perf_report` sweeps a
- * benchmark over its x values and lines and writes a table and an SVG plot.
+ * Testing and benchmarking helpers: `assert_close` (as `torch.testing.assert_close`), and as
+ * `triton.testing`, `do_bench` times a callable, `perf_report` sweeps a benchmark over its x
+ * values and lines and writes a table and an SVG plot.
  *
- *     double ms = tessera::testing::do_bench([&] { add_tuned[grid](x, y, out, n); });
+ *     tessera::testing::assert_close(got, want);   // an AssertionError saying where and by how
+ * much double ms = tessera::testing::do_bench([&] { add_tuned[grid](x, y, out, n); });
  */
 #pragma once
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "tessera/error.h"
+
+namespace tessera {
+class Tensor;
+}
+
 namespace tessera::testing {
+
+/** How `assert_close` compares. */
+struct CloseOptions {
+  /** Give both or neither; by default from the dtype, as PyTorch: float16 1e-3/1e-5, bfloat16
+   * 1.6e-2/1e-5, float32 1.3e-6/1e-5, float64 1e-7/1e-7, float8 1.25e-1/1e-5 (e4m3) and
+   * 2.5e-1/1e-5 (e5m2), integers and bool exact. */
+  std::optional<double> rtol = {}, atol = {};
+  bool equal_nan = false;
+  bool check_dtype = true;
+  bool check_device = true;
+  /** Prepended to the failure's message. */
+  std::string msg = {};
+};
+
+/**
+ * Checks that `actual` and `expected` have the same shape (and dtype and device, unless told
+ * not to) and that every element is close: equal (infinities included), NaN against NaN with
+ * `equal_nan`, or finite with |actual - expected| <= atol + rtol * |expected|. Any device (GPU
+ * values are read back). A failure is an `AssertionError` naming the caller's line, the count of
+ * mismatched elements, and the greatest absolute and relative differences with their indices.
+ */
+void assert_close(const Tensor& actual, const Tensor& expected, const CloseOptions& options = {},
+                  SourceLoc loc = SourceLoc::current());
 
 struct BenchOptions {
   double warmup = 25;  ///< warm-up budget (ms, wall time including cache flushes)
