@@ -193,7 +193,7 @@ void journal_finished(int device, CUstream stream, bool all) {
   for (int64_t i = j.end - 1; i >= j.first; --i) {
     const Journal::Entry& e = j.ring[i % Journal::kSlots];
     if (e.device == device && (all || e.stream == stream)) continue;
-    j.ring[--keep % Journal::kSlots] = e;  // compact toward the end, keeping the order
+    if (--keep != i) j.ring[keep % Journal::kSlots] = e;  // compact toward the end, in order
   }
   j.first = keep;
   if (j.first == j.end) j.dropped = 0;
