@@ -11,6 +11,7 @@
 
 #include "backend/cpu/toolchain.h"
 #include "ir/text.h"
+#include "tessera/cache.h"
 #include "tessera/tl.h"
 #include "testing.h"
 
@@ -180,6 +181,29 @@ TEST_F(KernelCache, ClearRemovesEverything) {
   EXPECT_EQ(entries(), 0u);
   fresh_process_view();
   ASSERT_TRUE(run_cache_kernel(64));  // the runtime headers are written again
+}
+
+// The public API over the same cache: entries with their kernel and target, stats, clear.
+TEST_F(KernelCache, ThePublicApiListsCountsAndClears) {
+  ASSERT_TRUE(run_cache_kernel(64));
+  ASSERT_TRUE(run_cache_kernel(32));
+  const auto all = cache::entries();
+  ASSERT_EQ(all.size(), 2u);
+  for (const auto& e : all) {
+    EXPECT_EQ(e.kernel, "cache_kernel");
+    EXPECT_EQ(e.target, "cpu");
+    EXPECT_GT(e.bytes, 0u);
+    EXPECT_GT(e.modified, 0);
+    EXPECT_EQ(e.registers, -1);  // a CPU kernel has no register count
+  }
+  EXPECT_EQ(cache::root(), dir_);
+  const cache::Stats s = cache::stats();
+  EXPECT_EQ(s.kernels, 2u);
+  EXPECT_EQ(s.cpu_kernels, 2u);
+  EXPECT_EQ(s.bytes, all[0].bytes + all[1].bytes);
+  EXPECT_EQ(cache::clear(), 2u);
+  EXPECT_TRUE(cache::entries().empty());
+  fresh_process_view();
 }
 
 TEST(GeneratedCode, InnerLoopsVectorize) {

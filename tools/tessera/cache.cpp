@@ -1,10 +1,10 @@
-// `tessera cache ls|stats|clear`: the compiled-kernel cache (CPU shared objects and CUDA cubins).
+// `tessera cache ls|stats|clear`: the compiled-kernel cache (CPU shared objects and CUDA cubins),
+// through the public tessera::cache API.
 #include <ctime>
 #include <iomanip>
 #include <iostream>
 
-#include "backend/cpu/toolchain.h"
-#include "backend/cuda/cuda_backend.h"
+#include "tessera/cache.h"
 #include "tools/tessera/commands.h"
 
 namespace tessera::cli {
@@ -19,35 +19,31 @@ std::string when(std::time_t t) {
 }  // namespace
 
 int cache(const std::string& what) {
-  const auto cpu = backend::cpu::cache_entries();
-  const auto cuda = backend::cuda::cache_entries();
   if (what == "ls") {
     // key, bytes, time, target, kernel (and a CUDA kernel's registers, shared memory, spills)
-    for (const auto& e : cpu) {
-      std::cout << e.key.substr(0, 16) << "  " << std::setw(9) << e.bytes << "  " << when(e.mtime)
-                << "  " << std::left << std::setw(6) << "cpu" << std::right << "  " << e.kernel
-                << "\n";
-    }
-    for (const auto& e : cuda) {
-      std::cout << e.key.substr(0, 16) << "  " << std::setw(9) << e.bytes << "  " << when(e.mtime)
-                << "  " << std::left << std::setw(6) << e.arch << std::right << "  " << e.kernel
-                << "  (" << e.resources << ")\n";
+    for (const auto& e : cache::entries()) {
+      std::cout << e.key.substr(0, 16) << "  " << std::setw(9) << e.bytes << "  "
+                << when(e.modified) << "  " << std::left << std::setw(6) << e.target << std::right
+                << "  " << e.kernel;
+      if (e.target != "cpu") {
+        std::cout << "  (" << e.registers << " regs, " << e.shared_bytes << " B shared, spills "
+                  << e.spill_stores << "/" << e.spill_loads << " B)";
+      }
+      std::cout << "\n";
     }
     return 0;
   }
   if (what == "stats") {
-    uint64_t bytes = 0;
-    for (const auto& e : cpu) bytes += e.bytes;
-    for (const auto& e : cuda) bytes += e.bytes;
-    std::cout << "cache: " << backend::cpu::cache_root() << "\n"
-              << "kernels: " << cpu.size() + cuda.size() << " (cpu " << cpu.size() << ", cuda "
-              << cuda.size() << ")\n"
-              << "bytes: " << bytes << "\n";
+    const cache::Stats s = cache::stats();
+    std::cout << "cache: " << cache::root() << "\n"
+              << "kernels: " << s.kernels << " (cpu " << s.cpu_kernels << ", cuda "
+              << s.cuda_kernels << ")\n"
+              << "bytes: " << s.bytes << "\n";
     return 0;
   }
   if (what == "clear") {
-    const size_t n = backend::cpu::clear_cache() + backend::cuda::clear_cache();
-    std::cout << "removed " << n << " kernels from " << backend::cpu::cache_root() << "\n";
+    const size_t n = cache::clear();
+    std::cout << "removed " << n << " kernels from " << cache::root() << "\n";
     return 0;
   }
   std::cerr << "tessera cache: unknown subcommand '" << what << "' (ls, stats, clear)\n";

@@ -385,6 +385,16 @@ std::vector<CacheEntry> cache_entries() {
       e.resources = info->get("registers", "?") + " regs, " + info->get("shared_bytes", "?") +
                     " B shared, spills " + info->get("spill_stores", "?") + "/" +
                     info->get("spill_loads", "?") + " B";
+      const auto num = [&](const char* k) {
+        const std::string v = info->get(k);
+        char* end = nullptr;
+        const long long x = std::strtoll(v.c_str(), &end, 10);
+        return !v.empty() && end && *end == '\0' ? static_cast<int64_t>(x) : int64_t{-1};
+      };
+      e.registers = static_cast<int>(num("registers"));
+      e.shared_bytes = num("shared_bytes");
+      e.spill_stores = num("spill_stores");
+      e.spill_loads = num("spill_loads");
     }
     struct stat st;
     if (::stat((dir + "/kernel.cubin").c_str(), &st) == 0) {

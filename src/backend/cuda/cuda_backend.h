@@ -38,6 +38,8 @@ struct CacheEntry {
   std::string resources;  ///< registers, shared memory, spills
   uint64_t bytes = 0;     ///< the cubin's size
   std::time_t mtime = 0;
+  int registers = -1;
+  int64_t shared_bytes = -1, spill_stores = -1, spill_loads = -1;
 };
 std::vector<CacheEntry> cache_entries();
 /** Removes every cached cubin; returns how many entries there were. */
