@@ -1,8 +1,14 @@
 // The kernel caches: in memory (a hot launch does no IR work) and on disk (content-addressed,
 // atomic, shared by processes, damaged entries rebuilt), and the generated code's quality.
 #include <gtest/gtest.h>
+
+#include <csignal>
+
+#include <random>
+
 #include <sys/wait.h>
 #include <unistd.h>
+#include <chrono>
 
 #include <cstdlib>
 #include <filesystem>
@@ -171,6 +177,45 @@ TEST_F(KernelCache, TwoProcessesShareOneEntry) {
   }
   EXPECT_EQ(entries(), 1u);
   EXPECT_EQ(child_run(), 10);  // a third process finds it on disk
+}
+
+// kill -9 at random points of a cold compile (issue 19): whatever the moment, the next process
+// finds a whole entry or compiles again, and computes the right result; nothing half-written is
+// ever loaded. Each round starts cold, so every kill lands in (or after) a compile.
+TEST_F(KernelCache, KillNineAtAnyPointOfACompileLeavesNothingHalfWritten) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(child_run(), 11);
+  const double cold_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  std::mt19937_64 gen(tessera::testing::test_seed());
+  int killed = 0;
+  for (int round = 0; round < 12; ++round) {
+    backend::cpu::clear_cache();
+    const auto delay =
+        static_cast<useconds_t>(std::uniform_real_distribution<double>(0, 1.2 * cold_us)(gen));
+    const pid_t p = ::fork();
+    if (p == 0) {
+      setenv("TS_TEST_CHILD", "compile", 1);
+      execl("/proc/self/exe", "child", static_cast<char*>(nullptr));
+      std::_Exit(2);
+    }
+    ::usleep(delay);
+    ::kill(p, SIGKILL);
+    int status = 0;
+    ::waitpid(p, &status, 0);
+    if (WIFSIGNALED(status)) {
+      ++killed;
+    } else {
+      EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 10 || WEXITSTATUS(status) == 11));
+    }
+    const int next = child_run();  // 10: a whole entry found; 11: compiled again
+    EXPECT_TRUE(next == 10 || next == 11)
+        << "round " << round << ", killed after " << delay << " us of a " << cold_us
+        << " us cold compile: the next process exited " << next;
+    EXPECT_LE(entries(), 1u);
+  }
+  std::printf("kill -9 test: %d of 12 children killed, cold compile %.0f us\n", killed, cold_us);
+  EXPECT_GT(killed, 0) << "no child was killed before it finished";
 }
 
 TEST_F(KernelCache, ClearRemovesEverything) {
