@@ -4,6 +4,7 @@
 #include "ops/cpu_loops.h"
 #include "ops/device_copy.h"
 #include "ops/pointwise.h"
+#include "ops/pointwise_functors.h"
 #include "ops/register.h"
 
 namespace tessera {
@@ -259,8 +260,13 @@ Tensor index_add_impl(const Tensor& self, int64_t dim, const Tensor& index, cons
               const int64_t s = ip[i] < 0 ? ip[i] + S : ip[i];
               T* dst = op + (r * S + s) * B;
               const T* from = sp + (r * I + i) * B;
-              for (int64_t k = 0; k < B; ++k)
-                dst[k] = static_cast<T>(static_cast<Acc>(dst[k]) + a * static_cast<Acc>(from[k]));
+              for (int64_t k = 0; k < B; ++k) {
+                if constexpr (std::is_integral_v<T>) {  // integers wrap, never undefined
+                  dst[k] = pw::wrap_add(dst[k], pw::wrap_mul(static_cast<T>(a), from[k]));
+                } else {
+                  dst[k] = static_cast<T>(static_cast<Acc>(dst[k]) + a * static_cast<Acc>(from[k]));
+                }
+              }
             }
           }
         });

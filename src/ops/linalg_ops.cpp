@@ -8,6 +8,7 @@
 #include "ops/cpu_loops.h"
 #include "ops/linalg.h"
 #include "ops/pointwise.h"
+#include "ops/pointwise_functors.h"
 #include "ops/register.h"
 #include "runtime/cuda/cublas.h"
 #include "tessera/version.h"
@@ -39,7 +40,12 @@ void gemm_blocked(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C)
           for (int64_t k = kk; k < k1; ++k) {
             const T a = A[i * K + k];
             const T* __restrict b = B + k * N;
-            for (int64_t j = jj; j < j1; ++j) c[j] += a * b[j];
+            if constexpr (std::is_integral_v<T>) {
+              // Integers wrap (computed unsigned: never undefined), as PyTorch's.
+              for (int64_t j = jj; j < j1; ++j) c[j] = pw::wrap_add(c[j], pw::wrap_mul(a, b[j]));
+            } else {
+              for (int64_t j = jj; j < j1; ++j) c[j] += a * b[j];
+            }
           }
         }
       }
