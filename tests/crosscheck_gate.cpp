@@ -1,6 +1,6 @@
 // Linked into every test binary: a suite run with TESSERA_CROSSCHECK=cuda or
-// TESSERA_TEST_DEVICE=cuda (the `gpu` label's passes) on a machine without a GPU skips itself with a message (CTest's SKIP_RETURN_CODE 77)
-// instead of failing at its first kernel.
+// TESSERA_TEST_DEVICE=cuda (the `gpu` label's passes) on a machine without a GPU skips itself with
+// a message (CTest's SKIP_RETURN_CODE 77) instead of failing at its first kernel.
 #include <gtest/gtest.h>
 
 #include <cstdio>

@@ -82,7 +82,7 @@ void cat_into(const Tensor& out, TensorList tensors, const CatPlan& p) {
     if (slot.device().is_cpu())
       cpu_copy(slot, t);
     else
-      copy_between(slot, t);  // GPU tensors: cuMemcpy when contiguous, else through the host
+      copy_between(slot, t);  // GPU tensors: cuMemcpy when dense, else the tile copy kernel
     offset = offset + n;
   }
 }
