@@ -332,6 +332,41 @@ Tile erfc(Operand x, TS_HERE);
 Tile trunc(Operand x, TS_HERE);
 Tile round(Operand x, TS_HERE);
 Tile rint(Operand x, TS_HERE);
+Tile tan(Operand x, TS_HERE);
+Tile lgamma(Operand x, TS_HERE);
+Tile tgamma(Operand x, TS_HERE);
+/** As `rint` (halves to even). */
+Tile nearbyint(Operand x, TS_HERE);
+/** 10^x. */
+Tile exp10(Operand x, TS_HERE);
+/** The inverse of `erf` on (-1, 1): +-inf at +-1, NaN beyond. */
+Tile erfinv(Operand x, TS_HERE);
+/** IEEE remainder: a - b * n with n the integer nearest a / b (halves to even); exact. */
+Tile remainder(Operand a, Operand b, TS_HERE);
+/** The next representable value after `a` toward `b` (float32 and float64 only: a narrow type's
+ * neighbour is not float32's). */
+Tile nextafter(Operand a, Operand b, TS_HERE);
+/** x * 2^n with one rounding, `n` an integer tile or number (libdevice's `ldexp`). */
+Tile ldexp(Operand x, Operand n, TS_HERE);
+/** The unbiased exponent of x as int32 (C's `ilogb`): floor(log2(|x|)) for finite nonzero x,
+ * subnormals included; INT_MIN for 0 and NaN, INT_MAX for infinities. Exact on every backend. */
+Tile ilogb(Operand x, TS_HERE);
+/** C's `frexp`: {m, e} with x = m * 2^e, 0.5 <= |m| < 1 and e int32 for finite nonzero x;
+ * {x, 0} for zeros, infinities and NaN. Exact on every backend. */
+std::pair<Tile, Tile> frexp(Operand x, TS_HERE);
+/** Triton's libdevice fast variants (`fast_expf`, ...): CUDA's fast intrinsics for float32 on
+ * GPUs (`__expf`, `__sinf`, ..., with their documented, larger errors), the accurate functions on
+ * the CPU, in the interpreter and for float64. */
+Tile fast_exp(Operand x, TS_HERE);
+Tile fast_exp10(Operand x, TS_HERE);
+Tile fast_log(Operand x, TS_HERE);
+Tile fast_log2(Operand x, TS_HERE);
+Tile fast_log10(Operand x, TS_HERE);
+Tile fast_sin(Operand x, TS_HERE);
+Tile fast_cos(Operand x, TS_HERE);
+Tile fast_tan(Operand x, TS_HERE);
+Tile fast_pow(Operand a, Operand b, TS_HERE);
+Tile fast_dividef(Operand a, Operand b, TS_HERE);
 /** 1 / (1 + exp(-x)). */
 Tile sigmoid(Operand x, TS_HERE);
 /** a * b + c with one rounding. */

@@ -93,10 +93,8 @@ T int_op(BinaryKind k, T a, T b) {
       return trt::umulhi(a, b);
     case BinaryKind::DivRn:
       return trt::idiv(a, b);
-    case BinaryKind::Pow:
-    case BinaryKind::Atan2:
-    case BinaryKind::Hypot:
-      break;  // floats only (the verifier's rule)
+    default:
+      break;  // the math functions: floats only (the verifier's rule)
   }
   return 0;
 }
@@ -150,19 +148,14 @@ double fold_float(BinaryKind k, double a, double b, DType d) {
     case BinaryKind::Min:
       r = trt::fmin_num(a, b);
       break;
-    // The runtime's functions, in the value's precision (as generated code computes them).
-    case BinaryKind::Pow:
-      r = d == DType::Float64 ? trt::pow(a, b)
-                              : trt::pow(static_cast<float>(a), static_cast<float>(b));
-      break;
-    case BinaryKind::Atan2:
-      r = d == DType::Float64 ? trt::atan2(a, b)
-                              : trt::atan2(static_cast<float>(a), static_cast<float>(b));
-      break;
-    case BinaryKind::Hypot:
-      r = d == DType::Float64 ? trt::hypot(a, b)
-                              : trt::hypot(static_cast<float>(a), static_cast<float>(b));
-      break;
+      // The runtime's functions, in the value's precision (as generated code computes them).
+#define TESSERA_FOLD_MATH(kind, fn)                                                  \
+  case BinaryKind::kind:                                                             \
+    r = d == DType::Float64 ? trt::fn(a, b)                                          \
+                            : trt::fn(static_cast<float>(a), static_cast<float>(b)); \
+    break;
+      TESSERA_IR_MATH_BINARY(TESSERA_FOLD_MATH)
+#undef TESSERA_FOLD_MATH
     default:
       TS_INTERNAL_ASSERT(false) << "bitwise op on floats";
   }

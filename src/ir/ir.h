@@ -108,6 +108,22 @@ enum class MemOrder : uint8_t { Relaxed, Acquire, Release, AcqRel };
  * (ieee), or three tf32 products per term (tf32x3, trt::fma_tf32x3: within ~2^-21 of ieee). */
 enum class DotPrecision : uint8_t { TF32, TF32x3, IEEE };
 
+/** The tile IR's binary float math functions (floats only): the enumerator and the name, which is
+ * the IR mnemonic and the runtime function every backend calls (`trt::pow(a, b)`). Pow, Atan2,
+ * Hypot, Remainder (IEEE: a - b * rint(a / b)) and Nextafter are the platform math library's
+ * (glibc / CUDA); Ldexp takes the exponent converted to the float type (exact below 2^24);
+ * FastPow and FastDivide are CUDA's fast intrinsics on GPUs and the accurate functions elsewhere.
+ */
+#define TESSERA_IR_MATH_BINARY(X) \
+  X(Pow, pow)                     \
+  X(Atan2, atan2)                 \
+  X(Hypot, hypot)                 \
+  X(Remainder, remainder)         \
+  X(Nextafter, nextafter)         \
+  X(Ldexp, ldexp)                 \
+  X(FastPow, fast_pow)            \
+  X(FastDivide, fast_dividef)
+
 /** Shl/Shr: integers; a shift by a negative amount or by the width or more gives 0 (Shr of a
  * negative signed value: -1). UMulHi: the high half of the unsigned product. DivRn: float
  * division correctly rounded (never rewritten as a multiplication by a reciprocal). */
@@ -126,10 +142,14 @@ enum class BinaryKind : uint8_t {
   Shr,
   UMulHi,
   DivRn,
-  Pow,    ///< floats: the platform math library's pow (glibc / CUDA), within its ulps
-  Atan2,  ///< floats: atan2(a, b)
-  Hypot   ///< floats: sqrt(a^2 + b^2) without overflow
+#define TESSERA_IR_ENUMERATOR(kind, fn) kind,
+  TESSERA_IR_MATH_BINARY(TESSERA_IR_ENUMERATOR)
+#undef TESSERA_IR_ENUMERATOR
 };
+/** Whether a binary kind is one of TESSERA_IR_MATH_BINARY (floats only, `trt::<name>(a, b)`). */
+constexpr bool is_math_binary(BinaryKind k) {
+  return k > BinaryKind::DivRn;
+}
 enum class CmpKind : uint8_t { EQ, NE, LT, LE, GT, GE };
 /** The tile IR's float math functions, one entry each: the enumerator and the function's name,
  * which is its IR mnemonic and the runtime function every backend calls (`trt::exp`, declared in
@@ -162,7 +182,21 @@ enum class CmpKind : uint8_t { EQ, NE, LT, LE, GT, GE };
   X(Erfc, erfc)                      \
   X(Trunc, trunc)                    \
   X(Round, round)                    \
-  X(Rint, rint)
+  X(Rint, rint)                      \
+  X(Tan, tan)                        \
+  X(Lgamma, lgamma)                  \
+  X(Tgamma, tgamma)                  \
+  X(Nearbyint, nearbyint)            \
+  X(Exp10, exp10)                    \
+  X(Erfinv, erfinv)                  \
+  X(FastExp, fast_exp)               \
+  X(FastExp10, fast_exp10)           \
+  X(FastLog, fast_log)               \
+  X(FastLog2, fast_log2)             \
+  X(FastLog10, fast_log10)           \
+  X(FastSin, fast_sin)               \
+  X(FastCos, fast_cos)               \
+  X(FastTan, fast_tan)
 
 /** Neg, Not and Abs apply to integers too; the rest are TESSERA_IR_MATH_FUNCTIONS (floats). */
 enum class UnaryKind : uint8_t {

@@ -55,16 +55,23 @@ constexpr UnaryTraits kUnary[] = {{UnaryKind::Neg, "neg", true, true, nullptr, 0
 #undef TESSERA_IR_MATH_TRAITS
 };
 
-constexpr BinaryTraits kBinary[] = {
-    {BinaryKind::Add, "add", true, true},        {BinaryKind::Sub, "sub", true, true},
-    {BinaryKind::Mul, "mul", true, true},        {BinaryKind::Div, "div", true, true},
-    {BinaryKind::Rem, "rem", true, true},        {BinaryKind::Max, "max", true, true},
-    {BinaryKind::Min, "min", true, true},        {BinaryKind::And, "and", true, false},
-    {BinaryKind::Or, "or", true, false},         {BinaryKind::Xor, "xor", true, false},
-    {BinaryKind::Shl, "shl", true, false},       {BinaryKind::Shr, "shr", true, false},
-    {BinaryKind::UMulHi, "umulhi", true, false}, {BinaryKind::DivRn, "div_rn", false, true},
-    {BinaryKind::Pow, "pow", false, true},       {BinaryKind::Atan2, "atan2", false, true},
-    {BinaryKind::Hypot, "hypot", false, true},
+constexpr BinaryTraits kBinary[] = {{BinaryKind::Add, "add", true, true},
+                                    {BinaryKind::Sub, "sub", true, true},
+                                    {BinaryKind::Mul, "mul", true, true},
+                                    {BinaryKind::Div, "div", true, true},
+                                    {BinaryKind::Rem, "rem", true, true},
+                                    {BinaryKind::Max, "max", true, true},
+                                    {BinaryKind::Min, "min", true, true},
+                                    {BinaryKind::And, "and", true, false},
+                                    {BinaryKind::Or, "or", true, false},
+                                    {BinaryKind::Xor, "xor", true, false},
+                                    {BinaryKind::Shl, "shl", true, false},
+                                    {BinaryKind::Shr, "shr", true, false},
+                                    {BinaryKind::UMulHi, "umulhi", true, false},
+                                    {BinaryKind::DivRn, "div_rn", false, true},
+#define TESSERA_IR_MATH_BINARY_TRAITS(kind, fn) {BinaryKind::kind, #fn, false, true},
+                                    TESSERA_IR_MATH_BINARY(TESSERA_IR_MATH_BINARY_TRAITS)
+#undef TESSERA_IR_MATH_BINARY_TRAITS
 };
 
 constexpr ReduceTraits kReduce[] = {
@@ -88,7 +95,8 @@ constexpr bool in_order(const T (&table)[N]) {
 static_assert(in_order(kOps) && static_cast<size_t>(OpKind::Print) + 1 == std::size(kOps),
               "kOps must list every OpKind in order");
 static_assert(in_order(kUnary), "kUnary must list every UnaryKind in order");
-static_assert(in_order(kBinary) && static_cast<size_t>(BinaryKind::Hypot) + 1 == std::size(kBinary),
+static_assert(in_order(kBinary) &&
+                  static_cast<size_t>(BinaryKind::FastDivide) + 1 == std::size(kBinary),
               "kBinary must list every BinaryKind in order");
 static_assert(in_order(kReduce) &&
                   static_cast<size_t>(ReduceKind::ArgMin) + 1 == std::size(kReduce),

@@ -181,7 +181,7 @@ Tile arith(BinaryKind k, const Operand& a, const Operand& b, const char* op) {
   }
   // div_rn takes floats; the math library's functions take a float and promote the other side
   // (`tl::pow(x, 2)`).
-  const bool libm = k == BinaryKind::Pow || k == BinaryKind::Atan2 || k == BinaryKind::Hypot;
+  const bool libm = ir::is_math_binary(k);
   if ((k == BinaryKind::DivRn && (!tx.is_float() || !ty.is_float())) ||
       (libm && !tx.is_float() && !ty.is_float())) {
     c.fail(a.loc, std::string(op) + " needs floating point operands, got " + tx.str() + " and " +
@@ -1056,135 +1056,16 @@ Tile abs(Operand x, SourceLoc loc) {
   return c.tile(c.builder().unary(UnaryKind::Abs, v));
 }
 
-Tile exp(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Exp, x, "exp");
-}
-Tile log(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Log, x, "log");
-}
-Tile sqrt(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Sqrt, x, "sqrt");
-}
-Tile rsqrt(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Rsqrt, x, "rsqrt");
-}
-Tile sin(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Sin, x, "sin");
-}
-Tile cos(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Cos, x, "cos");
-}
+// Every float math function of the IR (ir.h's TESSERA_IR_MATH_FUNCTIONS) is a tl:: function of
+// the same name over float_unary.
+#define TESSERA_TL_MATH(kind, fn)                \
+  Tile fn(Operand x, SourceLoc loc) {            \
+    x.loc = loc;                                 \
+    return float_unary(UnaryKind::kind, x, #fn); \
+  }
+TESSERA_IR_MATH_FUNCTIONS(TESSERA_TL_MATH)
+#undef TESSERA_TL_MATH
 
-Tile exp2(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Exp2, x, "exp2");
-}
-Tile log2(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Log2, x, "log2");
-}
-Tile floor(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Floor, x, "floor");
-}
-Tile ceil(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Ceil, x, "ceil");
-}
-Tile erf(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Erf, x, "erf");
-}
-Tile tanh(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Tanh, x, "tanh");
-}
-
-Tile asin(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Asin, x, "asin");
-}
-
-Tile acos(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Acos, x, "acos");
-}
-
-Tile atan(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Atan, x, "atan");
-}
-
-Tile sinh(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Sinh, x, "sinh");
-}
-
-Tile cosh(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Cosh, x, "cosh");
-}
-
-Tile asinh(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Asinh, x, "asinh");
-}
-
-Tile acosh(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Acosh, x, "acosh");
-}
-
-Tile atanh(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Atanh, x, "atanh");
-}
-
-Tile expm1(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Expm1, x, "expm1");
-}
-
-Tile log1p(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Log1p, x, "log1p");
-}
-
-Tile log10(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Log10, x, "log10");
-}
-
-Tile cbrt(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Cbrt, x, "cbrt");
-}
-
-Tile erfc(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Erfc, x, "erfc");
-}
-
-Tile trunc(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Trunc, x, "trunc");
-}
-
-Tile round(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Round, x, "round");
-}
-
-Tile rint(Operand x, SourceLoc loc) {
-  x.loc = loc;
-  return float_unary(UnaryKind::Rint, x, "rint");
-}
 Tile sqrt_rn(Operand x, SourceLoc loc) {
   x.loc = loc;
   return float_unary(UnaryKind::Sqrt, x, "sqrt_rn");  // tl::sqrt is correctly rounded already
@@ -1212,6 +1093,52 @@ Tile atan2(Operand a, Operand b, SourceLoc loc) {
 Tile hypot(Operand a, Operand b, SourceLoc loc) {
   a.loc = loc;
   return arith(BinaryKind::Hypot, a, b, "tl::hypot");
+}
+
+Tile remainder(Operand a, Operand b, SourceLoc loc) {
+  a.loc = loc;
+  return arith(BinaryKind::Remainder, a, b, "tl::remainder");
+}
+
+Tile fast_pow(Operand a, Operand b, SourceLoc loc) {
+  a.loc = loc;
+  return arith(BinaryKind::FastPow, a, b, "tl::fast_pow");
+}
+
+Tile fast_dividef(Operand a, Operand b, SourceLoc loc) {
+  a.loc = loc;
+  return arith(BinaryKind::FastDivide, a, b, "tl::fast_dividef");
+}
+
+Tile nextafter(Operand a, Operand b, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  a.loc = b.loc = loc;
+  for (const Operand* o : {&a, &b}) {
+    const Type t = c.type(val(c, *o));
+    if (t.elem != DType::Float32 && t.elem != DType::Float64) {
+      c.fail(loc,
+             "tl::nextafter takes float32 or float64 operands (a float16 or bfloat16 "
+             "neighbour is not float32's), got " +
+                 t.str());
+    }
+  }
+  return arith(BinaryKind::Nextafter, a, b, "tl::nextafter");
+}
+
+Tile ldexp(Operand x, Operand n, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  x.loc = n.loc = loc;
+  const Type tx = c.type(val(c, x)), tn = c.type(val(c, n));
+  if (!tx.is_float() || is_float8(tx.elem)) {
+    c.fail(loc,
+           "tl::ldexp expects a floating point tile (fp16, bf16, fp32, fp64), got " + tx.str());
+  }
+  if (tn.is_float() || tn.elem == DType::Bool || tn.ptr) {
+    c.fail(loc, "tl::ldexp's exponent must be an integer, got " + tn.str());
+  }
+  // The exponent travels converted to x's type (exact for every exponent that matters; the
+  // runtime clamps the rest, where the result is 0 or infinite anyway).
+  return arith(BinaryKind::Ldexp, x, Operand(n, loc).tile.to(tx.elem, loc), "tl::ldexp");
 }
 
 namespace {
@@ -1261,6 +1188,86 @@ Tile copysign(Operand a, Operand b, SourceLoc loc) {
   // |a| with b's sign bit: bit operations, exact on every backend.
   const Tile mag = abs(a, loc);
   return where(signbit(b, loc), -Operand(mag, loc), mag, loc).to(ta.elem, loc);
+}
+
+namespace {
+// ilogb and frexp's common part, by bit operations on float32 or float64 (a narrow type is
+// converted first, exactly): the biased exponent field of x scaled into the normal range
+// (subnormals multiplied by 2^24 or 2^54, exactly), the scale's log2, and the scaled bits.
+struct Exponent {
+  Tile bits, scaled_bits, field, scale, is_zero, is_special;
+  DType ft, it;
+};
+Exponent exponent_of(const Operand& x, const Type& t, SourceLoc loc) {
+  const bool dbl = t.elem == DType::Float64;
+  const DType ft = dbl ? DType::Float64 : DType::Float32, it = dbl ? DType::Int64 : DType::Int32;
+  const int mant = dbl ? 52 : 23;
+  const int64_t mag_mask = dbl ? INT64_MAX : INT32_MAX, exp_max = dbl ? 0x7ff : 0xff;
+  const Tile xf = Operand(x, loc).tile.to(ft, loc);
+  const Tile bits = Operand(bitcast(xf, it, loc), loc) & Operand(mag_mask, loc);
+  const Tile field = Operand(bits, loc) >> Operand(mant, loc);
+  const Tile sub = Operand(field, loc) == Operand(0, loc);
+  const double up = dbl ? 18014398509481984.0 : 16777216.0;  // 2^54, 2^24
+  const Tile xs = where(sub, Operand(xf, loc) * Operand(up, loc), xf, loc);
+  const Tile sbits = bitcast(xs, it, loc);
+  const Tile sfield =
+      Operand(Operand(sbits, loc) & Operand(mag_mask, loc), loc) >> Operand(mant, loc);
+  return {bits,
+          sbits,
+          sfield,
+          where(sub, Operand(dbl ? 54 : 24, loc), Operand(0, loc), loc),
+          Operand(bits, loc) == Operand(0, loc),
+          Operand(field, loc) == Operand(exp_max, loc),
+          ft,
+          it};
+}
+Type frexp_operand(TraceContext& c, const Operand& x, const char* name) {
+  const Type t = c.type(val(c, x));
+  if (!t.is_float() || is_float8(t.elem)) {
+    c.fail(x.loc, std::string("tl::") + name +
+                      " expects a floating point argument (fp16, bf16, fp32, fp64), got " +
+                      t.str());
+  }
+  return t;
+}
+}  // namespace
+
+Tile ilogb(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  const Type t = frexp_operand(ctx(loc), x, "ilogb");
+  const Exponent e = exponent_of(x, t, loc);
+  const int bias = t.elem == DType::Float64 ? 1023 : 127;
+  Tile r = (Operand(Operand(e.field, loc) - Operand(bias, loc), loc) - Operand(e.scale, loc))
+               .to(DType::Int32, loc);
+  // Infinity: INT_MAX; NaN and zero: INT_MIN (glibc's and CUDA's FP_ILOGBNAN, FP_ILOGB0).
+  const int64_t mant_mask = t.elem == DType::Float64 ? (int64_t{1} << 52) - 1 : (1 << 23) - 1;
+  const Tile is_inf =
+      Operand(e.is_special, loc) &
+      Operand(Operand(Operand(e.bits, loc) & Operand(mant_mask, loc), loc) == Operand(0, loc), loc);
+  r = where(is_inf, Operand(INT32_MAX, loc), r, loc);
+  r = where(Operand(Operand(e.is_special, loc) & Operand(~Operand(is_inf, loc), loc), loc) |
+                Operand(e.is_zero, loc),
+            Operand(INT32_MIN, loc), r, loc);
+  return r.to(DType::Int32, loc);
+}
+
+std::pair<Tile, Tile> frexp(Operand x, SourceLoc loc) {
+  x.loc = loc;
+  const Type t = frexp_operand(ctx(loc), x, "frexp");
+  const Exponent e = exponent_of(x, t, loc);
+  const bool dbl = t.elem == DType::Float64;
+  const int64_t field_mask = dbl ? int64_t{0x7ff} << 52 : int64_t{0xff} << 23;
+  const int64_t half = dbl ? int64_t{1022} << 52 : int64_t{126} << 23;
+  // The scaled value's exponent field replaced by that of [0.5, 1): sign and mantissa kept.
+  const Tile mbits =
+      Operand(Operand(e.scaled_bits, loc) & Operand(~field_mask, loc), loc) | Operand(half, loc);
+  const Tile special = Operand(e.is_special, loc) | Operand(e.is_zero, loc);
+  const Tile m = where(special, Operand(x, loc).tile.to(e.ft, loc), bitcast(mbits, e.ft, loc), loc);
+  const Tile ex = where(
+      special, Operand(0, loc),
+      Operand(Operand(e.field, loc) - Operand(dbl ? 1022 : 126, loc), loc) - Operand(e.scale, loc),
+      loc);
+  return {m.to(t.elem, loc), ex.to(DType::Int32, loc)};
 }
 
 Tile fmod(Operand a, Operand b, SourceLoc loc) {

@@ -178,11 +178,87 @@ TL_JIT(math_kernel, tl::Ptr x, tl::Ptr y, tl::Ptr z, tl::Ptr out, tl::Int n, tl:
     case 29:
       r = tl::hypot(a, b);
       break;
+    case 30:
+      r = tl::tan(a);
+      break;
+    case 31:
+      r = tl::lgamma(a);
+      break;
+    case 32:
+      r = tl::tgamma(a);
+      break;
+    case 33:
+      r = tl::nearbyint(a);
+      break;
+    case 34:
+      r = tl::exp10(a);
+      break;
+    case 35:
+      r = tl::erfinv(a);
+      break;
+    case 36:
+      r = tl::remainder(a, b);
+      break;
+    case 37:
+      r = tl::nextafter(a, b);
+      break;
+    case 38:
+      r = tl::ldexp(a, (b * 0.1f).to(tl::int32));
+      break;
+    case 39:
+      r = tl::fast_exp(a);
+      break;
+    case 40:
+      r = tl::fast_exp10(a);
+      break;
+    case 41:
+      r = tl::fast_log(a);
+      break;
+    case 42:
+      r = tl::fast_log2(a);
+      break;
+    case 43:
+      r = tl::fast_log10(a);
+      break;
+    case 44:
+      r = tl::fast_sin(a);
+      break;
+    case 45:
+      r = tl::fast_cos(a);
+      break;
+    case 46:
+      r = tl::fast_tan(a);
+      break;
+    case 47:
+      r = tl::fast_pow(a, b * 0.01f);
+      break;
+    case 48:
+      r = tl::fast_dividef(a, b);
+      break;
+    case 49:
+      r = tl::sin(a);
+      break;
+    case 50:
+      r = tl::cos(a);
+      break;
     default:
       r = tl::clamp(a, b, c, true);
       break;
   }
   tl::store(out + o, r, m);
+}
+
+/** erfinv by bisection on erf in long double: slow and independent of the runtime's Newton. */
+double erfinv_reference(double y) {
+  if (std::isnan(y) || std::fabs(y) > 1) return NAN;
+  if (std::fabs(y) == 1) return std::copysign(INFINITY, y);
+  long double lo = 0, hi = 7;
+  const long double a = std::fabs(y);
+  for (int i = 0; i < 200; ++i) {
+    const long double mid = (lo + hi) / 2;
+    (erfl(mid) < a ? lo : hi) = mid;
+  }
+  return std::copysign(static_cast<double>((lo + hi) / 2), y);
 }
 
 struct MathCase {
@@ -240,6 +316,46 @@ TEST(Surface, MathWithinItsContract) {
        0, 10},
       {"atan2", 28, 3, [](double a, double b, double) { return std::atan2(a, b); }, -1e3, 1e3},
       {"hypot", 29, 3, [](double a, double b, double) { return std::hypot(a, b); }, -1e3, 1e3},
+      {"tan", 30, 4, [](double a, double, double) { return std::tan(a); }, -1e4, 1e4},
+      {"lgamma", 31, 6, [](double a, double, double) { return std::lgamma(a); }, 0.01, 1e4},
+      {"tgamma", 32, 10, [](double a, double, double) { return std::tgamma(a); }, -10, 35},
+      {"nearbyint", 33, 0, [](double a, double, double) { return std::nearbyint(a); }, -1e6,
+       1e6},
+      {"exp10", 34, 2, [](double a, double, double) { return std::pow(10.0, a); }, -45, 38},
+      {"erfinv", 35, 2, [](double a, double, double) { return erfinv_reference(a); }, -1, 1},
+      {"remainder", 36, 0, [](double a, double b, double) { return std::remainder(a, b); }, -1e3,
+       1e3},
+      {"nextafter", 37, 0,
+       [](double a, double b, double) {
+         return static_cast<double>(std::nextafter(static_cast<float>(a), static_cast<float>(b)));
+       },
+       -1e3, 1e3},
+      {"ldexp", 38, 0,
+       [](double a, double b, double) {
+         return std::ldexp(a, static_cast<int>(static_cast<float>(b) * 0.1f));
+       },
+       -1e3, 1e3},
+      // The fast variants are the accurate functions on the CPU and in the interpreter (CUDA's
+      // fast intrinsics on GPUs, which the GPU pass compares within its tolerance).
+      {"fast_exp", 39, 1, [](double a, double, double) { return std::exp(a); }, -80, 80},
+      {"fast_exp10", 40, 2, [](double a, double, double) { return std::pow(10.0, a); }, -30, 30},
+      {"fast_log", 41, 1, [](double a, double, double) { return std::log(a); }, 0, 1e30},
+      {"fast_log2", 42, 2, [](double a, double, double) { return std::log2(a); }, 0, 1e30},
+      {"fast_log10", 43, 2, [](double a, double, double) { return std::log10(a); }, 0, 1e30},
+      {"fast_sin", 44, 2, [](double a, double, double) { return std::sin(a); }, -3.1, 3.1},
+      {"fast_cos", 45, 2, [](double a, double, double) { return std::cos(a); }, -3.1, 3.1},
+      {"fast_tan", 46, 4, [](double a, double, double) { return std::tan(a); }, -1.5, 1.5},
+      {"fast_pow", 47, 4,
+       [](double a, double b, double) {
+         return std::pow(a, static_cast<double>(static_cast<float>(b) * 0.01f));
+       },
+       0, 10},
+      {"fast_dividef", 48, 2, [](double a, double b, double) { return a / b; }, -1e3, 1e3},
+      // Beyond 1e4 (rotary embeddings reach 1e6) sin and cos reduce by Payne-Hanek.
+      {"sin to 1e6", 49, 2, [](double a, double, double) { return std::sin(a); }, -1e6, 1e6},
+      {"cos to 1e6", 50, 2, [](double a, double, double) { return std::cos(a); }, -1e6, 1e6},
+      {"sin to 3e38", 49, 2, [](double a, double, double) { return std::sin(a); }, -3e38, 3e38},
+      {"cos to 3e38", 50, 2, [](double a, double, double) { return std::cos(a); }, -3e38, 3e38},
   };
   const int64_t n = 4096;
   for (const auto& mc : cases) {
@@ -319,6 +435,55 @@ TEST(Surface, FloatClassificationAndSignFunctionsAreExact) {
           << mode << " fdim(" << a << ", " << b << ") = " << out[2 * B + i].item<float>();
     }
   });
+}
+
+TL_JIT(exponent_kernel, tl::Ptr x, tl::Ptr ilogb_out, tl::Ptr m_out, tl::Ptr e_out, tl::Const B) {
+  auto r = tl::arange(0, B);
+  auto a = tl::load(x + r);
+  tl::store(ilogb_out + r, tl::ilogb(a));
+  auto [m, e] = tl::frexp(a);
+  tl::store(m_out + r, m);
+  tl::store(e_out + r, e);
+}
+
+// ilogb and frexp bit for bit against <cmath> (frexp of 0, inf and NaN: {x, 0}) in float32,
+// float64 and float16, subnormals of each included.
+TEST(Surface, IlogbAndFrexpAreExactInEveryFloatType) {
+  const std::vector<double> xs = {0.0,       -0.0,    1.0,       -1.0,    0.75,   3.0,
+                                  1e-40,     1.4e-45, -1e-42,    1.2e-38, 3.4e38, INFINITY,
+                                  -INFINITY, NAN,     12345.678, -6.1e-5};
+  const std::vector<double> xd = {0.0,       -0.0,   1.0,       -1.0,     0.75,    3.0,
+                                  1e-310,    5e-324, -2e-320,   2.3e-308, 1.7e308, INFINITY,
+                                  -INFINITY, NAN,    12345.678, -6.1e-5};
+  const int64_t B = 16;
+  for (DType d : {DType::Float32, DType::Float64, DType::Float16}) {
+    const std::vector<double>& src = d == DType::Float64 ? xd : xs;
+    Tensor x = from_vector(src, {B}).to(d);
+    Tensor xr = x.to(DType::Float64);  // the values as stored (float16 rounds 1e-40 to 0, ...)
+    compiled_and_interpreted([&](const char* mode) {
+      Tensor il = empty({B}, TensorOptions().dtype(DType::Int32)), m = empty({B}, d),
+             e = empty({B}, TensorOptions().dtype(DType::Int32));
+      poison(il);
+      poison(m);
+      poison(e);
+      exponent_kernel[{1}](x, il, m, e, tl::meta("B", B));
+      Tensor mr = m.to(DType::Float64);
+      for (int64_t i = 0; i < B; ++i) {
+        const double v = xr[i].item<double>();
+        int want_e = 0;
+        const bool special = v == 0 || !std::isfinite(v);
+        const double want_m = special ? v : std::frexp(v, &want_e);
+        EXPECT_EQ(il[i].item<int32_t>(), std::ilogb(v))
+            << mode << " " << dtype_name(d) << " ilogb(" << v << ")";
+        const double got_m = mr[i].item<double>();
+        EXPECT_TRUE((std::isnan(got_m) && std::isnan(want_m)) ||
+                    (got_m == want_m && std::signbit(got_m) == std::signbit(want_m)))
+            << mode << " " << dtype_name(d) << " frexp(" << v << ").m = " << got_m;
+        EXPECT_EQ(e[i].item<int32_t>(), want_e)
+            << mode << " " << dtype_name(d) << " frexp(" << v << ").e";
+      }
+    });
+  }
 }
 
 TEST(Surface, ClampAndItsNaNs) {

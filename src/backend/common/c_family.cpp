@@ -241,13 +241,9 @@ std::string binary(ir::BinaryKind k, const Type& t, const std::string& a, const 
       case ir::BinaryKind::Min:
         e = "trt::fmin_num(" + a + ", " + b + ")";
         break;
-      case ir::BinaryKind::Pow:
-      case ir::BinaryKind::Atan2:
-      case ir::BinaryKind::Hypot:
-        e = std::string("trt::") + ir::binary_name(k) + "(" + a + ", " + b + ")";
-        break;
       default:
-        TS_INTERNAL_ASSERT(false) << "bitwise op on floats";
+        TS_INTERNAL_ASSERT(ir::is_math_binary(k)) << "bitwise op on floats";
+        e = std::string("trt::") + ir::binary_name(k) + "(" + a + ", " + b + ")";
     }
     return round_to(d, e);
   }
@@ -301,9 +297,7 @@ std::string binary(ir::BinaryKind k, const Type& t, const std::string& a, const 
       return "trt::umulhi<" + rt + ">(" + a + ", " + b + ")";
     case ir::BinaryKind::DivRn:
       return "trt::idiv<" + rt + ">(" + a + ", " + b + ")";
-    case ir::BinaryKind::Pow:
-    case ir::BinaryKind::Atan2:
-    case ir::BinaryKind::Hypot:
+    default:
       TS_INTERNAL_ASSERT(false) << ir::binary_name(k) << " of integers";
   }
   return a;
