@@ -276,6 +276,13 @@ std::pair<Tile, Tile> swizzle2d(Operand i, Operand j, Operand size_i, Operand si
 /** `tl.histogram`: an int32 tile of `num_bins` counts of the values of integer tile `x` in
  * [0, num_bins) (values outside are not counted; `mask` false lanes neither). */
 Tile histogram(Operand x, int64_t num_bins, std::optional<Operand> mask = std::nullopt, TS_HERE);
+/** `tl.sort`: x sorted along its last dimension (a power of two), ascending or descending, by a
+ * bitonic network of selects, so every value keeps its bits. NaNs compare false with everything:
+ * where they are, the order is unspecified (as Triton's). */
+Tile sort(Operand x, int dim = -1, bool descending = false, TS_HERE);
+/** `tl.topk`: the k largest values along the last dimension, largest first (k a power of two no
+ * larger than that dimension); the result's last dimension is k. */
+Tile topk(Operand x, int64_t k, int dim = -1, TS_HERE);
 /** The same bits as another element type of the same width. */
 Tile bitcast(Operand x, DType dtype, TS_HERE);
 

@@ -905,6 +905,102 @@ Tile softmax(Operand x, int axis, bool keep_dims, SourceLoc loc) {
   return Operand(num, loc) / Operand(sum(Operand(num, loc), ax, true, loc), loc);
 }
 
+namespace {
+// One compare-and-swap step of a bitonic network over the last dimension (n elements, `outer`
+// rows), at distance 2^j: element p meets p + 2^j within each block of 2^(j+1). Exact: values are
+// selected, never combined, so every dtype and every bit (signed zeros, NaN payloads) survives.
+// Ascending pairs, or descending where `flip` (an i1 tile of shape [A, 1], A the number of pairs
+// per 2^j, or a scalar constant) is true.
+ValueId compare_and_swap(TraceContext& c, ValueId v, ValueId flip, int64_t j) {
+  ir::Builder& b = c.builder();
+  const Type t = c.type(v);
+  const int64_t d = int64_t{1} << j, a = t.numel() / (2 * d);
+  // [A, 2, D] -> [A, D, 2]: the pair's two elements in the last dimension.
+  const ValueId pairs = b.permute(b.reshape(v, {a, 2, d}), {0, 2, 1});
+  const ValueId lo = b.extract(pairs, 0), hi = b.extract(pairs, 1);
+  ValueId swap = b.compare(CmpKind::GT, lo, hi);
+  swap = b.binary(BinaryKind::Xor, swap, b.broadcast(flip, {a, d}));
+  const ValueId joined = b.join(b.select(swap, hi, lo), b.select(swap, lo, hi));
+  return b.reshape(b.permute(joined, {0, 2, 1}), t.shape);
+}
+
+// Bitonic sort of the last dimension of v (a power of two): runs of 2^s sorted in alternating
+// directions, merged, s = 1 .. log2(n); the last merge in the requested direction.
+ValueId bitonic_sort(TraceContext& c, ValueId v, bool descending, SourceLoc loc, const char* what) {
+  ir::Builder& b = c.builder();
+  const Type t = c.type(v);
+  if (t.ptr) c.fail(loc, std::string(what) + " of a pointer tile " + t.str());
+  if (t.rank() == 0) c.fail(loc, std::string(what) + " of a scalar");
+  const int64_t n = t.shape.back();
+  if (n <= 0 || (n & (n - 1)) != 0) {
+    c.fail(loc, std::string(what) +
+                    " sorts along the last dimension, whose size must be a power "
+                    "of two, got " +
+                    t.str());
+  }
+  int log_n = 0;
+  while ((int64_t{1} << log_n) < n) ++log_n;
+  const Type i1 = Type::scalar(DType::Bool);
+  for (int s = 1; s <= log_n; ++s) {
+    for (int j = s - 1; j >= 0; --j) {
+      ValueId flip;
+      if (s == log_n) {
+        flip = b.constant_int(descending ? 1 : 0, i1);
+      } else {
+        // A block of 2^s holds 2^(s-j-1) pairs of distance 2^j; odd blocks sort descending.
+        const int64_t a = t.numel() >> (j + 1);
+        const ValueId idx = b.arange(0, a);
+        const Type it = c.type(idx);
+        const ValueId block = b.binary(
+            BinaryKind::Shr, idx, b.splat(b.constant_int(s - j - 1, Type::scalar(it.elem)), {a}));
+        const ValueId odd = b.binary(BinaryKind::And, block,
+                                     b.splat(b.constant_int(1, Type::scalar(it.elem)), {a}));
+        flip = b.reshape(
+            b.compare(CmpKind::NE, odd, b.splat(b.constant_int(0, Type::scalar(it.elem)), {a})),
+            {a, 1});
+      }
+      v = compare_and_swap(c, v, flip, j);
+    }
+  }
+  return v;
+}
+}  // namespace
+
+Tile sort(Operand x, int dim, bool descending, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const ValueId v = tile_operand(c, x, "tl::sort", loc);
+  const int rank = static_cast<int>(c.type(v).rank());
+  if (dim != -1 && dim != rank - 1) {
+    c.fail(loc, "tl::sort sorts along the last dimension only (as Triton), got dim " +
+                    std::to_string(dim) + " of a rank-" + std::to_string(rank) + " tile");
+  }
+  return c.tile(bitonic_sort(c, v, descending, loc, "tl::sort"));
+}
+
+Tile topk(Operand x, int64_t k, int dim, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const ValueId v = tile_operand(c, x, "tl::topk", loc);
+  const Type t = c.type(v);
+  const int rank = static_cast<int>(t.rank());
+  if (dim != -1 && dim != rank - 1) {
+    c.fail(loc, "tl::topk selects along the last dimension only (as Triton), got dim " +
+                    std::to_string(dim) + " of a rank-" + std::to_string(rank) + " tile");
+  }
+  const int64_t n = rank > 0 ? t.shape.back() : 0;
+  if (k <= 0 || (k & (k - 1)) != 0 || k > n) {
+    c.fail(loc, "tl::topk: k must be a power of two no larger than the last dimension, got k = " +
+                    std::to_string(k) + " for " + t.str());
+  }
+  // Sorted descending, the first run of k holds the k largest, and position p of every later run
+  // is no larger than position p of the first: the maximum over the runs is the first run.
+  const ValueId sorted = bitonic_sort(c, v, true, loc, "tl::topk");
+  SmallVector<int64_t, 4> groups = t.shape;
+  groups.back() = n / k;
+  groups.push_back(k);
+  const Tile g = c.tile(c.builder().reshape(sorted, groups));
+  return max(g, rank - 1, false, loc);
+}
+
 std::pair<Tile, Tile> swizzle2d(Operand i, Operand j, Operand size_i, Operand size_j,
                                 Operand size_g, SourceLoc loc) {
   // Triton's tl.swizzle2d, step by step.

@@ -3,6 +3,8 @@
 // inputs with poisoned outputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -584,6 +586,87 @@ TEST(Parity, GatherAlongEitherAxis) {
   }
   EXPECT_NE(e.find("tl::gather index 100 is outside [0, 8)"), std::string::npos) << e;
   EXPECT_NE(e.find("test_parity.cpp"), std::string::npos) << e;
+}
+
+TL_JIT(sort_kernel, tl::Ptr x, tl::Ptr asc, tl::Ptr desc, tl::Ptr top, tl::Const R, tl::Const C,
+       tl::Const K) {
+  auto rr = tl::arange(0, R), cc = tl::arange(0, C), kk = tl::arange(0, K);
+  auto offs = rr[{tl::_, tl::None}] * C + cc[{tl::None, tl::_}];
+  auto a = tl::load(x + offs);
+  tl::store(asc + offs, tl::sort(a));
+  tl::store(desc + offs, tl::sort(a, 1, true));
+  tl::store(top + rr[{tl::_, tl::None}] * K + kk[{tl::None, tl::_}], tl::topk(a, K.int_value()));
+}
+
+TL_JIT(sort_bad_kernel, tl::Ptr x, tl::Const WHICH) {
+  auto a =
+      tl::load(x + tl::arange(0, 8)[{tl::_, tl::None}] * 4 + tl::arange(0, 4)[{tl::None, tl::_}]);
+  if (WHICH.int_value() == 0) tl::store(x, tl::sum(tl::sort(a, 0)));
+  if (WHICH.int_value() == 1) tl::store(x, tl::sum(tl::topk(a, 3)));
+  if (WHICH.int_value() == 2) tl::store(x, tl::sum(tl::topk(a, 8)));
+}
+
+// tl.sort and tl.topk along the last dimension, against std::sort on every row, for floats with
+// ties, signed zeros and infinities (bits compared: nothing is recomputed) and for integers.
+TEST(Parity, SortAndTopkAlongTheLastDimension) {
+  constexpr int64_t R = 4, C = 32, K = 8;
+  for (DType d : {DType::Float32, DType::Int32, DType::Float16}) {
+    Tensor x = random_tensor({R, C}, d);
+    if (d == DType::Float32) {
+      x[0][3].fill_(-0.0);
+      x[0][9].fill_(0.0);
+      x[1][0].fill_(INFINITY);
+      x[1][5].fill_(-INFINITY);
+      x[2][7].fill_(x[2][8].item<float>());  // a tie
+    }
+    Tensor xd = x.to(DType::Float64);
+    every_mode([&](const char* mode) {
+      Tensor asc = empty({R, C}, TensorOptions().dtype(d)), desc = empty_like(asc),
+             top = empty({R, K}, TensorOptions().dtype(d));
+      poison(asc);
+      poison(desc);
+      poison(top);
+      sort_kernel[{1}](x, asc, desc, top, tl::meta("R", R), tl::meta("C", C), tl::meta("K", K));
+      Tensor a64 = asc.to(DType::Float64), d64 = desc.to(DType::Float64),
+             t64 = top.to(DType::Float64);
+      for (int64_t i = 0; i < R; ++i) {
+        std::vector<double> row(C);
+        for (int64_t j = 0; j < C; ++j) row[static_cast<size_t>(j)] = xd[i][j].item<double>();
+        std::vector<double> up = row;
+        std::sort(up.begin(), up.end());
+        for (int64_t j = 0; j < C; ++j) {
+          EXPECT_EQ(a64[i][j].item<double>(), up[static_cast<size_t>(j)])
+              << mode << " " << dtype_name(d) << " ascending row " << i << " at " << j;
+          EXPECT_EQ(d64[i][j].item<double>(), up[static_cast<size_t>(C - 1 - j)])
+              << mode << " " << dtype_name(d) << " descending row " << i << " at " << j;
+        }
+        for (int64_t j = 0; j < K; ++j) {
+          EXPECT_EQ(t64[i][j].item<double>(), up[static_cast<size_t>(C - 1 - j)])
+              << mode << " " << dtype_name(d) << " topk row " << i << " at " << j;
+        }
+      }
+      if (d == DType::Float32) {
+        // Values are moved, not recomputed: the sorted row holds -0.0 and 0.0 both, bit for bit.
+        int neg_zeros = 0;
+        for (int64_t j = 0; j < C; ++j) {
+          const float v = asc[0][j].item<float>();
+          neg_zeros += v == 0.0f && std::signbit(v);
+        }
+        EXPECT_EQ(neg_zeros, 1) << mode;
+      }
+    });
+  }
+  Tensor y = zeros({32});
+  EXPECT_NE(error_of([&] {
+              sort_bad_kernel[{1}](y, tl::meta("WHICH", 0));
+            }).find("tl::sort sorts along the last dimension only"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              sort_bad_kernel[{1}](y, tl::meta("WHICH", 1));
+            }).find("k must be a power of two no larger than the last dimension, got k = 3"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { sort_bad_kernel[{1}](y, tl::meta("WHICH", 2)); }).find("got k = 8"),
+            std::string::npos);
 }
 
 }  // namespace
