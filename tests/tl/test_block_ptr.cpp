@@ -66,7 +66,9 @@ TEST(BlockPtr, AMatmulAdvancesThroughTheKLoop) {
     block_ptr_matmul[{tl::cdiv(M, 16), tl::cdiv(N, 16)}](
         a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
         c.stride(1), tl::meta("BM", 16), tl::meta("BN", 16), tl::meta("BK", 16));
-    EXPECT_TRUE(all_close(c.to(DType::Float64), want, 1e-5, 1e-5)) << mode;
+    // K = 70 float32 products added in float32: the error is absolute (the |a b| terms' scale),
+    // not relative to a result that cancels (1.4e-5 seen at 0.385).
+    EXPECT_TRUE(all_close(c.to(DType::Float64), want, 1e-5, 1e-4)) << mode;
     // The rows and columns outside c are untouched (still NaN).
     EXPECT_TRUE(all_nan(cbuf.slice(0, M, M + 3))) << mode;
     EXPECT_TRUE(all_nan(cbuf.slice(1, N, N + 5))) << mode;
