@@ -1176,35 +1176,19 @@ Tile div_rn(Operand a, Operand b, SourceLoc loc) {
   return arith(BinaryKind::DivRn, a, b, "tl::div_rn");
 }
 
-Tile pow(Operand a, Operand b, SourceLoc loc) {
-  a.loc = loc;
-  return arith(BinaryKind::Pow, a, b, "tl::pow");
-}
-
-Tile atan2(Operand a, Operand b, SourceLoc loc) {
-  a.loc = loc;
-  return arith(BinaryKind::Atan2, a, b, "tl::atan2");
-}
-
-Tile hypot(Operand a, Operand b, SourceLoc loc) {
-  a.loc = loc;
-  return arith(BinaryKind::Hypot, a, b, "tl::hypot");
-}
-
-Tile remainder(Operand a, Operand b, SourceLoc loc) {
-  a.loc = loc;
-  return arith(BinaryKind::Remainder, a, b, "tl::remainder");
-}
-
-Tile fast_pow(Operand a, Operand b, SourceLoc loc) {
-  a.loc = loc;
-  return arith(BinaryKind::FastPow, a, b, "tl::fast_pow");
-}
-
-Tile fast_dividef(Operand a, Operand b, SourceLoc loc) {
-  a.loc = loc;
-  return arith(BinaryKind::FastDivide, a, b, "tl::fast_dividef");
-}
+// The binary math functions whose operands promote as arithmetic does (one may be an integer).
+#define TESSERA_TL_MATH2(kind, fn)                    \
+  Tile fn(Operand a, Operand b, SourceLoc loc) {      \
+    a.loc = loc;                                      \
+    return arith(BinaryKind::kind, a, b, "tl::" #fn); \
+  }
+TESSERA_TL_MATH2(Pow, pow)
+TESSERA_TL_MATH2(Atan2, atan2)
+TESSERA_TL_MATH2(Hypot, hypot)
+TESSERA_TL_MATH2(Remainder, remainder)
+TESSERA_TL_MATH2(FastPow, fast_pow)
+TESSERA_TL_MATH2(FastDivide, fast_dividef)
+#undef TESSERA_TL_MATH2
 
 Tile nextafter(Operand a, Operand b, SourceLoc loc) {
   TraceContext& c = ctx(loc);
