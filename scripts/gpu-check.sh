@@ -66,7 +66,8 @@ step "ctest (everything)" ctest-all.log ctest --test-dir "$BUILD" --output-on-fa
 grep -E "tests passed|tests failed|\*\*\*Failed|Timeout" "$OUT/ctest-all.log" | head -20 | tee -a "$summary"
 step "bench_gpu_kernels" bench-gpu.log "$BUILD/bench/bench_gpu_kernels"
 cat "$OUT/bench-gpu.log" | tee -a "$summary"
-for t in tutorial_03_matmul tutorial_04_dropout tutorial_05_layer_norm tutorial_06_attention tutorial_08_grouped_gemm; do
+for t in tutorial_03_matmul tutorial_04_dropout tutorial_05_layer_norm tutorial_06_attention \
+  tutorial_07_extern_functions tutorial_08_grouped_gemm; do
   step "$t --cuda" "$t.log" "$BUILD/examples/$t" --cuda
   tail -2 "$OUT/$t.log" | tee -a "$summary"
 done

@@ -20,6 +20,15 @@ void compiled_and_interpreted(F&& f) {
   f("interpreted");
 }
 
+/** Runs `f(mode)` compiled, then compiled with checks (`TESSERA_DEBUG=1`): for kernels the
+ * interpreter refuses (compiled code of the user's, tl::extern_elementwise). */
+template <class F>
+void compiled_and_checked(F&& f) {
+  f("compiled");
+  ScopedEnv debug("TESSERA_DEBUG", "1");
+  f("checked");
+}
+
 /** Runs `f(mode)` compiled, compiled with checks (`TESSERA_DEBUG=1`), then interpreted. The
  * knobs come back as they were (a CTest pass's own TESSERA_* settings stay in force). */
 template <class F>

@@ -283,6 +283,37 @@ Tile sort(Operand x, int dim = -1, bool descending = false, TS_HERE);
 /** `tl.topk`: the k largest values along the last dimension, largest first (k a power of two no
  * larger than that dimension); the result's last dimension is k. */
 Tile topk(Operand x, int64_t k, int dim = -1, TS_HERE);
+/** A library of the user's own element functions for `tl::extern_elementwise` (Triton's extern
+ * libraries): their definitions as C++ for the CPU backend and as CUDA (`__device__` functions)
+ * for GPUs, compiled into every kernel that calls them. A backend whose source is empty refuses
+ * the kernel with a CompileError naming the function; the interpreter refuses every extern call.
+ * The text is part of the kernel: keep it fixed for a kernel's lifetime in a process. */
+struct ExternLibrary {
+  std::string name;
+  std::string cpu_source;
+  std::string cuda_source;
+};
+/** One overload of an extern function: its argument dtypes, the symbol to call and its result
+ * dtype (an entry of Triton's `arg_type_symbol_dict`). Arguments and results are bool, integers,
+ * float32 or float64 (convert narrower floats first). */
+struct ExternSymbol {
+  std::vector<DType> args;
+  std::string symbol;
+  DType result;
+};
+/** `tl.extern_elementwise`: calls, element by element, the overload of `symbols` whose argument
+ * dtypes are the arguments' (tiles broadcast together; numbers are int32 / float32 literals).
+ * An impure function (`is_pure = false`) is never merged with an equal call, moved or dropped. */
+Tile extern_elementwise(const ExternLibrary& lib, std::initializer_list<Operand> args,
+                        const std::vector<ExternSymbol>& symbols, bool is_pure = true, TS_HERE);
+/** `tl.inline_asm_elementwise`: PTX run per element on CUDA, `constraints` as Triton's ("=r,r,r":
+ * one output, then one per argument; r: 32 bits, l: 64, h: 16, f: float32, d: float64; a float
+ * in an integer register travels as its bits). `pack` must be 1. The CPU backend runs `cpu_body`
+ * instead, a C++ function body of the arguments `a0, a1, ...` returning the result (empty: CPU
+ * kernels refuse it). */
+Tile inline_asm_elementwise(std::string_view asm_text, std::string_view constraints,
+                            std::initializer_list<Operand> args, DType dtype, bool is_pure = true,
+                            int pack = 1, std::string_view cpu_body = {}, TS_HERE);
 /** The same bits as another element type of the same width. */
 Tile bitcast(Operand x, DType dtype, TS_HERE);
 

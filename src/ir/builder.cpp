@@ -497,6 +497,15 @@ ValueId Builder::gather(ValueId src, ValueId index, int64_t axis) {
   return result(op, type(src).with_shape(type(index).shape));
 }
 
+ValueId Builder::extern_call(std::string text, std::vector<ValueId> args, const Type& result,
+                             bool pure) {
+  Op* op = f_.new_op(OpKind::Extern);
+  op->operands = std::move(args);
+  op->text = std::move(text);
+  op->sub = pure ? 0 : 1;
+  return this->result(op, result);
+}
+
 ValueId Builder::bitcast_to(ValueId v, const Type& to) {
   if (type(v) == to) return v;
   Op* op = f_.new_op(OpKind::Bitcast);

@@ -69,6 +69,8 @@ class Builder {
   ValueId flip(ValueId v, int64_t axis);
   /** `src` gathered along `axis` at `index` (the result has index's shape). */
   ValueId gather(ValueId src, ValueId index, int64_t axis);
+  /** A user function of the elements of `args` (all of `result`'s shape); `text`: pack_extern. */
+  ValueId extern_call(std::string text, std::vector<ValueId> args, const Type& result, bool pure);
   ValueId bitcast(ValueId v, DType to);
   /** The same 64 bits as another type: an address as a pointer, a pointer as its address, or a
    * pointer to another element type. */

@@ -17,13 +17,21 @@ class Cse {
   void run() { region(f_.body); }
 
  private:
-  static bool pure(const Op& op) { return traits(op.kind).has(kPure) && op.results.size() == 1; }
+  static bool pure(const Op& op) {
+    return traits(op.kind).has(kPure) && !op.has_side_effects() && op.results.size() == 1;
+  }
 
   Key key(const Op& op) const {
     uint64_t fbits;
     std::memcpy(&fbits, &op.fval, sizeof fbits);
-    return Key{static_cast<int>(op.kind), op.sub, op.ival, op.ival2, fbits, op.operands,
-               f_.type(op.result()).str()};
+    // An extern call's text names its function: calls of two functions are not one value.
+    return Key{static_cast<int>(op.kind),
+               op.sub,
+               op.ival,
+               op.ival2,
+               fbits,
+               op.operands,
+               f_.type(op.result()).str() + (op.kind == OpKind::Extern ? "|" + op.text : "")};
   }
 
   ValueId map(ValueId v) const {

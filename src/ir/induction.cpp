@@ -98,8 +98,8 @@ size_t hoist_invariants(const Function& f, Region& parent, size_t at, Op& loop) 
   std::vector<Op*> out, stay;
   for (Op* o : body.ops) {
     // Scalars only: an invariant tile moved out of the loop would be stored, not recomputed.
-    bool invariant = traits(o->kind).has(kPure) && o->regions.empty() && o->results.size() == 1 &&
-                     f.type(o->results[0]).is_scalar();
+    bool invariant = traits(o->kind).has(kPure) && !o->has_side_effects() && o->regions.empty() &&
+                     o->results.size() == 1 && f.type(o->results[0]).is_scalar();
     for (ValueId u : o->operands) invariant = invariant && !inside.count(u);
     if (invariant) {
       inside.erase(o->results[0]);  // ops after it may use it and still be invariant

@@ -2,6 +2,7 @@
 
 #include "ir/op_traits.h"
 
+#include <algorithm>
 #include <sstream>
 #include <unordered_set>
 
@@ -57,8 +58,31 @@ std::string Type::str() const {
   return s + " " + e + ">";
 }
 
+std::string pack_extern(const ExternCall& e) {
+  for (const std::string* part : {&e.library, &e.symbol, &e.cpu_source, &e.cuda_source}) {
+    TS_CHECK(part->find('\x1f') == std::string::npos, CompileError)
+        << "an extern library's name, function and sources may not contain the character 0x1f";
+  }
+  return e.library + '\x1f' + e.symbol + '\x1f' + e.cpu_source + '\x1f' + e.cuda_source;
+}
+
+ExternCall unpack_extern(const std::string& text) {
+  ExternCall e;
+  std::string* parts[] = {&e.library, &e.symbol, &e.cpu_source, &e.cuda_source};
+  size_t at = 0;
+  for (size_t k = 0; k < 4; ++k) {
+    const size_t end = k == 3 ? std::string::npos : text.find('\x1f', at);
+    TS_CHECK(k == 3 || end != std::string::npos, CompileError)
+        << "a malformed extern op text (" << k << " of 4 parts)";
+    *parts[k] = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    at = end + 1;
+  }
+  return e;
+}
+
 bool Op::has_side_effects() const {
   if (traits(kind).has(kSideEffects)) return true;
+  if (kind == OpKind::Extern && sub == 1) return true;  // an impure user function
   for (const auto& r : regions) {
     for (const Op* op : r.ops) {
       if (op->has_side_effects()) return true;
@@ -225,6 +249,12 @@ class Verifier {
         if (!t(o.operands[0]).is_bool() || t(o.operands[0]).shape != t(o.result()).shape) {
           fail(o, "condition must be i1 of the result's shape");
         }
+        break;
+      case OpKind::Extern:
+        for (ValueId v : o.operands) {
+          if (t(v).shape != t(o.result()).shape || t(v).ptr) fail(o, "operand shape or pointer");
+        }
+        if (std::count(o.text.begin(), o.text.end(), '\x1f') != 3) fail(o, "malformed text");
         break;
       case OpKind::Load:
         if (!t(o.operands[0]).ptr) fail(o, "load of a non-pointer");

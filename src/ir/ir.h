@@ -92,6 +92,9 @@ enum class OpKind : uint8_t {
   Gather,     ///< operands: src, index (integers, src's rank); ival: axis; result (index's shape):
               ///< src at the result's coordinates with the axis one replaced by index's element
   Bitcast,    ///< the same bits as another element type of the same width
+  Extern,     ///< tl::extern_elementwise: a user's function of the operands' elements (scalars of
+              ///< the operands' types), result of their shape; text: pack_extern (library, symbol,
+              ///< the definitions per backend); sub 1: impure (never merged, moved or dropped)
   ReduceFn,   ///< tl.reduce with a combine function: operands: N tiles of one shape; ival: axis;
               ///< region: args a_1..a_N, b_1..b_N (scalars), yields N; results: N tiles without the
               ///< axis
@@ -236,6 +239,15 @@ struct LoopOptions {
     return o;
   }
 };
+
+/** An Extern op's text: a library of user functions (their definitions as C++ for the CPU and as
+ * CUDA for GPUs; either may be empty, and a backend without its source refuses the kernel) and the
+ * function called. Packed with ASCII unit separators, which none of the parts may contain. */
+struct ExternCall {
+  std::string library, symbol, cpu_source, cuda_source;
+};
+std::string pack_extern(const ExternCall& e);
+ExternCall unpack_extern(const std::string& text);
 
 /** Names of kinds and sub-kinds (ir/op_traits.h has the rest of what each one is). */
 const char* op_name(OpKind k);

@@ -41,6 +41,7 @@ constexpr OpTraits kOps[] = {
     {OpKind::Flip, "flip", 1, 1, 0, kView, 0},
     {OpKind::Gather, "gather", 2, 2, 0, kPure, 0},
     {OpKind::Bitcast, "bitcast", 1, 1, 0, kMap, 0},
+    {OpKind::Extern, "extern", 1, -1, 0, kPure | kElementwise, 0},
     {OpKind::ReduceFn, "reduce_fn", 1, -1, 1, 0, 0},
     {OpKind::ScanFn, "scan_fn", 1, -1, 1, 0, 0},
     {OpKind::Assert, "assert", 1, 1, 0, kSideEffects, 0},

@@ -185,8 +185,10 @@ class Printer {
         break;
       case OpKind::Assert:
       case OpKind::Print:
+      case OpKind::Extern:
         a.push_back("text = " + quoted(o.text));
         if (o.kind == OpKind::Assert && o.sub) a.push_back("hint = 1");
+        if (o.kind == OpKind::Extern && o.sub) a.push_back("impure = 1");
         break;
       default:
         break;
@@ -720,7 +722,7 @@ class Parser {
         o.ival = integer();
       } else if (k == "end") {
         o.ival2 = integer();
-      } else if (k == "reverse" || k == "hint") {
+      } else if (k == "reverse" || k == "hint" || k == "impure") {
         o.sub = static_cast<uint8_t>(integer());
       } else if (k == "sem") {
         const std::string s = identifier();

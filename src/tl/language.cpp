@@ -2,10 +2,12 @@
 // IR builder. Type promotion, broadcasting and every user-facing check live here, so errors name
 // the kernel and the user's line.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 
 #include "ir/passes.h"
+#include "tessera/detail/hash.h"
 #include "tl/trace.h"
 
 namespace tessera::tl {
@@ -999,6 +1001,225 @@ Tile topk(Operand x, int64_t k, int dim, SourceLoc loc) {
   groups.push_back(k);
   const Tile g = c.tile(c.builder().reshape(sorted, groups));
   return max(g, rank - 1, false, loc);
+}
+
+namespace {
+// The C type an extern function sees for a dtype (bool, integers, float32, float64), or null.
+const char* extern_c_type(DType d) {
+  switch (d) {
+    case DType::Bool:
+      return "bool";
+    case DType::Int8:
+      return "int8_t";
+    case DType::Int16:
+      return "int16_t";
+    case DType::Int32:
+      return "int32_t";
+    case DType::Int64:
+      return "int64_t";
+    case DType::UInt8:
+      return "uint8_t";
+    case DType::UInt16:
+      return "uint16_t";
+    case DType::UInt32:
+      return "uint32_t";
+    case DType::UInt64:
+      return "uint64_t";
+    case DType::Float32:
+      return "float";
+    case DType::Float64:
+      return "double";
+    default:
+      return nullptr;
+  }
+}
+
+bool is_identifier(std::string_view s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char ch : s) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_') return false;
+  }
+  return true;
+}
+
+// The arguments broadcast together (numbers as literals), with their dtypes checked for extern
+// functions.
+std::vector<ValueId> extern_args(TraceContext& c, std::initializer_list<Operand> args,
+                                 SourceLoc loc, const std::string& what,
+                                 SmallVector<int64_t, 4>& shape) {
+  std::vector<ValueId> vals;
+  for (const Operand& a : args) {
+    const ValueId v = val(c, a);
+    const Type& t = c.type(v);
+    if (t.ptr || !extern_c_type(t.elem)) {
+      c.fail(loc, what + " takes bool, integer, float32 and float64 arguments, got " + t.str() +
+                      (t.is_float() && !t.ptr ? " (convert it with .to(tl::float32) first)" : ""));
+    }
+    shape = vals.empty() ? t.shape
+                         : broadcast_shape(c, loc, Type{t.elem, false, shape}, t, what.c_str());
+    vals.push_back(v);
+  }
+  if (vals.empty()) c.fail(loc, what + " needs at least one argument");
+  for (ValueId& v : vals) v = to_shape(c, v, shape);
+  return vals;
+}
+}  // namespace
+
+Tile extern_elementwise(const ExternLibrary& lib, std::initializer_list<Operand> args,
+                        const std::vector<ExternSymbol>& symbols, bool is_pure, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const std::string what = "tl::extern_elementwise (library '" + lib.name + "')";
+  SmallVector<int64_t, 4> shape;
+  const std::vector<ValueId> vals = extern_args(c, args, loc, what, shape);
+  auto signature = [](const std::vector<DType>& ds) {
+    std::string s = "(";
+    for (size_t i = 0; i < ds.size(); ++i) s += (i ? ", " : "") + std::string(dtype_name(ds[i]));
+    return s + ")";
+  };
+  std::vector<DType> have;
+  for (ValueId v : vals) have.push_back(c.type(v).elem);
+  const ExternSymbol* pick = nullptr;
+  for (const ExternSymbol& sym : symbols) {
+    if (sym.args == have) pick = &sym;
+  }
+  if (!pick) {
+    std::string known;
+    for (const ExternSymbol& sym : symbols) {
+      known += "\n  " + signature(sym.args) + " -> " + sym.symbol + " : " + dtype_name(sym.result);
+    }
+    c.fail(loc, what + ": no function for arguments " + signature(have) +
+                    (known.empty() ? std::string("; none is given") : "; it has:" + known));
+  }
+  if (!is_identifier(pick->symbol)) {
+    c.fail(loc, what + ": '" + pick->symbol + "' is not a C identifier");
+  }
+  if (!extern_c_type(pick->result)) {
+    c.fail(loc, what + ": " + pick->symbol + " returns " + dtype_name(pick->result) +
+                    "; extern functions return bool, integers, float32 or float64");
+  }
+  const std::string text =
+      ir::pack_extern({lib.name, pick->symbol, lib.cpu_source, lib.cuda_source});
+  return c.tile(c.builder().extern_call(text, vals, Type{pick->result, false, shape}, is_pure));
+}
+
+namespace {
+// A C string literal of `s`.
+std::string c_string(std::string_view s) {
+  std::string q = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      q += '\\';
+      q += ch;
+    } else if (ch == '\n') {
+      q += "\\n";
+    } else if (ch == '\t') {
+      q += "\\t";
+    } else {
+      q += ch;
+    }
+  }
+  return q + "\"";
+}
+}  // namespace
+
+Tile inline_asm_elementwise(std::string_view asm_text, std::string_view constraints,
+                            std::initializer_list<Operand> args, DType dtype, bool is_pure,
+                            int pack, std::string_view cpu_body, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  const std::string what = "tl::inline_asm_elementwise";
+  if (pack != 1)
+    c.fail(loc, what + ": pack = " + std::to_string(pack) + " is not supported (1 only)");
+  SmallVector<int64_t, 4> shape;
+  const std::vector<ValueId> vals = extern_args(c, args, loc, what, shape);
+  if (!extern_c_type(dtype)) {
+    c.fail(loc, what + ": the result is " + std::string(dtype_name(dtype)) +
+                    "; it must be bool, an integer, float32 or float64");
+  }
+  // "=r,r,r": the output, then one constraint per argument.
+  std::vector<std::string> cons;
+  for (size_t at = 0; at <= constraints.size();) {
+    const size_t end = std::min(constraints.find(',', at), constraints.size());
+    std::string part(constraints.substr(at, end - at));
+    part.erase(0, part.find_first_not_of(' '));
+    part.erase(part.find_last_not_of(' ') + 1);
+    cons.push_back(part);
+    at = end + 1;
+  }
+  if (cons.size() != vals.size() + 1 || cons[0].size() != 2 || cons[0][0] != '=') {
+    c.fail(loc, what + ": constraints \"" + std::string(constraints) +
+                    "\" must be one output "
+                    "(\"=r\") then one per argument (" +
+                    std::to_string(vals.size()) + ")");
+  }
+  // Each register's C type and width, and how a value of `d` enters and leaves it.
+  struct Reg {
+    const char* type;
+    int bits;
+  };
+  auto reg = [&](const std::string& con, DType d) -> Reg {
+    const char letter = con.back();
+    const Reg r = letter == 'r'   ? Reg{"uint32_t", 32}
+                  : letter == 'l' ? Reg{"uint64_t", 64}
+                  : letter == 'h' ? Reg{"unsigned short", 16}
+                  : letter == 'f' ? Reg{"float", 32}
+                  : letter == 'd' ? Reg{"double", 64}
+                                  : Reg{nullptr, 0};
+    const int width = static_cast<int>(itemsize(d) * 8);
+    const bool fl = is_floating_point(d);
+    if (!r.type || (fl && width != r.bits) || (!fl && width > r.bits) ||
+        ((letter == 'f' || letter == 'd') && !fl)) {
+      c.fail(loc, what + ": constraint '" + con + "' cannot hold " + dtype_name(d));
+    }
+    return r;
+  };
+  auto to_reg = [](const Reg& r, DType d, const std::string& v) -> std::string {
+    if (d == DType::Float32 && r.bits == 32 && std::string(r.type) != "float")
+      return "__float_as_uint(" + v + ")";
+    if (d == DType::Float64 && std::string(r.type) == "uint64_t")
+      return "(uint64_t)__double_as_longlong(" + v + ")";
+    return "(" + std::string(r.type) + ")(" + v + ")";
+  };
+  const Reg out = reg(cons[0], dtype);
+  std::string params, inputs;
+  for (size_t i = 0; i < vals.size(); ++i) {
+    const DType d = c.type(vals[i]).elem;
+    const std::string a = "a" + std::to_string(i);
+    const std::string decl = std::string(extern_c_type(d)) + " " + a;
+    params += (i ? ", " : "") + decl;
+    const Reg r = reg(cons[i + 1], d);
+    inputs += (i ? ", " : "") + c_string(cons[i + 1]) + "(" + to_reg(r, d, a) + ")";
+  }
+  std::string from_out = "(" + std::string(extern_c_type(dtype)) + ")r";
+  if (dtype == DType::Float32 && std::string(out.type) == "uint32_t")
+    from_out = "__uint_as_float(r)";
+  if (dtype == DType::Float64 && std::string(out.type) == "uint64_t")
+    from_out = "__longlong_as_double((long long)r)";
+  const std::string ret = extern_c_type(dtype);
+  const std::string key = std::string(asm_text) + '\x1f' + std::string(constraints) + '\x1f' +
+                          std::string(cpu_body) + '\x1f' + params + '\x1f' + ret;
+  const std::string symbol = "tessera_asm_" + sha256_hex(key).substr(0, 16);
+  // Triton's (LLVM's) operand syntax $0, $1 ... is CUDA's %0, %1 ...; a literal % becomes %%.
+  std::string ptx;
+  for (size_t i = 0; i < asm_text.size(); ++i) {
+    const char ch = asm_text[i];
+    if (ch == '%') {
+      ptx += "%%";
+    } else if (ch == '$' && i + 1 < asm_text.size() &&
+               std::isdigit(static_cast<unsigned char>(asm_text[i + 1]))) {
+      ptx += '%';
+    } else {
+      ptx += ch;
+    }
+  }
+  const std::string cuda = "__device__ __forceinline__ " + ret + " " + symbol + "(" + params +
+                           ") {\n  " + out.type + " r;\n  asm" + (is_pure ? "" : " volatile") +
+                           "(" + c_string(ptx) + " : " + c_string(cons[0]) + "(r) : " + inputs +
+                           ");\n  return " + from_out + ";\n}";
+  const std::string cpu = cpu_body.empty() ? std::string()
+                                           : "static inline " + ret + " " + symbol + "(" + params +
+                                                 ") {\n" + std::string(cpu_body) + "\n}";
+  const std::string text = ir::pack_extern({"inline_asm", symbol, cpu, cuda});
+  return c.tile(c.builder().extern_call(text, vals, Type{dtype, false, shape}, is_pure));
 }
 
 std::pair<Tile, Tile> swizzle2d(Operand i, Operand j, Operand size_i, Operand size_j,

@@ -74,7 +74,12 @@ TL_JIT(text_shapes, tl::Ptr a, tl::Ptr b, tl::Ptr out, tl::Ptr bits) {
   auto mx = tl::reduce(k, 0, [](tl::Tile u, tl::Tile v) { return tl::maximum(u, v); });
   auto sc = tl::associative_scan(
       d, 1, [](tl::Tile u, tl::Tile v) { return u + v; }, true);
-  tl::store(out + idx, sc + tl::sum(tl::sum(p, 2), 1)[{tl::_, tl::None}] + mx[{tl::None, tl::_}]);
+  // An impure extern call whose library spans lines and holds quotes (the text's escapes).
+  static const tl::ExternLibrary lib{
+      "textlib", "static inline float tx_neg(float x) {\n  return -x;  // \"-\"\n}",
+      "__device__ float tx_neg(float x) { return -x; }"};
+  auto e = tl::extern_elementwise(lib, {sc}, {{{DType::Float32}, "tx_neg", DType::Float32}}, false);
+  tl::store(out + idx, e + tl::sum(tl::sum(p, 2), 1)[{tl::_, tl::None}] + mx[{tl::None, tl::_}]);
   tl::store(bits + idx, tl::bitcast(d, tl::int32));
 }
 
@@ -224,6 +229,34 @@ TEST(IrPasses, NarrowIntegerProductsWrapWithoutOverflowingInt) {
             [](ir::Function& f) { ir::canonicalize(f); });
     EXPECT_NE(out.find("const 9 : " + std::string(ty)), std::string::npos) << out;
   }
+}
+
+// Extern calls: equal pure calls are one value; impure ones, or calls of different functions,
+// are not merged; an unused impure call stays.
+TEST(IrPasses, CseAndDceRespectExternCallsPurity) {
+  auto ext = [](const char* sym, bool impure) {
+    return std::string("extern %1 {text = \"lib\x1f") + sym + "\x1fsrc\x1f\"" +
+           (impure ? ", impure = 1" : "") + "} : fp32";
+  };
+  auto program = [&](const std::string& a, const std::string& b, bool use_second) {
+    return "kernel @k(%0: *fp32 x) {\n  %1 = load %0 : fp32\n  %2 = " + a + "\n  %3 = " + b +
+           "\n  %4 = add %2, " + (use_second ? "%3" : "%2") + " : fp32\n  store %0, %4\n}\n";
+  };
+  auto count = [](const std::string& text) {
+    size_t n = 0;
+    for (size_t at = text.find("extern"); at != std::string::npos; at = text.find("extern", at + 1))
+      ++n;
+    return n;
+  };
+  auto cse_dce = [](ir::Function& f) {
+    ir::cse(f);
+    ir::dce(f);
+  };
+  EXPECT_EQ(count(run(program(ext("f", false), ext("f", false), true), cse_dce)), 1u);
+  EXPECT_EQ(count(run(program(ext("f", true), ext("f", true), true), cse_dce)), 2u);
+  EXPECT_EQ(count(run(program(ext("f", false), ext("g", false), true), cse_dce)), 2u);
+  EXPECT_EQ(count(run(program(ext("f", false), ext("g", true), false), cse_dce)), 2u);
+  EXPECT_EQ(count(run(program(ext("f", false), ext("g", false), false), cse_dce)), 1u);
 }
 
 TEST(IrPasses, CseMergesEqualOpsAndDceRemovesUnusedOnes) {

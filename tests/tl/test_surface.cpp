@@ -1038,10 +1038,21 @@ TEST(Surface, StaticAssertDeviceAssertAndDevicePrint) {
   auto msg = error_of<CompileError>([&] { checked_kernel[{1}](x, 4, tl::meta("BLOCK", 8)); });
   EXPECT_NE(msg.find("static_assert failed: BLOCK must be at least 16"), std::string::npos) << msg;
   EXPECT_NE(msg.find("test_surface.cpp:"), std::string::npos) << msg;
-  // Compiled: the assertion is skipped (as Triton without TRITON_DEBUG); the print runs.
-  ::testing::internal::CaptureStdout();
-  checked_kernel[{1}](x, 4, tl::meta("BLOCK", 16));
-  std::string out = ::testing::internal::GetCapturedStdout();
+  // Compiled: the assertion is skipped (as Triton without TRITON_DEBUG); the print runs. (Debug
+  // off here even in CTest's checked pass, whose launch would throw with stdout still captured,
+  // losing gtest's report.)
+  std::string out;
+  {
+    ScopedEnv no_debug("TESSERA_DEBUG", "0");
+    ::testing::internal::CaptureStdout();
+    try {
+      checked_kernel[{1}](x, 4, tl::meta("BLOCK", 16));
+    } catch (...) {
+      out = ::testing::internal::GetCapturedStdout();
+      throw;
+    }
+    out = ::testing::internal::GetCapturedStdout();
+  }
   EXPECT_NE(out.find("pid (0, 0, 0) idx (1) v: 2"), std::string::npos) << out;
   EXPECT_NE(out.find("pid (0, 0, 0) idx (15) v: 0"), std::string::npos) << out;
   // Debug mode: the failing lane is reported and the launch throws.

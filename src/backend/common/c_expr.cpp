@@ -1,5 +1,8 @@
 #include "backend/common/c_expr.h"
 
+#include <algorithm>
+#include <string_view>
+
 #include "backend/common/c_family.h"
 #include "ir/access.h"
 #include "ir/index_map.h"
@@ -87,6 +90,16 @@ std::string ExprPrinter::op_expr(const Op& op, const Index& idx) {
       ix[axis] = "trt::gather_index(" + operand(1, idx) + ", " +
                  std::to_string(f_.type(op.operands[0]).shape[axis]) + ")";
       return operand(0, ix);
+    }
+    case OpKind::Extern: {
+      // The user's function of scalars of the operands' types (preamble() emitted its library).
+      const ir::ExternCall e = ir::unpack_extern(op.text);
+      std::string call = e.symbol + "(";
+      for (size_t i = 0; i < op.operands.size(); ++i) {
+        call += (i ? ", " : "") + std::string("(") + register_type(f_.type(op.operands[i]).elem) +
+                ")(" + operand(i, idx) + ")";
+      }
+      return "((" + std::string(register_type(t.elem)) + ")" + call + "))";
     }
     case OpKind::Bitcast: {
       const Type& s = f_.type(op.operands[0]);
@@ -206,6 +219,25 @@ void ExprPrinter::preamble(const char* flavour, const char* runtime_header) {
     }
   }
   out_ << "\n#include \"" << runtime_header << "\"\n\n";
+  // The libraries of tl::extern_elementwise calls, each once, in this backend's language.
+  const bool cuda = std::string_view(runtime_header).find("cuda") != std::string_view::npos;
+  std::vector<std::string> emitted;
+  ir::walk(f_.body, [&](const Op* o) {
+    const Op& op = *o;
+    if (op.kind != OpKind::Extern) return;
+    const ir::ExternCall e = ir::unpack_extern(op.text);
+    const std::string& src = cuda ? e.cuda_source : e.cpu_source;
+    if (src.empty()) {
+      throw CompileError(std::string("kernel '") + f_.name + "': tl::extern_elementwise calls '" +
+                             e.symbol + "' of library '" + e.library + "', which has no " +
+                             (cuda ? "CUDA" : "CPU (C++)") + " source",
+                         op.loc);
+    }
+    const std::string key = e.library + '\x1f' + src;
+    if (std::find(emitted.begin(), emitted.end(), key) != emitted.end()) return;
+    emitted.push_back(key);
+    out_ << "// tl::extern_elementwise library '" << e.library << "'\n" << src << "\n\n";
+  });
 }
 
 void ExprPrinter::declare_params(const char* debug_type, bool aligned) {

@@ -22,6 +22,16 @@ class InterpBackend final : public Backend {
   bool evaluates_asserts(bool) const override { return true; }
 
   void generate(std::shared_ptr<const ir::Function> f, bool checked, Kernel& out) const override {
+    // A user's compiled function (tl::extern_elementwise) has nothing the interpreter can run.
+    ir::walk(f->body, [&](const ir::Op* op) {
+      if (op->kind != ir::OpKind::Extern) return;
+      const ir::ExternCall e = ir::unpack_extern(op->text);
+      throw CompileError("kernel '" + f->name + "': tl::extern_elementwise calls '" + e.symbol +
+                             "' of library '" + e.library +
+                             "', compiled code that the interpreter (TESSERA_INTERPRET=1) cannot "
+                             "run; run the kernel compiled",
+                         op->loc);
+    });
     out.name = f->name;
     out.checked = checked;
     out.code_key = "interp:" + sha256_hex(ir::print(*f, /*attributes=*/false));

@@ -127,6 +127,9 @@ class Interp {
         return reindex(op);
       case OpKind::Gather:
         return gather(op);
+      case OpKind::Extern:  // refused when the kernel was generated (interp_backend.cpp)
+        TS_INTERNAL_ASSERT(false) << "interpreter: an extern call";
+        return;
       case OpKind::ReduceFn:
       case OpKind::ScanFn:
         return reduce_fn(op);
