@@ -67,7 +67,7 @@ grep -E "tests passed|tests failed|\*\*\*Failed|Timeout" "$OUT/ctest-all.log" | 
 step "bench_gpu_kernels" bench-gpu.log "$BUILD/bench/bench_gpu_kernels"
 cat "$OUT/bench-gpu.log" | tee -a "$summary"
 for t in tutorial_03_matmul tutorial_04_dropout tutorial_05_layer_norm tutorial_06_attention \
-  tutorial_07_extern_functions tutorial_08_grouped_gemm; do
+  tutorial_07_extern_functions tutorial_08_grouped_gemm tutorial_09_persistent_matmul; do
   step "$t --cuda" "$t.log" "$BUILD/examples/$t" --cuda
   tail -2 "$OUT/$t.log" | tee -a "$summary"
 done

@@ -24,6 +24,7 @@ void compiled_and_interpreted(F&& f) {
  * interpreter refuses (compiled code of the user's, tl::extern_elementwise). */
 template <class F>
 void compiled_and_checked(F&& f) {
+  ScopedEnv compiled("TESSERA_INTERPRET", "0");  // also in CTest's interpreted pass
   f("compiled");
   ScopedEnv debug("TESSERA_DEBUG", "1");
   f("checked");

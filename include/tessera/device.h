@@ -46,6 +46,17 @@ class Device {
 
 /** "cpu", "cuda" or "meta". */
 const char* device_type_name(DeviceType t);
+
+/** What kernels size their grids by (Triton's tutorials read `multi_processor_count`): a GPU's
+ * name, multiprocessors, compute capability and memory; for the CPU its model and the thread
+ * pool's threads (the programs that run at once). A DeviceError for a GPU that does not exist. */
+struct DeviceProperties {
+  std::string name;
+  int multi_processor_count = 0;
+  int major = 0, minor = 0;  ///< compute capability (0 for the CPU)
+  size_t total_memory = 0;   ///< bytes (0 for the CPU)
+};
+DeviceProperties get_device_properties(Device device);
 std::ostream& operator<<(std::ostream& os, const Device& d);
 
 inline constexpr Device kCPU{DeviceType::CPU};

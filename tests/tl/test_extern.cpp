@@ -110,21 +110,25 @@ TL_JIT(extern_missing_kernel, tl::Ptr x, tl::Const WHICH) {
 
 TEST(Extern, RefusalsNameTheFunctionAndTheLine) {
   Tensor x = zeros({16});
-  std::string e = error_of([&] { extern_missing_kernel[{1}](x, tl::meta("WHICH", 0)); });
-  EXPECT_NE(e.find("got <16x fp16> (convert it with .to(tl::float32) first)"), std::string::npos)
-      << e;
-  e = error_of([&] { extern_missing_kernel[{1}](x, tl::meta("WHICH", 1)); });
-  EXPECT_NE(e.find("calls 'f' of library 'gpu_only', which has no CPU (C++) source"),
-            std::string::npos)
-      << e;
-  EXPECT_NE(e.find("test_extern.cpp"), std::string::npos) << e;
-  e = error_of([&] { extern_missing_kernel[{1}](x, tl::meta("WHICH", 2)); });
-  EXPECT_NE(e.find("no function for arguments (float32, int32); it has:\n  (float32, float32) -> "
-                   "my_soft_clip : float32\n  (float64, float64) -> my_soft_clip_d : float64"),
-            std::string::npos)
-      << e;
-  e = error_of([&] { extern_missing_kernel[{1}](x, tl::meta("WHICH", 3)); });
-  EXPECT_NE(e.find("'not an identifier' is not a C identifier"), std::string::npos) << e;
+  std::string e;
+  {
+    ScopedEnv compiled("TESSERA_INTERPRET", "0");  // also in CTest's interpreted pass
+    e = error_of([&] { extern_missing_kernel[{1}](x, tl::meta("WHICH", 0)); });
+    EXPECT_NE(e.find("got <16x fp16> (convert it with .to(tl::float32) first)"), std::string::npos)
+        << e;
+    e = error_of([&] { extern_missing_kernel[{1}](x, tl::meta("WHICH", 1)); });
+    EXPECT_NE(e.find("calls 'f' of library 'gpu_only', which has no CPU (C++) source"),
+              std::string::npos)
+        << e;
+    EXPECT_NE(e.find("test_extern.cpp"), std::string::npos) << e;
+    e = error_of([&] { extern_missing_kernel[{1}](x, tl::meta("WHICH", 2)); });
+    EXPECT_NE(e.find("no function for arguments (float32, int32); it has:\n  (float32, float32) -> "
+                     "my_soft_clip : float32\n  (float64, float64) -> my_soft_clip_d : float64"),
+              std::string::npos)
+        << e;
+    e = error_of([&] { extern_missing_kernel[{1}](x, tl::meta("WHICH", 3)); });
+    EXPECT_NE(e.find("'not an identifier' is not a C identifier"), std::string::npos) << e;
+  }
   // The interpreter runs no compiled code: it refuses before any program runs.
   ScopedEnv interpret("TESSERA_INTERPRET", "1");
   const int64_t n = 8;
@@ -191,6 +195,7 @@ TEST(Extern, InlineAsmRunsItsCppBodyOnTheCpu) {
     }
   });
   Tensor z = zeros({16}, TensorOptions().dtype(DType::Int32));
+  ScopedEnv compiled("TESSERA_INTERPRET", "0");
   std::string e = error_of([&] { asm_bad_kernel[{1}](z, tl::meta("WHICH", 0)); });
   EXPECT_NE(e.find("of library 'inline_asm', which has no CPU (C++) source"), std::string::npos)
       << e;
