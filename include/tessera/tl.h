@@ -431,6 +431,18 @@ struct DotOptions {
  * multiply-add, k ascending. */
 Tile dot(Operand a, Operand b, std::optional<Operand> acc = std::nullopt, DotOptions options = {},
          TS_HERE);
+/** `tl.dot_scaled`: the product of two blocks in OCP microscaling formats, as Triton's software
+ * emulation computes it: each operand decoded and multiplied by its scales, upcast to bfloat16
+ * (exact for e2m1 and fp8 elements times a power of two within range), then `tl::dot` with
+ * float32 accumulation. Formats: "e2m1" (uint8, two fp4 values per byte packed along K, the first
+ * in the low bits: lhs [M, K/2], rhs [K/2, N]), "e4m3", "e5m2" (uint8 or the float8 dtype), "bf16",
+ * "fp16". Scales are e8m0 exponents in uint8 (2^(s-127); 255 is NaN unless `fast_math`), lhs
+ * [M, K/32] and rhs [N, K/32], or none. Only K packing (`lhs_k_pack`, `rhs_k_pack` true). */
+Tile dot_scaled(Operand lhs, std::optional<Operand> lhs_scale, std::string_view lhs_format,
+                Operand rhs, std::optional<Operand> rhs_scale, std::string_view rhs_format,
+                std::optional<Operand> acc = std::nullopt, bool fast_math = false,
+                bool lhs_k_pack = true, bool rhs_k_pack = true, DType out_dtype = DType::Float32,
+                TS_HERE);
 
 /** Host-side ceiling division, for grids. */
 namespace detail {

@@ -1222,6 +1222,103 @@ Tile inline_asm_elementwise(std::string_view asm_text, std::string_view constrai
   return c.tile(c.builder().extern_call(text, vals, Type{dtype, false, shape}, is_pure));
 }
 
+namespace {
+// One dot_scaled operand as float32 of its logical [rows, K] shape (`k_axis`: which dimension of
+// the stored operand is K), with its e8m0 scales ([other, K/32]) applied.
+Tile decode_scaled(TraceContext& c, const Operand& x, const std::optional<Operand>& scale,
+                   std::string_view format, int k_axis, bool fast_math, SourceLoc loc,
+                   const char* side) {
+  const ValueId v = tile_operand(c, x, "tl::dot_scaled", loc);
+  const Type t = c.type(v);
+  const std::string what = std::string("tl::dot_scaled: ") + side + " ";
+  if (t.rank() != 2) c.fail(loc, what + "must be a 2-D tile, got " + t.str());
+  Tile f;
+  if (format == "e2m1") {
+    if (t.elem != DType::UInt8 && t.elem != DType::Int8) {
+      c.fail(loc, what + "in e2m1 holds two fp4 values per uint8, got " + t.str());
+    }
+    // Each nibble: sign, 2 exponent bits, 1 mantissa bit: 0, 0.5, 1, 1.5, 2, 3, 4, 6.
+    const Tile u = Operand(Tile(c.tile(v)), loc).tile.to(DType::Int32, loc) & Operand(0xff, loc);
+    auto fp4 = [&](const Tile& n) {
+      const Tile e = (Operand(n, loc) >> Operand(1, loc)) & Operand(3, loc);
+      const Tile m = (Operand(n, loc) & Operand(1, loc)).to(DType::Float32, loc);
+      const Tile normal =
+          Operand(Operand(1.0f, loc) + Operand(m, loc) * Operand(0.5f, loc), loc) *
+          Operand(exp2(Operand(e - Operand(1, loc), loc).tile.to(DType::Float32, loc), loc), loc);
+      const Tile mag = where(Operand(e, loc) == Operand(0, loc),
+                             Operand(m, loc) * Operand(0.5f, loc), normal, loc);
+      return where(Operand(Operand(n, loc) & Operand(8, loc), loc) != Operand(0, loc),
+                   -Operand(mag, loc), mag, loc);
+    };
+    const Tile lo = fp4(u & Operand(15, loc)), hi = fp4(Operand(u, loc) >> Operand(4, loc));
+    // The low nibble first along K: join puts the pair last, then it moves next to K.
+    const ValueId j = c.value(join(lo, hi, loc), loc);  // [r, c, 2]
+    SmallVector<int64_t, 4> shape = t.shape;
+    shape[static_cast<size_t>(k_axis)] *= 2;
+    const ValueId pairs = k_axis == 1 ? j : c.builder().permute(j, {0, 2, 1});
+    f = c.tile(c.builder().reshape(pairs, shape));
+  } else if (format == "e4m3" || format == "e5m2") {
+    const DType fp8 = format == "e4m3" ? DType::Float8_e4m3fn : DType::Float8_e5m2;
+    if (t.elem != fp8 && t.elem != DType::UInt8 && t.elem != DType::Int8) {
+      c.fail(loc, what + "in " + std::string(format) + " must be uint8 or " + dtype_name(fp8) +
+                      ", got " + t.str());
+    }
+    f = (t.elem == fp8 ? c.tile(v) : bitcast(c.tile(v), fp8, loc)).to(DType::Float32, loc);
+  } else if (format == "bf16" || format == "fp16") {
+    const DType want = format == "bf16" ? DType::BFloat16 : DType::Float16;
+    if (t.elem != want) {
+      c.fail(loc, what + "in " + std::string(format) + " must be " + dtype_name(want) + ", got " +
+                      t.str());
+    }
+    f = c.tile(v).to(DType::Float32, loc);
+  } else {
+    c.fail(loc, what + "format '" + std::string(format) +
+                    "' is not one of e2m1, e4m3, e5m2, bf16, fp16");
+  }
+  if (!scale) return f;
+  const ValueId sv = tile_operand(c, *scale, "tl::dot_scaled", loc);
+  const Type st = c.type(sv);
+  const auto fshape = c.type(c.value(f, loc)).shape;
+  const int64_t k = fshape[static_cast<size_t>(k_axis)], other = fshape[1 - k_axis];
+  if (st.rank() != 2 || (st.elem != DType::UInt8 && st.elem != DType::Int8) ||
+      st.shape[0] != other || st.shape[1] * 32 != k) {
+    c.fail(loc, what + "scale must be uint8 e8m0 of shape [" + std::to_string(other) + ", " +
+                    std::to_string(k / 32) + "] (one per 32 elements of K), got " + st.str());
+  }
+  // 2^(s - 127) from the exponent bits (s = 0 is 2^-127, a subnormal: its own bits), NaN at 255.
+  const Tile s32 = Operand(c.tile(sv), loc).tile.to(DType::Int32, loc) & Operand(0xff, loc);
+  Tile factor = bitcast(Operand(s32, loc) << Operand(23, loc), DType::Float32, loc);
+  factor = where(Operand(s32, loc) == Operand(0, loc), Operand(5.877471754111438e-39f, loc), factor,
+                 loc);
+  if (!fast_math) {
+    factor = where(Operand(s32, loc) == Operand(255, loc), Operand(NAN, loc), factor, loc);
+  }
+  // [other, K/32] -> [other, K/32, 32] -> [other, K], then as the operand's [rows, K] / [K, cols].
+  ir::Builder& b = c.builder();
+  ValueId e = b.broadcast(b.expand_dims(c.value(factor, loc), 2), {other, k / 32, 32});
+  e = b.reshape(e, {other, k});
+  if (k_axis == 0) e = b.permute(e, {1, 0});
+  return Operand(f, loc) * Operand(c.tile(e), loc);
+}
+}  // namespace
+
+Tile dot_scaled(Operand lhs, std::optional<Operand> lhs_scale, std::string_view lhs_format,
+                Operand rhs, std::optional<Operand> rhs_scale, std::string_view rhs_format,
+                std::optional<Operand> acc, bool fast_math, bool lhs_k_pack, bool rhs_k_pack,
+                DType out_dtype, SourceLoc loc) {
+  TraceContext& c = ctx(loc);
+  if (!lhs_k_pack || !rhs_k_pack) {
+    c.fail(loc, "tl::dot_scaled packs fp4 along K only (lhs_k_pack and rhs_k_pack true)");
+  }
+  const Tile a = decode_scaled(c, lhs, lhs_scale, lhs_format, 1, fast_math, loc, "lhs");
+  const Tile b = decode_scaled(c, rhs, rhs_scale, rhs_format, 0, fast_math, loc, "rhs");
+  // Triton's emulation: both upcast to bfloat16 (exact here: few mantissa bits times a power of
+  // two), products accumulated in float32.
+  DotOptions o;
+  o.out_dtype = out_dtype;
+  return dot(a.to(DType::BFloat16, loc), b.to(DType::BFloat16, loc), acc, o, loc);
+}
+
 std::pair<Tile, Tile> swizzle2d(Operand i, Operand j, Operand size_i, Operand size_j,
                                 Operand size_g, SourceLoc loc) {
   // Triton's tl.swizzle2d, step by step.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 
 #include <cmath>
 #include <cstdlib>
@@ -666,6 +667,108 @@ TEST(Parity, SortAndTopkAlongTheLastDimension) {
             }).find("k must be a power of two no larger than the last dimension, got k = 3"),
             std::string::npos);
   EXPECT_NE(error_of([&] { sort_bad_kernel[{1}](y, tl::meta("WHICH", 2)); }).find("got k = 8"),
+            std::string::npos);
+}
+
+TL_JIT(dot_scaled_kernel, tl::Ptr a, tl::Ptr as, tl::Ptr b, tl::Ptr bs, tl::Ptr h, tl::Ptr g,
+       tl::Ptr out, tl::Ptr out2, tl::Const M, tl::Const N, tl::Const K) {
+  auto m = tl::arange(0, M), n = tl::arange(0, N), k = tl::arange(0, K), kh = tl::arange(0, K / 2),
+       ks = tl::arange(0, K / 32);
+  // lhs: e2m1 packed along K [M, K/2]; rhs: e4m3 bytes [K, N]; scales [M, K/32] and [N, K/32].
+  auto lhs = tl::load(a + m[{tl::_, tl::None}] * (K / 2) + kh[{tl::None, tl::_}]);
+  auto lhs_s = tl::load(as + m[{tl::_, tl::None}] * (K / 32) + ks[{tl::None, tl::_}]);
+  auto rhs = tl::load(b + k[{tl::_, tl::None}] * N + n[{tl::None, tl::_}]);
+  auto rhs_s = tl::load(bs + n[{tl::_, tl::None}] * (K / 32) + ks[{tl::None, tl::_}]);
+  auto offs = m[{tl::_, tl::None}] * N + n[{tl::None, tl::_}];
+  tl::store(out + offs, tl::dot_scaled(lhs, lhs_s, "e2m1", rhs, rhs_s, "e4m3"));
+  // bf16 times e5m2 (as its float8 dtype), no scales, onto an accumulator.
+  auto hb = tl::load(h + m[{tl::_, tl::None}] * K + k[{tl::None, tl::_}]);
+  auto gb = tl::load(g + k[{tl::_, tl::None}] * N + n[{tl::None, tl::_}]);
+  tl::store(out2 + offs, tl::dot_scaled(hb, std::nullopt, "bf16", gb, std::nullopt, "e5m2",
+                                        tl::full({M, N}, 1.0f, tl::float32)));
+}
+
+TL_JIT(dot_scaled_bad_kernel, tl::Ptr a, tl::Ptr out, tl::Const WHICH) {
+  auto r = tl::arange(0, 32), c = tl::arange(0, 32);
+  auto x = tl::load(a + r[{tl::_, tl::None}] * 32 + c[{tl::None, tl::_}]);
+  auto offs = r[{tl::_, tl::None}] * 32 + c[{tl::None, tl::_}];
+  if (WHICH.int_value() == 0) {
+    tl::store(out + offs, tl::dot_scaled(x, std::nullopt, "e3m2", x, std::nullopt, "e4m3"));
+  } else {  // a scale of the wrong shape
+    tl::store(out + offs, tl::dot_scaled(x, x, "e4m3", x, std::nullopt, "e4m3"));
+  }
+}
+
+double e2m1_value(int nib) {
+  const int e = (nib >> 1) & 3, m = nib & 1;
+  const double mag = e == 0 ? 0.5 * m : (1 + 0.5 * m) * std::ldexp(1.0, e - 1);
+  return nib & 8 ? -mag : mag;
+}
+double e4m3_value(int byte) {
+  const int e = (byte >> 3) & 15, m = byte & 7;
+  const double mag =
+      e == 0 ? m / 8.0 * std::ldexp(1.0, -6) : (1 + m / 8.0) * std::ldexp(1.0, e - 7);
+  return byte & 0x80 ? -mag : mag;
+}
+
+// tl.dot_scaled against float64 decodes of OCP microscaling operands: e2m1 (packed along K, low
+// nibble first) with e8m0 scales times e4m3 with scales; bf16 times e5m2 onto an accumulator.
+TEST(Parity, DotScaledDecodesMicroscalingFormats) {
+  constexpr int64_t M = 32, N = 32, K = 64;
+  std::mt19937 gen(static_cast<uint32_t>(rng()()));
+  std::vector<uint8_t> av(M * K / 2), asv(M * K / 32), bv(K * N), bsv(N * K / 32);
+  for (auto& x : av) x = static_cast<uint8_t>(gen());
+  for (auto& x : bv) {
+    do {
+      x = static_cast<uint8_t>(gen());
+    } while ((x & 0x7f) == 0x7f);  // e4m3's NaN encodings
+  }
+  for (auto& x : asv) x = static_cast<uint8_t>(120 + gen() % 15);
+  for (auto& x : bsv) x = static_cast<uint8_t>(120 + gen() % 15);
+  Tensor a = from_vector(av, {M, K / 2}), as = from_vector(asv, {M, K / 32}),
+         b = from_vector(bv, {K, N}), bs = from_vector(bsv, {N, K / 32});
+  Tensor h = (random_tensor({M, K}, DType::Float32)).to(DType::BFloat16);
+  Tensor g = random_tensor({K, N}, DType::Float32).to(DType::Float8_e5m2);
+  // The references: decoded in float64.
+  // want_abs: the sum of |terms|, which bounds float32 accumulation's error (K u of it).
+  std::vector<double> want(M * N, 0.0), want2(M * N, 1.0), want_abs(M * N, 0.0);
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      for (int64_t kk = 0; kk < K; ++kk) {
+        const uint8_t byte = av[static_cast<size_t>(i * K / 2 + kk / 2)];
+        const double x = e2m1_value(kk % 2 == 0 ? byte & 15 : byte >> 4) *
+                         std::ldexp(1.0, asv[static_cast<size_t>(i * K / 32 + kk / 32)] - 127);
+        const double y = e4m3_value(bv[static_cast<size_t>(kk * N + j)]) *
+                         std::ldexp(1.0, bsv[static_cast<size_t>(j * K / 32 + kk / 32)] - 127);
+        want[static_cast<size_t>(i * N + j)] += x * y;
+        want_abs[static_cast<size_t>(i * N + j)] += std::fabs(x * y);
+        want2[static_cast<size_t>(i * N + j)] +=
+            h[i][kk].item<double>() * g[kk][j].to(DType::Float64).item<double>();
+      }
+    }
+  }
+  every_mode([&](const char* mode) {
+    Tensor out = empty({M, N}), out2 = empty({M, N});
+    poison(out);
+    poison(out2);
+    dot_scaled_kernel[{1}](a, as, b, bs, h, g, out, out2, tl::meta("M", M), tl::meta("N", N),
+                           tl::meta("K", K));
+    for (int64_t i = 0; i < M * N; ++i) {
+      const double w = want[static_cast<size_t>(i)], w2 = want2[static_cast<size_t>(i)];
+      EXPECT_NEAR(out.view({M * N})[i].item<float>(), w,
+                  K * 6e-8 * want_abs[static_cast<size_t>(i)] + 1e-30)
+          << mode << " element " << i;
+      EXPECT_NEAR(out2.view({M * N})[i].item<float>(), w2, 1e-4 * (std::fabs(w2) + 1)) << mode;
+    }
+  });
+  Tensor bytes = zeros({32, 32}, TensorOptions().dtype(DType::UInt8)), o = empty({32, 32});
+  EXPECT_NE(error_of([&] {
+              dot_scaled_bad_kernel[{1}](bytes, o, tl::meta("WHICH", 0));
+            }).find("format 'e3m2' is not one of e2m1, e4m3, e5m2, bf16, fp16"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              dot_scaled_bad_kernel[{1}](bytes, o, tl::meta("WHICH", 1));
+            }).find("lhs scale must be uint8 e8m0 of shape [32, 1] (one per 32 elements of K)"),
             std::string::npos);
 }
 
