@@ -1619,20 +1619,11 @@ Exponent exponent_of(const Operand& x, const Type& t, SourceLoc loc) {
           ft,
           it};
 }
-Type frexp_operand(TraceContext& c, const Operand& x, const char* name) {
-  const Type t = c.type(val(c, x));
-  if (!t.is_float() || is_float8(t.elem)) {
-    c.fail(x.loc, std::string("tl::") + name +
-                      " expects a floating point argument (fp16, bf16, fp32, fp64), got " +
-                      t.str());
-  }
-  return t;
-}
 }  // namespace
 
 Tile ilogb(Operand x, SourceLoc loc) {
   x.loc = loc;
-  const Type t = frexp_operand(ctx(loc), x, "ilogb");
+  const Type t = float_operand(ctx(loc), x, "ilogb");
   const Exponent e = exponent_of(x, t, loc);
   const int bias = t.elem == DType::Float64 ? 1023 : 127;
   Tile r = (Operand(Operand(e.field, loc) - Operand(bias, loc), loc) - Operand(e.scale, loc))
@@ -1651,7 +1642,7 @@ Tile ilogb(Operand x, SourceLoc loc) {
 
 std::pair<Tile, Tile> frexp(Operand x, SourceLoc loc) {
   x.loc = loc;
-  const Type t = frexp_operand(ctx(loc), x, "frexp");
+  const Type t = float_operand(ctx(loc), x, "frexp");
   const Exponent e = exponent_of(x, t, loc);
   const bool dbl = t.elem == DType::Float64;
   const int64_t field_mask = dbl ? int64_t{0x7ff} << 52 : int64_t{0xff} << 23;
