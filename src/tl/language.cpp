@@ -951,15 +951,9 @@ ValueId bitonic_sort(TraceContext& c, ValueId v, bool descending, SourceLoc loc,
       } else {
         // A block of 2^s holds 2^(s-j-1) pairs of distance 2^j; odd blocks sort descending.
         const int64_t a = t.numel() >> (j + 1);
-        const ValueId idx = b.arange(0, a);
-        const Type it = c.type(idx);
-        const ValueId block = b.binary(
-            BinaryKind::Shr, idx, b.splat(b.constant_int(s - j - 1, Type::scalar(it.elem)), {a}));
-        const ValueId odd = b.binary(BinaryKind::And, block,
-                                     b.splat(b.constant_int(1, Type::scalar(it.elem)), {a}));
-        flip = b.reshape(
-            b.compare(CmpKind::NE, odd, b.splat(b.constant_int(0, Type::scalar(it.elem)), {a})),
-            {a, 1});
+        const Tile idx = c.tile(b.arange(0, a));
+        const Tile odd = ((Operand(idx, loc) >> Operand(s - j - 1, loc)) & Operand(1, loc)) != 0;
+        flip = b.reshape(c.value(odd, loc), {a, 1});
       }
       v = compare_and_swap(c, v, flip, j);
     }
@@ -1238,7 +1232,7 @@ Tile decode_scaled(TraceContext& c, const Operand& x, const std::optional<Operan
       c.fail(loc, what + "in e2m1 holds two fp4 values per uint8, got " + t.str());
     }
     // Each nibble: sign, 2 exponent bits, 1 mantissa bit: 0, 0.5, 1, 1.5, 2, 3, 4, 6.
-    const Tile u = Operand(Tile(c.tile(v)), loc).tile.to(DType::Int32, loc) & Operand(0xff, loc);
+    const Tile u = c.tile(v).to(DType::Int32, loc) & Operand(0xff, loc);
     auto fp4 = [&](const Tile& n) {
       const Tile e = (Operand(n, loc) >> Operand(1, loc)) & Operand(3, loc);
       const Tile m = (Operand(n, loc) & Operand(1, loc)).to(DType::Float32, loc);
@@ -1286,7 +1280,7 @@ Tile decode_scaled(TraceContext& c, const Operand& x, const std::optional<Operan
                     std::to_string(k / 32) + "] (one per 32 elements of K), got " + st.str());
   }
   // 2^(s - 127) from the exponent bits (s = 0 is 2^-127, a subnormal: its own bits), NaN at 255.
-  const Tile s32 = Operand(c.tile(sv), loc).tile.to(DType::Int32, loc) & Operand(0xff, loc);
+  const Tile s32 = c.tile(sv).to(DType::Int32, loc) & Operand(0xff, loc);
   Tile factor = bitcast(Operand(s32, loc) << Operand(23, loc), DType::Float32, loc);
   factor = where(Operand(s32, loc) == Operand(0, loc), Operand(5.877471754111438e-39f, loc), factor,
                  loc);

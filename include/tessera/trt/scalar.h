@@ -679,38 +679,6 @@ TRT_INLINE float erfinv(float x) {
 TRT_INLINE double erfinv(double x) {
   return ::erfinv(x);
 }
-// Triton's libdevice fast variants: CUDA's fast intrinsics for float32 (their documented error
-// bounds, larger than the accurate functions'), the accurate functions for float64.
-TRT_INLINE float fast_exp(float x) {
-  return __expf(x);
-}
-TRT_INLINE float fast_exp10(float x) {
-  return __exp10f(x);
-}
-TRT_INLINE float fast_log(float x) {
-  return __logf(x);
-}
-TRT_INLINE float fast_log2(float x) {
-  return __log2f(x);
-}
-TRT_INLINE float fast_log10(float x) {
-  return __log10f(x);
-}
-TRT_INLINE float fast_sin(float x) {
-  return __sinf(x);
-}
-TRT_INLINE float fast_cos(float x) {
-  return __cosf(x);
-}
-TRT_INLINE float fast_tan(float x) {
-  return __tanf(x);
-}
-TRT_INLINE float fast_pow(float a, float b) {
-  return __powf(a, b);
-}
-TRT_INLINE float fast_dividef(float a, float b) {
-  return __fdividef(a, b);
-}
 #else
 TRT_INLINE float ldexp(float x, float n) {
   return __builtin_ldexpf(x, ldexp_exponent(n, 400.0));
@@ -778,66 +746,54 @@ TRT_INLINE float erfinv(float x) {
 }
 #endif
 
-// Triton's libdevice fast variants on the CPU and in the interpreter: the accurate functions (CUDA
-// has its fast intrinsics for float32 above). float64 is accurate everywhere.
-#if !defined(__CUDACC__)
-TRT_INLINE float fast_exp(float x) {
-  return exp(x);
-}
-TRT_INLINE float fast_exp10(float x) {
-  return exp10(x);
-}
-TRT_INLINE float fast_log(float x) {
-  return log(x);
-}
-TRT_INLINE float fast_log2(float x) {
-  return log2(x);
-}
-TRT_INLINE float fast_log10(float x) {
-  return log10(x);
-}
-TRT_INLINE float fast_sin(float x) {
-  return sin(x);
-}
-TRT_INLINE float fast_cos(float x) {
-  return cos(x);
-}
-TRT_INLINE float fast_tan(float x) {
-  return tan(x);
-}
-TRT_INLINE float fast_pow(float a, float b) {
-  return pow(a, b);
-}
-TRT_INLINE float fast_dividef(float a, float b) {
-  return a / b;
-}
+// Triton's libdevice fast variants: the name, the accurate function, CUDA's fast intrinsic. On
+// GPUs float32 takes the intrinsic (its documented error bounds, larger than the accurate
+// function's); the CPU, the interpreter and float64 take the accurate function.
+#define TRT_FAST_FUNCTIONS(X)    \
+  X(fast_exp, exp, __expf)       \
+  X(fast_exp10, exp10, __exp10f) \
+  X(fast_log, log, __logf)       \
+  X(fast_log2, log2, __log2f)    \
+  X(fast_log10, log10, __log10f) \
+  X(fast_sin, sin, __sinf)       \
+  X(fast_cos, cos, __cosf)       \
+  X(fast_tan, tan, __tanf)
+#if defined(__CUDACC__)
+#define TRT_FAST_FLOAT(name, accurate, intrinsic) \
+  TRT_INLINE float name(float x) {                \
+    return intrinsic(x);                          \
+  }
+#else
+#define TRT_FAST_FLOAT(name, accurate, intrinsic) \
+  TRT_INLINE float name(float x) {                \
+    return accurate(x);                           \
+  }
 #endif
-TRT_INLINE double fast_exp(double x) {
-  return exp(x);
-}
-TRT_INLINE double fast_exp10(double x) {
-  return exp10(x);
-}
-TRT_INLINE double fast_log(double x) {
-  return log(x);
-}
-TRT_INLINE double fast_log2(double x) {
-  return log2(x);
-}
-TRT_INLINE double fast_log10(double x) {
-  return log10(x);
-}
-TRT_INLINE double fast_sin(double x) {
-  return sin(x);
-}
-TRT_INLINE double fast_cos(double x) {
-  return cos(x);
-}
-TRT_INLINE double fast_tan(double x) {
-  return tan(x);
+#define TRT_FAST_DOUBLE(name, accurate, intrinsic) \
+  TRT_INLINE double name(double x) {               \
+    return accurate(x);                            \
+  }
+TRT_FAST_FUNCTIONS(TRT_FAST_FLOAT)
+TRT_FAST_FUNCTIONS(TRT_FAST_DOUBLE)
+#undef TRT_FAST_FLOAT
+#undef TRT_FAST_DOUBLE
+#undef TRT_FAST_FUNCTIONS
+TRT_INLINE float fast_pow(float a, float b) {
+#if defined(__CUDACC__)
+  return __powf(a, b);
+#else
+  return pow(a, b);
+#endif
 }
 TRT_INLINE double fast_pow(double a, double b) {
   return pow(a, b);
+}
+TRT_INLINE float fast_dividef(float a, float b) {
+#if defined(__CUDACC__)
+  return __fdividef(a, b);
+#else
+  return a / b;
+#endif
 }
 TRT_INLINE double fast_dividef(double a, double b) {
   return a / b;

@@ -72,8 +72,9 @@ class ExprPrinter {
   /** A new local name: `prefix` and a number. */
   std::string fresh(const char* prefix) { return std::string(prefix) + std::to_string(counter_++); }
   /** The first lines: what made the code (`flavour`, e.g. " (CUDA, stage 1)"), the specialization
-   * (each parameter's type or constexpr) and the runtime header's include. */
-  void preamble(const char* flavour, const char* runtime_header);
+   * (each parameter's type or constexpr), the runtime header's include, and the libraries of the
+   * kernel's tl::extern_elementwise calls in this backend's language (CUDA or C++). */
+  void preamble(const char* flavour, const char* runtime_header, bool cuda);
   /** A local per runtime parameter, read from the argument slots `_a` (`aligned`: pointers
    * specialized as 16-byte aligned say so to the compiler), and in the checked mode `_dbg`, a
    * `debug_type*` from the slot after them. */

@@ -69,7 +69,7 @@ class Emitter : ExprPrinter {
   }
 
   void header() {
-    preamble("", "tessera/trt/cpu.h");
+    preamble("", "tessera/trt/cpu.h", /*cuda=*/false);
     out_ << "extern \"C\" TRT_EXPORT void tessera_kernel(const trt::Grid* _g, int64_t _pb, int64_t "
             "_pe, "
             "const trt::Arg* _a) {\n";

@@ -74,7 +74,7 @@ class Emitter : ExprPrinter {
 
  private:
   void header() {
-    preamble(" (CUDA, stage 1)", "tessera/trt/cuda.h");
+    preamble(" (CUDA, stage 1)", "tessera/trt/cuda.h", /*cuda=*/true);
     const size_t slots = std::max<size_t>(1, f_.params.size() + (checked_ ? 1 : 0));
     out_ << "struct _Slots { trt::Arg a[" << slots << "]; };\n\n";
     out_ << "extern \"C\" __global__ void __launch_bounds__(" << threads_
