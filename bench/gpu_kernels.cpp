@@ -1,18 +1,34 @@
 // GPU benchmarks without a framework (the GPU machine has no Google Benchmark): CUDA events
 // around each run, the median of many runs, an L2-sized buffer rewritten between runs (untimed),
-// each kernel checked against the CPU before it is timed. scripts/gpu-check.sh runs it; peers
-// (Triton, torch) are timed beside it by bench/peers on that machine (issue 15).
+// each kernel checked against the CPU before it is timed. scripts/gpu-check.sh runs it beside
+// bench/peers/triton_gpu.py (the same workloads in Triton and PyTorch, timed the same way) and
+// joins both with bench/gpu_table.py into one table of ratios (issue 15).
 //
-//   bench_gpu_kernels            a table: kernel, size, median us, GB/s, % of the copy ceiling
+//   bench_gpu_kernels               a table: kernel, size, median us, GB/s, % of the copy ceiling
+//   bench_gpu_kernels --json        the same rows as JSON lines (for bench/gpu_table.py)
+//   bench_gpu_kernels launch        host time of one hot launch (n = 1024) beside a bare
+//                                   cuLaunchKernel of the same generated kernel (JSON lines)
+//   bench_gpu_kernels first-launch cold|warm   the first launch of a new kernel in this process,
+//                                   to its result (the cache as TESSERA_CACHE_DIR has it; JSON
+//                                   lines)
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
+#include <string>
 #include <vector>
 
+#include "../examples/layer_norm.h"
+#include "backend/cuda/cuda_backend.h"
 #include "runtime/cuda/context.h"
+#include "runtime/cuda/driver.h"
+#include "runtime/cuda/module.h"
 #include "tessera/tessera.h"
 #include "tessera/tl.h"
+#include "tessera/trt/scalar.h"
+#include "tl/jit.h"
 
 using namespace tessera;
 namespace tl = tessera::tl;
@@ -41,6 +57,8 @@ TL_JIT(copy_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
 
 namespace {
 
+bool g_json = false;
+
 double median_us(const std::function<void()>& run, Tensor& flush) {
   for (int i = 0; i < 5; ++i) run();
   std::vector<double> t;
@@ -59,44 +77,147 @@ double median_us(const std::function<void()>& run, Tensor& flush) {
 
 void row(const char* what, const std::string& size, double us, double bytes, double copy_gbs) {
   const double gbs = bytes / us / 1e3;
+  if (g_json) {
+    std::printf(
+        "{\"kernel\": \"%s\", \"size\": \"%s\", \"impl\": \"tessera\", \"us\": %.3f, "
+        "\"gbs\": %.1f}\n",
+        what, size.c_str(), us, gbs);
+    return;
+  }
   std::printf("| %-22s | %-14s | %9.2f | %8.0f | %5.0f%% |\n", what, size.c_str(), us, gbs,
               copy_gbs > 0 ? 100.0 * gbs / copy_gbs : 100.0);
 }
 
+std::string pow2(int64_t n) {
+  return "2^" + std::to_string(__builtin_ctzll(n));
+}
+
+double host_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Host time per launch of the seed's add at n = 1024 through tessera, and through a bare
+// cuLaunchKernel of the same generated kernel compiled by the same NVRTC (three rounds each).
+int launch_overhead() {
+  const Device cuda("cuda");
+  const int64_t n = 1024;
+  Tensor x = randn({n}, TensorOptions().device(cuda)), y = randn({n}, TensorOptions().device(cuda));
+  Tensor out = empty({n}, TensorOptions().device(cuda));
+  auto launch = [&] { add_kernel[{1}](x, y, out, n, tl::meta("BLOCK", 1024)); };
+  for (int i = 0; i < 100; ++i) launch();
+  rc::current_stream(0).synchronize();
+  const auto& fn = *add_kernel.state().last->function;
+  const backend::cuda::Emitted e = backend::cuda::emit(fn, 227 * 1024);
+  const DeviceProperties props = get_device_properties(cuda);
+  const std::string cubin =
+      backend::cuda::compile_for_arch(e.source, "add_kernel", props.major * 10 + props.minor);
+  rc::Module module(cubin, 0, "bare add_kernel");
+  rc::CUfunction f = module.function("tessera_kernel");
+  trt::Grid grid{1, 1, 1};
+  trt::Arg slots[4];
+  slots[0].p = x.data_ptr();
+  slots[1].p = y.data_ptr();
+  slots[2].p = out.data_ptr();
+  slots[3].i = n;
+  void* params[2] = {&grid, slots};
+  const rc::Driver& d = rc::require_driver("bench");
+  rc::CUstream stream = rc::current_stream(0).handle();
+  auto bare = [&] {
+    d.cuLaunchKernel(f, 1, 1, 1, static_cast<unsigned>(e.threads), 1, 1,
+                     static_cast<unsigned>(e.shared_bytes), stream, params, nullptr);
+  };
+  out.fill_(0.0);
+  bare();
+  rc::current_stream(0).synchronize();
+  if (!equal(out.cpu(), x.cpu() + y.cpu())) return std::printf("bare launch: wrong result\n"), 1;
+  for (int i = 0; i < 100; ++i) bare();
+  rc::current_stream(0).synchronize();
+  for (int round = 0; round < 3; ++round) {
+    for (auto [impl, fn_] : {std::pair<const char*, std::function<void()>>{"tessera", launch},
+                             {"bare cuLaunchKernel", bare}}) {
+      const double t0 = host_seconds();
+      for (int i = 0; i < 2000; ++i) fn_();
+      const double t1 = host_seconds();
+      rc::current_stream(0).synchronize();
+      std::printf(
+          "{\"kernel\": \"hot launch host time\", \"size\": \"n=1024\", \"impl\": "
+          "\"%s\", \"us\": %.2f}\n",
+          impl, (t1 - t0) / 2000 * 1e6);
+    }
+  }
+  return 0;
+}
+
+// The first launch of the seed's add in this process, to its result: trace, specialize, generate,
+// NVRTC and load with a cold TESSERA_CACHE_DIR; the disk cache's hit with a warm one.
+int first_launch(const std::string& cache) {
+  const Device cuda("cuda");
+  const int64_t n = int64_t{1} << 20;
+  Tensor x = randn({n}, TensorOptions().device(cuda)), y = randn({n}, TensorOptions().device(cuda));
+  Tensor out = empty({n}, TensorOptions().device(cuda));
+  rc::current_stream(0).synchronize();
+  const double t0 = host_seconds();
+  add_kernel[{tl::cdiv(n, 1024)}](x, y, out, n, tl::meta("BLOCK", 1024));
+  rc::current_stream(0).synchronize();
+  const double us = (host_seconds() - t0) * 1e6;
+  if (!equal(out.cpu(), x.cpu() + y.cpu())) return std::printf("first launch: wrong result\n"), 1;
+  std::printf(
+      "{\"kernel\": \"first launch\", \"size\": \"add 2^20, %s cache\", \"impl\": "
+      "\"tessera\", \"us\": %.1f}\n",
+      cache.c_str(), us);
+  return 0;
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   if (!cuda_is_available()) {
     std::printf("no CUDA GPU on this machine\n");
     return 0;
   }
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "launch") return launch_overhead();
+  if (mode == "first-launch") return first_launch(argc > 2 ? argv[2] : "cold");
+  g_json = mode == "--json";
   const Device cuda("cuda");
-  Tensor flush = empty({64 << 20}, TensorOptions().device(cuda));  // 256 MiB > L2
-  std::printf("| kernel | size | median us | GB/s | of copy |\n|---|---|---|---|---|\n");
+  const auto on_gpu = [&](DType dt) { return TensorOptions().device(cuda).dtype(dt); };
+  Tensor flush = empty({64 << 20}, on_gpu(DType::Float32));  // 256 MiB > L2
+  if (!g_json)
+    std::printf("| kernel | size | median us | GB/s | of copy |\n|---|---|---|---|---|\n");
   double copy_gbs = 0;
-  for (int64_t n : {int64_t{1} << 20, int64_t{1} << 24, int64_t{1} << 28}) {
-    Tensor x = randn({n}, TensorOptions().device(cuda)),
-           y = randn({n}, TensorOptions().device(cuda));
-    Tensor out = empty({n}, TensorOptions().device(cuda));
+  for (int64_t n :
+       {int64_t{1} << 28, int64_t{1} << 20, int64_t{1} << 24}) {  // 2^28 first: the ceiling
+    Tensor x = randn({n}, on_gpu(DType::Float32)), y = randn({n}, on_gpu(DType::Float32));
+    Tensor out = empty({n}, on_gpu(DType::Float32));
     const auto grid = tl::Grid{tl::cdiv(n, 1024)};
     copy_kernel[grid](x, out, n, tl::meta("BLOCK", 1024));
     if (!equal(out.cpu(), x.cpu())) return std::printf("copy: wrong result\n"), 1;
     const double cu =
         median_us([&] { copy_kernel[grid](x, out, n, tl::meta("BLOCK", 1024)); }, flush);
     if (n == (int64_t{1} << 28)) copy_gbs = 8.0 * static_cast<double>(n) / cu / 1e3;
-    row("copy (tile kernel)", "2^" + std::to_string(__builtin_ctzll(n)), cu, 8.0 * n, copy_gbs);
+    row("copy f32", pow2(n), cu, 8.0 * n, copy_gbs);
     add_kernel[grid](x, y, out, n, tl::meta("BLOCK", 1024));
     if (!equal(out.cpu(), x.cpu() + y.cpu())) return std::printf("add: wrong result\n"), 1;
     const double us =
         median_us([&] { add_kernel[grid](x, y, out, n, tl::meta("BLOCK", 1024)); }, flush);
-    row("add f32 (the seed's)", "2^" + std::to_string(__builtin_ctzll(n)), us, 12.0 * n, copy_gbs);
+    row("add f32", pow2(n), us, 12.0 * n, copy_gbs);
+  }
+  for (int64_t n : {int64_t{1} << 24, int64_t{1} << 28}) {
+    Tensor x = randn({n}, on_gpu(DType::BFloat16)), y = randn({n}, on_gpu(DType::BFloat16));
+    Tensor out = empty({n}, on_gpu(DType::BFloat16));
+    const auto grid = tl::Grid{tl::cdiv(n, 1024)};
+    add_kernel[grid](x, y, out, n, tl::meta("BLOCK", 1024));
+    if (!equal(out.cpu(), x.cpu() + y.cpu())) return std::printf("add bf16: wrong result\n"), 1;
+    const double us =
+        median_us([&] { add_kernel[grid](x, y, out, n, tl::meta("BLOCK", 1024)); }, flush);
+    row("add bf16", pow2(n), us, 6.0 * n, copy_gbs);
   }
   for (int64_t cols : {1024, 4096, 16384}) {
     const int64_t rows = 4096;
-    Tensor x = randn({rows, cols}, TensorOptions().device(cuda));
-    Tensor out = empty({rows, cols}, TensorOptions().device(cuda));
+    Tensor x = randn({rows, cols}, on_gpu(DType::Float32));
+    Tensor out = empty({rows, cols}, on_gpu(DType::Float32));
     const int64_t block = cols;
-    // num_warps as Triton's softmax tutorial picks it: 4, 8 from 2048 columns, 16 from 4096.
+    // num_warps: 4, 8 from 2048 columns, 16 from 4096 (bench/peers/triton_gpu.py uses the same).
     const int64_t warps = block >= 4096 ? 16 : block >= 2048 ? 8 : 4;
     softmax_kernel[{rows}](x, out, cols, tl::meta("BLOCK", block), tl::num_warps(warps));
     if (!allclose(out.cpu(), softmax(x.cpu(), 1), 1e-5, 1e-6))
@@ -106,7 +227,27 @@ int main() {
           softmax_kernel[{rows}](x, out, cols, tl::meta("BLOCK", block), tl::num_warps(warps));
         },
         flush);
-    row("softmax f32 rows", "4096x" + std::to_string(cols), us, 8.0 * rows * cols, copy_gbs);
+    row("softmax f32", "4096x" + std::to_string(cols), us, 8.0 * rows * cols, copy_gbs);
+  }
+  {
+    // Triton's tutorial 05 forward (examples/layer_norm.h) with the tutorial's launch choices:
+    // BLOCK_SIZE = min(64 KiB / element size, next power of two of N), num_warps = 8.
+    const int64_t M = 16384, N = 4096;
+    Tensor x = randn({M, N}, on_gpu(DType::BFloat16)), w = rand({N}, on_gpu(DType::BFloat16)),
+           b = randn({N}, on_gpu(DType::BFloat16));
+    Tensor y = empty({M, N}, on_gpu(DType::BFloat16)), mean = empty({M}, on_gpu(DType::Float32)),
+           rstd = empty({M}, on_gpu(DType::Float32));
+    auto ln = [&] {
+      layer_norm_example::layer_norm_fwd[{M}](x, y, w, b, mean, rstd, N, N, 1e-5,
+                                              tl::meta("BLOCK_SIZE", N), tl::num_warps(8));
+    };
+    ln();
+    const Tensor ref = layer_norm(x.cpu().to(DType::Float32), {N}, w.cpu().to(DType::Float32),
+                                  b.cpu().to(DType::Float32), 1e-5);
+    if (!allclose(y.cpu().to(DType::Float32), ref, 2e-2, 3e-2))
+      return std::printf("layer norm: wrong result\n"), 1;
+    const double us = median_us(ln, flush);
+    row("layer norm bf16", "16384x4096", us, 4.0 * M * N, copy_gbs);
   }
   return 0;
 }

@@ -64,8 +64,26 @@ step "test_cuda (verbose)" test_cuda.log "$BUILD/tests/test_cuda"
 grep -E "^\[  (PASSED|SKIPPED|FAILED) |^\[  FAILED  \]|SKIPPED \]" "$OUT/test_cuda.log" | head -30 | tee -a "$summary"
 step "ctest (everything)" ctest-all.log ctest --test-dir "$BUILD" --output-on-failure -j"$J"
 grep -E "tests passed|tests failed|\*\*\*Failed|Timeout" "$OUT/ctest-all.log" | head -20 | tee -a "$summary"
-step "bench_gpu_kernels" bench-gpu.log "$BUILD/bench/bench_gpu_kernels"
-cat "$OUT/bench-gpu.log" | tee -a "$summary"
+# Benchmarks: tessera and its peers (Triton's tutorial kernels, PyTorch) in one run, one table of
+# ratios (bench/gpu_table.py). First launches run in new processes: cold caches, then warm.
+B="$BUILD/bench/bench_gpu_kernels"
+P=bench/peers/triton_gpu.py
+step "bench_gpu_kernels" bench-gpu.jsonl "$B" --json
+step "bench launch" bench-launch.jsonl "$B" launch
+tcold=$(mktemp -d)
+step "bench first launch" bench-first.jsonl bash -c "TESSERA_CACHE_DIR=$tcold '$B' first-launch cold && \
+  TESSERA_CACHE_DIR=$tcold '$B' first-launch warm"
+if python3 -c "import triton, torch" 2> /dev/null; then
+  step "peers: kernels" peers-kernels.jsonl python3 "$P" kernels
+  step "peers: launch" peers-launch.jsonl python3 "$P" launch
+  pcold=$(mktemp -d)
+  step "peers: first launch" peers-first.jsonl bash -c "TRITON_CACHE_DIR=$pcold python3 $P first-launch cold \
+    && TRITON_CACHE_DIR=$pcold python3 $P first-launch warm"
+else
+  say "no Triton/PyTorch in python3: the table has tessera's figures only"
+fi
+(cd "$OUT" && python3 "$OLDPWD/bench/gpu_table.py" bench-gpu.jsonl bench-launch.jsonl bench-first.jsonl \
+  $(ls peers-*.jsonl 2> /dev/null)) | tee "$OUT/bench-table.md" | tee -a "$summary"
 for t in tutorial_03_matmul tutorial_04_dropout tutorial_05_layer_norm tutorial_06_attention \
   tutorial_07_extern_functions tutorial_08_grouped_gemm tutorial_09_persistent_matmul; do
   step "$t --cuda" "$t.log" "$BUILD/examples/$t" --cuda

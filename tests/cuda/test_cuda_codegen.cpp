@@ -423,6 +423,43 @@ TEST(CudaCodegen, TilesAboveTheSharedMemoryLimitAreAClearError) {
       << msg;
 }
 
+// Stage 2: tiles read only at their own element live in registers. A softmax row of 16384 floats
+// over 16 warps is 32 registers per thread per tile (not 128 KiB of shared memory), the vector
+// add's loads are register arrays with no shared memory and no barrier, and neither kernel has
+// a stack: a register array indexed by anything but a constant would be in local memory.
+TEST(CudaCodegen, TilesReadAtTheirOwnElementLiveInRegisters) {
+  if (!runtime::cuda::nvrtc())
+    GTEST_SKIP() << "no NVRTC on this machine (install the CUDA toolkit)";
+  const Tensor x = random_tensor({2, 16384}, DType::Float32);
+  Tensor out = empty({2, 16384});
+  cg_softmax[{2}](x, out, 16384, 16384, tl::meta("BLOCK", 16384), tl::num_warps(16));
+  const backend::cuda::Emitted softmax =
+      backend::cuda::emit(*cg_softmax.state().last->function, 227 * 1024);
+  EXPECT_EQ(softmax.threads, 512);
+  EXPECT_LE(softmax.shared_bytes, 2 * 16 * 4) << softmax.source;  // the warps' partials only
+  runtime::cuda::PtxasReport r;
+  (void)backend::cuda::compile_for_arch(softmax.source, "cg_softmax", 90, &r);
+  EXPECT_EQ(r.stack_bytes, 0) << softmax.source;
+  EXPECT_EQ(r.spill_stores, 0);
+  EXPECT_GT(r.registers, 0);
+  EXPECT_LE(r.registers, 128);  // 512 threads: at most 128 each
+
+  const Tensor a = random_tensor({4096}, DType::Float32), b = random_tensor({4096}, DType::Float32);
+  Tensor sum = empty({4096});
+  cg_add[{4}](a, b, sum, 4096, tl::meta("BLOCK", 1024));
+  const backend::cuda::Emitted add = backend::cuda::emit(*cg_add.state().last->function, 1024);
+  EXPECT_EQ(add.shared_bytes, 0) << add.source;
+  EXPECT_EQ(add.source.find("__syncthreads"), std::string::npos) << add.source;
+  // Both loads are issued before the first add: two unrolled loops fill registers, one stores.
+  size_t unrolled = 0;
+  for (size_t at = 0; (at = add.source.find("#pragma unroll", at)) != std::string::npos; ++at)
+    ++unrolled;
+  EXPECT_EQ(unrolled, 3u) << add.source;
+  (void)backend::cuda::compile_for_arch(add.source, "cg_add", 90, &r);
+  EXPECT_EQ(r.stack_bytes, 0) << add.source;
+  EXPECT_EQ(r.spill_stores, 0);
+}
+
 // ---- on a GPU: every catalog kernel agrees with the CPU backend
 // -----------------------------------
 

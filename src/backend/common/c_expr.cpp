@@ -36,17 +36,21 @@ ExprPrinter::ExprPrinter(const ir::Function& f, bool checked)
 }
 
 std::string ExprPrinter::expr(ValueId v, const Index& idx) {
-  switch (plan_.storage(v)) {
+  switch (storage(v)) {
     case Storage::Scalar:
       return name(v);
     case Storage::Array:
-      return name(v) + "[" + flat(f_.type(v).shape, idx) + "]";
+      return array_ref(v, idx);
     case Storage::Inline:
       break;
   }
   const Op* op = f_.def(v);
   TS_INTERNAL_ASSERT(op) << "inline value without a defining op";
   return op_expr(*op, idx);
+}
+
+std::string ExprPrinter::array_ref(ValueId v, const Index& idx) {
+  return name(v) + "[" + flat(f_.type(v).shape, idx) + "]";
 }
 
 Index ExprPrinter::source_index(const Op& op, const Index& idx, size_t k) const {
@@ -265,7 +269,7 @@ std::string ExprPrinter::offset_expr(ValueId v, const Index& idx) {
   const bool narrow_signed =
       is_signed(t.elem) && !is_floating_point(t.elem) && t.elem != DType::Int64;
   const Op* op = f_.def(v);
-  if (narrow_signed && op && plan_.storage(v) == Storage::Inline) {
+  if (narrow_signed && op && storage(v) == Storage::Inline) {
     switch (op->kind) {
       case OpKind::Constant:
         return int_literal(op->ival, DType::Int64);

@@ -38,6 +38,12 @@ class ExprPrinter {
   static std::string name(ir::ValueId v) { return "v" + std::to_string(v); }
   /** `v` at element `idx`: its variable, its array's element, or its op's inline expression. */
   std::string expr(ir::ValueId v, const Index& idx);
+  /** Where `v` lives: the materialization plan's choice unless an emitter overrides it (the CUDA
+   * emitter keeps some arrays in registers, loads included). */
+  virtual ir::Storage storage(ir::ValueId v) const { return plan_.storage(v); }
+  /** Element `idx` of the array holding `v` (row-major in memory unless an emitter overrides
+   * it). */
+  virtual std::string array_ref(ir::ValueId v, const Index& idx);
   /** The inline expression of `op`'s result at `idx` (elementwise and view-like ops). */
   virtual std::string op_expr(const ir::Op& op, const Index& idx);
   /** A pointer offset as a 64-bit expression: chains of +, - and * over signed integers of at

@@ -415,8 +415,11 @@ void launch_without_reports(const Backend& cuda, const Kernel& k, const GridSize
   static_cast<const CudaBackend&>(cuda).launch_checked(k, g, args, false);
 }
 
-std::string compile_for_arch(const std::string& source, const std::string& name, int arch) {
-  return rc::compile_cubin(source, name, arch, headers(), nvrtc_options()).cubin;
+std::string compile_for_arch(const std::string& source, const std::string& name, int arch,
+                             rc::PtxasReport* report) {
+  rc::CompiledCubin c = rc::compile_cubin(source, name, arch, headers(), nvrtc_options());
+  if (report) *report = c.resources;
+  return std::move(c.cubin);
 }
 
 }  // namespace tessera::backend::cuda

@@ -11,6 +11,10 @@
 #include "backend/backend.h"
 #include "backend/cuda/emit.h"
 
+namespace tessera::runtime::cuda {
+struct PtxasReport;
+}
+
 namespace tessera::backend::cuda {
 
 /** The backend of CUDA device `device` (one per device: its architecture is in its target key). */
@@ -46,7 +50,9 @@ std::vector<CacheEntry> cache_entries();
 size_t clear_cache();
 
 /** NVRTC-compiles generated source for `sm_<arch>` with the tile runtime headers (tests compile
- * every generated kernel this way on machines without a GPU); a CompileError with NVRTC's log. */
-std::string compile_for_arch(const std::string& source, const std::string& name, int arch);
+ * every generated kernel this way on machines without a GPU); a CompileError with NVRTC's log.
+ * `report`, if given, receives ptxas's registers, stack and spills. */
+std::string compile_for_arch(const std::string& source, const std::string& name, int arch,
+                             runtime::cuda::PtxasReport* report = nullptr);
 
 }  // namespace tessera::backend::cuda

@@ -50,11 +50,23 @@ class Emitter : ExprPrinter {
   Emitter(const ir::Function& f, int64_t max_shared, bool checked)
       : ExprPrinter(f, checked), max_shared_(max_shared) {
     threads_ = static_cast<int>(std::max<int64_t>(1, f.attrs.num_warps) * 32);
+    reg_.assign(f_.num_values(), 0);
+    same_elem_memo_.assign(f_.num_values(), -1);
+    plan_registers(f_.body);
   }
 
   Emitted run() {
     header();
     region(f_.body);
+    // The last loop's barrier protects nothing: the kernel ends there.
+    std::string body = out_.str();
+    const std::string barrier = "  __syncthreads();\n";
+    if (body.size() >= barrier.size() &&
+        body.compare(body.size() - barrier.size(), barrier.size(), barrier) == 0) {
+      body.resize(body.size() - barrier.size());
+      out_.str(body);
+      out_.seekp(0, std::ios_base::end);
+    }
     --indent_;
     line("}");
     if (smem_ > max_shared_) {
@@ -74,7 +86,7 @@ class Emitter : ExprPrinter {
 
  private:
   void header() {
-    preamble(" (CUDA, stage 1)", "tessera/trt/cuda.h", /*cuda=*/true);
+    preamble(" (CUDA, stage 2)", "tessera/trt/cuda.h", /*cuda=*/true);
     const size_t slots = std::max<size_t>(1, f_.params.size() + (checked_ ? 1 : 0));
     out_ << "struct _Slots { trt::Arg a[" << slots << "]; };\n\n";
     out_ << "extern \"C\" __global__ void __launch_bounds__(" << threads_
@@ -91,6 +103,148 @@ class Emitter : ExprPrinter {
     declare_params("trt::GpuDebug", /*aligned=*/false);
   }
 
+  // ---- register arrays
+  // ---------------------------------------------------------------------------
+  //
+  // Every loop over a tile's elements gives element e to thread e % T, as its (e / T)-th element.
+  // A tile whose every reader evaluates it at the reader's own element (elementwise ops over the
+  // same shape, stores, block-wide reductions, loop-carried assignments) is therefore only ever
+  // read by the thread that computed the element: it lives in that thread's registers, an array
+  // of ceil(n / T) values indexed by the unrolled loop's counter, with no shared memory and no
+  // barrier. Loads are materialized this way too (not recomputed at their consumer), so all of a
+  // thread's loads are in flight before the first use.
+
+  Storage storage(ValueId v) const override {
+    return reg_[static_cast<size_t>(v)] ? Storage::Array : plan_.storage(v);
+  }
+  bool in_registers(ValueId v) const { return reg_[static_cast<size_t>(v)] != 0; }
+
+  // Elements per thread of a loop over `shape`.
+  int64_t per_thread(const SmallVector<int64_t, 4>& shape) const {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    return (n + threads_ - 1) / threads_;
+  }
+
+  // A block-wide reduction of a whole tile (one output, an axis wider than a warp): it folds the
+  // tile in the element loop's order, so it reads register arrays in place (reduce()).
+  bool block_reduction(const Op& op) const {
+    if (op.kind != OpKind::Reduce) return false;
+    const auto k = static_cast<ir::ReduceKind>(op.sub);
+    if (k == ir::ReduceKind::ArgMax || k == ir::ReduceKind::ArgMin) return false;
+    const Type& it = f_.type(op.operands[0]);
+    return it.numel() == it.shape[static_cast<size_t>(op.ival)] && it.numel() > 32;
+  }
+
+  // Whether every read of `v` is at the reading thread's own element of `v`'s shape.
+  bool same_element(ValueId v) {
+    int8_t& memo = same_elem_memo_[static_cast<size_t>(v)];
+    if (memo >= 0) return memo != 0;
+    memo = 0;  // a cycle (none in SSA) reads as no
+    const auto& shape = f_.type(v).shape;
+    if (shape.empty()) return false;
+    for (const ir::Use& u : uses_.uses(v)) {
+      const Op& o = *u.user;
+      switch (o.kind) {
+        case OpKind::Yield:  // assigned to a loop-carried value or an if's result of its shape
+        case OpKind::For:    // (a tile is never a bound or a condition)
+        case OpKind::While:
+        case OpKind::If:
+          continue;
+        case OpKind::Store:
+          if (f_.type(o.operands[0]).shape != shape) return false;
+          continue;
+        case OpKind::Reduce:
+          if (!block_reduction(o)) return false;
+          continue;
+        default:
+          break;
+      }
+      if (!ir::traits(o.kind).has(ir::kElementwise) || f_.type(o.result()).shape != shape)
+        return false;
+      const Storage s = plan_.storage(o.result());
+      if (s == Storage::Inline ? !same_element(o.result()) : s != Storage::Array) return false;
+    }
+    memo = 1;
+    return true;
+  }
+
+  // Registers of one thread for `v`'s array (4-byte words).
+  int64_t register_words(ValueId v) const {
+    const Type& t = f_.type(v);
+    return per_thread(t.shape) * std::max<int64_t>(1, element_bytes(t) / 4);
+  }
+  bool take_registers(std::initializer_list<ValueId> vs) {
+    for (ValueId v : vs) {
+      if (f_.type(v).is_scalar() || !same_element(v)) return false;
+    }
+    const int64_t words = register_words(*vs.begin());  // the values share one array
+    if (register_words_ + words > kRegisterBudget) return false;
+    register_words_ += words;
+    for (ValueId v : vs) reg_[static_cast<size_t>(v)] = 1;
+    return true;
+  }
+
+  // Chooses the register arrays in program order, within kRegisterBudget words per thread.
+  void plan_registers(const Region& r) {
+    for (const Op* op : r.ops) {
+      for (const Region& sub : op->regions) plan_registers(sub);
+      switch (op->kind) {
+        case OpKind::For:
+          for (size_t k = 0; k < op->results.size(); ++k)
+            take_registers({op->regions[0].args[1 + k], op->results[k]});
+          continue;
+        case OpKind::While:
+          for (size_t k = 0; k < op->results.size(); ++k)
+            take_registers({op->regions[1].args[k], op->regions[0].args[k], op->results[k]});
+          continue;
+        case OpKind::If:
+          for (ValueId v : op->results) take_registers({v});
+          continue;
+        case OpKind::Reduce:
+        case OpKind::Dot:
+        case OpKind::Atomic:
+        case OpKind::AtomicCas:
+        case OpKind::ReduceFn:
+        case OpKind::ScanFn:
+          continue;  // their results are written by their own loops
+        default:
+          break;
+      }
+      for (ValueId v : op->results) {
+        const Storage s = plan_.storage(v);
+        if (s == Storage::Array || (s == Storage::Inline && op->kind == OpKind::Load))
+          take_registers({v});
+      }
+    }
+  }
+
+  std::string array_ref(ValueId v, const Index& idx) override {
+    if (!in_registers(v)) {
+      read_shared_ = true;
+      return ExprPrinter::array_ref(v, idx);
+    }
+    return register_ref(name(v), f_.type(v).shape, idx);
+  }
+  // Element `idx` of a register array of `shape`: only the innermost element loop's own element.
+  std::string register_ref(const std::string& arr, const SmallVector<int64_t, 4>& shape,
+                           const Index& idx) {
+    TS_INTERNAL_ASSERT(!elem_loops_.empty() && elem_loops_.back().shape == shape &&
+                       elem_loops_.back().idx == idx)
+        << "[kernel " << f_.name << "] register array " << arr
+        << " read at an element its thread does not hold";
+    touched_registers_ = true;
+    return arr + "[" + elem_loops_.back().slot + "]";
+  }
+  // Where an element of array `v` (or of a temporary `arr` shaped and placed like it) is written.
+  std::string element_of(ValueId v, const std::string& arr, const Index& idx) {
+    if (in_registers(v)) return register_ref(arr, f_.type(v).shape, idx);
+    return arr + "[" + flat(f_.type(v).shape, idx) + "]";
+  }
+  void declare_registers(const std::string& var, const Type& t) {
+    line(type_str(t) + " " + var + "[" + std::to_string(per_thread(t.shape)) + "];");
+  }
+
   // ---- shared memory ----------------------------------------------------------------------------
 
   // Room for `count` values of type `t` at a fixed offset; declares `var` pointing there.
@@ -102,6 +256,7 @@ class Emitter : ExprPrinter {
   }
   void declare_array(ValueId v) {
     const Type& t = f_.type(v);
+    if (in_registers(v)) return declare_registers(name(v), t);
     smem_array(name(v), t, t.numel());
   }
   // A scalar result computed by one thread (or a warp) for all: a shared slot, read back by every
@@ -121,9 +276,15 @@ class Emitter : ExprPrinter {
 
   // ---- loops over a tile's elements -------------------------------------------------------------
 
+  // What a loop over elements writes: shared memory or global memory (a barrier follows it), or
+  // registers only (a barrier follows only if it read shared memory).
+  enum class Writes { Memory, Registers };
+
   // The block's threads share the elements of `shape` (thread t takes t, t + T, ...; a rank-0
-  // shape is thread 0's); a barrier follows.
-  void loops(const SmallVector<int64_t, 4>& shape, const std::function<void(const Index&)>& body) {
+  // shape is thread 0's). A loop that touches register arrays is unrolled, so that their indices
+  // are constants.
+  void loops(const SmallVector<int64_t, 4>& shape, const std::function<void(const Index&)>& body,
+             Writes writes = Writes::Memory) {
     if (shape.empty()) {
       line("if (_tid == 0) {");
       ++indent_;
@@ -135,14 +296,37 @@ class Emitter : ExprPrinter {
     }
     int64_t n = 1;
     for (int64_t s : shape) n *= s;
-    const std::string e = fresh("_e");
-    line("for (int32_t " + e + " = _tid; " + e + " < " + std::to_string(n) + "; " + e +
-         " += " + std::to_string(threads_) + ") {");
+    const std::string e = fresh("_e"), k = fresh("_k");
+    const std::string ns = std::to_string(n), ts = std::to_string(threads_);
+    // The body first, into a buffer: whether it touched registers decides the loop's form.
+    std::ostringstream outer;
+    std::swap(out_, outer);
+    const bool touched0 = touched_registers_, read0 = read_shared_;
+    touched_registers_ = read_shared_ = false;
     ++indent_;
-    body(decode(shape, e));
+    elem_loops_.push_back({shape, {}, k});
+    elem_loops_.back().idx = decode(shape, e);
+    body(elem_loops_.back().idx);
+    elem_loops_.pop_back();
     --indent_;
+    const std::string text = out_.str();
+    std::swap(out_, outer);
+    const bool unroll = touched_registers_ || writes == Writes::Registers;
+    const bool barrier = writes == Writes::Memory || read_shared_;
+    touched_registers_ = touched_registers_ || touched0;
+    read_shared_ = read_shared_ || read0;
+    if (unroll) {
+      line("#pragma unroll");
+      line("for (int32_t " + k + " = 0; " + k + " < " + std::to_string(per_thread(shape)) + "; ++" +
+           k + ") {");
+      line("  const int32_t " + e + " = " + k + " * " + ts + " + _tid;");
+      if (n % threads_ != 0) line("  if (" + e + " >= " + ns + ") break;");
+    } else {
+      line("for (int32_t " + e + " = _tid; " + e + " < " + ns + "; " + e + " += " + ts + ") {");
+    }
+    out_ << text;
     line("}");
-    line("__syncthreads();");
+    if (barrier) line("__syncthreads();");
   }
 
   // Index variables for the row-major flat index `e` of `shape`.
@@ -205,14 +389,18 @@ class Emitter : ExprPrinter {
         break;
     }
     for (ValueId v : op.results) {
-      const Storage s = plan_.storage(v);
+      const Storage s = storage(v);
       if (s == Storage::Scalar) {
         line(type_str(f_.type(v)) + " const " + name(v) + " = " + op_expr(op, {}) + ";");
       } else if (s == Storage::Array) {
         declare_array(v);
-        loops(f_.type(v).shape, [&](const Index& idx) {
-          line(name(v) + "[" + flat(f_.type(v).shape, idx) + "] = " + op_expr(op, idx) + ";");
-        });
+        loops(
+            f_.type(v).shape,
+            [&](const Index& idx) {
+              const std::string value = op_expr(op, idx);
+              line(element_of(v, name(v), idx) + " = " + value + ";");
+            },
+            in_registers(v) ? Writes::Registers : Writes::Memory);
       }
     }
   }
@@ -225,7 +413,7 @@ class Emitter : ExprPrinter {
   // A dot operand as shared memory (stored tiles are used in place; an inline one is computed
   // into a temporary first, so each element is loaded once, not once per output).
   std::string dot_operand(ValueId v) {
-    if (plan_.storage(v) == Storage::Array) return name(v);
+    if (storage(v) == Storage::Array && !in_registers(v)) return name(v);
     const Type& t = f_.type(v);
     const std::string tmp = fresh("_op");
     smem_array(tmp, t, t.numel());
@@ -314,12 +502,45 @@ class Emitter : ExprPrinter {
     const int64_t len = it.shape[axis];
     const std::string rt = register_type(ot.elem);
     const std::string init = reduce_init(k, ot);
-    declare_result(out);
     SmallVector<int64_t, 4> outer = it.shape;
     outer.erase(outer.begin() + static_cast<std::ptrdiff_t>(axis));
     int64_t outputs = 1;
     for (int64_t s : outer) outputs *= s;
     const int warps = threads_ / 32;
+    if (block_reduction(op)) {
+      // The whole tile to one value: each thread folds its elements in the element loop's order
+      // (register arrays in place), each warp its lanes by a butterfly of shuffles (every lane
+      // ends with the warp's value), then every thread folds the warps' partials in order.
+      const std::string acc = fresh("_acc"), m = fresh("_m"), w = fresh("_w"),
+                        part = fresh("_part");
+      line(rt + " " + acc + " = " + init + ";");
+      loops(
+          it.shape,
+          [&](const Index& idx) {
+            line(acc + " = " + reduce_combine(k, ot, acc, expr(in, idx)) + ";");
+          },
+          Writes::Registers);
+      warp_fold(k, ot, acc, m);
+      if (warps > 1) {
+        smem_array(part, ot.scalar_type(), warps);
+        line("if ((_tid & 31) == 0) " + part + "[_tid >> 5] = " + acc + ";");
+        line("__syncthreads();");
+        line(acc + " = " + part + "[0];");
+        line("for (int " + w + " = 1; " + w + " < " + std::to_string(warps) + "; ++" + w + ") " +
+             acc + " = " + reduce_combine(k, ot, acc, part + "[" + w + "]") + ";");
+        // In a loop the partials are written again in the next iteration: all read them first.
+        if (loop_depth_ > 0) line("__syncthreads();");
+      }
+      if (ot.is_scalar()) {
+        line(type_str(ot) + " const " + name(out) + " = " + round_to(ot.elem, acc) + ";");
+      } else {  // a one-element tile ([1, n] reduced along 1)
+        declare_array(out);
+        line("if (_tid == 0) " + name(out) + "[0] = " + round_to(ot.elem, acc) + ";");
+        line("__syncthreads();");
+      }
+      return;
+    }
+    declare_result(out);
     if (outputs >= threads_ || len <= 32) {
       // A thread per output, folding the axis in order.
       loops(outer, [&](const Index& idx) {
@@ -329,29 +550,6 @@ class Emitter : ExprPrinter {
              acc + " = " + reduce_combine(k, ot, acc, expr(in, with_axis(idx, axis, j))) + ";");
         line(reduce_dest(out, idx) + " = " + round_to(ot.elem, acc) + ";");
       });
-    } else if (outputs == 1 && warps > 1) {
-      // One output (a row per program): the whole block strides the axis, each warp folds its
-      // lanes by shuffles, then thread 0 folds the warps' partials.
-      const Index idx(outer.size(), "0");
-      const std::string acc = fresh("_acc"), j = fresh("_j"), m = fresh("_m"), w = fresh("_w"),
-                        part = fresh("_part");
-      smem_array(part, ot.scalar_type(), warps);
-      line(rt + " " + acc + " = " + init + ";");
-      line("for (int32_t " + j + " = _tid; " + j + " < " + std::to_string(len) + "; " + j +
-           " += " + std::to_string(threads_) + ") " + acc + " = " +
-           reduce_combine(k, ot, acc, expr(in, with_axis(idx, axis, j))) + ";");
-      warp_fold(k, ot, acc, m);
-      line("if ((_tid & 31) == 0) " + part + "[_tid >> 5] = " + acc + ";");
-      line("__syncthreads();");
-      line("if (_tid == 0) {");
-      ++indent_;
-      line(acc + " = " + part + "[0];");
-      line("for (int " + w + " = 1; " + w + " < " + std::to_string(warps) + "; ++" + w + ") " +
-           acc + " = " + reduce_combine(k, ot, acc, part + "[" + w + "]") + ";");
-      line(reduce_dest(out, idx) + " = " + round_to(ot.elem, acc) + ";");
-      --indent_;
-      line("}");
-      line("__syncthreads();");
     } else {
       // A warp per output: lanes stride the axis, then a butterfly of shuffles.
       const std::string o = fresh("_o"), acc = fresh("_acc"), j = fresh("_j"), m = fresh("_m");
@@ -508,7 +706,7 @@ class Emitter : ExprPrinter {
   // ---- control flow (uniform: every thread takes the same path) ---------------------------------
 
   void declare_var(ValueId v) {
-    if (plan_.storage(v) == Storage::Array) {
+    if (storage(v) == Storage::Array) {
       declare_array(v);
     } else {
       line(type_str(f_.type(v)) + " " + name(v) + ";");
@@ -521,9 +719,13 @@ class Emitter : ExprPrinter {
       line(dst_name + " = " + expr(src, {}) + ";");
       return;
     }
-    loops(t.shape, [&](const Index& idx) {
-      line(dst_name + "[" + flat(t.shape, idx) + "] = " + expr(src, idx) + ";");
-    });
+    loops(
+        t.shape,
+        [&](const Index& idx) {
+          const std::string value = expr(src, idx);
+          line(element_of(dst, dst_name, idx) + " = " + value + ";");
+        },
+        in_registers(dst) ? Writes::Registers : Writes::Memory);
   }
 
   // Two-phase parallel assignment (values may swap): every source into a temporary, then the
@@ -537,7 +739,11 @@ class Emitter : ExprPrinter {
       if (t.is_scalar()) {
         line(type_str(t) + " const " + tmp + " = " + expr(srcs[i], {}) + ";");
       } else {
-        smem_array(tmp, t, t.numel());
+        if (in_registers(dsts[i])) {
+          declare_registers(tmp, t);
+        } else {
+          smem_array(tmp, t, t.numel());
+        }
         assign(dsts[i], tmp, srcs[i]);
       }
     }
@@ -546,10 +752,13 @@ class Emitter : ExprPrinter {
       if (t.is_scalar()) {
         line(name(dsts[i]) + " = " + temps[i] + ";");
       } else {
-        loops(t.shape, [&](const Index& idx) {
-          const std::string fl = flat(t.shape, idx);
-          line(name(dsts[i]) + "[" + fl + "] = " + temps[i] + "[" + fl + "];");
-        });
+        loops(
+            t.shape,
+            [&](const Index& idx) {
+              line(element_of(dsts[i], name(dsts[i]), idx) + " = " +
+                   element_of(dsts[i], temps[i], idx) + ";");
+            },
+            in_registers(dsts[i]) ? Writes::Registers : Writes::Memory);
       }
     }
   }
@@ -558,6 +767,8 @@ class Emitter : ExprPrinter {
     const Type& t = f_.type(v);
     if (t.is_scalar()) {
       line(type_str(t) + " const " + name(v) + " = " + name(target) + ";");
+    } else if (in_registers(v)) {
+      line("auto& " + name(v) + " = " + name(target) + ";");
     } else {
       line(type_str(t) + "* const " + name(v) + " = " + name(target) + ";");
     }
@@ -626,6 +837,20 @@ class Emitter : ExprPrinter {
   int threads_ = 128;
   int64_t smem_ = 0;
   int loop_depth_ = 0;  // enclosing tl::range / tl::while_ loops
+
+  // Register arrays (see plan_registers).
+  static constexpr int64_t kRegisterBudget = 128;  // words per thread
+  std::vector<char> reg_;                          // per value: kept in registers
+  std::vector<int8_t> same_elem_memo_;             // same_element, -1 for not yet known
+  int64_t register_words_ = 0;
+  struct ElementLoop {
+    SmallVector<int64_t, 4> shape;
+    Index idx;         // the element's index variables
+    std::string slot;  // the element's position in a register array (the unrolled counter)
+  };
+  std::vector<ElementLoop> elem_loops_;
+  bool touched_registers_ = false;  // the loop being generated read or wrote a register array
+  bool read_shared_ = false;        // ... read an array in shared memory
 };
 
 }  // namespace

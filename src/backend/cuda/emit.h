@@ -1,14 +1,19 @@
 /** \file
- * Tile IR -> CUDA C++ for NVRTC, first stage (research/codegen_design.md §8, stage 1, correct
- * and simple): one CUDA block per program with `num_warps * 32` threads. Index, pointer and mask
- * expressions stay inline (evaluated per element, as on the CPU); tiles the materialization plan
- * stores (ir/materialize.h) live in shared memory at offsets fixed here. Every loop over a tile's
- * elements is spread over the block's threads (consecutive threads on consecutive elements, so
- * global accesses coalesce) and ends with a barrier; scalars are computed by every thread alike,
- * so control flow stays uniform. Reductions use a warp per output (lanes stride the axis, then a
- * shuffle butterfly) when outputs are fewer than threads, else a thread per output; dots compute
- * one output element per thread over shared-memory operands with the CPU's multiply-adds in the
- * CPU's order. Register layouts, vector accesses and tensor cores are the next stages.
+ * Tile IR -> CUDA C++ for NVRTC (research/codegen_design.md §8, stages 1-2): one CUDA block per
+ * program with `num_warps * 32` threads. Every loop over a tile's elements gives element e to
+ * thread e % T (consecutive threads on consecutive elements, so global accesses coalesce).
+ * Index, pointer and mask expressions stay inline (evaluated per element, as on the CPU). A tile
+ * that is only ever read at the reading thread's own element (elementwise chains, stores,
+ * whole-tile reductions, loop-carried values) lives in that thread's registers: an array of
+ * ceil(n / T) values indexed by an unrolled loop's counter; loads are materialized this way, so
+ * a thread's loads are all in flight before their first use. Other tiles the materialization plan
+ * stores (ir/materialize.h) live in shared memory at offsets fixed here, and a loop that writes
+ * or reads shared memory ends with a barrier. Scalars are computed by every thread alike, so
+ * control flow stays uniform. A whole-tile reduction folds each thread's elements, then each
+ * warp's by a shuffle butterfly, then the warps' partials; other reductions use a warp per output
+ * when outputs are fewer than threads, else a thread per output. Dots compute one output element
+ * per thread over shared-memory operands with the CPU's multiply-adds in the CPU's order. Vector
+ * accesses and tensor cores are the next stages.
  */
 #pragma once
 

@@ -1,0 +1,204 @@
+"""Triton and PyTorch on the GPU workloads of bench/gpu_kernels.cpp, timed the same way: CUDA
+events around each run, a 256 MiB buffer rewritten (untimed) before each run so the inputs are
+not in L2, 5 warm-up runs, the median of 50. The Triton kernels are the ones of Triton's
+tutorials (01 vector add, 02 fused softmax one row per program, 05 layer norm forward), with the
+same block sizes and num_warps as tessera's side; every result is checked against PyTorch first.
+Prints one JSON object per line ({"kernel", "size", "impl", "us", "gbs"}); bench/gpu_table.py
+joins them with tessera's lines into the ratio table. scripts/gpu-check.sh runs it.
+
+    python3 bench/peers/triton_gpu.py kernels       # the memory-bound kernels
+    python3 bench/peers/triton_gpu.py launch        # host time of one hot launch (n = 1024)
+    python3 bench/peers/triton_gpu.py first-launch cold|warm  # first launch of a new kernel in
+                                                    # this process, to its result (the cache as
+                                                    # TRITON_CACHE_DIR has it)
+"""
+import json
+import sys
+import time
+import warnings
+
+warnings.filterwarnings("ignore")
+t_start = time.perf_counter()
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, output_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    block_start = pid * BLOCK_SIZE
+    offsets = block_start + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(output_ptr + offsets, x + y, mask=mask)
+
+
+@triton.jit
+def softmax_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n_cols,
+                   BLOCK_SIZE: tl.constexpr):
+    row_idx = tl.program_id(0)
+    col_offsets = tl.arange(0, BLOCK_SIZE)
+    mask = col_offsets < n_cols
+    row = tl.load(input_ptr + row_idx * input_row_stride + col_offsets, mask=mask,
+                  other=-float("inf"))
+    row_minus_max = row - tl.max(row, axis=0)
+    numerator = tl.exp(row_minus_max)
+    denominator = tl.sum(numerator, axis=0)
+    tl.store(output_ptr + row_idx * output_row_stride + col_offsets, numerator / denominator,
+             mask=mask)
+
+
+@triton.jit
+def layer_norm_fwd(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    Y += row * stride
+    X += row * stride
+    _mean = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    for off in range(0, N, BLOCK_SIZE):
+        cols = off + tl.arange(0, BLOCK_SIZE)
+        a = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
+        _mean += a
+    mean = tl.sum(_mean, axis=0) / N
+    _var = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    for off in range(0, N, BLOCK_SIZE):
+        cols = off + tl.arange(0, BLOCK_SIZE)
+        x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
+        x = tl.where(cols < N, x - mean, 0.)
+        _var += x * x
+    var = tl.sum(_var, axis=0) / N
+    rstd = 1 / tl.sqrt(var + eps)
+    tl.store(Mean + row, mean)
+    tl.store(Rstd + row, rstd)
+    for off in range(0, N, BLOCK_SIZE):
+        cols = off + tl.arange(0, BLOCK_SIZE)
+        mask = cols < N
+        w = tl.load(W + cols, mask=mask)
+        b = tl.load(B + cols, mask=mask)
+        x = tl.load(X + cols, mask=mask, other=0.).to(tl.float32)
+        x_hat = (x - mean) * rstd
+        y = x_hat * w + b
+        tl.store(Y + cols, y, mask=mask)
+
+
+def softmax_warps(block):
+    """num_warps as bench/gpu_kernels.cpp picks it for both sides."""
+    return 16 if block >= 4096 else 8 if block >= 2048 else 4
+
+
+def median_us(fn, flush):
+    for _ in range(5):
+        fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for i in range(50):
+        flush.fill_(float(i))  # evicts the inputs from L2 (untimed)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(1000.0 * start.elapsed_time(end))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def emit(kernel, size, impl, us, nbytes):
+    print(json.dumps({"kernel": kernel, "size": size, "impl": impl, "us": round(us, 3),
+                      "gbs": round(nbytes / us / 1e3, 1)}), flush=True)
+
+
+def kernels():
+    dev = torch.device("cuda")
+    flush = torch.empty(64 << 20, device=dev)
+    for dtype, name in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+        for p in ((20, 24, 28) if dtype == torch.float32 else (24, 28)):
+            n = 1 << p
+            x = torch.randn(n, device=dev, dtype=dtype)
+            y = torch.randn_like(x)
+            out = torch.empty_like(x)
+            grid = (triton.cdiv(n, 1024),)
+            add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024)
+            assert torch.equal(out, x + y)
+            nbytes = 3 * x.element_size() * n
+            emit(f"add {name}", f"2^{p}", "triton",
+                 median_us(lambda: add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024), flush), nbytes)
+            emit(f"add {name}", f"2^{p}", "torch",
+                 median_us(lambda: torch.add(x, y, out=out), flush), nbytes)
+    for cols in (1024, 4096, 16384):
+        rows = 4096
+        x = torch.randn(rows, cols, device=dev)
+        out = torch.empty_like(x)
+        warps = softmax_warps(cols)
+
+        def tri():
+            softmax_kernel[(rows,)](out, x, x.stride(0), out.stride(0), cols, BLOCK_SIZE=cols,
+                                    num_warps=warps)
+
+        tri()
+        assert torch.allclose(out, torch.softmax(x, -1), atol=1e-6, rtol=1e-5)
+        nbytes = 2 * 4 * rows * cols
+        emit("softmax f32", f"4096x{cols}", "triton", median_us(tri, flush), nbytes)
+        emit("softmax f32", f"4096x{cols}", "torch",
+             median_us(lambda: torch.softmax(x, -1), flush), nbytes)
+    M, N = 16384, 4096
+    x = torch.randn(M, N, device=dev, dtype=torch.bfloat16)
+    w = torch.rand(N, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(N, device=dev, dtype=torch.bfloat16)
+    y = torch.empty_like(x)
+    mean = torch.empty(M, device=dev)
+    rstd = torch.empty(M, device=dev)
+    block = min(65536 // x.element_size(), triton.next_power_of_2(N))
+    warps = min(max(block // 256, 1), 8)
+
+    def ln():
+        layer_norm_fwd[(M,)](x, y, w, b, mean, rstd, x.stride(0), N, 1e-5, BLOCK_SIZE=block,
+                             num_warps=warps)
+
+    ln()
+    ref = torch.nn.functional.layer_norm(x.float(), (N,), w.float(), b.float(), 1e-5)
+    assert torch.allclose(y.float(), ref, atol=3e-2, rtol=2e-2)
+    nbytes = 2 * 2 * M * N
+    emit("layer norm bf16", "16384x4096", "triton", median_us(ln, flush), nbytes)
+    emit("layer norm bf16", "16384x4096", "torch",
+         median_us(lambda: torch.nn.functional.layer_norm(x, (N,), w, b, 1e-5), flush), nbytes)
+
+
+def launch():
+    dev = torch.device("cuda")
+    x = torch.randn(1024, device=dev)
+    y = torch.randn_like(x)
+    out = torch.empty_like(x)
+    for _ in range(100):
+        add_kernel[(1,)](x, y, out, 1024, BLOCK_SIZE=1024)
+    torch.cuda.synchronize()
+    reps = 3
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(2000):
+            add_kernel[(1,)](x, y, out, 1024, BLOCK_SIZE=1024)
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        print(json.dumps({"kernel": "hot launch host time", "size": "n=1024", "impl": "triton",
+                          "us": round((t1 - t0) / 2000 * 1e6, 2)}), flush=True)
+
+
+def first_launch():
+    dev = torch.device("cuda")
+    x = torch.randn(1 << 20, device=dev)
+    y = torch.randn_like(x)
+    out = torch.empty_like(x)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    add_kernel[(1024,)](x, y, out, 1 << 20, BLOCK_SIZE=1024)
+    torch.cuda.synchronize()
+    ms = (time.perf_counter() - t0) * 1e3
+    assert torch.equal(out, x + y)
+    cache = sys.argv[2] if len(sys.argv) > 2 else "cold"
+    print(json.dumps({"kernel": "first launch", "size": f"add 2^20, {cache} cache", "impl": "triton",
+                      "us": round(ms * 1e3, 1), "import_s": round(t0 - t_start, 2)}),
+          flush=True)
+
+
+if __name__ == "__main__":
+    {"kernels": kernels, "launch": launch, "first-launch": first_launch}[sys.argv[1]]()
