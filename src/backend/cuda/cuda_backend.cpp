@@ -59,8 +59,15 @@ std::string headers_digest() {
 const std::vector<std::string>& nvrtc_options() {
   // No contraction of a * b + c into one multiply-add: the CPU's code does not contract either,
   // so elementwise results agree bit for bit (DESIGN D4).
-  // ptxas's report (-v) gives each kernel's registers and spills (TESSERA_DUMP, cache ls).
-  static const std::vector<std::string> o = {"-lineinfo", "--fmad=false", "-Xptxas=-v"};
+  // ptxas's report (-v) gives each kernel's registers and spills (TESSERA_DUMP, cache ls);
+  // NVRTC's own cache (12.9 on) would skip ptxas and its report on a hit, and tessera's disk cache
+  // already keeps every cubin, so it is off.
+  static const std::vector<std::string> o = [] {
+    std::vector<std::string> v = {"-lineinfo", "--fmad=false", "-Xptxas=-v"};
+    const rc::NvrtcInfo* n = rc::nvrtc();
+    if (n && (n->major > 12 || (n->major == 12 && n->minor >= 9))) v.emplace_back("--no-cache");
+    return v;
+  }();
   return o;
 }
 
