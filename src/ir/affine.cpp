@@ -40,7 +40,7 @@ void AffineInfo::set(ValueId v, AffineForm f) {
   forms_.push_back(std::move(f));
 }
 
-void AffineInfo::region(const Region& r) {
+void AffineInfo::region(const Region& r, int64_t iv_divisibility) {
   for (ValueId a : r.args) {
     // Region arguments: scalars (a loop's induction variable, carried scalars) are uniform
     // leaves; carried tiles have no form (their values change per iteration).
@@ -48,10 +48,18 @@ void AffineInfo::region(const Region& r) {
     if (!t.is_scalar() || !affine_type(t)) continue;
     AffineForm s;
     s.base = add_node({UniformNode::Kind::Value, 0, a});
+    // A loop's induction variable is lb + k * step: it keeps what divides both.
+    if (a == r.args.front()) s.divisibility = iv_divisibility;
     set(a, std::move(s));
   }
   for (const Op* o : r.ops) {
-    for (const auto& sub : o->regions) region(sub);
+    int64_t iv = 1;
+    if (o->kind == OpKind::For) {
+      const AffineForm* lb = form(o->operands[0]);
+      const AffineForm* step = form(o->operands[2]);
+      if (lb && step) iv = std::min(lb->divisibility, step->divisibility);
+    }
+    for (const auto& sub : o->regions) region(sub, iv);
     op(*o);
   }
 }
@@ -149,14 +157,18 @@ void AffineInfo::op(const Op& o) {
     case OpKind::AddPtr: {
       const AffineForm* p = of(0);
       const AffineForm* off = of(1);
-      if (!p || !off || !p->uniform()) break;
+      if (!p || !off) break;
       AffineForm a;
       a.coef = off->coef;
+      if (!p->uniform()) {  // a pointer tile plus offsets: (x + rows * s) + cols
+        if (p->coef.size() != off->coef.size()) break;
+        for (size_t d = 0; d < a.coef.size(); ++d) a.coef[d] += p->coef[d];
+      }
       a.base = add_node({UniformNode::Kind::Add, 0, kNoValue, p->base, off->base});
       const auto size = static_cast<int64_t>(itemsize(t.elem));
       a.divisibility =
           std::min(p->divisibility, std::min(off->divisibility * size, kMaxDivisibility));
-      a.exact = off->exact;
+      a.exact = off->exact && p->exact;
       r = std::move(a);
       break;
     }

@@ -64,7 +64,7 @@ class AffineInfo {
   int64_t constancy(ValueId v, size_t dim) const;
 
  private:
-  void region(const Region& r);
+  void region(const Region& r, int64_t iv_divisibility = 1);
   void op(const Op& op);
   int32_t add_node(UniformNode n);
   void set(ValueId v, AffineForm f);

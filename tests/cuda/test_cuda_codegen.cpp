@@ -458,6 +458,39 @@ TEST(CudaCodegen, TilesReadAtTheirOwnElementLiveInRegisters) {
   (void)backend::cuda::compile_for_arch(add.source, "cg_add", 90, &r);
   EXPECT_EQ(r.stack_bytes, 0) << add.source;
   EXPECT_EQ(r.spill_stores, 0);
+
+  // Each thread keeps runs of 4 consecutive floats: its loads and stores are 16-byte vectors
+  // (where a run's masks all hold), the softmax row's too; the checked mode keeps scalar accesses.
+  EXPECT_NE(add.source.find("*(const trt::Vec<float, 4>*)"), std::string::npos) << add.source;
+  EXPECT_NE(add.source.find("*(trt::Vec<float, 4>*)"), std::string::npos) << add.source;
+  EXPECT_NE(softmax.source.find("*(const trt::Vec<float, 4>*)"), std::string::npos);
+  EXPECT_NE(softmax.source.find("*(trt::Vec<float, 4>*)"), std::string::npos);
+  const std::string checked =
+      backend::cuda::emit(*cg_add.state().last->function, 1024, /*checked=*/true).source;
+  EXPECT_EQ(checked.find("trt::Vec<"), std::string::npos);
+}
+
+// A run of lanes is one vector access only where the pointer is contiguous along the run and its
+// first address aligned: a row stride not a multiple of the run, or a gather, stays scalar.
+TL_JIT(cg_strided, tl::Ptr x, tl::Ptr out, tl::Const stride, tl::Const R, tl::Const C) {
+  auto rows = tl::arange(0, R), cols = tl::arange(0, C);
+  auto v = tl::load(x + rows[{tl::_, tl::None}] * stride + cols[{tl::None, tl::_}]);
+  tl::store(out + rows[{tl::_, tl::None}] * C + cols[{tl::None, tl::_}] * 2, v + 1.0f);
+}
+
+TEST(CudaCodegen, VectorAccessesOnlyWhereContiguousAndAligned) {
+  const Tensor x = random_tensor({64, 33}, DType::Float32);
+  Tensor out = empty({64 * 64});
+  // stride 33: the loads' rows are not 16-byte aligned; the stores skip every other element.
+  cg_strided[{1}](x, out, tl::meta("stride", 33), tl::meta("R", 64), tl::meta("C", 32));
+  const std::string odd = backend::cuda::emit(*cg_strided.state().last->function, 1024).source;
+  EXPECT_EQ(odd.find("trt::Vec<"), std::string::npos) << odd;
+  // stride 32: aligned rows, vector loads; the stores stay scalar.
+  const Tensor y = random_tensor({64, 32}, DType::Float32);
+  cg_strided[{1}](y, out, tl::meta("stride", 32), tl::meta("R", 64), tl::meta("C", 32));
+  const std::string even = backend::cuda::emit(*cg_strided.state().last->function, 1024).source;
+  EXPECT_NE(even.find("*(const trt::Vec<float, 4>*)"), std::string::npos) << even;
+  EXPECT_EQ(even.find("*(trt::Vec<"), std::string::npos) << even;
 }
 
 // ---- on a GPU: every catalog kernel agrees with the CPU backend

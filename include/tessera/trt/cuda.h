@@ -11,6 +11,13 @@
 
 namespace trt {
 
+/** `N` consecutive values of `T` as one aligned access: the generated code loads and stores runs
+ * of a tile's elements through it (one LDG/STG of up to 16 bytes). */
+template <class T, int N>
+struct alignas(sizeof(T) * N) Vec {
+  T v[N];
+};
+
 /** The bits of `f` as a `To` of the same size. */
 template <class To, class From>
 TRT_INLINE To bit_copy(From f) {

@@ -7,6 +7,7 @@
 
 #include "backend/common/c_expr.h"
 #include "backend/common/c_family.h"
+#include "ir/affine.h"
 #include "ir/index_map.h"
 #include "ir/materialize.h"
 #include "ir/op_traits.h"
@@ -48,8 +49,9 @@ int64_t element_bytes(const Type& t) {
 class Emitter : ExprPrinter {
  public:
   Emitter(const ir::Function& f, int64_t max_shared, bool checked)
-      : ExprPrinter(f, checked), max_shared_(max_shared) {
+      : ExprPrinter(f, checked), max_shared_(max_shared), affine_(f) {
     threads_ = static_cast<int>(std::max<int64_t>(1, f.attrs.num_warps) * 32);
+    if (!checked) plan_vectors(f_.body);
     reg_.assign(f_.num_values(), 0);
     same_elem_memo_.assign(f_.num_values(), -1);
     plan_registers(f_.body);
@@ -119,11 +121,197 @@ class Emitter : ExprPrinter {
   }
   bool in_registers(ValueId v) const { return reg_[static_cast<size_t>(v)] != 0; }
 
-  // Elements per thread of a loop over `shape`.
+  // Elements per thread of an unrolled loop over `shape` (runs of vec_of(shape)).
   int64_t per_thread(const SmallVector<int64_t, 4>& shape) const {
     int64_t n = 1;
     for (int64_t s : shape) n *= s;
-    return (n + threads_ - 1) / threads_;
+    const int64_t run = vec_of(shape) * threads_;
+    return (n + run - 1) / run * vec_of(shape);
+  }
+
+  // ---- vector accesses
+  // ---------------------------------------------------------------------------
+  //
+  // An unrolled loop over a shape gives each thread runs of V consecutive elements (thread t takes
+  // elements [tV, tV + V), then [(T + t)V, (T + t)V + V), ...), so that a load or store whose
+  // pointer is contiguous along the last dimension and aligned to V elements is one vector access
+  // of up to 16 bytes (LDG.E.128) when its V lanes' masks are all true, and V scalar accesses
+  // otherwise. V is chosen per shape, from the widest such access; every unrolled loop over the
+  // shape uses the same runs, so register arrays stay each thread's own.
+
+  int64_t vec_of(const SmallVector<int64_t, 4>& shape) const {
+    for (const auto& [s, v] : vec_) {
+      if (s == shape) return v;
+    }
+    return 1;
+  }
+
+  // The widest vector (elements, a power of two, at most 16 bytes) for an access through the
+  // pointer tile `p`: contiguous along the last dimension, each run's first address aligned.
+  int64_t widest_access(ValueId p) const {
+    const Type& pt = f_.type(p);
+    if (pt.is_scalar()) return 1;
+    const ir::AffineForm* form = affine_.form(p);
+    const int64_t b = static_cast<int64_t>(itemsize(pt.elem));
+    const size_t last = pt.shape.size() - 1;
+    // (A pointer's coefficients count elements; its base's divisibility, bytes.)
+    if (!form || form->coef.size() != pt.shape.size() || form->coef[last] != 1) return 1;
+    for (int64_t w = 16 / b; w > 1; w /= 2) {
+      bool ok = pt.shape[last] % w == 0 && form->divisibility % (w * b) == 0;
+      for (size_t d = 0; d < last; ++d) ok = ok && form->coef[d] % w == 0;
+      if (ok) return w;
+    }
+    return 1;
+  }
+
+  // The vector width of access `op` (a load into registers or a store), 1 for scalar accesses.
+  int64_t access_width(const Op& op) const {
+    if (checked_) return 1;
+    const auto& shape = f_.type(op.operands[0]).shape;
+    return std::min(vec_of(shape), widest_access(op.operands[0]));
+  }
+
+  // An unrolled loop over the runs of `shape` (see above): `body(run, idx)` with the run's number
+  // (an expression) and its first element's index variables.
+  void runs(const SmallVector<int64_t, 4>& shape,
+            const std::function<void(const std::string&, const Index&)>& body) {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    const int64_t vec = vec_of(shape);
+    const std::string g = fresh("_g"), e = fresh("_e");
+    line("#pragma unroll");
+    line("for (int32_t " + g + " = 0; " + g + " < " + std::to_string(per_thread(shape) / vec) +
+         "; ++" + g + ") {");
+    ++indent_;
+    line("const int32_t " + e + " = (" + g + " * " + std::to_string(threads_) + " + _tid) * " +
+         std::to_string(vec) + ";");
+    if (n % (threads_ * vec) != 0) line("if (" + e + " >= " + std::to_string(n) + ") break;");
+    body(g, decode(shape, e));
+    --indent_;
+    line("}");
+  }
+  // Element j of the run starting at `idx` (runs lie along the last dimension).
+  static Index run_element(const Index& idx, int64_t j) {
+    Index r = idx;
+    if (j) r.back() = "(" + r.back() + " + " + std::to_string(j) + ")";
+    return r;
+  }
+  // Generates `f(idx_j)` with element j of the run as the current element (register arrays read
+  // there give slot `run * V + j`).
+  std::string at_run_element(const SmallVector<int64_t, 4>& shape, const std::string& run,
+                             const Index& idx, int64_t j,
+                             const std::function<std::string(const Index&)>& f) {
+    const std::string slot =
+        "(" + run + " * " + std::to_string(vec_of(shape)) + " + " + std::to_string(j) + ")";
+    elem_loops_.push_back({shape, run_element(idx, j), slot});
+    std::string r = f(elem_loops_.back().idx);
+    elem_loops_.pop_back();
+    return r;
+  }
+
+  // A load into register array `v`, `w` lanes per access: one vector load when the lanes' masks
+  // all hold, else each lane's own masked load.
+  void vector_load(const Op& op, ValueId v, int64_t w) {
+    const Type& t = f_.type(v);
+    const int64_t vec = vec_of(t.shape);
+    const std::string st = storage_type(t.elem);
+    const std::string vt = "trt::Vec<" + st + ", " + std::to_string(w) + ">";
+    const bool read0 = read_shared_;
+    read_shared_ = false;
+    runs(t.shape, [&](const std::string& run, const Index& idx) {
+      for (int64_t c = 0; c < vec; c += w) {
+        std::string all;
+        if (op.operands.size() > 1) {
+          for (int64_t j = c; j < c + w; ++j) {
+            all += (all.empty() ? "" : " && ") +
+                   at_run_element(t.shape, run, idx, j, [&](const Index& i) {
+                     return "(" + expr(op.operands[1], i) + ")";
+                   });
+          }
+        }
+        const std::string ptr = at_run_element(
+            t.shape, run, idx, c, [&](const Index& i) { return expr(op.operands[0], i); });
+        const std::string tmp = fresh("_vt");
+        if (!all.empty()) line("if (" + all + ") {");
+        line("  const " + vt + " " + tmp + " = *(const " + vt + "*)(" + ptr + ");");
+        for (int64_t j = c; j < c + w; ++j) {
+          line("  " + name(v) + "[" + run + " * " + std::to_string(vec) + " + " +
+               std::to_string(j) +
+               "] = " + load_conv(t.elem, tmp + ".v[" + std::to_string(j - c) + "]") + ";");
+        }
+        if (all.empty()) continue;
+        line("} else {");
+        for (int64_t j = c; j < c + w; ++j) {
+          line("  " + at_run_element(t.shape, run, idx, j, [&](const Index& i) {
+                 return element_of(v, name(v), i) + " = " + op_expr(op, i) + ";";
+               }));
+        }
+        line("}");
+      }
+    });
+    if (read_shared_) line("__syncthreads();");
+    read_shared_ = read_shared_ || read0;
+  }
+
+  // A store, `w` lanes per access: the lanes' values first, then one vector store when their
+  // masks all hold, else each lane's own masked store.
+  void vector_store(const Op& op, int64_t w) {
+    const Type& pt = f_.type(op.operands[0]);
+    const int64_t vec = vec_of(pt.shape);
+    const std::string st = storage_type(pt.elem);
+    const std::string vt = "trt::Vec<" + st + ", " + std::to_string(w) + ">";
+    const bool masked = op.operands.size() > 2;
+    runs(pt.shape, [&](const std::string& run, const Index& idx) {
+      for (int64_t c = 0; c < vec; c += w) {
+        const std::string tmp = fresh("_sv");
+        line(vt + " " + tmp + ";");
+        std::string all;
+        std::vector<std::string> masks, ptrs;
+        for (int64_t j = c; j < c + w; ++j) {
+          at_run_element(pt.shape, run, idx, j, [&](const Index& i) {
+            line(tmp + ".v[" + std::to_string(j - c) +
+                 "] = " + store_conv(pt.elem, expr(op.operands[1], i)) + ";");
+            if (masked) masks.push_back("(" + expr(op.operands[2], i) + ")");
+            ptrs.push_back(expr(op.operands[0], i));
+            return std::string();
+          });
+          if (masked) all += (all.empty() ? "" : " && ") + masks.back();
+        }
+        if (!masked) {
+          line("*(" + vt + "*)(" + ptrs[0] + ") = " + tmp + ";");
+          continue;
+        }
+        line("if (" + all + ") {");
+        line("  *(" + vt + "*)(" + ptrs[0] + ") = " + tmp + ";");
+        line("} else {");
+        for (int64_t j = 0; j < w; ++j) {
+          line("  if (" + masks[static_cast<size_t>(j)] + ") *" + ptrs[static_cast<size_t>(j)] +
+               " = " + tmp + ".v[" + std::to_string(j) + "];");
+        }
+        line("}");
+      }
+    });
+    line("__syncthreads();");
+  }
+
+  void plan_vectors(const Region& r) {
+    for (const Op* op : r.ops) {
+      for (const Region& sub : op->regions) plan_vectors(sub);
+      if (op->kind != OpKind::Load && op->kind != OpKind::Store) continue;
+      const auto& shape = f_.type(op->operands[0]).shape;
+      int64_t w = widest_access(op->operands[0]);
+      int64_t n = 1;
+      for (int64_t s : shape) n *= s;
+      while (w > 1 && w * threads_ > n) w /= 2;  // every thread keeps a run
+      if (w == 1) continue;
+      auto it =
+          std::find_if(vec_.begin(), vec_.end(), [&](const auto& e) { return e.first == shape; });
+      if (it == vec_.end()) {
+        vec_.emplace_back(shape, w);
+      } else {
+        it->second = std::max(it->second, w);
+      }
+    }
   }
 
   // A block-wide reduction of a whole tile (one output, an axis wider than a warp): it folds the
@@ -316,11 +504,19 @@ class Emitter : ExprPrinter {
     touched_registers_ = touched_registers_ || touched0;
     read_shared_ = read_shared_ || read0;
     if (unroll) {
+      // Slot k is element k % V of the thread's (k / V)-th run; elements grow with k.
+      const int64_t vec = vec_of(shape);
       line("#pragma unroll");
       line("for (int32_t " + k + " = 0; " + k + " < " + std::to_string(per_thread(shape)) + "; ++" +
            k + ") {");
-      line("  const int32_t " + e + " = " + k + " * " + ts + " + _tid;");
-      if (n % threads_ != 0) line("  if (" + e + " >= " + ns + ") break;");
+      if (vec == 1) {
+        line("  const int32_t " + e + " = " + k + " * " + ts + " + _tid;");
+      } else {
+        const std::string vs = std::to_string(vec);
+        line("  const int32_t " + e + " = (" + k + " / " + vs + " * " + ts + " + _tid) * " + vs +
+             " + " + k + " % " + vs + ";");
+      }
+      if (n % (threads_ * vec) != 0) line("  if (" + e + " >= " + ns + ") break;");
     } else {
       line("for (int32_t " + e + " = _tid; " + e + " < " + ns + "; " + e + " += " + ts + ") {");
     }
@@ -394,6 +590,12 @@ class Emitter : ExprPrinter {
         line(type_str(f_.type(v)) + " const " + name(v) + " = " + op_expr(op, {}) + ";");
       } else if (s == Storage::Array) {
         declare_array(v);
+        if (op.kind == OpKind::Load && in_registers(v)) {
+          if (const int64_t w = access_width(op); w > 1) {
+            vector_load(op, v, w);
+            continue;
+          }
+        }
         loops(
             f_.type(v).shape,
             [&](const Index& idx) {
@@ -407,6 +609,7 @@ class Emitter : ExprPrinter {
 
   void store(const Op& op) {
     const Type& pt = f_.type(op.operands[0]);
+    if (const int64_t w = access_width(op); w > 1) return vector_store(op, w);
     loops(pt.shape, [&](const Index& idx) { line(store_stmt(op, idx)); });
   }
 
@@ -849,6 +1052,9 @@ class Emitter : ExprPrinter {
     std::string slot;  // the element's position in a register array (the unrolled counter)
   };
   std::vector<ElementLoop> elem_loops_;
+  // Vector accesses (see plan_vectors).
+  ir::AffineInfo affine_;
+  std::vector<std::pair<SmallVector<int64_t, 4>, int64_t>> vec_;  // shape -> run length
   bool touched_registers_ = false;  // the loop being generated read or wrote a register array
   bool read_shared_ = false;        // ... read an array in shared memory
 };
