@@ -8,6 +8,7 @@
 #                                   #                         carry=[".deps"])
 #   scripts/gpu-check.sh quick      # the build and the `gpu` label only (a short GPU session);
 #                                   # TESTS=regex narrows it (TESTS='test_ops_cuda|test_cuda$')
+#   scripts/gpu-check.sh bench      # the build and the benchmarks with their peers only
 # Every step has a time limit (STEP_TIMEOUT seconds, default 300): a hung kernel fails its step
 # instead of eating the session's GPU time.
 # Here, once: mkdir -p .deps && cp -r /usr/src/googletest .deps/   (.deps/ is git-ignored)
@@ -32,6 +33,29 @@ step() {  # step NAME LOG COMMAND...: runs a step, records its status and second
   return $rc
 }
 
+run_benchmarks() {
+  # Benchmarks: tessera and its peers (Triton's tutorial kernels, PyTorch) in one run, one table of
+  # ratios (bench/gpu_table.py). First launches run in new processes: cold caches, then warm.
+  B="$BUILD/bench/bench_gpu_kernels"
+  P=bench/peers/triton_gpu.py
+  step "bench_gpu_kernels" bench-gpu.jsonl "$B" --json
+  step "bench launch" bench-launch.jsonl "$B" launch
+  tcold=$(mktemp -d)
+  step "bench first launch" bench-first.jsonl bash -c "TESSERA_CACHE_DIR=$tcold '$B' first-launch cold && \
+    TESSERA_CACHE_DIR=$tcold '$B' first-launch warm"
+  if python3 -c "import triton, torch" 2> /dev/null; then
+    step "peers: kernels" peers-kernels.jsonl python3 "$P" kernels
+    step "peers: launch" peers-launch.jsonl python3 "$P" launch
+    pcold=$(mktemp -d)
+    step "peers: first launch" peers-first.jsonl bash -c "TRITON_CACHE_DIR=$pcold python3 $P first-launch cold \
+      && TRITON_CACHE_DIR=$pcold python3 $P first-launch warm"
+  else
+    say "no Triton/PyTorch in python3: the table has tessera's figures only"
+  fi
+  (cd "$OUT" && python3 "$OLDPWD/bench/gpu_table.py" bench-gpu.jsonl bench-launch.jsonl bench-first.jsonl \
+    $(ls peers-*.jsonl 2> /dev/null)) | tee "$OUT/bench-table.md" | tee -a "$summary"
+}
+
 say "== tessera GPU check, $(date -u +%Y-%m-%dT%H:%MZ), $J cores"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader 2>&1 | tee -a "$summary"
 
@@ -48,42 +72,29 @@ step "configure" configure.log cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYP
 step "build" build.log cmake --build "$BUILD" -j"$J" -- -k 0 || { grep -E "error|FAILED:" "$OUT/build.log" | head -40; exit 1; }
 step "doctor" doctor.log "$BUILD/bin/tessera" doctor
 cat "$OUT/doctor.log"
+if [ "${1:-}" = bench ]; then
+  run_benchmarks
+  say "== done (bench)"
+  exit 0
+fi
 if [ "${1:-}" = quick ]; then
   step "ctest -L gpu" ctest-gpu.log ctest --test-dir "$BUILD" -L gpu -R "${TESTS:-.}" --output-on-failure -j12 \
-    --timeout 240
+    --timeout 300
   grep -E "Skipped|SKIPPED|Failure|FAILED|tests passed|tests failed|Timeout" "$OUT/ctest-gpu.log" |
     head -30 | tee -a "$summary"
   say "== done (quick)"
   exit 0
 fi
-step "ctest -L 'gpu|nvrtc'" ctest-gpu.log ctest --test-dir "$BUILD" -L 'gpu|nvrtc' --output-on-failure -j12 \
-  --timeout 240
+STEP_TIMEOUT=${STEP_TIMEOUT_GPU_TESTS:-420} step "ctest -L 'gpu|nvrtc'" ctest-gpu.log ctest --test-dir "$BUILD" -L 'gpu|nvrtc' --output-on-failure -j12 \
+  --timeout 300
 grep -E "Skipped|SKIPPED|Failure|FAILED|tests passed|tests failed|Timeout" "$OUT/ctest-gpu.log" | head -30 | tee -a "$summary"
 # The GPU cases' own lines (ctest hides a passing test's output): a skip on this machine is a defect.
 step "test_cuda (verbose)" test_cuda.log "$BUILD/tests/test_cuda"
 grep -E "^\[  (PASSED|SKIPPED|FAILED) |^\[  FAILED  \]|SKIPPED \]" "$OUT/test_cuda.log" | head -30 | tee -a "$summary"
-step "ctest (everything)" ctest-all.log ctest --test-dir "$BUILD" --output-on-failure -j"$J"
+# The rest of the suite (the gpu and nvrtc labels ran above).
+step "ctest (the rest)" ctest-all.log ctest --test-dir "$BUILD" -LE 'gpu|nvrtc' --output-on-failure -j"$J"
 grep -E "tests passed|tests failed|\*\*\*Failed|Timeout" "$OUT/ctest-all.log" | head -20 | tee -a "$summary"
-# Benchmarks: tessera and its peers (Triton's tutorial kernels, PyTorch) in one run, one table of
-# ratios (bench/gpu_table.py). First launches run in new processes: cold caches, then warm.
-B="$BUILD/bench/bench_gpu_kernels"
-P=bench/peers/triton_gpu.py
-step "bench_gpu_kernels" bench-gpu.jsonl "$B" --json
-step "bench launch" bench-launch.jsonl "$B" launch
-tcold=$(mktemp -d)
-step "bench first launch" bench-first.jsonl bash -c "TESSERA_CACHE_DIR=$tcold '$B' first-launch cold && \
-  TESSERA_CACHE_DIR=$tcold '$B' first-launch warm"
-if python3 -c "import triton, torch" 2> /dev/null; then
-  step "peers: kernels" peers-kernels.jsonl python3 "$P" kernels
-  step "peers: launch" peers-launch.jsonl python3 "$P" launch
-  pcold=$(mktemp -d)
-  step "peers: first launch" peers-first.jsonl bash -c "TRITON_CACHE_DIR=$pcold python3 $P first-launch cold \
-    && TRITON_CACHE_DIR=$pcold python3 $P first-launch warm"
-else
-  say "no Triton/PyTorch in python3: the table has tessera's figures only"
-fi
-(cd "$OUT" && python3 "$OLDPWD/bench/gpu_table.py" bench-gpu.jsonl bench-launch.jsonl bench-first.jsonl \
-  $(ls peers-*.jsonl 2> /dev/null)) | tee "$OUT/bench-table.md" | tee -a "$summary"
+run_benchmarks
 for t in tutorial_03_matmul tutorial_04_dropout tutorial_05_layer_norm tutorial_06_attention \
   tutorial_07_extern_functions tutorial_08_grouped_gemm tutorial_09_persistent_matmul; do
   step "$t --cuda" "$t.log" "$BUILD/examples/$t" --cuda
