@@ -468,6 +468,14 @@ TEST(CudaCodegen, TilesReadAtTheirOwnElementLiveInRegisters) {
   const std::string checked =
       backend::cuda::emit(*cg_add.state().last->function, 1024, /*checked=*/true).source;
   EXPECT_EQ(checked.find("trt::Vec<"), std::string::npos);
+  // n = 4096 (an argument divisible by 16): `offs < n` is equal on each run of 4, so a run is
+  // loaded whole or not at all; with n = 4095 a run may be cut, and its lanes load one by one.
+  EXPECT_EQ(add.source.find(" ? *("), std::string::npos) << add.source;
+  Tensor part = empty({4095});
+  cg_add[{4}](a.narrow(0, 0, 4095), b.narrow(0, 0, 4095), part, 4095, tl::meta("BLOCK", 1024));
+  const std::string ragged = backend::cuda::emit(*cg_add.state().last->function, 1024).source;
+  EXPECT_NE(ragged.find("*(const trt::Vec<float, 4>*)"), std::string::npos) << ragged;
+  EXPECT_NE(ragged.find(" ? *("), std::string::npos) << ragged;
 }
 
 // A run of lanes is one vector access only where the pointer is contiguous along the run and its

@@ -171,6 +171,56 @@ class Emitter : ExprPrinter {
     return std::min(vec_of(shape), widest_access(op.operands[0]));
   }
 
+  // Whether the boolean tile `m` is equal on every `w` consecutive lanes of its last dimension that
+  // start at a multiple of `w` (Triton's constancy, from the affine forms): then a run's access is
+  // all or nothing and needs no per-lane fallback. `offs < n` with `offs` advancing by one along
+  // the run and both sides' bases multiples of `w` (n an argument divisible by 16) is; masks of
+  // other dimensions and their conjunctions are. (Offsets are assumed not to wrap int32, as by
+  // Triton; the checked mode, which reports a wrap, keeps scalar accesses.)
+  bool lanes_agree(ValueId m, int64_t w) const {
+    const Type& t = f_.type(m);
+    if (t.is_scalar()) return true;
+    const Op* op = f_.def(m);
+    if (!op) return false;
+    const size_t last = t.shape.size() - 1;
+    switch (op->kind) {
+      case OpKind::Constant:
+      case OpKind::Splat:
+        return true;
+      case OpKind::Broadcast: {
+        const Type& st = f_.type(op->operands[0]);
+        if (st.shape.size() != t.shape.size()) return false;
+        return st.shape.back() == 1 || lanes_agree(op->operands[0], w);
+      }
+      case OpKind::Binary: {
+        const auto k = static_cast<ir::BinaryKind>(op->sub);
+        if (k != ir::BinaryKind::And && k != ir::BinaryKind::Or) return false;
+        return lanes_agree(op->operands[0], w) && lanes_agree(op->operands[1], w);
+      }
+      case OpKind::Compare: {
+        const ir::AffineForm* a = affine_.form(op->operands[0]);
+        const ir::AffineForm* b = affine_.form(op->operands[1]);
+        if (!a || !b || a->coef.size() != t.shape.size() || b->coef.size() != t.shape.size())
+          return false;
+        const int64_t slope = a->coef[last] - b->coef[last];
+        if (slope == 0) return true;  // a - b is constant along the run
+        // a - b = D + slope * i: with D and the other dimensions' terms multiples of w, `<` and
+        // `>=` (slope 1) or `>` and `<=` (slope -1) change only at a multiple of w.
+        const auto k = static_cast<ir::CmpKind>(op->sub);
+        const bool aligned_change =
+            (slope == 1 && (k == ir::CmpKind::LT || k == ir::CmpKind::GE)) ||
+            (slope == -1 && (k == ir::CmpKind::GT || k == ir::CmpKind::LE));
+        if (!aligned_change || a->divisibility % w != 0 || b->divisibility % w != 0) return false;
+        for (size_t d = 0; d < last; ++d) {
+          if ((a->coef[d] - b->coef[d]) % w != 0) return false;
+        }
+        return true;
+      }
+      default:
+        return false;
+    }
+  }
+
   // An unrolled loop over the runs of `shape` (see above): `body(run, idx)` with the run's number
   // (an expression) and its first element's index variables.
   void runs(const SmallVector<int64_t, 4>& shape,
@@ -218,11 +268,13 @@ class Emitter : ExprPrinter {
     const std::string vt = "trt::Vec<" + st + ", " + std::to_string(w) + ">";
     const bool read0 = read_shared_;
     read_shared_ = false;
+    const bool masked = op.operands.size() > 1;
+    const bool agree = masked && lanes_agree(op.operands[1], w);
     runs(t.shape, [&](const std::string& run, const Index& idx) {
       for (int64_t c = 0; c < vec; c += w) {
         std::string all;
-        if (op.operands.size() > 1) {
-          for (int64_t j = c; j < c + w; ++j) {
+        if (masked) {
+          for (int64_t j = c; j < (agree ? c + 1 : c + w); ++j) {
             all += (all.empty() ? "" : " && ") +
                    at_run_element(t.shape, run, idx, j, [&](const Index& i) {
                      return "(" + expr(op.operands[1], i) + ")";
@@ -242,8 +294,12 @@ class Emitter : ExprPrinter {
         if (all.empty()) continue;
         line("} else {");
         for (int64_t j = c; j < c + w; ++j) {
+          // The run's lanes are all masked off (agree: `other`), or some (each lane's own load).
           line("  " + at_run_element(t.shape, run, idx, j, [&](const Index& i) {
-                 return element_of(v, name(v), i) + " = " + op_expr(op, i) + ";";
+                 const std::string value = !agree                   ? op_expr(op, i)
+                                           : op.operands.size() > 2 ? expr(op.operands[2], i)
+                                                                    : std::string("0");
+                 return element_of(v, name(v), i) + " = " + value + ";";
                }));
         }
         line("}");
@@ -261,6 +317,7 @@ class Emitter : ExprPrinter {
     const std::string st = storage_type(pt.elem);
     const std::string vt = "trt::Vec<" + st + ", " + std::to_string(w) + ">";
     const bool masked = op.operands.size() > 2;
+    const bool agree = masked && lanes_agree(op.operands[2], w);
     runs(pt.shape, [&](const std::string& run, const Index& idx) {
       for (int64_t c = 0; c < vec; c += w) {
         const std::string tmp = fresh("_sv");
@@ -275,7 +332,7 @@ class Emitter : ExprPrinter {
             ptrs.push_back(expr(op.operands[0], i));
             return std::string();
           });
-          if (masked) all += (all.empty() ? "" : " && ") + masks.back();
+          if (masked && (!agree || j == c)) all += (all.empty() ? "" : " && ") + masks.back();
         }
         if (!masked) {
           line("*(" + vt + "*)(" + ptrs[0] + ") = " + tmp + ";");
@@ -283,6 +340,10 @@ class Emitter : ExprPrinter {
         }
         line("if (" + all + ") {");
         line("  *(" + vt + "*)(" + ptrs[0] + ") = " + tmp + ";");
+        if (agree) {  // else the run is all masked off
+          line("}");
+          continue;
+        }
         line("} else {");
         for (int64_t j = 0; j < w; ++j) {
           line("  if (" + masks[static_cast<size_t>(j)] + ") *" + ptrs[static_cast<size_t>(j)] +
