@@ -26,6 +26,17 @@ using ir::Storage;
 using ir::Type;
 using ir::ValueId;
 
+int64_t numel(const SmallVector<int64_t, 4>& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+// "trt::Vec<T, w>" for `w` stored values of `elem`.
+std::string vec_type(DType elem, int64_t w) {
+  return "trt::Vec<" + std::string(storage_type(elem)) + ", " + std::to_string(w) + ">";
+}
+
 // Bytes of one element of an array holding values of type `t` (register values; pointers).
 int64_t element_bytes(const Type& t) {
   if (t.ptr) return 8;
@@ -105,16 +116,15 @@ class Emitter : ExprPrinter {
     declare_params("trt::GpuDebug", /*aligned=*/false);
   }
 
-  // ---- register arrays
-  // ---------------------------------------------------------------------------
+  // ---- register arrays --------------------------------------------------------------------------
   //
-  // Every loop over a tile's elements gives element e to thread e % T, as its (e / T)-th element.
-  // A tile whose every reader evaluates it at the reader's own element (elementwise ops over the
-  // same shape, stores, block-wide reductions, loop-carried assignments) is therefore only ever
-  // read by the thread that computed the element: it lives in that thread's registers, an array
-  // of ceil(n / T) values indexed by the unrolled loop's counter, with no shared memory and no
-  // barrier. Loads are materialized this way too (not recomputed at their consumer), so all of a
-  // thread's loads are in flight before the first use.
+  // Every unrolled loop over a shape gives each element to the same thread at the same position
+  // (its runs, below). A tile whose every reader evaluates it at the reader's own element
+  // (elementwise ops over the same shape, stores, block-wide reductions, loop-carried
+  // assignments) is therefore only ever read by the thread that computed the element: it lives in
+  // that thread's registers, an array indexed by the unrolled loop's counter, with no shared
+  // memory and no barrier. Loads are materialized this way too (not recomputed at their
+  // consumer), so all of a thread's loads are in flight before the first use.
 
   Storage storage(ValueId v) const override {
     return reg_[static_cast<size_t>(v)] ? Storage::Array : plan_.storage(v);
@@ -123,21 +133,18 @@ class Emitter : ExprPrinter {
 
   // Elements per thread of an unrolled loop over `shape` (runs of vec_of(shape)).
   int64_t per_thread(const SmallVector<int64_t, 4>& shape) const {
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
     const int64_t run = vec_of(shape) * threads_;
-    return (n + run - 1) / run * vec_of(shape);
+    return (numel(shape) + run - 1) / run * vec_of(shape);
   }
 
-  // ---- vector accesses
-  // ---------------------------------------------------------------------------
+  // ---- vector accesses --------------------------------------------------------------------------
   //
   // An unrolled loop over a shape gives each thread runs of V consecutive elements (thread t takes
   // elements [tV, tV + V), then [(T + t)V, (T + t)V + V), ...), so that a load or store whose
   // pointer is contiguous along the last dimension and aligned to V elements is one vector access
-  // of up to 16 bytes (LDG.E.128) when its V lanes' masks are all true, and V scalar accesses
-  // otherwise. V is chosen per shape, from the widest such access; every unrolled loop over the
-  // shape uses the same runs, so register arrays stay each thread's own.
+  // of up to 16 bytes (trt::Vec: ld.global.v4 in the PTX) when its lanes' masks all hold, and
+  // scalar accesses otherwise. V is chosen per shape, from the widest such access; every unrolled
+  // loop over the shape uses the same runs, so register arrays stay each thread's own.
 
   int64_t vec_of(const SmallVector<int64_t, 4>& shape) const {
     for (const auto& [s, v] : vec_) {
@@ -225,8 +232,7 @@ class Emitter : ExprPrinter {
   // (an expression) and its first element's index variables.
   void runs(const SmallVector<int64_t, 4>& shape,
             const std::function<void(const std::string&, const Index&)>& body) {
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
+    const int64_t n = numel(shape);
     const int64_t vec = vec_of(shape);
     const std::string g = fresh("_g"), e = fresh("_e");
     line("#pragma unroll");
@@ -264,8 +270,7 @@ class Emitter : ExprPrinter {
   void vector_load(const Op& op, ValueId v, int64_t w) {
     const Type& t = f_.type(v);
     const int64_t vec = vec_of(t.shape);
-    const std::string st = storage_type(t.elem);
-    const std::string vt = "trt::Vec<" + st + ", " + std::to_string(w) + ">";
+    const std::string vt = vec_type(t.elem, w);
     const bool read0 = read_shared_;
     read_shared_ = false;
     const bool masked = op.operands.size() > 1;
@@ -314,8 +319,7 @@ class Emitter : ExprPrinter {
   void vector_store(const Op& op, int64_t w) {
     const Type& pt = f_.type(op.operands[0]);
     const int64_t vec = vec_of(pt.shape);
-    const std::string st = storage_type(pt.elem);
-    const std::string vt = "trt::Vec<" + st + ", " + std::to_string(w) + ">";
+    const std::string vt = vec_type(pt.elem, w);
     const bool masked = op.operands.size() > 2;
     const bool agree = masked && lanes_agree(op.operands[2], w);
     runs(pt.shape, [&](const std::string& run, const Index& idx) {
@@ -361,9 +365,7 @@ class Emitter : ExprPrinter {
       if (op->kind != OpKind::Load && op->kind != OpKind::Store) continue;
       const auto& shape = f_.type(op->operands[0]).shape;
       int64_t w = widest_access(op->operands[0]);
-      int64_t n = 1;
-      for (int64_t s : shape) n *= s;
-      while (w > 1 && w * threads_ > n) w /= 2;  // every thread keeps a run
+      while (w > 1 && w * threads_ > numel(shape)) w /= 2;  // every thread keeps a run
       if (w == 1) continue;
       auto it =
           std::find_if(vec_.begin(), vec_.end(), [&](const auto& e) { return e.first == shape; });
@@ -529,9 +531,9 @@ class Emitter : ExprPrinter {
   // registers only (a barrier follows only if it read shared memory).
   enum class Writes { Memory, Registers };
 
-  // The block's threads share the elements of `shape` (thread t takes t, t + T, ...; a rank-0
-  // shape is thread 0's). A loop that touches register arrays is unrolled, so that their indices
-  // are constants.
+  // The block's threads share the elements of `shape` (a rank-0 shape is thread 0's). A loop that
+  // touches register arrays is unrolled, so that their indices are constants, and gives each
+  // thread its runs of the shape (vector accesses); another takes t, t + T, ... in thread t.
   void loops(const SmallVector<int64_t, 4>& shape, const std::function<void(const Index&)>& body,
              Writes writes = Writes::Memory) {
     if (shape.empty()) {
@@ -543,8 +545,7 @@ class Emitter : ExprPrinter {
       line("__syncthreads();");
       return;
     }
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
+    const int64_t n = numel(shape);
     const std::string e = fresh("_e"), k = fresh("_k");
     const std::string ns = std::to_string(n), ts = std::to_string(threads_);
     // The body first, into a buffer: whether it touched registers decides the loop's form.
@@ -1113,11 +1114,11 @@ class Emitter : ExprPrinter {
     std::string slot;  // the element's position in a register array (the unrolled counter)
   };
   std::vector<ElementLoop> elem_loops_;
+  bool touched_registers_ = false;  // the loop being generated read or wrote a register array
+  bool read_shared_ = false;        // ... read an array in shared memory
   // Vector accesses (see plan_vectors).
   ir::AffineInfo affine_;
   std::vector<std::pair<SmallVector<int64_t, 4>, int64_t>> vec_;  // shape -> run length
-  bool touched_registers_ = false;  // the loop being generated read or wrote a register array
-  bool read_shared_ = false;        // ... read an array in shared memory
 };
 
 }  // namespace

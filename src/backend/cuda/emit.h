@@ -1,21 +1,20 @@
 /** \file
  * Tile IR -> CUDA C++ for NVRTC (research/codegen_design.md §8, stages 1-2): one CUDA block per
- * program with `num_warps * 32` threads. Every loop over a tile's elements gives element e to
- * thread e % T (consecutive threads on consecutive elements, so global accesses coalesce).
- * Index, pointer and mask expressions stay inline (evaluated per element, as on the CPU). A tile
- * that is only ever read at the reading thread's own element (elementwise chains, stores,
- * whole-tile reductions, loop-carried values) lives in that thread's registers: an array of
- * ceil(n / T) values indexed by an unrolled loop's counter; loads are materialized this way, so
+ * program with `num_warps * 32` threads; loops over a tile's elements are spread over them so
+ * that global accesses coalesce. Index, pointer and mask expressions stay inline (evaluated per
+ * element, as on the CPU). A tile that is only ever read at the reading thread's own element
+ * (elementwise chains, stores, whole-tile reductions, loop-carried values) lives in that thread's
+ * registers, an array indexed by an unrolled loop's counter; loads are materialized this way, so
  * a thread's loads are all in flight before their first use. Unrolled loops give each thread runs
  * of V consecutive elements, so contiguous, aligned loads and stores are 16-byte vector accesses
- * where a run's masks all hold. Other tiles the materialization plan
- * stores (ir/materialize.h) live in shared memory at offsets fixed here, and a loop that writes
- * or reads shared memory ends with a barrier. Scalars are computed by every thread alike, so
- * control flow stays uniform. A whole-tile reduction folds each thread's elements, then each
- * warp's by a shuffle butterfly, then the warps' partials; other reductions use a warp per output
- * when outputs are fewer than threads, else a thread per output. Dots compute one output element
- * per thread over shared-memory operands with the CPU's multiply-adds in the CPU's order. Tensor
- * cores are the next stage.
+ * where a run's masks hold. Other tiles the materialization plan stores (ir/materialize.h) live in
+ * shared memory at offsets fixed here, and a loop that writes or reads shared memory ends with a
+ * barrier. Scalars are computed by every thread alike, so control flow stays uniform. A
+ * whole-tile reduction folds each thread's elements, then each warp's by a shuffle butterfly,
+ * then the warps' partials; other reductions use a warp per output when outputs are fewer than
+ * threads, else a thread per output. Dots compute one output element per thread over
+ * shared-memory operands with the CPU's multiply-adds in the CPU's order. Tensor cores are the
+ * next stage.
  */
 #pragma once
 
