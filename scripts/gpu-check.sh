@@ -6,7 +6,7 @@
 #
 #   scripts/gpu-check.sh            # on the GPU machine: run(command="scripts/gpu-check.sh",
 #                                   #                         carry=[".deps"])
-#   scripts/gpu-check.sh quick      # the build and the `gpu` label only (a short GPU session);
+#   scripts/gpu-check.sh quick      # the build, the `gpu` label, the tutorials and the demo;
 #                                   # TESTS=regex narrows it (TESTS='test_ops_cuda|test_cuda$')
 #   scripts/gpu-check.sh bench      # the build and the benchmarks with their peers only
 # Every step has a time limit (STEP_TIMEOUT seconds, default 300): a hung kernel fails its step
@@ -56,6 +56,17 @@ run_benchmarks() {
     $(ls peers-*.jsonl 2> /dev/null)) | tee "$OUT/bench-table.md" | tee -a "$summary"
 }
 
+run_tutorials() {
+  # Triton's tutorials as ported (examples/), on the GPU, and the seed walkthrough.
+  for t in tutorial_03_matmul tutorial_04_dropout tutorial_05_layer_norm tutorial_06_attention \
+    tutorial_07_extern_functions tutorial_08_grouped_gemm tutorial_09_persistent_matmul; do
+    step "$t --cuda" "$t.log" "$BUILD/examples/$t" --cuda
+    tail -2 "$OUT/$t.log" | tee -a "$summary"
+  done
+  step "demo" demo.log "$BUILD/bin/tessera" demo
+  head -2 "$OUT/demo.log" | tee -a "$summary"
+}
+
 say "== tessera GPU check, $(date -u +%Y-%m-%dT%H:%MZ), $J cores"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader 2>&1 | tee -a "$summary"
 
@@ -82,6 +93,7 @@ if [ "${1:-}" = quick ]; then
     --timeout 300
   grep -E "Skipped|SKIPPED|Failure|FAILED|tests passed|tests failed|Timeout" "$OUT/ctest-gpu.log" |
     head -30 | tee -a "$summary"
+  run_tutorials
   say "== done (quick)"
   exit 0
 fi
@@ -95,11 +107,5 @@ grep -E "^\[  (PASSED|SKIPPED|FAILED) |^\[  FAILED  \]|SKIPPED \]" "$OUT/test_cu
 step "ctest (the rest)" ctest-all.log ctest --test-dir "$BUILD" -LE 'gpu|nvrtc' --output-on-failure -j"$J"
 grep -E "tests passed|tests failed|\*\*\*Failed|Timeout" "$OUT/ctest-all.log" | head -20 | tee -a "$summary"
 run_benchmarks
-for t in tutorial_03_matmul tutorial_04_dropout tutorial_05_layer_norm tutorial_06_attention \
-  tutorial_07_extern_functions tutorial_08_grouped_gemm tutorial_09_persistent_matmul; do
-  step "$t --cuda" "$t.log" "$BUILD/examples/$t" --cuda
-  tail -2 "$OUT/$t.log" | tee -a "$summary"
-done
-step "demo" demo.log "$BUILD/bin/tessera" demo
-head -2 "$OUT/demo.log" | tee -a "$summary"
+run_tutorials
 say "== done"

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "ir/coverage.h"
 #include "tessera/detail/boxing.h"
 #include "tessera/env.h"
 #include "tessera/tl.h"
@@ -190,6 +191,7 @@ class Tracer final : public DispatchMode {
       Node::Variant v;
       v.cand = cands[j];
       for (int d = 0; d < 3; ++d) v.grid[d] = g_.env->expr_of(grid.dims[d]);
+      mark_coverage(n, fn, prepared, j, args, hinted, param_of, v.grid, n.variants.empty());
       n.variants.push_back(std::move(v));
     }
     if (n.variants.empty()) {
@@ -295,7 +297,14 @@ class Tracer final : public DispatchMode {
     const auto& params = fn.params();
     for (size_t p = 0; p < params.size(); ++p) {
       const Tensor* bound = prepared.param_tensor(j, p);
-      if (!bound || p >= kernel.written.size() || !kernel.written[p]) continue;
+      if (!bound) continue;
+      if (p < kernel.read.size() && kernel.read[p]) {
+        for (size_t i = 0; i < args.size(); ++i) {
+          if (args[i].kind == tl::KernelArg::Kind::Tensor && hinted[i].tensor == bound)
+            n.args[i].read = true;
+        }
+      }
+      if (p >= kernel.written.size() || !kernel.written[p]) continue;
       for (size_t i = 0; i < args.size(); ++i) {
         if (args[i].kind != tl::KernelArg::Kind::Tensor || hinted[i].tensor != bound) continue;
         Arg& a = n.args[i];
@@ -315,6 +324,86 @@ class Tracer final : public DispatchMode {
         }
       }
     }
+  }
+
+  // What variant j's stores cover of each written tensor (ir/coverage): a condition on the sizes
+  // under which every element is stored, and-ed over the variants (the dead-fill proof).
+  void mark_coverage(Node& n, const tl::JITFunction& fn, const tl::PreparedVariants& prepared,
+                     size_t j, ArrayRef<tl::KernelArg> args,
+                     const std::vector<tl::KernelArg>& hinted, const std::vector<int>& param_of,
+                     const sym::ExprPtr (&grid)[3], bool first) {
+    const auto& kernel = *prepared.kernel(j);
+    if (!kernel.function) return;
+    const auto& params = fn.params();
+    const std::vector<ir::StoreCoverage> cover = ir::store_coverage(*kernel.function);
+    std::vector<bool> seen(n.args.size(), false);
+    for (size_t p = 0; p < params.size() && p < cover.size(); ++p) {
+      const Tensor* bound = prepared.param_tensor(j, p);
+      if (!bound) continue;
+      for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i].kind != tl::KernelArg::Kind::Tensor || hinted[i].tensor != bound) continue;
+        Arg& a = n.args[i];
+        if (!a.written || seen[i]) continue;
+        seen[i] = true;
+        std::string why;
+        sym::ExprPtr c = cover_condition(cover[p], a, n.args, param_of, grid, why);
+        if (!c && a.cover_note.empty()) {
+          a.cover_note =
+              "kernel " + fn.name() + " stores through '" + params[p].name + "', but " + why;
+        }
+        a.covers = first ? c : (c && a.covers ? g_.env->ctx.logical_and(a.covers, c) : nullptr);
+      }
+    }
+  }
+
+  // The condition under which a proven coverage holds every element of the tensor `a`: dense,
+  // and N <= min(G * tile, bound) for its N elements.
+  sym::ExprPtr cover_condition(const ir::StoreCoverage& c, const Arg& a,
+                               const std::vector<Arg>& all, const std::vector<int>& param_of,
+                               const sym::ExprPtr (&grid)[3], std::string& why) {
+    if (!c.proven) {
+      why = c.why_not;
+      return nullptr;
+    }
+    auto& ctx = g_.env->ctx;
+    const TensorInfo& t = g_.values[static_cast<size_t>(a.value)].tensor;
+    sym::ExprPtr expected = ctx.constant(1);
+    for (size_t d = t.sizes.size(); d-- > 0;) {
+      if (t.sizes[d]->constant() == 1) continue;
+      if (t.strides[d] != expected) {
+        why = "the tensor is not contiguous";
+        return nullptr;
+      }
+      expected = ctx.mul(expected, t.sizes[d]);
+    }
+    const sym::ExprPtr numel = expected;
+    sym::ExprPtr ok = ctx.boolean(true);
+    for (int d = 0; d < 3; ++d) {
+      if (d != c.axis) ok = ctx.logical_and(ok, ctx.ge(grid[d], ctx.constant(1)));
+    }
+    const sym::ExprPtr programs = c.axis >= 0 ? grid[c.axis] : ctx.constant(1);
+    ok = ctx.logical_and(ok, ctx.ge(ctx.mul(programs, ctx.constant(c.tile)), numel));
+    if (c.bounded) {
+      sym::ExprPtr bound = ctx.constant(c.bound_constant);
+      if (c.bound_param >= 0) {
+        const auto it = std::find(param_of.begin(), param_of.end(), c.bound_param);
+        const Arg* b =
+            it == param_of.end() ? nullptr : &all[static_cast<size_t>(it - param_of.begin())];
+        if (b && b->kind == Arg::Kind::Sym) {
+          bound = ctx.add(bound, b->expr);
+        } else if (b && b->kind == Arg::Kind::Constant && b->constant.is_int()) {
+          bound = ctx.add(bound, ctx.constant(b->constant.to_int()));
+        } else {
+          why = "its mask's bound is not an integer argument of the launch";
+          return nullptr;
+        }
+      }
+      ok = ctx.logical_and(ok, ctx.ge(bound, numel));
+    }
+    if (c.offset_bits < 64)
+      ok =
+          ctx.logical_and(ok, ctx.le(numel, ctx.constant((int64_t(1) << (c.offset_bits - 1)) - 1)));
+    return ctx.logical_or(ctx.eq(numel, ctx.constant(0)), ok);
   }
 
   // The grid, symbolically: a grid function sees symbolic integer arguments (reading one
@@ -523,6 +612,7 @@ Captured capture(const Traced& fn, const std::vector<IValue>& args, const Captur
   g.eliminate_dead_code();
   g.eliminate_common_subexpressions();
   g.eliminate_dead_code();
+  g.eliminate_dead_fills();
   g.verify();
   guards.finish(g);
   if (knobs().log_enabled("graph")) log("graph", g.str());

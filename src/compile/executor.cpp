@@ -123,7 +123,9 @@ std::vector<IValue> Executor::run(const std::vector<IValue>& args, const Scratch
     }
     st.clear();
     st.reserve(n.args.size());
+    const bool elide = n.elide_when && sym_value(n.elide_when) != 0;
     for (const Arg& a : n.args) {
+      if (elide && &a - n.args.data() == n.elided_drop) continue;
       switch (a.kind) {
         case Arg::Kind::Value:
           st.emplace_back(vals[static_cast<size_t>(a.value)]);
@@ -155,7 +157,7 @@ std::vector<IValue> Executor::run(const std::vector<IValue>& args, const Scratch
           break;
       }
     }
-    n.op.call(st);
+    (elide ? n.elided_op : n.op).call(st);
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       if (n.outputs[k] >= 0) vals[static_cast<size_t>(n.outputs[k])] = st[k].to_tensor();
     }

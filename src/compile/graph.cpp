@@ -115,6 +115,7 @@ std::string Graph::str() const {
       for (int w : n.writes) os << " " << value_str(w);
     }
     if (n.loc.known()) os << "  # " << n.loc;
+    if (!n.note.empty()) os << (n.loc.known() ? "; " : "  # ") << n.note;
     os << "\n";
   }
   os << "  return";
@@ -206,6 +207,89 @@ int Graph::eliminate_dead_code() {
     for (int w : n.writes) mark(w);
   }
   return removed;
+}
+
+int Graph::eliminate_dead_fills() {
+  // Fill operators and the allocation that replaces each (the same arguments without the value).
+  static const std::map<std::string, std::string, std::less<>> kFills = {
+      {"aten::full", "aten::empty"},
+      {"aten::zeros", "aten::empty"},
+      {"aten::ones", "aten::empty"},
+      {"aten::full_like", "aten::empty_like"},
+      {"aten::zeros_like", "aten::empty_like"},
+      {"aten::ones_like", "aten::empty_like"}};
+  auto storage = [&](int v) { return values[static_cast<size_t>(v)].tensor.storage; };
+  int elided = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Node& fill = nodes[i];
+    if (fill.dead || fill.kind != Node::Kind::Op || fill.outputs.size() != 1 || fill.outputs[0] < 0)
+      continue;
+    const auto replacement = kFills.find(fill.op.name());
+    if (replacement == kFills.end()) continue;
+    const int v = fill.outputs[0];
+    const int s = storage(v);
+    // The next node that touches the filled memory.
+    auto touches = [&](const Node& n) {
+      for (const Arg& a : n.args) {
+        if (a.kind == Arg::Kind::Value && a.value >= 0 && storage(a.value) == s) return true;
+        if (a.kind == Arg::Kind::ValueList) {
+          for (int x : a.values) {
+            if (x >= 0 && storage(x) == s) return true;
+          }
+        }
+      }
+      for (int w : n.writes) {
+        if (storage(w) == s) return true;
+      }
+      return false;
+    };
+    size_t j = i + 1;
+    while (j < nodes.size() && (nodes[j].dead || !touches(nodes[j]))) ++j;
+    if (j == nodes.size() || nodes[j].kind != Node::Kind::Kernel) continue;
+    const Node& k = nodes[j];
+    std::string why;
+    sym::ExprPtr cover = nullptr;  // every written argument on the filled memory: all covered
+    for (const Arg& a : k.args) {
+      if (!why.empty() || a.kind != Arg::Kind::Value || a.value < 0 || storage(a.value) != s)
+        continue;
+      if (a.value != v) {
+        why = "kernel " + k.kernel->name() + " receives a view of it";
+      } else if (a.read) {
+        why = "kernel " + k.kernel->name() + " loads from it";
+      } else if (!a.written) {
+        why = "kernel " + k.kernel->name() + " does not store to it";
+      } else if (!a.covers) {
+        why = a.cover_note;
+      } else if (env->ctx.statically_known(a.covers) == false) {
+        why = "kernel " + k.kernel->name() + " does not store every element";
+      } else {
+        cover = cover ? env->ctx.logical_and(cover, a.covers) : a.covers;
+      }
+    }
+    if (!why.empty() || !cover) {
+      fill.note = "fill kept: " +
+                  (why.empty() ? "kernel " + k.kernel->name() + " does not store to it" : why);
+      continue;
+    }
+    int drop = -1;
+    for (size_t a = 0; a < fill.args.size(); ++a) {
+      if (fill.args[a].name == "fill_value") drop = static_cast<int>(a);
+    }
+    const std::string by = "kernel " + k.kernel->name() + " stores every element";
+    if (env->ctx.statically_known(cover) == true) {
+      fill.note = "fill of " + fill.op.name() + " elided: " + by;
+      if (drop >= 0) fill.args.erase(fill.args.begin() + drop);
+      fill.op = get_op(replacement->second);
+    } else {
+      // Decided per call, by the sizes (a 32-bit kernel's offsets reach 2^31 - 1 elements).
+      fill.note = "fill of " + fill.op.name() + " elided where " + env->ctx.str(cover) + ": " + by;
+      fill.elide_when = cover;
+      fill.elided_op = get_op(replacement->second);
+      fill.elided_drop = drop;
+    }
+    ++elided;
+  }
+  return elided;
 }
 
 int Graph::eliminate_common_subexpressions() {

@@ -53,6 +53,11 @@ struct Arg {
   IValue constant;                  ///< Constant (scalars, strings, dtypes, None, ...)
   std::string name;                 ///< the schema's argument name, or the meta/option name
   bool written = false;             ///< kernel launches: the IR stores through it
+  bool read = false;                ///< kernel launches: the IR loads (or atomically updates) it
+  /** Kernel launches, written tensors: the condition under which the launch stores every element
+   * (ir/coverage, for every variant), or null when not proven; `cover_note` says why not. */
+  sym::ExprPtr covers = nullptr;
+  std::string cover_note;
 };
 
 struct Node {
@@ -74,6 +79,12 @@ struct Node {
   std::vector<IValue> constant_outputs;  ///< non-tensor results, per output position
   std::vector<int> writes;               ///< value ids of mutated tensors
   SourceLoc loc;
+  std::string note;  ///< what a pass did to the node (printed with the graph)
+  /** A fill elided at run time (eliminate_dead_fills): in a call where `elide_when` holds,
+   * `elided_op` runs instead of `op`, with the arguments but `elided_drop`. */
+  sym::ExprPtr elide_when = nullptr;
+  OperatorHandle elided_op;
+  int elided_drop = -1;
   bool dead = false;
 };
 
@@ -95,6 +106,9 @@ struct Graph {
   void verify() const;
   /** Removes nodes whose results are unused and whose writes nobody observes. */
   int eliminate_dead_code();
+  /** Turns fills (`zeros_like`, `full`, ...) whose every element the next user, a kernel that
+   * does not read them, stores into `empty`s; notes why where a fill stays. Returns how many. */
+  int eliminate_dead_fills();
   /** Merges repeated pure operator calls on the same (unchanged) values. */
   int eliminate_common_subexpressions();
   /** Nodes that will run. */

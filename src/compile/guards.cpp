@@ -31,6 +31,7 @@ void Guards::finish(const Graph& g) {
       for (auto* e : a.exprs) need(e);
     }
     for (auto* e : n.grid) need(e);
+    need(n.elide_when);
     for (const auto& v : n.variants) {
       for (auto* e : v.grid) need(e);
     }

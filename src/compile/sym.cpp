@@ -466,6 +466,26 @@ Range Context::range(ExprPtr e) {
     r = e->kind == Kind::BoolConst ? Range{e->value, e->value} : Range{0, 1};
   } else if (e->kind == Kind::Poly) {
     r = {e->value, e->value};
+    // c*k * (a // k) == c*a - c*(a % k) with a % k in [0, k-1]: the rewrite keeps a's correlation
+    // with the other terms, which bounds `cdiv(n, k) * k - n` in [0, k-1] (a grid covering n).
+    for (size_t i = 0; i < e->terms.size(); ++i) {
+      const Term& t = e->terms[i];
+      if (t.atoms.size() != 1 || t.atoms[0]->kind != Kind::FloorDiv) continue;
+      const auto k = t.atoms[0]->args[1]->constant();
+      if (!k || *k <= 0 || t.coef % *k != 0) continue;
+      const int64_t c = t.coef / *k;
+      Poly rest{e->value, {}};
+      for (size_t j = 0; j < e->terms.size(); ++j) {
+        if (j != i) rest.terms.push_back(e->terms[j]);
+      }
+      const ExprPtr rewritten =
+          add(from_poly(std::move(rest)), mul(constant(c), t.atoms[0]->args[0]));
+      const Range a = range(rewritten);
+      const Range m = mul_range({0, *k - 1}, {-c, -c});
+      r = {sat_add(a.lo, m.lo), sat_add(a.hi, m.hi)};
+      range_cache_[e] = r;
+      return r;
+    }
     for (const Term& t : e->terms) {
       const Range m = mul_range(monomial_range(t.atoms), {t.coef, t.coef});
       r = {sat_add(r.lo, m.lo), sat_add(r.hi, m.hi)};

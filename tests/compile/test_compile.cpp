@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
+#include <map>
 #include <thread>
 
 #include "tessera/compile.h"
@@ -402,6 +404,123 @@ TEST(Compile, DeadCodeAndCommonSubexpressionsAreRemoved) {
   const size_t first = g.find("aten::sin");
   ASSERT_NE(first, std::string::npos) << g;
   EXPECT_EQ(g.find("aten::sin", first + 1), std::string::npos) << g;
+}
+
+// Counts the operators a compiled call runs (the executor's calls go through the dispatcher).
+struct OpCounter : DispatchMode {
+  std::map<std::string, int> calls;
+  void handle(const OperatorHandle& op, Stack& stack) override {
+    ++calls[op.name()];
+    op.redispatch(stack);
+  }
+};
+
+std::map<std::string, int> ops_run(const std::function<void()>& call) {
+  OpCounter counter;
+  ModeGuard guard(&counter, ModeKind::Dispatch);
+  call();
+  return counter.calls;
+}
+
+TEST(CompileFills, TheSeedsZerosLikeIsElidedWhereTheKernelStoresEveryElement) {
+  auto compiled = compile(add_fn, full("add_fn"));
+  Tensor x = randn({4096}), y = randn({4096});
+  EXPECT_TRUE(equal(compiled(x, y), x + y));
+  // Static sizes: proven at compile time, the fill becomes an allocation.
+  std::string g = compiled.stats().last_graph;
+  EXPECT_NE(g.find("= aten::empty_like(%0,"), std::string::npos) << g;
+  EXPECT_NE(g.find("fill of aten::full_like elided: kernel add_kernel stores every element"),
+            std::string::npos)
+      << g;
+  auto calls = ops_run([&] { EXPECT_TRUE(equal(compiled(x, y), x + y)); });
+  EXPECT_EQ(calls["aten::full_like"], 0);
+  EXPECT_EQ(calls["aten::empty_like"], 1);
+  // Dynamic sizes: the 32-bit offsets cover 2^31 - 1 elements, decided per call.
+  Tensor x2 = randn({4099}), y2 = randn({4099});
+  EXPECT_TRUE(equal(compiled(x2, y2), x2 + y2));
+  g = compiled.stats().last_graph;
+  EXPECT_NE(g.find("elided where s0 <= 2147483647: kernel add_kernel stores every element"),
+            std::string::npos)
+      << g;
+  calls = ops_run([&] { EXPECT_TRUE(equal(compiled(x, y), x + y)); });
+  EXPECT_EQ(calls["aten::full_like"], 0);
+  EXPECT_EQ(calls["aten::empty_like"], 1);
+}
+
+TEST(CompileFills, AFillStaysWhereAKernelCoversHalfReadsItOrStoresUnprovably) {
+  // Half coverage: programs of 4 elements, one per 8. The sevens must survive.
+  auto half = [](const Tensor& x, const Tensor& y) {
+    Tensor out = full_like(x, 7.0);
+    auto n = x.numel();
+    add_kernel[tl::cdiv(n, 8)](x, y, out, n, tl::meta("BLOCK_SIZE", 4));
+    return out;
+  };
+  auto compiled = compile(half, full("half"));
+  for (int64_t n : {64, 3, 50, 4}) {  // static; then dynamic: elided for n <= 4 only
+    Tensor x = randn({n}), y = randn({n});
+    const Tensor expect = half(x, y);
+    EXPECT_TRUE(equal(compiled(x, y), expect)) << n;  // compiles (traces) on a new size
+    const auto calls = ops_run([&] { EXPECT_TRUE(equal(compiled(x, y), expect)) << n; });
+    EXPECT_EQ(calls.count("aten::full_like") ? calls.at("aten::full_like") : 0, n > 4 ? 1 : 0) << n;
+  }
+  EXPECT_EQ(compiled.stats().graphs, 2);
+  // Static: decided at compile time.
+  auto st = compile(half, [] {
+    CompileOptions o = full("half_static");
+    o.dynamic = false;
+    return o;
+  }());
+  Tensor x = randn({64}), y = randn({64});
+  EXPECT_TRUE(equal(st(x, y), half(x, y)));
+  std::string g = st.stats().last_graph;
+  EXPECT_NE(g.find("fill kept: kernel add_kernel does not store every element"), std::string::npos)
+      << g;
+  // A kernel that loads what it stores (out += x) needs the fill.
+  auto acc = compile(
+      [](const Tensor& x) {
+        Tensor out = full_like(x, 1.0);
+        auto n = x.numel();
+        add_kernel[tl::cdiv(n, 4)](x, out, out, n, tl::meta("BLOCK_SIZE", 4));
+        return out;
+      },
+      full("acc"));
+  Tensor a = randn({12});
+  EXPECT_TRUE(all_close(acc(a), a + 1));
+  g = acc.stats().last_graph;
+  EXPECT_NE(g.find("fill kept: kernel add_kernel loads from it"), std::string::npos) << g;
+  // Offsets through a runtime row length (r * cols + c): not linear, kept, and said why.
+  auto rows = compile(
+      [](const Tensor& x) {
+        Tensor out = zeros({x.size(0), x.size(1)});
+        strided_copy[{x.size(0)}](x, out, x.size(0), x.size(1), x.stride(0), tl::meta("BLOCK", 8));
+        return out;
+      },
+      full("rows"));
+  Tensor m = randn({3, 5});
+  EXPECT_TRUE(equal(rows(m), m * 2));
+  g = rows.stats().last_graph;
+  EXPECT_NE(g.find("fill kept: kernel strided_copy stores through 'dst', but its stored offsets "
+                   "are not linear"),
+            std::string::npos)
+      << g;
+  // Stores in a loop or a branch only (write_set_kernel's b and c) prove nothing.
+  auto nested = compile(
+      [](const Tensor& a) {
+        Tensor b = zeros({50}), c = zeros({16}), d = zeros({1});
+        write_set_kernel[{1}](a, b, c, d, a.numel(), tl::meta("B", 16));
+        return std::vector<Tensor>{b, c, d};
+      },
+      full("nested"));
+  Tensor in = randn({50});
+  const auto r = nested(in);
+  EXPECT_TRUE(all_close(r[0], in + 1));
+  EXPECT_TRUE(equal(r[1], zeros({16})));  // n <= 100: the branch did not run
+  g = nested.stats().last_graph;
+  EXPECT_NE(g.find("stores through 'b', but no store through it at the kernel's top level"),
+            std::string::npos)
+      << g;
+  // d is stored at its one element by one program: the fill goes.
+  EXPECT_NE(g.find("fill of aten::full elided"), std::string::npos) << g;
 }
 
 TEST(Compile, TuplesVectorsAndOptionalsFlatten) {

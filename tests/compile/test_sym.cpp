@@ -184,6 +184,30 @@ TEST(SymbolicIntegers, RelationsDecidedStaticallyHoldEverywhere) {
   EXPECT_GT(decided, 10);  // the analysis does decide some
 }
 
+// k * (a // k) is a - a % k: a grid of cdiv(n, k) blocks of k covers n, whatever n (the dead-fill
+// proof), and the bound is tight.
+TEST(SymbolicIntegers, MultiplesOfAFloorDivisionKeepTheirNumerator) {
+  Context ctx;
+  ExprPtr n = ctx.new_symbol("s0"), m = ctx.new_symbol("s1", {1, 40});
+  for (int64_t k : {1, 4, 1024}) {
+    ExprPtr blocks = ctx.ceildiv(ctx.mul(n, m), ctx.constant(k));
+    ExprPtr slack = ctx.sub(ctx.mul(blocks, ctx.constant(k)), ctx.mul(n, m));
+    const Range r = ctx.range(slack);
+    EXPECT_EQ(r.lo, 0) << k;
+    EXPECT_EQ(r.hi, k - 1) << k;
+    EXPECT_EQ(ctx.ge(ctx.mul(blocks, ctx.constant(k)), ctx.mul(n, m)), ctx.boolean(true)) << k;
+    // Twice the elements: not decided for k > 1 (true for small n only); false for k = 1.
+    if (k > 1)
+      EXPECT_NE(
+          ctx.ge(ctx.mul(blocks, ctx.constant(k)), ctx.mul(ctx.constant(2), ctx.mul(n, m)))->kind,
+          Kind::BoolConst)
+          << k;
+  }
+  // A coefficient that is not a multiple of the divisor keeps the plain interval.
+  ExprPtr odd = ctx.sub(ctx.mul(ctx.floordiv(n, ctx.constant(4)), ctx.constant(6)), n);
+  EXPECT_NE(ctx.ge(odd, ctx.constant(0))->kind, Kind::BoolConst);
+}
+
 TEST(SymbolicIntegers, CanonicalFormsAndPrinting) {
   Context ctx;
   ExprPtr n = ctx.new_symbol("s0"), m = ctx.new_symbol("s1");
