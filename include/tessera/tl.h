@@ -926,6 +926,7 @@ class Launcher {
 
 namespace detail {
 struct KernelState;
+struct JITAccess;
 /** Calls a kernel body with parameter handles (type-erased by TL_JIT). */
 /** A kernel body with its parameter list erased (cast back by the invoker that knows it). */
 using ErasedBody = void (*)();
@@ -996,6 +997,8 @@ class JITFunction {
   JITFunction(const char* name, const char* param_text, detail::ErasedBody body,
               detail::BodyInvoker invoke, const int* kinds, size_t arity, const char* file,
               int line);
+  explicit JITFunction(std::unique_ptr<detail::KernelState> state);
+  friend struct detail::JITAccess;  // kernels the graph compiler derives (tl/fused.h)
   std::unique_ptr<detail::KernelState> state_;
 };
 

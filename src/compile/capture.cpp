@@ -336,6 +336,7 @@ class Tracer final : public DispatchMode {
     if (!kernel.function) return;
     const auto& params = fn.params();
     const std::vector<ir::StoreCoverage> cover = ir::store_coverage(*kernel.function);
+    const std::vector<bool> direct = ir::direct_stores(*kernel.function);
     std::vector<bool> seen(n.args.size(), false);
     for (size_t p = 0; p < params.size() && p < cover.size(); ++p) {
       const Tensor* bound = prepared.param_tensor(j, p);
@@ -346,21 +347,28 @@ class Tracer final : public DispatchMode {
         if (!a.written || seen[i]) continue;
         seen[i] = true;
         std::string why;
-        sym::ExprPtr c = cover_condition(cover[p], a, n.args, param_of, grid, why);
+        sym::ExprPtr limit = nullptr;
+        sym::ExprPtr c = cover_condition(cover[p], a, n.args, param_of, grid, why, limit);
         if (!c && a.cover_note.empty()) {
           a.cover_note =
               "kernel " + fn.name() + " stores through '" + params[p].name + "', but " + why;
         }
-        a.covers = first ? c : (c && a.covers ? g_.env->ctx.logical_and(a.covers, c) : nullptr);
+        auto& ctx = g_.env->ctx;
+        a.covers = first ? c : (c && a.covers ? ctx.logical_and(a.covers, c) : nullptr);
+        a.cover_limit = first || !a.cover_limit ? limit
+                        : limit                 ? ctx.logical_and(a.cover_limit, limit)
+                                                : a.cover_limit;
+        a.direct = (first || a.direct) && p < direct.size() && direct[p];
       }
     }
   }
 
   // The condition under which a proven coverage holds every element of the tensor `a`: dense,
-  // and N <= min(G * tile, bound) for its N elements.
+  // and N <= min(G * tile, bound) for its N elements; `limit`: N within the offsets' width.
   sym::ExprPtr cover_condition(const ir::StoreCoverage& c, const Arg& a,
                                const std::vector<Arg>& all, const std::vector<int>& param_of,
-                               const sym::ExprPtr (&grid)[3], std::string& why) {
+                               const sym::ExprPtr (&grid)[3], std::string& why,
+                               sym::ExprPtr& limit) {
     if (!c.proven) {
       why = c.why_not;
       return nullptr;
@@ -400,9 +408,10 @@ class Tracer final : public DispatchMode {
       }
       ok = ctx.logical_and(ok, ctx.ge(bound, numel));
     }
-    if (c.offset_bits < 64)
-      ok =
-          ctx.logical_and(ok, ctx.le(numel, ctx.constant((int64_t(1) << (c.offset_bits - 1)) - 1)));
+    if (c.offset_bits < 64) {
+      limit = ctx.le(numel, ctx.constant((int64_t(1) << (c.offset_bits - 1)) - 1));
+      if (limit->kind == sym::Kind::BoolConst && limit->value) limit = nullptr;
+    }
     return ctx.logical_or(ctx.eq(numel, ctx.constant(0)), ok);
   }
 
@@ -613,6 +622,8 @@ Captured capture(const Traced& fn, const std::vector<IValue>& args, const Captur
   g.eliminate_common_subexpressions();
   g.eliminate_dead_code();
   g.eliminate_dead_fills();
+  g.fuse_epilogues();
+  g.eliminate_dead_code();
   g.verify();
   guards.finish(g);
   if (knobs().log_enabled("graph")) log("graph", g.str());

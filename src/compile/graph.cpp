@@ -246,10 +246,10 @@ int Graph::eliminate_dead_fills() {
     size_t j = i + 1;
     while (j < nodes.size() && (nodes[j].dead || !touches(nodes[j]))) ++j;
     if (j == nodes.size() || nodes[j].kind != Node::Kind::Kernel) continue;
-    const Node& k = nodes[j];
+    Node& k = nodes[j];
     std::string why;
     sym::ExprPtr cover = nullptr;  // every written argument on the filled memory: all covered
-    for (const Arg& a : k.args) {
+    for (Arg& a : k.args) {
       if (!why.empty() || a.kind != Arg::Kind::Value || a.value < 0 || storage(a.value) != s)
         continue;
       if (a.value != v) {
@@ -263,7 +263,15 @@ int Graph::eliminate_dead_fills() {
       } else if (env->ctx.statically_known(a.covers) == false) {
         why = "kernel " + k.kernel->name() + " does not store every element";
       } else {
-        cover = cover ? env->ctx.logical_and(cover, a.covers) : a.covers;
+        if (a.cover_limit && env->ctx.statically_known(a.covers) == true &&
+            env->ctx.evaluate(a.cover_limit, env->hints()) != 0) {
+          // A guard instead of a per-call decision: sizes past the offsets' width recompile.
+          env->add_guard(a.cover_limit, k.loc,
+                         "kernel " + k.kernel->name() + "'s 32-bit offsets, for its fill elision");
+          a.cover_limit = nullptr;
+        }
+        sym::ExprPtr c = a.cover_limit ? env->ctx.logical_and(a.covers, a.cover_limit) : a.covers;
+        cover = cover ? env->ctx.logical_and(cover, c) : c;
       }
     }
     if (!why.empty() || !cover) {

@@ -57,7 +57,13 @@ struct Arg {
   /** Kernel launches, written tensors: the condition under which the launch stores every element
    * (ir/coverage, for every variant), or null when not proven; `cover_note` says why not. */
   sym::ExprPtr covers = nullptr;
+  /** With `covers`: the size limit of the kernel's offsets (32-bit offsets reach 2^31 - 1
+   * elements), or null; a pass may guard on it. */
+  sym::ExprPtr cover_limit = nullptr;
   std::string cover_note;
+  /** Kernel launches, written tensors: every store through it is `pointer + offsets`
+   * (ir::direct_stores, every variant): an epilogue can be fused into those stores. */
+  bool direct = false;
 };
 
 struct Node {
@@ -97,6 +103,8 @@ struct Graph {
   std::vector<int> outputs;  ///< value ids of tensor results (-1: a constant result)
   std::vector<IValue> constant_outputs;
   std::vector<Tensor> captured;  ///< real tensors the function closed over (inputs after `inputs`)
+  /** Kernels the passes derived (fused epilogues); kernel nodes point at them. */
+  std::vector<std::shared_ptr<const tl::JITFunction>> derived;
   std::vector<int> captured_values;
 
   int add_value(Value v);
@@ -109,6 +117,10 @@ struct Graph {
   /** Turns fills (`zeros_like`, `full`, ...) whose every element the next user, a kernel that
    * does not read them, stores into `empty`s; notes why where a fill stays. Returns how many. */
   int eliminate_dead_fills();
+  /** Fuses a pointwise op that reads a kernel's output into the kernel's stores (the kernel then
+   * writes the op's result; tl/fused.h), under the rules of research/graph_compiler.md §4; notes
+   * why a candidate stays unfused. Returns how many were fused. */
+  int fuse_epilogues();
   /** Merges repeated pure operator calls on the same (unchanged) values. */
   int eliminate_common_subexpressions();
   /** Nodes that will run. */

@@ -281,7 +281,47 @@ StoreCoverage prove(const Function& f, Linear& lin, const Op& store, const Lin& 
   return c;
 }
 
+// Whether pointer `p` is `param + offsets` through views and addptr only: the parameter's index.
+int direct_param(const Function& f, ValueId p) {
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    if (f.params[i].value == p) return static_cast<int>(i);
+  }
+  const Op* op = f.def(p);
+  if (!op) return -1;
+  switch (op->kind) {
+    case OpKind::Splat:
+    case OpKind::Broadcast:
+    case OpKind::ExpandDims:
+    case OpKind::AddPtr:
+      return direct_param(f, op->operands[0]);
+    default:
+      return -1;
+  }
+}
+
 }  // namespace
+
+std::vector<bool> direct_stores(const Function& f) {
+  std::vector<bool> out(f.params.size(), false), broken(f.params.size(), false);
+  const std::vector<uint64_t> provenance = pointer_provenance(f);
+  walk(f.body, [&](const Op* op) {
+    if (op->kind != OpKind::Store && op->kind != OpKind::Atomic && op->kind != OpKind::AtomicCas)
+      return;
+    const ValueId p = op->operands[0];
+    const int direct = direct_param(f, p);
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      const bool through = i < 63 ? (provenance[static_cast<size_t>(p)] >> i & 1) != 0 : true;
+      if (!through) continue;
+      if (direct == static_cast<int>(i)) {
+        out[i] = true;
+      } else {
+        broken[i] = true;
+      }
+    }
+  });
+  for (size_t i = 0; i < out.size(); ++i) out[i] = out[i] && !broken[i];
+  return out;
+}
 
 std::vector<StoreCoverage> store_coverage(const Function& f) {
   std::vector<StoreCoverage> out(f.params.size());

@@ -36,4 +36,10 @@ struct StoreCoverage {
 /** One entry per `f.params` (only pointer parameters can be proven). */
 std::vector<StoreCoverage> store_coverage(const Function& f);
 
+/** Per parameter: whether every store and atomic that may write through it (in any region)
+ * addresses it as `param + offsets` (splats, broadcasts, expand_dims and addptr of the parameter
+ * itself: no loaded, selected or loop-carried pointer), so the element it writes is known from the
+ * offsets (a fused epilogue's rewrite). False for parameters nothing writes. */
+std::vector<bool> direct_stores(const Function& f);
+
 }  // namespace tessera::ir

@@ -393,7 +393,11 @@ std::shared_ptr<CompiledKernel> prepare(
                : (a.kind == Kind::Int ? meta(p.name, a.i) : meta(p.name, a.f)),
            SymInt(), false});
     }
-    s.invoke(s.body, handles.data());
+    if (s.closure) {
+      s.closure(handles.data());
+    } else {
+      s.invoke(s.body, handles.data());
+    }
   }
   const backend::Backend& be = backend_of(bound);
   f.attrs.num_warps = opts.num_warps;
@@ -575,6 +579,8 @@ JITFunction::JITFunction(const char* name, const char* param_text, detail::Erase
   }
   s.no_specialize.assign(s.params.size(), false);
 }
+
+JITFunction::JITFunction(std::unique_ptr<detail::KernelState> state) : state_(std::move(state)) {}
 
 JITFunction::~JITFunction() = default;
 

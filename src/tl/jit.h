@@ -4,6 +4,7 @@
  */
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -73,6 +74,9 @@ struct KernelState {
   std::string param_error;  ///< a malformed TL_JIT signature, reported at the first launch
   detail::ErasedBody body = nullptr;
   BodyInvoker invoke = nullptr;
+  /** A kernel made by the graph compiler (tl/fused.h): its body as a closure, used instead of
+   * `body` and `invoke`. */
+  std::function<void(const Tile* params)> closure;
   SourceLoc loc;
   std::vector<bool> no_specialize;
 

@@ -1843,7 +1843,9 @@ void store_impl(TraceContext& c, SourceLoc loc, ValueId p, ValueId v, ValueId m)
     m = to_shape(c, m, shape);
   }
   v = to_shape(c, cast_value(c, v, tp.elem), shape);
-  c.builder().store(to_shape(c, p, shape), v, m);
+  p = to_shape(c, p, shape);
+  if (c.store_hook) v = c.store_hook(p, v, m);
+  c.builder().store(p, v, m);
 }
 }  // namespace
 

@@ -17,6 +17,7 @@
 #include "ops/pointwise_functors.h"
 #include "tessera/dtype_traits.h"
 #include "tessera/tl.h"
+#include "tl/op_tiles.h"
 #include "tl/trace.h"
 
 namespace tessera::op_tiles {
@@ -378,6 +379,30 @@ tl::Tile offset_of(tl::Tile idx, int rank, const tl::Tile* sizes, const tl::Tile
   return at + idx * strides[0];
 }
 
+// The scalar parameters of an op (add/sub's alpha, clamp's bounds, isclose's tolerances) as the
+// bits of their compute-type values, and clamp's (isclose's) flags.
+void scalar_bits(PwOp op, DType compute, const void* extra, const char* name, int64_t bits[2],
+                 bool& has_lo, bool& has_hi) {
+  if (op != PwOp::Add && op != PwOp::Sub && op != PwOp::Clamp && op != PwOp::IsClose) return;
+  visit_dtype<kNumericAndBool>(compute, name, [&]<class T>() {
+    using V = opmath_t<T>;
+    if (op == PwOp::Add || op == PwOp::Sub) {
+      bits[0] = to_bits(scalar_param<V>(*static_cast<const Scalar*>(extra)));
+    } else if (op == PwOp::Clamp) {
+      const auto& c = *static_cast<const ops_detail::ClampArgs*>(extra);
+      has_lo = c.lo.has_value();
+      has_hi = c.hi.has_value();
+      if (has_lo) bits[0] = to_bits(scalar_param<V>(*c.lo));
+      if (has_hi) bits[1] = to_bits(scalar_param<V>(*c.hi));
+    } else {
+      const auto& c = *static_cast<const ops_detail::IsCloseArgs*>(extra);
+      bits[0] = to_bits(c.rtol);
+      bits[1] = to_bits(c.atol);
+      has_lo = c.equal_nan;
+    }
+  });
+}
+
 // One kernel for every op, dtype and layout: the op, the compute dtype and the rank are
 // constexprs, so each combination is its own specialization (and its own cache entry). Element
 // i of the collapsed index space is at sum_k idx_k * stride_k in each operand.
@@ -501,26 +526,7 @@ void run(const ops_detail::PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor>
   if (s.numel == 0) return;
   int64_t bits[2] = {0, 0};
   bool has_lo = false, has_hi = false;
-  const bool scalars =
-      d.op == PwOp::Add || d.op == PwOp::Sub || d.op == PwOp::Clamp || d.op == PwOp::IsClose;
-  if (scalars)
-    visit_dtype<kNumericAndBool>(compute, d.name, [&]<class T>() {
-      using V = opmath_t<T>;
-      if (d.op == PwOp::Add || d.op == PwOp::Sub) {
-        bits[0] = to_bits(scalar_param<V>(*static_cast<const Scalar*>(extra)));
-      } else if (d.op == PwOp::Clamp) {
-        const auto& c = *static_cast<const ops_detail::ClampArgs*>(extra);
-        has_lo = c.lo.has_value();
-        has_hi = c.hi.has_value();
-        if (has_lo) bits[0] = to_bits(scalar_param<V>(*c.lo));
-        if (has_hi) bits[1] = to_bits(scalar_param<V>(*c.hi));
-      } else if (d.op == PwOp::IsClose) {
-        const auto& c = *static_cast<const ops_detail::IsCloseArgs*>(extra);
-        bits[0] = to_bits(c.rtol);
-        bits[1] = to_bits(c.atol);
-        has_lo = c.equal_nan;
-      }
-    });
+  scalar_bits(d.op, compute, extra, d.name, bits, has_lo, has_hi);
   // Integer pow unrolls square-and-multiply over every exponent bit: its intermediate tiles are
   // stored (on CUDA, in shared memory at this stage), so it takes smaller blocks.
   const int64_t block = d.op == PwOp::Pow && !is_floating_point(compute) ? 128 : kBlock;
@@ -1055,4 +1061,18 @@ void limit_specialization() {
 }();
 
 }  // namespace
+
+tl::Tile pointwise_tile(PwOp op, DType compute, ArrayRef<tl::Tile> inputs, const void* extra) {
+  TS_INTERNAL_ASSERT(static_cast<int>(inputs.size()) == arity(op))
+      << "pointwise_tile: " << inputs.size() << " inputs for an op of arity " << arity(op);
+  int64_t bits[2] = {0, 0};
+  bool has_lo = false, has_hi = false;
+  scalar_bits(op, compute, extra, "pointwise", bits, has_lo, has_hi);
+  const tl::Tile p[4] = {TV<int32_t>::constant(lo32(bits[0])), TV<int32_t>::constant(hi32(bits[0])),
+                         TV<int32_t>::constant(lo32(bits[1])), TV<int32_t>::constant(hi32(bits[1]))};
+  const Traced c{op, compute, inputs.data(), p, has_lo, has_hi};
+  return apply(c);
+}
+
+
 }  // namespace tessera::op_tiles

@@ -6,6 +6,7 @@
  */
 #pragma once
 
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -78,6 +79,11 @@ class TraceContext {
 
   /** Throws CompileError "[kernel K] file:line: msg". */
   [[noreturn]] void fail(SourceLoc loc, const std::string& msg) const;
+
+  /** Sees every store before it is emitted (pointer, value and mask, normalized to the store's
+   * shape; mask kNoValue when none) and returns the value to store: a fused epilogue's rewrite
+   * (tl/fused.h). Unset for ordinary kernels. */
+  std::function<ir::ValueId(ir::ValueId ptr, ir::ValueId value, ir::ValueId mask)> store_hook;
 
  private:
   ir::Function& f_;

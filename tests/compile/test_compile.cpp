@@ -435,11 +435,14 @@ TEST(CompileFills, TheSeedsZerosLikeIsElidedWhereTheKernelStoresEveryElement) {
   auto calls = ops_run([&] { EXPECT_TRUE(equal(compiled(x, y), x + y)); });
   EXPECT_EQ(calls["aten::full_like"], 0);
   EXPECT_EQ(calls["aten::empty_like"], 1);
-  // Dynamic sizes: the 32-bit offsets cover 2^31 - 1 elements, decided per call.
+  // Dynamic sizes: the 32-bit offsets cover 2^31 - 1 elements, a guard.
   Tensor x2 = randn({4099}), y2 = randn({4099});
   EXPECT_TRUE(equal(compiled(x2, y2), x2 + y2));
   g = compiled.stats().last_graph;
-  EXPECT_NE(g.find("elided where s0 <= 2147483647: kernel add_kernel stores every element"),
+  EXPECT_NE(g.find("fill of aten::full_like elided: kernel add_kernel stores every element"),
+            std::string::npos)
+      << g;
+  EXPECT_NE(g.find("guard s0 <= 2147483647  # kernel add_kernel's 32-bit offsets"),
             std::string::npos)
       << g;
   calls = ops_run([&] { EXPECT_TRUE(equal(compiled(x, y), x + y)); });
@@ -522,6 +525,31 @@ TEST(CompileFills, AFillStaysWhereAKernelCoversHalfReadsItOrStoresUnprovably) {
   // d is stored at its one element by one program: the fill goes.
   EXPECT_NE(g.find("fill of aten::full elided"), std::string::npos) << g;
 }
+
+// Epilogue fusion (research/graph_compiler.md §4): PyTorch's test_fusion_relu_epilogue and its
+// no-fusion cases, a bias add without annotation, a transposed epilogue left alone.
+TEST(CompileEpilogues, ReluAfterTheSeedKernelIsOneKernel) {
+  auto fn = [](const Tensor& x, const Tensor& y) { return add_fn(x, y).relu(); };
+  auto compiled = compile(fn, full("add_relu"));
+  for (int64_t n : {4096, 4099, 37}) {  // static, then dynamic
+    Tensor x = randn({n}), y = randn({n});
+    EXPECT_TRUE(equal(compiled(x, y), (x + y).relu())) << n;
+    const std::string g = compiled.stats().last_graph;
+    EXPECT_NE(g.find("kernel add_kernel+relu["), std::string::npos) << g;
+    EXPECT_EQ(g.find("= aten::relu("), std::string::npos) << g;
+    EXPECT_NE(g.find("epilogue aten::relu fused"), std::string::npos) << g;
+  }
+  Tensor x = randn({4099}), y = randn({4099});
+  const Tensor expect = (x + y).relu();
+  Tensor got;
+  const auto calls = ops_run([&] { got = compiled(x, y); });
+  EXPECT_TRUE(equal(got, expect));
+  EXPECT_EQ(calls.count("aten::relu"), 0u);
+  EXPECT_EQ(calls.count("aten::full_like"), 0u);
+}
+
+}  // namespace
+namespace {
 
 TEST(Compile, TuplesVectorsAndOptionalsFlatten) {
   auto fn = compile(

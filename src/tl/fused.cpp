@@ -1,0 +1,138 @@
+#include "tl/fused.h"
+
+#include <cstdint>
+#include <optional>
+#include <utility>
+
+#include "tl/jit.h"
+#include "tl/op_tiles.h"
+#include "tl/trace.h"
+
+namespace tessera::tl {
+
+namespace detail {
+struct JITAccess {
+  static std::unique_ptr<JITFunction> make(std::unique_ptr<KernelState> s) {
+    return std::unique_ptr<JITFunction>(new JITFunction(std::move(s)));
+  }
+};
+}  // namespace detail
+
+namespace {
+
+using ir::OpKind;
+using ir::ValueId;
+
+// The offsets of a pointer value from the parameter `target`, at the pointer's shape: nullopt
+// when it is not `target` plus offsets (another parameter, a loaded or selected pointer).
+std::optional<ValueId> offsets_from(TraceContext& c, ValueId p, ValueId target) {
+  ir::Builder& b = c.builder();
+  if (p == target) return b.constant_int(0, ir::Type::scalar(DType::Int32));
+  const ir::Op* op = c.function().def(p);
+  if (!op) return std::nullopt;
+  const ir::Type& t = c.type(p);
+  switch (op->kind) {
+    case OpKind::Splat: {
+      auto o = offsets_from(c, op->operands[0], target);
+      return o ? std::optional<ValueId>(b.splat(*o, t.shape)) : std::nullopt;
+    }
+    case OpKind::Broadcast: {
+      auto o = offsets_from(c, op->operands[0], target);
+      return o ? std::optional<ValueId>(b.broadcast(*o, t.shape)) : std::nullopt;
+    }
+    case OpKind::ExpandDims: {
+      auto o = offsets_from(c, op->operands[0], target);
+      return o ? std::optional<ValueId>(b.expand_dims(*o, op->ival)) : std::nullopt;
+    }
+    case OpKind::AddPtr: {
+      auto o = offsets_from(c, op->operands[0], target);
+      if (!o) return std::nullopt;
+      return c.value(c.tile(*o) + c.tile(op->operands[1]), {});
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+Tile index_map(const Tile& i, const EpilogueSpec::Input& in, const Tile* ints, size_t& next) {
+  auto get = [&](const FusedInt& v) {
+    if (v.param) return ints[next++];
+    const bool narrow = v.value >= INT32_MIN && v.value <= INT32_MAX;
+    return full({}, v.value, narrow ? DType::Int32 : DType::Int64);
+  };
+  if (in.identity) return i;
+  const size_t rank = in.sizes.size();
+  std::vector<Tile> sizes, strides;
+  for (const auto& s : in.sizes) sizes.push_back(get(s));
+  for (const auto& s : in.strides) strides.push_back(get(s));
+  if (rank == 1) return i * strides[0];
+  Tile idx = i, at;
+  for (size_t k = rank - 1; k >= 1; --k) {
+    const Tile digit = idx % sizes[k];
+    idx = idx / sizes[k];
+    at = k == rank - 1 ? digit * strides[k] : at + digit * strides[k];
+  }
+  return at + idx * strides[0];
+}
+
+}  // namespace
+
+std::unique_ptr<JITFunction> make_epilogue_kernel(const JITFunction& base, EpilogueSpec spec) {
+  const detail::KernelState& from = base.state();
+  auto s = std::make_unique<detail::KernelState>();
+  s->name = spec.name;
+  s->params = from.params;
+  s->loc = from.loc;
+  const size_t nbase = from.params.size();
+  for (size_t k = 0; k < spec.inputs.size(); ++k)
+    s->params.push_back({"epilogue_in" + std::to_string(k), JITFunction::ParamSpec::Kind::Pointer});
+  size_t nints = 0;
+  for (const auto& in : spec.inputs) {
+    for (const auto* list : {&in.sizes, &in.strides}) {
+      for (const auto& v : *list) {
+        if (v.param) s->params.push_back({"epilogue_i" + std::to_string(nints++),
+                                          JITFunction::ParamSpec::Kind::Int});
+      }
+    }
+  }
+  s->no_specialize = from.no_specialize;
+  s->no_specialize.resize(s->params.size(), false);
+  const detail::KernelState* base_state = &from;
+  s->closure = [spec = std::move(spec), base_state, nbase](const Tile* params) {
+    TraceContext& c = TraceContext::current({});
+    const ValueId target = c.value(params[spec.target], {});
+    const Tile* inputs = params + nbase;
+    const Tile* ints = inputs + spec.inputs.size();
+    c.store_hook = [&c, &spec, target, inputs, ints](ValueId p, ValueId v, ValueId m) -> ValueId {
+      const auto offs = offsets_from(c, p, target);
+      if (!offs) return v;  // a store through another parameter
+      const ir::Type& vt = c.type(v);
+      const Tile i = c.tile(*offs);
+      std::vector<Tile> operands;
+      size_t next = 0;
+      std::vector<Tile> loaded;
+      for (size_t k = 0; k < spec.inputs.size(); ++k) {
+        const Tile at = index_map(i, spec.inputs[k], ints, next);
+        loaded.push_back(m == ir::kNoValue ? load(inputs[k] + at)
+                                           : load(inputs[k] + at, c.tile(m)));
+      }
+      for (int o : spec.operands)
+        operands.push_back(o < 0 ? c.tile(v) : loaded[static_cast<size_t>(o)]);
+      const void* extra = nullptr;
+      if (spec.op == ops_detail::PwOp::Add || spec.op == ops_detail::PwOp::Sub)
+        extra = &spec.alpha;
+      const Tile r = op_tiles::pointwise_tile(
+          spec.op, spec.compute, ArrayRef<Tile>(operands.data(), operands.size()), extra);
+      return c.value(r.to(vt.elem), {});
+    };
+    if (base_state->closure) {
+      base_state->closure(params);
+    } else {
+      base_state->invoke(base_state->body, params);
+    }
+    c.store_hook = nullptr;
+  };
+  return detail::JITAccess::make(std::move(s));
+}
+
+}  // namespace tessera::tl
