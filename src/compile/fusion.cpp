@@ -137,16 +137,16 @@ class EpilogueFusion {
     for (size_t i = 0; i < kernel.args.size(); ++i) {
       const Arg& o = kernel.args[i];
       if (i != ai && o.kind == Arg::Kind::Value && o.value >= 0 && storage(o.value) == s)
-        return refuse("the kernel takes its output twice");
+        return refuse(o.read ? "the kernel loads from its output"
+                             : "the kernel takes its output twice");
     }
     // Rule 4.
     const Value& wv = g_.values[static_cast<size_t>(w)];
     const Node* producer = wv.producer >= 0 ? &g_.nodes[static_cast<size_t>(wv.producer)] : nullptr;
-    const bool from_empty = producer && producer->kind == Node::Kind::Op &&
-                            !producer->elide_when &&
-                            (producer->op.name() == "aten::empty" ||
-                             producer->op.name() == "aten::empty_like" ||
-                             producer->op.name() == "aten::empty_strided");
+    const bool from_empty =
+        producer && producer->kind == Node::Kind::Op && !producer->elide_when &&
+        (producer->op.name() == "aten::empty" || producer->op.name() == "aten::empty_like" ||
+         producer->op.name() == "aten::empty_strided");
     if (!from_empty && !(a.covers && ctx_.statically_known(a.covers) == true))
       return refuse("its output is filled before the kernel, which may not store every element");
     // Rule 3 (W) and 5 (the result).
@@ -181,7 +181,8 @@ class EpilogueFusion {
       }
       if (storage(o.value) == s) return refuse("an operand is a view of the kernel's output");
       const Value& xv = g_.values[static_cast<size_t>(o.value)];
-      if (xv.producer >= static_cast<int>(k)) return refuse("an operand is computed after the kernel");
+      if (xv.producer >= static_cast<int>(k))
+        return refuse("an operand is computed after the kernel");
       if (xv.tensor.dtype != wt.dtype || xv.tensor.device != wt.device)
         return refuse("an operand has another dtype or device");
       for (size_t j = k; j < e; ++j) {
@@ -189,7 +190,8 @@ class EpilogueFusion {
           return refuse("an operand is written between the kernel and the op");
       }
       tl::EpilogueSpec::Input in;
-      if (!index_map(xv.tensor, wt, in)) return refuse("an operand does not broadcast to the output");
+      if (!index_map(xv.tensor, wt, in))
+        return refuse("an operand does not broadcast to the output");
       spec.operands.push_back(static_cast<int>(spec.inputs.size()));
       spec.inputs.push_back(std::move(in));
       extra.push_back(o.value);
@@ -328,6 +330,8 @@ class EpilogueFusion {
 
 }  // namespace
 
-int Graph::fuse_epilogues() { return EpilogueFusion(*this).run(); }
+int Graph::fuse_epilogues() {
+  return EpilogueFusion(*this).run();
+}
 
 }  // namespace tessera::compiler

@@ -30,7 +30,7 @@ std::optional<ValueId> offsets_from(TraceContext& c, ValueId p, ValueId target) 
   if (p == target) return b.constant_int(0, ir::Type::scalar(DType::Int32));
   const ir::Op* op = c.function().def(p);
   if (!op) return std::nullopt;
-  const ir::Type& t = c.type(p);
+  const ir::Type t = c.type(p);  // a copy: new values reallocate the table
   switch (op->kind) {
     case OpKind::Splat: {
       auto o = offsets_from(c, op->operands[0], target);
@@ -90,8 +90,9 @@ std::unique_ptr<JITFunction> make_epilogue_kernel(const JITFunction& base, Epilo
   for (const auto& in : spec.inputs) {
     for (const auto* list : {&in.sizes, &in.strides}) {
       for (const auto& v : *list) {
-        if (v.param) s->params.push_back({"epilogue_i" + std::to_string(nints++),
-                                          JITFunction::ParamSpec::Kind::Int});
+        if (v.param)
+          s->params.push_back(
+              {"epilogue_i" + std::to_string(nints++), JITFunction::ParamSpec::Kind::Int});
       }
     }
   }
@@ -103,10 +104,14 @@ std::unique_ptr<JITFunction> make_epilogue_kernel(const JITFunction& base, Epilo
     const ValueId target = c.value(params[spec.target], {});
     const Tile* inputs = params + nbase;
     const Tile* ints = inputs + spec.inputs.size();
-    c.store_hook = [&c, &spec, target, inputs, ints](ValueId p, ValueId v, ValueId m) -> ValueId {
+    // Epilogues of epilogues: the base kernel's own hook (installed by its closure, below) runs
+    // first, then this one.
+    auto outer = std::move(c.store_hook);
+    c.store_hook = [&c, &spec, &outer, target, inputs, ints](ValueId p, ValueId v,
+                                                             ValueId m) -> ValueId {
       const auto offs = offsets_from(c, p, target);
-      if (!offs) return v;  // a store through another parameter
-      const ir::Type& vt = c.type(v);
+      if (!offs) return outer ? outer(p, v, m) : v;  // a store through another parameter
+      const DType elem = c.type(v).elem;
       const Tile i = c.tile(*offs);
       std::vector<Tile> operands;
       size_t next = 0;
@@ -119,18 +124,22 @@ std::unique_ptr<JITFunction> make_epilogue_kernel(const JITFunction& base, Epilo
       for (int o : spec.operands)
         operands.push_back(o < 0 ? c.tile(v) : loaded[static_cast<size_t>(o)]);
       const void* extra = nullptr;
-      if (spec.op == ops_detail::PwOp::Add || spec.op == ops_detail::PwOp::Sub)
-        extra = &spec.alpha;
+      if (spec.op == ops_detail::PwOp::Add || spec.op == ops_detail::PwOp::Sub) extra = &spec.alpha;
       const Tile r = op_tiles::pointwise_tile(
           spec.op, spec.compute, ArrayRef<Tile>(operands.data(), operands.size()), extra);
-      return c.value(r.to(vt.elem), {});
+      const ValueId out = c.value(r.to(elem), {});
+      return outer ? outer(p, out, m) : out;
     };
+    struct Restore {  // the hook goes when the trace leaves this kernel, thrown or not
+      TraceContext& c;
+      std::function<ValueId(ValueId, ValueId, ValueId)>& outer;
+      ~Restore() { c.store_hook = std::move(outer); }
+    } restore{c, outer};
     if (base_state->closure) {
       base_state->closure(params);
     } else {
       base_state->invoke(base_state->body, params);
     }
-    c.store_hook = nullptr;
   };
   return detail::JITAccess::make(std::move(s));
 }

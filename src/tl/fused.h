@@ -24,8 +24,8 @@ struct FusedInt {
 };
 
 struct EpilogueSpec {
-  std::string name;                ///< the derived kernel's ("add_kernel+relu")
-  size_t target = 0;               ///< the base kernel's pointer parameter whose stores change
+  std::string name;   ///< the derived kernel's ("add_kernel+relu")
+  size_t target = 0;  ///< the base kernel's pointer parameter whose stores change
   ops_detail::PwOp op = ops_detail::PwOp::None;
   DType compute = DType::Float32;  ///< the op's compute dtype; its result is stored as W's dtype
   /** The op's operands in order: -1 the value being stored, k >= 0 extra input k. */

@@ -1069,10 +1069,10 @@ tl::Tile pointwise_tile(PwOp op, DType compute, ArrayRef<tl::Tile> inputs, const
   bool has_lo = false, has_hi = false;
   scalar_bits(op, compute, extra, "pointwise", bits, has_lo, has_hi);
   const tl::Tile p[4] = {TV<int32_t>::constant(lo32(bits[0])), TV<int32_t>::constant(hi32(bits[0])),
-                         TV<int32_t>::constant(lo32(bits[1])), TV<int32_t>::constant(hi32(bits[1]))};
+                         TV<int32_t>::constant(lo32(bits[1])),
+                         TV<int32_t>::constant(hi32(bits[1]))};
   const Traced c{op, compute, inputs.data(), p, has_lo, has_hi};
   return apply(c);
 }
-
 
 }  // namespace tessera::op_tiles

@@ -546,6 +546,129 @@ TEST(CompileEpilogues, ReluAfterTheSeedKernelIsOneKernel) {
   EXPECT_TRUE(equal(got, expect));
   EXPECT_EQ(calls.count("aten::relu"), 0u);
   EXPECT_EQ(calls.count("aten::full_like"), 0u);
+  // Epilogues chain: each fused op's result is the kernel's output again.
+  auto chain =
+      compile([](const Tensor& x, const Tensor& y) { return add_fn(x, y).relu().sigmoid().neg(); },
+              full("chain"));
+  EXPECT_TRUE(all_close(chain(x, y), (x + y).relu().sigmoid().neg()));
+  EXPECT_NE(chain.stats().last_graph.find("kernel add_kernel+relu+sigmoid+neg["), std::string::npos)
+      << chain.stats().last_graph;
+}
+
+TEST(CompileEpilogues, ABiasAddFusesWithoutAnnotationStaticAndDynamic) {
+  // The kernel writes a [rows, 24] output as flat memory; the bias broadcasts along rows: element
+  // i of the output reads bias[i % 24].
+  auto plain = [](const Tensor& x, const Tensor& y, const Tensor& bias) {
+    Tensor out = empty({x.size(0), x.size(1)});
+    auto n = x.numel();
+    add_kernel[tl::cdiv(n, 16)](x, y, out, n, tl::meta("BLOCK_SIZE", 16));
+    return out + bias;
+  };
+  auto compiled = compile(plain, full("bias"));
+  for (int64_t rows : {5, 9, 2}) {
+    Tensor x = randn({rows, 24}), y = randn({rows, 24}), bias = randn({24});
+    EXPECT_TRUE(equal(compiled(x, y, bias), x + y + bias)) << rows;
+    const std::string g = compiled.stats().last_graph;
+    EXPECT_NE(g.find("kernel add_kernel+add["), std::string::npos) << g;
+    EXPECT_EQ(g.find("= aten::add.Tensor("), std::string::npos) << g;
+  }
+  // Both sizes dynamic from the start: the row length reaches the kernel as an argument.
+  CompileOptions o = full("bias_dyn");
+  o.dynamic = true;
+  auto dyn = compile(plain, o);
+  for (int64_t cols : {24, 7, 130}) {
+    Tensor x = randn({3, cols}), y = randn({3, cols}), bias = randn({cols});
+    EXPECT_TRUE(equal(dyn(x, y, bias), x + y + bias)) << cols;
+  }
+  const std::string g = dyn.stats().last_graph;
+  EXPECT_NE(g.find("kernel add_kernel+add["), std::string::npos) << g;
+  EXPECT_EQ(dyn.stats().graphs, 1);
+  // A column bias ([rows, 1]) and a full-size residual, as the first operand.
+  auto col = compile(
+      [](const Tensor& x, const Tensor& y, const Tensor& c) {
+        Tensor out = empty_like(x);
+        auto n = x.numel();
+        add_kernel[tl::cdiv(n, 16)](x, y, out, n, tl::meta("BLOCK_SIZE", 16));
+        return c * out;
+      },
+      full("col"));
+  Tensor x = randn({6, 10}), y = randn({6, 10}), c = randn({6, 1});
+  EXPECT_TRUE(equal(col(x, y, c), c * (x + y)));
+  EXPECT_NE(col.stats().last_graph.find("kernel add_kernel+mul["), std::string::npos)
+      << col.stats().last_graph;
+}
+
+TEST(CompileEpilogues, EachRuleThatKeepsAnOpOutOfTheKernel) {
+  auto note_of = [](auto& compiled) {
+    const std::string g = compiled.stats().last_graph;
+    const size_t at = g.find("not fused into kernel");
+    return at == std::string::npos ? g : g.substr(at, g.find('\n', at) - at);
+  };
+  Tensor x = randn({40}), y = randn({40});
+  // Read-write tensors (PyTorch's test_no_fusion_for_read_write_tensors): out += x.
+  auto rw = compile(
+      [](const Tensor& x) {
+        Tensor out = full_like(x, 2.0);
+        auto n = x.numel();
+        add_kernel[tl::cdiv(n, 8)](x, out, out, n, tl::meta("BLOCK_SIZE", 8));
+        return out.relu();
+      },
+      full("rw"));
+  EXPECT_TRUE(equal(rw(x), (x + 2).relu()));
+  EXPECT_NE(note_of(rw).find("the kernel loads from its output"), std::string::npos) << note_of(rw);
+  // The kernel's output is also returned: its value before the op is live.
+  auto both = compile(
+      [](const Tensor& x, const Tensor& y) {
+        Tensor out = add_fn(x, y);
+        return std::vector<Tensor>{out, out.relu()};
+      },
+      full("both"));
+  const auto r = both(x, y);
+  EXPECT_TRUE(equal(r[0], x + y));
+  EXPECT_TRUE(equal(r[1], (x + y).relu()));
+  EXPECT_NE(note_of(both).find("also a result"), std::string::npos) << note_of(both);
+  // A transposed epilogue (#184247): out.t() is a view, then a copy; nothing fuses, and the
+  // values land where eager puts them.
+  auto tr = compile(
+      [](const Tensor& x, const Tensor& y) {
+        Tensor out = empty({4, 10});
+        auto n = x.numel();
+        add_kernel[tl::cdiv(n, 8)](x, y, out, n, tl::meta("BLOCK_SIZE", 8));
+        return out.t().contiguous().relu();
+      },
+      full("transposed"));
+  EXPECT_TRUE(equal(tr(x, y), (x + y).view({4, 10}).t().contiguous().relu()));
+  EXPECT_EQ(tr.stats().last_graph.find("+relu"), std::string::npos) << tr.stats().last_graph;
+  // A fill the kernel may not overwrite everywhere: relu(7) must be where the kernel did not store.
+  auto filled = compile(
+      [](const Tensor& x, const Tensor& y) {
+        Tensor out = full_like(x, -7.0);
+        auto n = x.numel();
+        add_kernel[tl::cdiv(n, 16)](x, y, out, n, tl::meta("BLOCK_SIZE", 8));
+        return out.relu();
+      },
+      full("filled"));
+  Tensor expect = full_like(x, -7.0);
+  expect.narrow(0, 0, 24).copy_((x + y).narrow(0, 0, 24));
+  EXPECT_TRUE(equal(filled(x, y), expect.relu()));
+  EXPECT_NE(note_of(filled).find("filled before the kernel"), std::string::npos) << note_of(filled);
+  // An operand computed after the kernel (from its output's sibling) and a result of another
+  // dtype stay outside.
+  auto later = compile(
+      [](const Tensor& x, const Tensor& y) {
+        Tensor out = add_fn(x, y);
+        Tensor z = y.exp();
+        return out * z;
+      },
+      full("later"));
+  EXPECT_TRUE(all_close(later(x, y), (x + y) * y.exp()));
+  EXPECT_NE(note_of(later).find("computed after the kernel"), std::string::npos) << note_of(later);
+  auto promoted =
+      compile([](const Tensor& x, const Tensor& y, const Tensor& d) { return add_fn(x, y) + d; },
+              full("p"));
+  Tensor d = randn({40}, TensorOptions().dtype(float64));
+  EXPECT_TRUE(equal(promoted(x, y, d), (x + y).to(float64) + d));
+  EXPECT_NE(note_of(promoted).find("another dtype"), std::string::npos) << note_of(promoted);
 }
 
 }  // namespace
