@@ -6,6 +6,9 @@
 //
 //   bench_gpu_kernels               a table: kernel, size, median us, GB/s, % of the copy ceiling
 //   bench_gpu_kernels --json        the same rows as JSON lines (for bench/gpu_table.py)
+//   bench_gpu_kernels compiled      the seed's add_fn, and add_fn followed by a relu, under
+//                                   tessera::compile at 2^24 (the fill elided, the relu fused),
+//                                   and host time per compiled call at n = 4 (JSON lines)
 //   bench_gpu_kernels launch        host time of one hot launch (n = 1024) beside a bare
 //                                   cuLaunchKernel of the same generated kernel (JSON lines)
 //   bench_gpu_kernels first-launch cold|warm   the first launch of a new kernel in this process,
@@ -25,6 +28,7 @@
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/module.h"
+#include "tessera/compile.h"
 #include "tessera/tessera.h"
 #include "tessera/tl.h"
 #include "tessera/trt/scalar.h"
@@ -94,6 +98,48 @@ std::string pow2(int64_t n) {
 
 double host_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The seed's add_fn under tessera::compile (issue 17): the zeros_like is elided (the kernel
+// stores every element) and a following relu runs inside the kernel's stores.
+int compiled_rows() {
+  g_json = true;
+  const Device cuda("cuda");
+  const TensorOptions f32 = TensorOptions().device(cuda);
+  Tensor flush = empty({64 << 20}, f32);
+  auto add_fn = [](const Tensor& x, const Tensor& y) {
+    Tensor output = zeros_like(x);
+    auto n = output.numel();
+    auto grid = [&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; };
+    add_kernel[grid](x, y, output, n, tl::meta("BLOCK", 1024));
+    return output;
+  };
+  auto add_relu = [&](const Tensor& x, const Tensor& y) { return add_fn(x, y).relu(); };
+  const int64_t n = int64_t{1} << 24;
+  Tensor x = randn({n}, f32), y = randn({n}, f32);
+  CompileOptions o;
+  o.fullgraph = true;
+  auto c1 = compile(add_fn, o);
+  auto c2 = compile(add_relu, o);
+  if (!equal(c1(x, y).cpu(), x.cpu() + y.cpu())) return std::printf("add_fn: wrong result\n"), 1;
+  if (!equal(c2(x, y).cpu(), (x.cpu() + y.cpu()).relu()))
+    return std::printf("add_fn+relu: wrong result\n"), 1;
+  row("add_fn compiled f32", "2^24", median_us([&] { (void)c1(x, y); }, flush), 12.0 * n, 0);
+  row("add_fn+relu compiled f32", "2^24", median_us([&] { (void)c2(x, y); }, flush), 12.0 * n, 0);
+  Tensor a = randn({4}, f32), b = randn({4}, f32);
+  for (int i = 0; i < 100; ++i) (void)c1(a, b);
+  rc::current_stream(0).synchronize();
+  for (int round = 0; round < 3; ++round) {
+    const double t0 = host_seconds();
+    for (int i = 0; i < 2000; ++i) (void)c1(a, b);
+    const double t1 = host_seconds();
+    rc::current_stream(0).synchronize();
+    std::printf(
+        "{\"kernel\": \"add_fn compiled, host time per call\", \"size\": \"n=4\", "
+        "\"impl\": \"tessera\", \"us\": %.2f}\n",
+        (t1 - t0) / 2000 * 1e6);
+  }
+  return 0;
 }
 
 // Host time per launch of the seed's add at n = 1024 through tessera, and through a bare
@@ -177,6 +223,7 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "launch") return launch_overhead();
+  if (mode == "compiled") return compiled_rows();
   if (mode == "first-launch") return first_launch(argc > 2 ? argv[2] : "cold");
   g_json = mode == "--json";
   const Device cuda("cuda");

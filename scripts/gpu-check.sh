@@ -39,12 +39,14 @@ run_benchmarks() {
   B="$BUILD/bench/bench_gpu_kernels"
   P=bench/peers/triton_gpu.py
   step "bench_gpu_kernels" bench-gpu.jsonl "$B" --json
+  step "bench compiled" bench-compiled.jsonl "$B" compiled
   step "bench launch" bench-launch.jsonl "$B" launch
   tcold=$(mktemp -d)
   step "bench first launch" bench-first.jsonl bash -c "TESSERA_CACHE_DIR=$tcold '$B' first-launch cold && \
     TESSERA_CACHE_DIR=$tcold '$B' first-launch warm"
   if python3 -c "import triton, torch" 2> /dev/null; then
     step "peers: kernels" peers-kernels.jsonl python3 "$P" kernels
+    step "peers: compiled" peers-compiled.jsonl python3 "$P" compiled
     step "peers: launch" peers-launch.jsonl python3 "$P" launch
     pcold=$(mktemp -d)
     step "peers: first launch" peers-first.jsonl bash -c "TRITON_CACHE_DIR=$pcold python3 $P first-launch cold \
@@ -52,7 +54,8 @@ run_benchmarks() {
   else
     say "no Triton/PyTorch in python3: the table has tessera's figures only"
   fi
-  (cd "$OUT" && python3 "$OLDPWD/bench/gpu_table.py" bench-gpu.jsonl bench-launch.jsonl bench-first.jsonl \
+  (cd "$OUT" && python3 "$OLDPWD/bench/gpu_table.py" bench-gpu.jsonl bench-compiled.jsonl \
+    bench-launch.jsonl bench-first.jsonl \
     $(ls peers-*.jsonl 2> /dev/null)) | tee "$OUT/bench-table.md" | tee -a "$summary"
 }
 
@@ -89,7 +92,7 @@ if [ "${1:-}" = bench ]; then
   exit 0
 fi
 if [ "${1:-}" = quick ]; then
-  step "ctest -L gpu" ctest-gpu.log ctest --test-dir "$BUILD" -L gpu -R "${TESTS:-.}" --output-on-failure -j12 \
+  STEP_TIMEOUT=${STEP_TIMEOUT_GPU_TESTS:-420} step "ctest -L gpu" ctest-gpu.log ctest --test-dir "$BUILD" -L gpu -R "${TESTS:-.}" --output-on-failure -j12 \
     --timeout 300
   grep -E "Skipped|SKIPPED|Failure|FAILED|tests passed|tests failed|Timeout" "$OUT/ctest-gpu.log" |
     head -30 | tee -a "$summary"

@@ -7,6 +7,8 @@ Prints one JSON object per line ({"kernel", "size", "impl", "us", "gbs"}); bench
 joins them with tessera's lines into the ratio table. scripts/gpu-check.sh runs it.
 
     python3 bench/peers/triton_gpu.py kernels       # the memory-bound kernels
+    python3 bench/peers/triton_gpu.py compiled      # the seed's add_fn (and + relu) under
+                                                    # torch.compile; host time per call at n = 4
     python3 bench/peers/triton_gpu.py launch        # host time of one hot launch (n = 1024)
     python3 bench/peers/triton_gpu.py first-launch cold|warm  # first launch of a new kernel in
                                                     # this process, to its result (the cache as
@@ -164,6 +166,47 @@ def kernels():
          median_us(lambda: torch.nn.functional.layer_norm(x, (N,), w, b, 1e-5), flush), nbytes)
 
 
+def compiled():
+    """The seed's add_fn (zeros_like, then the Triton kernel) and add_fn followed by a relu under
+    torch.compile (Inductor's defaults: no user-kernel epilogue fusion), beside tessera::compile's
+    rows of bench/gpu_kernels.cpp; and host time per call at n = 4."""
+    dev = torch.device("cuda")
+    flush = torch.empty(64 << 20, device=dev)
+
+    def add_fn(x, y):
+        output = torch.zeros_like(x)
+        n = output.numel()
+        add_kernel[(triton.cdiv(n, 1024),)](x, y, output, n, BLOCK_SIZE=1024)
+        return output
+
+    def add_relu(x, y):
+        return add_fn(x, y).relu()
+
+    for name, fn, ref in (("add_fn compiled f32", add_fn, lambda x, y: x + y),
+                          ("add_fn+relu compiled f32", add_relu, lambda x, y: (x + y).relu())):
+        c = torch.compile(fn, fullgraph=True)
+        n = 1 << 24
+        x = torch.randn(n, device=dev)
+        y = torch.randn_like(x)
+        assert torch.equal(c(x, y), ref(x, y))
+        emit(name, "2^24", "torch.compile", median_us(lambda: c(x, y), flush), 12 * n)
+    c = torch.compile(add_fn, fullgraph=True)
+    x = torch.randn(4, device=dev)
+    y = torch.randn_like(x)
+    for _ in range(100):
+        c(x, y)
+    torch.cuda.synchronize()
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(2000):
+            c(x, y)
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        print(json.dumps({"kernel": "add_fn compiled, host time per call", "size": "n=4",
+                          "impl": "torch.compile", "us": round((t1 - t0) / 2000 * 1e6, 2)}),
+              flush=True)
+
+
 def launch():
     dev = torch.device("cuda")
     x = torch.randn(1024, device=dev)
@@ -201,4 +244,5 @@ def first_launch():
 
 
 if __name__ == "__main__":
-    {"kernels": kernels, "launch": launch, "first-launch": first_launch}[sys.argv[1]]()
+    {"kernels": kernels, "compiled": compiled, "launch": launch,
+     "first-launch": first_launch}[sys.argv[1]]()
