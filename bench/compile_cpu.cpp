@@ -79,6 +79,36 @@ void BM_CompiledAddFnDynamic(benchmark::State& s) {
 }
 BENCHMARK(BM_CompiledAddFnDynamic);
 
+// Issue 17 at 2^22 floats: eager add_fn (fill, then the kernel) against compiled (the fill
+// elided), and add_fn then relu (three passes eagerly; one kernel compiled, the relu in its
+// stores). Bytes: the kernel's two reads and one write.
+Tensor add_fn_1024(const Tensor& x, const Tensor& y) {
+  Tensor output = zeros_like(x);
+  auto n = output.numel();
+  auto grid = [&](const tl::Meta& meta) { return tl::Grid{tl::cdiv(n, meta["BLOCK_SIZE"])}; };
+  add_kernel[grid](x, y, output, n, tl::meta("BLOCK_SIZE", 1024));
+  return output;
+}
+Tensor add_relu_1024(const Tensor& x, const Tensor& y) {
+  return add_fn_1024(x, y).relu();
+}
+constexpr int64_t kLarge = int64_t{1} << 22;
+
+template <bool kCompiled, bool kRelu>
+void BM_AddFnLarge(benchmark::State& s) {
+  Tensor x = randn({kLarge}), y = randn({kLarge});
+  auto fn = kRelu ? add_relu_1024 : add_fn_1024;
+  auto compiled = compile(fn, options());
+  const Tensor expect = kRelu ? (x + y).relu() : x + y;
+  if (!verified(s, equal(compiled(x, y), expect) && equal(fn(x, y), expect))) return;
+  for (auto _ : s) benchmark::DoNotOptimize(kCompiled ? compiled(x, y) : fn(x, y));
+  s.SetBytesProcessed(s.iterations() * 12 * kLarge);
+}
+BENCHMARK(BM_AddFnLarge<false, false>)->Name("BM_EagerAddFn2e22")->UseRealTime();
+BENCHMARK(BM_AddFnLarge<true, false>)->Name("BM_CompiledAddFn2e22")->UseRealTime();
+BENCHMARK(BM_AddFnLarge<false, true>)->Name("BM_EagerAddFnRelu2e22")->UseRealTime();
+BENCHMARK(BM_AddFnLarge<true, true>)->Name("BM_CompiledAddFnRelu2e22")->UseRealTime();
+
 // The guards of four tensor arguments plus the executor's fixed cost: the body returns an input.
 void BM_GuardsFourInputs(benchmark::State& s) {
   auto compiled = compile(

@@ -1,6 +1,7 @@
 /** \file
- * Device memory allocators. The CPU one returns 64-byte-aligned blocks; other backends register
- * theirs (the CUDA backend, later) under their device type.
+ * Device memory allocators. The CPU one returns 64-byte-aligned blocks (2 MiB-aligned from 2 MiB,
+ * kept for reuse when freed); other backends register theirs (CUDA's caching allocator) under
+ * their device type.
  */
 #pragma once
 
@@ -18,6 +19,12 @@ struct Allocator {
 /** The allocator of a device type; `DeviceError` when none is registered. */
 const Allocator& allocator_for(DeviceType type);
 void register_allocator(DeviceType type, Allocator a);
+
+/** Frees the CPU blocks of 2 MiB and more kept for reuse (up to 1 GiB is kept; an allocation
+ * that fails frees them and tries again). */
+void cpu_empty_cache();
+/** Bytes of freed CPU blocks kept for reuse (0 in sanitizer builds, which keep none). */
+size_t cpu_cached_bytes();
 
 /** Alignment of CPU allocations, in bytes. */
 inline constexpr size_t kCpuAlignment = 64;
