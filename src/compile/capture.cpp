@@ -375,15 +375,12 @@ class Tracer final : public DispatchMode {
     }
     auto& ctx = g_.env->ctx;
     const TensorInfo& t = g_.values[static_cast<size_t>(a.value)].tensor;
-    sym::ExprPtr expected = ctx.constant(1);
-    for (size_t d = t.sizes.size(); d-- > 0;) {
-      if (t.sizes[d]->constant() == 1) continue;
-      if (t.strides[d] != expected) {
-        why = "the tensor is not contiguous";
-        return nullptr;
-      }
-      expected = ctx.mul(expected, t.sizes[d]);
+    if (!g_.contiguous(t)) {
+      why = "the tensor is not contiguous";
+      return nullptr;
     }
+    sym::ExprPtr expected = ctx.constant(1);
+    for (auto* size : t.sizes) expected = ctx.mul(expected, size);
     const sym::ExprPtr numel = expected;
     sym::ExprPtr ok = ctx.boolean(true);
     for (int d = 0; d < 3; ++d) {

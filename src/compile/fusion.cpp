@@ -74,42 +74,13 @@ class EpilogueFusion {
   }
 
  private:
-  int storage(int v) const { return g_.values[static_cast<size_t>(v)].tensor.storage; }
+  int storage(int v) const { return g_.storage_of(v); }
   const TensorInfo& info(int v) const { return g_.values[static_cast<size_t>(v)].tensor; }
-
-  bool touches(const Node& n, int s) const {
-    for (const Arg& a : n.args) {
-      if (a.kind == Arg::Kind::Value && a.value >= 0 && storage(a.value) == s) return true;
-      if (a.kind == Arg::Kind::ValueList) {
-        for (int x : a.values) {
-          if (x >= 0 && storage(x) == s) return true;
-        }
-      }
-    }
-    for (int w : n.writes) {
-      if (storage(w) == s) return true;
-    }
-    return false;
-  }
   bool writes(const Node& n, int s) const {
     for (int w : n.writes) {
       if (storage(w) == s) return true;
     }
     return false;
-  }
-  size_t next_touching(size_t from, int s) const {
-    size_t j = from + 1;
-    while (j < g_.nodes.size() && (g_.nodes[j].dead || !touches(g_.nodes[j], s))) ++j;
-    return j;
-  }
-  bool contiguous(const TensorInfo& t) const {
-    sym::ExprPtr expected = ctx_.constant(1);
-    for (size_t d = t.sizes.size(); d-- > 0;) {
-      if (t.sizes[d]->constant() == 1) continue;
-      if (t.strides[d] != expected) return false;
-      expected = ctx_.mul(expected, t.sizes[d]);
-    }
-    return true;
   }
 
   // Fuses the op reading kernel k's written argument a, if one may be; notes why not on the op.
@@ -120,7 +91,7 @@ class EpilogueFusion {
     if (a.kind != Arg::Kind::Value || !a.written || a.value < 0) return false;
     const int w = a.value;
     const int s = storage(w);
-    const size_t e = next_touching(k, s);
+    const size_t e = g_.next_toucher(k, s);
     if (e == g_.nodes.size()) return false;
     Node& epi = g_.nodes[e];
     const Lowering* low = lowering_of(epi);
@@ -151,7 +122,7 @@ class EpilogueFusion {
       return refuse("its output is filled before the kernel, which may not store every element");
     // Rule 3 (W) and 5 (the result).
     const TensorInfo& wt = info(w);
-    if (!contiguous(wt)) return refuse("the kernel's output is not contiguous");
+    if (!g_.contiguous(wt)) return refuse("the kernel's output is not contiguous");
     if (epi.outputs.size() != 1 || epi.outputs[0] < 0 || !epi.writes.empty())
       return refuse("the op writes in place");
     const int result = epi.outputs[0];
@@ -164,7 +135,7 @@ class EpilogueFusion {
     for (int o : g_.outputs) {
       if (o >= 0 && storage(o) == s) return refuse("the kernel's output is also a result");
     }
-    if (next_touching(e, s) != g_.nodes.size())
+    if (g_.next_toucher(e, s) != g_.nodes.size())
       return refuse("the kernel's output is used again after the op");
     // The op's operands: W, or inputs computed before the kernel (rule 5) read at W's index.
     tl::EpilogueSpec spec;

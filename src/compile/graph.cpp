@@ -13,6 +13,38 @@ int Graph::add_value(Value v) {
   return static_cast<int>(values.size() - 1);
 }
 
+bool Graph::touches(const Node& n, int s) const {
+  for (const Arg& a : n.args) {
+    if (a.kind == Arg::Kind::Value && a.value >= 0 && storage_of(a.value) == s) return true;
+    if (a.kind == Arg::Kind::ValueList) {
+      for (int x : a.values) {
+        if (x >= 0 && storage_of(x) == s) return true;
+      }
+    }
+  }
+  for (int w : n.writes) {
+    if (storage_of(w) == s) return true;
+  }
+  return false;
+}
+
+size_t Graph::next_toucher(size_t from, int s) const {
+  size_t j = from + 1;
+  while (j < nodes.size() && (nodes[j].dead || !touches(nodes[j], s))) ++j;
+  return j;
+}
+
+bool Graph::contiguous(const TensorInfo& t) const {
+  auto& ctx = env->ctx;
+  sym::ExprPtr expected = ctx.constant(1);
+  for (size_t d = t.sizes.size(); d-- > 0;) {
+    if (t.sizes[d]->constant() == 1) continue;
+    if (t.strides[d] != expected) return false;
+    expected = ctx.mul(expected, t.sizes[d]);
+  }
+  return true;
+}
+
 size_t Graph::live_nodes() const {
   size_t n = 0;
   for (const auto& node : nodes) n += !node.dead;
@@ -218,7 +250,6 @@ int Graph::eliminate_dead_fills() {
       {"aten::full_like", "aten::empty_like"},
       {"aten::zeros_like", "aten::empty_like"},
       {"aten::ones_like", "aten::empty_like"}};
-  auto storage = [&](int v) { return values[static_cast<size_t>(v)].tensor.storage; };
   int elided = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     Node& fill = nodes[i];
@@ -227,30 +258,15 @@ int Graph::eliminate_dead_fills() {
     const auto replacement = kFills.find(fill.op.name());
     if (replacement == kFills.end()) continue;
     const int v = fill.outputs[0];
-    const int s = storage(v);
+    const int s = storage_of(v);
     // The next node that touches the filled memory.
-    auto touches = [&](const Node& n) {
-      for (const Arg& a : n.args) {
-        if (a.kind == Arg::Kind::Value && a.value >= 0 && storage(a.value) == s) return true;
-        if (a.kind == Arg::Kind::ValueList) {
-          for (int x : a.values) {
-            if (x >= 0 && storage(x) == s) return true;
-          }
-        }
-      }
-      for (int w : n.writes) {
-        if (storage(w) == s) return true;
-      }
-      return false;
-    };
-    size_t j = i + 1;
-    while (j < nodes.size() && (nodes[j].dead || !touches(nodes[j]))) ++j;
+    const size_t j = next_toucher(i, s);
     if (j == nodes.size() || nodes[j].kind != Node::Kind::Kernel) continue;
     Node& k = nodes[j];
     std::string why;
     sym::ExprPtr cover = nullptr;  // every written argument on the filled memory: all covered
     for (Arg& a : k.args) {
-      if (!why.empty() || a.kind != Arg::Kind::Value || a.value < 0 || storage(a.value) != s)
+      if (!why.empty() || a.kind != Arg::Kind::Value || a.value < 0 || storage_of(a.value) != s)
         continue;
       if (a.value != v) {
         why = "kernel " + k.kernel->name() + " receives a view of it";

@@ -125,6 +125,16 @@ struct Graph {
   int eliminate_common_subexpressions();
   /** Nodes that will run. */
   size_t live_nodes() const;
+
+  // ---- memory, for the passes ----
+  int storage_of(int value) const { return values[static_cast<size_t>(value)].tensor.storage; }
+  /** Whether node `n` reads or writes storage `s` (through any argument or write). */
+  bool touches(const Node& n, int s) const;
+  /** The first live node after `from` that touches storage `s`, or nodes.size(). */
+  size_t next_toucher(size_t from, int s) const;
+  /** Whether a tensor is contiguous: its strides are its sizes' row-major strides (size-1
+   * dimensions aside). */
+  bool contiguous(const TensorInfo& t) const;
 };
 
 }  // namespace tessera::compiler
