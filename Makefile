@@ -4,7 +4,7 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test install demo bench bench-compare bench-ab format clean sanitize \
+.PHONY: all deps configure build test install demo bench bench-compare bench-ab format clean sanitize fuzz \
 	sanitize-thread
 
 all: build
@@ -64,6 +64,15 @@ sanitize-thread: deps
 	  -DTESSERA_SANITIZE=thread
 	cmake --build build-tsan -j $(JOBS)
 	$(SAN_ENV) ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -LE gpu
+
+# The libFuzzer targets (tests/fuzz: schemas, tile IR text, cache and tuning records, knobs), built
+# with clang under ASan + UBSan in build-fuzz/ and run FUZZ_SECONDS each from their seed corpus.
+FUZZ_SECONDS ?= 30
+fuzz: deps
+	cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+	  -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_FUZZ=ON
+	cmake --build build-fuzz -j $(JOBS) --target fuzzers
+	scripts/fuzz.sh build-fuzz/fuzz $(FUZZ_SECONDS)
 
 format:
 	@find include src tests tools examples bench -name '*.h' -o -name '*.cpp' | xargs clang-format -i

@@ -2,7 +2,9 @@
 # Installs the Debian packages tessera's build needs, only those missing. Safe to run repeatedly.
 set -euo pipefail
 
-required=(cmake ninja-build g++ make libgtest-dev libgmock-dev libbenchmark-dev pkg-config)
+# clang and its runtime libraries build the fuzzers (make fuzz, run by CI).
+required=(cmake ninja-build g++ make libgtest-dev libgmock-dev libbenchmark-dev pkg-config clang
+  libclang-rt-dev)
 optional=(ccache libopenblas-dev clang-format)
 
 missing=()

@@ -1,5 +1,6 @@
 #include "tessera/schema.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <ostream>
@@ -23,6 +24,9 @@ bool SchemaType::operator==(const SchemaType& o) const {
 }
 
 namespace {
+
+// `int[N]`: N at most this (PyTorch's schemas use 1 to 3).
+constexpr int64_t kMaxListSize = 4096;
 
 class Parser {
  public:
@@ -104,8 +108,14 @@ class Parser {
         t.list = true;
         skip_ws();
         if (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) {
-          t.list_size = std::atoi(std::string(s_.substr(pos_)).c_str());
-          while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+          int64_t n = 0;
+          while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) {
+            n = std::min<int64_t>(n * 10 + (s_[pos_++] - '0'), kMaxListSize + 1);
+          }
+          if (n > kMaxListSize)
+            fail("a list size above " + std::to_string(kMaxListSize) +
+                 " (T[N] is for short lists)");
+          t.list_size = static_cast<int>(n);
         }
         expect("]");
       } else {
@@ -149,6 +159,19 @@ class Parser {
     return lit;
   }
 
+  // A string literal: one run of text between two equal quotes (no escapes; the other quote may
+  // appear inside). Without `required`, an unquoted literal is taken as it is.
+  std::string unquote(const std::string& lit, bool required) {
+    const char q = lit.front();
+    if (q != '\'' && q != '"') {
+      if (required) fail("strings are quoted");
+      return lit;
+    }
+    if (lit.size() < 2 || lit.back() != q || lit.find(q, 1) != lit.size() - 1)
+      fail("bad string literal " + lit + ": one quoted run of text, without escapes");
+    return lit.substr(1, lit.size() - 2);
+  }
+
   IValue parse_number(const std::string& lit, bool want_float) {
     char* end = nullptr;
     if (!want_float && lit.find_first_of(".eE") == std::string::npos &&
@@ -169,6 +192,7 @@ class Parser {
     if (t.list) {
       std::vector<std::string> items;
       if (lit.front() == '[') {
+        if (lit.back() != ']') fail("bad list default '" + lit + "'");
         std::string inner = lit.substr(1, lit.size() - 2);
         std::stringstream ss(inner);
         std::string item;
@@ -222,18 +246,14 @@ class Parser {
         if (lit != "True" && lit != "False") fail("bad bool default '" + lit + "'");
         return IValue(lit == "True");
       case TypeKind::Str:
-        if (lit.size() < 2 || (lit.front() != '\'' && lit.front() != '"'))
-          fail("strings are quoted");
-        return IValue(lit.substr(1, lit.size() - 2));
+        return IValue(unquote(lit, true));
       case TypeKind::ScalarType: {
         auto d = parse_dtype(lit);
         if (!d) fail("unknown dtype '" + lit + "'");
         return IValue(*d);
       }
       case TypeKind::Device: {
-        std::string dv = lit;
-        if (dv.front() == '\'' || dv.front() == '"') dv = dv.substr(1, dv.size() - 2);
-        return IValue(Device(std::string_view(dv)));
+        return IValue(Device(std::string_view(unquote(lit, false))));
       }
       case TypeKind::Tensor:
         fail("tensors cannot have a default other than None");
@@ -357,7 +377,10 @@ std::string type_with_alias(const Argument& a) {
 }
 
 std::string default_str(const IValue& v) {
-  if (v.is_string()) return "'" + v.to_string() + "'";
+  if (v.is_string()) {  // quoted so that parse reads it back (the parser has no escapes)
+    const std::string q = v.to_string().find('\'') == std::string::npos ? "'" : "\"";
+    return q + v.to_string() + q;
+  }
   if (v.is_dtype()) return dtype_name(v.to_dtype());
   if (v.is_device()) return "'" + v.to_device().str() + "'";
   return v.repr();

@@ -39,9 +39,10 @@ int bits_of(const Type& t) {
 Lin add(const Lin& a, const Lin& b, int64_t sign) {
   Lin r = a;
   r.c += sign * b.c;
-  for (const auto& [atom, k] : b.terms) {
+  for (const auto& term : b.terms) {
+    const auto& [atom, k] = term;
     auto it = std::find_if(r.terms.begin(), r.terms.end(),
-                           [&](const auto& t) { return t.first == atom; });
+                           [&](const auto& t) { return t.first == term.first; });
     if (it == r.terms.end()) {
       r.terms.emplace_back(atom, sign * k);
     } else {
@@ -96,8 +97,7 @@ class Linear {
       if (t.ptr) {
         r.ptr = v;
       } else if (signed_int(t)) {
-        r.terms.emplace_back(v, 1);
-        r.bits = bits_of(t);
+        r.terms.emplace_back(v, 1);  // exact: only arithmetic in a narrow type can wrap
       } else {
         return std::nullopt;
       }
@@ -116,7 +116,6 @@ class Linear {
       case OpKind::ProgramId: {
         Lin r;
         r.terms.emplace_back(-(op->ival + 1), 1);
-        r.bits = bits_of(t);
         return r;
       }
       case OpKind::Arange: {

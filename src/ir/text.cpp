@@ -3,7 +3,9 @@
 
 #include "ir/op_traits.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -420,11 +422,31 @@ class Parser {
     if (at_comment()) {
       pos_ += 2;
       skip_space();
-      const std::string_view rest = line_.substr(pos_);
+      // What `print` writes: the file's base name, ':', a positive line number. Other comments
+      // (hand-written notes) leave the location unknown.
+      std::string_view rest = line_.substr(pos_);
+      while (!rest.empty() && std::isspace(static_cast<unsigned char>(rest.back())))
+        rest.remove_suffix(1);
       const size_t colon = rest.rfind(':');
-      if (colon != std::string_view::npos && colon + 1 < rest.size()) {
-        loc.file = intern(std::string(rest.substr(0, colon)));
-        loc.line = std::atoi(std::string(rest.substr(colon + 1)).c_str());
+      if (colon != std::string_view::npos) {
+        std::string_view file = rest.substr(0, colon);
+        const std::string_view digits = rest.substr(colon + 1);
+        if (const size_t slash = file.rfind('/'); slash != std::string_view::npos)
+          file.remove_prefix(slash + 1);
+        while (!file.empty() && file.front() == ' ') file.remove_prefix(1);
+        const bool printable = std::all_of(file.begin(), file.end(), [](char c) {
+          return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
+        });
+        int64_t line = 0;
+        bool number = !digits.empty() && digits.size() <= 9;
+        for (size_t i = 0; number && i < digits.size(); ++i) {
+          number = std::isdigit(static_cast<unsigned char>(digits[i])) != 0;
+          line = line * 10 + (digits[i] - '0');
+        }
+        if (!file.empty() && printable && number && line > 0) {
+          loc.file = intern(std::string(file));
+          loc.line = static_cast<int>(line);
+        }
       }
       pos_ = line_.size();
     }
@@ -615,12 +637,17 @@ class Parser {
       const std::string lit(line_.substr(b, pos_ - b));
       const auto types = result_types();
       if (types.size() != 1) fail("a constant has one result type");
+      char* end = nullptr;
+      errno = 0;
       if (types[0].is_float()) {
-        o->fval = std::strtod(lit.c_str(), nullptr);
+        o->fval = std::strtod(lit.c_str(), &end);
         if (lit == "-nan") o->fval = -std::nan("");
       } else {
-        o->ival = std::strtoll(lit.c_str(), nullptr, 10);
+        o->ival = std::strtoll(lit.c_str(), &end, 10);
       }
+      const bool overflow = errno == ERANGE && (!types[0].is_float() || std::isinf(o->fval));
+      if (lit.empty() || end != lit.c_str() + lit.size() || overflow)
+        fail("'" + lit + "' is not a constant of type " + types[0].str());
       o->loc = location();
       finish(*o, results, types);
       return o;

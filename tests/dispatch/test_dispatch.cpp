@@ -89,6 +89,35 @@ TEST(Schema, MalformedSchemasAreValueErrors) {
   }
 }
 
+// Found by fuzz_schema (tests/fuzz/regressions/schema): text after a string default's closing
+// quote was kept inside the string, so str() printed a schema that did not parse; a huge list
+// size allocated gigabytes for its repeated default.
+TEST(Schema, FuzzFindingsStringDefaultsAndListSizes) {
+  EXPECT_NE(error_of<ValueError>([] {
+              FunctionSchema::parse("ns::gelu(Tensor self, *, str approximate='none'e) -> Tensor");
+            }).find("bad string literal"),
+            std::string::npos);
+  EXPECT_NE(error_of<ValueError>([] {
+              FunctionSchema::parse("ns::f(str s='a'b') -> Tensor");
+            }).find("bad string literal"),
+            std::string::npos);
+  EXPECT_NE(error_of<ValueError>([] {
+              FunctionSchema::parse("ns::h(int[2444444444444444] s=0) -> Tensor");
+            }).find("a list size above 4096"),
+            std::string::npos);
+  EXPECT_NE(error_of<ValueError>([] {
+              FunctionSchema::parse("ns::h(int[] s=[1, 2) -> Tensor");
+            }).find("schema"),
+            std::string::npos);
+  // A string holding one kind of quote prints with the other and reads back equal.
+  const auto s = FunctionSchema::parse("ns::f(str s=\"it's\", str t='say \"hi\"') -> Tensor");
+  EXPECT_EQ(s.arguments()[0].default_value->to_string(), "it's");
+  EXPECT_EQ(s.arguments()[1].default_value->to_string(), "say \"hi\"");
+  const auto again = FunctionSchema::parse(s.str());
+  EXPECT_EQ(again.str(), s.str());
+  EXPECT_EQ(again.arguments()[0].default_value->to_string(), "it's");
+}
+
 // ---- registry -----------------------------------------------------------------------------------
 
 TEST(Registry, DefineFindAndErrors) {

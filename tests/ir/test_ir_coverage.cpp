@@ -111,7 +111,8 @@ TEST(IrCoverage, ABoundWithAConstantAndLessEqualMasks) {
 TEST(IrCoverage, TwoDimensionalBlocksInEitherOrderAndNestedStores) {
   // A 4x8 block at row-major offsets r * 8 + c (and its transpose, c * 4 + r), program k at 32k.
   const char* k2d = R"(kernel @k(%0: *fp32 out, %1: i64 n) {
-  %2 = program_id {axis = 1} : i64
+  %90 = program_id {axis = 1} : i32
+  %2 = cast %90 : i64
   %3 = const 32 : i64
   %4 = mul %2, %3 : i64
   %5 = arange {start = 0, end = 4} : <4x i32>

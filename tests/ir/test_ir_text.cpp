@@ -191,6 +191,69 @@ TEST(IrVerify, OperandCountsAndDomainsComeFromTheOpTable) {
   }
 }
 
+// Found by fuzz_ir_text (tests/fuzz/regressions/ir_text): the verifier let through ops whose
+// result type does not follow from their operands (a broadcast that turned fp32 into i32 made
+// canonicalize fold an fp32 constant into an addptr offset: an internal error), and a location
+// comment naming a path with spaces did not print back to itself.
+TEST(IrVerify, FuzzFindingsEveryOpsResultTypeIsChecked) {
+  auto verify_error = [](const std::string& body, const std::string& params = "%0: *fp32 x") {
+    return error_of<ValueError>([&] { ir::parse("kernel @k(" + params + ") {\n" + body + "}\n"); });
+  };
+  EXPECT_NE(verify_error("  %1 = const 1.0 : <4x fp32>\n"
+                         "  %2 = broadcast %1 : <4x4x i32>\n")
+                .find("broadcast stretches size-1 dims"),
+            std::string::npos);
+  EXPECT_NE(verify_error("  %1 = program_id {axis = 0} : i64\n").find("result must be i32"),
+            std::string::npos);
+  EXPECT_NE(verify_error("  %1 = program_id {axis = 3} : i32\n").find("axis must be 0, 1 or 2"),
+            std::string::npos);
+  EXPECT_NE(verify_error("  %1 = arange {start = 4, end = 4} : <1x i32>\n").find("arange"),
+            std::string::npos);
+  EXPECT_NE(verify_error("  %1 = const 1 : <0x i32>\n").find("a dim of 0"), std::string::npos);
+  EXPECT_NE(verify_error("  %1 = const 1 : <2048x1024x i32>\n").find("larger than a tile"),
+            std::string::npos);
+  EXPECT_NE(verify_error("  %1 = const 300 : i8\n").find("300 is not a value of i8"),
+            std::string::npos);
+  EXPECT_NE(verify_error("  %1 = const 6$ : i32\n").find("'6$' is not a constant"),
+            std::string::npos);
+  EXPECT_NE(verify_error("  %1 = const 1.0 : <4x fp32>\n"
+                         "  %2 = reduce.sum %1 {axis = 0} : <4x fp32>\n")
+                .find("the result drops the axis"),
+            std::string::npos);
+  EXPECT_NE(verify_error("  %1 = const 1 : <4x i32>\n"
+                         "  %2 = splat %0 : <4x *fp32>\n"
+                         "  %3 = load %2 : <4x fp16>\n")
+                .find("pointee type"),
+            std::string::npos);
+  EXPECT_NE(verify_error("  %1 = const 1 : <4x i32>\n"
+                         "  %2 = bitcast %1 : <4x fp16>\n")
+                .find("element width"),
+            std::string::npos);
+  EXPECT_NE(verify_error("  %1 = const 1.0 : fp32\n"
+                         "  %2 = store %0, %1 : fp32\n")
+                .find("1 results (has 0)"),
+            std::string::npos);
+  EXPECT_NE(verify_error("  %1 = const 1 : i32\n"
+                         "  yield %1\n")
+                .find("yield outside a loop or branch"),
+            std::string::npos);
+  EXPECT_NE(verify_error("  %1 = const 1 : <2x4x i32>\n"
+                         "  %2 = permute %1 {perm = [0, 0]} : <2x2x i32>\n")
+                .find("permutation"),
+            std::string::npos);
+  // A location is the base name and a line, whatever the comment held.
+  const auto f = ir::parse(
+      "kernel @k(%0: *fp32 x) {\n"
+      "  %1 = const 1.0 : fp32  // a b // dir/ my file.cpp:61\n"
+      "  %2 = const 2.0 : fp32  // a note, no line\n"
+      "  store %0, %1  // file.cpp:\n"
+      "}\n");
+  const std::string printed = ir::print(*f);
+  EXPECT_NE(printed.find("// my file.cpp:61"), std::string::npos) << printed;
+  std::string why;
+  EXPECT_TRUE(ir::same_function(*f, *ir::parse(printed), &why)) << why;
+}
+
 // ---- passes, text in and text out
 // ----------------------------------------------------------------
 
