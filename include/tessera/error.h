@@ -96,6 +96,13 @@ TS_DEFINE_ERROR(CompileError);
 TS_DEFINE_ERROR(NotImplementedError);
 /** A failure at run time that is not the caller's fault alone (I/O, system compiler). */
 TS_DEFINE_ERROR(RuntimeError);
+/** Memory for a tensor could not be had (after the allocator gave its cached blocks back and
+ * tried once more); the message names the size and what the device has free. */
+class OutOfMemoryError : public RuntimeError {
+ public:
+  using RuntimeError::RuntimeError;
+  const char* kind() const override { return "OutOfMemoryError"; }
+};
 /** A bug in tessera itself. */
 TS_DEFINE_ERROR(InternalError);
 /** A check of values failed (`testing::assert_close`). */

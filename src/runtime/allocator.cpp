@@ -1,6 +1,8 @@
 #include "runtime/allocator.h"
 
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -52,6 +54,22 @@ BlockCache& cache() {
   return *c;
 }
 
+// What the machine has: `MemAvailable` and `MemTotal` of /proc/meminfo where there is one.
+std::string describe_cpu_memory() {
+  uint64_t available = 0, total = 0;
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char key[64];
+    unsigned long long kib = 0;
+    while (std::fscanf(f, "%63s %llu kB", key, &kib) == 2) {
+      if (std::strcmp(key, "MemAvailable:") == 0) available = kib * 1024;
+      if (std::strcmp(key, "MemTotal:") == 0) total = kib * 1024;
+    }
+    std::fclose(f);
+  }
+  if (total == 0) return "the machine's free memory is unknown";
+  return "the machine has " + format_bytes(available) + " available of " + format_bytes(total);
+}
+
 void* cpu_allocate(size_t nbytes, Device) {
   if (nbytes == 0) return nullptr;
   const bool huge = nbytes >= kHugePage;
@@ -72,8 +90,14 @@ void* cpu_allocate(size_t nbytes, Device) {
     return posix_memalign(&p, huge ? kHugePage : kCpuAlignment, nbytes) == 0 && p != nullptr;
   };
   // On failure, the cached blocks go back to the system and the allocation is tried once more.
-  if (!fresh() && !(huge && kCacheBlocks && (release_cached_blocks(), fresh()))) {
-    TS_ERROR(RuntimeError) << "out of CPU memory allocating " << nbytes << " bytes";
+  if (!fresh()) {
+    const size_t held = cpu_cached_bytes();
+    if (!(huge && kCacheBlocks && (release_cached_blocks(), fresh()))) {
+      TS_ERROR(OutOfMemoryError) << "out of CPU memory: tried to allocate " << format_bytes(nbytes)
+                                 << " (" << nbytes << " bytes); " << describe_cpu_memory()
+                                 << "; tessera's allocator held " << format_bytes(held)
+                                 << " of freed blocks, given back before trying again";
+    }
   }
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   if (huge) ::madvise(p, nbytes, MADV_HUGEPAGE);  // advice only: failure changes nothing
@@ -144,6 +168,20 @@ const Allocator& allocator_for(DeviceType type) {
 
 void register_allocator(DeviceType type, Allocator a) {
   table()[static_cast<int>(type)] = a;
+}
+
+std::string format_bytes(uint64_t n) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (n < 1024) return std::to_string(n) + " B";
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 6) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f %s", v, kUnits[u]);
+  return buf;
 }
 
 }  // namespace tessera::runtime

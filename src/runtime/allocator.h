@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 
 #include "tessera/device.h"
 
@@ -25,6 +27,9 @@ void register_allocator(DeviceType type, Allocator a);
 void cpu_empty_cache();
 /** Bytes of freed CPU blocks kept for reuse (0 in sanitizer builds, which keep none). */
 size_t cpu_cached_bytes();
+
+/** A byte count for people: "512 B", "3.50 MiB", "4.00 TiB". */
+std::string format_bytes(uint64_t n);
 
 /** Alignment of CPU allocations, in bytes. */
 inline constexpr size_t kCpuAlignment = 64;

@@ -281,6 +281,24 @@ namespace {
 
 // The launch journal (host-only): a fault names the launches not yet known to have finished,
 // oldest first; a synchronized stream's launches are forgotten, another stream's are not.
+// More than the GPU has: an OutOfMemoryError naming the size and the device's memory, after the
+// cached blocks went back to the driver; the tensors alive stay intact and the next allocation
+// works.
+TEST(CudaRuntime, ATensorTooLargeIsAnOutOfMemoryErrorAfterTheCacheIsFreed) {
+  REQUIRE_GPU();
+  Tensor alive = full({1 << 20}, 3.0, TensorOptions().device("cuda"));
+  { Tensor cached = empty({16 << 20}, TensorOptions().device("cuda")); }  // 64 MiB into the cache
+  const size_t reserved = cuda::memory_stats(0).reserved_bytes;
+  const std::string msg = error_of<OutOfMemoryError>(
+      [] { (void)empty({int64_t{1} << 40}, TensorOptions().device("cuda")); });
+  EXPECT_NE(msg.find("CUDA out of memory: tried to allocate 4.00 TiB"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("free of"), std::string::npos) << msg;
+  EXPECT_LT(cuda::memory_stats(0).reserved_bytes, reserved);  // the 64 MiB block went back
+  EXPECT_EQ(alive.sum().item<float>(), 3.0f * (1 << 20));
+  Tensor next = ones({1 << 20}, TensorOptions().device("cuda"));
+  EXPECT_EQ(next.sum().item<float>(), float(1 << 20));
+}
+
 TEST(CudaFaults, TheJournalNamesUnfinishedLaunchesOnly) {
   cuda::journal_finished(0, nullptr, true);
   cuda::journal_finished(1, nullptr, true);

@@ -6,8 +6,11 @@
 #include <cstring>
 
 #include "runtime/allocator.h"
+#include "tessera/ops.h"
+#include "testing.h"
 
 using namespace tessera;
+using tessera::testing::error_of;
 
 namespace {
 
@@ -40,6 +43,30 @@ TEST(CpuAllocator, LargeBlocksAreReusedBySizeClassSmallOnesAreNot) {
   runtime::cpu_empty_cache();
   EXPECT_EQ(runtime::cpu_cached_bytes(), 0u);
 #endif
+}
+
+// A tensor larger than the machine: an OutOfMemoryError (a RuntimeError) naming the size and what
+// the machine has, after the allocator gave back the blocks it kept; nothing leaks, and the
+// next allocation works.
+TEST(CpuAllocator, ATensorTooLargeIsAnOutOfMemoryErrorNamingTheSize) {
+  runtime::cpu_empty_cache();
+  {
+    Tensor keep = empty({int64_t{3} << 20});
+  }  // 12 MiB freed into the cache (not in sanitizer builds)
+  const size_t held = runtime::cpu_cached_bytes();
+  const std::string msg = error_of<OutOfMemoryError>([] { (void)empty({int64_t{1} << 45}); });
+  EXPECT_NE(msg.find("out of CPU memory: tried to allocate 128.00 TiB (140737488355328 bytes)"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("available of"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("held " + runtime::format_bytes(held) + " of freed blocks"), std::string::npos)
+      << msg;
+  EXPECT_EQ(runtime::cpu_cached_bytes(), 0u);  // given back before the second try
+  EXPECT_NE(error_of<RuntimeError>([] { (void)empty({int64_t{1} << 45}); }), "");
+  Tensor after = ones({1000});
+  EXPECT_EQ(after.sum().item<float>(), 1000.0f);
+  EXPECT_EQ(runtime::format_bytes(512), "512 B");
+  EXPECT_EQ(runtime::format_bytes(3584 * 1024), "3.50 MiB");
 }
 
 }  // namespace

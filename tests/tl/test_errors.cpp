@@ -282,4 +282,33 @@ TEST(KernelDiagnostics, AFailedTraceLeavesTheKernelUsable) {
   EXPECT_EQ(x.sum().item<float>(), 4.0f);
 }
 
+// A 2048x1024 fp32 tile reused twice (8 MiB of arrays): on the CPU a program's tiles live on its
+// thread's stack, so the kernel is a CompileError naming the tile and its line, not a crash
+// (issue 19); smaller tiles run, and the interpreter (heap tiles) runs the large one.
+TL_JIT(big_tile_kernel, tl::Ptr x, tl::Ptr y, tl::Const R, tl::Const C) {
+  auto offs = tl::expand_dims(tl::arange(0, R), 1) * C + tl::expand_dims(tl::arange(0, C), 0);
+  auto a = tl::load(x + offs);
+  tl::store(y + offs, a * 2.0f + a);
+}
+
+TEST(KernelDiagnostics, TilesTooLargeForAProgramsStackAreACompileError) {
+  Tensor x = ones({int64_t{2048} * 1024}), y = zeros({int64_t{2048} * 1024});
+  {
+    tessera::testing::ScopedEnv compiled("TESSERA_INTERPRET", "0");
+    const std::string msg = tessera::testing::error_of<CompileError>(
+        [&] { big_tile_kernel[{1}](x, y, tl::meta("R", 2048), tl::meta("C", 1024)); });
+    EXPECT_NE(msg.find("[kernel big_tile_kernel] its tiles need 8.00 MiB of local arrays on the "
+                       "CPU, more than a program's stack holds (6.00 MiB)"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("the largest is <2048x1024x fp32> at test_errors.cpp:"), std::string::npos)
+        << msg;
+    big_tile_kernel[{1}](x, y, tl::meta("R", 512), tl::meta("C", 1024));
+    EXPECT_EQ(y.sum().item<float>(), 3.0f * 512 * 1024);
+  }
+  tessera::testing::ScopedEnv interpret("TESSERA_INTERPRET", "1");
+  big_tile_kernel[{1}](x, y, tl::meta("R", 2048), tl::meta("C", 1024));
+  EXPECT_EQ(y.sum().item<float>(), 3.0f * 2048 * 1024);
+}
+
 }  // namespace

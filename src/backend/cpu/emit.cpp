@@ -18,6 +18,7 @@
 #include "ir/materialize.h"
 #include "ir/op_traits.h"
 #include "ir/passes.h"
+#include "runtime/allocator.h"
 
 namespace tessera::backend::cpu {
 namespace {
@@ -49,6 +50,7 @@ class Emitter : ExprPrinter {
     line("}");
     --indent_;
     line("}");
+    check_stack();
     Emitted k;
     k.source = out_.str();
     k.work_per_program = std::max<int64_t>(work_, 1);
@@ -354,6 +356,7 @@ class Emitter : ExprPrinter {
 
   void declare_array(ValueId v) {
     const Type& t = f_.type(v);
+    on_stack(t, t.numel(), loc_of(v));
     line("alignas(64) " + type_str(t) + " " + name(v) + "[" + std::to_string(t.numel()) + "];");
   }
 
@@ -430,6 +433,7 @@ class Emitter : ExprPrinter {
       for (auto [v, rows, cols, name_out] :
            {std::tuple{a, M, K, &rounded_a}, std::tuple{b, K, N, &rounded_b}}) {
         *name_out = fresh("_tf");
+        on_stack(Type::scalar(DType::Float32), rows * cols, loc_of(v));
         line("alignas(64) float " + *name_out + "[" + std::to_string(rows * cols) + "];");
         const std::string r = fresh("_r"), q = fresh("_q");
         line("for (int32_t " + r + " = 0; " + r + " < " + std::to_string(rows) + "; ++" + r + ")");
@@ -759,6 +763,7 @@ class Emitter : ExprPrinter {
       if (t.is_scalar()) {
         line(type_str(t) + " const " + tmp + " = " + expr(srcs[i], {}) + ";");
       } else {
+        on_stack(t, t.numel(), loc_of(dsts[i]));
         line("alignas(64) " + type_str(t) + " " + tmp + "[" + std::to_string(t.numel()) + "];");
         assign(dsts[i], tmp, srcs[i]);
       }
@@ -984,6 +989,40 @@ class Emitter : ExprPrinter {
   const ir::AffineInfo affine_;
   int64_t work_ = 0;
   int64_t work_scale_ = 1;
+
+  // A program's local arrays live on its thread's stack (8 MiB for the pool's workers and, by
+  // default, the main thread); their total is bounded so that a kernel with tiles too large for
+  // it is a CompileError, not a stack overflow (issue 19). Arrays of disjoint scopes are counted
+  // as if alive together: an upper bound.
+  static constexpr int64_t kMaxStackBytes = int64_t{6} << 20;
+  int64_t stack_bytes_ = 0;
+  int64_t largest_bytes_ = 0;
+  std::string largest_;  // the largest array's type and source line
+
+  void on_stack(const Type& t, int64_t numel, SourceLoc loc) {
+    const int64_t bytes = numel * static_cast<int64_t>(itemsize(t.elem));
+    stack_bytes_ += bytes;
+    if (bytes > largest_bytes_) {
+      largest_bytes_ = bytes;
+      std::ostringstream os;
+      os << t.str();
+      if (loc.known()) os << " at " << loc;
+      largest_ = os.str();
+    }
+  }
+  SourceLoc loc_of(ValueId v) const {
+    const Op* d = f_.def(v);
+    return d ? d->loc : SourceLoc{};
+  }
+  void check_stack() const {
+    if (stack_bytes_ <= kMaxStackBytes) return;
+    TS_ERROR(CompileError) << "[kernel " << f_.name << "] its tiles need "
+                           << runtime::format_bytes(static_cast<uint64_t>(stack_bytes_))
+                           << " of local arrays on the CPU, more than a program's stack holds ("
+                           << runtime::format_bytes(kMaxStackBytes) << "); the largest is "
+                           << largest_ << ". Use smaller blocks (the tiles Triton accepts, 2^20 "
+                           << "elements, fit one at a time)";
+  }
 };
 
 }  // namespace

@@ -96,9 +96,9 @@ std::string describe(const MemoryStats& s, int device) {
   size_t free_b = 0, total = 0;
   if (const Driver* d = driver()) d->cuMemGetInfo(&free_b, &total);
   std::ostringstream os;
-  os << "cuda:" << device << " has " << (s.allocated_bytes >> 20) << " MiB in tensors, "
-     << (s.reserved_bytes >> 20) << " MiB reserved by tessera, " << (free_b >> 20)
-     << " MiB free of " << (total >> 20) << " MiB";
+  os << "cuda:" << device << " has " << format_bytes(s.allocated_bytes) << " in tensors, "
+     << format_bytes(s.reserved_bytes) << " reserved by tessera, " << format_bytes(free_b)
+     << " free of " << format_bytes(total);
   return os.str();
 }
 
@@ -146,8 +146,9 @@ void* allocate(size_t nbytes, int device) {
     r = d.cuMemAlloc(&ptr, size);
   }
   if (r == kOutOfMemory) {
-    TS_ERROR(RuntimeError) << "CUDA out of memory: tried to allocate " << nbytes << " bytes; "
-                           << describe(c.stats, device);
+    TS_ERROR(OutOfMemoryError) << "CUDA out of memory: tried to allocate " << format_bytes(nbytes)
+                               << " (" << nbytes << " bytes), after giving the allocator's "
+                               << "cached blocks back; " << describe(c.stats, device);
   }
   check(r, "cuMemAlloc",
         "allocate " + std::to_string(nbytes) + " bytes on cuda:" + std::to_string(device));
