@@ -20,7 +20,19 @@ configure: deps $(BUILD_DIR)/build.ninja
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-test: build
+# The Python module's tests (docs/python.md) need nanobind, scikit-build-core and NumPy: a virtual
+# environment of them from PyPI, made once. `make test` builds the module with it and runs the
+# Python tests, `pip install .` included.
+PY_ENV ?= .venv-py
+$(PY_ENV)/.ready: | deps
+	python3 -m venv $(PY_ENV)
+	$(PY_ENV)/bin/pip install --quiet --disable-pip-version-check nanobind scikit-build-core numpy
+	touch $@
+
+test: deps $(PY_ENV)/.ready
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DTESSERA_PYTHON=ON \
+	  -DPython_EXECUTABLE=$(CURDIR)/$(PY_ENV)/bin/python $(CMAKE_FLAGS)
+	cmake --build $(BUILD_DIR) -j $(JOBS)
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
 # `make install PREFIX=/opt/tessera`: the library, headers, the tessera CLI, a CMake package

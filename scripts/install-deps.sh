@@ -2,9 +2,10 @@
 # Installs the Debian packages tessera's build needs, only those missing. Safe to run repeatedly.
 set -euo pipefail
 
-# clang and its runtime libraries build the fuzzers (make fuzz, run by CI).
+# clang and its runtime libraries build the fuzzers (make fuzz, run by CI); Python's venv and
+# headers build the Python module and its tests (docs/python.md).
 required=(cmake ninja-build g++ make libgtest-dev libgmock-dev libbenchmark-dev pkg-config clang
-  libclang-rt-dev)
+  libclang-rt-dev python3-venv python3-dev)
 optional=(ccache libopenblas-dev clang-format)
 
 missing=()
