@@ -9,6 +9,7 @@
 #   scripts/gpu-check.sh quick      # the build, the `gpu` label, the tutorials and the demo;
 #                                   # TESTS=regex narrows it (TESTS='test_ops_cuda|test_cuda$')
 #   scripts/gpu-check.sh bench      # the build and the benchmarks with their peers only
+#   scripts/gpu-check.sh python     # the build with the Python module, its tests with PyTorch
 # Every step has a time limit (STEP_TIMEOUT seconds, default 300): a hung kernel fails its step
 # instead of eating the session's GPU time.
 # Here, once: mkdir -p .deps && cp -r /usr/src/googletest .deps/   (.deps/ is git-ignored)
@@ -81,14 +82,29 @@ if [ ! -d "$GT" ]; then
 fi
 step "googletest" gtest.log bash -c "cmake -S '$GT' -B /tmp/gtest-build -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_INSTALL_PREFIX=/tmp/gtest && cmake --build /tmp/gtest-build -j$J && cmake --install /tmp/gtest-build" || exit 1
+# The Python module too where nanobind is carried (the machine reaches no PyPI; here, once:
+# cp -r "$(python3 -c 'import nanobind, os; print(os.path.dirname(nanobind.__file__))')" .deps/)
+# and the machine's Python has headers: its tests run with the machine's PyTorch and NumPy.
+PYFLAGS=()
+if [ -d .deps/nanobind/cmake ] && python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+  PYFLAGS=(-DTESSERA_PYTHON=ON "-DPython_EXECUTABLE=$(command -v python3)" "-Dnanobind_ROOT=$PWD/.deps/nanobind/cmake")
+fi
 step "configure" configure.log cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH=/tmp/gtest -DTESSERA_BUILD_BENCH=OFF || { tail -30 "$OUT/configure.log"; exit 1; }
+  -DCMAKE_PREFIX_PATH=/tmp/gtest -DTESSERA_BUILD_BENCH=OFF "${PYFLAGS[@]}" || { tail -30 "$OUT/configure.log"; exit 1; }
 step "build" build.log cmake --build "$BUILD" -j"$J" -- -k 0 || { grep -E "error|FAILED:" "$OUT/build.log" | head -40; exit 1; }
 step "doctor" doctor.log "$BUILD/bin/tessera" doctor
 cat "$OUT/doctor.log"
 if [ "${1:-}" = bench ]; then
   run_benchmarks
   say "== done (bench)"
+  exit 0
+fi
+if [ "${1:-}" = python ]; then  # the Python tests against this machine's PyTorch (CPU and CUDA)
+  if [ ${#PYFLAGS[@]} -eq 0 ]; then say "python: no .deps/nanobind or no Python headers here"; exit 1; fi
+  step "ctest -L python" ctest-python.log ctest --test-dir "$BUILD" -L python -E pip_install \
+    --output-on-failure -V
+  grep -E "^ok|passed|skipped|Error|FAIL|Passed|Failed" "$OUT/ctest-python.log" | head -30 | tee -a "$summary"
+  say "== done (python)"
   exit 0
 fi
 if [ "${1:-}" = quick ]; then

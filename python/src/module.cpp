@@ -156,120 +156,133 @@ Tensor import_dlpack(nb::handle obj) {
   throw nb::type_error("tessera.from_dlpack: __dlpack__ did not return a DLPack capsule");
 }
 
+// Runs `f` with the GIL released (kernels and compiles take long; other Python threads run), and
+// rethrows what it threw once the GIL is held again: no exception unwinds across the release.
+template <class F>
+void run_without_gil(F&& f) {
+  std::exception_ptr error;
+  {
+    nb::gil_scoped_release release;
+    try {
+      f();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
 // ---- Python values <-> IValues by an operator's schema ----------------------------------------
 
-struct NotThisType {};  // a value that does not fit an argument's type (try another overload)
-
-Tensor to_tensor(nb::handle v) {
+// Each conversion gives nullopt for a value that does not fit the type (the caller tries another
+// overload): no exceptions for control flow.
+std::optional<Tensor> to_tensor(nb::handle v) {
   if (nb::isinstance<Tensor>(v)) return nb::cast<Tensor>(v);
   if (nb::hasattr(v, "__dlpack__") && !nb::isinstance<nb::int_>(v) &&
       !nb::isinstance<nb::float_>(v) && !nb::isinstance<nb::bool_>(v))
     return import_dlpack(v);
-  throw NotThisType{};
+  return std::nullopt;
 }
 
 bool is_sequence(nb::handle v) {
   return nb::isinstance<nb::list>(v) || nb::isinstance<nb::tuple>(v);
 }
 
-int64_t to_int(nb::handle v) {
-  if (nb::isinstance<nb::bool_>(v) || !nb::isinstance<nb::int_>(v)) throw NotThisType{};
+std::optional<int64_t> to_int(nb::handle v) {
+  if (nb::isinstance<nb::bool_>(v) || !nb::isinstance<nb::int_>(v)) return std::nullopt;
   return nb::cast<int64_t>(v);
 }
-double to_float(nb::handle v) {
-  if (nb::isinstance<nb::bool_>(v)) throw NotThisType{};
+std::optional<double> to_float(nb::handle v) {
+  if (nb::isinstance<nb::bool_>(v)) return std::nullopt;
   if (nb::isinstance<nb::int_>(v)) return static_cast<double>(nb::cast<int64_t>(v));
   if (nb::isinstance<nb::float_>(v)) return nb::cast<double>(v);
-  throw NotThisType{};
+  return std::nullopt;
+}
+std::optional<bool> to_bool(nb::handle v) {
+  if (!nb::isinstance<nb::bool_>(v)) return std::nullopt;
+  return nb::cast<bool>(v);
 }
 // A dtype as tessera names it ("float32"), or PyTorch's / NumPy's dtype objects.
-DType to_dtype(nb::handle v) {
+std::optional<DType> to_dtype(nb::handle v) {
   std::string s = nb::cast<std::string>(nb::str(v));
   if (s.rfind("torch.", 0) == 0) s = s.substr(6);
-  if (auto d = parse_dtype(s)) return *d;
-  throw NotThisType{};
+  return parse_dtype(s);
 }
 
-IValue to_ivalue(nb::handle v, const SchemaType& t) {
-  if (v.is_none()) {
-    if (t.optional) return IValue();
-    throw NotThisType{};
+// Every element of a sequence converted, or nullopt.
+template <class T, class F>
+std::optional<std::vector<T>> each(nb::handle seq, F&& convert) {
+  std::vector<T> out;
+  for (nb::handle e : nb::borrow<nb::sequence>(seq)) {
+    auto x = convert(e);
+    if (!x) return std::nullopt;
+    out.push_back(T(*x));
+  }
+  return out;
+}
+
+template <class T>
+std::optional<IValue> boxed(std::optional<T> v) {
+  if (!v) return std::nullopt;
+  return IValue(std::move(*v));
+}
+
+std::optional<IValue> to_ivalue(nb::handle v, const SchemaType& t) {
+  if (v.is_none()) return t.optional ? std::optional<IValue>(IValue()) : std::nullopt;
+  if (t.list && !is_sequence(v)) {
+    const auto n = static_cast<size_t>(t.list_size);
+    auto i = to_int(v);  // `int[2] stride=1` takes one int
+    if (t.list_size <= 0 || !i) return std::nullopt;
+    if (t.kind == TypeKind::Int) return IValue(std::vector<int64_t>(n, *i));
+    if (t.kind == TypeKind::SymInt) return IValue(std::vector<SymInt>(n, SymInt(*i)));
+    return std::nullopt;
   }
   if (t.list) {
-    if (!is_sequence(v)) {
-      if (t.list_size > 0 && t.kind == TypeKind::Int) {  // `int[2] stride=1` takes one int
-        return IValue(std::vector<int64_t>(static_cast<size_t>(t.list_size), to_int(v)));
-      }
-      if (t.list_size > 0 && t.kind == TypeKind::SymInt) {
-        return IValue(std::vector<SymInt>(static_cast<size_t>(t.list_size), SymInt(to_int(v))));
-      }
-      throw NotThisType{};
-    }
-    nb::sequence seq = nb::borrow<nb::sequence>(v);
     switch (t.kind) {
-      case TypeKind::Tensor: {
+      case TypeKind::Tensor:
         if (t.element_optional) {
-          std::vector<std::optional<Tensor>> out;
-          for (nb::handle e : seq)
-            out.push_back(e.is_none() ? std::nullopt : std::optional<Tensor>(to_tensor(e)));
-          return IValue(std::move(out));
+          return boxed(each<std::optional<Tensor>>(v, [](nb::handle e) {
+            return e.is_none() ? std::optional<std::optional<Tensor>>(std::optional<Tensor>())
+                               : std::optional<std::optional<Tensor>>(to_tensor(e));
+          }));
         }
-        std::vector<Tensor> out;
-        for (nb::handle e : seq) out.push_back(to_tensor(e));
-        return IValue(std::move(out));
-      }
-      case TypeKind::Int: {
-        std::vector<int64_t> out;
-        for (nb::handle e : seq) out.push_back(to_int(e));
-        return IValue(std::move(out));
-      }
-      case TypeKind::SymInt: {
-        std::vector<SymInt> out;
-        for (nb::handle e : seq) out.emplace_back(to_int(e));
-        return IValue(std::move(out));
-      }
-      case TypeKind::Float: {
-        std::vector<double> out;
-        for (nb::handle e : seq) out.push_back(to_float(e));
-        return IValue(std::move(out));
-      }
-      case TypeKind::Bool: {
-        std::vector<bool> out;
-        for (nb::handle e : seq) {
-          if (!nb::isinstance<nb::bool_>(e)) throw NotThisType{};
-          out.push_back(nb::cast<bool>(e));
-        }
-        return IValue(std::move(out));
-      }
+        return boxed(each<Tensor>(v, to_tensor));
+      case TypeKind::Int:
+        return boxed(each<int64_t>(v, to_int));
+      case TypeKind::SymInt:
+        return boxed(each<SymInt>(v, to_int));
+      case TypeKind::Float:
+        return boxed(each<double>(v, to_float));
+      case TypeKind::Bool:
+        return boxed(each<bool>(v, to_bool));
       default:
-        throw NotThisType{};
+        return std::nullopt;
     }
   }
   switch (t.kind) {
     case TypeKind::Tensor:
-      return IValue(to_tensor(v));
+      return boxed(to_tensor(v));
     case TypeKind::Int:
     case TypeKind::SymInt:
-      return IValue(to_int(v));
+      return boxed(to_int(v));
     case TypeKind::Float:
-      return IValue(to_float(v));
+      return boxed(to_float(v));
     case TypeKind::Bool:
-      if (!nb::isinstance<nb::bool_>(v)) throw NotThisType{};
-      return IValue(nb::cast<bool>(v));
+      return boxed(to_bool(v));
     case TypeKind::Scalar:
       if (nb::isinstance<nb::bool_>(v)) return IValue(nb::cast<bool>(v));
       if (nb::isinstance<nb::int_>(v)) return IValue(nb::cast<int64_t>(v));
-      return IValue(to_float(v));
+      return boxed(to_float(v));
     case TypeKind::ScalarType:
-      return IValue(to_dtype(v));
+      return boxed(to_dtype(v));
     case TypeKind::Device:
-      if (!nb::isinstance<nb::str>(v) && !nb::hasattr(v, "type")) throw NotThisType{};
+      if (!nb::isinstance<nb::str>(v) && !nb::hasattr(v, "type")) return std::nullopt;
       return IValue(Device(nb::cast<std::string>(nb::str(v))));
     case TypeKind::Str:
-      if (!nb::isinstance<nb::str>(v)) throw NotThisType{};
+      if (!nb::isinstance<nb::str>(v)) return std::nullopt;
       return IValue(nb::cast<std::string>(v));
   }
-  throw NotThisType{};
+  return std::nullopt;
 }
 
 // The arguments of a call as the schema's stack: positional, then by keyword, then defaults.
@@ -303,13 +316,13 @@ std::optional<Stack> stack_for(const FunctionSchema& s, const nb::args& args,
       *why = "missing argument '" + a.name + "'";
       return std::nullopt;
     }
-    try {
-      stack.push_back(to_ivalue(v, a.type));
-    } catch (const NotThisType&) {
+    std::optional<IValue> x = to_ivalue(v, a.type);
+    if (!x) {
       *why = "'" + a.name + "' must be " + a.type.str() + ", got " +
              std::string(nb::type_name(v.type()).c_str());
       return std::nullopt;
     }
+    stack.push_back(std::move(*x));
   }
   if (used_kwargs != kwargs.size()) {
     *why = "an unknown keyword argument";
@@ -359,10 +372,7 @@ nb::object call(const std::string& name, nb::args args, nb::kwargs kwargs) {
       reasons += "\n  " + op.schema().str() + ": " + why;
       continue;
     }
-    {
-      nb::gil_scoped_release release;
-      op.call(*stack);
-    }
+    run_without_gil([&] { op.call(*stack); });
     if (stack->empty()) return nb::none();
     if (stack->size() == 1) return to_python((*stack)[0]);
     nb::list out;
@@ -424,17 +434,12 @@ class CompiledOp {
     }
     std::vector<Tensor> xs;
     for (nb::handle a : args) {
-      try {
-        xs.push_back(to_tensor(a));
-      } catch (const NotThisType&) {
-        throw nb::type_error("tessera: a compiled operator takes tensors");
-      }
+      std::optional<Tensor> t = to_tensor(a);
+      if (!t) throw nb::type_error("tessera: a compiled operator takes tensors");
+      xs.push_back(std::move(*t));
     }
     std::vector<Tensor> out;
-    {
-      nb::gil_scoped_release release;
-      out = (*fn_)(xs);
-    }
+    run_without_gil([&] { out = (*fn_)(xs); });
     if (out.size() == 1) return nb::cast(out[0]);
     return nb::cast(out);
   }
