@@ -278,17 +278,6 @@ Tensor same_layout_on(const Tensor& t, Device device) {
   return moved.as_strided(t.sizes(), t.strides(), t.storage_offset());
 }
 
-void poison(Tensor& t) {
-  if (t.numel() == 0) return;
-  if (is_floating_point(t.dtype())) {
-    t.fill_(std::nan(""));
-  } else if (t.dtype() == DType::Bool) {
-    t.fill_(true);
-  } else {
-    t.fill_(is_signed(t.dtype()) ? -77 : 77);
-  }
-}
-
 ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
   if (const char* old = std::getenv(name)) saved_ = old;
   if (value) {

@@ -101,7 +101,8 @@ Tol default_tol(DType t);
  * infinities: 0 when matched, 1e9 otherwise; near zero, in units of the smallest subnormal). */
 double ulp_error(float got, double want);
 
-/** Fills a tensor with a poison value (NaN for floats, a byte pattern for ints). */
+/** Fills a tensor with a poison value (declared again from tessera/testing.h, which this header
+ * does not include: its `testing::detail` would make `detail::` ambiguous in tests). */
 void poison(Tensor& t);
 
 /** Runs f and returns the message of the tessera::Error it throws (fails if none). */

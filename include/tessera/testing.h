@@ -3,11 +3,14 @@
  * `triton.testing`, `do_bench` times a callable, `perf_report` sweeps a benchmark over its x
  * values and lines and writes a table and an SVG plot.
  *
+ *     Tensor x = tessera::testing::make_tensor({64, 33}, DType::Float32);   // random values
+ *     tessera::testing::poison(out);                   // NaN: a skipped element cannot pass
  *     tessera::testing::assert_close(got, want);   // an AssertionError saying where and by how
  * much double ms = tessera::testing::do_bench([&] { add_tuned[grid](x, y, out, n); });
  */
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -15,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/dtype.h"
 #include "tessera/error.h"
 
 namespace tessera {
@@ -45,6 +49,27 @@ struct CloseOptions {
  */
 void assert_close(const Tensor& actual, const Tensor& expected, const CloseOptions& options = {},
                   SourceLoc loc = SourceLoc::current());
+
+/** How `make_tensor` draws a tensor (after `torch.testing.make_tensor`). */
+struct MakeTensorOptions {
+  /** The values' range [low, high): by default [-9, 9] for floats and signed integers, [0, 10)
+   * for unsigned ones; bool is true or false. Integers are drawn uniformly among the integers. */
+  std::optional<double> low = {}, high = {};
+  /** Where the tensor lives ("cpu", "cuda", "cuda:1"). */
+  std::string device = "cpu";
+  /** The same values in a view whose last dimension has stride 2 (a kernel must use strides). */
+  bool noncontiguous = false;
+  /** A seed for these values alone; by default a process-wide generator (seeded from
+   * TESSERA_TEST_SEED when set, so a failing run can be repeated). */
+  std::optional<uint64_t> seed = {};
+};
+/** A tensor of `shape` and `dtype` with random values, for tests. */
+Tensor make_tensor(const std::vector<int64_t>& shape, DType dtype,
+                   const MakeTensorOptions& options = {});
+/** Fills `t` with values no kernel should leave behind: NaN for floats, -77 (signed) or 77
+ * (unsigned) for integers, true for bool. Poison an output before a kernel writes it, and an
+ * element the kernel skipped shows up in the comparison. */
+void poison(Tensor& t);
 
 struct BenchOptions {
   double warmup = 25;  ///< warm-up budget (ms, wall time including cache flushes)

@@ -74,12 +74,6 @@ std::optional<Record> parse(const std::string& line) {
 
 }  // namespace
 
-std::string Record::id() const {
-  Sha256 h;
-  h.field("tessera-tune-v1").field(code).field(config).field(key).field(target);
-  return h.hex();
-}
-
 std::string root() {
   return knobs().cache_dir + "/tune";
 }
@@ -152,3 +146,37 @@ std::vector<Record> from_text(const std::string& text) {
 }
 
 }  // namespace tessera::tune
+
+namespace tessera::tune_db {
+
+std::string Record::id() const {
+  Sha256 h;
+  h.field("tessera-tune-v1").field(code).field(config).field(key).field(target);
+  return h.hex();
+}
+
+std::string root() {
+  return tune::root();
+}
+std::vector<Record> records() {
+  return tune::all();
+}
+std::string export_text(const std::vector<Record>& records) {
+  return tune::to_text(records);
+}
+std::string export_text() {
+  return tune::to_text(tune::all());
+}
+std::vector<Record> parse_text(const std::string& text) {
+  return tune::from_text(text);
+}
+size_t import_text(const std::string& text) {
+  const std::vector<Record> records = tune::from_text(text);  // every line checked first
+  for (const Record& r : records) tune::put(r);
+  return records.size();
+}
+size_t clear() {
+  return tune::clear();
+}
+
+}  // namespace tessera::tune_db

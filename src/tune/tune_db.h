@@ -14,20 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "tessera/tune_db.h"
+
 namespace tessera::tune {
 
-struct Record {
-  std::string kernel;  ///< the kernel's name (for people; the identity is `code`)
-  std::string config;  ///< `BLOCK_SIZE: 1024, num_warps: 4, num_stages: 3`
-  std::string key;     ///< the tuning key: key arguments, dtypes, specialization bits
-  std::string target;  ///< where it was timed (`cpu:<features digest>`)
-  std::string code;    ///< the hash of the config's generated kernel (the kernel IR hash)
-  double ms = 0;       ///< measured time (ms)
-  int64_t unix_time = 0;
-
-  /** The identity's digest (the record's file name). */
-  std::string id() const;
-};
+using Record = tune_db::Record;
 
 std::string root();
 std::optional<Record> find(const Record& identity);

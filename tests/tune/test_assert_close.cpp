@@ -66,4 +66,61 @@ TEST(AssertClose, ShapeDtypeDeviceNaNAndInfinities) {
       << err;
 }
 
+// make_tensor: shapes, dtypes, ranges, seeds and layouts; poison: an element a kernel skipped
+// cannot pass assert_close.
+TEST(MakeTensor, RangesSeedsLayoutsAndPoison) {
+  using tessera::testing::make_tensor;
+  using tessera::testing::MakeTensorOptions;
+  for (DType d : {DType::Float32, DType::Float64, DType::Float16, DType::Int32, DType::Int8,
+                  DType::UInt8, DType::Bool}) {
+    const Tensor t = make_tensor({5, 7}, d);
+    EXPECT_EQ(t.dtype(), d);
+    EXPECT_EQ(t.dim(), 2);
+    EXPECT_EQ(t.size(1).expect_int(), 7);
+    const double lo = t.to(DType::Float64).min().item().to_double();
+    const double hi = t.to(DType::Float64).max().item().to_double();
+    if (d == DType::Bool) {
+      EXPECT_GE(lo, 0);
+      EXPECT_LE(hi, 1);
+    } else if (d == DType::UInt8) {
+      EXPECT_GE(lo, 0);
+      EXPECT_LT(hi, 10);
+    } else {
+      EXPECT_GE(lo, -9);
+      EXPECT_LE(hi, 9);
+      EXPECT_LT(lo, 0) << dtype_name(d);  // 35 values: both signs drawn
+    }
+  }
+  MakeTensorOptions o;
+  o.low = 2;
+  o.high = 3;
+  o.seed = 42;
+  const Tensor a = make_tensor({100}, DType::Float32, o);
+  EXPECT_GE(a.min().item().to_double(), 2.0);
+  EXPECT_LT(a.max().item().to_double(), 3.0);
+  EXPECT_TRUE(equal(a, make_tensor({100}, DType::Float32, o)));  // the same seed, the same values
+  o.seed = 43;
+  EXPECT_FALSE(equal(a, make_tensor({100}, DType::Float32, o)));
+  o.noncontiguous = true;
+  const Tensor s = make_tensor({4, 6}, DType::Float32, o);
+  EXPECT_FALSE(s.is_contiguous());
+  EXPECT_EQ(s.stride(1), 2);
+  o.low = 5;
+  o.high = 5;
+  EXPECT_NE(error_of<ValueError>([&] {
+              (void)make_tensor({3}, DType::Float32, o);
+            }).find("low 5 must be below high 5"),
+            std::string::npos);
+  // Poison, then a "kernel" that skips the last element: assert_close names it.
+  Tensor want = make_tensor({8}, DType::Float32);
+  Tensor out = empty({8});
+  tessera::testing::poison(out);
+  out.narrow(0, 0, 7).copy_(want.narrow(0, 0, 7));
+  EXPECT_NE(error_of<AssertionError>([&] { assert_close(out, want); }).find("1 / 8"),
+            std::string::npos);
+  Tensor ints = empty({3}, TensorOptions().dtype(DType::Int32));
+  tessera::testing::poison(ints);
+  EXPECT_EQ(ints.sum().item().to_int(), -231);
+}
+
 }  // namespace

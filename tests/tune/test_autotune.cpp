@@ -24,6 +24,7 @@
 #include "tessera/env.h"
 #include "tessera/tessera.h"
 #include "tessera/testing.h"
+#include "tessera/tune_db.h"
 #include "testing.h"
 #include "tune/tune_db.h"
 
@@ -561,6 +562,41 @@ TEST_F(Autotune, DatabaseRecordsRoundTripAndDamagedRecordsAreIgnored) {
   EXPECT_FALSE(tune::find(r).has_value());
   EXPECT_TRUE(tune::all().empty());
   EXPECT_EQ(tune::clear(), 0u);
+}
+
+// The public API (tessera/tune_db.h): the records a tuner wrote, exported, cleared and imported
+// back equal; a malformed import keeps nothing.
+TEST_F(Autotune, ThePublicTuningDatabaseApiListsExportsAndImports) {
+  const std::vector<tl::Config> configs = {tl::Config({{"BLOCK_SIZE", 16}}),
+                                           tl::Config({{"BLOCK_SIZE", 64}})};
+  auto tuned = tl::autotune(add_kernel, configs, {"n_elements"});
+  Tensor x = randn({1000}), y = randn({1000}), out = empty({1000});
+  auto grid = [](const tl::Meta& m) { return tl::Grid{tl::cdiv(1000, m["BLOCK_SIZE"])}; };
+  tuned[grid](x, y, out, 1000);
+  const std::vector<tune_db::Record> written = tune_db::records();
+  ASSERT_EQ(written.size(), 2u);
+  for (const auto& r : written) {
+    EXPECT_EQ(r.kernel, "add_kernel");
+    EXPECT_GT(r.ms, 0);
+    EXPECT_NE(r.key.find("n_elements=1000"), std::string::npos) << r.key;
+  }
+  const std::string text = tune_db::export_text();
+  EXPECT_EQ(tune_db::parse_text(text).size(), 2u);
+  EXPECT_EQ(tune_db::clear(), 2u);
+  EXPECT_TRUE(tune_db::records().empty());
+  const std::string bad = text + "add_kernel\tonly\tfour\tfields\n";
+  EXPECT_NE(error_of<ValueError>([&] { tune_db::import_text(bad); }).find("line 4"),
+            std::string::npos);
+  EXPECT_TRUE(tune_db::records().empty());  // nothing of a bad import is kept
+  EXPECT_EQ(tune_db::import_text(text), 2u);
+  std::set<std::string> before, after;
+  for (const auto& r : written) before.insert(r.id() + r.config + std::to_string(r.ms));
+  for (const auto& r : tune_db::records()) after.insert(r.id() + r.config + std::to_string(r.ms));
+  EXPECT_EQ(before, after);
+  // A new tuner finds the imported timings and times nothing.
+  auto again = tl::autotune(add_kernel, configs, {"n_elements"});
+  again[grid](x, y, out, 1000);
+  EXPECT_EQ(again.last_round_timed(), 0);
 }
 
 std::string run_capture(const std::string& cmd) {

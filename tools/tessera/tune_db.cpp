@@ -7,19 +7,21 @@
 #include <sstream>
 #include <tuple>
 
+#include "tessera/tune_db.h"
 #include "tools/tessera/commands.h"
-#include "tune/tune_db.h"
 
 namespace tessera::cli {
 
 int tune_db(const std::vector<std::string>& args) {
   const std::string what = args.empty() ? "ls" : args[0];
   if (what == "ls") {
-    auto records = tune::all();
-    std::sort(records.begin(), records.end(), [](const tune::Record& a, const tune::Record& b) {
-      return std::tie(a.kernel, a.key, a.ms) < std::tie(b.kernel, b.key, b.ms);
-    });
-    std::cout << "tuning database: " << tune::root() << " (" << records.size() << " records)\n";
+    auto records = tessera::tune_db::records();
+    std::sort(records.begin(), records.end(),
+              [](const tune_db::Record& a, const tune_db::Record& b) {
+                return std::tie(a.kernel, a.key, a.ms) < std::tie(b.kernel, b.key, b.ms);
+              });
+    std::cout << "tuning database: " << tessera::tune_db::root() << " (" << records.size()
+              << " records)\n";
     std::string last;
     for (const auto& r : records) {
       const std::string head = r.kernel + "  key: " + r.key + "  target: " + r.target;
@@ -31,7 +33,7 @@ int tune_db(const std::vector<std::string>& args) {
     return 0;
   }
   if (what == "export") {
-    const std::string text = tune::to_text(tune::all());
+    const std::string text = tessera::tune_db::export_text();
     if (args.size() > 1 && args[1] != "-") {
       std::ofstream f(args[1]);
       f << text;
@@ -56,13 +58,13 @@ int tune_db(const std::vector<std::string>& args) {
     } else {
       ss << std::cin.rdbuf();
     }
-    const auto records = tune::from_text(ss.str());  // all lines are checked before any is written
-    for (const auto& r : records) tune::put(r);
-    std::cout << "imported " << records.size() << " records into " << tune::root() << "\n";
+    const size_t n = tessera::tune_db::import_text(ss.str());  // all lines checked first
+    std::cout << "imported " << n << " records into " << tessera::tune_db::root() << "\n";
     return 0;
   }
   if (what == "clear") {
-    std::cout << "removed " << tune::clear() << " records from " << tune::root() << "\n";
+    std::cout << "removed " << tessera::tune_db::clear() << " records from "
+              << tessera::tune_db::root() << "\n";
     return 0;
   }
   std::cerr << "tessera tune-db: unknown subcommand '" << what
