@@ -48,6 +48,53 @@ struct CompileOptions {
   std::string name = {};
 };
 
+/** A compiled graph as data (`compiled.graph()`): what `TESSERA_LOGS=graph` prints, for tools and
+ * tests that ask what a graph runs, reads and writes without parsing text. Sizes and strides are
+ * printed symbolic expressions (`"s0"`, `"4096"`, `"s0*s1"`). */
+struct CompiledGraph {
+  struct Value {
+    int id = -1;
+    bool is_tensor = true;  ///< else a symbolic integer
+    DType dtype = DType::Float32;
+    Device device;
+    std::vector<std::string> sizes, strides;  ///< tensors
+    std::string expr;                         ///< integers
+    int storage = -1;                         ///< tensors with the same storage alias each other
+    int producer = -1;  ///< the index in `nodes` of the node that made it; -1 for inputs
+  };
+  struct Fused {
+    std::string op;  ///< the operator fused into the node (e.g. "tessera::relu")
+    SourceLoc loc;   ///< where the user called it
+  };
+  struct Node {
+    enum class Kind { Op, Extern, Kernel } kind = Kind::Op;
+    std::string target;        ///< the operator's name, or the kernel's (a fused one: "k+relu")
+    std::vector<int> inputs;   ///< tensor arguments (value ids), in argument order
+    std::vector<int> reads;    ///< those the node reads (a kernel: those its tile IR loads)
+    std::vector<int> writes;   ///< tensors it mutates (value ids)
+    std::vector<int> outputs;  ///< tensor results (value ids)
+    std::vector<Fused> fused_from;  ///< operators fused into it, in order
+    std::vector<std::string> grid;  ///< kernels: the launch grid (3 expressions)
+    int variants = 0;               ///< autotuned kernels: how many candidates it chooses among
+    /** A fill the dead-fill pass elides when this condition holds (else empty). */
+    std::string elided_when;
+    SourceLoc loc;     ///< where the user's function called it
+    std::string note;  ///< what the passes did or declined to do
+  };
+  std::string name;
+  std::vector<Value> values;        ///< indexed by id
+  std::vector<Node> nodes;          ///< the nodes that run, in order
+  std::vector<int> inputs;          ///< tensor arguments (value ids; -1: not a tensor)
+  std::vector<int> outputs;         ///< tensor results (value ids; -1: a constant)
+  std::vector<std::string> guards;  ///< symbolic-size guards, printed
+  std::string text;                 ///< the printed listing
+
+  /** The nodes whose target is `target` (an operator or kernel name). */
+  std::vector<const Node*> find(const std::string& target) const;
+  /** How many kernel launches (user kernels and generated ones) one call runs. */
+  int kernel_launches() const;
+};
+
 namespace compile_detail {
 
 /** Flattens arguments and results to leaves (tensors and scalars as IValues) and back. */
@@ -146,6 +193,9 @@ struct Stats {
   std::string last_graph;  ///< the newest graph, printed
 };
 Stats stats(const CompiledFunction& f);
+/** The compiled graphs, oldest first. */
+std::vector<CompiledGraph> graphs(const CompiledFunction& f);
+[[noreturn]] void no_graph_yet(const CompiledFunction& f);
 /** Whether some compiled graph's guards accept `args` (benchmarks and tests). */
 bool guards_pass(const CompiledFunction& f, const std::vector<IValue>& args);
 
@@ -184,6 +234,11 @@ class Compiled<R, std::tuple<A...>> {
     }
   }
   compile_detail::Stats stats() const { return compile_detail::stats(*f_); }
+  /** The newest compiled graph as data; a CompileError when nothing was compiled yet (or the
+   * function runs eagerly without having compiled). */
+  CompiledGraph graph() const;
+  /** Every compiled graph, oldest first (one per guard set). */
+  std::vector<CompiledGraph> graphs() const { return compile_detail::graphs(*f_); }
   /** Only the guard check of a call (for benchmarks). */
   bool guards_pass(const A&... args) const {
     std::vector<IValue> leaves;
@@ -198,6 +253,13 @@ class Compiled<R, std::tuple<A...>> {
  private:
   std::shared_ptr<compile_detail::CompiledFunction> f_;
 };
+
+template <class R, class... A>
+CompiledGraph Compiled<R, std::tuple<A...>>::graph() const {
+  std::vector<CompiledGraph> all = compile_detail::graphs(*f_);
+  if (all.empty()) compile_detail::no_graph_yet(*f_);
+  return std::move(all.back());
+}
 
 /** Compiles `fn` (a function, function pointer or lambda). */
 template <class F>

@@ -447,6 +447,69 @@ class CompiledOp {
   std::string graph() const { return fn_->stats().last_graph; }
   int64_t graphs() const { return fn_->stats().graphs; }
 
+  // The newest graph as plain Python data (CompiledGraph's fields).
+  nb::dict graph_data() const {
+    const CompiledGraph g = fn_->graph();
+    auto ids = [](const std::vector<int>& v) {
+      nb::list l;
+      for (int i : v) l.append(i);
+      return l;
+    };
+    auto strs = [](const std::vector<std::string>& v) {
+      nb::list l;
+      for (const auto& x : v) l.append(x);
+      return l;
+    };
+    auto where = [](const SourceLoc& loc) {
+      std::ostringstream os;
+      if (loc.known()) os << loc;
+      return os.str();
+    };
+    static const char* const kinds[] = {"op", "extern", "kernel"};
+    nb::list values, nodes;
+    for (const auto& v : g.values) {
+      nb::dict d;
+      d["id"] = v.id;
+      d["is_tensor"] = v.is_tensor;
+      if (v.is_tensor) {
+        d["dtype"] = std::string(dtype_name(v.dtype));
+        d["sizes"] = strs(v.sizes);
+        d["strides"] = strs(v.strides);
+        d["storage"] = v.storage;
+      } else {
+        d["expr"] = v.expr;
+      }
+      d["producer"] = v.producer;
+      values.append(d);
+    }
+    for (const auto& n : g.nodes) {
+      nb::dict d;
+      d["kind"] = kinds[static_cast<int>(n.kind)];
+      d["target"] = n.target;
+      d["inputs"] = ids(n.inputs);
+      d["reads"] = ids(n.reads);
+      d["writes"] = ids(n.writes);
+      d["outputs"] = ids(n.outputs);
+      nb::list fused;
+      for (const auto& f : n.fused_from) fused.append(nb::make_tuple(f.op, where(f.loc)));
+      d["fused_from"] = fused;
+      d["grid"] = strs(n.grid);
+      d["variants"] = n.variants;
+      d["elided_when"] = n.elided_when;
+      d["loc"] = where(n.loc);
+      d["note"] = n.note;
+      nodes.append(d);
+    }
+    nb::dict d;
+    d["name"] = g.name;
+    d["values"] = values;
+    d["nodes"] = nodes;
+    d["inputs"] = ids(g.inputs);
+    d["outputs"] = ids(g.outputs);
+    d["guards"] = strs(g.guards);
+    return d;
+  }
+
  private:
   OperatorHandle op_;
   size_t tensors_ = 0;
@@ -517,7 +580,8 @@ NB_MODULE(_tessera, m) {
   nb::class_<CompiledOp>(m, "CompiledOp")
       .def("__call__", &CompiledOp::operator())
       .def_prop_ro("graph", &CompiledOp::graph)
-      .def_prop_ro("graphs", &CompiledOp::graphs);
+      .def_prop_ro("graphs", &CompiledOp::graphs)
+      .def("graph_data", &CompiledOp::graph_data);
   m.def(
       "compile",
       [](const std::string& name, bool fullgraph) { return new CompiledOp(name, fullgraph); },

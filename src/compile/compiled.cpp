@@ -178,6 +178,21 @@ class CompiledFunction {
     return st;
   }
 
+  std::vector<CompiledGraph> graphs() const {
+    std::lock_guard<std::recursive_mutex> lock(miss_mutex_);
+    std::vector<CompiledGraph> all;
+    for (size_t i = 0; i < entries_.size(); ++i) all.push_back(entries_[i].graph->data());
+    return all;
+  }
+
+  [[noreturn]] void no_graph_yet() const {
+    std::lock_guard<std::recursive_mutex> lock(miss_mutex_);
+    throw CompileError("[" + opts_.name + "] has no compiled graph" +
+                           (eager_.load() ? " (it runs eagerly: see TESSERA_LOGS=graph_breaks)"
+                                          : " yet: call it first"),
+                       loc_);
+  }
+
  private:
   void learn_dynamic(const Entry& last, const std::vector<IValue>& args) {
     size_t tensor_index = 0;
@@ -232,8 +247,34 @@ Stats stats(const CompiledFunction& f) {
   return f.stats();
 }
 
+std::vector<CompiledGraph> graphs(const CompiledFunction& f) {
+  return f.graphs();
+}
+
+void no_graph_yet(const CompiledFunction& f) {
+  f.no_graph_yet();
+}
+
 bool guards_pass(const CompiledFunction& f, const std::vector<IValue>& args) {
   return f.guards_pass(args);
 }
 
 }  // namespace tessera::compile_detail
+
+namespace tessera {
+
+std::vector<const CompiledGraph::Node*> CompiledGraph::find(const std::string& target) const {
+  std::vector<const Node*> found;
+  for (const Node& n : nodes) {
+    if (n.target == target) found.push_back(&n);
+  }
+  return found;
+}
+
+int CompiledGraph::kernel_launches() const {
+  int k = 0;
+  for (const Node& n : nodes) k += n.kind == Node::Kind::Kernel;
+  return k;
+}
+
+}  // namespace tessera

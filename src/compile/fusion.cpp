@@ -205,6 +205,7 @@ class EpilogueFusion {
     note << "epilogue " << epi.op.name() << " fused";
     if (epi.loc.known()) note << " (" << epi.loc << ")";
     kernel.note += (kernel.note.empty() ? "" : "; ") + note.str();
+    kernel.fused_from.emplace_back(epi.op.name(), epi.loc);
     epi.dead = true;
     replace(result, w, e);
     return true;

@@ -166,6 +166,73 @@ std::string Graph::str() const {
   return os.str();
 }
 
+CompiledGraph Graph::data() const {
+  auto& ctx = env->ctx;
+  CompiledGraph g;
+  g.name = name;
+  g.text = str();
+  g.inputs = inputs;
+  g.outputs = outputs;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const Value& v = values[i];
+    CompiledGraph::Value out;
+    out.id = static_cast<int>(i);
+    out.is_tensor = v.kind == Value::Kind::Tensor;
+    if (out.is_tensor) {
+      out.dtype = v.tensor.dtype;
+      out.device = v.tensor.device;
+      for (auto* e : v.tensor.sizes) out.sizes.push_back(ctx.str(e));
+      for (auto* e : v.tensor.strides) out.strides.push_back(ctx.str(e));
+      out.storage = v.tensor.storage;
+    } else if (v.expr) {
+      out.expr = ctx.str(v.expr);
+    }
+    g.values.push_back(std::move(out));
+  }
+  std::vector<int> index(nodes.size(), -1);  // graph node -> index among the live ones
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (n.dead) continue;
+    index[i] = static_cast<int>(g.nodes.size());
+    CompiledGraph::Node out;
+    out.kind = n.kind == Node::Kind::Kernel   ? CompiledGraph::Node::Kind::Kernel
+               : n.kind == Node::Kind::Extern ? CompiledGraph::Node::Kind::Extern
+                                              : CompiledGraph::Node::Kind::Op;
+    out.target = n.kind == Node::Kind::Kernel ? n.kernel->name() : std::string(n.op.name());
+    auto add_input = [&](int v, bool read) {
+      if (v < 0 || values[static_cast<size_t>(v)].kind != Value::Kind::Tensor) return;
+      out.inputs.push_back(v);
+      if (read) out.reads.push_back(v);
+    };
+    for (const Arg& a : n.args) {
+      const bool read = n.kind != Node::Kind::Kernel || a.read;
+      if (a.kind == Arg::Kind::Value) add_input(a.value, read);
+      if (a.kind == Arg::Kind::ValueList) {
+        for (int v : a.values) add_input(v, read);
+      }
+    }
+    out.writes = n.writes;
+    for (int o : n.outputs) {
+      if (o >= 0) out.outputs.push_back(o);
+    }
+    for (const auto& [op, loc] : n.fused_from) out.fused_from.push_back({op, loc});
+    if (n.kind == Node::Kind::Kernel) {
+      for (auto* e : n.grid) out.grid.push_back(ctx.str(e));
+      out.variants = static_cast<int>(n.variants.size());
+    }
+    if (n.elide_when) out.elided_when = ctx.str(n.elide_when);
+    out.loc = n.loc;
+    out.note = n.note;
+    g.nodes.push_back(std::move(out));
+  }
+  for (auto& v : g.values) {
+    const int p = values[static_cast<size_t>(v.id)].producer;
+    v.producer = p >= 0 ? index[static_cast<size_t>(p)] : -1;
+  }
+  for (const auto& guard : env->guards) g.guards.push_back(ctx.str(guard.condition));
+  return g;
+}
+
 void Graph::verify() const {
   std::vector<bool> defined(values.size(), false);
   for (int in : inputs) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "compile/shape_env.h"
+#include "tessera/compile.h"
 #include "tessera/dispatch.h"
 #include "tessera/ivalue.h"
 #include "tl/variants.h"
@@ -86,6 +87,8 @@ struct Node {
   std::vector<int> writes;               ///< value ids of mutated tensors
   SourceLoc loc;
   std::string note;  ///< what a pass did to the node (printed with the graph)
+  /** Operators a pass fused into this node (an epilogue), in order, with the user's line. */
+  std::vector<std::pair<std::string, SourceLoc>> fused_from;
   /** A fill elided at run time (eliminate_dead_fills): in a call where `elide_when` holds,
    * `elided_op` runs instead of `op`, with the arguments but `elided_drop`. */
   sym::ExprPtr elide_when = nullptr;
@@ -110,6 +113,8 @@ struct Graph {
   int add_value(Value v);
   /** A readable listing (`TESSERA_LOGS=graph`). */
   std::string str() const;
+  /** The graph as public data (`compiled.graph()`). */
+  CompiledGraph data() const;
   /** Checks that every value is defined before use; an InternalError otherwise. */
   void verify() const;
   /** Removes nodes whose results are unused and whose writes nobody observes. */

@@ -555,6 +555,49 @@ TEST(CompileEpilogues, ReluAfterTheSeedKernelIsOneKernel) {
       << chain.stats().last_graph;
 }
 
+// The graph as data (issue 20): what a graph runs, reads, writes and fused, without parsing text.
+TEST(CompileGraphData, NodesInputsWritesAndFusedFrom) {
+  auto fn = [](const Tensor& x, const Tensor& y) { return add_fn(x, y).relu().sigmoid(); };
+  auto compiled = compile(fn, full("graph_data"));
+  EXPECT_THROW(compiled.graph(), CompileError);  // nothing compiled yet
+  Tensor x = randn({64}), y = randn({64});
+  EXPECT_TRUE(all_close(compiled(x, y), (x + y).relu().sigmoid()));
+  const CompiledGraph g = compiled.graph();
+  EXPECT_EQ(g.name, "graph_data");
+  EXPECT_EQ(g.text, compiled.stats().last_graph);
+  EXPECT_EQ(g.kernel_launches(), 1);
+  ASSERT_EQ(g.inputs.size(), 2u);
+  ASSERT_EQ(g.outputs.size(), 1u);
+  const auto kernels = g.find("add_kernel+relu+sigmoid");
+  ASSERT_EQ(kernels.size(), 1u) << g.text;
+  const CompiledGraph::Node& k = *kernels[0];
+  EXPECT_EQ(k.kind, CompiledGraph::Node::Kind::Kernel);
+  ASSERT_EQ(k.fused_from.size(), 2u);
+  EXPECT_EQ(k.fused_from[0].op, "aten::relu");
+  EXPECT_EQ(k.fused_from[1].op, "aten::sigmoid");
+  EXPECT_TRUE(k.fused_from[0].loc.known());
+  EXPECT_EQ(k.grid, (std::vector<std::string>{"16", "1", "1"}));
+  // The kernel reads both inputs and writes the tensor the function returns.
+  EXPECT_EQ(k.reads, (std::vector<int>{g.inputs[0], g.inputs[1]}));
+  ASSERT_EQ(k.writes.size(), 1u);
+  const CompiledGraph::Value& out = g.values.at(static_cast<size_t>(k.writes[0]));
+  EXPECT_EQ(out.storage, g.values.at(static_cast<size_t>(g.outputs[0])).storage);
+  EXPECT_EQ(out.sizes, (std::vector<std::string>{"64"}));
+  EXPECT_EQ(out.dtype, DType::Float32);
+  // The output buffer is made by an earlier node (the fill, now an `empty`), not an input.
+  ASSERT_GE(out.producer, 0);
+  EXPECT_LT(out.producer, static_cast<int>(&k - g.nodes.data()));
+  EXPECT_TRUE(g.find("aten::relu").empty());
+  // Dynamic after a new size: a second graph, sizes symbolic.
+  Tensor x2 = randn({100}), y2 = randn({100});
+  EXPECT_TRUE(all_close(compiled(x2, y2), (x2 + y2).relu().sigmoid()));
+  const auto all = compiled.graphs();
+  ASSERT_EQ(all.size(), 2u);
+  const CompiledGraph::Value& in = all[1].values.at(static_cast<size_t>(all[1].inputs[0]));
+  EXPECT_EQ(in.sizes, (std::vector<std::string>{"s0"}));
+  EXPECT_EQ(all[1].find("add_kernel+relu+sigmoid").at(0)->grid[0], "(s0 + 3)//4");
+}
+
 TEST(CompileEpilogues, ABiasAddFusesWithoutAnnotationStaticAndDynamic) {
   // The kernel writes a [rows, 24] output as flat memory; the bias broadcasts along rows: element
   // i of the output reads bias[i % 24].

@@ -147,6 +147,14 @@ def the_graph_compiler_over_an_operator():
         close(g(x, y), np.from_dlpack(x).astype(np.float64) + np.from_dlpack(y))
     assert g.graphs == 2, g.graphs  # static for 5, then one dynamic graph for every size
     assert "add_kernel" in f.graph, f.graph
+    data = g.graph_data()  # the same graph as data: one kernel node reading both inputs
+    kernels = [n for n in data["nodes"] if n["kind"] == "kernel"]
+    assert [n["target"] for n in kernels] == ["add_kernel"], data["nodes"]
+    inputs = [i for i in data["inputs"] if i >= 0]  # -1: a leaf that is not a tensor
+    assert kernels[0]["reads"] == inputs, (kernels[0], data["inputs"])
+    out = data["values"][kernels[0]["writes"][0]]
+    assert out["sizes"] == ["s0"] and out["dtype"] == "float32", out
+    assert out["storage"] == data["values"][data["outputs"][0]]["storage"], data
     try:
         f(np.ones(3, np.float32))
         raise AssertionError("no error")
