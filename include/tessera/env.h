@@ -14,6 +14,9 @@
  * directory (`<kernel>-<hash>.ir`, `<kernel>-<hash>.cpp`).
  * - `TESSERA_CXX`: the C++ compiler for JIT kernels (default: `c++`, `g++`, `clang++` on PATH).
  * - `TESSERA_PRINT_AUTOTUNING=1`: prints each tuning round (key, every config's time, the winner).
+ * - `TESSERA_PROGRESS`: progress lines of long autotuning rounds and compile batches on stderr.
+ *   Unset or `auto`: on a terminal, once the work has taken a second; `0`: never; `1`/`always`:
+ *   always, from the start, one line per update (logs, CI).
  * - `TESSERA_INTERPRET=1`: kernels run in the reference interpreter of the tile IR (no compiler).
  * - `TESSERA_DEBUG=1`: kernels are compiled with every load, store and atomic checked against the
  *   bounds of the tensor it points into (reported, suppressed, the process keeps running) and
@@ -43,6 +46,7 @@ struct Knobs {
   bool debug = false;
   bool interpret = false;
   bool print_autotuning = false;
+  enum class Progress { Auto, Never, Always } progress = Progress::Auto;  ///< TESSERA_PROGRESS
   std::string device;
   std::string cxx;
   std::string crosscheck;  ///< TESSERA_CROSSCHECK: "", "cuda" or "nvrtc"

@@ -47,7 +47,7 @@ constexpr const char* kKnown[] = {
     "TESSERA_CACHE_DIR", "TESSERA_NUM_THREADS", "TESSERA_LOGS",
     "TESSERA_DUMP",      "TESSERA_DEBUG",       "TESSERA_INTERPRET",
     "TESSERA_DEVICE",    "TESSERA_CXX",         "TESSERA_PRINT_AUTOTUNING",
-    "TESSERA_DUMP_DIR",  "TESSERA_CROSSCHECK",
+    "TESSERA_DUMP_DIR",  "TESSERA_CROSSCHECK",  "TESSERA_PROGRESS",
 };
 
 Knobs read_knobs() {
@@ -83,6 +83,18 @@ Knobs read_knobs() {
               "the CPU unless a device is given)");
   }
   if (const char* c = std::getenv("TESSERA_CXX")) k.cxx = c;
+  if (const char* p = std::getenv("TESSERA_PROGRESS"); p && *p) {
+    const std::string v = p;
+    if (v == "auto") {
+      k.progress = Knobs::Progress::Auto;
+    } else if (v == "1" || v == "always") {
+      k.progress = Knobs::Progress::Always;
+    } else if (!truthy(p)) {
+      k.progress = Knobs::Progress::Never;
+    } else {
+      warn_once("TESSERA_PROGRESS='" + v + "' is not auto, 0 or 1 (always); ignored");
+    }
+  }
   if (const char* c = std::getenv("TESSERA_CROSSCHECK"); c && *c) {
     const std::string v = c;
     if (v == "cuda" || v == "nvrtc") {

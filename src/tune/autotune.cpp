@@ -1,6 +1,5 @@
 // Autotuning and heuristics: candidates per config, tuning rounds (one compile batch, then
 // timing with hooks and restores), the in-memory choice and the tuning database.
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +12,7 @@
 #include <optional>
 #include <sstream>
 
+#include "core/progress.h"
 #include "tessera/env.h"
 #include "tessera/testing.h"
 #include "tl/jit.h"
@@ -681,26 +681,33 @@ class TuneRound {
         }
       }
     }
-    const bool progress_allowed = print_ || ::isatty(2);
-    bool progress_shown = false;
+    // A long round shows a progress line (TESSERA_PROGRESS): timed so far, the best, time left.
+    ProgressLine progress("autotune " + s_.name);
     const auto t_timing = Clock::now();
     size_t distinct = 0;
     for (size_t j : to_time_) distinct += same_as[j] == j;
+    std::optional<size_t> best;
     for (size_t j : to_time_) {
       if (same_as[j] != j) continue;
       time_one(j);
-      const double elapsed = ms_since(t_round_);
-      if (progress_allowed && elapsed > 1000 && timed_ < distinct) {
-        const double per = ms_since(t_timing) / static_cast<double>(timed_ ? timed_ : 1);
-        std::fprintf(stderr,
-                     "\r[tessera autotune] %s: compiled %zu, timed %zu/%zu, ~%.1f s left   ",
-                     s_.name.c_str(), compiled_, timed_, distinct,
-                     per * static_cast<double>(distinct - timed_) / 1000.0);
-        std::fflush(stderr);
-        progress_shown = true;
+      if (std::isfinite(ms_[j]) && (!best || ms_[j] < ms_[*best])) best = j;
+      if (!progress.enabled()) continue;
+      const double per = ms_since(t_timing) / static_cast<double>(timed_ ? timed_ : 1);
+      std::string text = "compiled " + std::to_string(compiled_) + ", timed " +
+                         std::to_string(timed_) + "/" + std::to_string(distinct);
+      if (best) {
+        char ms[32];
+        std::snprintf(ms, sizeof ms, "%.4g ms", ms_[*best]);
+        text += ", best " + cfg_of(ok_[*best]).str() + " " + ms;
       }
+      if (timed_ < distinct) {
+        char left[48];
+        std::snprintf(left, sizeof left, ", ~%.1f s left",
+                      per * static_cast<double>(distinct - timed_) / 1000.0);
+        text += left;
+      }
+      progress.update(text, timed_ == distinct);
     }
-    if (progress_shown) std::fprintf(stderr, "\n");
     for (size_t j : to_time_) {
       if (same_as[j] == j) continue;
       ms_[j] = ms_[same_as[j]];

@@ -660,6 +660,43 @@ TEST_F(Autotune, PrintAutotuning) {
   EXPECT_NE(err.find("best: BLOCK_SIZE: 2, num_warps: 4, num_stages: 4"), std::string::npos) << err;
 }
 
+// TESSERA_PROGRESS (issue 20): the compile batch and the timing each report, with the best so
+// far; `0` silences both. (`auto` shows only on a terminal after a second: not a test's stderr.)
+TEST_F(Autotune, ProgressLinesOfCompileBatchAndTiming) {
+  auto round = [&](const char* mode) {
+    ::setenv("TESSERA_PROGRESS", mode, 1);
+    reload_knobs();
+    tune::clear();
+    std::system(("rm -rf '" + dir_ + "'/*").c_str());  // compile again:
+    add_kernel.clear_memory_cache();                   // not from disk, not from memory
+    backend::cpu::clear_cache();
+    Script sc;
+    sc.ms = {{4, 2.0}, {2, 1.0}};
+    tl::AutotuneOptions o;
+    sc.install(o);
+    auto tuned = tl::autotune(add_kernel, seed_configs(), {}, o);
+    Tensor x = rand(9), y = rand(9), out = empty({9});
+    ::testing::internal::CaptureStderr();
+    tuned[grid_of(9)](x, y, out, 9);
+    std::string err = ::testing::internal::GetCapturedStderr();
+    ::unsetenv("TESSERA_PROGRESS");
+    reload_knobs();
+    EXPECT_TRUE(all_close(out, x + y));
+    return err;
+  };
+  const std::string quiet = round("0");
+  EXPECT_EQ(quiet.find("[tessera]"), std::string::npos) << quiet;
+  const std::string err = round("always");
+  EXPECT_NE(err.find("[tessera] compiling 2 kernels (add_kernel, ...): 2/2 built"),
+            std::string::npos)
+      << err;
+  // The last line of the round: everything timed, the best config and its time.
+  EXPECT_NE(err.find("[tessera] autotune add_kernel: compiled 4, timed 2/2, best BLOCK_SIZE: 2, "
+                     "num_warps: 4, num_stages: 4 1 ms\n"),
+            std::string::npos)
+      << err;
+}
+
 TEST_F(Autotune, MaxnregIsCheckedAndSaysItChangesNothingOnTheCpu) {
   EXPECT_NE(error_of<ValueError>([] {
               tl::Config({{"BLOCK_SIZE", 8}}, 4, 3, 0);

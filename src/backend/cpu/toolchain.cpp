@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +26,7 @@
 
 #include "backend/cpu/embedded_headers.h"
 #include "core/files.h"
+#include "core/progress.h"
 #include "runtime/disk_cache.h"
 #include "tessera/detail/hash.h"
 #include "tessera/env.h"
@@ -388,16 +390,44 @@ std::vector<CompiledBinary> compile_many(const std::vector<KernelSource>& kernel
     }
     std::vector<double> ms(groups, 0);
     std::vector<std::exception_ptr> errors(groups);
+    // A long batch shows a progress line (TESSERA_PROGRESS): kernels built, seconds so far.
+    ProgressLine progress("compiling " + std::to_string(misses.size()) + " kernel" +
+                          (misses.size() == 1 ? "" : "s") + " (" + kernels[misses[0]].kernel +
+                          (misses.size() > 1 ? ", ..." : "") + ")");
+    std::mutex done_mutex;
+    std::condition_variable done_cv;
+    size_t groups_done = 0, kernels_done = 0;
     auto work = [&](size_t g) {
       try {
         ms[g] = build_bundle(members[g], keys[g]);
       } catch (...) {
         errors[g] = std::current_exception();
       }
+      std::lock_guard<std::mutex> l(done_mutex);
+      ++groups_done;
+      kernels_done += members[g].size();
+      done_cv.notify_all();
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    auto show = [&](bool last) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      char text[96];
+      std::snprintf(text, sizeof text, "%zu/%zu built, %.1f s", kernels_done, misses.size(), s);
+      progress.update(text, last);
     };
     std::vector<std::thread> threads;
-    for (size_t g = 1; g < groups; ++g) threads.emplace_back(work, g);
-    work(0);
+    if (!progress.enabled()) {
+      for (size_t g = 1; g < groups; ++g) threads.emplace_back(work, g);
+      work(0);
+    } else {  // every group on a thread; this one waits and reports
+      for (size_t g = 0; g < groups; ++g) threads.emplace_back(work, g);
+      std::unique_lock<std::mutex> l(done_mutex);
+      while (groups_done < groups) {
+        done_cv.wait_for(l, std::chrono::milliseconds(200));
+        show(false);
+      }
+      show(true);
+    }
     for (auto& t : threads) t.join();
     for (const auto& e : errors) {
       if (e) std::rethrow_exception(e);
