@@ -8,6 +8,10 @@ throughputs and ratios against the issue's targets, then the latency table (cold
 warm-cache first result, hot launch).
 
     python3 bench/compare_cpu.py [--build build] [--python .venv-bench/bin/python] [--rounds 3]
+                                 [--charts docs/charts]
+
+Each table is also drawn as an SVG chart in --charts (default docs/charts, linked from
+docs/benchmarks.md; `--charts ''` draws none) by `tessera chart`, perf_report's renderer.
 
 `make bench-compare` runs it. PyTorch comes from pip (see docs/benchmarks.md); Halide from
 Debian's libhalide14-0-dev (bench_halide_cpu is built when CMake finds it). A missing peer is
@@ -35,6 +39,23 @@ WORKLOADS = [
     ("layer norm 4096x4096 (one tile per row)", "BM_LayerNormOneBlockKernel/real_time",
      "BM_HalideLayerNorm/real_time", "layer_norm", "—"),
 ]
+
+
+def chart(args, name, header, rows, title, ylabel, log_y=False):
+    """Writes <charts>/<name>.csv (one column per side, empty where a side did not run) and draws
+    <charts>/<name>.svg with `tessera chart`."""
+    if not args.charts:
+        return
+    os.makedirs(args.charts, exist_ok=True)
+    csv = os.path.join(args.charts, name + ".csv")
+    with open(csv, "w") as f:
+        f.write(",".join(header) + "\n")
+        for label, values in rows:
+            f.write(",".join([label.replace(",", ";")] + ["" if v is None else f"{v:.6g}" for v in values]) + "\n")
+    cmd = [os.path.join(args.build, "bin", "tessera"), "chart", csv, os.path.join(args.charts, name + ".svg"),
+           "--title", title, "--ylabel", ylabel] + (["--log-y"] if log_y else [])
+    subprocess.run(cmd, check=True)
+    print(f"chart: {os.path.relpath(os.path.join(args.charts, name + '.svg'), ROOT)}", file=sys.stderr)
 
 
 def gbench(exe, bench_filter, min_time):
@@ -68,6 +89,8 @@ def main():
     ap.add_argument("--min-time", type=float, default=0.3)
     ap.add_argument("--skip-compile", action="store_true", help="skip the tessera::compile vs torch.compile table")
     ap.add_argument("--only-compile", action="store_true", help="only the tessera::compile vs torch.compile table")
+    ap.add_argument("--charts", default=os.path.join(ROOT, "docs", "charts"),
+                    help="where to draw the tables as SVG charts ('' for none)")
     args = ap.parse_args()
 
     tessera = os.path.join(args.build, "bench", "bench_kernels_cpu")
@@ -140,6 +163,7 @@ def main():
     print("| workload | tessera | torch eager | torch.compile | Halide | tessera / best peer | "
           "tessera / torch | tessera / Halide | target |")
     print("|---|---|---|---|---|---|---|---|---|")
+    chart_rows = []
     for name, tb, hb, tk, target in WORKLOADS:
         t = m.get(("tessera", tb))
         te, tc = m.get(("torch", tk + "_eager")), m.get(("torch", tk + "_compile"))
@@ -153,6 +177,9 @@ def main():
 
         print(f"| {name} | {fmt(t)} | {fmt(te)} | {fmt(tc)} | {fmt(h)} | {fmt(ratio(best), 'x')} | "
               f"{fmt(ratio(torch_best), 'x')} | {fmt(ratio(h), 'x')} | {target} |")
+        chart_rows.append((name.split(" (")[0] + (" (one tile)" if "one tile" in name else ""), [t, te, tc, h]))
+    chart(args, "cpu_kernels", ["workload", "tessera", "torch eager", "torch.compile", "Halide"], chart_rows,
+          f"CPU kernels, GB/s ({os.cpu_count()} cores, best of {args.rounds} rounds)", "GB/s")
 
     hot, direct = m.get(("tessera", "BM_HotLaunch")), m.get(("tessera", "BM_DirectCall"))
     c, w, hc = median(cold), median(warm), median(hcomp)
@@ -217,6 +244,13 @@ def compile_section(args, have_torch):
         m(p_recompile), " ms", "≤0.1x")
     row("recompile to a dynamic size (n = 5), a re-trace only (tessera's kernel was cached; "
         "torch builds new C++)", m(t_recompile), m(p_recompile), " ms", "—")
+    chart(args, "cpu_compile", ["measure", "tessera::compile", "torch.compile"],
+          [("first call cold", [m(t_cold), m(p_cold)]),
+           ("first call warm", [m(t_warm), m(p_warm)]),
+           ("per call n=4", [None if per_call is None else per_call / 1e3,
+                             None if m(p_call) is None else m(p_call) / 1e3]),
+           ("recompile (new kernel)", [m(t_recompile_new), m(p_recompile)])],
+          "the seed's add_fn compiled, CPU (ms, log scale)", "ms", log_y=True)
     print(f"\nEager add_fn at n = 4: {fmt(calls.get('BM_EagerAddFnN4'), ' ns')}; guard check of four tensor "
           f"arguments: {fmt(calls.get('BM_GuardCheckFourInputs'), ' ns')} static, "
           f"{fmt(calls.get('BM_GuardCheckFourDynamicInputs'), ' ns')} dynamic (target ≤100 ns).")

@@ -112,6 +112,9 @@ struct Benchmark {
   std::string plot_name = "benchmark";
   std::map<std::string, double> args;  ///< fixed arguments
   bool x_log = false, y_log = false;
+  /** Categories instead of numbers on the x axis (one per x value, e.g. workloads): the chart
+   * draws grouped bars, one per line, and the tables print the labels. */
+  std::vector<std::string> x_labels;
 };
 
 /** One benchmark call's arguments. */
@@ -134,6 +137,10 @@ struct PerfTable {
   std::string markdown() const;
   std::string csv() const;
   std::string svg(int width = 640, int height = 420) const;
+  /** Reads what `csv()` writes (a first column of x values or, when any is not a number,
+   * category labels; then a value, min and max column per line), or a plain CSV with one column
+   * per line. Titles, labels and scales come from `base`. A ValueError names the line. */
+  static PerfTable parse_csv(const std::string& text, Benchmark base = {});
 };
 
 /** Runs `fn` for every x value and line; prints the table when `print_data`, and writes

@@ -171,6 +171,10 @@ std::string x_header(const Benchmark& b) {
   return h.empty() ? "x" : h;
 }
 
+std::string x_str(const Benchmark& b, size_t r) {
+  return r < b.x_labels.size() ? b.x_labels[r] : num(b.x_vals[r]);
+}
+
 std::string xml_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
@@ -197,7 +201,7 @@ std::string PerfTable::markdown() const {
   for (size_t l = 0; l < bench.line_vals.size(); ++l) os << "---|";
   os << "\n";
   for (size_t r = 0; r < rows.size(); ++r) {
-    os << "| " << num(bench.x_vals[r]) << " |";
+    os << "| " << x_str(bench, r) << " |";
     for (const auto& m : rows[r]) os << " " << num(m.y) << " |";
     os << "\n";
   }
@@ -213,7 +217,7 @@ std::string PerfTable::csv() const {
   }
   os << "\n";
   for (size_t r = 0; r < rows.size(); ++r) {
-    os << num(bench.x_vals[r]);
+    os << x_str(bench, r);
     for (const auto& m : rows[r])
       os << "," << num(m.y) << "," << num(m.y_min) << "," << num(m.y_max);
     os << "\n";
@@ -237,10 +241,30 @@ std::string PerfTable::svg(int width, int height) const {
       y1 = std::max(y1, ty(std::max(m.y_max, m.y)));
     }
   }
+  const bool bars = !bench.x_labels.empty();
+  if (bars) {  // categories at 0..n-1, each a group of bars half a slot wide either side
+    x0 = -0.5;
+    x1 = static_cast<double>(rows.size()) - 0.5;
+  }
   if (!(x1 > x0)) x1 = x0 + 1;
   if (!(y1 > y0)) y1 = y0 + 1;
-  if (!bench.y_log) y0 = std::min(y0, 0.0);
-  auto px = [&](double v) { return left + (tx(v) - x0) / (x1 - x0) * pw; };
+  int y_ticks = 4;
+  if (!bench.y_log) {  // 0 at the bottom, round steps (1, 2 or 5 x 10^k) up to the top
+    y0 = std::min(y0, 0.0);
+    const double raw = (y1 - y0) / 4, mag = std::pow(10, std::floor(std::log10(raw)));
+    const double step = raw / mag <= 1   ? mag
+                        : raw / mag <= 2 ? 2 * mag
+                        : raw / mag <= 5 ? 5 * mag
+                                         : 10 * mag;
+    y0 = std::floor(y0 / step) * step;
+    y1 = std::ceil(y1 / step) * step;
+    y_ticks = static_cast<int>(std::lround((y1 - y0) / step));
+  } else if (bars) {  // whole decades, so that the smallest bar still shows
+    y0 = std::floor(y0) - (std::floor(y0) == y0 ? 1 : 0);
+    y1 = std::ceil(y1);
+    y_ticks = static_cast<int>(y1 - y0);
+  }
+  auto px = [&](double v) { return left + ((bars ? v : tx(v)) - x0) / (x1 - x0) * pw; };
   auto py = [&](double v) { return top + ph - (ty(v) - y0) / (y1 - y0) * ph; };
   std::ostringstream os;
   os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
@@ -250,15 +274,16 @@ std::string PerfTable::svg(int width, int height) const {
      << xml_escape(bench.plot_name) << "</text>\n";
   os << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << pw << "\" height=\"" << ph
      << "\" fill=\"none\" stroke=\"#444\"/>\n";
-  for (int t = 0; t <= 4; ++t) {  // y ticks
-    const double yv = y0 + (y1 - y0) * t / 4, yp = top + ph - ph * t / 4;
+  for (int t = 0; t <= y_ticks; ++t) {  // y ticks
+    const double yv = y0 + (y1 - y0) * t / y_ticks, yp = top + ph - ph * t / y_ticks;
     os << "<line x1=\"" << left - 4 << "\" y1=\"" << yp << "\" x2=\"" << left + pw << "\" y2=\""
        << yp << "\" stroke=\"#ddd\"/>\n<text x=\"" << left - 6 << "\" y=\"" << yp + 4
        << "\" text-anchor=\"end\">" << num(bench.y_log ? std::pow(10, yv) : yv) << "</text>\n";
   }
-  for (double xv : bench.x_vals) {  // x ticks
-    os << "<text x=\"" << px(xv) << "\" y=\"" << top + ph + 16 << "\" text-anchor=\"middle\">"
-       << num(xv) << "</text>\n";
+  for (size_t r = 0; r < rows.size(); ++r) {  // x ticks
+    os << "<text x=\"" << px(bars ? static_cast<double>(r) : bench.x_vals[r]) << "\" y=\""
+       << top + ph + 16 << "\" text-anchor=\"middle\">" << xml_escape(x_str(bench, r))
+       << "</text>\n";
   }
   os << "<text x=\"" << left + pw / 2 << "\" y=\"" << height - 10 << "\" text-anchor=\"middle\">"
      << xml_escape(bench.xlabel.empty() ? x_header(bench) : bench.xlabel) << "</text>\n";
@@ -271,6 +296,27 @@ std::string PerfTable::svg(int width, int height) const {
                             : dash == ":"  ? "2,3"
                             : dash == "-." ? "6,3,2,3"
                                            : "";
+    const double ly = top + 14 + 18.0 * static_cast<double>(l);
+    if (bars) {  // bar l of each group, its min/max as a whisker; a missing value draws nothing
+      const double slot = pw / static_cast<double>(rows.size());
+      const double bw = 0.8 * slot / static_cast<double>(bench.line_vals.size());
+      const double base = py(bench.y_log ? std::pow(10, y0) : std::max(y0, 0.0));
+      for (size_t r = 0; r < rows.size(); ++r) {
+        const Measure& m = rows[r][l];
+        if (!std::isfinite(m.y)) continue;
+        const double x = left + slot * (static_cast<double>(r) + 0.1) + bw * static_cast<double>(l);
+        const double top_y = py(m.y);
+        os << "<rect x=\"" << x << "\" y=\"" << std::min(top_y, base) << "\" width=\"" << bw
+           << "\" height=\"" << std::abs(base - top_y) << "\" fill=\"" << color << "\"/>\n";
+        if (m.y_min != m.y || m.y_max != m.y)
+          os << "<line x1=\"" << x + bw / 2 << "\" y1=\"" << py(m.y_min) << "\" x2=\"" << x + bw / 2
+             << "\" y2=\"" << py(m.y_max) << "\" stroke=\"#222\"/>\n";
+      }
+      os << "<rect x=\"" << left + pw + 10 << "\" y=\"" << ly - 10
+         << "\" width=\"20\" height=\"10\" fill=\"" << color << "\"/>\n<text x=\"" << left + pw + 34
+         << "\" y=\"" << ly << "\">" << xml_escape(line_name(bench, l)) << "</text>\n";
+      continue;
+    }
     // The min/max band, then the line.
     std::ostringstream band, line;
     for (size_t r = 0; r < rows.size(); ++r)
@@ -284,7 +330,6 @@ std::string PerfTable::svg(int width, int height) const {
     os << "<polyline points=\"" << line.str() << "\" fill=\"none\" stroke=\"" << color
        << "\" stroke-width=\"2\""
        << (*dasharray ? std::string(" stroke-dasharray=\"") + dasharray + "\"" : "") << "/>\n";
-    const double ly = top + 14 + 18.0 * static_cast<double>(l);
     os << "<line x1=\"" << left + pw + 10 << "\" y1=\"" << ly - 4 << "\" x2=\"" << left + pw + 30
        << "\" y2=\"" << ly - 4 << "\" stroke=\"" << color << "\" stroke-width=\"2\"/>\n<text x=\""
        << left + pw + 34 << "\" y=\"" << ly << "\">" << xml_escape(line_name(bench, l))
@@ -292,6 +337,82 @@ std::string PerfTable::svg(int width, int height) const {
   }
   os << "</svg>\n";
   return os.str();
+}
+
+PerfTable PerfTable::parse_csv(const std::string& text, Benchmark base) {
+  auto split = [](const std::string& line) {
+    std::vector<std::string> cells;
+    std::string cell;
+    std::istringstream is(line);
+    while (std::getline(is, cell, ',')) {
+      while (!cell.empty() && (cell.back() == '\r' || cell.back() == ' ')) cell.pop_back();
+      while (!cell.empty() && cell.front() == ' ') cell.erase(cell.begin());
+      cells.push_back(cell);
+    }
+    if (!line.empty() && line.back() == ',') cells.emplace_back();
+    return cells;
+  };
+  auto number = [](const std::string& c, double& v) {
+    if (c.empty()) return false;
+    char* end = nullptr;
+    v = std::strtod(c.c_str(), &end);
+    return end == c.c_str() + c.size();
+  };
+  std::istringstream is(text);
+  std::string line;
+  std::vector<std::vector<std::string>> lines;
+  while (std::getline(is, line)) {
+    if (!line.empty() && line != "\r") lines.push_back(split(line));
+  }
+  TS_CHECK(lines.size() >= 2, ValueError)
+      << "perf_report CSV: a header line and at least one row are needed";
+  const auto& head = lines[0];
+  TS_CHECK(head.size() >= 2, ValueError) << "perf_report CSV: the header has no value column";
+  // csv()'s layout: each line's name, then "<name> min" and "<name> max".
+  bool triples = (head.size() - 1) % 3 == 0;
+  for (size_t c = 1; triples && c + 2 < head.size(); c += 3)
+    triples = head[c + 1] == head[c] + " min" && head[c + 2] == head[c] + " max";
+  const size_t step = triples ? 3 : 1;
+  PerfTable t;
+  t.bench = std::move(base);
+  t.bench.x_names = {head[0]};
+  t.bench.line_vals.clear();
+  t.bench.line_names.clear();
+  for (size_t c = 1; c < head.size(); c += step) t.bench.line_vals.push_back(head[c]);
+  bool categories = false;
+  for (size_t r = 1; r < lines.size(); ++r) {
+    double v = 0;
+    categories = categories || !number(lines[r][0], v);
+  }
+  t.bench.x_vals.clear();
+  t.bench.x_labels.clear();
+  for (size_t r = 1; r < lines.size(); ++r) {
+    const auto& cells = lines[r];
+    TS_CHECK(cells.size() == head.size(), ValueError)
+        << "perf_report CSV line " << r + 1 << ": " << cells.size() << " cells, the header has "
+        << head.size();
+    double x = static_cast<double>(r - 1);
+    if (categories) {
+      t.bench.x_labels.push_back(cells[0]);
+    } else {
+      number(cells[0], x);
+    }
+    t.bench.x_vals.push_back(x);
+    std::vector<Measure> row;
+    for (size_t c = 1; c < cells.size(); c += step) {
+      double v[3] = {std::nan(""), 0, 0};
+      for (size_t k = 0; k < step; ++k) {
+        // An empty cell is a missing value (a peer that did not run): drawn as nothing.
+        TS_CHECK(cells[c + k].empty() || number(cells[c + k], v[k]), ValueError)
+            << "perf_report CSV line " << r + 1 << ": '" << cells[c + k] << "' is not a number";
+        if (cells[c + k].empty()) v[k] = std::nan("");
+      }
+      if (std::isnan(v[1]) || std::isnan(v[2])) v[1] = v[2] = v[0];
+      row.push_back(step == 3 ? Measure(v[0], v[1], v[2]) : Measure(v[0]));
+    }
+    t.rows.push_back(std::move(row));
+  }
+  return t;
 }
 
 PerfTable perf_report(const Benchmark& bench, const std::function<Measure(const BenchArgs&)>& fn,

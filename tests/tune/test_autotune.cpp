@@ -935,6 +935,60 @@ TEST(PerfReport, WritesTableCsvAndSvg) {
               perf_report(b, [](const BenchArgs&) { return Measure(1); });
             }).find("line_names"),
             std::string::npos);
+  // The CSV reads back to the same table (the chart command's input).
+  const PerfTable back = PerfTable::parse_csv(s2.str(), b);
+  EXPECT_EQ(back.csv(), s2.str());
+  EXPECT_EQ(back.bench.line_vals, (std::vector<std::string>{"tessera", "Eager"}));
+  EXPECT_TRUE(back.bench.x_labels.empty());
+}
+
+// Categories (a benchmark table's workloads) draw grouped bars; a missing peer draws nothing.
+TEST(PerfReport, CategoryChartsFromCsvAndTheChartCommand) {
+  const std::string text =
+      "workload,tessera,torch,Halide\n"
+      "add f32 2^24,47.4,48.5,33.5\n"
+      "softmax 4096x1024,28.8,27.5,\n"
+      "layer norm <fused>,24.6,5.4,20.6\n";
+  const PerfTable t = PerfTable::parse_csv(text);
+  ASSERT_EQ(t.rows.size(), 3u);
+  EXPECT_EQ(t.bench.x_labels,
+            (std::vector<std::string>{"add f32 2^24", "softmax 4096x1024", "layer norm <fused>"}));
+  EXPECT_EQ(t.bench.line_vals, (std::vector<std::string>{"tessera", "torch", "Halide"}));
+  EXPECT_DOUBLE_EQ(t.rows[2][1].y, 5.4);
+  EXPECT_TRUE(std::isnan(t.rows[1][2].y));
+  const std::string svg = t.svg();
+  size_t rects = 0;
+  for (size_t at = 0; (at = svg.find("<rect x=", at)) != std::string::npos; ++at) ++rects;
+  // 8 bars (one value missing) + 3 legend swatches + the plot frame.
+  EXPECT_EQ(rects, 8u + 3u + 1u) << svg;
+  EXPECT_NE(svg.find(">layer norm &lt;fused&gt;<"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("text-anchor=\"end\">60<"), std::string::npos) << svg;  // round ticks: 0, 20, ..
+  EXPECT_EQ(svg.find("nan"), std::string::npos) << svg;
+  EXPECT_NE(t.markdown().find("| softmax 4096x1024 | 28.8 | 27.5 | nan |"), std::string::npos)
+      << t.markdown();
+  EXPECT_NE(error_of<ValueError>([] {
+              PerfTable::parse_csv("n,a\n1,2\n2,x3\n");
+            }).find("CSV line 3: 'x3' is not a number"),
+            std::string::npos);
+  EXPECT_NE(error_of<ValueError>([] { PerfTable::parse_csv("n,a\n1,2,3\n"); }).find("3 cells"),
+            std::string::npos);
+  // The CLI draws the same file.
+  const std::string dir = ::testing::TempDir();
+  {
+    std::ofstream f(dir + "/chart.csv");
+    f << text;
+  }
+  const std::string cli = TESSERA_CLI;
+  EXPECT_EQ(std::system((cli + " chart " + dir + "/chart.csv " + dir +
+                         "/chart.svg --title 'CPU kernels' --ylabel GB/s")
+                            .c_str()),
+            0);
+  std::ifstream drawn(dir + "/chart.svg");
+  std::stringstream d;
+  d << drawn.rdbuf();
+  EXPECT_NE(d.str().find(">CPU kernels<"), std::string::npos) << d.str();
+  EXPECT_NE(d.str().find(">GB/s<"), std::string::npos) << d.str();
+  EXPECT_NE(std::system((cli + " chart " + dir + "/nonexistent.csv 2>/dev/null").c_str()), 0);
 }
 
 }  // namespace

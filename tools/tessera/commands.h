@@ -11,5 +11,6 @@ int doctor();
 int demo();
 int cache(const std::string& what);
 int tune_db(const std::vector<std::string>& args);
+int chart(const std::vector<std::string>& args);
 
 }  // namespace tessera::cli

@@ -1,5 +1,5 @@
 // The `tessera` command line: doctor (what this machine offers), demo (the seed walkthrough),
-// the kernel cache and the tuning database.
+// the kernel cache, the tuning database and benchmark charts.
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -9,13 +9,16 @@
 namespace {
 
 void usage() {
-  std::cout << "usage: tessera <command>\n\n"
-               "commands:\n"
-               "  doctor    version, CPU, compilers, CUDA driver and NVRTC found on this machine\n"
-               "  demo      the seed walkthrough (what `make demo` runs)\n"
-               "  cache ls|stats|clear   the compiled-kernel cache ($TESSERA_CACHE_DIR)\n"
-               "  tune-db ls|export [FILE]|import [FILE]|clear   the tuning database\n"
-               "  version   the version of tessera\n";
+  std::cout
+      << "usage: tessera <command>\n\n"
+         "commands:\n"
+         "  doctor    version, CPU, compilers, CUDA driver and NVRTC found on this machine\n"
+         "  demo      the seed walkthrough (what `make demo` runs)\n"
+         "  cache ls|stats|clear   the compiled-kernel cache ($TESSERA_CACHE_DIR)\n"
+         "  tune-db ls|export [FILE]|import [FILE]|clear   the tuning database\n"
+         "  chart IN.csv [OUT.svg] [--title T] [--xlabel X] [--ylabel Y] [--log-x] [--log-y]\n"
+         "            a benchmark table as an SVG chart (lines, or bars over categories)\n"
+         "  version   the version of tessera\n";
 }
 
 }  // namespace
@@ -33,6 +36,7 @@ int main(int argc, char** argv) {
     if (cmd == "cache") return tessera::cli::cache(argc > 2 ? argv[2] : "stats");
     if (cmd == "tune-db")
       return tessera::cli::tune_db(std::vector<std::string>(argv + 2, argv + argc));
+    if (cmd == "chart") return tessera::cli::chart(std::vector<std::string>(argv + 2, argv + argc));
     if (cmd == "version") {
       std::cout << "tessera " << tessera::version() << "\n";
       return 0;
