@@ -72,6 +72,23 @@ TL_JIT(cg_math, tl::Ptr x, tl::Ptr h, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
   tl::store(h + offs, (r * 0.25f).to(tl::float16), m);  // float16 out
 }
 
+// Narrow floats: every float16 bit pattern to float, and float bit patterns (edge cases: NaN
+// payloads, infinities, subnormals, halfway points, float16's overflow edge) to float16 and
+// bfloat16, directly and through arithmetic. The GPU converts with `cvt` (trt/scalar.h): its bits
+// must be the CPU's for every input.
+TL_JIT(cg_narrow, tl::Ptr bits, tl::Ptr hbits, tl::Ptr h_out, tl::Ptr b_out, tl::Ptr f_out,
+       tl::Ptr r_out, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = offs < n;
+  auto f = tl::bitcast(tl::load(bits + offs, m, 0), tl::float32);
+  tl::store(h_out + offs, f.to(tl::float16), m);
+  tl::store(b_out + offs, f.to(tl::bfloat16), m);
+  tl::store(f_out + offs, tl::bitcast(tl::load(hbits + offs, m, 0), tl::float16).to(tl::float32),
+            m);
+  auto hb = f.to(tl::bfloat16), hh = f.to(tl::float16);
+  tl::store(r_out + offs, (hb * hb + hb).to(tl::float32) + (hh * 3.0f).to(tl::float32), m);
+}
+
 TL_JIT(cg_erf, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
   auto m = offs < n;
@@ -274,6 +291,35 @@ std::vector<Case> catalog() {
                  cg_math[{tl::cdiv(3000, 512)}](on(xa, d), h, out, 3000, tl::meta("BLOCK", 512));
                  return to_cpu({out, h});
                }});
+  c.push_back(
+      {"narrow floats", &cg_narrow, [](Device d) {
+         static const Tensor bits = [] {
+           std::vector<int32_t> v;
+           const uint32_t edges[] = {
+               0x00000000u, 0x80000000u, 0x00000001u, 0x007fffffu, 0x00800000u, 0x33000000u,
+               0x33000001u, 0x337fffffu, 0x38800000u, 0x387fe000u, 0x387ff000u, 0x477fe000u,
+               0x477fefffu, 0x477ff000u, 0x477fffffu, 0x47800000u, 0x7f7fffffu, 0x7f800000u,
+               0xff800000u, 0x7f800001u, 0x7fc00000u, 0xffc00000u, 0x7fbfffffu, 0x7fffffffu,
+               0xff812345u, 0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x3f7f8000u, 0x7f7f8000u,
+               0x7f7f7fffu, 0xc0018000u, 0x3f801000u, 0x3f803000u, 0x3f802000u};
+           for (uint32_t e : edges) v.push_back(static_cast<int32_t>(e));
+           uint32_t s = 0x9e3779b9u;  // and a spread of patterns of every exponent
+           while (v.size() < 65536) {
+             s = s * 1664525u + 1013904223u;
+             v.push_back(static_cast<int32_t>(s));
+           }
+           return from_vector(v).view({65536});
+         }();
+         static const Tensor hbits = [] {
+           std::vector<int16_t> v(65536);
+           for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int16_t>(i);
+           return from_vector(v);
+         }();
+         Tensor h = poisoned({65536}, DType::Float16, d), b = poisoned({65536}, DType::BFloat16, d),
+                f = poisoned({65536}, DType::Float32, d), r = poisoned({65536}, DType::Float32, d);
+         cg_narrow[{64}](on(bits, d), on(hbits, d), h, b, f, r, 65536, tl::meta("BLOCK", 1024));
+         return to_cpu({h, b, f, r});
+       }});
   c.push_back({"erf", &cg_erf,
                [](Device d) {
                  Tensor out = poisoned({3000}, DType::Float32, d);
