@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/tessera-gpu-check}
 mkdir -p "$OUT"
 J=$(nproc)
-BUILD=build-gpu
+BUILD=${BUILD:-build-gpu}  # CXX picks the compiler of a fresh build folder, as CMake reads it
 export TESSERA_CACHE_DIR
 TESSERA_CACHE_DIR=$(mktemp -d)
 summary="$OUT/summary.txt"

@@ -74,13 +74,30 @@ std::string load_conv(DType d, const std::string& e) {
   }
 }
 
-// Register value -> storage.
+namespace {
+
+// `e` without an outer `trt::<fn>(...)` (its parentheses enclosing all the rest), else `e`.
+std::string strip_call(const std::string& e, const std::string& fn) {
+  const std::string head = "trt::" + fn + "(";
+  if (e.size() <= head.size() || e.compare(0, head.size(), head) != 0 || e.back() != ')') return e;
+  int depth = 0;
+  for (size_t i = head.size() - 1; i < e.size(); ++i) {
+    depth += e[i] == '(' ? 1 : e[i] == ')' ? -1 : 0;
+    if (depth == 0 && i + 1 != e.size()) return e;  // the call ends before the expression does
+  }
+  return e.substr(head.size(), e.size() - head.size() - 1);
+}
+
+}  // namespace
+
+// Register value -> storage. A value rounded to the storage type just before (a cast's result) is
+// converted once: rounding to nearest even twice gives the same bits, NaNs and overflow included.
 std::string store_conv(DType d, const std::string& e) {
   switch (d) {
     case DType::Float16:
-      return "trt::float_to_half(" + e + ")";
+      return "trt::float_to_half(" + strip_call(e, "round_f16") + ")";
     case DType::BFloat16:
-      return "trt::float_to_bf16(" + e + ")";
+      return "trt::float_to_bf16(" + strip_call(e, "round_bf16") + ")";
     case DType::Float8_e4m3fn:
       return "trt::float_to_e4m3(" + e + ")";
     case DType::Float8_e5m2:
