@@ -19,6 +19,10 @@ OUT=${OUT:-/tmp/tessera-gpu-check}
 mkdir -p "$OUT"
 J=$(nproc)
 BUILD=${BUILD:-build-gpu}  # CXX picks the compiler of a fresh build folder, as CMake reads it
+if [ "${1:-}" = python ]; then  # the machine's /opt/gcc g++ links libstdc++ statically (docs/python.md)
+  BUILD=${BUILD_PY:-build-gpu-py}
+  export CXX=${PY_CXX:-/usr/bin/g++}
+fi
 export TESSERA_CACHE_DIR
 TESSERA_CACHE_DIR=$(mktemp -d)
 summary="$OUT/summary.txt"
