@@ -86,11 +86,11 @@ if [ ! -d "$GT" ]; then
 fi
 step "googletest" gtest.log bash -c "cmake -S '$GT' -B /tmp/gtest-build -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_INSTALL_PREFIX=/tmp/gtest && cmake --build /tmp/gtest-build -j$J && cmake --install /tmp/gtest-build" || exit 1
-# The Python module too where nanobind is carried (the machine reaches no PyPI; here, once:
+# The Python module in the python mode, where nanobind is carried (the machine reaches no PyPI; here, once:
 # cp -r "$(python3 -c 'import nanobind, os; print(os.path.dirname(nanobind.__file__))')" .deps/)
 # and the machine's Python has headers: its tests run with the machine's PyTorch and NumPy.
 PYFLAGS=()
-if [ -d .deps/nanobind/cmake ] && python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+if [ "${1:-}" = python ] && [ -d .deps/nanobind/cmake ] && python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
   PYFLAGS=(-DTESSERA_PYTHON=ON "-DPython_EXECUTABLE=$(command -v python3)" "-Dnanobind_ROOT=$PWD/.deps/nanobind/cmake")
 fi
 step "configure" configure.log cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
