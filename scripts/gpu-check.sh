@@ -89,7 +89,7 @@ step "googletest" gtest.log bash -c "cmake -S '$GT' -B /tmp/gtest-build -G Ninja
 # The Python module in the python mode, where nanobind is carried (the machine reaches no PyPI; here, once:
 # cp -r "$(python3 -c 'import nanobind, os; print(os.path.dirname(nanobind.__file__))')" .deps/)
 # and the machine's Python has headers: its tests run with the machine's PyTorch and NumPy.
-PYFLAGS=()
+PYFLAGS=(-DTESSERA_PYTHON=OFF)  # explicit: a cached ON from an earlier configure stays otherwise
 if [ "${1:-}" = python ] && [ -d .deps/nanobind/cmake ] && python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
   PYFLAGS=(-DTESSERA_PYTHON=ON "-DPython_EXECUTABLE=$(command -v python3)" "-Dnanobind_ROOT=$PWD/.deps/nanobind/cmake")
 fi
@@ -104,7 +104,7 @@ if [ "${1:-}" = bench ]; then
   exit 0
 fi
 if [ "${1:-}" = python ]; then  # the Python tests against this machine's PyTorch (CPU and CUDA)
-  if [ ${#PYFLAGS[@]} -eq 0 ]; then say "python: no .deps/nanobind or no Python headers here"; exit 1; fi
+  if [ "${PYFLAGS[0]}" = -DTESSERA_PYTHON=OFF ]; then say "python: no .deps/nanobind or no Python headers here"; exit 1; fi
   step "ctest -L python" ctest-python.log ctest --test-dir "$BUILD" -L python -E pip_install \
     --output-on-failure -V
   grep -E "^ok|passed|skipped|Error|FAIL|Passed|Failed" "$OUT/ctest-python.log" | head -30 | tee -a "$summary"
