@@ -687,9 +687,11 @@ TEST_F(Autotune, ProgressLinesOfCompileBatchAndTiming) {
   const std::string quiet = round("0");
   EXPECT_EQ(quiet.find("[tessera]"), std::string::npos) << quiet;
   const std::string err = round("always");
-  EXPECT_NE(err.find("[tessera] compiling 2 kernels (add_kernel, ...): 2/2 built"),
-            std::string::npos)
-      << err;
+  if (!knobs().interpret) {  // the interpreter compiles nothing
+    EXPECT_NE(err.find("[tessera] compiling 2 kernels (add_kernel, ...): 2/2 built"),
+              std::string::npos)
+        << err;
+  }
   // The last line of the round: everything timed, the best config and its time.
   EXPECT_NE(err.find("[tessera] autotune add_kernel: compiled 4, timed 2/2, best BLOCK_SIZE: 2, "
                      "num_warps: 4, num_stages: 4 1 ms\n"),
@@ -962,7 +964,8 @@ TEST(PerfReport, CategoryChartsFromCsvAndTheChartCommand) {
   // 8 bars (one value missing) + 3 legend swatches + the plot frame.
   EXPECT_EQ(rects, 8u + 3u + 1u) << svg;
   EXPECT_NE(svg.find(">layer norm &lt;fused&gt;<"), std::string::npos) << svg;
-  EXPECT_NE(svg.find("text-anchor=\"end\">60<"), std::string::npos) << svg;  // round ticks: 0, 20, ..
+  EXPECT_NE(svg.find("text-anchor=\"end\">60<"), std::string::npos)
+      << svg;  // round ticks: 0, 20, ..
   EXPECT_EQ(svg.find("nan"), std::string::npos) << svg;
   EXPECT_NE(t.markdown().find("| softmax 4096x1024 | 28.8 | 27.5 | nan |"), std::string::npos)
       << t.markdown();
