@@ -4,7 +4,8 @@
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/ln}
 mkdir -p "$OUT"
-nvcc -arch=sm_90 -O3 -std=c++17 -I include -Xptxas -v bench/experiments/ln_variants.cu -o /tmp/lnv > "$OUT/nvcc.txt" 2>&1 || { cat "$OUT/nvcc.txt"; exit 1; }
+python3 bench/experiments/ln_variants.py /tmp/ln_variants.cu || exit 1
+nvcc -arch=sm_90 -O3 -std=c++17 -I include -Xptxas -v /tmp/ln_variants.cu -o /tmp/lnv > "$OUT/nvcc.txt" 2>&1 || { cat "$OUT/nvcc.txt"; exit 1; }
 /tmp/lnv | tee "$OUT/variants.txt"
 python3 bench/experiments/triton_ln.py "$OUT" | tee "$OUT/triton.txt"
 cuobjdump -sass /tmp/lnv > "$OUT/variants.sass" 2>&1

@@ -108,7 +108,7 @@ TRT_INLINE float u2f(uint32_t u) {
 
 // On a GPU the conversions are the hardware's (one `cvt` each: the software forms cost a dozen
 // integer instructions per element and, in a bf16 layer norm, 8 registers and a third of the
-// bandwidth, bench/experiments/ln_variants.cu); infinities and NaNs take the software's bits, so
+// bandwidth, bench/experiments/ln_run.sh); infinities and NaNs take the software's bits, so
 // both backends give the same bits for every input.
 #if defined(__CUDA_ARCH__)
 TRT_INLINE float cvt_f16_f32(uint16_t h) {
