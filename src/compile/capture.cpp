@@ -500,6 +500,10 @@ Tensor shared_view(const Tensor& t, size_t i, const SymDimVector& fsizes, int64_
   return detail::make_view(it->second, fsizes, fstrides, offset);
 }
 
+bool same_ints(IntArrayRef a, IntArrayRef b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+
 // The traced stand-ins of the arguments (fake tensors with static or symbolic sizes; tensors
 // sharing memory become views of one fake storage) and each leaf's guard.
 std::vector<IValue> fake_arguments(const std::vector<IValue>& args, const CaptureOptions& opts,
@@ -508,12 +512,27 @@ std::vector<IValue> fake_arguments(const std::vector<IValue>& args, const Captur
   ShapeEnv& env = *g.env;
   std::map<int64_t, SymInt> duck;  // equal sizes share a symbol (duck sizing)
   size_t tensor_index = 0;
-  // Arguments sharing memory are traced as views of one fake storage, with static sizes; the
-  // guards then require the same sharing.
+  // The same tensor passed twice (`f(x, x)`: the same storage, offset, sizes and strides) is one
+  // traced input: the later leaf's guard is a copy of the first's, which with the sharing guard
+  // below requires the same tensor again, and its sizes may be symbolic. Other arguments sharing
+  // memory are traced as views of one fake storage, with static sizes; the guards then require
+  // the same sharing.
+  std::vector<int> same_as(args.size(), -1);
   std::map<const StorageImpl*, int> storage_uses;
-  for (const IValue& a : args) {
-    if (a.is_tensor() && a.to_tensor().defined() && a.to_tensor().has_data())
-      ++storage_uses[a.to_tensor().impl()->storage()];
+  for (size_t i = 0; i < args.size(); ++i) {
+    const IValue& a = args[i];
+    if (!a.is_tensor() || !a.to_tensor().defined() || !a.to_tensor().has_data()) continue;
+    const TensorImpl* t = a.to_tensor().impl();
+    for (size_t j = 0; j < i && same_as[i] < 0; ++j) {
+      if (!args[j].is_tensor() || !args[j].to_tensor().defined() || same_as[j] >= 0) continue;
+      const TensorImpl* u = args[j].to_tensor().impl();
+      if (u->storage() == t->storage() && pack_key(u) == pack_key(t) && !t->has_symbolic_shape() &&
+          !u->has_symbolic_shape() && u->int_offset() == t->int_offset() &&
+          same_ints(u->int_sizes(), t->int_sizes()) &&
+          same_ints(u->int_strides(), t->int_strides()))
+        same_as[i] = static_cast<int>(j);
+    }
+    if (same_as[i] < 0) ++storage_uses[t->storage()];
   }
   std::map<const StorageImpl*, Tensor> shared_fakes;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -530,6 +549,13 @@ std::vector<IValue> fake_arguments(const std::vector<IValue>& args, const Captur
     TS_CHECK(t.has_data() && !t.impl()->has_symbolic_shape(), CompileError)
         << "[" << opts.name << "] argument " << i << " has no data (compile real tensors)";
     const size_t k = tensor_index++;
+    if (same_as[i] >= 0) {  // the same tensor as an earlier argument: its input and its guard
+      const auto first = static_cast<size_t>(same_as[i]);
+      guards.leaves.push_back(guards.leaves[first]);
+      g.inputs.push_back(g.inputs[first]);
+      fakes.push_back(fakes[first]);
+      continue;
+    }
     lg.tensor = true;
     lg.dtype = t.dtype();
     lg.device = t.device();

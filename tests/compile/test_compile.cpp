@@ -257,6 +257,36 @@ TL_JIT(inc_kernel, tl::Ptr x_ptr, tl::Int n, tl::Const BLOCK) {
   tl::store(x_ptr + offs, tl::load(x_ptr + offs, m) + 1.0f, m);
 }
 
+// `f(x, x)`: the same tensor twice is one traced input, so it goes dynamic like any other
+// argument (it stayed static and recompiled per size until the limit before).
+TEST(Compile, TheSameTensorTwiceGoesDynamic) {
+  auto fn = [](const Tensor& x, const Tensor& y) {
+    auto n = y.numel();                                      // symbolic once dynamic
+    inc_kernel[tl::cdiv(n, 8)](y, n, tl::meta("BLOCK", 8));  // y += 1, seen through x
+    return x * 2.0;
+  };
+  auto compiled = compile(fn, full("same_twice"));
+  for (int64_t n : {12, 20, 33, 7}) {
+    Tensor buf = randn({n});
+    const Tensor want = (buf + 1.0) * 2.0;
+    EXPECT_TRUE(all_close(compiled(buf, buf), want)) << n;
+  }
+  EXPECT_EQ(compiled.stats().graphs, 2);  // static, then one dynamic graph
+  EXPECT_EQ(compiled.stats().recompiles, 1);
+  const CompiledGraph g = compiled.graph();
+  ASSERT_EQ(g.inputs.size(), 2u);
+  EXPECT_EQ(g.inputs[0], g.inputs[1]);  // one input
+  EXPECT_EQ(g.values.at(static_cast<size_t>(g.inputs[0])).sizes, std::vector<std::string>{"s0"});
+  // Two distinct tensors of the same size: not the traced sharing, a new graph, right values.
+  Tensor p = randn({9}), q = randn({9});
+  const Tensor want = p * 2.0;
+  EXPECT_TRUE(all_close(compiled(p, q), want));
+  EXPECT_EQ(compiled.stats().graphs, 3);
+  // The same storage seen through another view is not the same tensor: x = buf[0:8], y = buf.
+  Tensor buf = randn({16}), ref = buf.clone();
+  EXPECT_TRUE(all_close(compiled(buf.slice(0, 0, 8), buf), (ref.slice(0, 0, 8) + 1.0) * 2.0));
+}
+
 TEST(Compile, AliasedArgumentsShareMemoryAsTraced) {
   CompileOptions o = full("aliased");
   // y is incremented in place by a kernel, then x is read: when they alias, x sees the update.
