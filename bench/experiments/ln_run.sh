@@ -10,6 +10,7 @@ nvcc -arch=sm_90 -O3 -std=c++17 -I include -Xptxas -v /tmp/ln_variants.cu -o /tm
 python3 bench/experiments/triton_ln.py "$OUT" | tee "$OUT/triton.txt"
 cuobjdump -sass /tmp/lnv > "$OUT/variants.sass" 2>&1
 [ -f "$OUT/triton_ln.cubin" ] && nvdisasm "$OUT/triton_ln.cubin" > "$OUT/triton_ln.sass" 2>&1
+[ "${NCU:-1}" = 0 ] && exit 0  # NCU=0: timings only
 S="--section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats --section MemoryWorkloadAnalysis"
 for k in k_base k_nobar_cvt; do
   timeout 120 ncu --clock-control none --kernel-name "$k" --launch-count 1 $S /tmp/lnv > "$OUT/ncu_$k.txt" 2>&1
