@@ -8,6 +8,7 @@
 
 #include "tessera/tl.h"
 #include "testing.h"
+#include "tl_testing.h"
 
 using namespace tessera;
 using namespace tessera::testing;
@@ -448,6 +449,66 @@ TL_JIT(row_sum_loop, tl::Ptr x, tl::Ptr out, tl::Int n_cols, tl::Int stride, tl:
   tl::if_(
       count > 2, [&] { result = total * 2; }, [&] { result = total - 1; });
   tl::store(out + row, result);
+}
+
+// Carried tiles updated together read each other's values from before the iteration (a tile
+// that reads only itself elementwise is updated in place on the CPU, the others through
+// temporaries): a += b with b -= a, a tile swapped with another, a tile reading one updated in
+// place, and one reading itself at other elements (a flip: no in-place update).
+TL_JIT(carried_together, tl::Ptr x, tl::Ptr out, tl::Int trips, tl::Const B) {
+  auto offs = tl::arange(0, B);
+  auto xv = tl::load(x + offs);
+  tl::Var a = xv, b = xv * 2.0f, c = xv + 1.0f, d = xv - 3.0f, e = xv * 0.5f, f = xv;
+  tl::range(0, trips, 1, [&](tl::Tile) {
+    auto a2 = a + b, b2 = a - b;            // each reads the other
+    tl::Tile c2 = d, d2 = c;                // a swap
+    auto e2 = e * 0.5f + 1.0f, f2 = f + e;  // f reads e, which is updated in place
+    a = a2;
+    b = b2;
+    c = c2;
+    d = d2;
+    e = e2;
+    f = f2 + tl::flip(f, 0) * 0.25f;  // reads itself at the mirrored element
+  });
+  tl::store(out + offs, a);
+  tl::store(out + B + offs, b);
+  tl::store(out + 2 * B + offs, c);
+  tl::store(out + 3 * B + offs, d);
+  tl::store(out + 4 * B + offs, e);
+  tl::store(out + 5 * B + offs, f);
+}
+
+TEST(TileLanguage, CarriedTilesUpdatedTogetherReadTheOldValues) {
+  const int64_t B = 16;
+  Tensor x = randn({B});
+  const int64_t trips = 5;
+  std::vector<double> a(B), b(B), c(B), d(B), e(B), f(B);
+  for (int64_t i = 0; i < B; ++i) {
+    const double v = x[i].item<float>();
+    a[i] = v, b[i] = static_cast<float>(v * 2), c[i] = static_cast<float>(v + 1),
+    d[i] = static_cast<float>(v - 3), e[i] = static_cast<float>(v * 0.5), f[i] = v;
+  }
+  for (int64_t t = 0; t < trips; ++t) {
+    std::vector<double> a2(B), b2(B), e2(B), f2(B);
+    for (int64_t i = 0; i < B; ++i) {
+      a2[i] = static_cast<float>(a[i] + b[i]);
+      b2[i] = static_cast<float>(a[i] - b[i]);
+      e2[i] = static_cast<float>(static_cast<float>(e[i] * 0.5) + 1.0);
+      f2[i] = static_cast<float>(static_cast<float>(f[i] + e[i]) +
+                                 static_cast<float>(f[static_cast<size_t>(B - 1 - i)] * 0.25));
+    }
+    a = a2, b = b2, e = e2, f = f2;
+    std::swap(c, d);
+  }
+  std::vector<double> want;
+  for (const auto* v : {&a, &b, &c, &d, &e, &f}) want.insert(want.end(), v->begin(), v->end());
+  every_mode([&](const char* mode) {
+    Tensor out = poisoned_like(empty({6 * B}));
+    carried_together[{1}](x, out, trips, tl::meta("B", B));
+    for (int64_t i = 0; i < 6 * B; ++i)
+      EXPECT_EQ(out[i].item<float>(), static_cast<float>(want[static_cast<size_t>(i)]))
+          << mode << " element " << i;
+  });
 }
 
 TEST(TileLanguage, RuntimeLoopsCarryVarsAndBranchesMergeThem) {

@@ -745,6 +745,26 @@ class Emitter : ExprPrinter {
     });
   }
 
+  // Whether the inline expression of `v` reads tiles only at its own element: elementwise ops
+  // whose tile operands have `shape`, down to stored values and scalars (its `leaves`).
+  bool elementwise_tree(ValueId v, const SmallVector<int64_t, 4>& shape,
+                        std::vector<ValueId>& leaves) const {
+    const Type& t = f_.type(v);
+    if (t.is_scalar() || plan_.storage(v) != Storage::Inline) {
+      leaves.push_back(v);
+      return t.is_scalar() || t.shape == shape;
+    }
+    const Op* op = f_.def(v);
+    if (!op || t.shape != shape) return false;
+    const bool reads_tiles = std::any_of(op->operands.begin(), op->operands.end(),
+                                         [&](ValueId o) { return f_.type(o).is_block(); });
+    if (reads_tiles && !ir::traits(op->kind).has(ir::kElementwise)) return false;
+    for (ValueId o : op->operands) {  // (a splat of a scalar, a range, a constant: no tiles)
+      if (!elementwise_tree(o, shape, leaves)) return false;
+    }
+    return true;
+  }
+
   // Two-phase parallel assignment of `srcs` into the storage named by `dsts` (values may swap).
   void parallel_assign(const std::vector<ValueId>& dsts, const std::vector<ValueId>& srcs) {
     // A stored tile that is none of the destinations (a dot's result, say) is copied straight
@@ -754,12 +774,35 @@ class Emitter : ExprPrinter {
       return !f_.type(dsts[i]).is_scalar() && plan_.storage(srcs[i]) == Storage::Array &&
              std::find(dsts.begin(), dsts.end(), srcs[i]) == dsts.end();
     };
+    // A tile computed elementwise that reads its own destination only at the element it writes
+    // (`acc = acc + x`) and no other destination updated in place is written in place, after the
+    // temporaries (which read the old values) and before the copies: no temporary, no copy.
+    std::vector<bool> in_place(dsts.size(), false);
+    std::vector<std::vector<ValueId>> leaves(dsts.size());
+    for (size_t i = 0; i < dsts.size(); ++i) {
+      const Type& t = f_.type(dsts[i]);
+      in_place[i] = !t.is_scalar() && !direct(i) && srcs[i] != dsts[i] &&
+                    plan_.storage(srcs[i]) == Storage::Inline &&
+                    elementwise_tree(srcs[i], t.shape, leaves[i]);
+    }
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t i = 0; i < dsts.size(); ++i) {
+        for (size_t k = 0; in_place[i] && k < dsts.size(); ++k) {
+          if (k == i || !in_place[k]) continue;
+          if (std::find(leaves[i].begin(), leaves[i].end(), dsts[k]) != leaves[i].end()) {
+            in_place[i] = false;
+            changed = true;
+          }
+        }
+      }
+    }
     std::vector<std::string> temps;
     for (size_t i = 0; i < dsts.size(); ++i) {
       const Type& t = f_.type(dsts[i]);
-      const std::string tmp = direct(i) ? name(srcs[i]) : fresh("_t");
+      const std::string tmp = direct(i) || in_place[i] ? name(srcs[i]) : fresh("_t");
       temps.push_back(tmp);
-      if (direct(i)) continue;
+      if (direct(i) || in_place[i]) continue;
       if (t.is_scalar()) {
         line(type_str(t) + " const " + tmp + " = " + expr(srcs[i], {}) + ";");
       } else {
@@ -769,7 +812,11 @@ class Emitter : ExprPrinter {
       }
     }
     for (size_t i = 0; i < dsts.size(); ++i) {
+      if (in_place[i]) assign(dsts[i], name(dsts[i]), srcs[i]);
+    }
+    for (size_t i = 0; i < dsts.size(); ++i) {
       const Type& t = f_.type(dsts[i]);
+      if (in_place[i]) continue;
       if (t.is_scalar()) {
         line(name(dsts[i]) + " = " + temps[i] + ";");
       } else {
