@@ -65,6 +65,7 @@ class Emitter : ExprPrinter {
     if (!checked) plan_vectors(f_.body);
     reg_.assign(f_.num_values(), 0);
     same_elem_memo_.assign(f_.num_values(), -1);
+    packed_memo_.assign(f_.num_values(), -1);
     plan_registers(f_.body);
   }
 
@@ -176,6 +177,26 @@ class Emitter : ExprPrinter {
     if (checked_) return 1;
     const auto& shape = f_.type(op.operands[0]).shape;
     return std::min(vec_of(shape), widest_access(op.operands[0]));
+  }
+
+  // Whether register array `v` keeps its 16-bit floats packed, two per 32-bit register, widened
+  // where they are read: a float16/bfloat16 load whose every run is one vector access of an even
+  // width (its masks agree along runs, or there are none). Converting at the load instead holds
+  // twice the registers (a bf16 layer norm: 48 registers and 5 blocks per SM instead of 40 and
+  // 6, 2657 against 3144 GB/s on an H200; bench/experiments/ln_run.sh).
+  bool packed(ValueId v) {
+    int8_t& memo = packed_memo_[static_cast<size_t>(v)];
+    if (memo < 0) {
+      const Type& t = f_.type(v);
+      const Op* op = f_.def(v);
+      memo = 0;
+      if (in_registers(v) && (t.elem == DType::BFloat16 || t.elem == DType::Float16) && op &&
+          op->kind == OpKind::Load && vec_of(t.shape) % 2 == 0) {
+        const int64_t w = access_width(*op);
+        memo = w >= 2 && w % 2 == 0 && (op->operands.size() < 2 || lanes_agree(op->operands[1], w));
+      }
+    }
+    return memo == 1;
   }
 
   // Whether the boolean tile `m` is equal on every `w` consecutive lanes of its last dimension that
@@ -291,13 +312,35 @@ class Emitter : ExprPrinter {
         const std::string tmp = fresh("_vt");
         if (!all.empty()) line("if (" + all + ") {");
         line("  const " + vt + " " + tmp + " = *(const " + vt + "*)(" + ptr + ");");
-        for (int64_t j = c; j < c + w; ++j) {
-          line("  " + name(v) + "[" + run + " * " + std::to_string(vec) + " + " +
-               std::to_string(j) +
+        const bool pack = packed(v);
+        for (int64_t j = c; j < c + w; j += pack ? 2 : 1) {
+          const std::string slot = run + " * " + std::to_string(vec) + " + " + std::to_string(j);
+          if (pack) {  // the loaded bits as they are, a pair per word
+            line("  " + name(v) + "[(" + slot + ") >> 1] = ((const uint32_t*)&" + tmp + ")[" +
+                 std::to_string((j - c) / 2) + "];");
+            continue;
+          }
+          line("  " + name(v) + "[" + slot +
                "] = " + load_conv(t.elem, tmp + ".v[" + std::to_string(j - c) + "]") + ";");
         }
         if (all.empty()) continue;
         line("} else {");
+        if (pack) {  // every lane masked off (the masks agree): `other`'s bits in each half
+          for (int64_t j = c; j < c + w; j += 2) {
+            std::string half[2];
+            for (int64_t h = 0; h < 2; ++h) {
+              half[h] = at_run_element(t.shape, run, idx, j + h, [&](const Index& i) {
+                return "(uint32_t)" + store_conv(t.elem, op.operands.size() > 2
+                                                             ? expr(op.operands[2], i)
+                                                             : std::string("0.0f"));
+              });
+            }
+            line("  " + name(v) + "[(" + run + " * " + std::to_string(vec) + " + " +
+                 std::to_string(j) + ") >> 1] = " + half[0] + " | (" + half[1] + " << 16);");
+          }
+          line("}");
+          continue;
+        }
         for (int64_t j = c; j < c + w; ++j) {
           // The run's lanes are all masked off (agree: `other`), or some (each lane's own load).
           line("  " + at_run_element(t.shape, run, idx, j, [&](const Index& i) {
@@ -475,20 +518,34 @@ class Emitter : ExprPrinter {
       read_shared_ = true;
       return ExprPrinter::array_ref(v, idx);
     }
+    if (packed(v)) {  // slot s is the low (even s) or high half of word s / 2
+      const std::string s = register_slot(name(v), f_.type(v).shape, idx);
+      const std::string word = name(v) + "[(" + s + ") >> 1]";
+      if (f_.type(v).elem == DType::BFloat16)
+        return "trt::u2f(((" + s + ") & 1) ? (" + word + " & 0xffff0000u) : (" + word + " << 16))";
+      return "trt::half_to_float((uint16_t)(" + word + " >> (((" + s + ") & 1) * 16)))";
+    }
     return register_ref(name(v), f_.type(v).shape, idx);
   }
-  // Element `idx` of a register array of `shape`: only the innermost element loop's own element.
-  std::string register_ref(const std::string& arr, const SmallVector<int64_t, 4>& shape,
-                           const Index& idx) {
+  // The slot of element `idx` in a register array of `shape`: only the innermost element loop's
+  // own element.
+  std::string register_slot(const std::string& arr, const SmallVector<int64_t, 4>& shape,
+                            const Index& idx) {
     TS_INTERNAL_ASSERT(!elem_loops_.empty() && elem_loops_.back().shape == shape &&
                        elem_loops_.back().idx == idx)
         << "[kernel " << f_.name << "] register array " << arr
         << " read at an element its thread does not hold";
     touched_registers_ = true;
-    return arr + "[" + elem_loops_.back().slot + "]";
+    return elem_loops_.back().slot;
+  }
+  std::string register_ref(const std::string& arr, const SmallVector<int64_t, 4>& shape,
+                           const Index& idx) {
+    return arr + "[" + register_slot(arr, shape, idx) + "]";
   }
   // Where an element of array `v` (or of a temporary `arr` shaped and placed like it) is written.
   std::string element_of(ValueId v, const std::string& arr, const Index& idx) {
+    TS_INTERNAL_ASSERT(!packed(v))
+        << "[kernel " << f_.name << "] a packed array written by element";
     if (in_registers(v)) return register_ref(arr, f_.type(v).shape, idx);
     return arr + "[" + flat(f_.type(v).shape, idx) + "]";
   }
@@ -507,6 +564,10 @@ class Emitter : ExprPrinter {
   }
   void declare_array(ValueId v) {
     const Type& t = f_.type(v);
+    if (packed(v)) {
+      line("uint32_t " + name(v) + "[" + std::to_string(per_thread(t.shape) / 2) + "];");
+      return;
+    }
     if (in_registers(v)) return declare_registers(name(v), t);
     smem_array(name(v), t, t.numel());
   }
@@ -1106,6 +1167,7 @@ class Emitter : ExprPrinter {
   // Register arrays (see plan_registers).
   static constexpr int64_t kRegisterBudget = 128;  // words per thread
   std::vector<char> reg_;                          // per value: kept in registers
+  std::vector<int8_t> packed_memo_;                // packed(v), -1 for not yet known
   std::vector<int8_t> same_elem_memo_;             // same_element, -1 for not yet known
   int64_t register_words_ = 0;
   struct ElementLoop {
