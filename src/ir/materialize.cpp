@@ -1,5 +1,7 @@
 #include "ir/materialize.h"
 
+#include <algorithm>
+
 #include "ir/op_traits.h"
 
 namespace tessera::ir {
@@ -102,23 +104,33 @@ void MaterializationPlan::place_loads(const Region& r) {
     if (op->kind != OpKind::Load || op->results.empty()) continue;
     const ValueId v0 = op->result();
     if (storage_[static_cast<size_t>(v0)] != Storage::Inline) continue;
-    ValueId v = v0;
+    // Every use, through inline values, must end in one root op of this region: the load is then
+    // evaluated inside that op's element loop only (twice in one expression, `d * d` with d from
+    // the load, is one load for the C++ compiler: no store in between).
     const Op* root = nullptr;
     bool ok = true;
-    while (ok) {
-      if (!uses_.single_local_use(v)) {
-        ok = false;
-        break;
+    std::vector<ValueId> work{v0};
+    for (size_t w = 0; ok && w < work.size() && w < 64; ++w) {
+      const ValueId v = work[w];
+      if (uses_.uses(v).empty()) ok = false;
+      for (const Use& u : uses_.uses(v)) {
+        if (!ok) break;
+        if (u.region != &r) {
+          ok = false;
+          break;
+        }
+        const Op* user = u.user;
+        if (!user->results.empty() && user->kind != OpKind::For && user->kind != OpKind::If &&
+            storage_[static_cast<size_t>(user->result())] == Storage::Inline) {
+          if (std::find(work.begin(), work.end(), user->result()) == work.end())
+            work.push_back(user->result());
+          continue;
+        }
+        if (root && root != user) ok = false;
+        root = user;
       }
-      const Op* user = uses_.uses(v)[0].user;
-      if (!user->results.empty() && user->kind != OpKind::For && user->kind != OpKind::If &&
-          storage_[static_cast<size_t>(user->result())] == Storage::Inline) {
-        v = user->result();
-        continue;
-      }
-      root = user;
-      break;
     }
+    ok = ok && root != nullptr && work.size() < 64;
     if (ok) {
       for (size_t j = i + 1; j < r.ops.size() && r.ops[j] != root; ++j) {
         if (r.ops[j]->has_side_effects()) ok = false;
