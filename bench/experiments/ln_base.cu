@@ -1,3 +1,5 @@
+// clang-format off
+// (the text as tessera generated it: ln_variants.py edits it by pattern)
 // The CUDA tessera generated for examples/layer_norm.h (bf16, BLOCK_SIZE 4096, 8 warps) at
 // b80c8c3 (TESSERA_DUMP=src), before hardware conversions: ln_variants.py edits it. (Compiled
 // with today's trt headers its float_to_bf16 is the hardware's too: 'base' then measures that.)

@@ -500,10 +500,6 @@ Tensor shared_view(const Tensor& t, size_t i, const SymDimVector& fsizes, int64_
   return detail::make_view(it->second, fsizes, fstrides, offset);
 }
 
-bool same_ints(IntArrayRef a, IntArrayRef b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
-}
-
 // The traced stand-ins of the arguments (fake tensors with static or symbolic sizes; tensors
 // sharing memory become views of one fake storage) and each leaf's guard.
 std::vector<IValue> fake_arguments(const std::vector<IValue>& args, const CaptureOptions& opts,
@@ -528,8 +524,7 @@ std::vector<IValue> fake_arguments(const std::vector<IValue>& args, const Captur
       const TensorImpl* u = args[j].to_tensor().impl();
       if (u->storage() == t->storage() && pack_key(u) == pack_key(t) && !t->has_symbolic_shape() &&
           !u->has_symbolic_shape() && u->int_offset() == t->int_offset() &&
-          same_ints(u->int_sizes(), t->int_sizes()) &&
-          same_ints(u->int_strides(), t->int_strides()))
+          u->int_sizes().equals(t->int_sizes()) && u->int_strides().equals(t->int_strides()))
         same_as[i] = static_cast<int>(j);
     }
     if (same_as[i] < 0) ++storage_uses[t->storage()];

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "ir/affine.h"
+#include "ir/materialize.h"
 #include "ir/text.h"
+#include "ir/uses.h"
 
 using namespace tessera;
 
@@ -99,6 +101,30 @@ TEST(IrAffine, LoopCarriedTilesHaveNoFormAndTheInductionVariableIsUniform) {
   EXPECT_EQ(a.form(8), nullptr);
   EXPECT_EQ(a.form(4), nullptr);                          // the loop's tile result
   EXPECT_EQ(coef(a.form(9)), (std::vector<int64_t>{1}));  // arange + the induction variable
+}
+
+// The materialization plan keeps a load inline when every use ends, through inline values, in one
+// op (`d * d`, d = x - 1 from the load, stored: one loop, no array), and stores it when its uses end in
+// two ops (each would evaluate it in a loop of its own).
+TEST(IrMaterialize, ALoadUsedTwiceByOneStoreStaysInline) {
+  auto plan_of = [](const std::string& tail) {
+    const auto f = ir::parse(R"(kernel @k(%0: *fp32 x, %1: *fp32 out) {
+  %2 = arange {start = 0, end = 8} : <8x i32>
+  %3 = splat %0 : <8x *fp32>
+  %4 = addptr %3, %2 : <8x *fp32>
+  %5 = load %4 : <8x fp32>
+  %6 = splat %1 : <8x *fp32>
+  %7 = addptr %6, %2 : <8x *fp32>
+  %8 = const 1.0 : fp32
+  %9 = splat %8 : <8x fp32>
+  %10 = sub %5, %9 : <8x fp32>
+  %11 = mul %10, %10 : <8x fp32>
+)" + tail + "}\n");
+    const ir::UseInfo uses(*f);
+    return ir::MaterializationPlan(*f, uses).storage(5);
+  };
+  EXPECT_EQ(plan_of("  store %7, %11\n"), ir::Storage::Inline);
+  EXPECT_EQ(plan_of("  store %7, %11\n  store %4, %10\n"), ir::Storage::Array);
 }
 
 }  // namespace

@@ -640,9 +640,8 @@ TEST_F(Autotune, PersistsAcrossProcessesAndConcurrentWritersAreSafe) {
   EXPECT_NE(run_capture(child + " 2>&1").find("timed=0"), std::string::npos);
 }
 
-TEST_F(Autotune, PrintAutotuning) {
-  ::setenv("TESSERA_PRINT_AUTOTUNING", "1", 1);
-  reload_knobs();
+// stderr of a tuning round of the seed's configs with scripted times (BLOCK_SIZE 2 fastest).
+std::string scripted_round_stderr() {
   Script sc;
   sc.ms = {{4, 2.0}, {2, 1.0}};
   tl::AutotuneOptions o;
@@ -651,9 +650,17 @@ TEST_F(Autotune, PrintAutotuning) {
   Tensor x = rand(9), y = rand(9), out = empty({9});
   ::testing::internal::CaptureStderr();
   tuned[grid_of(9)](x, y, out, 9);
-  const std::string err = ::testing::internal::GetCapturedStderr();
-  ::unsetenv("TESSERA_PRINT_AUTOTUNING");
-  reload_knobs();
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(all_close(out, x + y));
+  return err;
+}
+
+TEST_F(Autotune, PrintAutotuning) {
+  std::string err;
+  {
+    ScopedEnv print("TESSERA_PRINT_AUTOTUNING", "1");
+    err = scripted_round_stderr();
+  }
   EXPECT_NE(err.find("[tessera autotune] add_kernel"), std::string::npos) << err;
   EXPECT_NE(err.find("BLOCK_SIZE: 2, num_warps: 4, num_stages: 4: 1 ms"), std::string::npos) << err;
   EXPECT_NE(err.find("same code as BLOCK_SIZE: 4, num_warps: 4"), std::string::npos) << err;
@@ -664,25 +671,12 @@ TEST_F(Autotune, PrintAutotuning) {
 // far; `0` silences both. (`auto` shows only on a terminal after a second: not a test's stderr.)
 TEST_F(Autotune, ProgressLinesOfCompileBatchAndTiming) {
   auto round = [&](const char* mode) {
-    ::setenv("TESSERA_PROGRESS", mode, 1);
-    reload_knobs();
+    ScopedEnv progress("TESSERA_PROGRESS", mode);
     tune::clear();
     std::system(("rm -rf '" + dir_ + "'/*").c_str());  // compile again:
     add_kernel.clear_memory_cache();                   // not from disk, not from memory
     backend::cpu::clear_cache();
-    Script sc;
-    sc.ms = {{4, 2.0}, {2, 1.0}};
-    tl::AutotuneOptions o;
-    sc.install(o);
-    auto tuned = tl::autotune(add_kernel, seed_configs(), {}, o);
-    Tensor x = rand(9), y = rand(9), out = empty({9});
-    ::testing::internal::CaptureStderr();
-    tuned[grid_of(9)](x, y, out, 9);
-    std::string err = ::testing::internal::GetCapturedStderr();
-    ::unsetenv("TESSERA_PROGRESS");
-    reload_knobs();
-    EXPECT_TRUE(all_close(out, x + y));
-    return err;
+    return scripted_round_stderr();
   };
   const std::string quiet = round("0");
   EXPECT_EQ(quiet.find("[tessera]"), std::string::npos) << quiet;
