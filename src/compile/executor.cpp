@@ -79,11 +79,16 @@ void Executor::plan_kernels() {
 /** An autotuned launch: the tuner picks a candidate for the real arguments (tuning on its first
  * call for a key), then the candidate's kernel runs with its grid. */
 void Executor::run_tuned(const Node& n, const KernelPlan& plan, ArrayRef<tl::KernelArg> args,
-                         const Scratch& s) const {
+                         const Scratch& s, const Observer* observe) const {
   auto run = [&](size_t i) {
     SmallVector<tl::KernelArg, 16> a;
     tl::with_variant(args, plan.cands[i], n.loc, a);
     const auto& gr = plan.variant_grids[i];
+    if (observe) {
+      (*observe)(LaunchEvent{static_cast<size_t>(&n - graph_.nodes.data()), static_cast<int>(i),
+                             ArrayRef<tl::KernelArg>(a.data(), a.size()), &plan.tensors,
+                             &plan.ints, gr.data()});
+    }
     const tl::Grid grid({SymInt(gr[0].get(s)), SymInt(gr[1].get(s)), SymInt(gr[2].get(s))}, n.loc);
     tl::Launcher(*n.kernel, tl::LaunchGrid(grid, n.loc))
         .run_kernel(ArrayRef<tl::KernelArg>(a.data(), a.size()));
@@ -91,7 +96,8 @@ void Executor::run_tuned(const Node& n, const KernelPlan& plan, ArrayRef<tl::Ker
   n.tuned->run(args, plan.cands, run, n.loc);
 }
 
-std::vector<IValue> Executor::run(const std::vector<IValue>& args, const Scratch& s) const {
+std::vector<IValue> Executor::run(const std::vector<IValue>& args, const Scratch& s,
+                                  const Observer* observe) const {
   const Graph& g = graph_;
   SmallVector<Tensor, 16> vals(g.values.size());
   Stack st;  // reused by every operator node
@@ -111,8 +117,13 @@ std::vector<IValue> Executor::run(const std::vector<IValue>& args, const Scratch
       for (const auto& [i, v] : plan.tensors) kargs[i].tensor = &vals[static_cast<size_t>(v)];
       for (const auto& [i, r] : plan.ints) kargs[i].sym = SymInt(r.get(s));
       if (n.tuned) {
-        run_tuned(n, plan, ArrayRef<tl::KernelArg>(kargs.data(), kargs.size()), s);
+        run_tuned(n, plan, ArrayRef<tl::KernelArg>(kargs.data(), kargs.size()), s, observe);
         continue;
+      }
+      if (observe) {
+        (*observe)(LaunchEvent{static_cast<size_t>(&n - g.nodes.data()), -1,
+                               ArrayRef<tl::KernelArg>(kargs.data(), kargs.size()), &plan.tensors,
+                               &plan.ints, plan.grid});
       }
       tl::Grid grid(
           {SymInt(plan.grid[0].get(s)), SymInt(plan.grid[1].get(s)), SymInt(plan.grid[2].get(s))},

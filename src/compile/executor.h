@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <vector>
 
 #include "compile/graph.h"
@@ -19,8 +20,21 @@ class Executor {
  public:
   Executor(const compiler::Graph& g, const Guards& guards);
 
-  /** Runs the graph (after `guards.match(args, s, ...)` passed). */
-  std::vector<IValue> run(const std::vector<IValue>& args, const Scratch& s) const;
+  /** A kernel launch about to happen, for an observer (AOT export records specializations). */
+  struct LaunchEvent {
+    size_t node = 0;
+    int variant = -1;  ///< an autotuned launch: the candidate (the tuner's last call wins)
+    ArrayRef<tl::KernelArg> args;
+    const std::vector<std::pair<size_t, int>>* tensors = nullptr;  ///< (argument, value id)
+    const std::vector<std::pair<size_t, SymRef>>* ints = nullptr;  ///< (argument, integer)
+    const SymRef* grid = nullptr;                                 ///< 3
+  };
+  using Observer = std::function<void(const LaunchEvent&)>;
+
+  /** Runs the graph (after `guards.match(args, s, ...)` passed); `observe`, when given, sees
+   * every kernel launch before it runs. */
+  std::vector<IValue> run(const std::vector<IValue>& args, const Scratch& s,
+                          const Observer* observe = nullptr) const;
 
  private:
   /** A kernel node's launch arguments, built once. */
@@ -35,7 +49,7 @@ class Executor {
 
   void plan_kernels();
   void run_tuned(const compiler::Node& n, const KernelPlan& plan, ArrayRef<tl::KernelArg> args,
-                 const Scratch& s) const;
+                 const Scratch& s, const Observer* observe) const;
 
   const compiler::Graph& graph_;
   const Guards& guards_;

@@ -80,6 +80,12 @@ class Guards {
   /** Checks every guard; on failure writes the first failed one to `why` (when given). */
   bool match(const std::vector<IValue>& args, Scratch& s, std::string* why) const;
 
+  /** The program (the environment's guards first) and the number of guards (AOT export). */
+  const sym::Program& program() const { return *program_; }
+  size_t num_guards() const { return num_guards_; }
+  /** Guard `k` as a failed `match` explains it ("s0 < 100 failed (branch, guard from f.cpp:3)"). */
+  std::string describe_guard(size_t k) const { return explain_guard(k); }
+
   /** An expression's value in this call (after `match`), and a reference to it. */
   int64_t value_of(sym::ExprPtr e, const Scratch& s) const;
   SymRef ref_of(sym::ExprPtr e) const;
@@ -185,7 +191,7 @@ inline bool Guards::match(const std::vector<IValue>& args, Scratch& s, std::stri
   if (program_->size() == 0) return true;
   s.values.resize(program_->num_outputs());
   if (!program_->run(s.symbols.data(), s.values.data()))
-    return fail("a size expression divides by zero");
+    return fail("a size expression divides by zero or overflows");
   for (size_t k = 0; k < num_guards_; ++k) {
     if (s.values[k] == 0) return why ? fail(explain_guard(k)) : false;
   }

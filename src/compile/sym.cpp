@@ -697,6 +697,45 @@ int32_t Program::emit(Context& ctx, ExprPtr e, std::unordered_map<ExprPtr, int32
   return out;
 }
 
+std::vector<Program::RawInstr> Program::raw_code() const {
+  std::vector<RawInstr> out;
+  out.reserve(code_.size());
+  for (const Instr& in : code_) out.push_back({static_cast<uint8_t>(in.op), in.a, in.b, in.imm});
+  return out;
+}
+
+Program Program::from_raw(const std::vector<RawInstr>& code, const std::vector<int32_t>& outputs,
+                          size_t num_symbols) {
+  Program p;
+  p.code_.reserve(code.size());
+  for (size_t i = 0; i < code.size(); ++i) {
+    const RawInstr& r = code[i];
+    TS_CHECK(r.op <= static_cast<uint8_t>(Op::Not), ValueError)
+        << "size program: instruction " << i << " has an unknown opcode " << int(r.op);
+    const Op op = static_cast<Op>(r.op);
+    const bool two = op == Op::Add || op == Op::Mul || op == Op::FloorDiv || op == Op::Mod ||
+                     op == Op::Min || op == Op::Max || op == Op::And || op == Op::Or;
+    const bool one = two || op == Op::MulConst || op == Op::Eq0 || op == Op::Ne0 ||
+                     op == Op::Lt0 || op == Op::Le0 || op == Op::Not;
+    const auto earlier = [&](int32_t s) { return s >= 0 && static_cast<size_t>(s) < i; };
+    TS_CHECK(!one || earlier(r.a), ValueError)
+        << "size program: instruction " << i << " reads slot " << r.a << ", not an earlier one";
+    TS_CHECK(!two || earlier(r.b), ValueError)
+        << "size program: instruction " << i << " reads slot " << r.b << ", not an earlier one";
+    TS_CHECK(op != Op::Sym || (r.imm >= 0 && static_cast<uint64_t>(r.imm) < num_symbols),
+             ValueError)
+        << "size program: instruction " << i << " reads symbol " << r.imm << " of "
+        << num_symbols;
+    p.code_.push_back({op, one ? r.a : 0, two ? r.b : 0, r.imm});
+  }
+  for (int32_t o : outputs) {
+    TS_CHECK(o >= 0 && static_cast<size_t>(o) < code.size(), ValueError)
+        << "size program: output slot " << o << " of " << code.size() << " instructions";
+  }
+  p.outputs_ = outputs;
+  return p;
+}
+
 bool Program::run(const int64_t* sym, int64_t* outputs) const {
   int64_t stack_regs[256];
   std::vector<int64_t> heap;
@@ -715,20 +754,20 @@ bool Program::run(const int64_t* sym, int64_t* outputs) const {
         r[i] = sym[in.imm];
         break;
       case Op::Add:
-        r[i] = r[in.a] + r[in.b];
+        if (__builtin_add_overflow(r[in.a], r[in.b], &r[i])) return false;
         break;
       case Op::MulConst:
-        r[i] = r[in.a] * in.imm;
+        if (__builtin_mul_overflow(r[in.a], in.imm, &r[i])) return false;
         break;
       case Op::Mul:
-        r[i] = r[in.a] * r[in.b];
+        if (__builtin_mul_overflow(r[in.a], r[in.b], &r[i])) return false;
         break;
       case Op::FloorDiv:
-        if (r[in.b] == 0) return false;
+        if (r[in.b] == 0 || (r[in.b] == -1 && r[in.a] == INT64_MIN)) return false;
         r[i] = floordiv(r[in.a], r[in.b]);
         break;
       case Op::Mod:
-        if (r[in.b] == 0) return false;
+        if (r[in.b] == 0 || (r[in.b] == -1 && r[in.a] == INT64_MIN)) return false;
         r[i] = pymod(r[in.a], r[in.b]);
         break;
       case Op::Min:

@@ -151,12 +151,28 @@ class Program {
  public:
   /** Compiles; `outputs()` returns the values of `roots` in order after `run`. */
   Program(Context& ctx, const std::vector<ExprPtr>& roots);
-  /** Evaluates; false (with `error` set) on a division by zero. */
+  /** Evaluates; false on a division by zero or a result beyond int64. */
   bool run(const int64_t* symbols, int64_t* outputs) const;
   size_t num_outputs() const { return outputs_.size(); }
   size_t size() const { return code_.size(); }
 
+  /** The program as data (AOT packages store it): each instruction's opcode, operand slots (the
+   * indices of earlier instructions) and immediate, and the output slots. */
+  struct RawInstr {
+    uint8_t op;
+    int32_t a, b;
+    int64_t imm;
+  };
+  std::vector<RawInstr> raw_code() const;
+  const std::vector<int32_t>& output_slots() const { return outputs_; }
+  /** Rebuilds a program from data that may be hostile: every opcode known, every operand an
+   * earlier instruction, every symbol below `num_symbols`, every output an instruction; a
+   * ValueError naming the first violation otherwise. */
+  static Program from_raw(const std::vector<RawInstr>& code, const std::vector<int32_t>& outputs,
+                          size_t num_symbols);
+
  private:
+  Program() = default;
   enum class Op : uint8_t {
     Const,
     Sym,

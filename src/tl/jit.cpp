@@ -240,6 +240,7 @@ void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 
         }
       }
       bind_value(s, i, as_arg, out[i], loc);
+      out[i].arg = static_cast<int16_t>(&a - args.begin());
       set[i] = true;
       continue;
     }
@@ -249,6 +250,7 @@ void bind(const KernelState& s, ArrayRef<KernelArg> args, SmallVector<BoundArg, 
           s, loc, "expected " + std::to_string(n) + " arguments (" + param_list(s) + "), got more");
     }
     bind_value(s, positional, a, out[positional], loc);
+    out[positional].arg = static_cast<int16_t>(&a - args.begin());
     set[positional] = true;
   }
   for (size_t i = 0; i < n; ++i) {

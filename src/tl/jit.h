@@ -32,6 +32,7 @@ struct BoundArg {
   bool folded_one = false;  ///< an int equal to 1, specialized to a constant
   MetaArg constant;         ///< constexpr value
   const Tensor* tensor = nullptr;
+  int16_t arg = -1;  ///< the launch argument it was bound from
 };
 
 /** A specialization: the backend it runs on, its generated (and, once built, loaded) code, and

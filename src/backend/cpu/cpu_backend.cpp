@@ -21,16 +21,6 @@ struct Loaded {
   trt::KernelFn fn = nullptr;
 };
 
-void run_programs(trt::KernelFn fn, int64_t work_per_program, const GridSize& g,
-                  const trt::Arg* slots) {
-  if (g.total == 1) {
-    fn(&g.grid, 0, 1, slots);
-    return;
-  }
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(work_per_program, 1));
-  runtime::parallel_for(0, g.total, grain, [&](int64_t b, int64_t e) { fn(&g.grid, b, e, slots); });
-}
-
 // One checked launch: the kernel's reports arrive here through trt::DebugCtx.
 struct CheckedLaunch {
   const Kernel* kernel = nullptr;
@@ -151,6 +141,16 @@ class CpuBackend final : public Backend {
 };
 
 }  // namespace
+
+void run_programs(trt::KernelFn fn, int64_t work_per_program, const GridSize& g,
+                  const trt::Arg* slots) {
+  if (g.total == 1) {
+    fn(&g.grid, 0, 1, slots);
+    return;
+  }
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(work_per_program, 1));
+  runtime::parallel_for(0, g.total, grain, [&](int64_t b, int64_t e) { fn(&g.grid, b, e, slots); });
+}
 
 trt::KernelFn kernel_fn(const Kernel& k) {
   return k.binary ? static_cast<const Loaded*>(k.binary.get())->fn : nullptr;

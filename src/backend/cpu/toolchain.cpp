@@ -449,6 +449,32 @@ std::vector<CompiledBinary> compile_many(const std::vector<KernelSource>& kernel
   return out;
 }
 
+std::string compile_bundle(const std::vector<std::string>& sources, const std::string& march) {
+  const CompilerInfo& c = compiler();
+  const std::string tmp = cache_root() + "/tmp/aot-" + unique_suffix();
+  make_dirs(tmp);
+  std::string text;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    text += "#define tessera_kernel tessera_kernel_" + std::to_string(i) + "\n" + sources[i] +
+            "\n#undef tessera_kernel\n";
+  }
+  write_file(tmp + "/kernels.cpp", text);
+  std::vector<std::string> argv = {c.path};
+  for (const auto& f : c.flags) argv.push_back(f == "-march=native" ? "-march=" + march : f);
+  argv.insert(argv.end(), {"-I", include_dir(), "-o", tmp + "/kernels.so", tmp + "/kernels.cpp"});
+  if (run(argv, tmp + "/compiler.log") != 0) {
+    const std::string log_text = read_file(tmp + "/compiler.log");
+    TS_ERROR(InternalError) << "the package's kernels failed to compile for -march=" << march
+                            << " (a tessera bug, please report it); source and compiler output "
+                               "kept in "
+                            << tmp << "\n"
+                            << log_text.substr(0, 4000);
+  }
+  std::string so = read_file(tmp + "/kernels.so");
+  remove_tree(tmp);
+  return so;
+}
+
 CompiledBinary compile(const std::string& source, const std::string& kernel) {
   return compile_many({KernelSource{source, kernel}})[0];
 }

@@ -46,6 +46,11 @@ struct KernelSource {
 std::vector<CompiledBinary> compile_many(const std::vector<KernelSource>& kernels,
                                          size_t max_groups = 0);
 
+/** Compiles kernels' sources into one shared object for `-march=<march>` (AOT packages): source i
+ * gets the entry point `tessera_kernel_<i>`. Returns the shared object's bytes; an InternalError
+ * with the compiler's output when it fails. Not cached. */
+std::string compile_bundle(const std::vector<std::string>& sources, const std::string& march);
+
 /** The disk cache key of a kernel's source (no compiler run). */
 std::string source_key(const std::string& source);
 

@@ -1,0 +1,274 @@
+// AOT packages (issue 18, docs/aot.md): export, load and run; the guards at every call; damaged,
+// hostile and mismatched packages refused with a PackageError naming the check.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "aot/package.h"
+#include "tessera/aot.h"
+#include "tessera/tessera.h"
+#include "tessera/tl.h"
+#include "testing.h"
+
+using namespace tessera;
+using tessera::testing::error_of;
+
+namespace {
+
+TL_JIT(aot_add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::Int n_elements,
+       tl::Const BLOCK_SIZE) {
+  auto offsets = tl::program_id(0) * BLOCK_SIZE + tl::arange(0, BLOCK_SIZE);
+  auto mask = offsets < n_elements;
+  tl::store(out_ptr + offsets, tl::load(in_ptr0 + offsets, mask) + tl::load(in_ptr1 + offsets, mask),
+            mask);
+}
+
+// The seed's add_fn: a fill the kernel overwrites, then the kernel.
+Tensor add_fn(const Tensor& x, const Tensor& y) {
+  Tensor output = zeros_like(x);
+  auto n_elements = output.numel();
+  auto grid = [&](const tl::Meta& meta) {
+    return tl::Grid{tl::cdiv(n_elements, meta["BLOCK_SIZE"])};
+  };
+  aot_add_kernel[grid](x, y, output, n_elements, tl::meta("BLOCK_SIZE", 64));
+  return output;
+}
+
+// Paths under the test's temporary directory, removed when the process ends.
+std::string temp_path(const std::string& name) {
+  struct Files {
+    std::vector<std::string> paths;
+    ~Files() {
+      for (const auto& p : paths) ::unlink(p.c_str());
+    }
+  };
+  static Files files;
+  files.paths.push_back(::testing::TempDir() + "/tessera-aot-" + std::to_string(::getpid()) +
+                        "-" + name);
+  return files.paths.back();
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void spit(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << bytes;
+}
+
+aot::ExportOptions dynamic_n(int64_t lo, int64_t hi) {
+  aot::ExportOptions o;
+  o.name = "add_fn";
+  o.dynamic_shapes = {{0, 0, aot::Dim("n", lo, hi)}, {1, 0, aot::Dim("n", lo, hi)}};
+  return o;
+}
+
+// The seed's add_fn package, exported once for the tests that only read it.
+const std::string& seed_package() {
+  static const std::string path = [] {
+    const std::string p = temp_path("seed.tspkg");
+    Tensor x = randn({4096}), y = randn({4096});
+    aot::compile(p, add_fn, dynamic_n(16, 1 << 20), x, y);
+    return p;
+  }();
+  return path;
+}
+
+}  // namespace
+
+TEST(Aot, SeedAddFnRunsFromThePackageAtEverySizeInItsRange) {
+  aot::Package p = aot::load(seed_package());
+  const aot::PackageInfo& info = p.info();
+  ASSERT_EQ(info.inputs.size(), 2u);
+  EXPECT_EQ(info.inputs[0], "arg0: float32[n]");
+  // The fill is dead (the kernel covers every element at every n): an empty_like. The kernel
+  // has the example's specialization (n divisible by 16, aligned pointers) and a generic one.
+  ASSERT_EQ(info.nodes.size(), 2u) << info.nodes.size();
+  EXPECT_EQ(info.nodes[0], "op aten::empty_like");
+  EXPECT_EQ(info.nodes[1], "kernel aot_add_kernel (2 variants)");
+  // Sizes the example did not have: those not divisible by 16 take the generic variant.
+  uint64_t want[2] = {0, 0};
+  for (int64_t n : {16, 17, 1000, 4096, 65537}) {
+    Tensor x = randn({n}), y = randn({n});
+    std::vector<IValue> out = p(x, y);
+    ASSERT_EQ(out.size(), 1u);
+    Tensor r = out[0].to_tensor();
+    ASSERT_EQ(r.numel(), n);
+    EXPECT_TRUE(equal(r, x + y)) << "n = " << n;
+    ++want[n % 16 == 0 ? 0 : 1];
+    const auto runs = p.variant_runs();
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_EQ(runs[0].second, std::vector<uint64_t>(want, want + 2)) << "n = " << n;
+  }
+  // Memory from elsewhere (DLPack, from_blob) need not be 16-byte aligned: the generic variant.
+  std::vector<float> buf(1025);
+  Tensor x = from_blob(buf.data() + 1, {1024}, DType::Float32), y = randn({1024});
+  x.copy_(randn({1024}));
+  ASSERT_NE(reinterpret_cast<uintptr_t>(x.impl()->data()) % 16, 0u);
+  EXPECT_TRUE(equal(p(x, y)[0].to_tensor(), x + y));
+  EXPECT_EQ(p.variant_runs()[0].second[1], want[1] + 1);
+}
+
+TEST(Aot, EveryCallChecksItsArgumentsAgainstTheGuards) {
+  aot::Package p = aot::load(seed_package());
+  Tensor x = randn({64}), y = randn({64});
+  EXPECT_NE(error_of<DTypeError>([&] { p(x.to(DType::Float64), y); }).find("arg0 is float64"),
+            std::string::npos);
+  EXPECT_NE(error_of<ShapeError>([&] { p(randn({8}), randn({8})); })
+                .find("outside Dim 'n' [16, 1048576]"),
+            std::string::npos);
+  EXPECT_NE(error_of<ShapeError>([&] { p(randn({1 << 21}), randn({1 << 21})); }).find("Dim 'n'"),
+            std::string::npos);
+  EXPECT_NE(error_of<ShapeError>([&] { p(x, randn({65})); })
+                .find("arg1 has size 65 in dimension 0, but Dim 'n' is 64"),
+            std::string::npos);
+  EXPECT_NE(error_of<ShapeError>([&] { p(randn({4, 16}), randn({4, 16})); }).find("dimensions"),
+            std::string::npos);
+  EXPECT_NE(error_of<ValueError>([&] { p.run({IValue(x)}); }).find("takes 2 arguments, got 1"),
+            std::string::npos);
+  EXPECT_NE(error_of<TypeError>([&] { p.run({IValue(x), IValue(int64_t{3})}); })
+                .find("arg1 must be a tensor"),
+            std::string::npos);
+  Tensor wide = randn({64, 2});
+  EXPECT_NE(error_of<ShapeError>([&] { p(wide.select(1, 0), y); }).find("arg0 must be contiguous"),
+            std::string::npos);
+}
+
+TEST(Aot, StaticSizesAndClosedOverTensors) {
+  Tensor w = randn({32});
+  auto scale = [w](const Tensor& x) { return (x * w).relu(); };
+  const std::string path = temp_path("scale.tspkg");
+  aot::ExportOptions o;
+  o.name = "scale";
+  aot::compile(path, scale, o, randn({32}));
+  aot::Package p = aot::load(path);
+  EXPECT_EQ(p.info().inputs[0], "arg0: float32[32]");
+  Tensor x = randn({32});
+  EXPECT_TRUE(equal(p(x)[0].to_tensor(), (x * w).relu()));
+  EXPECT_NE(error_of<ShapeError>([&] { p(randn({33})); }).find("exported static"),
+            std::string::npos);
+}
+
+TEST(Aot, ADynamicDimensionTheFunctionSpecializesFailsTheExport) {
+  auto pick = [](const Tensor& x) {
+    const int64_t n = x.size(0).guard_int();  // the line the error names
+    return x * static_cast<double>(n);
+  };
+  aot::ExportOptions o;
+  o.name = "pick";
+  o.dynamic_shapes = {{0, 0, aot::Dim("n")}};
+  const std::string path = temp_path("pick.tspkg");
+  const std::string msg =
+      error_of<CompileError>([&] { aot::compile(path, pick, o, randn({16})); });
+  EXPECT_NE(msg.find("specializes a dynamic dimension"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("test_aot.cpp"), std::string::npos) << msg;
+  EXPECT_NE(::access(path.c_str(), F_OK), 0) << "nothing is written when the export fails";
+  // A Dim whose range excludes the example, and one name for two sizes.
+  o.dynamic_shapes = {{0, 0, aot::Dim("n", 32, 64)}};
+  EXPECT_NE(error_of<CompileError>([&] { aot::compile(path, pick, o, randn({16})); })
+                .find("outside Dim 'n' [32, 64]"),
+            std::string::npos);
+  EXPECT_NE(error_of<CompileError>([&] {
+              aot::compile(path, add_fn, dynamic_n(2, 100), randn({16}), randn({17}));
+            }).find("one Dim is one size"),
+            std::string::npos);
+  o.dynamic_shapes = {{0, 0, aot::Dim("n", 1, 64)}};
+  EXPECT_NE(error_of<CompileError>([&] { aot::compile(path, pick, o, randn({16})); })
+                .find("minimum is at least 2"),
+            std::string::npos);
+}
+
+TEST(Aot, DamagedPackagesAreRefusedWithTheCheckThatFailed) {
+  const std::string good = slurp(seed_package());
+  ASSERT_GT(good.size(), 200u);
+  const std::string path = temp_path("damaged.tspkg");
+  auto refused = [&](const std::string& bytes) {
+    spit(path, bytes);
+    return error_of<aot::PackageError>([&] { aot::load(path); });
+  };
+  EXPECT_NE(refused(good.substr(0, good.size() / 2)).find("outside the file"), std::string::npos);
+  EXPECT_NE(refused(good.substr(0, 10)).find("no magic number"), std::string::npos);
+  EXPECT_NE(refused("").find("no magic number"), std::string::npos);
+  std::string flipped = good;
+  flipped[flipped.size() - 100] ^= 0x10;  // inside the last section (the shared object)
+  EXPECT_NE(refused(flipped).find("is damaged (its SHA-256 differs)"), std::string::npos);
+  std::string future = good;
+  future[8] = 2;  // major version
+  EXPECT_NE(refused(future).find("package format 2.0"), std::string::npos);
+  std::string many = good;
+  many[16] = 100;  // section count
+  EXPECT_NE(refused(many).find("100 sections"), std::string::npos);
+  // Every single-byte truncation of the header and table is an error, never a crash.
+  for (size_t n = 0; n < 400 && n < good.size(); n += 7) refused(good.substr(0, n));
+  // The file's digest.
+  EXPECT_NE(error_of<aot::PackageError>([&] {
+              aot::load(seed_package(), {.expected_sha256 = std::string(64, '0')});
+            }).find("expected 0000"),
+            std::string::npos);
+  const aot::PackageInfo info = aot::inspect(seed_package());
+  EXPECT_EQ(aot::load(seed_package(), {.expected_sha256 = info.sha256}).info().sha256,
+            info.sha256);
+}
+
+TEST(Aot, HostileModelsAreRefusedWhereTheyPointOutside) {
+  namespace ad = tessera::aot_detail;
+  const ad::Container c = ad::read_container(slurp(seed_package()), "seed");
+  const ad::Model good = ad::decode(c, "seed");
+  const std::string path = temp_path("hostile.tspkg");
+  auto write = [&](const ad::Model& m) {
+    std::vector<std::pair<ad::SectionId, std::string>> s = {
+        {ad::SectionId::Manifest, ad::encode_manifest(m)},
+        {ad::SectionId::Schedule, ad::encode_schedule(m)},
+        {ad::SectionId::CpuObject, std::string(c.section(ad::SectionId::CpuObject))}};
+    spit(path, ad::write_container(s));
+    return error_of<aot::PackageError>([&] { aot::load(path); });
+  };
+  {
+    ad::Model m = good;  // the round trip itself loads and runs
+    spit(path, ad::write_container({{ad::SectionId::Manifest, ad::encode_manifest(m)},
+                                    {ad::SectionId::Schedule, ad::encode_schedule(m)},
+                                    {ad::SectionId::CpuObject,
+                                     std::string(c.section(ad::SectionId::CpuObject))}}));
+    Tensor x = randn({100}), y = randn({100});
+    EXPECT_TRUE(equal(aot::load(path)(x, y)[0].to_tensor(), x + y));
+  }
+  ad::Model m = good;
+  m.nodes[1].params[0].value = 1000;
+  EXPECT_NE(write(m).find("value id"), std::string::npos);
+  m = good;
+  m.nodes[1].params[2].value = static_cast<int32_t>(m.num_values++);  // a value nobody defines
+  EXPECT_NE(write(m).find("before it is defined"), std::string::npos);
+  m = good;
+  m.nodes[0].schema_hash = "0123456789abcdef";
+  EXPECT_NE(write(m).find("another schema"), std::string::npos);
+  m = good;
+  m.nodes[0].op = "nosuch::op";
+  EXPECT_NE(write(m).find("does not define"), std::string::npos);
+  m = good;
+  m.nodes[1].variants[0].symbol = "tessera_kernel_99";
+  EXPECT_NE(write(m).find("no entry point"), std::string::npos);
+  m = good;
+  m.nodes[1].variants[0].symbol = "system";
+  EXPECT_NE(write(m).find("entry point 'system'"), std::string::npos);
+  m = good;
+  ASSERT_FALSE(m.prog_op.empty());
+  m.prog_a.back() = static_cast<int32_t>(m.prog_a.size() + 5);
+  m.prog_op.back() = 2;  // Add
+  EXPECT_NE(write(m).find("not an earlier one"), std::string::npos);
+  m = good;
+  m.cpu_features.push_back("avx9000");
+  EXPECT_NE(write(m).find("lacks avx9000"), std::string::npos);
+  m = good;
+  m.abi = ad::kRuntimeAbi + 1;
+  EXPECT_NE(write(m).find("runtime ABI"), std::string::npos);
+  m = good;
+  m.symbols[0].min = 1;
+  EXPECT_NE(write(m).find("has the range [1,"), std::string::npos);
+}
