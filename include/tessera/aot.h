@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "tessera/compile.h"
+#include "tessera/dtype.h"
 #include "tessera/error.h"
 
 namespace tessera::aot {
@@ -69,8 +70,18 @@ struct LoadOptions {
   std::string expected_sha256;
 };
 
+/** A package's argument, as data. */
+struct PackageArg {
+  bool tensor = false;
+  DType dtype = DType::Float32;
+  std::vector<int64_t> sizes;     ///< the example's sizes
+  std::vector<std::string> dims;  ///< per dimension: its Dim's name, or "" when static
+};
+
 /** What a package says about itself (`tessera aot inspect`). */
 struct PackageInfo {
+  std::vector<PackageArg> args;
+  std::vector<Dim> dims;  ///< the dynamic dimensions and their ranges
   std::string name, created_by, isa;
   uint32_t format_major = 0, format_minor = 0;
   std::vector<std::string> cpu_features;  ///< what its kernels need

@@ -194,6 +194,7 @@ class Exporter {
     for (size_t s = 0; s < m_.symbols.size(); ++s) {
       m_.symbols[s].leaf = static_cast<uint32_t>(guards.symbol_sources[s].first);
       m_.symbols[s].dim = static_cast<uint32_t>(guards.symbol_sources[s].second);
+      m_.symbols[s].example = g.env->symbols[s].hint;
     }
     // A guard that pins a symbol to one value specializes a declared dimension.
     for (size_t gi = 0; gi < g.env->guards.size(); ++gi) {

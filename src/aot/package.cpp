@@ -213,6 +213,7 @@ std::string encode_manifest(const Model& m) {
     w.u32(s.dim);
     w.i64(s.min);
     w.i64(s.max);
+    w.i64(s.example);
   });
   w.list(m.leaves, [&](const Leaf& l) {
     w.u8(l.tensor);
@@ -327,13 +328,15 @@ Model decode(const Container& c, const std::string& origin) {
   m.isa = r.str();
   m.cpu_features.resize(r.count(4));
   for (auto& f : m.cpu_features) f = r.str();
-  m.symbols.resize(r.count(32));
+  m.symbols.resize(r.count(40));
   for (auto& s : m.symbols) {
     s.name = r.str();
     s.leaf = r.u32();
     s.dim = r.u32();
     s.min = r.i64();
     s.max = r.i64();
+    s.example = r.i64();
+    r.check(s.min <= s.example && s.example <= s.max, "Dim '" + s.name + "' has its example outside its range");
     r.check(s.min >= 2 && s.min <= s.max, "Dim '" + s.name + "' has the range [" +
                                               std::to_string(s.min) + ", " +
                                               std::to_string(s.max) + "]");

@@ -52,6 +52,7 @@ struct Symbol {
   std::string name;  ///< the Dim's name
   uint32_t leaf = 0, dim = 0;
   int64_t min = 2, max = 2;
+  int64_t example = 2;  ///< its size in the example
 };
 
 struct NodeArg {

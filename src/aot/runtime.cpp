@@ -75,8 +75,18 @@ PackageInfo make_info(const ad::Container& c, const ad::Model& m) {
   info.format_minor = c.minor;
   info.cpu_features = m.cpu_features;
   info.sha256 = c.sha256;
+  for (const ad::Symbol& s : m.symbols) info.dims.emplace_back(s.name, s.min, s.max);
   for (size_t i = 0; i < m.leaves.size(); ++i) {
     const ad::Leaf& l = m.leaves[i];
+    PackageArg a;
+    a.tensor = l.tensor;
+    a.dtype = l.dtype;
+    for (size_t d = 0; d < l.sizes.size(); ++d) {
+      const int32_t sym = l.symbol[d];
+      a.sizes.push_back(sym < 0 ? l.sizes[d] : m.symbols[static_cast<size_t>(sym)].example);
+      a.dims.push_back(sym < 0 ? "" : m.symbols[static_cast<size_t>(sym)].name);
+    }
+    info.args.push_back(a);
     std::string s = "arg" + std::to_string(i) + ": ";
     if (!l.tensor) {
       s += "constant " + std::string(l.constant.type_name());

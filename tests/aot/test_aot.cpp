@@ -1,9 +1,11 @@
 // AOT packages (issue 18, docs/aot.md): export, load and run; the guards at every call; damaged,
 // hostile and mismatched packages refused with a PackageError naming the check.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -271,4 +273,31 @@ TEST(Aot, HostileModelsAreRefusedWhereTheyPointOutside) {
   m = good;
   m.symbols[0].min = 1;
   EXPECT_NE(write(m).find("has the range [1,"), std::string::npos);
+}
+
+// The command line: inspect, verify and a run in a process with no compiler reachable.
+TEST(Aot, CommandLineInspectsVerifiesAndRunsWithNoCompiler) {
+  const std::string cli = TESSERA_CLI;
+  auto output = [](const std::string& cmd, int* rc) {
+    std::string out;
+    FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+    char buf[512];
+    while (p && std::fgets(buf, sizeof buf, p)) out += buf;
+    const int status = p ? ::pclose(p) : -1;
+    *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return out;
+  };
+  int rc = 0;
+  std::string out = output(cli + " aot inspect " + seed_package(), &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("kernel aot_add_kernel (2 variants)"), std::string::npos) << out;
+  EXPECT_NE(out.find("n in [16, 1048576]"), std::string::npos) << out;
+  out = output("env PATH=/nonexistent TESSERA_CXX=/nonexistent/c++ " + cli + " aot run " +
+                   seed_package() + " --size n=1000 --repeat 3",
+               &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("result 0: float32[1000], sum"), std::string::npos) << out;
+  out = output(cli + " aot verify " + seed_package() + " --sha256 " + std::string(64, 'a'), &rc);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("expected aaaa"), std::string::npos) << out;
 }

@@ -12,5 +12,6 @@ int demo();
 int cache(const std::string& what);
 int tune_db(const std::vector<std::string>& args);
 int chart(const std::vector<std::string>& args);
+int aot(const std::vector<std::string>& args);
 
 }  // namespace tessera::cli

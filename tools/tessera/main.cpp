@@ -1,5 +1,5 @@
 // The `tessera` command line: doctor (what this machine offers), demo (the seed walkthrough),
-// the kernel cache, the tuning database and benchmark charts.
+// the kernel cache, the tuning database, benchmark charts and AOT packages.
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -18,6 +18,8 @@ void usage() {
          "  tune-db ls|export [FILE]|import [FILE]|clear   the tuning database\n"
          "  chart IN.csv [OUT.svg] [--title T] [--xlabel X] [--ylabel Y] [--log-x] [--log-y]\n"
          "            a benchmark table as an SVG chart (lines, or bars over categories)\n"
+         "  aot inspect|verify|run PACKAGE [--sha256 HEX] [--size NAME=V] [--repeat N]\n"
+         "            an ahead-of-time package: what it holds, whether it loads here, a run\n"
          "  version   the version of tessera\n";
 }
 
@@ -36,6 +38,7 @@ int main(int argc, char** argv) {
     if (cmd == "cache") return tessera::cli::cache(argc > 2 ? argv[2] : "stats");
     if (cmd == "tune-db")
       return tessera::cli::tune_db(std::vector<std::string>(argv + 2, argv + argc));
+    if (cmd == "aot") return tessera::cli::aot(std::vector<std::string>(argv + 2, argv + argc));
     if (cmd == "chart") return tessera::cli::chart(std::vector<std::string>(argv + 2, argv + argc));
     if (cmd == "version") {
       std::cout << "tessera " << tessera::version() << "\n";
