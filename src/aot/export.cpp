@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -215,8 +216,32 @@ class Exporter {
       m_.prog_imm.push_back(in.imm);
     }
     m_.prog_outputs = prog.output_slots();
-    for (size_t k2 = 0; k2 < guards.num_guards(); ++k2)
-      m_.guards.push_back(guards.describe_guard(k2));
+    // The guards as text with the Dims' names: "n <= 2147483647 (kernel k's 32-bit offsets, from
+    // f.cpp:12)".
+    for (size_t k2 = 0; k2 < guards.num_guards(); ++k2) {
+      const auto& gd = g.env->guards[k2];
+      std::string text = g.env->ctx.str(gd.condition);
+      std::string named;
+      for (size_t i = 0; i < text.size();) {
+        size_t j = i + 1;
+        const bool start = i == 0 || !(std::isalnum(static_cast<unsigned char>(text[i - 1])) ||
+                                       text[i - 1] == '_');
+        if (text[i] == 's' && start && j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) {
+          while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
+          const size_t sym = std::stoul(text.substr(i + 1, j - i - 1));
+          if ((j == text.size() || !(std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) &&
+              sym < m_.symbols.size()) {
+            named += m_.symbols[sym].name;
+            i = j;
+            continue;
+          }
+        }
+        named += text[i++];
+      }
+      named += " (" + gd.why;
+      if (gd.loc.known()) named += ", from " + loc_text(gd.loc);
+      m_.guards.push_back(named + ")");
+    }
     for (size_t i = 0; i < g.outputs.size(); ++i) {
       ad::Output out;
       out.value = g.outputs[i];

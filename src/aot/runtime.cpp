@@ -316,7 +316,7 @@ std::vector<IValue> LoadedPackage::run(const std::vector<IValue>& args) const {
       << "package '" << m.name << "': a size expression divides by zero or overflows";
   for (size_t k = 0; k < m.guards.size(); ++k) {
     TS_CHECK(values[k] != 0, ValueError)
-        << "package '" << m.name << "': guard " << m.guards[k];
+        << "package '" << m.name << "': the arguments fail the guard " << m.guards[k];
   }
   std::vector<Tensor> vals(m.num_values);
   for (size_t i = 0; i < m.inputs.size(); ++i)
