@@ -13,14 +13,22 @@
 //   bench_compile_cpu --recompile-new-kernel-ms   the same with every kernel cache emptied first,
 //                                       so the recompile also compiles its kernel anew (what
 //                                       torch.compile does: it generates and builds new C++)
+//   bench_compile_cpu --package-ms      AOT (issue 18): export the seed's add_fn with a dynamic n,
+//                                       then the median of 5 loads of the package (ms)
+//
+// The AOT rows (BM_Package*) run the same functions from a package exported once (dynamic n),
+// beside the compiled rows: the per-call cost with every guard on, and the kernel at 2^22.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
+#include <unistd.h>
 #include <cstdio>
 #include <cstring>
 
 #include "backend/cpu/toolchain.h"
 #include "seed_add_kernel.h"
+#include "tessera/aot.h"
 #include "tessera/compile.h"
 #include "tessera/tessera.h"
 #include "tessera/tl.h"
@@ -109,6 +117,37 @@ BENCHMARK(BM_AddFnLarge<true, false>)->Name("BM_CompiledAddFn2e22")->UseRealTime
 BENCHMARK(BM_AddFnLarge<false, true>)->Name("BM_EagerAddFnRelu2e22")->UseRealTime();
 BENCHMARK(BM_AddFnLarge<true, true>)->Name("BM_CompiledAddFnRelu2e22")->UseRealTime();
 
+// AOT packages of add_fn (n = 4 example) and add_fn_1024 (2^22), n dynamic in [2, 2^24].
+std::string package_of(Tensor (*fn)(const Tensor&, const Tensor&), int64_t n, const char* name) {
+  static const std::string dir = [] {
+    char tmpl[] = "/tmp/tessera-bench-aot-XXXXXX";
+    return std::string(::mkdtemp(tmpl));
+  }();
+  const std::string path = dir + "/" + name + ".tspkg";
+  aot::ExportOptions o;
+  o.name = name;
+  o.dynamic_shapes = {{0, 0, aot::Dim("n", 2, 1 << 24)}, {1, 0, aot::Dim("n", 2, 1 << 24)}};
+  aot::compile(path, fn, o, randn({n}), randn({n}));
+  return path;
+}
+
+void BM_PackageAddFnN4(benchmark::State& s) {
+  aot::Package p = aot::load(package_of(add_fn, 4, "add_fn_n4"));
+  Tensor x = randn({4}), y = randn({4});
+  if (!verified(s, equal(p(x, y)[0].to_tensor(), x + y))) return;
+  for (auto _ : s) benchmark::DoNotOptimize(p(x, y));
+}
+BENCHMARK(BM_PackageAddFnN4);
+
+void BM_PackageAddFn2e22(benchmark::State& s) {
+  aot::Package p = aot::load(package_of(add_fn_1024, kLarge, "add_fn_2e22"));
+  Tensor x = randn({kLarge}), y = randn({kLarge});
+  if (!verified(s, equal(p(x, y)[0].to_tensor(), x + y))) return;
+  for (auto _ : s) benchmark::DoNotOptimize(p(x, y));
+  s.SetBytesProcessed(s.iterations() * 12 * kLarge);
+}
+BENCHMARK(BM_PackageAddFn2e22)->UseRealTime();
+
 // The guards of four tensor arguments plus the executor's fixed cost: the body returns an input.
 void BM_GuardsFourInputs(benchmark::State& s) {
   auto compiled = compile(
@@ -157,6 +196,20 @@ int main(int argc, char** argv) {
     const double ms = ms_since(t0);
     if (!equal(out, x + y)) return 1;
     std::printf("%.2f\n", ms);
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--package-ms") == 0) {
+    const std::string path = package_of(add_fn, 4, "add_fn_load");
+    std::vector<double> ms;
+    for (int i = 0; i < 5; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      aot::Package p = aot::load(path);
+      ms.push_back(ms_since(t0));
+      Tensor x = randn({7}), y = randn({7});
+      if (!equal(p(x, y)[0].to_tensor(), x + y)) return 1;
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("%.3f\n", ms[2]);
     return 0;
   }
   const bool new_kernel = argc > 1 && std::strcmp(argv[1], "--recompile-new-kernel-ms") == 0;

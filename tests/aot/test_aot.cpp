@@ -11,6 +11,7 @@
 
 #include "aot/package.h"
 #include "tessera/aot.h"
+#include "tessera/autotune.h"
 #include "tessera/tessera.h"
 #include "tessera/tl.h"
 #include "testing.h"
@@ -138,9 +139,32 @@ TEST(Aot, EveryCallChecksItsArgumentsAgainstTheGuards) {
   EXPECT_NE(error_of<TypeError>([&] { p.run({IValue(x), IValue(int64_t{3})}); })
                 .find("arg1 must be a tensor"),
             std::string::npos);
+  EXPECT_NE(error_of<ValueError>([&] { p(x, x); }).find("arg0 and arg1 must not share memory"),
+            std::string::npos);
   Tensor wide = randn({64, 2});
   EXPECT_NE(error_of<ShapeError>([&] { p(wide.select(1, 0), y); }).find("arg0 must be contiguous"),
             std::string::npos);
+}
+
+TEST(Aot, AnAutotunedLaunchShipsOneConfigThatRunsEverySize) {
+  static const auto tuned = tl::autotune(
+      aot_add_kernel, {tl::Config({{"BLOCK_SIZE", 32}}, 4, 3), tl::Config({{"BLOCK_SIZE", 128}}, 4, 3)},
+      {"n_elements"});
+  auto fn = [](const Tensor& x, const Tensor& y) {
+    Tensor out = empty_like(x);
+    auto n = out.numel();
+    auto grid = [&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK_SIZE"])}; };
+    tuned[grid](x, y, out, n);
+    return out;
+  };
+  const std::string path = temp_path("tuned.tspkg");
+  aot::compile(path, fn, dynamic_n(16, 1 << 16), randn({1024}), randn({1024}));
+  aot::Package p = aot::load(path);
+  ASSERT_EQ(p.variant_runs().size(), 1u);  // one launch: the winner, not every config
+  for (int64_t n : {100, 1024, 5000}) {
+    Tensor x = randn({n}), y = randn({n});
+    EXPECT_TRUE(equal(p(x, y)[0].to_tensor(), x + y)) << "n = " << n;
+  }
 }
 
 TEST(Aot, StaticSizesAndClosedOverTensors) {
