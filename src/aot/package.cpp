@@ -4,6 +4,10 @@
 
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "tessera/detail/hash.h"
 #include "tessera/device.h"
 
@@ -677,7 +681,10 @@ bool cpu_has(const std::string& feature) {
   TS_FEATURE("fma")
   TS_FEATURE("bmi")
   TS_FEATURE("bmi2")
-  TS_FEATURE("f16c")
+  if (feature == "f16c") {  // (clang 14's __builtin_cpu_supports does not know it)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+  }
   TS_FEATURE("avx512f")
   TS_FEATURE("avx512bw")
   TS_FEATURE("avx512cd")
