@@ -12,7 +12,8 @@
 #include <sstream>
 
 #include "aot/package.h"
-#include "backend/cpu/cpu_backend.h"
+#include "runtime/thread_pool.h"
+#include "tessera/trt/cpu.h"
 #include "compile/sym.h"
 #include "core/files.h"
 #include "tessera/detail/hash.h"
@@ -380,9 +381,8 @@ std::vector<IValue> LoadedPackage::run(const std::vector<IValue>& args) const {
       const int64_t total = dims[0] * dims[1] * dims[2];
       if (total == 0) continue;
       runs[run_base[k] + v].fetch_add(1, std::memory_order_relaxed);
-      backend::cpu::run_programs(fns[k][v], n.variants[v].work_per_program,
-                                 backend::GridSize{trt::Grid{dims[0], dims[1], dims[2]}, total},
-                                 slots);
+      const trt::Grid grid{dims[0], dims[1], dims[2]};
+      runtime::run_programs(fns[k][v], n.variants[v].work_per_program, grid, total, slots);
       for (const ad::Param& q : n.params)
         if (q.written) vals[static_cast<size_t>(q.value)].impl()->storage()->bump_version();
       continue;

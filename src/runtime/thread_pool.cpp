@@ -213,4 +213,14 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   if (job.error) std::rethrow_exception(job.error);
 }
 
+void run_programs(KernelEntry fn, int64_t work_per_program, const trt::Grid& grid, int64_t total,
+                  const trt::Arg* slots) {
+  if (total == 1) {
+    fn(&grid, 0, 1, slots);
+    return;
+  }
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(work_per_program, 1));
+  parallel_for(0, total, grain, [&](int64_t b, int64_t e) { fn(&grid, b, e, slots); });
+}
+
 }  // namespace tessera::runtime

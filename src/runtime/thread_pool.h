@@ -11,6 +11,11 @@
 
 #include "tessera/detail/function_ref.h"
 
+namespace trt {
+union Arg;
+struct Grid;
+}  // namespace trt
+
 namespace tessera::runtime {
 
 /** Number of threads loops use (workers plus the caller). */
@@ -27,5 +32,13 @@ bool in_parallel_region();
  */
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   FunctionRef<void(int64_t, int64_t)> body);
+
+/** A compiled CPU kernel's entry point (trt::KernelFn, trt/cpu.h). */
+using KernelEntry = void (*)(const trt::Grid* grid, int64_t pid_begin, int64_t pid_end,
+                             const trt::Arg* args);
+/** Runs programs [0, total) of `grid` with `slots` on the pool, in chunks sized by the kernel's
+ * work per program (the CPU backend's launches and AOT packages' both). */
+void run_programs(KernelEntry fn, int64_t work_per_program, const trt::Grid& grid, int64_t total,
+                  const trt::Arg* slots);
 
 }  // namespace tessera::runtime

@@ -299,18 +299,47 @@ TEST(Aot, HostileModelsAreRefusedWhereTheyPointOutside) {
   EXPECT_NE(write(m).find("has the range [1,"), std::string::npos);
 }
 
+namespace {
+std::string output(const std::string& cmd, int* rc) {
+  std::string out;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  char buf[512];
+  while (p && std::fgets(buf, sizeof buf, p)) out += buf;
+  const int status = p ? ::pclose(p) : -1;
+  *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+}  // namespace
+
+// The loader alone: `tessera-aot` links libtessera_runtime and nothing that generates code, and
+// runs a package where no compiler is reachable.
+TEST(Aot, TheLoaderLinksNoCodeGeneratorAndNeedsNoCompiler) {
+  int rc = 0;
+  const std::string loader = TESSERA_AOT_LOADER;
+  std::string needed = output("readelf -d " + loader + " | grep NEEDED", &rc);
+  ASSERT_EQ(rc, 0) << needed;
+  EXPECT_NE(needed.find("libtessera_runtime.so"), std::string::npos) << needed;
+  EXPECT_EQ(needed.find("libtessera.so"), std::string::npos) << needed;
+  EXPECT_EQ(needed.find("nvrtc"), std::string::npos) << needed;
+  needed = output(std::string("readelf -d ") + TESSERA_RUNTIME_LIB + " | grep NEEDED", &rc);
+  EXPECT_EQ(needed.find("libtessera.so"), std::string::npos) << needed;
+  EXPECT_EQ(needed.find("nvrtc"), std::string::npos) << needed;
+  // No symbol of the code generators or the JIT in the runtime library.
+  const std::string syms =
+      output(std::string("nm -DC --defined-only ") + TESSERA_RUNTIME_LIB + " | grep -cE "
+             "'tessera::(tl|ir|backend|compile_detail)::' || true",
+             &rc);
+  EXPECT_EQ(std::stoi(syms), 0) << syms;
+  const std::string out = output("env PATH=/nonexistent TESSERA_CXX=/nonexistent/c++ " + loader +
+                                     " run " + seed_package() + " --size n=777 --repeat 2",
+                                 &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("result 0: float32[777], sum"), std::string::npos) << out;
+}
+
 // The command line: inspect, verify and a run in a process with no compiler reachable.
 TEST(Aot, CommandLineInspectsVerifiesAndRunsWithNoCompiler) {
   const std::string cli = TESSERA_CLI;
-  auto output = [](const std::string& cmd, int* rc) {
-    std::string out;
-    FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-    char buf[512];
-    while (p && std::fgets(buf, sizeof buf, p)) out += buf;
-    const int status = p ? ::pclose(p) : -1;
-    *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return out;
-  };
   int rc = 0;
   std::string out = output(cli + " aot inspect " + seed_package(), &rc);
   EXPECT_EQ(rc, 0) << out;

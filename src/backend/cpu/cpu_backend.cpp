@@ -17,6 +17,11 @@
 namespace tessera::backend::cpu {
 namespace {
 
+void run_programs(trt::KernelFn fn, int64_t work_per_program, const GridSize& g,
+                  const trt::Arg* slots) {
+  runtime::run_programs(fn, work_per_program, g.grid, g.total, slots);
+}
+
 struct Loaded {
   trt::KernelFn fn = nullptr;
 };
@@ -141,16 +146,6 @@ class CpuBackend final : public Backend {
 };
 
 }  // namespace
-
-void run_programs(trt::KernelFn fn, int64_t work_per_program, const GridSize& g,
-                  const trt::Arg* slots) {
-  if (g.total == 1) {
-    fn(&g.grid, 0, 1, slots);
-    return;
-  }
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(work_per_program, 1));
-  runtime::parallel_for(0, g.total, grain, [&](int64_t b, int64_t e) { fn(&g.grid, b, e, slots); });
-}
 
 trt::KernelFn kernel_fn(const Kernel& k) {
   return k.binary ? static_cast<const Loaded*>(k.binary.get())->fn : nullptr;
