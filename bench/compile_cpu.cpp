@@ -20,9 +20,9 @@
 // beside the compiled rows: the per-call cost with every guard on, and the kernel at 2^22.
 #include <benchmark/benchmark.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
-#include <unistd.h>
 #include <cstdio>
 #include <cstring>
 

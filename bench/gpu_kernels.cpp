@@ -53,8 +53,8 @@ TL_JIT(softmax_kernel, tl::Ptr x, tl::Ptr out, tl::Int n_cols, tl::Const BLOCK) 
   tl::store(out + row * n_cols + cols, e / tl::sum(e, 0), mask);
 }
 
-// The same softmax with tl::fast_exp: Triton's tl.exp (ex2.approx of x * log2(e), up to 63 ulp at the
-// ends of the range where tl::exp keeps 2; bench/experiments/softmax_run.sh measured both).
+// The same softmax with tl::fast_exp: Triton's tl.exp (ex2.approx of x * log2(e), up to 63 ulp at
+// the ends of the range where tl::exp keeps 2; bench/experiments/softmax_run.sh measured both).
 TL_JIT(softmax_fast_kernel, tl::Ptr x, tl::Ptr out, tl::Int n_cols, tl::Const BLOCK) {
   auto row = tl::program_id(0);
   auto cols = tl::arange(0, BLOCK);
@@ -291,8 +291,7 @@ int main(int argc, char** argv) {
       return std::printf("softmax fast_exp: wrong result\n"), 1;
     const double fast_us = median_us(
         [&] {
-          softmax_fast_kernel[{rows}](x, out, cols, tl::meta("BLOCK", block),
-                                      tl::num_warps(warps));
+          softmax_fast_kernel[{rows}](x, out, cols, tl::meta("BLOCK", block), tl::num_warps(warps));
         },
         flush);
     row("softmax f32 fast_exp", "4096x" + std::to_string(cols), fast_us, 8.0 * rows * cols,

@@ -22,8 +22,8 @@ TL_JIT(add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::Int n_
        tl::Const BLOCK_SIZE) {
   auto offsets = tl::program_id(0) * BLOCK_SIZE + tl::arange(0, BLOCK_SIZE);
   auto mask = offsets < n_elements;
-  tl::store(out_ptr + offsets, tl::load(in_ptr0 + offsets, mask) + tl::load(in_ptr1 + offsets, mask),
-            mask);
+  tl::store(out_ptr + offsets,
+            tl::load(in_ptr0 + offsets, mask) + tl::load(in_ptr1 + offsets, mask), mask);
 }
 
 TL_JIT(sin_kernel, tl::Ptr in_ptr0, tl::Ptr out_ptr, tl::Int n_elements, tl::Const BLOCK_SIZE) {
@@ -53,8 +53,7 @@ int load_and_run(const std::string& dir) {
     Tensor z = sin(x)[0].to_tensor();
     const bool good = tessera::equal(s, x + y) && tessera::allclose(z, x.sin(), 1e-6, 1e-6);
     std::cout << "  n = " << n << ": add_fn " << (tessera::equal(s, x + y) ? "ok" : "WRONG")
-              << ", mysin " << (tessera::allclose(z, x.sin(), 1e-6, 1e-6) ? "ok" : "WRONG")
-              << "\n";
+              << ", mysin " << (tessera::allclose(z, x.sin(), 1e-6, 1e-6) ? "ok" : "WRONG") << "\n";
     ok = ok && good;
   }
   try {
@@ -88,8 +87,8 @@ int main(int argc, char** argv) {
   aot::ExportOptions so;
   so.name = "mysin";
   so.dynamic_shapes = {{0, 0, aot::Dim("n", 16, 1 << 24)}};
-  aot::compile(dir + "/mysin.tspkg", [&](const Tensor& x) { return mysin(x); }, so,
-               tessera::randn({4096}));
+  aot::compile(
+      dir + "/mysin.tspkg", [&](const Tensor& x) { return mysin(x); }, so, tessera::randn({4096}));
   const aot::PackageInfo info = aot::inspect(dir + "/add_fn.tspkg");
   std::cout << "exported " << info.name << " (" << info.isa << "), schedule:";
   for (const auto& n : info.nodes) std::cout << " [" << n << "]";

@@ -46,8 +46,7 @@ std::string schema_hash(const OperatorHandle& op) {
 // Whether a package can hold a constant of this kind.
 bool storable(const IValue& v) {
   return v.is_none() || v.is_bool() || v.is_int() || v.is_double() || v.is_string() ||
-         v.is_dtype() || v.is_device() || v.is_int_list() || v.is_double_list() ||
-         v.is_bool_list();
+         v.is_dtype() || v.is_device() || v.is_int_list() || v.is_double_list() || v.is_bool_list();
 }
 
 ad::SymRef ref(const compile_detail::SymRef& r) {
@@ -83,13 +82,13 @@ std::map<std::pair<int, int>, Dim> declared_dims(const std::vector<IValue>& exam
         << " of tensor argument " << dd.arg << ", which has " << t.dim();
     TS_CHECK(!dd.d.name.empty(), CompileError) << where(o) << "a Dim needs a name";
     TS_CHECK(dd.d.min >= 2 && dd.d.min <= dd.d.max, CompileError)
-        << where(o) << "Dim '" << dd.d.name << "' has the range [" << dd.d.min << ", "
-        << dd.d.max << "]; sizes 0 and 1 are always specialized, so the minimum is at least 2";
+        << where(o) << "Dim '" << dd.d.name << "' has the range [" << dd.d.min << ", " << dd.d.max
+        << "]; sizes 0 and 1 are always specialized, so the minimum is at least 2";
     const int64_t size = t.impl()->int_sizes()[dd.dim];
     TS_CHECK(size >= dd.d.min && size <= dd.d.max, CompileError)
         << where(o) << "the example's tensor argument " << dd.arg << " has size " << size
-        << " in dimension " << dd.dim << ", outside Dim '" << dd.d.name << "' [" << dd.d.min
-        << ", " << dd.d.max << "]";
+        << " in dimension " << dd.dim << ", outside Dim '" << dd.d.name << "' [" << dd.d.min << ", "
+        << dd.d.max << "]";
     auto [it, fresh] = size_of_name.emplace(dd.d.name, size);
     TS_CHECK(fresh || it->second == size, CompileError)
         << where(o) << "Dim '" << dd.d.name << "' names dimensions of sizes " << it->second
@@ -202,8 +201,9 @@ class Exporter {
       const auto& gd = g.env->guards[gi];
       const bool pins = gd.condition->kind == compiler::sym::Kind::Eq || gd.why == "specialized";
       TS_CHECK(!pins, CompileError)
-          << where(o_) << "the function specializes a dynamic dimension: "
-          << guards.describe_guard(gi) << "; a package must run every size in its Dim ranges"
+          << where(o_)
+          << "the function specializes a dynamic dimension: " << guards.describe_guard(gi)
+          << "; a package must run every size in its Dim ranges"
           << (gd.loc.known() ? "" : " (see TESSERA_LOGS=recompiles for the line)");
     }
     for (const auto& p : guards.alias_pairs)
@@ -226,10 +226,12 @@ class Exporter {
         size_t j = i + 1;
         const bool start = i == 0 || !(std::isalnum(static_cast<unsigned char>(text[i - 1])) ||
                                        text[i - 1] == '_');
-        if (text[i] == 's' && start && j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) {
+        if (text[i] == 's' && start && j < text.size() &&
+            std::isdigit(static_cast<unsigned char>(text[j]))) {
           while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
           const size_t sym = std::stoul(text.substr(i + 1, j - i - 1));
-          if ((j == text.size() || !(std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) &&
+          if ((j == text.size() ||
+               !(std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) &&
               sym < m_.symbols.size()) {
             named += m_.symbols[sym].name;
             i = j;

@@ -104,7 +104,18 @@ class Reader {
   std::string where_;
 };
 
-enum class VTag : uint8_t { None, Bool, Int, Double, String, DType, Device, IntList, DoubleList, BoolList };
+enum class VTag : uint8_t {
+  None,
+  Bool,
+  Int,
+  Double,
+  String,
+  DType,
+  Device,
+  IntList,
+  DoubleList,
+  BoolList
+};
 
 void Writer::ivalue(const IValue& v) {
   if (v.is_none()) {
@@ -340,10 +351,11 @@ Model decode(const Container& c, const std::string& origin) {
     s.min = r.i64();
     s.max = r.i64();
     s.example = r.i64();
-    r.check(s.min <= s.example && s.example <= s.max, "Dim '" + s.name + "' has its example outside its range");
+    r.check(s.min <= s.example && s.example <= s.max,
+            "Dim '" + s.name + "' has its example outside its range");
     r.check(s.min >= 2 && s.min <= s.max, "Dim '" + s.name + "' has the range [" +
-                                              std::to_string(s.min) + ", " +
-                                              std::to_string(s.max) + "]");
+                                              std::to_string(s.min) + ", " + std::to_string(s.max) +
+                                              "]");
   }
   m.leaves.resize(r.count(1));
   for (size_t li = 0; li < m.leaves.size(); ++li) {
@@ -424,8 +436,7 @@ Model decode(const Container& c, const std::string& origin) {
   s.check(m.inputs.size() == m.leaves.size(), "inputs do not match the manifest's arguments");
   for (size_t i = 0; i < m.inputs.size(); ++i) {
     m.inputs[i] = s.i32();
-    s.check(value_ok(m.inputs[i], !m.leaves[i].tensor) &&
-                (m.inputs[i] >= 0 || !m.leaves[i].tensor),
+    s.check(value_ok(m.inputs[i], !m.leaves[i].tensor) && (m.inputs[i] >= 0 || !m.leaves[i].tensor),
             "an input's value id");
   }
   const uint64_t const_bytes = c.section(SectionId::Constants).size();
@@ -505,8 +516,8 @@ Model decode(const Container& c, const std::string& origin) {
     }
     n.kernel = s.str();
     n.params.resize(s.count(40));
-    s.check(n.params.size() <= 64, "a kernel with " + std::to_string(n.params.size()) +
-                                       " parameters");
+    s.check(n.params.size() <= 64,
+            "a kernel with " + std::to_string(n.params.size()) + " parameters");
     for (Param& p : n.params) {
       p.kind = s.u8();
       p.source = s.u8();
@@ -549,9 +560,9 @@ Model decode(const Container& c, const std::string& origin) {
     if (v >= 0) defined[static_cast<size_t>(v)] = true;
   for (const Constant& k : m.constants) defined[static_cast<size_t>(k.value)] = true;
   const auto need = [&](int32_t v, size_t node) {
-    s.check(v < 0 || defined[static_cast<size_t>(v)],
-            "node " + std::to_string(node) + " reads value " + std::to_string(v) +
-                " before it is defined");
+    s.check(v < 0 || defined[static_cast<size_t>(v)], "node " + std::to_string(node) +
+                                                          " reads value " + std::to_string(v) +
+                                                          " before it is defined");
   };
   for (size_t k = 0; k < m.nodes.size(); ++k) {
     const Node& n = m.nodes[k];
@@ -623,8 +634,8 @@ Container read_container(std::string data, const std::string& origin) {
       << kFormatMajor << ".x";
   const uint32_t n = r.u32();
   r.u32();
-  r.check(n <= kMaxSections, std::to_string(n) + " sections (at most " +
-                                 std::to_string(kMaxSections) + ")");
+  r.check(n <= kMaxSections,
+          std::to_string(n) + " sections (at most " + std::to_string(kMaxSections) + ")");
   for (uint32_t i = 0; i < n; ++i) {
     const uint32_t id = r.u32();
     r.u32();
@@ -633,8 +644,8 @@ Container read_container(std::string data, const std::string& origin) {
     for (auto& ch : digest) ch = static_cast<char>(r.u8());
     r.check(offset <= c.data.size() && size <= c.data.size() - offset,
             std::string("section ") + section_name(id) + " lies outside the file");
-    r.check(offset >= kHeader + kEntry * n, std::string("section ") + section_name(id) +
-                                                " overlaps the header");
+    r.check(offset >= kHeader + kEntry * n,
+            std::string("section ") + section_name(id) + " overlaps the header");
     for (const auto& s : c.sections)
       r.check(s.first != id, std::string("section ") + section_name(id) + " appears twice");
     const std::string_view bytes(c.data.data() + offset, size);
@@ -663,10 +674,10 @@ std::vector<std::string> isa_features(const std::string& isa) {
   if (isa == "x86-64-v2") return f;
   for (const char* x : {"avx", "avx2", "fma", "bmi", "bmi2", "f16c"}) f.emplace_back(x);
   if (isa == "x86-64-v3") return f;
-  for (const char* x : {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}) f.emplace_back(x);
+  for (const char* x : {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"})
+    f.emplace_back(x);
   if (isa == "x86-64-v4") return f;
-  TS_ERROR(ValueError) << "unknown ISA level '" << isa
-                       << "' (x86-64-v2, x86-64-v3 or x86-64-v4)";
+  TS_ERROR(ValueError) << "unknown ISA level '" << isa << "' (x86-64-v2, x86-64-v3 or x86-64-v4)";
 }
 
 bool cpu_has(const std::string& feature) {

@@ -12,14 +12,14 @@
 #include <sstream>
 
 #include "aot/package.h"
-#include "runtime/thread_pool.h"
-#include "tessera/trt/cpu.h"
 #include "compile/sym.h"
 #include "core/files.h"
+#include "runtime/thread_pool.h"
 #include "tessera/detail/hash.h"
 #include "tessera/dispatch.h"
 #include "tessera/ops.h"
 #include "tessera/tensor.h"
+#include "tessera/trt/cpu.h"
 
 namespace tessera::aot {
 
@@ -31,10 +31,10 @@ class LoadedPackage {
   PackageInfo info;
   std::unique_ptr<compiler::sym::Program> program;
   std::vector<Tensor> constant_values;  ///< per value id (undefined where not a constant)
-  std::vector<std::optional<OperatorHandle>> ops, elided_ops;    ///< per node
-  std::vector<std::vector<trt::KernelFn>> fns;                  ///< per node, per variant
-  std::vector<size_t> run_base;                                 ///< per node: its first counter
-  std::unique_ptr<std::atomic<uint64_t>[]> runs;                ///< launches per variant
+  std::vector<std::optional<OperatorHandle>> ops, elided_ops;  ///< per node
+  std::vector<std::vector<trt::KernelFn>> fns;                 ///< per node, per variant
+  std::vector<size_t> run_base;                                ///< per node: its first counter
+  std::unique_ptr<std::atomic<uint64_t>[]> runs;               ///< launches per variant
   void* handle = nullptr;
 
   ~LoadedPackage() {
@@ -94,7 +94,8 @@ PackageInfo make_info(const ad::Container& c, const ad::Model& m) {
     } else {
       s += dims_text(m, l);
       std::vector<int64_t> dense(l.sizes.size(), 1);
-      for (size_t d = l.sizes.size(); d-- > 1;) dense[d - 1] = dense[d] * std::max<int64_t>(l.sizes[d], 1);
+      for (size_t d = l.sizes.size(); d-- > 1;)
+        dense[d - 1] = dense[d] * std::max<int64_t>(l.sizes[d], 1);
       if (!l.contiguous && !l.strides.empty() && l.strides != dense) {
         s += " strides (";
         for (size_t d = 0; d < l.strides.size(); ++d)
@@ -152,8 +153,8 @@ void* load_object(std::string_view bytes, const std::string& path) {
   const char* tmpdir = std::getenv("TMPDIR");
   std::string dir = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/tessera-aot-XXXXXX";
   TS_CHECK(::mkdtemp(dir.data()) != nullptr, RuntimeError)
-      << path << ": cannot make a private directory for the package's code: "
-      << std::strerror(errno);
+      << path
+      << ": cannot make a private directory for the package's code: " << std::strerror(errno);
   const std::string so = dir + "/kernels.so";
   const int fd = ::open(so.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0700);
   bool ok = fd >= 0;
@@ -168,8 +169,7 @@ void* load_object(std::string_view bytes, const std::string& path) {
   const std::string why = ok ? (h ? "" : ::dlerror()) : std::strerror(errno);
   ::unlink(so.c_str());
   ::rmdir(dir.c_str());
-  TS_CHECK(h != nullptr, PackageError)
-      << path << ": the package's CPU code does not load: " << why;
+  TS_CHECK(h != nullptr, PackageError) << path << ": the package's CPU code does not load: " << why;
   return h;
 }
 
@@ -241,38 +241,41 @@ void LoadedPackage::check_arguments(const std::vector<IValue>& args,
       input_error(i, std::string("must be a tensor, got ") + a.type_name(), kType);
     const Tensor& t = a.to_tensor();
     if (t.dtype() != l.dtype)
-      input_error(i, std::string("is ") + dtype_name(t.dtype()) + ", the package takes " +
-                         dims_text(m, l),
-                  kDType);
+      input_error(
+          i, std::string("is ") + dtype_name(t.dtype()) + ", the package takes " + dims_text(m, l),
+          kDType);
     if (!t.device().is_cpu())
       input_error(i, "is on " + t.device().str() + "; the package runs on the CPU", kDevice);
     if (!t.has_data() || t.impl()->has_symbolic_shape())
       input_error(i, "has no data (a meta or fake tensor)", kValue);
     if (t.dim() != static_cast<int64_t>(l.sizes.size()))
-      input_error(i, "has " + std::to_string(t.dim()) + " dimensions, the package takes " +
-                         dims_text(m, l),
-                  kShape);
+      input_error(
+          i, "has " + std::to_string(t.dim()) + " dimensions, the package takes " + dims_text(m, l),
+          kShape);
     const auto sizes = t.impl()->int_sizes();
     for (size_t d = 0; d < l.sizes.size(); ++d) {
       const int64_t v = sizes[d];
       if (l.symbol[d] < 0) {
         if (v != l.sizes[d])
-          input_error(i, "has size " + std::to_string(v) + " in dimension " + std::to_string(d) +
-                             ", the package takes " + dims_text(m, l) + " (exported static)",
+          input_error(i,
+                      "has size " + std::to_string(v) + " in dimension " + std::to_string(d) +
+                          ", the package takes " + dims_text(m, l) + " (exported static)",
                       kShape);
         continue;
       }
       const ad::Symbol& s = m.symbols[static_cast<size_t>(l.symbol[d])];
       int64_t& bound = symbols[static_cast<size_t>(l.symbol[d])];
       if (v < s.min || v > s.max)
-        input_error(i, "has size " + std::to_string(v) + " in dimension " + std::to_string(d) +
-                           ", outside Dim '" + s.name + "' [" + std::to_string(s.min) + ", " +
-                           std::to_string(s.max) + "]",
+        input_error(i,
+                    "has size " + std::to_string(v) + " in dimension " + std::to_string(d) +
+                        ", outside Dim '" + s.name + "' [" + std::to_string(s.min) + ", " +
+                        std::to_string(s.max) + "]",
                     kShape);
       if (bound >= 0 && bound != v)
-        input_error(i, "has size " + std::to_string(v) + " in dimension " + std::to_string(d) +
-                           ", but Dim '" + s.name + "' is " + std::to_string(bound) +
-                           " in an earlier argument",
+        input_error(i,
+                    "has size " + std::to_string(v) + " in dimension " + std::to_string(d) +
+                        ", but Dim '" + s.name + "' is " + std::to_string(bound) +
+                        " in an earlier argument",
                     kShape);
       bound = v;
     }
@@ -282,14 +285,15 @@ void LoadedPackage::check_arguments(const std::vector<IValue>& args,
       const auto strides = t.impl()->int_strides();
       for (size_t d = 0; d < l.strides.size(); ++d)
         if (strides[d] != l.strides[d])
-          input_error(i, "has stride " + std::to_string(strides[d]) + " in dimension " +
-                             std::to_string(d) + ", the package takes " +
-                             std::to_string(l.strides[d]),
+          input_error(i,
+                      "has stride " + std::to_string(strides[d]) + " in dimension " +
+                          std::to_string(d) + ", the package takes " + std::to_string(l.strides[d]),
                       kShape);
     }
     if (t.impl()->int_offset() != l.offset)
-      input_error(i, "has storage offset " + std::to_string(t.impl()->int_offset()) +
-                         ", the package takes " + std::to_string(l.offset),
+      input_error(i,
+                  "has storage offset " + std::to_string(t.impl()->int_offset()) +
+                      ", the package takes " + std::to_string(l.offset),
                   kShape);
     if (t.requires_grad() != l.requires_grad)
       input_error(i, l.requires_grad ? "must require grad" : "must not require grad", kValue);
@@ -337,11 +341,10 @@ std::vector<IValue> LoadedPackage::run(const std::vector<IValue>& args) const {
           const uint8_t a = n.variants[v].assume[p];
           if (!a) continue;
           const ad::Param& q = n.params[p];
-          const int64_t x =
-              q.kind == ad::Param::Pointer
-                  ? static_cast<int64_t>(reinterpret_cast<uintptr_t>(
-                        vals[static_cast<size_t>(q.value)].impl()->data()))
-                  : (q.source == ad::Param::FromSym ? value_of(q.sym, values) : q.i);
+          const int64_t x = q.kind == ad::Param::Pointer
+                                ? static_cast<int64_t>(reinterpret_cast<uintptr_t>(
+                                      vals[static_cast<size_t>(q.value)].impl()->data()))
+                                : (q.source == ad::Param::FromSym ? value_of(q.sym, values) : q.i);
           if ((a & ad::Variant::Div16) && x % 16 != 0) holds = false;
           if ((a & ad::Variant::IsOne) && x != 1) holds = false;
           if ((a & ad::Variant::Fits32) && (x < INT32_MIN || x > INT32_MAX)) holds = false;
@@ -353,8 +356,8 @@ std::vector<IValue> LoadedPackage::run(const std::vector<IValue>& args) const {
         switch (q.kind) {
           case ad::Param::Pointer: {
             const Tensor& t = vals[static_cast<size_t>(q.value)];
-            TS_CHECK(t.defined(), InternalError) << "package '" << m.name << "': kernel "
-                                                 << n.kernel << " reads an undefined value";
+            TS_CHECK(t.defined(), InternalError)
+                << "package '" << m.name << "': kernel " << n.kernel << " reads an undefined value";
             slots[p].p = t.impl()->data();
             break;
           }
@@ -362,9 +365,8 @@ std::vector<IValue> LoadedPackage::run(const std::vector<IValue>& args) const {
             slots[p].i = q.source == ad::Param::FromSym ? value_of(q.sym, values) : q.i;
             break;
           case ad::Param::Float:
-            slots[p].f = q.source == ad::Param::FromSym
-                             ? static_cast<double>(value_of(q.sym, values))
-                             : q.f;
+            slots[p].f =
+                q.source == ad::Param::FromSym ? static_cast<double>(value_of(q.sym, values)) : q.f;
             break;
           default:
             slots[p].i = 0;

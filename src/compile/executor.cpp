@@ -86,8 +86,8 @@ void Executor::run_tuned(const Node& n, const KernelPlan& plan, ArrayRef<tl::Ker
     const auto& gr = plan.variant_grids[i];
     if (observe) {
       (*observe)(LaunchEvent{static_cast<size_t>(&n - graph_.nodes.data()), static_cast<int>(i),
-                             ArrayRef<tl::KernelArg>(a.data(), a.size()), &plan.tensors,
-                             &plan.ints, gr.data()});
+                             ArrayRef<tl::KernelArg>(a.data(), a.size()), &plan.tensors, &plan.ints,
+                             gr.data()});
     }
     const tl::Grid grid({SymInt(gr[0].get(s)), SymInt(gr[1].get(s)), SymInt(gr[2].get(s))}, n.loc);
     tl::Launcher(*n.kernel, tl::LaunchGrid(grid, n.loc))

@@ -27,7 +27,7 @@ class Executor {
     ArrayRef<tl::KernelArg> args;
     const std::vector<std::pair<size_t, int>>* tensors = nullptr;  ///< (argument, value id)
     const std::vector<std::pair<size_t, SymRef>>* ints = nullptr;  ///< (argument, integer)
-    const SymRef* grid = nullptr;                                 ///< 3
+    const SymRef* grid = nullptr;                                  ///< 3
   };
   using Observer = std::function<void(const LaunchEvent&)>;
 

@@ -715,8 +715,8 @@ Program Program::from_raw(const std::vector<RawInstr>& code, const std::vector<i
     const Op op = static_cast<Op>(r.op);
     const bool two = op == Op::Add || op == Op::Mul || op == Op::FloorDiv || op == Op::Mod ||
                      op == Op::Min || op == Op::Max || op == Op::And || op == Op::Or;
-    const bool one = two || op == Op::MulConst || op == Op::Eq0 || op == Op::Ne0 ||
-                     op == Op::Lt0 || op == Op::Le0 || op == Op::Not;
+    const bool one = two || op == Op::MulConst || op == Op::Eq0 || op == Op::Ne0 || op == Op::Lt0 ||
+                     op == Op::Le0 || op == Op::Not;
     const auto earlier = [&](int32_t s) { return s >= 0 && static_cast<size_t>(s) < i; };
     TS_CHECK(!one || earlier(r.a), ValueError)
         << "size program: instruction " << i << " reads slot " << r.a << ", not an earlier one";
@@ -724,8 +724,7 @@ Program Program::from_raw(const std::vector<RawInstr>& code, const std::vector<i
         << "size program: instruction " << i << " reads slot " << r.b << ", not an earlier one";
     TS_CHECK(op != Op::Sym || (r.imm >= 0 && static_cast<uint64_t>(r.imm) < num_symbols),
              ValueError)
-        << "size program: instruction " << i << " reads symbol " << r.imm << " of "
-        << num_symbols;
+        << "size program: instruction " << i << " reads symbol " << r.imm << " of " << num_symbols;
     p.code_.push_back({op, one ? r.a : 0, two ? r.b : 0, r.imm});
   }
   for (int32_t o : outputs) {

@@ -25,8 +25,8 @@ TL_JIT(aot_add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::In
        tl::Const BLOCK_SIZE) {
   auto offsets = tl::program_id(0) * BLOCK_SIZE + tl::arange(0, BLOCK_SIZE);
   auto mask = offsets < n_elements;
-  tl::store(out_ptr + offsets, tl::load(in_ptr0 + offsets, mask) + tl::load(in_ptr1 + offsets, mask),
-            mask);
+  tl::store(out_ptr + offsets,
+            tl::load(in_ptr0 + offsets, mask) + tl::load(in_ptr1 + offsets, mask), mask);
 }
 
 // The seed's add_fn: a fill the kernel overwrites, then the kernel.
@@ -49,8 +49,8 @@ std::string temp_path(const std::string& name) {
     }
   };
   static Files files;
-  files.paths.push_back(::testing::TempDir() + "/tessera-aot-" + std::to_string(::getpid()) +
-                        "-" + name);
+  files.paths.push_back(::testing::TempDir() + "/tessera-aot-" + std::to_string(::getpid()) + "-" +
+                        name);
   return files.paths.back();
 }
 
@@ -124,20 +124,25 @@ TEST(Aot, EveryCallChecksItsArgumentsAgainstTheGuards) {
   Tensor x = randn({64}), y = randn({64});
   EXPECT_NE(error_of<DTypeError>([&] { p(x.to(DType::Float64), y); }).find("arg0 is float64"),
             std::string::npos);
-  EXPECT_NE(error_of<ShapeError>([&] { p(randn({8}), randn({8})); })
-                .find("outside Dim 'n' [16, 1048576]"),
+  EXPECT_NE(error_of<ShapeError>([&] {
+              p(randn({8}), randn({8}));
+            }).find("outside Dim 'n' [16, 1048576]"),
             std::string::npos);
   EXPECT_NE(error_of<ShapeError>([&] { p(randn({1 << 21}), randn({1 << 21})); }).find("Dim 'n'"),
             std::string::npos);
-  EXPECT_NE(error_of<ShapeError>([&] { p(x, randn({65})); })
-                .find("arg1 has size 65 in dimension 0, but Dim 'n' is 64"),
+  EXPECT_NE(error_of<ShapeError>([&] {
+              p(x, randn({65}));
+            }).find("arg1 has size 65 in dimension 0, but Dim 'n' is 64"),
             std::string::npos);
-  EXPECT_NE(error_of<ShapeError>([&] { p(randn({4, 16}), randn({4, 16})); }).find("dimensions"),
+  EXPECT_NE(error_of<ShapeError>([&] {
+              p(randn({4, 16}), randn({4, 16}));
+            }).find("dimensions"),
             std::string::npos);
   EXPECT_NE(error_of<ValueError>([&] { p.run({IValue(x)}); }).find("takes 2 arguments, got 1"),
             std::string::npos);
-  EXPECT_NE(error_of<TypeError>([&] { p.run({IValue(x), IValue(int64_t{3})}); })
-                .find("arg1 must be a tensor"),
+  EXPECT_NE(error_of<TypeError>([&] {
+              p.run({IValue(x), IValue(int64_t{3})});
+            }).find("arg1 must be a tensor"),
             std::string::npos);
   EXPECT_NE(error_of<ValueError>([&] { p(x, x); }).find("arg0 and arg1 must not share memory"),
             std::string::npos);
@@ -148,7 +153,8 @@ TEST(Aot, EveryCallChecksItsArgumentsAgainstTheGuards) {
 
 TEST(Aot, AnAutotunedLaunchShipsOneConfigThatRunsEverySize) {
   static const auto tuned = tl::autotune(
-      aot_add_kernel, {tl::Config({{"BLOCK_SIZE", 32}}, 4, 3), tl::Config({{"BLOCK_SIZE", 128}}, 4, 3)},
+      aot_add_kernel,
+      {tl::Config({{"BLOCK_SIZE", 32}}, 4, 3), tl::Config({{"BLOCK_SIZE", 128}}, 4, 3)},
       {"n_elements"});
   auto fn = [](const Tensor& x, const Tensor& y) {
     Tensor out = empty_like(x);
@@ -191,23 +197,24 @@ TEST(Aot, ADynamicDimensionTheFunctionSpecializesFailsTheExport) {
   o.name = "pick";
   o.dynamic_shapes = {{0, 0, aot::Dim("n")}};
   const std::string path = temp_path("pick.tspkg");
-  const std::string msg =
-      error_of<CompileError>([&] { aot::compile(path, pick, o, randn({16})); });
+  const std::string msg = error_of<CompileError>([&] { aot::compile(path, pick, o, randn({16})); });
   EXPECT_NE(msg.find("specializes a dynamic dimension"), std::string::npos) << msg;
   EXPECT_NE(msg.find("test_aot.cpp"), std::string::npos) << msg;
   EXPECT_NE(::access(path.c_str(), F_OK), 0) << "nothing is written when the export fails";
   // A Dim whose range excludes the example, and one name for two sizes.
   o.dynamic_shapes = {{0, 0, aot::Dim("n", 32, 64)}};
-  EXPECT_NE(error_of<CompileError>([&] { aot::compile(path, pick, o, randn({16})); })
-                .find("outside Dim 'n' [32, 64]"),
+  EXPECT_NE(error_of<CompileError>([&] {
+              aot::compile(path, pick, o, randn({16}));
+            }).find("outside Dim 'n' [32, 64]"),
             std::string::npos);
   EXPECT_NE(error_of<CompileError>([&] {
               aot::compile(path, add_fn, dynamic_n(2, 100), randn({16}), randn({17}));
             }).find("one Dim is one size"),
             std::string::npos);
   o.dynamic_shapes = {{0, 0, aot::Dim("n", 1, 64)}};
-  EXPECT_NE(error_of<CompileError>([&] { aot::compile(path, pick, o, randn({16})); })
-                .find("minimum is at least 2"),
+  EXPECT_NE(error_of<CompileError>([&] {
+              aot::compile(path, pick, o, randn({16}));
+            }).find("minimum is at least 2"),
             std::string::npos);
 }
 
@@ -239,8 +246,7 @@ TEST(Aot, DamagedPackagesAreRefusedWithTheCheckThatFailed) {
             }).find("expected 0000"),
             std::string::npos);
   const aot::PackageInfo info = aot::inspect(seed_package());
-  EXPECT_EQ(aot::load(seed_package(), {.expected_sha256 = info.sha256}).info().sha256,
-            info.sha256);
+  EXPECT_EQ(aot::load(seed_package(), {.expected_sha256 = info.sha256}).info().sha256, info.sha256);
 }
 
 TEST(Aot, HostileModelsAreRefusedWhereTheyPointOutside) {
@@ -258,10 +264,10 @@ TEST(Aot, HostileModelsAreRefusedWhereTheyPointOutside) {
   };
   {
     ad::Model m = good;  // the round trip itself loads and runs
-    spit(path, ad::write_container({{ad::SectionId::Manifest, ad::encode_manifest(m)},
-                                    {ad::SectionId::Schedule, ad::encode_schedule(m)},
-                                    {ad::SectionId::CpuObject,
-                                     std::string(c.section(ad::SectionId::CpuObject))}}));
+    spit(path, ad::write_container(
+                   {{ad::SectionId::Manifest, ad::encode_manifest(m)},
+                    {ad::SectionId::Schedule, ad::encode_schedule(m)},
+                    {ad::SectionId::CpuObject, std::string(c.section(ad::SectionId::CpuObject))}}));
     Tensor x = randn({100}), y = randn({100});
     EXPECT_TRUE(equal(aot::load(path)(x, y)[0].to_tensor(), x + y));
   }
@@ -325,10 +331,10 @@ TEST(Aot, TheLoaderLinksNoCodeGeneratorAndNeedsNoCompiler) {
   EXPECT_EQ(needed.find("libtessera.so"), std::string::npos) << needed;
   EXPECT_EQ(needed.find("nvrtc"), std::string::npos) << needed;
   // No symbol of the code generators or the JIT in the runtime library.
-  const std::string syms =
-      output(std::string("nm -DC --defined-only ") + TESSERA_RUNTIME_LIB + " | grep -cE "
-             "'tessera::(tl|ir|backend|compile_detail)::' || true",
-             &rc);
+  const std::string syms = output(std::string("nm -DC --defined-only ") + TESSERA_RUNTIME_LIB +
+                                      " | grep -cE "
+                                      "'tessera::(tl|ir|backend|compile_detail)::' || true",
+                                  &rc);
   EXPECT_EQ(std::stoi(syms), 0) << syms;
   const std::string out = output("env PATH=/nonexistent TESSERA_CXX=/nonexistent/c++ " + loader +
                                      " run " + seed_package() + " --size n=777 --repeat 2",

@@ -31,8 +31,8 @@ static void check_model(const ad::Container& c) {
     prog[0].run(symbols.data(), out.data());  // overflow and division by zero are refused
   }
   const std::string man = ad::encode_manifest(m), sched = ad::encode_schedule(m);
-  std::vector<std::pair<ad::SectionId, std::string>> sections = {
-      {ad::SectionId::Manifest, man}, {ad::SectionId::Schedule, sched}};
+  std::vector<std::pair<ad::SectionId, std::string>> sections = {{ad::SectionId::Manifest, man},
+                                                                 {ad::SectionId::Schedule, sched}};
   const std::string_view consts = c.section(ad::SectionId::Constants);
   if (!consts.empty()) sections.emplace_back(ad::SectionId::Constants, std::string(consts));
   ad::Model again;

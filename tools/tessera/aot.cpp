@@ -89,8 +89,8 @@ int aot(const std::vector<std::string>& args) {
   for (int r = 0; r < repeat; ++r) {
     const auto a = std::chrono::steady_clock::now();
     out = p.run(in);
-    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a)
-                     .count());
+    us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a).count());
   }
   std::sort(us.begin(), us.end());
   std::cout << path << ": loaded in " << load_ms << " ms, " << us[us.size() / 2]
