@@ -131,23 +131,9 @@ void export_package(const std::string& path, const compile_detail::Traced& fn,
  * citing the guard and its line); nothing is written then. */
 template <class F, class... A>
 void compile(const std::string& path, F fn, const ExportOptions& options, const A&... example) {
-  using S = compile_detail::FnSig<std::decay_t<F>>;
-  using R = typename S::Ret;
-  using Args = typename S::Args;
-  compile_detail::Traced traced = [fn = std::move(fn)](const std::vector<IValue>& leaves) {
-    size_t i = 0;
-    Args args = compile_detail::Tree<Args>::unflatten(leaves, i);
-    std::vector<IValue> out;
-    if constexpr (std::is_void_v<R>) {
-      std::apply(fn, args);
-    } else {
-      compile_detail::Tree<std::decay_t<R>>::flatten(std::apply(fn, args), out);
-    }
-    return out;
-  };
   std::vector<IValue> leaves;
   (compile_detail::Tree<A>::flatten(example, leaves), ...);
-  detail::export_package(path, traced, leaves, options);
+  detail::export_package(path, compile_detail::make_traced(std::move(fn)), leaves, options);
 }
 
 }  // namespace tessera::aot

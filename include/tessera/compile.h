@@ -261,26 +261,34 @@ CompiledGraph Compiled<R, std::tuple<A...>>::graph() const {
   return std::move(all.back());
 }
 
-/** Compiles `fn` (a function, function pointer or lambda). */
+namespace compile_detail {
+/** `fn` on flattened leaves: its arguments unflattened, its result flattened (compile and AOT
+ * export trace this). */
 template <class F>
-auto compile(F fn, CompileOptions options = {}, SourceLoc loc = SourceLoc::current()) {
-  using S = compile_detail::FnSig<std::decay_t<F>>;
+Traced make_traced(F fn) {
+  using S = FnSig<std::decay_t<F>>;
   using R = typename S::Ret;
   using Args = typename S::Args;
-  compile_detail::Traced traced =
-      [fn = std::move(fn)](const std::vector<IValue>& leaves) -> std::vector<IValue> {
+  return [fn = std::move(fn)](const std::vector<IValue>& leaves) -> std::vector<IValue> {
     size_t i = 0;
-    Args args = compile_detail::Tree<Args>::unflatten(leaves, i);
+    Args args = Tree<Args>::unflatten(leaves, i);
     std::vector<IValue> out;
     if constexpr (std::is_void_v<R>) {
       std::apply(fn, args);
     } else {
-      compile_detail::Tree<std::decay_t<R>>::flatten(std::apply(fn, args), out);
+      Tree<std::decay_t<R>>::flatten(std::apply(fn, args), out);
     }
     return out;
   };
-  return Compiled<R, Args>(
-      compile_detail::make_compiled(std::move(options), std::move(traced), loc));
+}
+}  // namespace compile_detail
+
+/** Compiles `fn` (a function, function pointer or lambda). */
+template <class F>
+auto compile(F fn, CompileOptions options = {}, SourceLoc loc = SourceLoc::current()) {
+  using S = compile_detail::FnSig<std::decay_t<F>>;
+  return Compiled<typename S::Ret, typename S::Args>(compile_detail::make_compiled(
+      std::move(options), compile_detail::make_traced(std::move(fn)), loc));
 }
 
 }  // namespace tessera
