@@ -45,6 +45,11 @@ std::string schema_hash(const OperatorHandle& op) {
 
 // Whether a package can hold a constant of this kind.
 bool storable(const IValue& v) {
+  if (v.is_symint_list()) {  // plain values (a symbolic list is a SymList argument)
+    for (const SymInt& x : v.to_symint_list())
+      if (x.is_symbolic()) return false;
+    return true;
+  }
   return v.is_none() || v.is_bool() || v.is_int() || v.is_double() || v.is_string() ||
          v.is_dtype() || v.is_device() || v.is_int_list() || v.is_double_list() || v.is_bool_list();
 }
@@ -199,7 +204,15 @@ class Exporter {
     // A guard that pins a symbol to one value specializes a declared dimension.
     for (size_t gi = 0; gi < g.env->guards.size(); ++gi) {
       const auto& gd = g.env->guards[gi];
-      const bool pins = gd.condition->kind == compiler::sym::Kind::Eq || gd.why == "specialized";
+      // `a*s + b == 0` fixes s; `s % 2 == 0` (a view's divisibility) constrains it and stays a
+      // guard checked at every call.
+      namespace sym = compiler::sym;
+      const sym::Expr* c = gd.condition;
+      const bool linear_eq = c->kind == sym::Kind::Eq && c->args[0]->kind == sym::Kind::Poly &&
+                             c->args[0]->terms.size() == 1 &&
+                             c->args[0]->terms[0].atoms.size() == 1 &&
+                             c->args[0]->terms[0].atoms[0]->kind == sym::Kind::Symbol;
+      const bool pins = linear_eq || gd.why == "specialized";
       TS_CHECK(!pins, CompileError)
           << where(o_)
           << "the function specializes a dynamic dimension: " << guards.describe_guard(gi)

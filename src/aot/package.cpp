@@ -114,7 +114,8 @@ enum class VTag : uint8_t {
   Device,
   IntList,
   DoubleList,
-  BoolList
+  BoolList,
+  SymIntList
 };
 
 void Writer::ivalue(const IValue& v) {
@@ -142,6 +143,9 @@ void Writer::ivalue(const IValue& v) {
   } else if (v.is_int_list()) {
     u8(uint8_t(VTag::IntList));
     list(v.to_int_list(), [&](int64_t x) { i64(x); });
+  } else if (v.is_symint_list()) {  // plain values (a symbolic list is a SymList argument)
+    u8(uint8_t(VTag::SymIntList));
+    list(v.to_symint_list(), [&](const SymInt& x) { i64(x.expect_int()); });
   } else if (v.is_double_list()) {
     u8(uint8_t(VTag::DoubleList));
     list(v.to_double_list(), [&](double x) { f64(x); });
@@ -180,6 +184,13 @@ IValue Reader::ivalue() {
     case VTag::IntList: {
       std::vector<int64_t> l(count(8));
       for (auto& x : l) x = i64();
+      return IValue(std::move(l));
+    }
+    case VTag::SymIntList: {
+      std::vector<SymInt> l;
+      const size_t n = count(8);
+      l.reserve(n);
+      for (size_t i = 0; i < n; ++i) l.emplace_back(i64());
       return IValue(std::move(l));
     }
     case VTag::DoubleList: {

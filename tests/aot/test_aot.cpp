@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
+#include <tuple>
 #include <sstream>
 
 #include "aot/package.h"
@@ -185,6 +187,34 @@ TEST(Aot, StaticSizesAndClosedOverTensors) {
   Tensor x = randn({32});
   EXPECT_TRUE(equal(p(x)[0].to_tensor(), (x * w).relu()));
   EXPECT_NE(error_of<ShapeError>([&] { p(randn({33})); }).find("exported static"),
+            std::string::npos);
+}
+
+TEST(Aot, RepeatedAndViewResultsAndANoneArgument) {
+  auto fn = [](const Tensor& x, const std::optional<Tensor>& bias) {
+    Tensor y = bias ? add_fn(x, *bias) : x.relu();
+    return std::make_tuple(y, y, y.view({-1, 2}));
+  };
+  aot::ExportOptions o;
+  o.name = "views";
+  o.dynamic_shapes = {{0, 0, aot::Dim("n", 4, 1 << 16)}};
+  const std::string path = temp_path("views.tspkg");
+  aot::compile(path, fn, o, randn({64}), std::optional<Tensor>());
+  aot::Package p = aot::load(path);
+  Tensor x = randn({100});
+  std::vector<IValue> out = p(x, std::optional<Tensor>());  // leaves: x, then `false` (no bias)
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_TRUE(equal(out[0].to_tensor(), x.relu()));
+  EXPECT_TRUE(equal(out[2].to_tensor(), x.relu().view({50, 2})));
+  out[0].to_tensor().fill_(1.0);  // the results share memory as the function's did
+  EXPECT_TRUE(equal(out[1].to_tensor(), ones({100})));
+  EXPECT_TRUE(equal(out[2].to_tensor(), ones({50, 2})));
+  // The view's divisibility is a guard of every call, not a specialization.
+  const std::string odd =
+      error_of<ValueError>([&] { p(randn({101}), std::optional<Tensor>()); });
+  EXPECT_NE(odd.find("fail the guard n % 2 == 0"), std::string::npos) << odd;
+  EXPECT_NE(error_of<ValueError>([&] { p.run({IValue(x), IValue(true)}); })
+                .find("arg1 must be the constant"),
             std::string::npos);
 }
 
