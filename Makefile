@@ -77,7 +77,7 @@ sanitize-thread: deps
 	cmake --build build-tsan -j $(JOBS)
 	$(SAN_ENV) ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -LE gpu
 
-# The libFuzzer targets (tests/fuzz: schemas, tile IR text, cache and tuning records, knobs), built
+# The libFuzzer targets (tests/fuzz: schemas, tile IR text, cache and tuning records, knobs, AOT packages), built
 # with clang under ASan + UBSan in build-fuzz/ and run FUZZ_SECONDS each from their seed corpus.
 FUZZ_SECONDS ?= 30
 fuzz: deps
