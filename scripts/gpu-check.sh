@@ -19,7 +19,11 @@ OUT=${OUT:-/tmp/tessera-gpu-check}
 mkdir -p "$OUT"
 J=$(nproc)
 BUILD=${BUILD:-build-gpu}  # CXX picks the compiler of a fresh build folder, as CMake reads it
-if [ "${1:-}" = python ]; then  # the machine's /opt/gcc g++ links libstdc++ statically (docs/python.md)
+# The machine's default CXX (/opt/gcc's g++) links libstdc++ statically into shared libraries
+# (docs/python.md): libtessera and libtessera_runtime would each carry a C++ runtime. The system
+# g++ links it dynamically, once.
+[ -x /usr/bin/g++ ] && export CXX=${GPU_CXX:-/usr/bin/g++}
+if [ "${1:-}" = python ]; then
   BUILD=${BUILD_PY:-build-gpu-py}
   export CXX=${PY_CXX:-/usr/bin/g++}
 fi
