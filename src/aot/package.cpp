@@ -540,6 +540,7 @@ Model decode(const Container& c, const std::string& origin) {
       p.f = s.f64();
       s.check((p.kind == Param::Pointer) == (p.source == Param::FromValue),
               "a pointer parameter not bound to a tensor");
+      s.check(!p.written || p.kind == Param::Pointer, "a written parameter that is not a pointer");
       s.check(p.source != Param::FromValue || value_ok(p.value, false), "a parameter's value id");
       s.check(p.source != Param::FromSym || p.kind == Param::Int || p.kind == Param::Float,
               "a size bound to a parameter that is not a number");
@@ -553,9 +554,12 @@ Model decode(const Container& c, const std::string& origin) {
       v.work_per_program = s.i64();
       s.check(v.work_per_program >= 1, "a variant's work per program");
       v.assume.resize(n.params.size());
-      for (auto& a : v.assume) {
-        a = s.u8();
-        s.check(a < 8, "an unknown assumption");
+      for (size_t p = 0; p < v.assume.size(); ++p) {
+        v.assume[p] = s.u8();
+        s.check(v.assume[p] < 8, "an unknown assumption");
+        s.check(v.assume[p] == 0 || n.params[p].kind == Param::Pointer ||
+                    n.params[p].kind == Param::Int,
+                "an assumption on a parameter that is not a pointer or an integer");
       }
     }
     s.check(n.variants.back().assume == std::vector<uint8_t>(n.params.size(), 0) ||

@@ -333,31 +333,14 @@ std::vector<IValue> LoadedPackage::run(const std::vector<IValue>& args) const {
     const ad::Node& n = m.nodes[k];
     if (n.kind == ad::Node::Kernel) {
       trt::Arg slots[64];
-      // The first variant whose assumptions hold (the last assumes nothing).
-      size_t v = 0;
-      for (; v + 1 < n.variants.size(); ++v) {
-        bool holds = true;
-        for (size_t p = 0; p < n.params.size() && holds; ++p) {
-          const uint8_t a = n.variants[v].assume[p];
-          if (!a) continue;
-          const ad::Param& q = n.params[p];
-          const int64_t x = q.kind == ad::Param::Pointer
-                                ? static_cast<int64_t>(reinterpret_cast<uintptr_t>(
-                                      vals[static_cast<size_t>(q.value)].impl()->data()))
-                                : (q.source == ad::Param::FromSym ? value_of(q.sym, values) : q.i);
-          if ((a & ad::Variant::Div16) && x % 16 != 0) holds = false;
-          if ((a & ad::Variant::IsOne) && x != 1) holds = false;
-          if ((a & ad::Variant::Fits32) && (x < INT32_MIN || x > INT32_MAX)) holds = false;
-        }
-        if (holds) break;
-      }
       for (size_t p = 0; p < n.params.size(); ++p) {
         const ad::Param& q = n.params[p];
         switch (q.kind) {
           case ad::Param::Pointer: {
             const Tensor& t = vals[static_cast<size_t>(q.value)];
-            TS_CHECK(t.defined(), InternalError)
-                << "package '" << m.name << "': kernel " << n.kernel << " reads an undefined value";
+            TS_CHECK(t.defined(), ValueError)
+                << "package '" << m.name << "': kernel " << n.kernel << " (" << n.loc
+                << ") is given a tensor that an operator of the package did not produce";
             slots[p].p = t.impl()->data();
             break;
           }
@@ -371,6 +354,22 @@ std::vector<IValue> LoadedPackage::run(const std::vector<IValue>& args) const {
           default:
             slots[p].i = 0;
         }
+      }
+      // The first variant whose assumptions hold (the last assumes nothing).
+      size_t v = 0;
+      for (; v + 1 < n.variants.size(); ++v) {
+        bool holds = true;
+        for (size_t p = 0; p < n.params.size() && holds; ++p) {
+          const uint8_t a = n.variants[v].assume[p];
+          if (!a) continue;
+          const int64_t x = n.params[p].kind == ad::Param::Pointer
+                                ? static_cast<int64_t>(reinterpret_cast<uintptr_t>(slots[p].p))
+                                : slots[p].i;
+          if ((a & ad::Variant::Div16) && x % 16 != 0) holds = false;
+          if ((a & ad::Variant::IsOne) && x != 1) holds = false;
+          if ((a & ad::Variant::Fits32) && (x < INT32_MIN || x > INT32_MAX)) holds = false;
+        }
+        if (holds) break;
       }
       int64_t dims[3];
       static constexpr int64_t kMaxGrid[3] = {(int64_t{1} << 31) - 1, 65535, 65535};
