@@ -37,10 +37,12 @@ class LoadedPackage {
   std::unique_ptr<std::atomic<uint64_t>[]> runs;               ///< launches per variant
   void* handle = nullptr;
 
+  LoadedPackage() = default;
+  LoadedPackage(const LoadedPackage&) = delete;
+  LoadedPackage& operator=(const LoadedPackage&) = delete;
+  /** Launches are synchronous: when the last Package is gone no kernel of it runs. */
   ~LoadedPackage() {
-    // The shared object stays mapped: kernels may still be referenced by threads finishing a
-    // launch elsewhere is impossible (launches are synchronous), but dlclose of code that the
-    // thread pool's workers ran is cheap to avoid.
+    if (handle) ::dlclose(handle);
   }
 
   std::vector<IValue> run(const std::vector<IValue>& args) const;

@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <fstream>
 #include <optional>
-#include <tuple>
 #include <sstream>
+#include <tuple>
 
 #include "aot/package.h"
 #include "tessera/aot.h"
@@ -168,11 +168,16 @@ TEST(Aot, AnAutotunedLaunchShipsOneConfigThatRunsEverySize) {
   const std::string path = temp_path("tuned.tspkg");
   aot::compile(path, fn, dynamic_n(16, 1 << 16), randn({1024}), randn({1024}));
   aot::Package p = aot::load(path);
-  ASSERT_EQ(p.variant_runs().size(), 1u);  // one launch: the winner, not every config
+  // The tuner ran at export (every config timed there); the package runs one config per launch.
+  ASSERT_EQ(p.variant_runs().size(), 1u);
   for (int64_t n : {100, 1024, 5000}) {
     Tensor x = randn({n}), y = randn({n});
     EXPECT_TRUE(equal(p(x, y)[0].to_tensor(), x + y)) << "n = " << n;
   }
+  uint64_t launches = 0;
+  const auto runs = p.variant_runs();
+  for (uint64_t c : runs[0].second) launches += c;
+  EXPECT_EQ(launches, 3u);  // no tuning at run time: one launch per call
 }
 
 TEST(Aot, StaticSizesAndClosedOverTensors) {
@@ -210,11 +215,11 @@ TEST(Aot, RepeatedAndViewResultsAndANoneArgument) {
   EXPECT_TRUE(equal(out[1].to_tensor(), ones({100})));
   EXPECT_TRUE(equal(out[2].to_tensor(), ones({50, 2})));
   // The view's divisibility is a guard of every call, not a specialization.
-  const std::string odd =
-      error_of<ValueError>([&] { p(randn({101}), std::optional<Tensor>()); });
+  const std::string odd = error_of<ValueError>([&] { p(randn({101}), std::optional<Tensor>()); });
   EXPECT_NE(odd.find("fail the guard n % 2 == 0"), std::string::npos) << odd;
-  EXPECT_NE(error_of<ValueError>([&] { p.run({IValue(x), IValue(true)}); })
-                .find("arg1 must be the constant"),
+  EXPECT_NE(error_of<ValueError>([&] {
+              p.run({IValue(x), IValue(true)});
+            }).find("arg1 must be the constant"),
             std::string::npos);
 }
 

@@ -104,8 +104,8 @@ TEST(IrAffine, LoopCarriedTilesHaveNoFormAndTheInductionVariableIsUniform) {
 }
 
 // The materialization plan keeps a load inline when every use ends, through inline values, in one
-// op (`d * d`, d = x - 1 from the load, stored: one loop, no array), and stores it when its uses end in
-// two ops (each would evaluate it in a loop of its own).
+// op (`d * d`, d = x - 1 from the load, stored: one loop, no array), and stores it when its uses
+// end in two ops (each would evaluate it in a loop of its own).
 TEST(IrMaterialize, ALoadUsedTwiceByOneStoreStaysInline) {
   auto plan_of = [](const std::string& tail) {
     const auto f = ir::parse(R"(kernel @k(%0: *fp32 x, %1: *fp32 out) {
