@@ -71,7 +71,7 @@ run_benchmarks() {
 run_tutorials() {
   # Triton's tutorials as ported (examples/), on the GPU, and the seed walkthrough.
   for t in tutorial_03_matmul tutorial_04_dropout tutorial_05_layer_norm tutorial_06_attention \
-    tutorial_07_extern_functions tutorial_08_grouped_gemm tutorial_09_persistent_matmul; do
+    tutorial_07_extern_functions tutorial_08_grouped_gemm tutorial_09_persistent_matmul aot_seed; do
     step "$t --cuda" "$t.log" "$BUILD/examples/$t" --cuda
     tail -2 "$OUT/$t.log" | tee -a "$summary"
   done

@@ -9,9 +9,10 @@
  *
  * A package holds a manifest (format version, the signature and its guards as a serialized size
  * program, the CPU features its code needs), the compiled graph's schedule (operators by name with
- * their schema's hash, kernel launches with symbolic grids), one shared object with every kernel
- * (for each launch the specialization the example took and, where it assumed an alignment or
- * divisibility a later call may break, a generic one), and the tensors the function closed over.
+ * their schema's hash, kernel launches with symbolic grids), its kernels (for each launch the
+ * specialization the example took and, where it assumed an alignment or divisibility a later call
+ * may break, a generic one) as one shared object for the CPU or, when the example's tensors are
+ * on a GPU, cubins per CUDA architecture, and the tensors the function closed over.
  * Loading treats the file as untrusted: every offset, count and string is checked, each section's
  * SHA-256 too, and no path inside it reaches the file system. Every call checks the inputs
  * against the guards (dtype, device, rank, sizes against the `Dim` ranges, strides) and throws a
@@ -62,12 +63,18 @@ struct ExportOptions {
   /** The x86-64 level the CPU code is compiled for ("x86-64-v2", "-v3", "-v4"); empty: the
    * highest this CPU has. A machine without the level's features refuses the package at load. */
   std::string isa;
+  /** A CUDA package (tensor arguments on a GPU): the architectures to ship cubins for ("sm_80",
+   * "sm_90", "sm_90a"); empty: the example's GPU's. A device runs the cubin of its major version
+   * with the highest minor not above its own. */
+  std::vector<std::string> cuda_archs;
   SourceLoc loc = SourceLoc::current();
 };
 
 struct LoadOptions {
   /** When not empty: the file's SHA-256 (hex) must equal it. */
   std::string expected_sha256;
+  /** A CUDA package: the GPU it runs on (-1: device 0); its cubins are loaded there. */
+  int device = -1;
 };
 
 /** A package's argument, as data. */
@@ -83,6 +90,8 @@ struct PackageInfo {
   std::vector<PackageArg> args;
   std::vector<Dim> dims;  ///< the dynamic dimensions and their ranges
   std::string name, created_by, isa;
+  std::string device;                   ///< "cpu" or "cuda"
+  std::vector<std::string> cuda_archs;  ///< a CUDA package's architectures ("sm_90")
   uint32_t format_major = 0, format_minor = 0;
   std::vector<std::string> cpu_features;  ///< what its kernels need
   std::vector<std::string> inputs;        ///< "arg0: float32[n] (n in [16, 16777216])"

@@ -6,16 +6,21 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "aot/package.h"
 #include "backend/cpu/toolchain.h"
+#include "backend/cuda/cuda_backend.h"
 #include "compile/capture.h"
 #include "compile/executor.h"
 #include "core/files.h"
+#include "ops/pointwise.h"
+#include "runtime/cuda/context.h"
 #include "runtime/disk_cache.h"
 #include "tessera/detail/hash.h"
 #include "tessera/tensor.h"
@@ -132,6 +137,20 @@ class Exporter {
   }
 
  private:
+  // Every tensor of the package on one device: the CPU, or one GPU (a CUDA package).
+  void device(Device d, const std::string& what) {
+    TS_CHECK(d.is_cpu() || d.is_cuda(), NotImplementedError)
+        << where(o_) << what << " is on " << d.str() << "; packages run on the CPU or a CUDA GPU";
+    if (!device_) {
+      device_ = d;
+      return;
+    }
+    TS_CHECK(*device_ == d, CompileError)
+        << where(o_) << what << " is on " << d.str() << " and an earlier tensor on "
+        << device_->str() << "; a package runs on one device";
+  }
+  bool cuda() const { return device_ && device_->is_cuda(); }
+
   void manifest(const compiler::Graph& g, const Guards& guards,
                 const std::map<std::pair<int, int>, Dim>& dims) {
     m_.name = o_.name;
@@ -161,9 +180,7 @@ class Exporter {
         m_.leaves.push_back(l);
         continue;
       }
-      TS_CHECK(lg.device.is_cpu(), NotImplementedError)
-          << where(o_) << "argument " << i << " is on " << lg.device.str()
-          << "; packages hold CPU code in this version (docs/aot.md)";
+      device(lg.device, "argument " + std::to_string(i));
       l.dtype = lg.dtype;
       l.requires_grad = lg.requires_grad;
       l.contiguous = lg.contiguous;
@@ -276,15 +293,17 @@ class Exporter {
     std::string why;
     TS_INTERNAL_ASSERT(guards.match(example_, s, &why)) << "the example fails its guards: " << why;
     Executor ex(g, guards);
+    const std::string want = cuda() ? "cuda" : "cpu";
     Executor::Observer observe = [&](const Executor::LaunchEvent& ev) {
       const compiler::Node& n = g.nodes[ev.node];
       auto& st = n.kernel->state();
       Launch l;
       tl::detail::bind(st, ev.args, l.bound, l.opts, n.loc);
       l.spec = tl::detail::get_kernel(st, l.bound, l.opts, n.loc);
-      TS_CHECK(std::string(l.spec->backend->name()) == "cpu", NotImplementedError)
+      TS_CHECK(l.spec->backend->name() == want, NotImplementedError)
           << where(o_) << "kernel " << st.name << " ran on the " << l.spec->backend->name()
-          << " backend; packages hold CPU code in this version (unset TESSERA_INTERPRET)";
+          << " backend; a package holds " << want << " code (unset TESSERA_INTERPRET and "
+          << "TESSERA_CROSSCHECK)";
       TS_CHECK(!l.spec->code.checked, CompileError)
           << where(o_) << "kernel " << st.name << " was compiled in the checked mode; export "
           << "without TESSERA_DEBUG";
@@ -315,7 +334,21 @@ class Exporter {
       variants(n, l);  // while the launch's tensors are alive
       launches_[ev.node] = std::move(l);
     };
-    ex.run(example_, s, &observe);
+    // On a GPU, an operator whose kernel the tile lowering generates at run time (a pointwise
+    // op, a reduction, a norm on CUDA tensors) cannot run from a package: refused by name.
+    uint64_t runner_calls = ops_detail::device_runner_calls();
+    Executor::OpObserver after_op = [&](size_t node) {
+      const uint64_t now = ops_detail::device_runner_calls();
+      const compiler::Node& n = g.nodes[node];
+      TS_CHECK(!cuda() || now == runner_calls, NotImplementedError)
+          << where(o_) << "operator " << n.op.schema().qualified_name()
+          << (n.loc.known() ? " at " + loc_text(n.loc) : std::string()) << " runs on "
+          << device_->str() << " through a kernel generated at run time, which a "
+          << "package cannot ship yet; write it in a kernel of the function, or run it outside "
+          << "the package";
+      runner_calls = now;
+    };
+    ex.run(example_, s, &observe, &after_op);
   }
 
   // The variants of a launch: the example's specialization, then (where it assumed something of a
@@ -356,11 +389,19 @@ class Exporter {
     out.push_back(gv);
   }
 
-  // The entry point of a specialization's code in the package's shared object.
+  // The entry point of a specialization's code: its function in the package's shared object,
+  // or its CUDA module.
   std::string entry(const tl::detail::CompiledKernel& k) {
-    TS_INTERNAL_ASSERT(!k.code.source.empty()) << "kernel " << k.name << " has no C++ source";
+    TS_INTERNAL_ASSERT(!k.code.source.empty()) << "kernel " << k.name << " has no source";
     auto [it, fresh] = source_index_.emplace(k.code.source, sources_.size());
-    if (fresh) sources_.push_back(k.code.source);
+    if (fresh) {
+      sources_.push_back(k.code.source);
+      source_names_.push_back(k.name);
+      ad::CudaModule mod;
+      mod.threads = static_cast<uint32_t>(k.code.launch_threads);
+      mod.shared_bytes = static_cast<uint64_t>(k.code.shared_bytes);
+      modules_.push_back(mod);
+    }
     return "tessera_kernel_" + std::to_string(it->second);
   }
 
@@ -432,12 +473,16 @@ class Exporter {
     }
   }
 
-  // A tensor the function closed over, stored in the constants section.
+  // A tensor the function closed over, stored in the constants section (a CUDA package's are
+  // copied to the host here and to its GPU at load).
   void constant(const Tensor& t, int value) {
-    TS_CHECK(t.device().is_cpu() && t.is_contiguous() && t.impl()->int_offset() == 0,
+    const Device d = device_.value_or(Device(DeviceType::CPU));
+    TS_CHECK(t.device() == d && t.is_contiguous() && t.impl()->int_offset() == 0,
              NotImplementedError)
-        << where(o_) << "the function closes over a tensor that is not a dense CPU tensor at "
-        << "offset 0 (" << t.device().str() << "); pass it as an argument instead";
+        << where(o_) << "the function closes over a tensor that is not a dense tensor at offset 0 "
+        << "on the package's device " << d.str() << " (" << t.device().str()
+        << "); pass it as an argument instead";
+    const Tensor host = t.device().is_cpu() ? t : t.to(Device(DeviceType::CPU));
     ad::Constant c;
     c.value = value;
     c.dtype = t.dtype();
@@ -445,7 +490,7 @@ class Exporter {
     constants_.resize((constants_.size() + 63) / 64 * 64, '\0');
     c.offset = constants_.size();
     c.nbytes = static_cast<uint64_t>(t.numel()) * itemsize(t.dtype());
-    constants_.append(static_cast<const char*>(t.impl()->data()), c.nbytes);
+    constants_.append(static_cast<const char*>(host.impl()->data()), c.nbytes);
     m_.constants.push_back(c);
   }
 
@@ -453,11 +498,64 @@ class Exporter {
     std::vector<std::pair<ad::SectionId, std::string>> sections = {
         {ad::SectionId::Manifest, ad::encode_manifest(m_)},
         {ad::SectionId::Schedule, ad::encode_schedule(m_)}};
-    if (!sources_.empty())
+    if (cuda()) {
+      sections.emplace_back(ad::SectionId::CudaObjects, ad::encode_cuda(cuda_code()));
+    } else if (!sources_.empty()) {
       sections.emplace_back(ad::SectionId::CpuObject,
                             backend::cpu::compile_bundle(sources_, m_.isa));
+    }
     if (!constants_.empty()) sections.emplace_back(ad::SectionId::Constants, constants_);
     return ad::write_container(sections);
+  }
+
+  // Every module compiled by NVRTC for every requested architecture, in parallel.
+  ad::CudaCode cuda_code() {
+    ad::CudaCode c;
+    c.modules = modules_;
+    std::vector<std::string> archs = o_.cuda_archs;
+    if (archs.empty()) {
+      const auto& info = runtime::cuda::device_info(device_->index());
+      archs.push_back("sm_" + std::to_string(info.major * 10 + info.minor));
+    }
+    for (const std::string& a : archs) {
+      int major = 0, minor = 0;
+      bool specific = false;
+      TS_CHECK(ad::parse_arch(a, major, minor, specific), ValueError)
+          << where(o_) << "'" << a << "' is not a CUDA architecture (sm_80, sm_90, sm_90a)";
+      for (const ad::CudaArch& seen : c.archs)
+        TS_CHECK(seen.name != a, ValueError) << where(o_) << "architecture " << a << " twice";
+      ad::CudaArch arch;
+      arch.name = a;
+      arch.cubins.resize(sources_.size());
+      c.archs.push_back(std::move(arch));
+    }
+    const size_t jobs = sources_.size() * c.archs.size();
+    std::vector<std::exception_ptr> errors(jobs);
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t j; (j = next.fetch_add(1)) < jobs;) {
+        ad::CudaArch& arch = c.archs[j / sources_.size()];
+        const size_t m = j % sources_.size();
+        int major = 0, minor = 0;
+        bool specific = false;
+        ad::parse_arch(arch.name, major, minor, specific);
+        try {
+          arch.cubins[m] = backend::cuda::compile_for_arch(
+              sources_[m], source_names_[m], major * 10 + minor, nullptr, specific ? "a" : "");
+        } catch (...) {
+          errors[j] = std::current_exception();
+        }
+      }
+    };
+    const size_t workers =
+        std::min<size_t>(jobs, std::max<unsigned>(1, std::thread::hardware_concurrency()));
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < workers; ++t) threads.emplace_back(work);
+    if (workers) work();
+    for (auto& t : threads) t.join();
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    return c;
   }
 
   const Traced& fn_;
@@ -465,7 +563,9 @@ class Exporter {
   const ExportOptions& o_;
   ad::Model m_;
   std::map<size_t, Launch> launches_;
-  std::vector<std::string> sources_;
+  std::optional<Device> device_;
+  std::vector<std::string> sources_, source_names_;
+  std::vector<ad::CudaModule> modules_;
   std::map<std::string, size_t> source_index_;
   std::string constants_;
 };

@@ -71,6 +71,14 @@ class Reader {
     pos_ += n;
     return s;
   }
+  /** Bytes of any length up to what is left (a cubin). */
+  std::string blob() {
+    const uint64_t n = u64();
+    check(n <= d_.size() - pos_, "a block of " + std::to_string(n) + " bytes runs past the end");
+    std::string s(d_.substr(pos_, n));
+    pos_ += n;
+    return s;
+  }
   SymRef sym(size_t slots) {
     SymRef r;
     r.constant = i64();
@@ -220,6 +228,8 @@ const char* section_name(uint32_t id) {
       return "cpu-object";
     case SectionId::Constants:
       return "constants";
+    case SectionId::CudaObjects:
+      return "cuda-objects";
   }
   return "unknown";
 }
@@ -341,6 +351,103 @@ std::string encode_schedule(const Model& m) {
   });
   return w.buf;
 }
+
+std::string encode_cuda(const CudaCode& c) {
+  Writer w;
+  w.list(c.modules, [&](const CudaModule& m) {
+    w.u32(m.threads);
+    w.u64(m.shared_bytes);
+  });
+  w.list(c.archs, [&](const CudaArch& a) {
+    w.str(a.name);
+    for (const std::string& cubin : a.cubins) {
+      w.u64(cubin.size());
+      w.buf += cubin;
+    }
+  });
+  return w.buf;
+}
+
+bool parse_arch(const std::string& name, int& major, int& minor, bool& specific) {
+  if (name.size() < 5 || name.size() > 7 || name.compare(0, 3, "sm_") != 0) return false;
+  size_t end = name.size();
+  specific = name.back() == 'a';
+  if (specific) --end;
+  if (end - 3 < 2 || end - 3 > 3) return false;
+  int v = 0;
+  for (size_t i = 3; i < end; ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+    v = v * 10 + (name[i] - '0');
+  }
+  major = v / 10;
+  minor = v % 10;
+  return major >= 1;
+}
+
+int pick_arch(const std::vector<std::string>& archs, int major, int minor) {
+  int best = -1, best_minor = -1;
+  for (size_t i = 0; i < archs.size(); ++i) {
+    int ma = 0, mi = 0;
+    bool specific = false;
+    if (!parse_arch(archs[i], ma, mi, specific) || ma != major || mi > minor) continue;
+    if (specific && mi != minor) continue;
+    // Among equal minors the arch-specific target is preferred (it can hold wgmma code).
+    const int rank = mi * 2 + (specific ? 1 : 0);
+    if (rank > best_minor) {
+      best_minor = rank;
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
+}
+
+int64_t entry_index(const std::string& symbol) {
+  static constexpr char kPrefix[] = "tessera_kernel_";
+  const size_t n = sizeof(kPrefix) - 1;
+  if (symbol.size() <= n || symbol.size() > n + 9 || symbol.compare(0, n, kPrefix) != 0) return -1;
+  if (symbol.size() > n + 1 && symbol[n] == '0') return -1;  // one spelling per index
+  int64_t v = 0;
+  for (size_t i = n; i < symbol.size(); ++i) {
+    if (symbol[i] < '0' || symbol[i] > '9') return -1;
+    v = v * 10 + (symbol[i] - '0');
+  }
+  return v;
+}
+
+namespace {
+CudaCode decode_cuda(std::string_view bytes, const std::string& origin) {
+  CudaCode c;
+  Reader r(bytes, origin + ": cuda-objects");
+  c.modules.resize(r.count(12));
+  for (CudaModule& m : c.modules) {
+    m.threads = r.u32();
+    m.shared_bytes = r.u64();
+    r.check(m.threads >= 1 && m.threads <= 1024,
+            "a kernel of " + std::to_string(m.threads) + " threads per block");
+    r.check(m.shared_bytes <= (uint64_t{1} << 20),
+            "a kernel with " + std::to_string(m.shared_bytes) + " bytes of shared memory");
+  }
+  c.archs.resize(r.count(4));
+  r.check(!c.archs.empty(), "no architecture");
+  r.check(c.archs.size() <= 64, std::to_string(c.archs.size()) + " architectures");
+  for (size_t i = 0; i < c.archs.size(); ++i) {
+    CudaArch& a = c.archs[i];
+    a.name = r.str();
+    int major = 0, minor = 0;
+    bool specific = false;
+    r.check(parse_arch(a.name, major, minor, specific), "an architecture '" + a.name + "'");
+    for (size_t j = 0; j < i; ++j)
+      r.check(c.archs[j].name != a.name, "architecture " + a.name + " appears twice");
+    a.cubins.resize(c.modules.size());
+    for (std::string& cubin : a.cubins) {
+      cubin = r.blob();
+      r.check(!cubin.empty(), "an empty cubin for " + a.name);
+    }
+  }
+  r.done();
+  return c;
+}
+}  // namespace
 
 Model decode(const Container& c, const std::string& origin) {
   Model m;
@@ -550,7 +657,6 @@ Model decode(const Container& c, const std::string& origin) {
     s.check(!n.variants.empty(), "a kernel without code");
     for (Variant& v : n.variants) {
       v.symbol = s.str();
-      s.check(v.symbol.rfind("tessera_kernel_", 0) == 0, "an entry point '" + v.symbol + "'");
       v.work_per_program = s.i64();
       s.check(v.work_per_program >= 1, "a variant's work per program");
       v.assume.resize(n.params.size());
@@ -591,6 +697,20 @@ Model decode(const Container& c, const std::string& origin) {
       if (v >= 0) defined[static_cast<size_t>(v)] = true;
   }
   for (const Output& o : m.outputs) need(o.value, m.nodes.size());
+  const std::string_view cuda = c.section(SectionId::CudaObjects);
+  m.cuda = !cuda.empty();
+  if (m.cuda) {
+    s.check(c.section(SectionId::CpuObject).empty(), "a package with both CPU and CUDA code");
+    m.cuda_code = decode_cuda(cuda, origin);
+  }
+  for (const Node& n : m.nodes) {
+    for (const Variant& v : n.variants) {
+      const int64_t i = entry_index(v.symbol);
+      s.check(i >= 0, "an entry point '" + v.symbol + "'");
+      s.check(!m.cuda || static_cast<uint64_t>(i) < m.cuda_code.modules.size(),
+              "entry point " + v.symbol + " of kernel " + n.kernel + " has no CUDA module");
+    }
+  }
   return m;
 }
 
@@ -663,6 +783,10 @@ Container read_container(std::string data, const std::string& origin) {
             std::string("section ") + section_name(id) + " overlaps the header");
     for (const auto& s : c.sections)
       r.check(s.first != id, std::string("section ") + section_name(id) + " appears twice");
+    r.check(id >= static_cast<uint32_t>(SectionId::Manifest) &&
+                id <= static_cast<uint32_t>(SectionId::CudaObjects),
+            "section " + std::to_string(id) + " is unknown to this tessera (format " +
+                std::to_string(kFormatMajor) + "." + std::to_string(kFormatMinor) + ")");
     const std::string_view bytes(c.data.data() + offset, size);
     r.check(raw_digest(bytes) == digest,
             std::string("section ") + section_name(id) + " is damaged (its SHA-256 differs)");

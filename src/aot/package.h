@@ -20,14 +20,21 @@
 namespace tessera::aot_detail {
 
 inline constexpr char kMagic[8] = {'T', 'S', 'P', 'K', 'G', '\r', '\n', '\x1a'};
-inline constexpr uint32_t kFormatMajor = 1, kFormatMinor = 0;
+/** 1.1: CUDA packages (the cuda-objects section). Readers refuse sections they do not know. */
+inline constexpr uint32_t kFormatMajor = 1, kFormatMinor = 1;
 /** The calling convention of the packaged kernels (trt::KernelFn, trt::Arg, trt::Grid): a
  * change there bumps it, and older packages are refused rather than run. */
 inline constexpr uint32_t kRuntimeAbi = 1;
 /** Limits on what a package may declare (a hostile file cannot make the loader allocate more). */
 inline constexpr size_t kMaxSections = 16, kMaxString = 1 << 16, kMaxCount = 1 << 20;
 
-enum class SectionId : uint32_t { Manifest = 1, Schedule = 2, CpuObject = 3, Constants = 4 };
+enum class SectionId : uint32_t {
+  Manifest = 1,
+  Schedule = 2,
+  CpuObject = 3,
+  Constants = 4,
+  CudaObjects = 5,
+};
 const char* section_name(uint32_t id);
 
 /** An integer known at call start: a constant, or output `slot` of the size program. */
@@ -118,6 +125,22 @@ struct Output {
   IValue constant;
 };
 
+/** A CUDA package's code: one module per distinct kernel source (entry point
+ * `tessera_kernel_<i>` of the schedule is module i, its kernel function `tessera_kernel`), with
+ * its launch shape, and per architecture one cubin per module. */
+struct CudaModule {
+  uint32_t threads = 128;     ///< per block
+  uint64_t shared_bytes = 0;  ///< dynamic shared memory per block
+};
+struct CudaArch {
+  std::string name;                 ///< "sm_90", "sm_90a"
+  std::vector<std::string> cubins;  ///< per module
+};
+struct CudaCode {
+  std::vector<CudaModule> modules;
+  std::vector<CudaArch> archs;
+};
+
 struct Model {
   // manifest
   std::string name, created_by, isa;
@@ -137,11 +160,24 @@ struct Model {
   std::vector<int32_t> inputs;  ///< per leaf: its value id, -1 for non-tensors
   std::vector<Constant> constants;
   std::vector<Node> nodes;
+  // cuda-objects (a CUDA package: its tensors live on a GPU, its kernels are cubins)
+  bool cuda = false;
+  CudaCode cuda_code;
 };
 
-/** The model's two sections. */
+/** The model's sections. */
 std::string encode_manifest(const Model& m);
 std::string encode_schedule(const Model& m);
+std::string encode_cuda(const CudaCode& c);
+
+/** "sm_90" -> {9, 0, false}, "sm_90a" -> {9, 0, true}; false when `name` is not of that form. */
+bool parse_arch(const std::string& name, int& major, int& minor, bool& specific);
+/** The index in `archs` of the architecture whose cubins a device of compute capability
+ * major.minor runs: the same major and the highest minor not above the device's (an
+ * arch-specific "a" target only on exactly its own); -1 when none does. */
+int pick_arch(const std::vector<std::string>& archs, int major, int minor);
+/** "tessera_kernel_<i>" -> i; -1 when `symbol` is not of that form. */
+int64_t entry_index(const std::string& symbol);
 
 /** A parsed container: the sections' bytes (views into `data`), checked against their digests. */
 struct Container {

@@ -14,6 +14,8 @@
 #include "aot/package.h"
 #include "compile/sym.h"
 #include "core/files.h"
+#include "runtime/cuda/context.h"
+#include "runtime/cuda/module.h"
 #include "runtime/thread_pool.h"
 #include "tessera/detail/hash.h"
 #include "tessera/dispatch.h"
@@ -36,13 +38,26 @@ class LoadedPackage {
   std::vector<size_t> run_base;                                ///< per node: its first counter
   std::unique_ptr<std::atomic<uint64_t>[]> runs;               ///< launches per variant
   void* handle = nullptr;
+  // A CUDA package: its GPU, the architecture whose cubins were loaded, one module per entry.
+  Device device{DeviceType::CPU};
+  std::string arch;
+  std::vector<std::unique_ptr<runtime::cuda::Module>> modules;
+  std::vector<runtime::cuda::CUfunction> cu_fns;  ///< per module
+  std::vector<std::vector<uint32_t>> module_of;   ///< per node, per variant
 
   LoadedPackage() = default;
   LoadedPackage(const LoadedPackage&) = delete;
   LoadedPackage& operator=(const LoadedPackage&) = delete;
-  /** Launches are synchronous: when the last Package is gone no kernel of it runs. */
+  /** CPU launches are synchronous; CUDA ones are queued, so the GPU finishes them before the
+   * modules go: when the last Package is gone no kernel of it runs. */
   ~LoadedPackage() {
     if (handle) ::dlclose(handle);
+    if (!modules.empty()) {
+      try {
+        runtime::cuda::synchronize(device.index());
+      } catch (...) {  // a failed device: unloading is all that is left
+      }
+    }
   }
 
   std::vector<IValue> run(const std::vector<IValue>& args) const;
@@ -74,6 +89,8 @@ PackageInfo make_info(const ad::Container& c, const ad::Model& m) {
   info.name = m.name;
   info.created_by = m.created_by;
   info.isa = m.isa;
+  info.device = m.cuda ? "cuda" : "cpu";
+  for (const ad::CudaArch& a : m.cuda_code.archs) info.cuda_archs.push_back(a.name);
   info.format_major = c.major;
   info.format_minor = c.minor;
   info.cpu_features = m.cpu_features;
@@ -246,8 +263,11 @@ void LoadedPackage::check_arguments(const std::vector<IValue>& args,
       input_error(
           i, std::string("is ") + dtype_name(t.dtype()) + ", the package takes " + dims_text(m, l),
           kDType);
-    if (!t.device().is_cpu())
-      input_error(i, "is on " + t.device().str() + "; the package runs on the CPU", kDevice);
+    if (t.device() != device)
+      input_error(i,
+                  "is on " + t.device().str() + "; the package runs on " +
+                      (device.is_cpu() ? std::string("the CPU") : device.str()),
+                  kDevice);
     if (!t.has_data() || t.impl()->has_symbolic_shape())
       input_error(i, "has no data (a meta or fake tensor)", kValue);
     if (t.dim() != static_cast<int64_t>(l.sizes.size()))
@@ -384,8 +404,20 @@ std::vector<IValue> LoadedPackage::run(const std::vector<IValue>& args) const {
       const int64_t total = dims[0] * dims[1] * dims[2];
       if (total == 0) continue;
       runs[run_base[k] + v].fetch_add(1, std::memory_order_relaxed);
-      const trt::Grid grid{dims[0], dims[1], dims[2]};
-      runtime::run_programs(fns[k][v], n.variants[v].work_per_program, grid, total, slots);
+      trt::Grid grid{dims[0], dims[1], dims[2]};
+      if (m.cuda) {
+        const uint32_t mod = module_of[k][v];
+        const ad::CudaModule& cm = m.cuda_code.modules[mod];
+        void* params[2] = {&grid, slots};
+        const unsigned g3[3] = {static_cast<unsigned>(dims[0]), static_cast<unsigned>(dims[1]),
+                                static_cast<unsigned>(dims[2])};
+        const unsigned block[3] = {cm.threads, 1, 1};
+        runtime::cuda::launch(cu_fns[mod], device.index(), g3, block,
+                              static_cast<unsigned>(cm.shared_bytes), params,
+                              "package '" + m.name + "' kernel " + n.kernel + " (" + n.loc + ")");
+      } else {
+        runtime::run_programs(fns[k][v], n.variants[v].work_per_program, grid, total, slots);
+      }
       for (const ad::Param& q : n.params)
         if (q.written) vals[static_cast<size_t>(q.value)].impl()->storage()->bump_version();
       continue;
@@ -465,6 +497,56 @@ std::vector<std::pair<std::string, std::vector<uint64_t>>> Package::variant_runs
   return out;
 }
 
+namespace {
+
+// A CUDA package's cubins for this GPU's architecture, loaded from memory by the driver.
+void load_cuda(LoadedPackage& p, const std::string& path, const LoadOptions& o) {
+  namespace rc = runtime::cuda;
+  const ad::Model& m = p.m;
+  std::string archs;
+  for (const ad::CudaArch& a : m.cuda_code.archs) archs += (archs.empty() ? "" : ", ") + a.name;
+  const int index = o.device < 0 ? 0 : o.device;
+  const int count = rc::device_count();
+  TS_CHECK(index < count, PackageError)
+      << path << ": the package runs on a CUDA GPU (" << archs << ") and "
+      << (count == 0 ? std::string("this machine has none")
+                     : "device " + std::to_string(index) + " does not exist (" +
+                           std::to_string(count) + " here)");
+  p.device = Device(DeviceType::CUDA, static_cast<int8_t>(index));
+  const rc::DeviceInfo& info = rc::device_info(index);
+  std::vector<std::string> names;
+  for (const ad::CudaArch& a : m.cuda_code.archs) names.push_back(a.name);
+  const int pick = ad::pick_arch(names, info.major, info.minor);
+  TS_CHECK(pick >= 0, PackageError)
+      << path << ": the package has code for " << archs << " and none of it runs on cuda:" << index
+      << " (" << info.name << ", sm_" << info.major << info.minor
+      << "); export it again with cuda_archs including sm_" << info.major << info.minor;
+  const ad::CudaArch& arch = m.cuda_code.archs[static_cast<size_t>(pick)];
+  p.arch = arch.name;
+  for (size_t i = 0; i < m.cuda_code.modules.size(); ++i) {
+    const std::string what = path + ": module " + std::to_string(i) + " (" + arch.name + ")";
+    p.modules.push_back(std::make_unique<rc::Module>(arch.cubins[i], index, what));
+    rc::CUfunction fn = p.modules.back()->function("tessera_kernel");
+    const uint64_t shared = m.cuda_code.modules[i].shared_bytes;
+    if (shared > 48 * 1024) {
+      rc::set_device(index);
+      rc::check(
+          rc::require_driver("a package's kernel")
+              .cuFuncSetAttribute(fn, static_cast<int>(rc::FuncAttr::MaxDynamicSharedSizeBytes),
+                                  static_cast<int>(shared)),
+          "cuFuncSetAttribute",
+          what + " asks for " + std::to_string(shared) + " bytes of shared memory");
+    }
+    p.cu_fns.push_back(fn);
+  }
+  p.module_of.resize(m.nodes.size());
+  for (size_t k = 0; k < m.nodes.size(); ++k)
+    for (const ad::Variant& v : m.nodes[k].variants)
+      p.module_of[k].push_back(static_cast<uint32_t>(ad::entry_index(v.symbol)));
+}
+
+}  // namespace
+
 PackageInfo inspect(const std::string& path, const LoadOptions& options) {
   const ad::Container c = read(path, options);
   const ad::Model m = decode_checked(c, path);
@@ -506,7 +588,9 @@ Package load(const std::string& path, const LoadOptions& options) {
     p->ops[k] = resolve(n.op, n.schema_hash, path, n.loc);
     if (n.elide) p->elided_ops[k] = resolve(n.elided_op, n.elided_hash, path, n.loc);
   }
-  if (has_kernels) {
+  if (m.cuda) {
+    load_cuda(*p, path, options);
+  } else if (has_kernels) {
     const std::string_view object = c.section(ad::SectionId::CpuObject);
     TS_CHECK(!object.empty(), PackageError)
         << path << ": the package launches kernels but has no CPU code section";
@@ -533,7 +617,7 @@ Package load(const std::string& path, const LoadOptions& options) {
     std::vector<SymInt> sizes(k.sizes.begin(), k.sizes.end());
     Tensor t = empty(sizes, TensorOptions().dtype(k.dtype));
     if (k.nbytes) std::memcpy(t.impl()->data(), bytes.data() + k.offset, k.nbytes);
-    p->constant_values[static_cast<size_t>(k.value)] = t;
+    p->constant_values[static_cast<size_t>(k.value)] = m.cuda ? t.to(p->device) : t;
   }
   return Package(std::move(p));
 }

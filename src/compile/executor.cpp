@@ -97,7 +97,7 @@ void Executor::run_tuned(const Node& n, const KernelPlan& plan, ArrayRef<tl::Ker
 }
 
 std::vector<IValue> Executor::run(const std::vector<IValue>& args, const Scratch& s,
-                                  const Observer* observe) const {
+                                  const Observer* observe, const OpObserver* after_op) const {
   const Graph& g = graph_;
   SmallVector<Tensor, 16> vals(g.values.size());
   Stack st;  // reused by every operator node
@@ -172,6 +172,7 @@ std::vector<IValue> Executor::run(const std::vector<IValue>& args, const Scratch
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       if (n.outputs[k] >= 0) vals[static_cast<size_t>(n.outputs[k])] = st[k].to_tensor();
     }
+    if (after_op) (*after_op)(static_cast<size_t>(&n - g.nodes.data()));
   }
   std::vector<IValue> out;
   for (size_t i = 0; i < g.outputs.size(); ++i) {

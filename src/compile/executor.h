@@ -30,11 +30,14 @@ class Executor {
     const SymRef* grid = nullptr;                                  ///< 3
   };
   using Observer = std::function<void(const LaunchEvent&)>;
+  /** Called after each operator node ran, with the node's index. */
+  using OpObserver = std::function<void(size_t node)>;
 
   /** Runs the graph (after `guards.match(args, s, ...)` passed); `observe`, when given, sees
-   * every kernel launch before it runs. */
+   * every kernel launch before it runs, and `after_op` every operator node after it ran. */
   std::vector<IValue> run(const std::vector<IValue>& args, const Scratch& s,
-                          const Observer* observe = nullptr) const;
+                          const Observer* observe = nullptr,
+                          const OpObserver* after_op = nullptr) const;
 
  private:
   /** A kernel node's launch arguments, built once. */

@@ -116,14 +116,21 @@ std::atomic<DeviceNormRunner> g_norm_runner{nullptr};
 std::atomic<DeviceIndexRunner> g_index_runner{nullptr};
 std::atomic<DeviceMatmulRunner> g_matmul_runner{nullptr};
 
+thread_local uint64_t t_runner_calls = 0;
+
 template <class Fn>
 Fn registered(const std::atomic<Fn>& slot, bool lowered, const char* name, Device d) {
+  ++t_runner_calls;
   const Fn run = slot.load(std::memory_order_acquire);
   TS_CHECK(run && lowered, NotImplementedError)
       << "[" << name << "] is not available on " << d << " yet";
   return run;
 }
 }  // namespace
+
+uint64_t device_runner_calls() {
+  return t_runner_calls;
+}
 
 void set_device_pointwise_runner(DevicePointwiseRunner run) {
   g_pointwise_runner.store(run, std::memory_order_release);

@@ -178,6 +178,10 @@ void set_device_matmul_runner(DeviceMatmulRunner run);
 void run_device_matmul(const Tensor& A, const Tensor& B, const Tensor& C, int64_t batches,
                        int64_t M, int64_t N, int64_t K);
 
+/** How many times this thread has called a device runner (AOT export refuses operators that
+ * need one: their kernels are generated at run time). */
+uint64_t device_runner_calls();
+
 /** Whether CPU tensors go through the device runners on this thread (ScopedThroughTiles). */
 bool through_tiles();
 /** Sends CPU tensors through the device runners too, on this thread while alive (tests compare

@@ -269,7 +269,8 @@ TEST(Aot, DamagedPackagesAreRefusedWithTheCheckThatFailed) {
   EXPECT_NE(refused(flipped).find("is damaged (its SHA-256 differs)"), std::string::npos);
   std::string future = good;
   future[8] = 2;  // major version
-  EXPECT_NE(refused(future).find("package format 2.0"), std::string::npos);
+  EXPECT_NE(refused(future).find("package format 2." + std::to_string(aot_detail::kFormatMinor)),
+            std::string::npos);
   std::string many = good;
   many[16] = 100;  // section count
   EXPECT_NE(refused(many).find("100 sections"), std::string::npos);
@@ -338,6 +339,124 @@ TEST(Aot, HostileModelsAreRefusedWhereTheyPointOutside) {
   m = good;
   m.symbols[0].min = 1;
   EXPECT_NE(write(m).find("has the range [1,"), std::string::npos);
+}
+
+// Which architecture's cubins a device runs: its major version, the highest minor not above its
+// own; an arch-specific target ("a") only on exactly its own.
+TEST(Aot, ACudaDeviceTakesTheCubinsOfItsMajorWithTheHighestMinorNotAboveItsOwn) {
+  namespace ad = tessera::aot_detail;
+  const std::vector<std::string> archs = {"sm_80", "sm_86", "sm_90"};
+  EXPECT_EQ(ad::pick_arch(archs, 8, 0), 0);
+  EXPECT_EQ(ad::pick_arch(archs, 8, 9), 1);
+  EXPECT_EQ(ad::pick_arch(archs, 9, 0), 2);
+  EXPECT_EQ(ad::pick_arch(archs, 10, 0), -1);
+  EXPECT_EQ(ad::pick_arch(archs, 7, 5), -1);
+  EXPECT_EQ(ad::pick_arch({"sm_90a"}, 9, 0), 0);
+  EXPECT_EQ(ad::pick_arch({"sm_90a"}, 9, 1), -1);
+  EXPECT_EQ(ad::pick_arch({"sm_90", "sm_90a"}, 9, 0), 1);
+  EXPECT_EQ(ad::pick_arch({"sm_90a", "sm_90"}, 9, 0), 0);
+  EXPECT_EQ(ad::pick_arch({"sm_9x", "compute_90"}, 9, 0), -1);
+  int major = 0, minor = 0;
+  bool specific = false;
+  EXPECT_TRUE(ad::parse_arch("sm_100a", major, minor, specific));
+  EXPECT_EQ(major * 10 + minor, 100);
+  EXPECT_TRUE(specific);
+  for (const char* bad : {"sm_", "sm_9", "sm_1000", "sm_90b", "SM_90", "sm_-9", "sm_05"})
+    EXPECT_FALSE(ad::parse_arch(bad, major, minor, specific)) << bad;
+  EXPECT_EQ(ad::entry_index("tessera_kernel_0"), 0);
+  EXPECT_EQ(ad::entry_index("tessera_kernel_17"), 17);
+  for (const char* bad : {"tessera_kernel_", "tessera_kernel_01", "tessera_kernel_1x",
+                          "tessera_kernel_9999999999", "system"})
+    EXPECT_EQ(ad::entry_index(bad), -1) << bad;
+}
+
+// A CUDA package's section (cubins per architecture) read and checked on any machine; loading
+// needs its GPU: without one the error says so, with one a damaged cubin is refused by name.
+TEST(Aot, ACudaPackageIsCheckedAndInspectedAnywhereAndLoadsOnlyOnItsGpu) {
+  namespace ad = tessera::aot_detail;
+  const ad::Container c = ad::read_container(slurp(seed_package()), "seed");
+  const ad::Model good = ad::decode(c, "seed");
+  ad::CudaCode code;
+  code.modules.resize(2);  // the seed's kernel: its specialization and the generic variant
+  code.modules[1].shared_bytes = 1024;
+  code.archs = {{"sm_80", {"cubin 0 for sm_80", "cubin 1 for sm_80"}},
+                {"sm_90", {"cubin 0 for sm_90", "cubin 1 for sm_90"}}};
+  const std::string path = temp_path("cuda.tspkg");
+  auto write = [&](const ad::Model& m, const ad::CudaCode& cc, bool with_cpu = false) {
+    std::vector<std::pair<ad::SectionId, std::string>> s = {
+        {ad::SectionId::Manifest, ad::encode_manifest(m)},
+        {ad::SectionId::Schedule, ad::encode_schedule(m)},
+        {ad::SectionId::CudaObjects, ad::encode_cuda(cc)}};
+    if (with_cpu)
+      s.emplace_back(ad::SectionId::CpuObject, std::string(c.section(ad::SectionId::CpuObject)));
+    spit(path, ad::write_container(s));
+  };
+  write(good, code);
+  const aot::PackageInfo info = aot::inspect(path);
+  EXPECT_EQ(info.device, "cuda");
+  EXPECT_EQ(info.cuda_archs, (std::vector<std::string>{"sm_80", "sm_90"}));
+  EXPECT_EQ(info.format_major, 1u);
+  EXPECT_EQ(info.format_minor, 1u);
+  bool listed = false;
+  for (const auto& [name, bytes] : info.sections) listed |= name == "cuda-objects";
+  EXPECT_TRUE(listed);
+  const ad::Model back = ad::decode(ad::read_container(slurp(path), "cuda"), "cuda");
+  ASSERT_TRUE(back.cuda);
+  EXPECT_EQ(back.cuda_code.modules[1].shared_bytes, 1024u);
+  EXPECT_EQ(back.cuda_code.archs[1].cubins[1], "cubin 1 for sm_90");
+  EXPECT_EQ(ad::encode_cuda(back.cuda_code), ad::encode_cuda(code));
+  if (cuda_is_available()) {
+    // Not a cubin: the driver refuses it, and the error names the package's module.
+    const std::string e = error_of<RuntimeError>([&] { aot::load(path); });
+    EXPECT_NE(e.find("module 0"), std::string::npos) << e;
+  } else {
+    const std::string e = error_of<aot::PackageError>([&] { aot::load(path); });
+    EXPECT_NE(e.find("runs on a CUDA GPU (sm_80, sm_90) and this machine has none"),
+              std::string::npos)
+        << e;
+  }
+  // The section's own checks.
+  auto refused = [&](const ad::Model& m, const ad::CudaCode& cc, bool with_cpu = false) {
+    write(m, cc, with_cpu);
+    return error_of<aot::PackageError>([&] { aot::inspect(path); });
+  };
+  EXPECT_NE(refused(good, code, true).find("both CPU and CUDA code"), std::string::npos);
+  ad::CudaCode bad = code;
+  bad.archs[1].name = "sm_80";
+  EXPECT_NE(refused(good, bad).find("sm_80 appears twice"), std::string::npos);
+  bad = code;
+  bad.archs[0].name = "compute_80";
+  EXPECT_NE(refused(good, bad).find("an architecture 'compute_80'"), std::string::npos);
+  bad = code;
+  bad.archs.clear();
+  EXPECT_NE(refused(good, bad).find("no architecture"), std::string::npos);
+  bad = code;
+  bad.modules[0].threads = 4096;
+  EXPECT_NE(refused(good, bad).find("4096 threads"), std::string::npos);
+  bad = code;
+  bad.archs[0].cubins[1].clear();
+  EXPECT_NE(refused(good, bad).find("an empty cubin for sm_80"), std::string::npos);
+  bad = code;
+  bad.modules.pop_back();
+  for (auto& a : bad.archs) a.cubins.pop_back();
+  EXPECT_NE(refused(good, bad).find("tessera_kernel_1 of kernel aot_add_kernel has no CUDA module"),
+            std::string::npos);
+  // A cubin's length past the section's end.
+  std::string sec = ad::encode_cuda(code);
+  sec.resize(sec.size() - 3);
+  spit(path, ad::write_container({{ad::SectionId::Manifest, ad::encode_manifest(good)},
+                                  {ad::SectionId::Schedule, ad::encode_schedule(good)},
+                                  {ad::SectionId::CudaObjects, sec}}));
+  EXPECT_NE(error_of<aot::PackageError>([&] { aot::inspect(path); }).find("runs past the end"),
+            std::string::npos);
+  // A section this version does not know is refused, not ignored.
+  spit(path, ad::write_container({{ad::SectionId::Manifest, ad::encode_manifest(good)},
+                                  {ad::SectionId::Schedule, ad::encode_schedule(good)},
+                                  {static_cast<ad::SectionId>(9), "future"}}));
+  EXPECT_NE(error_of<aot::PackageError>([&] {
+              aot::inspect(path);
+            }).find("section 9 is unknown to this tessera (format 1.1)"),
+            std::string::npos);
 }
 
 namespace {

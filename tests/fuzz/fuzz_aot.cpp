@@ -35,11 +35,14 @@ static void check_model(const ad::Container& c) {
                                                                  {ad::SectionId::Schedule, sched}};
   const std::string_view consts = c.section(ad::SectionId::Constants);
   if (!consts.empty()) sections.emplace_back(ad::SectionId::Constants, std::string(consts));
+  const std::string cuda = m.cuda ? ad::encode_cuda(m.cuda_code) : std::string();
+  if (m.cuda) sections.emplace_back(ad::SectionId::CudaObjects, cuda);
   ad::Model again;
   fuzz::must("aot", "decode of encode", [&] {
     again = ad::decode(ad::read_container(ad::write_container(sections), "again"), "again");
   });
-  if (ad::encode_manifest(again) != man || ad::encode_schedule(again) != sched)
+  if (ad::encode_manifest(again) != man || ad::encode_schedule(again) != sched ||
+      again.cuda != m.cuda || (m.cuda && ad::encode_cuda(again.cuda_code) != cuda))
     fuzz::finding("aot", "model round trip");
 }
 

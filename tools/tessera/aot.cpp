@@ -6,6 +6,7 @@
 #include <iostream>
 #include <map>
 
+#include "runtime/cuda/context.h"
 #include "tessera/aot.h"
 #include "tools/tessera/commands.h"
 
@@ -16,11 +17,19 @@ void print_info(const aot::PackageInfo& info) {
   std::cout << "package:   " << info.name << "\n"
             << "format:    " << info.format_major << "." << info.format_minor << ", made by "
             << info.created_by << "\n"
-            << "sha256:    " << info.sha256 << "\n"
-            << "cpu code:  " << info.isa << " (";
-  for (size_t i = 0; i < info.cpu_features.size(); ++i)
-    std::cout << (i ? " " : "") << info.cpu_features[i];
-  std::cout << ")\narguments:\n";
+            << "sha256:    " << info.sha256 << "\n";
+  if (info.device == "cuda") {
+    std::cout << "cuda code: ";
+    for (size_t i = 0; i < info.cuda_archs.size(); ++i)
+      std::cout << (i ? ", " : "") << info.cuda_archs[i];
+    std::cout << " (tensors on a GPU)\n";
+  } else {
+    std::cout << "cpu code:  " << info.isa << " (";
+    for (size_t i = 0; i < info.cpu_features.size(); ++i)
+      std::cout << (i ? " " : "") << info.cpu_features[i];
+    std::cout << ")\n";
+  }
+  std::cout << "arguments:\n";
   for (const auto& a : info.inputs) std::cout << "  " << a << "\n";
   std::cout << "guards:\n";
   for (const auto& g : info.guards) std::cout << "  " << g << "\n";
@@ -37,7 +46,7 @@ void print_info(const aot::PackageInfo& info) {
 int aot(const std::vector<std::string>& args) {
   TS_CHECK(args.size() >= 2, ValueError)
       << "usage: tessera aot inspect|verify|run PACKAGE [--sha256 HEX] [--size NAME=V]... "
-         "[--repeat N]";
+         "[--repeat N] [--device N]";
   const std::string& what = args[0];
   const std::string& path = args[1];
   aot::LoadOptions lo;
@@ -55,6 +64,8 @@ int aot(const std::vector<std::string>& args) {
       sizes[v.substr(0, eq)] = std::stoll(v.substr(eq + 1));
     } else if (a == "--repeat") {
       repeat = std::max(1, std::stoi(v));
+    } else if (a == "--device") {
+      lo.device = std::stoi(v);
     } else {
       TS_ERROR(ValueError) << "aot: unknown option '" << a << "'";
     }
@@ -74,6 +85,9 @@ int aot(const std::vector<std::string>& args) {
               << ")\n";
     return 0;
   }
+  const bool gpu = p.info().device == "cuda";
+  const Device dev = gpu ? Device(DeviceType::CUDA, static_cast<int8_t>(std::max(0, lo.device)))
+                         : Device(DeviceType::CPU);
   std::vector<IValue> in;
   for (const aot::PackageArg& a : p.info().args) {
     TS_CHECK(a.tensor, NotImplementedError)
@@ -82,19 +96,22 @@ int aot(const std::vector<std::string>& args) {
     for (size_t d = 0; d < shape.size(); ++d)
       if (!a.dims[d].empty() && sizes.count(a.dims[d])) shape[d] = sizes[a.dims[d]];
     Tensor t = randn(std::vector<SymInt>(shape.begin(), shape.end()));
-    in.emplace_back(a.dtype == DType::Float32 ? t : t.to(a.dtype));
+    t = a.dtype == DType::Float32 ? t : t.to(a.dtype);
+    in.emplace_back(gpu ? t.to(dev) : t);
   }
   std::vector<IValue> out = p.run(in);
   std::vector<double> us;
   for (int r = 0; r < repeat; ++r) {
+    if (gpu) runtime::cuda::synchronize(dev.index());
     const auto a = std::chrono::steady_clock::now();
     out = p.run(in);
+    if (gpu) runtime::cuda::synchronize(dev.index());  // the time includes the GPU's
     us.push_back(
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a).count());
   }
   std::sort(us.begin(), us.end());
   std::cout << path << ": loaded in " << load_ms << " ms, " << us[us.size() / 2]
-            << " us per call (median of " << repeat << ")\n";
+            << " us per call (median of " << repeat << (gpu ? ", on " + dev.str() : "") << ")\n";
   for (size_t i = 0; i < out.size(); ++i) {
     if (!out[i].is_tensor()) {
       std::cout << "  result " << i << ": " << out[i].type_name() << "\n";

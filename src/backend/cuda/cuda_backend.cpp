@@ -423,8 +423,9 @@ void launch_without_reports(const Backend& cuda, const Kernel& k, const GridSize
 }
 
 std::string compile_for_arch(const std::string& source, const std::string& name, int arch,
-                             rc::PtxasReport* report) {
-  rc::CompiledCubin c = rc::compile_cubin(source, name, arch, headers(), nvrtc_options());
+                             rc::PtxasReport* report, const std::string& arch_suffix) {
+  rc::CompiledCubin c =
+      rc::compile_cubin(source, name, arch, headers(), nvrtc_options(), arch_suffix);
   if (report) *report = c.resources;
   return std::move(c.cubin);
 }

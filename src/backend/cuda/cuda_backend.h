@@ -51,8 +51,10 @@ size_t clear_cache();
 
 /** NVRTC-compiles generated source for `sm_<arch>` with the tile runtime headers (tests compile
  * every generated kernel this way on machines without a GPU); a CompileError with NVRTC's log.
- * `report`, if given, receives ptxas's registers, stack and spills. */
+ * `report`, if given, receives ptxas's registers, stack and spills; `arch_suffix` "a" compiles
+ * for the arch-specific target (sm_90a). */
 std::string compile_for_arch(const std::string& source, const std::string& name, int arch,
-                             runtime::cuda::PtxasReport* report = nullptr);
+                             runtime::cuda::PtxasReport* report = nullptr,
+                             const std::string& arch_suffix = "");
 
 }  // namespace tessera::backend::cuda
