@@ -144,20 +144,38 @@ TEST(CudaAot, ClosedOverGpuTensorsAndAutotunedLaunchesShipInThePackage) {
   const Tensor want = (x.cpu().to(DType::Float64) * w.cpu().to(DType::Float64) + 1.0);
   EXPECT_LE((got.cpu().to(DType::Float64) - want).abs().max().item<double>(), 1e-5);
   uint64_t launches = 0;
-  for (uint64_t c : p.variant_runs()[0].second) launches += c;
+  const auto runs = p.variant_runs();
+  for (uint64_t c : runs[0].second) launches += c;
   EXPECT_EQ(launches, 1u);  // the tuner ran at export; one launch per call here
   ::unlink(path.c_str());
 }
 
 TEST(CudaAot, AnOperatorWhoseGpuKernelIsGeneratedAtRunTimeIsRefusedAtExport) {
   REQUIRE_GPU();
-  auto fn = [](const Tensor& x) { return add_fn(x, x).sin(); };
+  // A reduction after the kernel runs through the tile lowering's generated kernel on a GPU.
+  auto fn = [](const Tensor& x) { return add_fn(x, x).sum(); };
   const std::string e = error_of<NotImplementedError>([&] {
     aot::ExportOptions o;
-    o.name = "sin";
-    aot::compile(temp_path("sin.tspkg"), fn, o, randn({256}).to(kGpu));
+    o.name = "sum";
+    aot::compile(temp_path("sum.tspkg"), fn, o, randn({256}).to(kGpu));
   });
-  EXPECT_NE(e.find("sin"), std::string::npos) << e;
+  EXPECT_NE(e.find("sum"), std::string::npos) << e;
   EXPECT_NE(e.find("generated at run time"), std::string::npos) << e;
   EXPECT_NE(e.find("test_cuda_aot.cpp"), std::string::npos) << "the user's line: " << e;
+}
+
+TEST(CudaAot, AnEpilogueFusedIntoTheUserKernelShipsInsideIt) {
+  REQUIRE_GPU();
+  // sin after the seed's kernel is fused into its stores (compile's epilogue fusion): the
+  // package's kernel computes it, and no operator is left to run.
+  auto fn = [](const Tensor& x, const Tensor& y) { return add_fn(x, y).sin(); };
+  const std::string path = temp_path("epilogue.tspkg");
+  aot::compile(path, fn, dynamic_n(16, 1 << 20), randn({1024}).to(kGpu), randn({1024}).to(kGpu));
+  aot::Package p = aot::load(path);
+  for (const std::string& n : p.info().nodes) EXPECT_EQ(n.find("sin"), std::string::npos) << n;
+  Tensor x = randn({3000}).to(kGpu), y = randn({3000}).to(kGpu);
+  const Tensor want = add_reference(x, y).to(DType::Float64).sin();
+  const Tensor got = p(x, y)[0].to_tensor().cpu().to(DType::Float64);
+  EXPECT_LE((got - want).abs().max().item<double>(), 1e-6);
+  ::unlink(path.c_str());
 }
