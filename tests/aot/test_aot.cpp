@@ -31,6 +31,20 @@ TL_JIT(aot_add_kernel, tl::Ptr in_ptr0, tl::Ptr in_ptr1, tl::Ptr out_ptr, tl::In
             tl::load(in_ptr0 + offsets, mask) + tl::load(in_ptr1 + offsets, mask), mask);
 }
 
+// One row of 16 elements per program, scaled by the number of rows: a kernel whose integer
+// argument is 1 for the example (specialized to 1 there) and larger later.
+TL_JIT(aot_rows_kernel, tl::Ptr x, tl::Ptr out, tl::Int rows, tl::Const ROW) {
+  auto offs = tl::program_id(0) * ROW + tl::arange(0, ROW);
+  auto mask = offs < rows * ROW;
+  tl::store(out + offs, tl::load(x + offs, mask) * rows.to(tl::float32), mask);
+}
+
+TL_JIT(aot_copy_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto mask = offs < n;
+  tl::store(out + offs, tl::load(x + offs, mask), mask);
+}
+
 // The seed's add_fn: a fill the kernel overwrites, then the kernel.
 Tensor add_fn(const Tensor& x, const Tensor& y) {
   Tensor output = zeros_like(x);
@@ -221,6 +235,97 @@ TEST(Aot, RepeatedAndViewResultsAndANoneArgument) {
               p.run({IValue(x), IValue(true)});
             }).find("arg1 must be the constant"),
             std::string::npos);
+}
+
+// PyTorch's equal_to_1 case: an integer argument 1 is specialized into the kernel (its code has
+// no parameter left to read); a dynamic size that is 1 in the example would pin its Dim instead,
+// which the export refuses (the specializing test below).
+TEST(Aot, AnArgumentEqualToOneIsCompiledIntoTheKernel) {
+  auto fn = [](const Tensor& x) {
+    Tensor out = empty_like(x);
+    aot_rows_kernel[{1}](x, out, 1, tl::meta("ROW", 16));
+    return out;
+  };
+  aot::ExportOptions o;
+  o.name = "rows";
+  const std::string path = temp_path("rows.tspkg");
+  aot::compile(path, fn, o, randn({16}));
+  namespace ad = tessera::aot_detail;
+  const ad::Model m = ad::decode(ad::read_container(slurp(path), "rows"), "rows");
+  ASSERT_EQ(m.nodes.size(), 2u);
+  ASSERT_EQ(m.nodes[1].params.size(), 4u);
+  EXPECT_EQ(m.nodes[1].params[2].source, ad::Param::FromConstant);
+  EXPECT_EQ(m.nodes[1].params[2].i, 1);
+  // Variants only for the pointers' alignment: nothing to assume of a constant.
+  for (const ad::Variant& v : m.nodes[1].variants) EXPECT_EQ(v.assume[2], 0) << v.symbol;
+  aot::Package p = aot::load(path);
+  Tensor x = randn({16});
+  EXPECT_TRUE(equal(p(x)[0].to_tensor(), x));
+}
+
+// A kernel launched twice with one specialization is compiled and stored once.
+TEST(Aot, ARepeatedKernelIsStoredOnce) {
+  auto twice = [](const Tensor& x, const Tensor& y) { return add_fn(add_fn(x, y), y); };
+  const std::string path = temp_path("twice.tspkg");
+  aot::compile(path, twice, dynamic_n(16, 1 << 16), randn({256}), randn({256}));
+  namespace ad = tessera::aot_detail;
+  const ad::Model m = ad::decode(ad::read_container(slurp(path), "twice"), "twice");
+  std::vector<std::vector<std::string>> symbols;
+  for (const ad::Node& n : m.nodes) {
+    if (n.kind != ad::Node::Kernel) continue;
+    symbols.emplace_back();
+    for (const ad::Variant& v : n.variants) symbols.back().push_back(v.symbol);
+  }
+  ASSERT_EQ(symbols.size(), 2u);
+  EXPECT_EQ(symbols[0], symbols[1]);
+  EXPECT_EQ(symbols[0], (std::vector<std::string>{"tessera_kernel_0", "tessera_kernel_1"}));
+  aot::Package p = aot::load(path);
+  Tensor x = randn({1000}), y = randn({1000});
+  EXPECT_TRUE(equal(p(x, y)[0].to_tensor(), (x + y) + y));
+}
+
+// Ten dtypes through one package: each argument's dtype is checked at every call, and each
+// kernel copies its own dtype exactly.
+TEST(Aot, EveryCallChecksTheDtypeOfEachOfTenArguments) {
+  const std::vector<DType> dtypes = {DType::Bool,    DType::Int8,   DType::Int16,   DType::Int32,
+                                     DType::Int64,   DType::UInt8,  DType::Float16, DType::BFloat16,
+                                     DType::Float32, DType::Float64};
+  auto copies = [](const std::vector<Tensor>& xs) {
+    std::vector<Tensor> out;
+    for (const Tensor& x : xs) {
+      out.push_back(empty_like(x));
+      const auto n = x.numel();
+      aot_copy_kernel[{tl::cdiv(n, 64)}](x, out.back(), n, tl::meta("BLOCK", 64));
+    }
+    return out;
+  };
+  auto inputs = [&](int64_t n) {
+    std::vector<Tensor> xs;
+    for (DType d : dtypes) xs.push_back((randn({n}) * 50.0).to(d));
+    return xs;
+  };
+  aot::ExportOptions o;
+  o.name = "copies";
+  for (int i = 0; i < 10; ++i) o.dynamic_shapes.push_back({i, 0, aot::Dim("n", 2, 1 << 16)});
+  const std::string path = temp_path("dtypes.tspkg");
+  aot::compile(path, copies, o, inputs(128));
+  aot::Package p = aot::load(path);
+  const std::vector<Tensor> xs = inputs(333);
+  // A vector flattens to its length, then its items: leaf 0 is the count (a constant 10).
+  const std::vector<IValue> out = p(xs);
+  ASSERT_EQ(out.size(), 11u);
+  EXPECT_EQ(out[0].to_int(), 10);
+  for (size_t i = 0; i < 10; ++i) {
+    EXPECT_EQ(out[i + 1].to_tensor().dtype(), dtypes[i]);
+    EXPECT_TRUE(equal(out[i + 1].to_tensor(), xs[i])) << dtype_name(dtypes[i]);
+    std::vector<Tensor> bad = xs;
+    bad[i] = xs[i].to(dtypes[(i + 1) % 10]);
+    const std::string e = error_of<DTypeError>([&] { p(bad); });
+    EXPECT_NE(e.find("arg" + std::to_string(i + 1) + " is " + dtype_name(dtypes[(i + 1) % 10]) +
+                     ", the package takes " + dtype_name(dtypes[i]) + "[n]"),
+              std::string::npos)
+        << e;
+  }
 }
 
 TEST(Aot, ADynamicDimensionTheFunctionSpecializesFailsTheExport) {
