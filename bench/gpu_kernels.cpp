@@ -8,7 +8,10 @@
 //   bench_gpu_kernels --json        the same rows as JSON lines (for bench/gpu_table.py)
 //   bench_gpu_kernels compiled      the seed's add_fn, and add_fn followed by a relu, under
 //                                   tessera::compile at 2^24 (the fill elided, the relu fused),
-//                                   and host time per compiled call at n = 4 (JSON lines)
+//                                   and host time per compiled call at n = 4; then the same
+//                                   add_fn as a CUDA AOT package: its load time, the package at
+//                                   2^24 and per call at n = 4 beside the JIT's (impl "jit")
+//                                   (JSON lines)
 //   bench_gpu_kernels launch        host time of one hot launch (n = 1024) beside a bare
 //                                   cuLaunchKernel of the same generated kernel (JSON lines)
 //   bench_gpu_kernels first-launch cold|warm   the first launch of a new kernel in this process,
@@ -18,16 +21,20 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "../examples/layer_norm.h"
 #include "backend/cuda/cuda_backend.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/module.h"
+#include "tessera/aot.h"
 #include "tessera/compile.h"
 #include "tessera/tessera.h"
 #include "tessera/tl.h"
@@ -103,12 +110,68 @@ void row(const char* what, const std::string& size, double us, double bytes, dou
               copy_gbs > 0 ? 100.0 * gbs / copy_gbs : 100.0);
 }
 
+void row_impl(const char* what, const std::string& size, const char* impl, double us,
+              double bytes) {
+  std::printf(
+      "{\"kernel\": \"%s\", \"size\": \"%s\", \"impl\": \"%s\", \"us\": %.3f, "
+      "\"gbs\": %.1f}\n",
+      what, size.c_str(), impl, us, bytes / us / 1e3);
+}
+
 std::string pow2(int64_t n) {
   return "2^" + std::to_string(__builtin_ctzll(n));
 }
 
 double host_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The seed's add_fn as a CUDA AOT package (issue 18) beside the JIT-compiled function `jit`: the
+// package's load, the kernel at 2^24 and the host time per call at n = 4 with every guard on.
+template <class F, class C>
+int aot_rows(F add_fn, C& jit, const Tensor& x, const Tensor& y, const Tensor& a, const Tensor& b,
+             Tensor& flush) {
+  char tmpl[] = "/tmp/tessera-bench-aot-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  const std::string path = dir + "/add_fn.tspkg";
+  aot::ExportOptions o;
+  o.name = "add_fn";
+  o.dynamic_shapes = {{0, 0, aot::Dim("n", 2, int64_t{1} << 30)},
+                      {1, 0, aot::Dim("n", 2, int64_t{1} << 30)}};
+  aot::compile(path, add_fn, o, x, y);
+  const double t0 = host_seconds();
+  aot::Package p = aot::load(path);
+  const double load_ms = (host_seconds() - t0) * 1e3;
+  std::remove(path.c_str());
+  ::rmdir(dir.c_str());
+  if (!equal(p(x, y)[0].to_tensor().cpu(), x.cpu() + y.cpu()))
+    return std::printf("add_fn package: wrong result\n"), 1;
+  std::printf(
+      "{\"kernel\": \"add_fn AOT package load\", \"size\": \"-\", \"impl\": \"tessera\", "
+      "\"us\": %.1f}\n",
+      load_ms * 1e3);
+  const double n = static_cast<double>(x.numel());
+  for (const char* impl : {"tessera", "jit"}) {
+    const bool pkg = impl[0] == 't';
+    row_impl("add_fn AOT package f32", "2^24", impl,
+             median_us([&] { pkg ? (void)p(x, y) : (void)jit(x, y); }, flush), 12.0 * n);
+  }
+  for (int round = 0; round < 3; ++round) {
+    for (const char* impl : {"tessera", "jit"}) {
+      const bool pkg = impl[0] == 't';
+      for (int i = 0; i < 100; ++i) pkg ? (void)p(a, b) : (void)jit(a, b);
+      rc::current_stream(0).synchronize();
+      const double t1 = host_seconds();
+      for (int i = 0; i < 2000; ++i) pkg ? (void)p(a, b) : (void)jit(a, b);
+      const double t2 = host_seconds();
+      rc::current_stream(0).synchronize();
+      std::printf(
+          "{\"kernel\": \"add_fn AOT package, host time per call\", \"size\": \"n=4\", "
+          "\"impl\": \"%s\", \"us\": %.2f}\n",
+          impl, (t2 - t1) / 2000 * 1e6);
+    }
+  }
+  return 0;
 }
 
 // The seed's add_fn under tessera::compile (issue 17): the zeros_like is elided (the kernel
@@ -150,7 +213,7 @@ int compiled_rows() {
         "\"impl\": \"tessera\", \"us\": %.2f}\n",
         (t1 - t0) / 2000 * 1e6);
   }
-  return 0;
+  return aot_rows(add_fn, c1, x, y, a, b, flush);
 }
 
 // Host time per launch of the seed's add at n = 1024 through tessera, and through a bare

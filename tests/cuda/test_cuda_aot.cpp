@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "gpu_testing.h"
 #include "tessera/aot.h"
@@ -42,6 +43,15 @@ Tensor add_fn(const Tensor& x, const Tensor& y) {
   };
   gpu_aot_add[grid](x, y, output, n_elements, tl::meta("BLOCK_SIZE", 256));
   return output;
+}
+
+std::string output(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  char buf[512];
+  while (p && std::fgets(buf, sizeof buf, p)) out += buf;
+  if (p) ::pclose(p);
+  return out;
 }
 
 std::string temp_path(const std::string& name) {
@@ -96,6 +106,14 @@ TEST(CudaAot, SeedAddFnRunsOnTheGpuFromAPackageWithTwoArchitectures) {
               p(randn({8}).to(kGpu), randn({8}).to(kGpu));
             }).find("outside Dim 'n'"),
             std::string::npos);
+  // The loader alone (linked to libtessera_runtime only), with no compiler reachable.
+  const std::string loader = std::string("env PATH=/nonexistent ") + TESSERA_AOT_LOADER;
+  std::string out = output(loader + " inspect " + path);
+  EXPECT_NE(out.find("cuda code: sm_80, sm_90"), std::string::npos) << out;
+  out = output(loader + " run " + path + " --size n=5000 --repeat 3");
+  EXPECT_NE(out.find("(median of 3, on cuda:0)"), std::string::npos) << out;
+  EXPECT_NE(out.find("result 0: float32[5000], sum"), std::string::npos) << out;
+  ::unlink(path.c_str());
 }
 
 TEST(CudaAot, APackageWithoutThisGpusArchitectureIsRefusedListingItsOwn) {
