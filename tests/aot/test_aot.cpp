@@ -14,6 +14,7 @@
 #include "aot/package.h"
 #include "tessera/aot.h"
 #include "tessera/autotune.h"
+#include "tessera/library.h"
 #include "tessera/tessera.h"
 #include "tessera/tl.h"
 #include "testing.h"
@@ -326,6 +327,48 @@ TEST(Aot, EveryCallChecksTheDtypeOfEachOfTenArguments) {
               std::string::npos)
         << e;
   }
+}
+
+// A custom_op with a CPU kernel runs from a package by name (PyTorch's AOTInductor refuses
+// custom ops); the loading process must define it with the same schema (checked at load, in the
+// hostile-model test below).
+TEST(Aot, ACustomOpWithARegisteredKernelRunsFromThePackage) {
+  static auto op = [] {
+    auto o = library::custom_op("aottest::rowsum", [](const Tensor& x) { return x.sum({1}) * 2.0; },
+                                {.arg_names = {"x"}});
+    o.register_fake([](const Tensor& x) {
+      return empty({x.sizes()[0]}, TensorOptions().dtype(x.dtype()).device(x.device()));
+    });
+    return o;
+  }();
+  auto fn = [](const Tensor& x) { return op(x).relu(); };
+  aot::ExportOptions o;
+  o.name = "rowsum";
+  o.dynamic_shapes = {{0, 0, aot::Dim("rows", 2, 1 << 12)}};
+  const std::string path = temp_path("custom.tspkg");
+  aot::compile(path, fn, o, randn({8, 5}));
+  aot::Package p = aot::load(path);
+  EXPECT_EQ(p.info().nodes.front(), "op aottest::rowsum");
+  Tensor x = randn({37, 5});
+  EXPECT_TRUE(equal(p(x)[0].to_tensor(), (x.sum({1}) * 2.0).relu()));
+}
+
+// A size read from tensor data (an unbacked size, e.g. a grid from `item()`) breaks the graph;
+// a package is one whole graph, so the export refuses it and names the cause.
+TEST(Aot, ASizeReadFromTensorDataIsRefusedAtExport) {
+  auto fn = [](const Tensor& x) {
+    const auto n = static_cast<int64_t>(x.sum().item<double>() > 0 ? 64 : 32);
+    Tensor out = empty({n});
+    aot_copy_kernel[{tl::cdiv(n, 64)}](x, out, n, tl::meta("BLOCK", 64));
+    return out;
+  };
+  aot::ExportOptions o;
+  o.name = "unbacked";
+  const std::string path = temp_path("unbacked.tspkg");
+  const std::string e = error_of<CompileError>([&] { aot::compile(path, fn, o, randn({64})); });
+  EXPECT_NE(e.find("a package holds one whole graph"), std::string::npos) << e;
+  EXPECT_NE(e.find("reading tensor data"), std::string::npos) << e;
+  EXPECT_NE(::access(path.c_str(), F_OK), 0);
 }
 
 TEST(Aot, ADynamicDimensionTheFunctionSpecializesFailsTheExport) {
