@@ -71,6 +71,7 @@ struct Launch {
   std::vector<ad::Param> params;
   ad::SymRef grid[3];
   std::vector<ad::Variant> variants;
+  std::string hook;  ///< the config's pre_hook, when it has one (refused)
 };
 
 // The dynamic dimensions the options declare, checked against the example: (tensor argument,
@@ -298,6 +299,7 @@ class Exporter {
       const compiler::Node& n = g.nodes[ev.node];
       auto& st = n.kernel->state();
       Launch l;
+      if (ev.candidate && n.tuned) l.hook = n.tuned->launch_hook(*ev.candidate);
       tl::detail::bind(st, ev.args, l.bound, l.opts, n.loc);
       l.spec = tl::detail::get_kernel(st, l.bound, l.opts, n.loc);
       TS_CHECK(l.spec->backend->name() == want, NotImplementedError)
@@ -420,6 +422,11 @@ class Exporter {
         TS_INTERNAL_ASSERT(it != launches_.end())
             << "kernel node " << k << " did not launch on the example";
         Launch& l = it->second;
+        // (Checked on the tuner's last call, its choice: trials of other configs do not count.)
+        TS_CHECK(l.hook.empty(), NotImplementedError)
+            << where(o_) << "kernel " << n.kernel->state().name << " (" << out.loc
+            << ") runs its autotune config's pre_hook before every launch (" << l.hook
+            << "), host code a package cannot hold; do that work in the function instead";
         out.kind = ad::Node::Kernel;
         out.kernel = n.kernel->state().name;
         out.params = l.params;

@@ -87,7 +87,7 @@ void Executor::run_tuned(const Node& n, const KernelPlan& plan, ArrayRef<tl::Ker
     if (observe) {
       (*observe)(LaunchEvent{static_cast<size_t>(&n - graph_.nodes.data()), static_cast<int>(i),
                              ArrayRef<tl::KernelArg>(a.data(), a.size()), &plan.tensors, &plan.ints,
-                             gr.data()});
+                             gr.data(), &plan.cands[i]});
     }
     const tl::Grid grid({SymInt(gr[0].get(s)), SymInt(gr[1].get(s)), SymInt(gr[2].get(s))}, n.loc);
     tl::Launcher(*n.kernel, tl::LaunchGrid(grid, n.loc))

@@ -28,6 +28,7 @@ class Executor {
     const std::vector<std::pair<size_t, int>>* tensors = nullptr;  ///< (argument, value id)
     const std::vector<std::pair<size_t, SymRef>>* ints = nullptr;  ///< (argument, integer)
     const SymRef* grid = nullptr;                                  ///< 3
+    const tl::Variant* candidate = nullptr;  ///< an autotuned launch: its candidate
   };
   using Observer = std::function<void(const LaunchEvent&)>;
   /** Called after each operator node ran, with the node's index. */

@@ -48,6 +48,12 @@ class VariantSource {
                    FunctionRef<void(size_t)> run_variant, SourceLoc loc) const = 0;
   /** A shared reference, for callers that keep it (a compiled graph's node). */
   virtual std::shared_ptr<const VariantSource> shared() const = 0;
+  /** When `run` calls host code before launching variant `v` (an autotune config's pre_hook):
+   * that config, as text; else "". AOT export refuses such launches. */
+  virtual std::string launch_hook(const Variant& v) const {
+    (void)v;
+    return "";
+  }
 };
 
 /** The variant source behind a launcher, or null for a plain launch. */

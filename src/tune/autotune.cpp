@@ -282,6 +282,13 @@ std::vector<Candidate> TunedState::candidates(const Args& named, SourceLoc loc) 
   return out;
 }
 
+std::string TunedState::launch_hook(const Variant& v) const {
+  if (tune_layer < 0 || v.config < 0) return "";
+  const Config& cfg =
+      layers[static_cast<size_t>(tune_layer)].configs[static_cast<size_t>(v.config)];
+  return cfg.pre_hook ? cfg.str() : "";
+}
+
 void TunedState::before_launch(const Args& named, const Candidate& c) const {
   if (tune_layer < 0 || c.config < 0) return;
   const Config& cfg =

@@ -57,6 +57,7 @@ class TunedState : public LaunchTarget,
   void run(ArrayRef<KernelArg> args, const std::vector<Variant>& variants,
            FunctionRef<void(size_t)> run_variant, SourceLoc loc) const override;
   std::shared_ptr<const VariantSource> shared() const override { return shared_from_this(); }
+  std::string launch_hook(const Variant& v) const override;
 
   std::string name() const;
 

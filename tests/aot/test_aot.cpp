@@ -195,6 +195,27 @@ TEST(Aot, AnAutotunedLaunchShipsOneConfigThatRunsEverySize) {
   EXPECT_EQ(launches, 3u);  // no tuning at run time: one launch per call
 }
 
+// A config's pre_hook is host code run before every launch with that config: a package cannot
+// hold it, so the export refuses it (and names the config) instead of dropping it.
+TEST(Aot, AConfigWithAPreHookIsRefusedAtExport) {
+  tl::Config with_hook({{"BLOCK_SIZE", 64}}, 4, 1);
+  with_hook.pre_hook = [](const tl::Args&) {};
+  static const auto tuned = tl::autotune(aot_add_kernel, {with_hook}, {"n_elements"});
+  auto fn = [](const Tensor& x, const Tensor& y) {
+    Tensor out = empty_like(x);
+    auto n = out.numel();
+    auto grid = [&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK_SIZE"])}; };
+    tuned[grid](x, y, out, n);
+    return out;
+  };
+  const std::string path = temp_path("hook.tspkg");
+  const std::string e = error_of<NotImplementedError>(
+      [&] { aot::compile(path, fn, dynamic_n(16, 1 << 16), randn({256}), randn({256})); });
+  EXPECT_NE(e.find("kernel aot_add_kernel"), std::string::npos) << e;
+  EXPECT_NE(e.find("pre_hook before every launch (BLOCK_SIZE: 64"), std::string::npos) << e;
+  EXPECT_NE(::access(path.c_str(), F_OK), 0);
+}
+
 TEST(Aot, StaticSizesAndClosedOverTensors) {
   Tensor w = randn({32});
   auto scale = [w](const Tensor& x) { return (x * w).relu(); };
