@@ -168,18 +168,21 @@ TEST(Aot, EveryCallChecksItsArgumentsAgainstTheGuards) {
             std::string::npos);
 }
 
+// x + y through an autotuned add kernel (BLOCK_SIZE tuned).
+Tensor tuned_add(const tl::TunedKernel& tuned, const Tensor& x, const Tensor& y) {
+  Tensor out = empty_like(x);
+  auto n = out.numel();
+  auto grid = [&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK_SIZE"])}; };
+  tuned[grid](x, y, out, n);
+  return out;
+}
+
 TEST(Aot, AnAutotunedLaunchShipsOneConfigThatRunsEverySize) {
   static const auto tuned = tl::autotune(
       aot_add_kernel,
       {tl::Config({{"BLOCK_SIZE", 32}}, 4, 3), tl::Config({{"BLOCK_SIZE", 128}}, 4, 3)},
       {"n_elements"});
-  auto fn = [](const Tensor& x, const Tensor& y) {
-    Tensor out = empty_like(x);
-    auto n = out.numel();
-    auto grid = [&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK_SIZE"])}; };
-    tuned[grid](x, y, out, n);
-    return out;
-  };
+  auto fn = [](const Tensor& x, const Tensor& y) { return tuned_add(tuned, x, y); };
   const std::string path = temp_path("tuned.tspkg");
   aot::compile(path, fn, dynamic_n(16, 1 << 16), randn({1024}), randn({1024}));
   aot::Package p = aot::load(path);
@@ -201,13 +204,7 @@ TEST(Aot, AConfigWithAPreHookIsRefusedAtExport) {
   tl::Config with_hook({{"BLOCK_SIZE", 64}}, 4, 1);
   with_hook.pre_hook = [](const tl::Args&) {};
   static const auto tuned = tl::autotune(aot_add_kernel, {with_hook}, {"n_elements"});
-  auto fn = [](const Tensor& x, const Tensor& y) {
-    Tensor out = empty_like(x);
-    auto n = out.numel();
-    auto grid = [&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK_SIZE"])}; };
-    tuned[grid](x, y, out, n);
-    return out;
-  };
+  auto fn = [](const Tensor& x, const Tensor& y) { return tuned_add(tuned, x, y); };
   const std::string path = temp_path("hook.tspkg");
   const std::string e = error_of<NotImplementedError>(
       [&] { aot::compile(path, fn, dynamic_n(16, 1 << 16), randn({256}), randn({256})); });
