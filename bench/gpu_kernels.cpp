@@ -14,6 +14,10 @@
 //                                   (JSON lines)
 //   bench_gpu_kernels launch        host time of one hot launch (n = 1024) beside a bare
 //                                   cuLaunchKernel of the same generated kernel (JSON lines)
+//   bench_gpu_kernels matmul        Triton's tutorial matmul (fp16 and bf16, 4096^3, one config:
+//                                   128 x 128 x 32, 8 warps) in TFLOP/s, checked against
+//                                   a float64 product of a corner; TESSERA_CUDA_MMA=0 times the
+//                                   CUDA-core path (JSON lines)
 //   bench_gpu_kernels first-launch cold|warm   the first launch of a new kernel in this process,
 //                                   to its result (the cache as TESSERA_CACHE_DIR has it; JSON
 //                                   lines)
@@ -75,6 +79,25 @@ TL_JIT(copy_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
   auto mask = offs < n;
   tl::store(out + offs, tl::load(x + offs, mask), mask);
+}
+
+TL_JIT(mm_kernel, tl::Ptr a_ptr, tl::Ptr b_ptr, tl::Ptr c_ptr, tl::Int M, tl::Int N, tl::Int K,
+       tl::Const BM, tl::Const BN, tl::Const BK, tl::Const OUT_BF16) {
+  auto pid_m = tl::program_id(0), pid_n = tl::program_id(1);
+  auto offs_m = pid_m * BM + tl::arange(0, BM);
+  auto offs_n = pid_n * BN + tl::arange(0, BN);
+  auto offs_k = tl::arange(0, BK);
+  tl::Var a_ptrs = a_ptr + (offs_m[{tl::_, tl::None}] * K + offs_k[{tl::None, tl::_}]);
+  tl::Var b_ptrs = b_ptr + (offs_k[{tl::_, tl::None}] * N + offs_n[{tl::None, tl::_}]);
+  tl::Var acc = tl::zeros({BM, BN}, tl::float32);
+  tl::range(0, tl::cdiv(K, BK), [&](tl::Tile) {
+    acc = tl::dot(tl::load(a_ptrs), tl::load(b_ptrs), tl::Operand(acc));
+    a_ptrs += BK;
+    b_ptrs += BK * N;
+  });
+  tl::Tile out = acc;
+  auto c_ptrs = c_ptr + offs_m[{tl::_, tl::None}] * N + offs_n[{tl::None, tl::_}];
+  tl::store(c_ptrs, out.to(OUT_BF16.int_value() ? tl::bfloat16 : tl::float16));
 }
 
 namespace {
@@ -290,6 +313,39 @@ int first_launch(const std::string& cache) {
 
 }  // namespace
 
+// Triton's tutorial matmul shape at 4096^3 (sizes divisible by the blocks: no masks), fp16 and
+// bf16 in, fp32 accumulation, the same type out; a 64 x 64 corner checked against float64.
+int matmul_rows() {
+  const Device cuda("cuda");
+  const int64_t n = 4096;
+  Tensor flush = empty({64 << 20}, TensorOptions().device(cuda));
+  const bool mma = knobs().cuda_mma;
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    Tensor a = randn({n, n}).to(dt).to(cuda), b = randn({n, n}).to(dt).to(cuda);
+    Tensor c = empty({n, n}, TensorOptions().dtype(dt).device(cuda));
+    auto run = [&] {
+      mm_kernel[{n / 128, n / 128}](a, b, c, n, n, n, tl::meta("BM", 128), tl::meta("BN", 128),
+                                    tl::meta("BK", 32), tl::meta("OUT_BF16", dt == DType::BFloat16),
+                                    tl::num_warps(8));
+    };
+    run();
+    const Tensor want = a.cpu().narrow(0, 0, 64).to(DType::Float64).matmul(
+        b.cpu().narrow(1, 0, 64).to(DType::Float64));
+    const double err = (c.cpu().narrow(0, 0, 64).narrow(1, 0, 64).to(DType::Float64) - want)
+                           .abs()
+                           .max()
+                           .item<double>();
+    const double tol = dt == DType::BFloat16 ? 0.5 : 0.1;  // one rounding of |c| ~ 64 to 8/11 bits
+    if (!(err <= tol)) return std::printf("matmul %s: error %g\n", dtype_name(dt), err), 1;
+    const double us = median_us(run, flush);
+    std::printf(
+        "{\"kernel\": \"matmul %s %s\", \"size\": \"4096^3\", \"impl\": \"tessera\", "
+        "\"us\": %.1f, \"tflops\": %.1f}\n",
+        dtype_name(dt), mma ? "tensor cores" : "CUDA cores", us, 2.0 * n * n * n / us / 1e6);
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (!cuda_is_available()) {
     std::printf("no CUDA GPU on this machine\n");
@@ -298,6 +354,7 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "launch") return launch_overhead();
   if (mode == "compiled") return compiled_rows();
+  if (mode == "matmul") return matmul_rows();
   if (mode == "first-launch") return first_launch(argc > 2 ? argv[2] : "cold");
   g_json = mode == "--json";
   const Device cuda("cuda");

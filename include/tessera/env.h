@@ -50,6 +50,9 @@ struct Knobs {
   std::string device;
   std::string cxx;
   std::string crosscheck;  ///< TESSERA_CROSSCHECK: "", "cuda" or "nvrtc"
+  /** TESSERA_CUDA_MMA (default on; 0 turns it off): tl::dot of float16/bfloat16 tiles on tensor
+   * cores in CUDA code; off, the CUDA-core path (one FMA per term in order, as the CPU). */
+  bool cuda_mma = true;
 
   bool log_enabled(const std::string& channel) const;
   bool dump_enabled(const std::string& what) const;

@@ -48,6 +48,7 @@ constexpr const char* kKnown[] = {
     "TESSERA_DUMP",      "TESSERA_DEBUG",       "TESSERA_INTERPRET",
     "TESSERA_DEVICE",    "TESSERA_CXX",         "TESSERA_PRINT_AUTOTUNING",
     "TESSERA_DUMP_DIR",  "TESSERA_CROSSCHECK",  "TESSERA_PROGRESS",
+    "TESSERA_CUDA_MMA",
 };
 
 Knobs read_knobs() {
@@ -95,6 +96,7 @@ Knobs read_knobs() {
       warn_once("TESSERA_PROGRESS='" + v + "' is not auto, 0 or 1 (always); ignored");
     }
   }
+  if (const char* m = std::getenv("TESSERA_CUDA_MMA"); m && *m) k.cuda_mma = truthy(m);
   if (const char* c = std::getenv("TESSERA_CROSSCHECK"); c && *c) {
     const std::string v = c;
     if (v == "cuda" || v == "nvrtc") {

@@ -16,7 +16,7 @@ const char* const kNames[] = {
     "TESSERA_CACHE_DIR", "TESSERA_NUM_THREADS", "TESSERA_LOGS",
     "TESSERA_DUMP",      "TESSERA_DEBUG",       "TESSERA_INTERPRET",
     "TESSERA_DEVICE",    "TESSERA_CXX",         "TESSERA_PRINT_AUTOTUNING",
-    "TESSERA_DUMP_DIR",  "TESSERA_CROSSCHECK",
+    "TESSERA_DUMP_DIR",  "TESSERA_CROSSCHECK",  "TESSERA_CUDA_MMA",
 };
 constexpr size_t kCount = sizeof(kNames) / sizeof(kNames[0]);
 }  // namespace

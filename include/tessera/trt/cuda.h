@@ -242,4 +242,72 @@ TRT_INLINE float atomic_f16(int kind, uint16_t* p, float v, int o, bool bf16) {
       [](float f) { return float_to_half(f); }, update);
 }
 
+// ---- tensor cores ---------------------------------------------------------------------------------
+
+/** Two 16-bit floats (float16, or bfloat16 when `BF16`) of values `lo`, `hi` (exactly representable:
+ * they were loaded from that type) as one register of an mma fragment, `lo` in the low half. */
+template <bool BF16>
+TRT_INLINE uint32_t mma_pack(float lo, float hi) {
+  if (BF16) return (bit_copy<uint32_t>(lo) >> 16) | (bit_copy<uint32_t>(hi) & 0xffff0000u);
+  return uint32_t(float_to_half(lo)) | (uint32_t(float_to_half(hi)) << 16);
+}
+
+/**
+ * c = a @ b + c on tensor cores, for the whole block: `a` (M x K), `b` (K x N) and `c` (M x N,
+ * float32) row-major in shared memory, the inputs float16 or bfloat16 values held as floats. Each
+ * warp takes 16 x 8 tiles of c in turn and runs `mma.sync.m16n8k16` over K (PTX ISA, the
+ * m16n8k16 fragment layouts: lane = 4 * group + t holds a[group (+8)][2t (+1) (+8)],
+ * b[2t (+1) (+8)][group] and c[group (+8)][2t (+1)]). The products are exact and the sums are in
+ * float32 in the tensor core's order, not one FMA per term in order (the CUDA-core path's).
+ * Every thread of the block calls it; the caller synchronizes before and after.
+ */
+template <int M, int N, int K, bool BF16>
+TRT_INLINE void mma_dot(const float* a, const float* b, float* c, int tid, int threads) {
+  static_assert(M % 16 == 0 && N % 8 == 0 && K % 16 == 0, "mma_dot tiles are 16 x 8 x 16");
+  const int warp = tid >> 5, lane = tid & 31, warps = threads >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  for (int tile = warp; tile < (M / 16) * (N / 8); tile += warps) {
+    const int m0 = tile / (N / 8) * 16, n0 = tile % (N / 8) * 8;
+    float* c0 = c + (m0 + g) * N + n0 + 2 * t;
+    float* c1 = c0 + 8 * N;
+    float d0 = c0[0], d1 = c0[1], d2 = c1[0], d3 = c1[1];
+#pragma unroll 4
+    for (int k0 = 0; k0 < K; k0 += 16) {
+      const float* ar0 = a + (m0 + g) * K + k0 + 2 * t;
+      const float* ar1 = ar0 + 8 * K;
+      const float* bc = b + (k0 + 2 * t) * N + n0 + g;
+      const uint32_t a0 = mma_pack<BF16>(ar0[0], ar0[1]), a1 = mma_pack<BF16>(ar1[0], ar1[1]);
+      const uint32_t a2 = mma_pack<BF16>(ar0[8], ar0[9]), a3 = mma_pack<BF16>(ar1[8], ar1[9]);
+      const uint32_t b0 = mma_pack<BF16>(bc[0], bc[N]), b1 = mma_pack<BF16>(bc[8 * N], bc[9 * N]);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+      if (BF16) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+            "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+            : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+      } else {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+            "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+            : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+      }
+#else
+      (void)a0, (void)a1, (void)a2, (void)a3, (void)b0, (void)b1;
+      for (int k = k0; k < k0 + 16; ++k) {  // before sm_80: the same tile on CUDA cores
+        d0 = fma(a[(m0 + g) * K + k], b[k * N + n0 + 2 * t], d0);
+        d1 = fma(a[(m0 + g) * K + k], b[k * N + n0 + 2 * t + 1], d1);
+        d2 = fma(a[(m0 + g + 8) * K + k], b[k * N + n0 + 2 * t], d2);
+        d3 = fma(a[(m0 + g + 8) * K + k], b[k * N + n0 + 2 * t + 1], d3);
+      }
+#endif
+    }
+    c0[0] = d0;
+    c0[1] = d1;
+    c1[0] = d2;
+    c1[1] = d3;
+  }
+}
+
 }  // namespace trt

@@ -10,6 +10,7 @@
 #include "ir/affine.h"
 #include "ir/index_map.h"
 #include "ir/materialize.h"
+#include "tessera/env.h"
 #include "ir/op_traits.h"
 #include "ir/uses.h"
 #include "tessera/error.h"
@@ -767,6 +768,22 @@ class Emitter : ExprPrinter {
       return tf32 ? "trt::to_tf32(" + e + ")" : e;
     };
     const std::string fma = tf32x3 ? "trt::fma_tf32x3(" : "trt::fma(";
+    const DType el = at.elem;
+    const int64_t M = ot.shape[0];
+    if (knobs().cuda_mma && (el == DType::Float16 || el == DType::BFloat16) &&
+        f_.type(op.operands[1]).elem == el && ot.elem == DType::Float32 && ot.shape.size() == 2 &&
+        M % 16 == 0 && N % 8 == 0 && K % 16 == 0 && threads_ % 32 == 0) {
+      // Tensor cores (trt::mma_dot): the accumulator into the result's shared array, then each
+      // warp's 16 x 8 tiles of it through mma.sync.
+      loops(ot.shape, [&](const Index& idx) {
+        line(name(out) + "[" + flat(ot.shape, idx) + "] = " + expr(acc, idx) + ";");
+      });
+      line("trt::mma_dot<" + std::to_string(M) + ", " + std::to_string(N) + ", " +
+           std::to_string(K) + ", " + (el == DType::BFloat16 ? "true" : "false") + ">(" + a +
+           ", " + b + ", " + name(out) + ", _tid, " + std::to_string(threads_) + ");");
+      line("__syncthreads();");
+      return;
+    }
     loops(ot.shape, [&](const Index& idx) {
       const std::string x = fresh("_acc"), k = fresh("_k");
       line(rt + " " + x + " = " + expr(acc, idx) + ";");
