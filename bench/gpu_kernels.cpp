@@ -335,7 +335,7 @@ int matmul_rows() {
                            .abs()
                            .max()
                            .item<double>();
-    const double tol = dt == DType::BFloat16 ? 0.5 : 0.1;  // one rounding of |c| ~ 64 to 8/11 bits
+    const double tol = dt == DType::BFloat16 ? 2.0 : 0.25;  // one rounding of c (up to ~256)
     if (!(err <= tol)) return std::printf("matmul %s: error %g\n", dtype_name(dt), err), 1;
     const double us = median_us(run, flush);
     std::printf(
