@@ -75,6 +75,11 @@ struct LoadOptions {
   std::string expected_sha256;
   /** A CUDA package: the GPU it runs on (-1: device 0); its cubins are loaded there. */
   int device = -1;
+  /** A CPU package's constants (the tensors the function closed over) are the file's own pages,
+   * mapped copy-on-write: loading copies nothing, and a write to one stays in this process. Such
+   * a file must be replaced by writing a new one and renaming it (as aot::compile does), never
+   * rewritten in place while loaded. `copy_constants` copies them into new memory instead. */
+  bool copy_constants = false;
 };
 
 /** A package's argument, as data. */

@@ -755,8 +755,16 @@ std::string write_container(const std::vector<std::pair<SectionId, std::string>>
 }
 
 Container read_container(std::string data, const std::string& origin) {
+  auto owned = std::make_shared<const std::string>(std::move(data));
+  const std::string_view bytes = *owned;
+  return read_container(std::move(owned), bytes, origin);
+}
+
+Container read_container(std::shared_ptr<const void> keep, std::string_view data,
+                         const std::string& origin) {
   Container c;
-  c.data = std::move(data);
+  c.keep = std::move(keep);
+  c.data = data;
   c.sha256 = raw_digest(c.data);
   Reader r(c.data, origin);
   r.check(c.data.size() >= kHeader && std::memcmp(c.data.data(), kMagic, 8) == 0,

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -181,7 +182,8 @@ int64_t entry_index(const std::string& symbol);
 
 /** A parsed container: the sections' bytes (views into `data`), checked against their digests. */
 struct Container {
-  std::string data;
+  std::shared_ptr<const void> keep;  ///< what holds the bytes: a string, or the file's mapping
+  std::string_view data;
   std::string sha256;  ///< of the whole file
   uint32_t major = 0, minor = 0;
   std::vector<std::pair<uint32_t, std::string_view>> sections;
@@ -190,6 +192,9 @@ struct Container {
 std::string write_container(const std::vector<std::pair<SectionId, std::string>>& sections);
 /** Parses and checks the container; `origin` names it in messages. */
 Container read_container(std::string data, const std::string& origin);
+/** The same over bytes that `keep` holds (a file mapping). */
+Container read_container(std::shared_ptr<const void> keep, std::string_view data,
+                         const std::string& origin);
 /** Decodes and checks the model (manifest and schedule) of a container. */
 Model decode(const Container& c, const std::string& origin);
 

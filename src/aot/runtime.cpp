@@ -3,6 +3,7 @@
 // schema hashes checked), the sizes from the package's size program.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -142,14 +143,35 @@ PackageInfo make_info(const ad::Container& c, const ad::Model& m) {
   return info;
 }
 
+// A file mapped copy-on-write (the constants of a CPU package are its pages).
+struct Mapping {
+  void* p = nullptr;
+  size_t n = 0;
+  Mapping() = default;
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  ~Mapping() {
+    if (p) ::munmap(p, n);
+  }
+};
+
 ad::Container read(const std::string& path, const LoadOptions& o) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   struct stat st;
-  TS_CHECK(::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode), PackageError)
-      << "cannot read package " << path << ": " << std::strerror(errno);
-  std::string data = files::read_file(path);
-  TS_CHECK(static_cast<off_t>(data.size()) == st.st_size, PackageError)
-      << "cannot read package " << path;
-  ad::Container c = ad::read_container(std::move(data), path);
+  const bool ok = fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  const int err = errno;
+  auto m = std::make_shared<Mapping>();
+  if (ok && st.st_size > 0) {
+    m->n = static_cast<size_t>(st.st_size);
+    void* p = ::mmap(nullptr, m->n, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    m->p = p == MAP_FAILED ? nullptr : p;
+  }
+  if (fd >= 0) ::close(fd);
+  TS_CHECK(ok, PackageError) << "cannot read package " << path << ": "
+                             << (fd >= 0 ? "not a regular file" : std::strerror(err));
+  TS_CHECK(m->p || m->n == 0, PackageError) << "cannot map package " << path;
+  const std::string_view bytes(static_cast<const char*>(m->p), m->p ? m->n : 0);
+  ad::Container c = ad::read_container(std::move(m), bytes, path);
   if (!o.expected_sha256.empty()) {
     TS_CHECK(c.sha256 == o.expected_sha256, PackageError)
         << path << ": SHA-256 " << c.sha256 << ", expected " << o.expected_sha256;
@@ -615,8 +637,22 @@ Package load(const std::string& path, const LoadOptions& options) {
   const std::string_view bytes = c.section(ad::SectionId::Constants);
   for (const ad::Constant& k : m.constants) {
     std::vector<SymInt> sizes(k.sizes.begin(), k.sizes.end());
-    Tensor t = empty(sizes, TensorOptions().dtype(k.dtype));
-    if (k.nbytes) std::memcpy(t.impl()->data(), bytes.data() + k.offset, k.nbytes);
+    // In place: the file's own pages (64-byte aligned in it), which the tensor keeps mapped.
+    const bool in_place = !options.copy_constants && !m.cuda && k.nbytes > 0 &&
+                          reinterpret_cast<uintptr_t>(bytes.data() + k.offset) % 64 == 0;
+    Tensor t;
+    if (in_place) {
+      std::vector<int64_t> dims(k.sizes.begin(), k.sizes.end());
+      auto keep = std::make_unique<std::shared_ptr<const void>>(c.keep);
+      t = from_blob(
+          const_cast<char*>(bytes.data() + k.offset), dims, k.dtype, {},
+          [](void* ctx, void*) { delete static_cast<std::shared_ptr<const void>*>(ctx); },
+          keep.get());
+      (void)keep.release();  // the tensor's storage owns it now
+    } else {
+      t = empty(sizes, TensorOptions().dtype(k.dtype));
+      if (k.nbytes) std::memcpy(t.impl()->data(), bytes.data() + k.offset, k.nbytes);
+    }
     p->constant_values[static_cast<size_t>(k.value)] = m.cuda ? t.to(p->device) : t;
   }
   return Package(std::move(p));

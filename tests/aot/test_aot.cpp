@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -226,6 +227,50 @@ TEST(Aot, StaticSizesAndClosedOverTensors) {
   EXPECT_TRUE(equal(p(x)[0].to_tensor(), (x * w).relu()));
   EXPECT_NE(error_of<ShapeError>([&] { p(randn({33})); }).find("exported static"),
             std::string::npos);
+}
+
+// The file mapped at `p` in this process ("" when none: heap or anonymous memory).
+std::string mapped_file_of(const void* p) {
+  std::ifstream maps("/proc/self/maps");
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  for (std::string line; std::getline(maps, line);) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) != 2 || a < lo || a >= hi) continue;
+    const size_t slash = line.find('/');
+    return slash == std::string::npos ? "" : line.substr(slash);
+  }
+  return "";
+}
+
+// A CPU package's constants are the file's pages, mapped copy-on-write: a write through a result
+// that is the constant itself stays in this process (the file, and a second load, keep the
+// exported values); `copy_constants` gives new memory instead.
+TEST(Aot, ConstantsAreMappedCopyOnWriteFromTheFile) {
+  const Tensor w = arange(256).to(DType::Float32);
+  auto fn = [w](const Tensor& x) { return std::make_tuple(w, x * w); };
+  const std::string path = temp_path("mapped.tspkg");
+  aot::ExportOptions o;
+  o.name = "mapped";
+  aot::compile(path, fn, o, randn({256}));
+  const std::string sha = aot::inspect(path).sha256;
+  for (bool copy : {false, true}) {
+    aot::LoadOptions lo;
+    lo.copy_constants = copy;
+    aot::Package p = aot::load(path, lo);
+    Tensor x = randn({256});
+    std::vector<IValue> out = p(x);
+    ASSERT_EQ(out.size(), 2u);
+    Tensor c = out[0].to_tensor();
+    EXPECT_TRUE(equal(c, w));
+    char real[PATH_MAX];
+    ASSERT_NE(::realpath(path.c_str(), real), nullptr);
+    EXPECT_EQ(mapped_file_of(c.impl()->data()) == real, !copy) << mapped_file_of(c.impl()->data());
+    EXPECT_TRUE(equal(out[1].to_tensor(), x * w));
+    c.fill_(7.0);  // the package's constant itself, as the function returned it
+    EXPECT_TRUE(equal(p(x)[1].to_tensor(), x * 7.0)) << "copy = " << copy;
+    EXPECT_EQ(aot::inspect(path).sha256, sha) << "the file is unchanged, copy = " << copy;
+    EXPECT_TRUE(equal(aot::load(path)(x)[0].to_tensor(), w)) << "a new load, copy = " << copy;
+  }
 }
 
 TEST(Aot, RepeatedAndViewResultsAndANoneArgument) {
