@@ -528,7 +528,10 @@ class Exporter {
       int major = 0, minor = 0;
       bool specific = false;
       TS_CHECK(ad::parse_arch(a, major, minor, specific), ValueError)
-          << where(o_) << "'" << a << "' is not a CUDA architecture (sm_80, sm_90, sm_90a)";
+          << where(o_) << "'" << a
+          << "' is not a CUDA architecture (sm_80, sm_90, sm_90a, or compute_80 for PTX)";
+      TS_CHECK(!(specific && ad::is_ptx_arch(a)), ValueError)
+          << where(o_) << "'" << a << "': PTX is shipped for a plain compute_<version>";
       for (const ad::CudaArch& seen : c.archs)
         TS_CHECK(seen.name != a, ValueError) << where(o_) << "architecture " << a << " twice";
       ad::CudaArch arch;
@@ -547,8 +550,12 @@ class Exporter {
         bool specific = false;
         ad::parse_arch(arch.name, major, minor, specific);
         try {
-          arch.cubins[m] = backend::cuda::compile_for_arch(
-              sources_[m], source_names_[m], major * 10 + minor, nullptr, specific ? "a" : "");
+          arch.cubins[m] = ad::is_ptx_arch(arch.name)
+                               ? backend::cuda::compile_ptx_for_arch(sources_[m], source_names_[m],
+                                                                     major * 10 + minor)
+                               : backend::cuda::compile_for_arch(sources_[m], source_names_[m],
+                                                                 major * 10 + minor, nullptr,
+                                                                 specific ? "a" : "");
         } catch (...) {
           errors[j] = std::current_exception();
         }

@@ -368,14 +368,19 @@ std::string encode_cuda(const CudaCode& c) {
   return w.buf;
 }
 
+bool is_ptx_arch(const std::string& name) {
+  return name.rfind("compute_", 0) == 0;
+}
+
 bool parse_arch(const std::string& name, int& major, int& minor, bool& specific) {
-  if (name.size() < 5 || name.size() > 7 || name.compare(0, 3, "sm_") != 0) return false;
+  const size_t pre = is_ptx_arch(name) ? 8 : name.rfind("sm_", 0) == 0 ? 3 : 0;
+  if (pre == 0 || name.size() < pre + 2 || name.size() > pre + 4) return false;
   size_t end = name.size();
   specific = name.back() == 'a';
   if (specific) --end;
-  if (end - 3 < 2 || end - 3 > 3) return false;
+  if (end - pre < 2 || end - pre > 3) return false;
   int v = 0;
-  for (size_t i = 3; i < end; ++i) {
+  for (size_t i = pre; i < end; ++i) {
     if (name[i] < '0' || name[i] > '9') return false;
     v = v * 10 + (name[i] - '0');
   }
@@ -389,12 +394,27 @@ int pick_arch(const std::vector<std::string>& archs, int major, int minor) {
   for (size_t i = 0; i < archs.size(); ++i) {
     int ma = 0, mi = 0;
     bool specific = false;
-    if (!parse_arch(archs[i], ma, mi, specific) || ma != major || mi > minor) continue;
+    if (is_ptx_arch(archs[i]) || !parse_arch(archs[i], ma, mi, specific) || ma != major ||
+        mi > minor)
+      continue;
     if (specific && mi != minor) continue;
     // Among equal minors the arch-specific target is preferred (it can hold wgmma code).
     const int rank = mi * 2 + (specific ? 1 : 0);
     if (rank > best_minor) {
       best_minor = rank;
+      best = static_cast<int>(i);
+    }
+  }
+  if (best >= 0) return best;
+  // No cubin: the newest PTX not above the device, which the driver compiles at load.
+  int best_version = -1;
+  for (size_t i = 0; i < archs.size(); ++i) {
+    int ma = 0, mi = 0;
+    bool specific = false;
+    if (!is_ptx_arch(archs[i]) || !parse_arch(archs[i], ma, mi, specific) || specific) continue;
+    const int v = ma * 10 + mi;
+    if (v <= major * 10 + minor && v > best_version) {
+      best_version = v;
       best = static_cast<int>(i);
     }
   }
@@ -442,6 +462,9 @@ CudaCode decode_cuda(std::string_view bytes, const std::string& origin) {
     for (std::string& cubin : a.cubins) {
       cubin = r.blob();
       r.check(!cubin.empty(), "an empty cubin for " + a.name);
+      // The driver reads PTX up to its NUL: one past the end would read outside the package.
+      r.check(!is_ptx_arch(a.name) || cubin.back() == '\0',
+              "PTX for " + a.name + " without its terminating NUL");
     }
   }
   r.done();

@@ -171,11 +171,15 @@ std::string encode_manifest(const Model& m);
 std::string encode_schedule(const Model& m);
 std::string encode_cuda(const CudaCode& c);
 
-/** "sm_90" -> {9, 0, false}, "sm_90a" -> {9, 0, true}; false when `name` is not of that form. */
+/** "sm_90" -> {9, 0, false}, "sm_90a" -> {9, 0, true}, "compute_90" (PTX) -> {9, 0, false};
+ * false when `name` is not of that form. */
 bool parse_arch(const std::string& name, int& major, int& minor, bool& specific);
+/** Whether `name` is a PTX target ("compute_90"): text the driver compiles at load. */
+bool is_ptx_arch(const std::string& name);
 /** The index in `archs` of the architecture whose cubins a device of compute capability
  * major.minor runs: the same major and the highest minor not above the device's (an
- * arch-specific "a" target only on exactly its own); -1 when none does. */
+ * arch-specific "a" target only on exactly its own), else the newest PTX not above the
+ * device's version; -1 when none runs. */
 int pick_arch(const std::vector<std::string>& archs, int major, int minor);
 /** "tessera_kernel_<i>" -> i; -1 when `symbol` is not of that form. */
 int64_t entry_index(const std::string& symbol);

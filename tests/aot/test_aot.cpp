@@ -566,13 +566,23 @@ TEST(Aot, ACudaDeviceTakesTheCubinsOfItsMajorWithTheHighestMinorNotAboveItsOwn) 
   EXPECT_EQ(ad::pick_arch({"sm_90a"}, 9, 1), -1);
   EXPECT_EQ(ad::pick_arch({"sm_90", "sm_90a"}, 9, 0), 1);
   EXPECT_EQ(ad::pick_arch({"sm_90a", "sm_90"}, 9, 0), 0);
-  EXPECT_EQ(ad::pick_arch({"sm_9x", "compute_90"}, 9, 0), -1);
+  EXPECT_EQ(ad::pick_arch({"sm_9x", "sm_100"}, 9, 0), -1);
+  // No cubin for the device: the newest PTX not above it (the driver compiles it at load).
+  EXPECT_EQ(ad::pick_arch({"compute_80", "compute_90"}, 9, 0), 1);
+  EXPECT_EQ(ad::pick_arch({"compute_80", "compute_90"}, 8, 9), 0);
+  EXPECT_EQ(ad::pick_arch({"compute_80", "compute_90"}, 10, 0), 1);
+  EXPECT_EQ(ad::pick_arch({"compute_90"}, 8, 6), -1);
+  EXPECT_EQ(ad::pick_arch({"sm_80", "compute_80"}, 8, 6), 0);
+  EXPECT_EQ(ad::pick_arch({"sm_80", "compute_80"}, 9, 0), 1);
+  EXPECT_TRUE(ad::is_ptx_arch("compute_90"));
+  EXPECT_FALSE(ad::is_ptx_arch("sm_90"));
   int major = 0, minor = 0;
   bool specific = false;
   EXPECT_TRUE(ad::parse_arch("sm_100a", major, minor, specific));
   EXPECT_EQ(major * 10 + minor, 100);
   EXPECT_TRUE(specific);
-  for (const char* bad : {"sm_", "sm_9", "sm_1000", "sm_90b", "SM_90", "sm_-9", "sm_05"})
+  for (const char* bad :
+       {"sm_", "sm_9", "sm_1000", "sm_90b", "SM_90", "sm_-9", "sm_05", "compute_9", "ptx_90"})
     EXPECT_FALSE(ad::parse_arch(bad, major, minor, specific)) << bad;
   EXPECT_EQ(ad::entry_index("tessera_kernel_0"), 0);
   EXPECT_EQ(ad::entry_index("tessera_kernel_17"), 17);
@@ -636,8 +646,15 @@ TEST(Aot, ACudaPackageIsCheckedAndInspectedAnywhereAndLoadsOnlyOnItsGpu) {
   bad.archs[1].name = "sm_80";
   EXPECT_NE(refused(good, bad).find("sm_80 appears twice"), std::string::npos);
   bad = code;
-  bad.archs[0].name = "compute_80";
-  EXPECT_NE(refused(good, bad).find("an architecture 'compute_80'"), std::string::npos);
+  bad.archs[0].name = "compute_8";
+  EXPECT_NE(refused(good, bad).find("an architecture 'compute_8'"), std::string::npos);
+  bad = code;
+  bad.archs[0].name = "compute_80";  // PTX: the driver reads it up to a NUL, which must be there
+  EXPECT_NE(refused(good, bad).find("PTX for compute_80 without its terminating NUL"),
+            std::string::npos);
+  for (auto& cubin : bad.archs[0].cubins) cubin.push_back('\0');
+  write(good, bad);
+  EXPECT_EQ(aot::inspect(path).cuda_archs, (std::vector<std::string>{"compute_80", "sm_90"}));
   bad = code;
   bad.archs.clear();
   EXPECT_NE(refused(good, bad).find("no architecture"), std::string::npos);

@@ -139,6 +139,23 @@ TEST(CudaAot, APackageWithoutThisGpusArchitectureIsRefusedListingItsOwn) {
   ::unlink(path.c_str());
 }
 
+// PTX for an older virtual architecture, and no cubin for this GPU: the driver compiles the PTX
+// at load (how a package runs on GPUs newer than the ones it was built for).
+TEST(CudaAot, APackageWithOnlyPtxRunsThroughTheDriversCompiler) {
+  REQUIRE_GPU();
+  const std::string path = temp_path("ptx.tspkg");
+  aot::ExportOptions o = dynamic_n(16, 1 << 20);
+  o.cuda_archs = {"compute_80"};
+  aot::compile(path, add_fn, o, randn({512}).to(kGpu), randn({512}).to(kGpu));
+  aot::Package p = aot::load(path);
+  EXPECT_EQ(p.info().cuda_archs, std::vector<std::string>{"compute_80"});
+  for (int64_t n : {512, 1001}) {
+    Tensor x = randn({n}).to(kGpu), y = randn({n}).to(kGpu);
+    EXPECT_TRUE(equal(p(x, y)[0].to_tensor().cpu(), add_reference(x, y))) << "n = " << n;
+  }
+  ::unlink(path.c_str());
+}
+
 TEST(CudaAot, ClosedOverGpuTensorsAndAutotunedLaunchesShipInThePackage) {
   REQUIRE_GPU();
   Tensor w = randn({1000}).to(kGpu);

@@ -527,6 +527,13 @@ TEST(CudaCodegen, TilesReadAtTheirOwnElementLiveInRegisters) {
   EXPECT_EQ(unrolled, 3u) << add.source;
   (void)backend::cuda::compile_for_arch(add.source, "cg_add", 90, &r);
   EXPECT_EQ(r.stack_bytes, 0) << add.source;
+  // PTX of the same kernel (what an AOT package ships for GPUs newer than its cubins): text for
+  // the virtual architecture, NUL-terminated for the driver's JIT.
+  const std::string ptx = backend::cuda::compile_ptx_for_arch(add.source, "cg_add", 80);
+  ASSERT_FALSE(ptx.empty());
+  EXPECT_EQ(ptx.back(), '\0');
+  EXPECT_NE(ptx.find(".target sm_80"), std::string::npos) << ptx.substr(0, 400);
+  EXPECT_NE(ptx.find(".entry tessera_kernel"), std::string::npos) << ptx.substr(0, 400);
   EXPECT_EQ(r.spill_stores, 0);
 
   // Each thread keeps runs of 4 consecutive floats: its loads and stores are 16-byte vectors

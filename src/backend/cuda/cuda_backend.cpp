@@ -422,6 +422,10 @@ void launch_without_reports(const Backend& cuda, const Kernel& k, const GridSize
   static_cast<const CudaBackend&>(cuda).launch_checked(k, g, args, false);
 }
 
+std::string compile_ptx_for_arch(const std::string& source, const std::string& name, int arch) {
+  return rc::compile_ptx(source, name, arch, headers(), nvrtc_options()).cubin;
+}
+
 std::string compile_for_arch(const std::string& source, const std::string& name, int arch,
                              rc::PtxasReport* report, const std::string& arch_suffix) {
   rc::CompiledCubin c =

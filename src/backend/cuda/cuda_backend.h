@@ -36,6 +36,9 @@ void launch_without_reports(const Backend& cuda, const Kernel& k, const GridSize
 /** The registers, shared and local memory of a built kernel, as one line (TESSERA_DUMP=src). */
 std::string resources_line(const Kernel& k);
 
+/** The same to PTX for `compute_<arch>` (NUL-terminated text the driver compiles at load). */
+std::string compile_ptx_for_arch(const std::string& source, const std::string& name, int arch);
+
 /** An entry of the disk cache's CUDA area (`tessera cache ls`). */
 struct CacheEntry {
   std::string key, kernel, arch;

@@ -28,6 +28,8 @@ struct Api {
   nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram, char*);
   nvrtcResult (*nvrtcGetCUBINSize)(nvrtcProgram, size_t*);
   nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram, char*);
+  nvrtcResult (*nvrtcGetPTXSize)(nvrtcProgram, size_t*);
+  nvrtcResult (*nvrtcGetPTX)(nvrtcProgram, char*);
 };
 
 struct Loaded {
@@ -71,7 +73,9 @@ Loaded load() {
                   resolve_symbol(lib, "nvrtcGetProgramLogSize", a.nvrtcGetProgramLogSize) &&
                   resolve_symbol(lib, "nvrtcGetProgramLog", a.nvrtcGetProgramLog) &&
                   resolve_symbol(lib, "nvrtcGetCUBINSize", a.nvrtcGetCUBINSize) &&
-                  resolve_symbol(lib, "nvrtcGetCUBIN", a.nvrtcGetCUBIN);
+                  resolve_symbol(lib, "nvrtcGetCUBIN", a.nvrtcGetCUBIN) &&
+                  resolve_symbol(lib, "nvrtcGetPTXSize", a.nvrtcGetPTXSize) &&
+                  resolve_symbol(lib, "nvrtcGetPTX", a.nvrtcGetPTX);
   if (!ok) {
     l.why = l.info.path + " lacks an entry point tessera needs (an NVRTC older than 11.1?)";
     return l;
@@ -139,10 +143,11 @@ PtxasReport parse_ptxas_log(const std::string& log) {
   return r;
 }
 
-CompiledCubin compile_cubin(const std::string& source, const std::string& name, int arch,
-                            const std::vector<Header>& headers,
-                            const std::vector<std::string>& options,
-                            const std::string& arch_suffix) {
+namespace {
+CompiledCubin compile_program(const std::string& source, const std::string& name, int arch,
+                              const std::vector<Header>& headers,
+                              const std::vector<std::string>& options,
+                              const std::string& arch_suffix, bool ptx) {
   const Api& a = api(name.c_str());
   std::vector<const char*> hdr_text, hdr_name;
   for (const auto& [n, text] : headers) {
@@ -159,9 +164,11 @@ CompiledCubin compile_cubin(const std::string& source, const std::string& name, 
     nvrtcProgram& p;
     ~Destroy() { a.nvrtcDestroyProgram(&p); }
   } destroy{a, prog};
-  std::vector<std::string> opts = {"-arch=sm_" + std::to_string(arch) + arch_suffix,
-                                   "-default-device", "-std=c++17"};
-  opts.insert(opts.end(), options.begin(), options.end());
+  std::vector<std::string> opts = {
+      (ptx ? "-arch=compute_" : "-arch=sm_") + std::to_string(arch) + arch_suffix,
+      "-default-device", "-std=c++17"};
+  for (const std::string& o : options)  // (PTX: no ptxas run, so none of its options)
+    if (!ptx || o.rfind("-Xptxas", 0) != 0) opts.push_back(o);
   std::vector<const char*> argv;
   for (const auto& o : opts) argv.push_back(o.c_str());
   const auto t0 = std::chrono::steady_clock::now();
@@ -183,11 +190,31 @@ CompiledCubin compile_cubin(const std::string& source, const std::string& name, 
                        SourceLoc{});
   }
   size_t size = 0;
+  if (ptx) {  // the text with its terminating NUL, as cuModuleLoadData reads it
+    check(a, a.nvrtcGetPTXSize(prog, &size), "nvrtcGetPTXSize", name);
+    out.cubin.resize(size);
+    check(a, a.nvrtcGetPTX(prog, out.cubin.data()), "nvrtcGetPTX", name);
+    return out;
+  }
   check(a, a.nvrtcGetCUBINSize(prog, &size), "nvrtcGetCUBINSize", name);
   out.cubin.resize(size);
   check(a, a.nvrtcGetCUBIN(prog, out.cubin.data()), "nvrtcGetCUBIN", name);
   out.resources = parse_ptxas_log(out.log);
   return out;
+}
+}  // namespace
+
+CompiledCubin compile_cubin(const std::string& source, const std::string& name, int arch,
+                            const std::vector<Header>& headers,
+                            const std::vector<std::string>& options,
+                            const std::string& arch_suffix) {
+  return compile_program(source, name, arch, headers, options, arch_suffix, false);
+}
+
+CompiledCubin compile_ptx(const std::string& source, const std::string& name, int arch,
+                          const std::vector<Header>& headers,
+                          const std::vector<std::string>& options) {
+  return compile_program(source, name, arch, headers, options, "", true);
 }
 
 }  // namespace tessera::runtime::cuda

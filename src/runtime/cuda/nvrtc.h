@@ -42,6 +42,10 @@ using Header = std::pair<std::string, std::string>;
 /** Compiles `source` (named `name` in messages) to a cubin for `sm_<arch>` (90 for Hopper; "90a"
  * style suffixes go in `arch_suffix`). A compile error is a CompileError holding NVRTC's log and
  * naming the kernel; calls may run in parallel from many threads. */
+/** The same to PTX for `compute_<arch>` (in `cubin`, NUL-terminated, for the driver's JIT). */
+CompiledCubin compile_ptx(const std::string& source, const std::string& name, int arch,
+                          const std::vector<Header>& headers = {},
+                          const std::vector<std::string>& options = {});
 CompiledCubin compile_cubin(const std::string& source, const std::string& name, int arch,
                             const std::vector<Header>& headers = {},
                             const std::vector<std::string>& options = {},
