@@ -64,8 +64,9 @@ struct ExportOptions {
    * highest this CPU has. A machine without the level's features refuses the package at load. */
   std::string isa;
   /** A CUDA package (tensor arguments on a GPU): the architectures to ship cubins for ("sm_80",
-   * "sm_90", "sm_90a"); empty: the example's GPU's. A device runs the cubin of its major version
-   * with the highest minor not above its own. */
+   * "sm_90", "sm_90a", or "compute_80" for PTX); empty: the example's GPU's. A device runs the
+   * cubin of its major version with the highest minor not above its own, else the newest PTX not
+   * above its version (compiled by the driver at load). */
   std::vector<std::string> cuda_archs;
   SourceLoc loc = SourceLoc::current();
 };
