@@ -17,7 +17,7 @@
 //   bench_gpu_kernels matmul        Triton's tutorial matmul (fp16 and bf16, 4096^3, one config:
 //                                   128 x 128 x 32, 8 warps) in TFLOP/s, checked against
 //                                   a float64 product of a corner; TESSERA_CUDA_MMA=0 times the
-//                                   CUDA-core path (JSON lines)
+//                                   CUDA-core path (impl "tessera CUDA cores") (JSON lines)
 //   bench_gpu_kernels first-launch cold|warm   the first launch of a new kernel in this process,
 //                                   to its result (the cache as TESSERA_CACHE_DIR has it; JSON
 //                                   lines)
@@ -329,8 +329,10 @@ int matmul_rows() {
                                     tl::num_warps(8));
     };
     run();
-    const Tensor want = a.cpu().narrow(0, 0, 64).to(DType::Float64).matmul(
-        b.cpu().narrow(1, 0, 64).to(DType::Float64));
+    const Tensor want = a.cpu()
+                            .narrow(0, 0, 64)
+                            .to(DType::Float64)
+                            .matmul(b.cpu().narrow(1, 0, 64).to(DType::Float64));
     const double err = (c.cpu().narrow(0, 0, 64).narrow(1, 0, 64).to(DType::Float64) - want)
                            .abs()
                            .max()
@@ -339,9 +341,9 @@ int matmul_rows() {
     if (!(err <= tol)) return std::printf("matmul %s: error %g\n", dtype_name(dt), err), 1;
     const double us = median_us(run, flush);
     std::printf(
-        "{\"kernel\": \"matmul %s %s\", \"size\": \"4096^3\", \"impl\": \"tessera\", "
+        "{\"kernel\": \"matmul %s\", \"size\": \"4096^3\", \"impl\": \"%s\", "
         "\"us\": %.1f, \"tflops\": %.1f}\n",
-        dtype_name(dt), mma ? "tensor cores" : "CUDA cores", us, 2.0 * n * n * n / us / 1e6);
+        dtype_name(dt), mma ? "tessera" : "tessera CUDA cores", us, 2.0 * n * n * n / us / 1e6);
   }
   return 0;
 }

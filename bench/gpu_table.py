@@ -47,6 +47,8 @@ def main(paths):
                 return None, None
             if "gbs" in rs[0]:
                 return statistics.median(r["gbs"] for r in rs), "GB/s"
+            if "tflops" in rs[0]:
+                return statistics.median(r["tflops"] for r in rs), "TFLOP/s"
             return statistics.median(r["us"] for r in rs), "us"
 
         t, unit = figure("tessera")
@@ -60,7 +62,7 @@ def main(paths):
             if t is None:
                 cells.append("-")
             else:
-                ratio = t / v if unit == "GB/s" else v / t
+                ratio = t / v if unit in ("GB/s", "TFLOP/s") else v / t
                 cells.append(f"{ratio:.2f}x")
         print("| " + " | ".join(cells) + " |")
     for line in other:

@@ -246,6 +246,20 @@ def first_launch():
           flush=True)
 
 
+def matmul():
+    """cuBLAS (PyTorch's a @ b) on bench_gpu_kernels matmul's shapes: 4096^3, fp16 and bf16."""
+    dev = torch.device("cuda")
+    flush = torch.empty(64 << 20, device=dev)
+    n = 4096
+    for dtype, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16")):
+        a = torch.randn(n, n, device=dev, dtype=dtype)
+        b = torch.randn(n, n, device=dev, dtype=dtype)
+        us = median_us(lambda: a @ b, flush)
+        print(json.dumps({"kernel": f"matmul {name}", "size": "4096^3", "impl": "cublas",
+                          "us": round(us, 1), "tflops": round(2 * n ** 3 / us / 1e6, 1)}),
+              flush=True)
+
+
 if __name__ == "__main__":
-    {"kernels": kernels, "compiled": compiled, "launch": launch,
+    {"kernels": kernels, "compiled": compiled, "launch": launch, "matmul": matmul,
      "first-launch": first_launch}[sys.argv[1]]()
