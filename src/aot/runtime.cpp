@@ -45,6 +45,7 @@ class LoadedPackage {
   std::vector<std::unique_ptr<runtime::cuda::Module>> modules;
   std::vector<runtime::cuda::CUfunction> cu_fns;  ///< per module
   std::vector<std::vector<uint32_t>> module_of;   ///< per node, per variant
+  std::vector<std::string> launch_what;           ///< per node: what a failed launch names
 
   LoadedPackage() = default;
   LoadedPackage(const LoadedPackage&) = delete;
@@ -435,8 +436,7 @@ std::vector<IValue> LoadedPackage::run(const std::vector<IValue>& args) const {
                                 static_cast<unsigned>(dims[2])};
         const unsigned block[3] = {cm.threads, 1, 1};
         runtime::cuda::launch(cu_fns[mod], device.index(), g3, block,
-                              static_cast<unsigned>(cm.shared_bytes), params,
-                              "package '" + m.name + "' kernel " + n.kernel + " (" + n.loc + ")");
+                              static_cast<unsigned>(cm.shared_bytes), params, launch_what[k]);
       } else {
         runtime::run_programs(fns[k][v], n.variants[v].work_per_program, grid, total, slots);
       }
@@ -562,9 +562,12 @@ void load_cuda(LoadedPackage& p, const std::string& path, const LoadOptions& o) 
     p.cu_fns.push_back(fn);
   }
   p.module_of.resize(m.nodes.size());
-  for (size_t k = 0; k < m.nodes.size(); ++k)
+  for (size_t k = 0; k < m.nodes.size(); ++k) {
     for (const ad::Variant& v : m.nodes[k].variants)
       p.module_of[k].push_back(static_cast<uint32_t>(ad::entry_index(v.symbol)));
+    p.launch_what.push_back("package '" + m.name + "' kernel " + m.nodes[k].kernel + " (" +
+                            m.nodes[k].loc + ")");
+  }
 }
 
 }  // namespace
