@@ -309,6 +309,18 @@ std::vector<Case> catalog() {
                      tl::meta("BK", 16));
                  return to_cpu({out});
                }});
+  // bfloat16 operands: the dot runs on tensor cores on the GPU (products exact, float32 sums in
+  // the tensor core's order), so it agrees with the CPU within rounding, not bit for bit.
+  c.push_back({"matmul bf16", &cg_matmul,
+               [](Device d) {
+                 static const Tensor a16 = ma.to(DType::BFloat16), b16 = mb.to(DType::BFloat16);
+                 Tensor out = poisoned({70, 45}, DType::Float32, d);
+                 cg_matmul[{tl::cdiv(70, 32), tl::cdiv(45, 16)}](
+                     on(a16, d), on(b16, d), out, 70, 45, 100, tl::meta("BM", 32),
+                     tl::meta("BN", 16), tl::meta("BK", 32));
+                 return to_cpu({out});
+               },
+               1e-5, 1e-4});
   c.push_back({"math", &cg_math, [](Device d) {
                  Tensor out = poisoned({3000}, DType::Float32, d);
                  Tensor h = on(hh, d);
@@ -450,6 +462,10 @@ TEST(CudaCodegen, EveryCatalogKernelCompilesWithNvrtcForHopper) {
     ASSERT_TRUE(last) << c.name;
     const backend::cuda::Emitted e = backend::cuda::emit(*last->function, 227 * 1024);
     EXPECT_NE(e.source.find("tessera_kernel"), std::string::npos);
+    if (std::string(c.name) == "matmul bf16")  // 32 x 16 x 32 tiles of bf16: tensor cores
+      EXPECT_NE(e.source.find("trt::mma_dot<32, 16, 32, true>("), std::string::npos) << e.source;
+    if (std::string(c.name) == "matmul")  // float32 (ieee): the CUDA-core path
+      EXPECT_EQ(e.source.find("trt::mma_dot"), std::string::npos) << e.source;
     std::string cubin;
     try {
       cubin = backend::cuda::compile_for_arch(e.source, c.name, 90);
