@@ -149,6 +149,15 @@ double host_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Host microseconds per call over 2000 calls (the GPU's queue drained after, untimed).
+double host_us_per_call(const std::function<void()>& call) {
+  const double t0 = host_seconds();
+  for (int i = 0; i < 2000; ++i) call();
+  const double t1 = host_seconds();
+  rc::current_stream(0).synchronize();
+  return (t1 - t0) / 2000 * 1e6;
+}
+
 // The seed's add_fn as a CUDA AOT package (issue 18) beside the JIT-compiled function `jit`: the
 // package's load, the kernel at 2^24 and the host time per call at n = 4 with every guard on.
 template <class F, class C>
@@ -182,16 +191,13 @@ int aot_rows(F add_fn, C& jit, const Tensor& x, const Tensor& y, const Tensor& a
   for (int round = 0; round < 3; ++round) {
     for (const char* impl : {"tessera", "jit"}) {
       const bool pkg = impl[0] == 't';
-      for (int i = 0; i < 100; ++i) pkg ? (void)p(a, b) : (void)jit(a, b);
-      rc::current_stream(0).synchronize();
-      const double t1 = host_seconds();
-      for (int i = 0; i < 2000; ++i) pkg ? (void)p(a, b) : (void)jit(a, b);
-      const double t2 = host_seconds();
+      auto call = [&] { pkg ? (void)p(a, b) : (void)jit(a, b); };
+      for (int i = 0; i < 100; ++i) call();
       rc::current_stream(0).synchronize();
       std::printf(
           "{\"kernel\": \"add_fn AOT package, host time per call\", \"size\": \"n=4\", "
           "\"impl\": \"%s\", \"us\": %.2f}\n",
-          impl, (t2 - t1) / 2000 * 1e6);
+          impl, host_us_per_call(call));
     }
   }
   return 0;
@@ -227,14 +233,10 @@ int compiled_rows() {
   for (int i = 0; i < 100; ++i) (void)c1(a, b);
   rc::current_stream(0).synchronize();
   for (int round = 0; round < 3; ++round) {
-    const double t0 = host_seconds();
-    for (int i = 0; i < 2000; ++i) (void)c1(a, b);
-    const double t1 = host_seconds();
-    rc::current_stream(0).synchronize();
     std::printf(
         "{\"kernel\": \"add_fn compiled, host time per call\", \"size\": \"n=4\", "
         "\"impl\": \"tessera\", \"us\": %.2f}\n",
-        (t1 - t0) / 2000 * 1e6);
+        host_us_per_call([&] { (void)c1(a, b); }));
   }
   return aot_rows(add_fn, c1, x, y, a, b, flush);
 }
@@ -278,14 +280,10 @@ int launch_overhead() {
   for (int round = 0; round < 3; ++round) {
     for (auto [impl, fn_] : {std::pair<const char*, std::function<void()>>{"tessera", launch},
                              {"bare cuLaunchKernel", bare}}) {
-      const double t0 = host_seconds();
-      for (int i = 0; i < 2000; ++i) fn_();
-      const double t1 = host_seconds();
-      rc::current_stream(0).synchronize();
       std::printf(
           "{\"kernel\": \"hot launch host time\", \"size\": \"n=1024\", \"impl\": "
           "\"%s\", \"us\": %.2f}\n",
-          impl, (t1 - t0) / 2000 * 1e6);
+          impl, host_us_per_call(fn_));
     }
   }
   return 0;

@@ -530,8 +530,6 @@ class Exporter {
       TS_CHECK(ad::parse_arch(a, major, minor, specific), ValueError)
           << where(o_) << "'" << a
           << "' is not a CUDA architecture (sm_80, sm_90, sm_90a, or compute_80 for PTX)";
-      TS_CHECK(!(specific && ad::is_ptx_arch(a)), ValueError)
-          << where(o_) << "'" << a << "': PTX is shipped for a plain compute_<version>";
       for (const ad::CudaArch& seen : c.archs)
         TS_CHECK(seen.name != a, ValueError) << where(o_) << "architecture " << a << " twice";
       ad::CudaArch arch;

@@ -377,6 +377,7 @@ bool parse_arch(const std::string& name, int& major, int& minor, bool& specific)
   if (pre == 0 || name.size() < pre + 2 || name.size() > pre + 4) return false;
   size_t end = name.size();
   specific = name.back() == 'a';
+  if (specific && pre == 8) return false;  // PTX is for a plain virtual architecture
   if (specific) --end;
   if (end - pre < 2 || end - pre > 3) return false;
   int v = 0;
@@ -411,7 +412,7 @@ int pick_arch(const std::vector<std::string>& archs, int major, int minor) {
   for (size_t i = 0; i < archs.size(); ++i) {
     int ma = 0, mi = 0;
     bool specific = false;
-    if (!is_ptx_arch(archs[i]) || !parse_arch(archs[i], ma, mi, specific) || specific) continue;
+    if (!is_ptx_arch(archs[i]) || !parse_arch(archs[i], ma, mi, specific)) continue;
     const int v = ma * 10 + mi;
     if (v <= major * 10 + minor && v > best_version) {
       best_version = v;

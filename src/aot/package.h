@@ -172,7 +172,7 @@ std::string encode_schedule(const Model& m);
 std::string encode_cuda(const CudaCode& c);
 
 /** "sm_90" -> {9, 0, false}, "sm_90a" -> {9, 0, true}, "compute_90" (PTX) -> {9, 0, false};
- * false when `name` is not of that form. */
+ * false when `name` is not of that form ("compute_90a": PTX is for plain versions). */
 bool parse_arch(const std::string& name, int& major, int& minor, bool& specific);
 /** Whether `name` is a PTX target ("compute_90"): text the driver compiles at load. */
 bool is_ptx_arch(const std::string& name);

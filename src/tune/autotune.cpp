@@ -282,18 +282,19 @@ std::vector<Candidate> TunedState::candidates(const Args& named, SourceLoc loc) 
   return out;
 }
 
+const Config* TunedState::config_of(const Candidate& c) const {
+  if (tune_layer < 0 || c.config < 0) return nullptr;
+  return &layers[static_cast<size_t>(tune_layer)].configs[static_cast<size_t>(c.config)];
+}
+
 std::string TunedState::launch_hook(const Variant& v) const {
-  if (tune_layer < 0 || v.config < 0) return "";
-  const Config& cfg =
-      layers[static_cast<size_t>(tune_layer)].configs[static_cast<size_t>(v.config)];
-  return cfg.pre_hook ? cfg.str() : "";
+  const Config* cfg = config_of(v);
+  return cfg && cfg->pre_hook ? cfg->str() : "";
 }
 
 void TunedState::before_launch(const Args& named, const Candidate& c) const {
-  if (tune_layer < 0 || c.config < 0) return;
-  const Config& cfg =
-      layers[static_cast<size_t>(tune_layer)].configs[static_cast<size_t>(c.config)];
-  if (cfg.pre_hook) cfg.pre_hook(with_meta(named, c.meta));
+  const Config* cfg = config_of(c);
+  if (cfg && cfg->pre_hook) cfg->pre_hook(with_meta(named, c.meta));
 }
 
 size_t TunedState::choose(ArrayRef<KernelArg> args, const Args& named,

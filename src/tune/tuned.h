@@ -48,6 +48,8 @@ class TunedState : public LaunchTarget,
                 FunctionRef<void(size_t)> launch_candidate, SourceLoc loc) const;
   /** Runs a candidate's config pre_hook (before its real launch). */
   void before_launch(const Args& named, const Candidate& c) const;
+  /** The autotune config a candidate launches with (null: none, e.g. heuristics only). */
+  const Config* config_of(const Candidate& c) const;
 
   void launch(const Launcher& launcher, ArrayRef<KernelArg> args) const override;
 

@@ -581,8 +581,8 @@ TEST(Aot, ACudaDeviceTakesTheCubinsOfItsMajorWithTheHighestMinorNotAboveItsOwn) 
   EXPECT_TRUE(ad::parse_arch("sm_100a", major, minor, specific));
   EXPECT_EQ(major * 10 + minor, 100);
   EXPECT_TRUE(specific);
-  for (const char* bad :
-       {"sm_", "sm_9", "sm_1000", "sm_90b", "SM_90", "sm_-9", "sm_05", "compute_9", "ptx_90"})
+  for (const char* bad : {"sm_", "sm_9", "sm_1000", "sm_90b", "SM_90", "sm_-9", "sm_05",
+                          "compute_9", "compute_90a", "ptx_90"})
     EXPECT_FALSE(ad::parse_arch(bad, major, minor, specific)) << bad;
   EXPECT_EQ(ad::entry_index("tessera_kernel_0"), 0);
   EXPECT_EQ(ad::entry_index("tessera_kernel_17"), 17);

@@ -242,10 +242,11 @@ TRT_INLINE float atomic_f16(int kind, uint16_t* p, float v, int o, bool bf16) {
       [](float f) { return float_to_half(f); }, update);
 }
 
-// ---- tensor cores ---------------------------------------------------------------------------------
+// ---- tensor cores ------------------------------------------------------------------------------
 
-/** Two 16-bit floats (float16, or bfloat16 when `BF16`) of values `lo`, `hi` (exactly representable:
- * they were loaded from that type) as one register of an mma fragment, `lo` in the low half. */
+/** Two 16-bit floats (float16, or bfloat16 when `BF16`) of values `lo`, `hi` (exactly
+ * representable: they were loaded from that type) as one register of an mma fragment, `lo` in the
+ * low half. */
 template <bool BF16>
 TRT_INLINE uint32_t mma_pack(float lo, float hi) {
   if (BF16) return (bit_copy<uint32_t>(lo) >> 16) | (bit_copy<uint32_t>(hi) & 0xffff0000u);

@@ -10,9 +10,9 @@
 #include "ir/affine.h"
 #include "ir/index_map.h"
 #include "ir/materialize.h"
-#include "tessera/env.h"
 #include "ir/op_traits.h"
 #include "ir/uses.h"
+#include "tessera/env.h"
 #include "tessera/error.h"
 
 namespace tessera::backend::cuda {
@@ -779,8 +779,8 @@ class Emitter : ExprPrinter {
         line(name(out) + "[" + flat(ot.shape, idx) + "] = " + expr(acc, idx) + ";");
       });
       line("trt::mma_dot<" + std::to_string(M) + ", " + std::to_string(N) + ", " +
-           std::to_string(K) + ", " + (el == DType::BFloat16 ? "true" : "false") + ">(" + a +
-           ", " + b + ", " + name(out) + ", _tid, " + std::to_string(threads_) + ");");
+           std::to_string(K) + ", " + (el == DType::BFloat16 ? "true" : "false") + ">(" + a + ", " +
+           b + ", " + name(out) + ", _tid, " + std::to_string(threads_) + ");");
       line("__syncthreads();");
       return;
     }
