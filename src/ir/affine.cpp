@@ -17,7 +17,17 @@ bool affine_type(const Type& t) {
   return t.ptr || t.elem == DType::Int32 || t.elem == DType::Int64;
 }
 
+// A form's coefficients as `unknown` entries: 0 where known.
+SmallVector<int64_t, 4>& unknowns(AffineForm& a) {
+  if (a.unknown.empty()) a.unknown.assign(a.coef.size(), 0);
+  return a.unknown;
+}
+
 }  // namespace
+
+int64_t AffineForm::coef_divisibility(size_t d) const {
+  return coef_known(d) ? pow2_factor(coef[d]) : unknown[d];
+}
 
 AffineInfo::AffineInfo(const Function& f) : f_(f), index_(f.num_values(), -1) {
   for (const auto& p : f.params) {
@@ -55,8 +65,8 @@ void AffineInfo::region(const Region& r, int64_t iv_divisibility) {
   for (const Op* o : r.ops) {
     int64_t iv = 1;
     if (o->kind == OpKind::For) {
-      const AffineForm* lb = form(o->operands[0]);
-      const AffineForm* step = form(o->operands[2]);
+      const AffineForm* lb = loose_form(o->operands[0]);
+      const AffineForm* step = loose_form(o->operands[2]);
       if (lb && step) iv = std::min(lb->divisibility, step->divisibility);
     }
     for (const auto& sub : o->regions) region(sub, iv);
@@ -79,7 +89,7 @@ void AffineInfo::op(const Op& o) {
   const ValueId v = o.result();
   const Type& t = f_.type(v);
   if (!affine_type(t)) return;
-  auto of = [&](size_t i) { return form(o.operands[i]); };
+  auto of = [&](size_t i) { return loose_form(o.operands[i]); };
   std::optional<AffineForm> r;
   switch (o.kind) {
     case OpKind::Constant: {
@@ -109,16 +119,23 @@ void AffineInfo::op(const Op& o) {
       AffineForm a = *s;
       if (o.kind == OpKind::Splat) {
         a.coef.assign(t.shape.size(), 0);
+        a.unknown.clear();
       } else if (o.kind == OpKind::Broadcast) {
         const auto& src = f_.type(o.operands[0]).shape;
         for (size_t d = 0; d < src.size(); ++d) {
-          if (src[d] == 1) a.coef[d] = 0;  // a stretched dimension repeats its one element
+          if (src[d] != 1) continue;
+          a.coef[d] = 0;  // a stretched dimension repeats its one element
+          if (!a.unknown.empty()) a.unknown[d] = 0;
         }
       } else if (o.kind == OpKind::ExpandDims) {
         a.coef.insert(a.coef.begin() + o.ival, 0);
+        if (!a.unknown.empty()) a.unknown.insert(a.unknown.begin() + o.ival, 0);
       } else {
-        for (size_t d = 0; d < t.shape.size(); ++d)
-          a.coef[d] = s->coef[static_cast<size_t>((o.ival >> (4 * d)) & 15)];
+        for (size_t d = 0; d < t.shape.size(); ++d) {
+          const auto from = static_cast<size_t>((o.ival >> (4 * d)) & 15);
+          a.coef[d] = s->coef[from];
+          if (!a.unknown.empty()) a.unknown[d] = s->unknown[from];
+        }
       }
       r = std::move(a);
       break;
@@ -134,6 +151,7 @@ void AffineInfo::op(const Op& o) {
         const int64_t sign = k == BinaryKind::Add ? 1 : -1;
         a.coef = x->coef;
         for (size_t d = 0; d < a.coef.size(); ++d) a.coef[d] += sign * y->coef[d];
+        combine_unknowns(a, *x, *y);
         a.base = add_node({k == BinaryKind::Add ? UniformNode::Kind::Add : UniformNode::Kind::Sub,
                            0, kNoValue, x->base, y->base});
         if (x->base_value && y->base_value) a.base_value = *x->base_value + sign * *y->base_value;
@@ -141,10 +159,21 @@ void AffineInfo::op(const Op& o) {
       } else if (k == BinaryKind::Mul) {
         if (!x->uniform() && !y->uniform()) break;  // index * index: not affine
         if (!y->uniform()) std::swap(x, y);
-        if (!x->uniform() && !y->base_value) break;  // index * a runtime value
         const int64_t c = y->base_value.value_or(0);
         a.coef = x->coef;
         for (auto& e : a.coef) e *= c;
+        if (!x->uniform() && (!y->base_value || !x->coefs_known())) {
+          // index * a runtime value (or an unknown coefficient * c): each coefficient is known
+          // by a divisor, x's times y's (a zero stays a known zero)
+          auto& u = unknowns(a);
+          for (size_t d = 0; d < a.coef.size(); ++d) {
+            if (x->coef_known(d) && x->coef[d] == 0) continue;
+            const int64_t dy = y->base_value ? pow2_factor(c) : y->divisibility;
+            u[d] = std::min(x->coef_divisibility(d) * dy, kMaxDivisibility);
+            a.coef[d] = 0;
+          }
+          if (!a.coefs_known() && y->base_value && c == 0) a.unknown.clear();
+        }
         a.base = add_node({UniformNode::Kind::Mul, 0, kNoValue, x->base, y->base});
         if (x->base_value && y->base_value) a.base_value = *x->base_value * *y->base_value;
         a.divisibility = std::min(x->divisibility * y->divisibility, kMaxDivisibility);
@@ -154,15 +183,28 @@ void AffineInfo::op(const Op& o) {
       r = std::move(a);
       break;
     }
+    case OpKind::Cast: {
+      // A scalar integer's conversion to another width keeps what divides it (sign extension
+      // and truncation keep the low bits); tiles get no form (a wrap would change it).
+      const AffineForm* x = of(0);
+      if (!x || !t.is_scalar() || t.ptr || f_.type(o.operands[0]).ptr) break;
+      AffineForm a;
+      a.base = x->base;
+      a.divisibility = std::min<int64_t>(x->divisibility, int64_t{1} << 30);
+      r = std::move(a);
+      break;
+    }
     case OpKind::AddPtr: {
       const AffineForm* p = of(0);
       const AffineForm* off = of(1);
       if (!p || !off) break;
       AffineForm a;
       a.coef = off->coef;
+      a.unknown = off->unknown;
       if (!p->uniform()) {  // a pointer tile plus offsets: (x + rows * s) + cols
         if (p->coef.size() != off->coef.size()) break;
         for (size_t d = 0; d < a.coef.size(); ++d) a.coef[d] += p->coef[d];
+        combine_unknowns(a, *p, *off);
       }
       a.base = add_node({UniformNode::Kind::Add, 0, kNoValue, p->base, off->base});
       const auto size = static_cast<int64_t>(itemsize(t.elem));
@@ -189,6 +231,17 @@ void AffineInfo::op(const Op& o) {
     return;
   }
   if (r) set(v, std::move(*r));
+}
+
+void AffineInfo::combine_unknowns(AffineForm& a, const AffineForm& x, const AffineForm& y) {
+  a.unknown.clear();
+  if (x.coefs_known() && y.coefs_known()) return;
+  auto& u = unknowns(a);
+  for (size_t d = 0; d < a.coef.size(); ++d) {
+    if (x.coef_known(d) && y.coef_known(d)) continue;
+    u[d] = std::min(x.coef_divisibility(d), y.coef_divisibility(d));
+    a.coef[d] = 0;
+  }
 }
 
 int64_t AffineInfo::contiguity(ValueId v, size_t dim) const {

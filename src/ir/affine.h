@@ -34,14 +34,28 @@ struct UniformNode {
 
 struct AffineForm {
   SmallVector<int64_t, 4> coef;       ///< per dimension of the value's shape (empty for scalars)
+  /** Empty when every coefficient is known; else per dimension 0 where coef[d] is known, or a
+   * power of two dividing a coefficient known only at run time (`rows * K` with K an argument
+   * divisible by 16: 16), coef[d] then 0. Only AffineInfo::loose_form gives such forms. */
+  SmallVector<int64_t, 4> unknown;
   int32_t base = -1;                  ///< a UniformNode
   std::optional<int64_t> base_value;  ///< the base when known at compile time
   int64_t divisibility = 1;           ///< a power of two dividing the base (pointers: in bytes)
   bool exact = true;                  ///< no arithmetic on the way (cannot wrap)
 
+  bool coef_known(size_t d) const { return unknown.empty() || unknown[d] == 0; }
+  bool coefs_known() const {
+    for (size_t d = 0; d < unknown.size(); ++d) {
+      if (unknown[d] != 0) return false;
+    }
+    return true;
+  }
+  /** A power of two dividing the coefficient of dimension `d` (known or not; 2^30 for 0). */
+  int64_t coef_divisibility(size_t d) const;
+
   bool uniform() const {
-    for (int64_t c : coef) {
-      if (c != 0) return false;
+    for (size_t d = 0; d < coef.size(); ++d) {
+      if (!coef_known(d) || coef[d] != 0) return false;
     }
     return true;
   }
@@ -51,8 +65,15 @@ class AffineInfo {
  public:
   explicit AffineInfo(const Function& f);
 
-  /** The form of `v`, or null when `v` is not affine (loaded, loop-carried, nonlinear, a float). */
+  /** The form of `v`, or null when `v` is not affine (loaded, loop-carried, nonlinear, a float,
+   * a coefficient known only at run time). */
   const AffineForm* form(ValueId v) const {
+    const AffineForm* a = loose_form(v);
+    return a && a->coefs_known() ? a : nullptr;
+  }
+  /** The form of `v` where some coefficients may be known only by a divisor (AffineForm::unknown):
+   * what vector widths need (Triton's AxisInfo divisibility). */
+  const AffineForm* loose_form(ValueId v) const {
     const int32_t i = index_[static_cast<size_t>(v)];
     return i < 0 ? nullptr : &forms_[static_cast<size_t>(i)];
   }
@@ -68,6 +89,8 @@ class AffineInfo {
   void op(const Op& op);
   int32_t add_node(UniformNode n);
   void set(ValueId v, AffineForm f);
+  /** a's unknown coefficients for a sum (or difference) of x and y, whose known ones a holds. */
+  static void combine_unknowns(AffineForm& a, const AffineForm& x, const AffineForm& y);
 
   const Function& f_;
   std::vector<int32_t> index_;

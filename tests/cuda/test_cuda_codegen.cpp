@@ -60,6 +60,41 @@ TL_JIT(cg_matmul, tl::Ptr a, tl::Ptr b, tl::Ptr c, tl::Int M, tl::Int N, tl::Int
             (rm[{tl::_, tl::None}] < M) & (rn[{tl::None, tl::_}] < N));
 }
 
+// Tensor cores with the accumulator in registers (the Mma layout): tiles of 64 x 64 x 32 over 4
+// warps (2 x 2, each 2 x 4 mma tiles: the ldmatrix.x4.trans path), masked M/N/K tails, K runtime
+// (a row stride known only as a multiple of 16: vector operand loads), and an epilogue that reads
+// a bias at the accumulator's own elements.
+TL_JIT(cg_mm_bias, tl::Ptr a, tl::Ptr b, tl::Ptr bias, tl::Ptr c, tl::Int M, tl::Int N, tl::Int K,
+       tl::Const BM, tl::Const BN, tl::Const BK) {
+  auto rm = tl::program_id(0) * BM + tl::arange(0, BM);
+  auto rn = tl::program_id(1) * BN + tl::arange(0, BN);
+  auto rk = tl::arange(0, BK);
+  tl::Var acc = tl::zeros({BM, BN}, tl::float32);
+  tl::range(0, K, BK, [&](tl::Tile k0) {
+    auto ka = k0 + rk;
+    auto ta = tl::load(a + rm[{tl::_, tl::None}] * K + ka[{tl::None, tl::_}],
+                       (rm[{tl::_, tl::None}] < M) & (ka[{tl::None, tl::_}] < K), 0.0f);
+    auto tb = tl::load(b + ka[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}],
+                       (ka[{tl::_, tl::None}] < K) & (rn[{tl::None, tl::_}] < N), 0.0f);
+    acc = tl::dot(ta, tb, tl::Operand(acc));
+  });
+  auto bv = tl::load(bias + rn, rn < N, 0.0f);
+  auto out = tl::maximum(tl::Tile(acc) + bv[{tl::None, tl::_}], 0.0f);
+  tl::store(c + rm[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}], out.to(tl::float16),
+            (rm[{tl::_, tl::None}] < M) & (rn[{tl::None, tl::_}] < N));
+}
+
+// A dot whose result is reduced along a row (attention's scores): not read at its own elements,
+// so its accumulator stays in shared memory (trt::mma_dot).
+TL_JIT(cg_dot_rowmax, tl::Ptr q, tl::Ptr k, tl::Ptr out) {
+  auto r = tl::arange(0, 32), cdim = tl::arange(0, 16);
+  auto tq = tl::load(q + r[{tl::_, tl::None}] * 16 + cdim[{tl::None, tl::_}]);
+  auto tk = tl::load(k + cdim[{tl::_, tl::None}] * 32 + r[{tl::None, tl::_}]);
+  auto s = tl::dot(tq, tk);
+  auto m = tl::max(s, 1);
+  tl::store(out + r[{tl::_, tl::None}] * 32 + r[{tl::None, tl::_}], s - m[{tl::_, tl::None}]);
+}
+
 TL_JIT(cg_math, tl::Ptr x, tl::Ptr h, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
   auto m = offs < n;
@@ -321,6 +356,27 @@ std::vector<Case> catalog() {
                  return to_cpu({out});
                },
                1e-5, 1e-4});
+  c.push_back({"matmul f16 bias relu", &cg_mm_bias,
+               [](Device d) {
+                 static const Tensor a = random_tensor({100, 80}, DType::Float16),
+                                     b = random_tensor({80, 72}, DType::Float16),
+                                     bias = random_tensor({72}, DType::Float32);
+                 Tensor out = poisoned({100, 72}, DType::Float16, d);
+                 cg_mm_bias[{tl::cdiv(100, 64), tl::cdiv(72, 64)}](
+                     on(a, d), on(b, d), on(bias, d), out, 100, 72, 80, tl::meta("BM", 64),
+                     tl::meta("BN", 64), tl::meta("BK", 32));
+                 return to_cpu({out});
+               },
+               2e-3, 2e-3});  // float16 out: the sums' order may move a rounding by one ulp
+  c.push_back({"dot rowmax bf16", &cg_dot_rowmax,
+               [](Device d) {
+                 static const Tensor q = random_tensor({32, 16}, DType::BFloat16),
+                                     k = random_tensor({16, 32}, DType::BFloat16);
+                 Tensor out = poisoned({32, 32}, DType::Float32, d);
+                 cg_dot_rowmax[{1}](on(q, d), on(k, d), out);
+                 return to_cpu({out});
+               },
+               1e-5, 1e-4});
   c.push_back({"math", &cg_math, [](Device d) {
                  Tensor out = poisoned({3000}, DType::Float32, d);
                  Tensor h = on(hh, d);
@@ -462,10 +518,27 @@ TEST(CudaCodegen, EveryCatalogKernelCompilesWithNvrtcForHopper) {
     ASSERT_TRUE(last) << c.name;
     const backend::cuda::Emitted e = backend::cuda::emit(*last->function, 227 * 1024);
     EXPECT_NE(e.source.find("tessera_kernel"), std::string::npos);
-    if (std::string(c.name) == "matmul bf16")  // 32 x 16 x 32 tiles of bf16: tensor cores
-      EXPECT_NE(e.source.find("trt::mma_dot<32, 16, 32, true>("), std::string::npos) << e.source;
-    if (std::string(c.name) == "matmul")  // float32 (ieee): the CUDA-core path
-      EXPECT_EQ(e.source.find("trt::mma_dot"), std::string::npos) << e.source;
+    // Tensor cores: the accumulator in registers, 2 x 2 warps of one 16 x 8 tile each, operand
+    // rows padded to K + 8 and N + 8; ...
+    const std::string name = c.name;
+    if (name == "matmul bf16") {
+      EXPECT_NE(e.source.find("trt::mma_tile<32, 16, 32, 2, 2, true, 40, 24>("), std::string::npos)
+          << e.source;
+    }
+    // ... 2 x 2 warps of 2 x 4 tiles, with 16-byte loads of the operands (K and N divisible by 16
+    // as arguments) ...
+    if (name == "matmul f16 bias relu") {
+      EXPECT_NE(e.source.find("trt::mma_tile<64, 64, 32, 2, 2, false, 40, 72>("), std::string::npos)
+          << e.source;
+      EXPECT_NE(e.source.find("*(trt::Vec<uint16_t, 8>*)&_op"), std::string::npos) << e.source;
+    }
+    // ... and a dot whose result a reduction reads keeps it in shared memory.
+    if (name == "dot rowmax bf16") {
+      EXPECT_NE(e.source.find("trt::mma_dot<32, 32, 16, true>("), std::string::npos) << e.source;
+    }
+    if (name == "matmul") {  // float32 (ieee): the CUDA-core path
+      EXPECT_EQ(e.source.find("trt::mma_"), std::string::npos) << e.source;
+    }
     std::string cubin;
     try {
       cubin = backend::cuda::compile_for_arch(e.source, c.name, 90);

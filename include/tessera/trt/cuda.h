@@ -253,6 +253,29 @@ TRT_INLINE uint32_t mma_pack(float lo, float hi) {
   return uint32_t(float_to_half(lo)) | (uint32_t(float_to_half(hi)) << 16);
 }
 
+/** One `mma.sync.m16n8k16` with float32 accumulation: d (4 floats) += a (4 registers) b (2), the
+ * operands float16, or bfloat16 when `BF16`, in the PTX ISA's m16n8k16 fragment layouts. */
+template <bool BF16>
+TRT_INLINE void mma_16816(float* d, const uint32_t* a, const uint32_t* b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if (BF16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+#else
+  (void)d, (void)a, (void)b;
+#endif
+}
+
 /**
  * c = a @ b + c on tensor cores, for the whole block: `a` (M x K), `b` (K x N) and `c` (M x N,
  * float32) row-major in shared memory, the inputs float16 or bfloat16 values held as floats. Each
@@ -260,7 +283,8 @@ TRT_INLINE uint32_t mma_pack(float lo, float hi) {
  * m16n8k16 fragment layouts: lane = 4 * group + t holds a[group (+8)][2t (+1) (+8)],
  * b[2t (+1) (+8)][group] and c[group (+8)][2t (+1)]). The products are exact and the sums are in
  * float32 in the tensor core's order, not one FMA per term in order (the CUDA-core path's).
- * Every thread of the block calls it; the caller synchronizes before and after.
+ * Every thread of the block calls it; the caller synchronizes before and after. (The path for an
+ * accumulator that does not live in registers: mma_tile below is the fast one.)
  */
 template <int M, int N, int K, bool BF16>
 TRT_INLINE void mma_dot(const float* a, const float* b, float* c, int tid, int threads) {
@@ -271,44 +295,131 @@ TRT_INLINE void mma_dot(const float* a, const float* b, float* c, int tid, int t
     const int m0 = tile / (N / 8) * 16, n0 = tile % (N / 8) * 8;
     float* c0 = c + (m0 + g) * N + n0 + 2 * t;
     float* c1 = c0 + 8 * N;
-    float d0 = c0[0], d1 = c0[1], d2 = c1[0], d3 = c1[1];
+    float d[4] = {c0[0], c0[1], c1[0], c1[1]};
 #pragma unroll 4
     for (int k0 = 0; k0 < K; k0 += 16) {
       const float* ar0 = a + (m0 + g) * K + k0 + 2 * t;
       const float* ar1 = ar0 + 8 * K;
       const float* bc = b + (k0 + 2 * t) * N + n0 + g;
-      const uint32_t a0 = mma_pack<BF16>(ar0[0], ar0[1]), a1 = mma_pack<BF16>(ar1[0], ar1[1]);
-      const uint32_t a2 = mma_pack<BF16>(ar0[8], ar0[9]), a3 = mma_pack<BF16>(ar1[8], ar1[9]);
-      const uint32_t b0 = mma_pack<BF16>(bc[0], bc[N]), b1 = mma_pack<BF16>(bc[8 * N], bc[9 * N]);
+      const uint32_t af[4] = {mma_pack<BF16>(ar0[0], ar0[1]), mma_pack<BF16>(ar1[0], ar1[1]),
+                              mma_pack<BF16>(ar0[8], ar0[9]), mma_pack<BF16>(ar1[8], ar1[9])};
+      const uint32_t bf[2] = {mma_pack<BF16>(bc[0], bc[N]), mma_pack<BF16>(bc[8 * N], bc[9 * N])};
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-      if (BF16) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-            "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-            : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-      } else {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-            "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-            : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-      }
+      mma_16816<BF16>(d, af, bf);
 #else
-      (void)a0, (void)a1, (void)a2, (void)a3, (void)b0, (void)b1;
+      (void)af, (void)bf;
       for (int k = k0; k < k0 + 16; ++k) {  // before sm_80: the same tile on CUDA cores
-        d0 = fma(a[(m0 + g) * K + k], b[k * N + n0 + 2 * t], d0);
-        d1 = fma(a[(m0 + g) * K + k], b[k * N + n0 + 2 * t + 1], d1);
-        d2 = fma(a[(m0 + g + 8) * K + k], b[k * N + n0 + 2 * t], d2);
-        d3 = fma(a[(m0 + g + 8) * K + k], b[k * N + n0 + 2 * t + 1], d3);
+        d[0] = fma(a[(m0 + g) * K + k], b[k * N + n0 + 2 * t], d[0]);
+        d[1] = fma(a[(m0 + g) * K + k], b[k * N + n0 + 2 * t + 1], d[1]);
+        d[2] = fma(a[(m0 + g + 8) * K + k], b[k * N + n0 + 2 * t], d[2]);
+        d[3] = fma(a[(m0 + g + 8) * K + k], b[k * N + n0 + 2 * t + 1], d[3]);
       }
 #endif
     }
-    c0[0] = d0;
-    c0[1] = d1;
-    c1[0] = d2;
-    c1[1] = d3;
+    c0[0] = d[0];
+    c0[1] = d[1];
+    c1[0] = d[2];
+    c1[1] = d[3];
   }
+}
+
+/** The shared-memory address of `p` (a pointer into shared memory) as ldmatrix takes it. */
+TRT_INLINE uint32_t shared_address(const void* p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/** ldmatrix: four 8 x 8 tiles of 16-bit values (lane l gives the address of row l % 8 of tile
+ * l / 8) as mma fragment registers r[q] (tile q), transposed when `TRANS`. */
+template <bool TRANS>
+TRT_INLINE void ldmatrix_x4(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
+                            const uint16_t* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+  if (TRANS) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(shared_address(p)));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(shared_address(p)));
+  }
+#else
+  (void)p;
+  r0 = r1 = r2 = r3 = 0;
+#endif
+}
+/** Two 8 x 8 tiles transposed (lanes 0-15 give the row addresses). */
+TRT_INLINE void ldmatrix_x2_trans(uint32_t& r0, uint32_t& r1, const uint16_t* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r0), "=r"(r1)
+               : "r"(shared_address(p)));
+#else
+  (void)p;
+  r0 = r1 = 0;
+#endif
+}
+
+/**
+ * c += a @ b on tensor cores with the accumulator in registers: the block's warps form a WM x WN
+ * grid over c (M x N, float32), each warp a (M / WM) x (N / WN) rectangle of 16 x 8 tiles, TM x TN
+ * of them; `c` is this thread's TM * TN * 4 accumulators, tile (i, j)'s at 4 (i * TN + j) in the
+ * m16n8k16 order (row g, columns 2t and 2t + 1; then row g + 8), which is the emitter's Mma
+ * layout of c's elements. `a` (M x K) and `b` (K x N) are 16-bit values (float16, or bfloat16 when
+ * `BF16`) in shared memory, row-major with rows of PA and PB elements (padded so that ldmatrix's
+ * eight rows fall in distinct banks). Per 16 of K each warp loads its A fragments (ldmatrix.x4)
+ * and B fragments (ldmatrix.x4.trans, two tiles of N at a time) once and runs TM x TN mma.sync.
+ * The caller synchronizes before (the operands written) and after (before they are overwritten).
+ */
+template <int M, int N, int K, int WM, int WN, bool BF16, int PA, int PB>
+TRT_INLINE void mma_tile(const uint16_t* a, const uint16_t* b, float* c, int tid) {
+  constexpr int TM = M / WM / 16, TN = N / WN / 8;
+  static_assert(TM >= 1 && TN >= 1 && M == WM * TM * 16 && N == WN * TN * 8 && K % 16 == 0,
+                "mma_tile: each warp takes whole 16 x 8 tiles, K by 16");
+  static_assert(PA % 8 == 0 && PB % 8 == 0, "mma_tile: rows of 16 bytes for ldmatrix");
+  const int warp = tid >> 5, lane = tid & 31;
+  const int m0 = warp / WN * (M / WM), n0 = warp % WN * (N / WN);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#pragma unroll
+  for (int k0 = 0; k0 < K; k0 += 16) {
+    uint32_t af[TM][4], bf[TN + 1][2];
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      ldmatrix_x4<false>(af[i][0], af[i][1], af[i][2], af[i][3],
+                         a + (m0 + i * 16 + (lane & 15)) * PA + k0 + (lane >> 4) * 8);
+    }
+#pragma unroll
+    for (int j = 0; j < TN; j += 2) {
+      const uint16_t* p = b + (k0 + (lane & 15)) * PB + n0 + j * 8;
+      if (j + 1 < TN) {
+        ldmatrix_x4<true>(bf[j][0], bf[j][1], bf[j + 1][0], bf[j + 1][1], p + (lane >> 4) * 8);
+      } else {
+        ldmatrix_x2_trans(bf[j][0], bf[j][1], p);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+#pragma unroll
+      for (int j = 0; j < TN; ++j) mma_16816<BF16>(c + (i * TN + j) * 4, af[i], bf[j]);
+    }
+  }
+#else  // before sm_80: the same elements on CUDA cores, one FMA per term in order
+  const int g = lane >> 2, t = lane & 3;
+  for (int i = 0; i < TM; ++i) {
+    for (int j = 0; j < TN; ++j) {
+      for (int e = 0; e < 4; ++e) {
+        const int row = m0 + i * 16 + g + (e >> 1) * 8, col = n0 + j * 8 + 2 * t + (e & 1);
+        float acc = c[(i * TN + j) * 4 + e];
+        for (int k = 0; k < K; ++k) {
+          const uint16_t x = a[row * PA + k], y = b[k * PB + col];
+          acc = BF16 ? fma(bf16_to_float(x), bf16_to_float(y), acc)
+                     : fma(half_to_float(x), half_to_float(y), acc);
+        }
+        c[(i * TN + j) * 4 + e] = acc;
+      }
+    }
+  }
+#endif
 }
 
 }  // namespace trt

@@ -63,7 +63,9 @@ class Emitter : ExprPrinter {
   Emitter(const ir::Function& f, int64_t max_shared, bool checked)
       : ExprPrinter(f, checked), max_shared_(max_shared), affine_(f) {
     threads_ = static_cast<int>(std::max<int64_t>(1, f.attrs.num_warps) * 32);
+    plan_mma(f_.body);
     if (!checked) plan_vectors(f_.body);
+    for (const MmaLayout& m : mma_) set_vec(m.shape, 2);  // runs of two columns
     reg_.assign(f_.num_values(), 0);
     same_elem_memo_.assign(f_.num_values(), -1);
     packed_memo_.assign(f_.num_values(), -1);
@@ -154,20 +156,110 @@ class Emitter : ExprPrinter {
     }
     return 1;
   }
+  void set_vec(const SmallVector<int64_t, 4>& shape, int64_t w) {
+    auto it =
+        std::find_if(vec_.begin(), vec_.end(), [&](const auto& e) { return e.first == shape; });
+    if (it == vec_.end()) {
+      vec_.emplace_back(shape, w);
+    } else {
+      it->second = w;
+    }
+  }
+
+  // ---- the Mma layout ---------------------------------------------------------------------------
+  //
+  // The result shape [M, N] of a dot that runs on tensor cores with its accumulator in registers
+  // (trt::mma_tile) gives its elements to threads as mma.sync's accumulator fragments: the warps
+  // form a WM x WN grid over the tile, each warp a rectangle of TM x TN tiles of 16 x 8, and in
+  // each tile lane 4g + t holds row g, columns 2t and 2t + 1, then row g + 8 (PTX ISA,
+  // m16n8k16). A thread's runs (two columns each) are numbered r = 2 (i TN + j) + h for tile
+  // (i, j) and row half h, so its slots are the accumulator registers in mma_tile's order. Every
+  // register array of the shape uses this layout (loads and stores of it take two-element runs),
+  // so the epilogue reads the accumulator where it lies.
+
+  struct MmaLayout {
+    SmallVector<int64_t, 4> shape;
+    int64_t wm = 1, wn = 1;  // the warps' grid
+  };
+  const MmaLayout* mma_layout(const SmallVector<int64_t, 4>& shape) const {
+    for (const MmaLayout& m : mma_) {
+      if (m.shape == shape) return &m;
+    }
+    return nullptr;
+  }
+
+  // Whether dot `op` can run on tensor cores (mma.sync.m16n8k16: float16 or bfloat16 operands of
+  // one type, a float32 result, whole tiles).
+  bool mma_dot_types(const Op& op) const {
+    const Type& at = f_.type(op.operands[0]);
+    const Type& ot = f_.type(op.result());
+    const DType el = at.elem;
+    const int64_t M = ot.shape[0], N = ot.shape[1], K = at.shape[1];
+    return knobs().cuda_mma && (el == DType::Float16 || el == DType::BFloat16) &&
+           f_.type(op.operands[1]).elem == el && ot.elem == DType::Float32 &&
+           ot.shape.size() == 2 && M % 16 == 0 && N % 8 == 0 && K % 16 == 0 && threads_ % 32 == 0;
+  }
+
+  // The warps' grid for an M x N accumulator: every warp whole 16 x 8 tiles, the rectangle with
+  // the fewest rows plus columns (a warp loads fragments for each of its rows and columns).
+  static bool warp_grid(int64_t M, int64_t N, int64_t warps, MmaLayout& out) {
+    bool found = false;
+    for (int64_t wm = 1; wm <= warps; ++wm) {
+      if (warps % wm != 0) continue;
+      const int64_t wn = warps / wm;
+      if (M % (16 * wm) != 0 || N % (8 * wn) != 0) continue;
+      if (!found || M / wm + N / wn < M / out.wm + N / out.wn) {
+        out.wm = wm;
+        out.wn = wn;
+        found = true;
+      }
+    }
+    return found;
+  }
+
+  void plan_mma(const Region& r) {
+    for (const Op* op : r.ops) {
+      for (const Region& sub : op->regions) plan_mma(sub);
+      if (op->kind != OpKind::Dot || !mma_dot_types(*op)) continue;
+      const auto& shape = f_.type(op->result()).shape;
+      if (mma_layout(shape)) continue;
+      MmaLayout m;
+      m.shape = shape;
+      if (warp_grid(shape[0], shape[1], threads_ / 32, m)) mma_.push_back(m);
+    }
+  }
+
+  // The index variables of slot 2 * run + col of this thread in the Mma layout `m` (run and col
+  // are expressions).
+  Index mma_index(const MmaLayout& m, const std::string& run, const std::string& col) {
+    const int64_t M = m.shape[0], N = m.shape[1];
+    const int64_t tn = N / m.wn / 8;
+    const std::string r = fresh("_i"), c = fresh("_i");
+    line("const int32_t " + r + " = (_tid >> 5) / " + std::to_string(m.wn) + " * " +
+         std::to_string(M / m.wm) + " + ((" + run + ") >> 1) / " + std::to_string(tn) +
+         " * 16 + ((_tid & 31) >> 2) + ((" + run + ") & 1) * 8;");
+    line("const int32_t " + c + " = (_tid >> 5) % " + std::to_string(m.wn) + " * " +
+         std::to_string(N / m.wn) + " + ((" + run + ") >> 1) % " + std::to_string(tn) +
+         " * 8 + (_tid & 3) * 2 + " + col + ";");
+    return {r, c};
+  }
 
   // The widest vector (elements, a power of two, at most 16 bytes) for an access through the
   // pointer tile `p`: contiguous along the last dimension, each run's first address aligned.
   int64_t widest_access(ValueId p) const {
     const Type& pt = f_.type(p);
     if (pt.is_scalar()) return 1;
-    const ir::AffineForm* form = affine_.form(p);
+    const ir::AffineForm* form = affine_.loose_form(p);
     const int64_t b = static_cast<int64_t>(itemsize(pt.elem));
     const size_t last = pt.shape.size() - 1;
-    // (A pointer's coefficients count elements; its base's divisibility, bytes.)
-    if (!form || form->coef.size() != pt.shape.size() || form->coef[last] != 1) return 1;
+    // (A pointer's coefficients count elements; its base's divisibility, bytes. The other
+    // dimensions' strides need only be multiples of w: `rows * K` with K divisible by 16 is.)
+    if (!form || form->coef.size() != pt.shape.size() || !form->coef_known(last) ||
+        form->coef[last] != 1)
+      return 1;
     for (int64_t w = 16 / b; w > 1; w /= 2) {
       bool ok = pt.shape[last] % w == 0 && form->divisibility % (w * b) == 0;
-      for (size_t d = 0; d < last; ++d) ok = ok && form->coef[d] % w == 0;
+      for (size_t d = 0; d < last; ++d) ok = ok && form->coef_divisibility(d) % w == 0;
       if (ok) return w;
     }
     return 1;
@@ -227,9 +319,10 @@ class Emitter : ExprPrinter {
         return lanes_agree(op->operands[0], w) && lanes_agree(op->operands[1], w);
       }
       case OpKind::Compare: {
-        const ir::AffineForm* a = affine_.form(op->operands[0]);
-        const ir::AffineForm* b = affine_.form(op->operands[1]);
-        if (!a || !b || a->coef.size() != t.shape.size() || b->coef.size() != t.shape.size())
+        const ir::AffineForm* a = affine_.loose_form(op->operands[0]);
+        const ir::AffineForm* b = affine_.loose_form(op->operands[1]);
+        if (!a || !b || a->coef.size() != t.shape.size() || b->coef.size() != t.shape.size() ||
+            !a->coef_known(last) || !b->coef_known(last))
           return false;
         const int64_t slope = a->coef[last] - b->coef[last];
         if (slope == 0) return true;  // a - b is constant along the run
@@ -241,7 +334,10 @@ class Emitter : ExprPrinter {
             (slope == -1 && (k == ir::CmpKind::GT || k == ir::CmpKind::LE));
         if (!aligned_change || a->divisibility % w != 0 || b->divisibility % w != 0) return false;
         for (size_t d = 0; d < last; ++d) {
-          if ((a->coef[d] - b->coef[d]) % w != 0) return false;
+          if (a->coef_known(d) && b->coef_known(d) ? (a->coef[d] - b->coef[d]) % w != 0
+                                                   : a->coef_divisibility(d) % w != 0 ||
+                                                         b->coef_divisibility(d) % w != 0)
+            return false;
         }
         return true;
       }
@@ -261,6 +357,12 @@ class Emitter : ExprPrinter {
     line("for (int32_t " + g + " = 0; " + g + " < " + std::to_string(per_thread(shape) / vec) +
          "; ++" + g + ") {");
     ++indent_;
+    if (const MmaLayout* m = mma_layout(shape)) {
+      body(g, mma_index(*m, g, "0"));
+      --indent_;
+      line("}");
+      return;
+    }
     line("const int32_t " + e + " = (" + g + " * " + std::to_string(threads_) + " + _tid) * " +
          std::to_string(vec) + ";");
     if (n % (threads_ * vec) != 0) line("if (" + e + " >= " + std::to_string(n) + ") break;");
@@ -452,6 +554,9 @@ class Emitter : ExprPrinter {
         case OpKind::Reduce:
           if (!block_reduction(o)) return false;
           continue;
+        case OpKind::Dot:  // the accumulator, read at each result element (dot())
+          if (o.operands[0] == v || o.operands[1] == v) return false;
+          continue;
         default:
           break;
       }
@@ -469,15 +574,28 @@ class Emitter : ExprPrinter {
     const Type& t = f_.type(v);
     return per_thread(t.shape) * std::max<int64_t>(1, element_bytes(t) / 4);
   }
-  bool take_registers(std::initializer_list<ValueId> vs) {
+  bool take_registers(std::initializer_list<ValueId> vs, bool free = false) {
     for (ValueId v : vs) {
       if (f_.type(v).is_scalar() || !same_element(v)) return false;
     }
-    const int64_t words = register_words(*vs.begin());  // the values share one array
+    const int64_t words = free ? 0 : register_words(*vs.begin());  // the values share one array
     if (register_words_ + words > kRegisterBudget) return false;
     register_words_ += words;
     for (ValueId v : vs) reg_[static_cast<size_t>(v)] = 1;
     return true;
+  }
+
+  // Whether every use of `v` is a yield (to a loop-carried value, or an if's result).
+  bool only_yielded(ValueId v) const {
+    for (const ir::Use& u : uses_.uses(v)) {
+      if (u.user->kind != OpKind::Yield) return false;
+    }
+    return true;
+  }
+  // Whether dot `op` runs on tensor cores with its accumulator in registers (mma_tile): its
+  // result shape has the Mma layout.
+  bool mma_in_registers(const Op& op) const {
+    return mma_dot_types(op) && mma_layout(f_.type(op.result()).shape) != nullptr;
   }
 
   // Chooses the register arrays in program order, within kRegisterBudget words per thread.
@@ -496,8 +614,13 @@ class Emitter : ExprPrinter {
         case OpKind::If:
           for (ValueId v : op->results) take_registers({v});
           continue;
-        case OpKind::Reduce:
         case OpKind::Dot:
+          // On tensor cores the accumulator is the result's registers (mma_tile); a result that
+          // only goes on to a loop's carried value shares that value's registers (the copy
+          // between them is renamed away), so it costs nothing more.
+          if (mma_in_registers(*op)) take_registers({op->result()}, only_yielded(op->result()));
+          continue;
+        case OpKind::Reduce:
         case OpKind::Atomic:
         case OpKind::AtomicCas:
         case OpKind::ReduceFn:
@@ -616,14 +739,16 @@ class Emitter : ExprPrinter {
     const bool touched0 = touched_registers_, read0 = read_shared_;
     touched_registers_ = read_shared_ = false;
     ++indent_;
+    const MmaLayout* mma = mma_layout(shape);
     elem_loops_.push_back({shape, {}, k});
-    elem_loops_.back().idx = decode(shape, e);
+    elem_loops_.back().idx = mma ? mma_index(*mma, k + " >> 1", "(" + k + " & 1)") : decode(shape, e);
     body(elem_loops_.back().idx);
     elem_loops_.pop_back();
     --indent_;
     const std::string text = out_.str();
     std::swap(out_, outer);
-    const bool unroll = touched_registers_ || writes == Writes::Registers;
+    // (A loop over an Mma-layout shape is always unrolled: its index comes from the slot.)
+    const bool unroll = touched_registers_ || writes == Writes::Registers || mma;
     const bool barrier = writes == Writes::Memory || read_shared_;
     touched_registers_ = touched_registers_ || touched0;
     read_shared_ = read_shared_ || read0;
@@ -633,14 +758,16 @@ class Emitter : ExprPrinter {
       line("#pragma unroll");
       line("for (int32_t " + k + " = 0; " + k + " < " + std::to_string(per_thread(shape)) + "; ++" +
            k + ") {");
-      if (vec == 1) {
+      if (mma) {
+        // the slot's index is computed in the body
+      } else if (vec == 1) {
         line("  const int32_t " + e + " = " + k + " * " + ts + " + _tid;");
       } else {
         const std::string vs = std::to_string(vec);
         line("  const int32_t " + e + " = (" + k + " / " + vs + " * " + ts + " + _tid) * " + vs +
              " + " + k + " % " + vs + ";");
       }
-      if (n % (threads_ * vec) != 0) line("  if (" + e + " >= " + ns + ") break;");
+      if (!mma && n % (threads_ * vec) != 0) line("  if (" + e + " >= " + ns + ") break;");
     } else {
       line("for (int32_t " + e + " = _tid; " + e + " < " + ns + "; " + e + " += " + ts + ") {");
     }
@@ -750,6 +877,102 @@ class Emitter : ExprPrinter {
     return tmp;
   }
 
+  // A dot operand as a 16-bit tile in shared memory with rows of `pitch` elements
+  // (trt::mma_tile): a load used only here is copied from global memory by runs, bits unchanged
+  // (copy_load16); any other value is converted element by element.
+  std::string dot_operand16(ValueId v, int64_t pitch) {
+    const Type& t = f_.type(v);
+    const std::string tmp = fresh("_op");
+    smem_ = (smem_ + 15) / 16 * 16;
+    line("uint16_t* const " + tmp + " = (uint16_t*)(_smem + " + std::to_string(smem_) + ");");
+    smem_ += t.shape[0] * pitch * 2;
+    const Op* def = f_.def(v);
+    if (def && def->kind == OpKind::Load && storage(v) == Storage::Inline && !checked_) {
+      copy_load16(*def, tmp, pitch);
+      return tmp;
+    }
+    loops(t.shape, [&](const Index& idx) {
+      line(tmp + "[" + idx[0] + " * " + std::to_string(pitch) + " + " + idx[1] +
+           "] = " + store_conv(t.elem, expr(v, idx)) + ";");
+    });
+    return tmp;
+  }
+
+  // Load `op` (a 16-bit tile) into `tmp` (rows of `pitch`) by the shape's runs: one access of up
+  // to 16 bytes per run where the pointer allows and the lanes' masks all hold, else each lane
+  // its own (a masked-off lane takes `other`).
+  void copy_load16(const Op& op, const std::string& tmp, int64_t pitch) {
+    const Type& t = f_.type(op.result());
+    const int64_t vec = vec_of(t.shape);
+    const int64_t w = std::max<int64_t>(1, access_width(op));
+    const std::string vt = vec_type(t.elem, w);
+    const bool masked = op.operands.size() > 1;
+    const bool agree = masked && lanes_agree(op.operands[1], w);
+    auto slot = [&](const Index& i) {
+      return tmp + "[" + i[0] + " * " + std::to_string(pitch) + " + " + i[1] + "]";
+    };
+    runs(t.shape, [&](const std::string& run, const Index& idx) {
+      for (int64_t c = 0; c < vec; c += w) {
+        std::string all;
+        if (masked) {
+          for (int64_t j = c; j < (agree ? c + 1 : c + w); ++j) {
+            all += (all.empty() ? "" : " && ") +
+                   at_run_element(t.shape, run, idx, j, [&](const Index& i) {
+                     return "(" + expr(op.operands[1], i) + ")";
+                   });
+          }
+        }
+        const std::string ptr = at_run_element(
+            t.shape, run, idx, c, [&](const Index& i) { return expr(op.operands[0], i); });
+        const std::string dst = at_run_element(t.shape, run, idx, c, slot);
+        if (!all.empty()) line("if (" + all + ") {");
+        line("  *(" + vt + "*)&" + dst + " = *(const " + vt + "*)(" + ptr + ");");
+        if (all.empty()) continue;
+        line("} else {");
+        for (int64_t j = c; j < c + w; ++j) {
+          line("  " + at_run_element(t.shape, run, idx, j, [&](const Index& i) {
+                 const std::string other =
+                     store_conv(t.elem, op.operands.size() > 2 ? expr(op.operands[2], i)
+                                                               : std::string("0.0f"));
+                 if (agree) return slot(i) + " = " + other + ";";
+                 return slot(i) + " = (" + expr(op.operands[1], i) + ") ? *(" +
+                        expr(op.operands[0], i) + ") : " + other + ";";
+               }));
+        }
+        line("}");
+      }
+    });
+  }
+
+  // Tensor cores with the accumulator in this thread's registers (the Mma layout): the operands
+  // as 16-bit tiles in shared memory, the accumulator copied into the result's registers (renamed
+  // away when it is the loop's carried value), then trt::mma_tile.
+  void mma_registers_dot(const Op& op) {
+    const ValueId out = op.result(), acc = op.operands[2];
+    const Type& at = f_.type(op.operands[0]);
+    const Type& ot = f_.type(out);
+    const int64_t M = ot.shape[0], N = ot.shape[1], K = at.shape[1];
+    const DType el = at.elem;
+    const MmaLayout& m = *mma_layout(ot.shape);
+    const int64_t pa = K + 8, pb = N + 8;  // rows padded by 16 bytes: ldmatrix without conflicts
+    const std::string a16 = dot_operand16(op.operands[0], pa);
+    const std::string b16 = dot_operand16(op.operands[1], pb);
+    line("__syncthreads();");
+    declare_array(out);
+    loops(
+        ot.shape,
+        [&](const Index& idx) {
+          const std::string value = expr(acc, idx);
+          line(element_of(out, name(out), idx) + " = " + value + ";");
+        },
+        Writes::Registers);
+    line("trt::mma_tile<" + std::to_string(M) + ", " + std::to_string(N) + ", " +
+         std::to_string(K) + ", " + std::to_string(m.wm) + ", " + std::to_string(m.wn) + ", " +
+         (el == DType::BFloat16 ? "true" : "false") + ", " + std::to_string(pa) + ", " +
+         std::to_string(pb) + ">(" + a16 + ", " + b16 + ", " + name(out) + ", _tid);");
+    line("__syncthreads();");  // the operand tiles are written again next
+  }
+
   // a @ b + acc: one output element per thread, the k terms in order with one multiply-add each
   // (the CPU backend's and the interpreter's rounding); float32 inputs rounded to tf32 unless ieee.
   void dot(const Op& op) {
@@ -761,6 +984,7 @@ class Emitter : ExprPrinter {
     const bool tf32 = at.elem == DType::Float32 && precision == ir::DotPrecision::TF32;
     const bool tf32x3 = at.elem == DType::Float32 && precision == ir::DotPrecision::TF32x3;
     const std::string rt = register_type(ot.elem);
+    if (in_registers(out)) return mma_registers_dot(op);
     const std::string a = dot_operand(op.operands[0]), b = dot_operand(op.operands[1]);
     declare_array(out);
     auto in = [&](const std::string& arr, const std::string& ix) {
@@ -770,9 +994,7 @@ class Emitter : ExprPrinter {
     const std::string fma = tf32x3 ? "trt::fma_tf32x3(" : "trt::fma(";
     const DType el = at.elem;
     const int64_t M = ot.shape[0];
-    if (knobs().cuda_mma && (el == DType::Float16 || el == DType::BFloat16) &&
-        f_.type(op.operands[1]).elem == el && ot.elem == DType::Float32 && ot.shape.size() == 2 &&
-        M % 16 == 0 && N % 8 == 0 && K % 16 == 0 && threads_ % 32 == 0) {
+    if (mma_dot_types(op)) {
       // Tensor cores (trt::mma_dot): the accumulator into the result's shared array, then each
       // warp's 16 x 8 tiles of it through mma.sync.
       loops(ot.shape, [&](const Index& idx) {
@@ -1198,6 +1420,7 @@ class Emitter : ExprPrinter {
   // Vector accesses (see plan_vectors).
   ir::AffineInfo affine_;
   std::vector<std::pair<SmallVector<int64_t, 4>, int64_t>> vec_;  // shape -> run length
+  std::vector<MmaLayout> mma_;  // shapes in the Mma layout (see plan_mma)
 };
 
 }  // namespace
