@@ -15,9 +15,9 @@
 //   bench_gpu_kernels launch        host time of one hot launch (n = 1024) beside a bare
 //                                   cuLaunchKernel of the same generated kernel (JSON lines)
 //   bench_gpu_kernels matmul        Triton's tutorial matmul (fp16 and bf16, 4096^3, one config:
-//                                   128 x 128 x 32, 8 warps) in TFLOP/s, checked against
-//                                   a float64 product of a corner; TESSERA_CUDA_MMA=0 times the
-//                                   CUDA-core path (impl "tessera CUDA cores") (JSON lines)
+//                                   128 x 128 x 32, 8 warps, 3 stages and 1) in TFLOP/s, checked
+//                                   against a float64 product of a corner; TESSERA_CUDA_MMA=0 times
+//                                   the CUDA-core path (impl "tessera CUDA cores") (JSON lines)
 //   bench_gpu_kernels first-launch cold|warm   the first launch of a new kernel in this process,
 //                                   to its result (the cache as TESSERA_CACHE_DIR has it; JSON
 //                                   lines)
@@ -318,30 +318,37 @@ int matmul_rows() {
   const int64_t n = 4096;
   Tensor flush = empty({64 << 20}, TensorOptions().device(cuda));
   const bool mma = knobs().cuda_mma;
-  for (DType dt : {DType::Float16, DType::BFloat16}) {
-    Tensor a = randn({n, n}).to(dt).to(cuda), b = randn({n, n}).to(dt).to(cuda);
-    Tensor c = empty({n, n}, TensorOptions().dtype(dt).device(cuda));
-    auto run = [&] {
-      mm_kernel[{n / 128, n / 128}](a, b, c, n, n, n, tl::meta("BM", 128), tl::meta("BN", 128),
-                                    tl::meta("BK", 32), tl::meta("OUT_BF16", dt == DType::BFloat16),
-                                    tl::num_warps(8));
-    };
-    run();
-    const Tensor want = a.cpu()
-                            .narrow(0, 0, 64)
-                            .to(DType::Float64)
-                            .matmul(b.cpu().narrow(1, 0, 64).to(DType::Float64));
-    const double err = (c.cpu().narrow(0, 0, 64).narrow(1, 0, 64).to(DType::Float64) - want)
-                           .abs()
-                           .max()
-                           .item<double>();
-    const double tol = dt == DType::BFloat16 ? 2.0 : 0.25;  // one rounding of c (up to ~256)
-    if (!(err <= tol)) return std::printf("matmul %s: error %g\n", dtype_name(dt), err), 1;
-    const double us = median_us(run, flush);
-    std::printf(
-        "{\"kernel\": \"matmul %s\", \"size\": \"4096^3\", \"impl\": \"%s\", "
-        "\"us\": %.1f, \"tflops\": %.1f}\n",
-        dtype_name(dt), mma ? "tessera" : "tessera CUDA cores", us, 2.0 * n * n * n / us / 1e6);
+  for (const int64_t stages : {3, 1}) {
+    if (!mma && stages != 3) continue;
+    for (DType dt : {DType::Float16, DType::BFloat16}) {
+      Tensor a = randn({n, n}).to(dt).to(cuda), b = randn({n, n}).to(dt).to(cuda);
+      Tensor c = empty({n, n}, TensorOptions().dtype(dt).device(cuda));
+      auto run = [&] {
+        mm_kernel[{n / 128, n / 128}](
+            a, b, c, n, n, n, tl::meta("BM", 128), tl::meta("BN", 128), tl::meta("BK", 32),
+            tl::meta("OUT_BF16", dt == DType::BFloat16), tl::num_warps(8), tl::num_stages(stages));
+      };
+      run();
+      const Tensor want = a.cpu()
+                              .narrow(0, 0, 64)
+                              .to(DType::Float64)
+                              .matmul(b.cpu().narrow(1, 0, 64).to(DType::Float64));
+      const double err = (c.cpu().narrow(0, 0, 64).narrow(1, 0, 64).to(DType::Float64) - want)
+                             .abs()
+                             .max()
+                             .item<double>();
+      const double tol = dt == DType::BFloat16 ? 2.0 : 0.25;  // one rounding of c (up to ~256)
+      if (!(err <= tol)) return std::printf("matmul %s: error %g\n", dtype_name(dt), err), 1;
+      const double us = median_us(run, flush);
+      std::printf(
+          "{\"kernel\": \"matmul %s\", \"size\": \"4096^3\", \"impl\": \"%s\", "
+          "\"us\": %.1f, \"tflops\": %.1f}\n",
+          dtype_name(dt),
+          !mma          ? "tessera CUDA cores"
+          : stages == 3 ? "tessera"
+                        : "tessera 1 stage",
+          us, 2.0 * n * n * n / us / 1e6);
+    }
   }
   return 0;
 }

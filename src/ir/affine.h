@@ -33,7 +33,7 @@ struct UniformNode {
 };
 
 struct AffineForm {
-  SmallVector<int64_t, 4> coef;       ///< per dimension of the value's shape (empty for scalars)
+  SmallVector<int64_t, 4> coef;  ///< per dimension of the value's shape (empty for scalars)
   /** Empty when every coefficient is known; else per dimension 0 where coef[d] is known, or a
    * power of two dividing a coefficient known only at run time (`rows * K` with K an argument
    * divisible by 16: 16), coef[d] then 0. Only AffineInfo::loose_form gives such forms. */

@@ -356,18 +356,22 @@ std::vector<Case> catalog() {
                  return to_cpu({out});
                },
                1e-5, 1e-4});
-  c.push_back({"matmul f16 bias relu", &cg_mm_bias,
-               [](Device d) {
-                 static const Tensor a = random_tensor({100, 80}, DType::Float16),
-                                     b = random_tensor({80, 72}, DType::Float16),
-                                     bias = random_tensor({72}, DType::Float32);
-                 Tensor out = poisoned({100, 72}, DType::Float16, d);
-                 cg_mm_bias[{tl::cdiv(100, 64), tl::cdiv(72, 64)}](
-                     on(a, d), on(b, d), on(bias, d), out, 100, 72, 80, tl::meta("BM", 64),
-                     tl::meta("BN", 64), tl::meta("BK", 32));
-                 return to_cpu({out});
-               },
-               2e-3, 2e-3});  // float16 out: the sums' order may move a rounding by one ulp
+  // num_stages 3 (cp.async rings) and 1 (copies in the loop body), K = 80 in 32s: a masked tail.
+  for (const int64_t stages : {3, 1}) {
+    c.push_back({stages == 3 ? "matmul f16 bias relu" : "matmul f16 bias relu, 1 stage",
+                 &cg_mm_bias,
+                 [stages](Device d) {
+                   static const Tensor a = random_tensor({100, 80}, DType::Float16),
+                                       b = random_tensor({80, 72}, DType::Float16),
+                                       bias = random_tensor({72}, DType::Float32);
+                   Tensor out = poisoned({100, 72}, DType::Float16, d);
+                   cg_mm_bias[{tl::cdiv(100, 64), tl::cdiv(72, 64)}](
+                       on(a, d), on(b, d), on(bias, d), out, 100, 72, 80, tl::meta("BM", 64),
+                       tl::meta("BN", 64), tl::meta("BK", 32), tl::num_stages(stages));
+                   return to_cpu({out});
+                 },
+                 2e-3, 2e-3});  // float16 out: the sums' order may move a rounding by one ulp
+  }
   c.push_back({"dot rowmax bf16", &cg_dot_rowmax,
                [](Device d) {
                  static const Tensor q = random_tensor({32, 16}, DType::BFloat16),
@@ -525,12 +529,19 @@ TEST(CudaCodegen, EveryCatalogKernelCompilesWithNvrtcForHopper) {
       EXPECT_NE(e.source.find("trt::mma_tile<32, 16, 32, 2, 2, true, 40, 24>("), std::string::npos)
           << e.source;
     }
-    // ... 2 x 2 warps of 2 x 4 tiles, with 16-byte loads of the operands (K and N divisible by 16
-    // as arguments) ...
-    if (name == "matmul f16 bias relu") {
+    // ... 2 x 2 warps of 2 x 4 tiles, with 16-byte copies of A (K divisible by 16 as an
+    // argument; N is not: B's elements one by one), through a ring of 3 stages with cp.async, or
+    // in the loop with one stage ...
+    if (name.rfind("matmul f16 bias relu", 0) == 0) {
       EXPECT_NE(e.source.find("trt::mma_tile<64, 64, 32, 2, 2, false, 40, 72>("), std::string::npos)
           << e.source;
-      EXPECT_NE(e.source.find("*(trt::Vec<uint16_t, 8>*)&_op"), std::string::npos) << e.source;
+      if (name == "matmul f16 bias relu") {
+        EXPECT_NE(e.source.find("trt::cp_async<16>(&(_ring"), std::string::npos) << e.source;
+        EXPECT_NE(e.source.find("trt::cp_async_wait<2>();"), std::string::npos) << e.source;
+      } else {
+        EXPECT_NE(e.source.find("*(trt::Vec<uint16_t, 8>*)&_op"), std::string::npos) << e.source;
+        EXPECT_EQ(e.source.find("cp_async"), std::string::npos) << e.source;
+      }
     }
     // ... and a dot whose result a reduction reads keeps it in shared memory.
     if (name == "dot rowmax bf16") {

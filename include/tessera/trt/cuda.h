@@ -328,6 +328,37 @@ TRT_INLINE uint32_t shared_address(const void* p) {
   return (uint32_t)__cvta_generic_to_shared(p);
 }
 
+/** cp.async: `BYTES` (4, 8 or 16) from global memory to shared memory without passing through
+ * registers, completed by cp_async_wait (and visible to other threads after a barrier). */
+template <int BYTES>
+TRT_INLINE void cp_async(void* dst, const void* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if (BYTES == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(dst)), "l"(src)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(shared_address(dst)), "l"(src),
+                 "n"(BYTES)
+                 : "memory");
+  }
+#else
+  for (int i = 0; i < BYTES / 4; ++i) ((uint32_t*)dst)[i] = ((const uint32_t*)src)[i];
+#endif
+}
+/** Closes this thread's group of cp.async copies issued since the last commit. */
+TRT_INLINE void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+/** Waits until at most `N` of this thread's committed groups are still in flight. */
+template <int N>
+TRT_INLINE void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
 /** ldmatrix: four 8 x 8 tiles of 16-bit values (lane l gives the address of row l % 8 of tile
  * l / 8) as mma fragment registers r[q] (tile q), transposed when `TRANS`. */
 template <bool TRANS>

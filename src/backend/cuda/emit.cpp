@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "backend/common/c_expr.h"
@@ -334,9 +335,9 @@ class Emitter : ExprPrinter {
             (slope == -1 && (k == ir::CmpKind::GT || k == ir::CmpKind::LE));
         if (!aligned_change || a->divisibility % w != 0 || b->divisibility % w != 0) return false;
         for (size_t d = 0; d < last; ++d) {
-          if (a->coef_known(d) && b->coef_known(d) ? (a->coef[d] - b->coef[d]) % w != 0
-                                                   : a->coef_divisibility(d) % w != 0 ||
-                                                         b->coef_divisibility(d) % w != 0)
+          if (a->coef_known(d) && b->coef_known(d)
+                  ? (a->coef[d] - b->coef[d]) % w != 0
+                  : a->coef_divisibility(d) % w != 0 || b->coef_divisibility(d) % w != 0)
             return false;
         }
         return true;
@@ -741,7 +742,8 @@ class Emitter : ExprPrinter {
     ++indent_;
     const MmaLayout* mma = mma_layout(shape);
     elem_loops_.push_back({shape, {}, k});
-    elem_loops_.back().idx = mma ? mma_index(*mma, k + " >> 1", "(" + k + " & 1)") : decode(shape, e);
+    elem_loops_.back().idx =
+        mma ? mma_index(*mma, k + " >> 1", "(" + k + " & 1)") : decode(shape, e);
     body(elem_loops_.back().idx);
     elem_loops_.pop_back();
     --indent_;
@@ -881,6 +883,7 @@ class Emitter : ExprPrinter {
   // (trt::mma_tile): a load used only here is copied from global memory by runs, bits unchanged
   // (copy_load16); any other value is converted element by element.
   std::string dot_operand16(ValueId v, int64_t pitch) {
+    if (auto it = staged_.find(v); it != staged_.end()) return it->second;
     const Type& t = f_.type(v);
     const std::string tmp = fresh("_op");
     smem_ = (smem_ + 15) / 16 * 16;
@@ -901,7 +904,7 @@ class Emitter : ExprPrinter {
   // Load `op` (a 16-bit tile) into `tmp` (rows of `pitch`) by the shape's runs: one access of up
   // to 16 bytes per run where the pointer allows and the lanes' masks all hold, else each lane
   // its own (a masked-off lane takes `other`).
-  void copy_load16(const Op& op, const std::string& tmp, int64_t pitch) {
+  void copy_load16(const Op& op, const std::string& tmp, int64_t pitch, bool async = false) {
     const Type& t = f_.type(op.result());
     const int64_t vec = vec_of(t.shape);
     const int64_t w = std::max<int64_t>(1, access_width(op));
@@ -925,8 +928,13 @@ class Emitter : ExprPrinter {
         const std::string ptr = at_run_element(
             t.shape, run, idx, c, [&](const Index& i) { return expr(op.operands[0], i); });
         const std::string dst = at_run_element(t.shape, run, idx, c, slot);
-        if (!all.empty()) line("if (" + all + ") {");
-        line("  *(" + vt + "*)&" + dst + " = *(const " + vt + "*)(" + ptr + ");");
+        if (async && w >= 2 && (agree || !masked)) {  // 4, 8 or 16 bytes: cp.async
+          if (!all.empty()) line("if (" + all + ") {");
+          line("  trt::cp_async<" + std::to_string(w * 2) + ">(&" + dst + ", " + ptr + ");");
+        } else {
+          if (!all.empty()) line("if (" + all + ") {");
+          line("  *(" + vt + "*)&" + dst + " = *(const " + vt + "*)(" + ptr + ");");
+        }
         if (all.empty()) continue;
         line("} else {");
         for (int64_t j = c; j < c + w; ++j) {
@@ -955,9 +963,10 @@ class Emitter : ExprPrinter {
     const DType el = at.elem;
     const MmaLayout& m = *mma_layout(ot.shape);
     const int64_t pa = K + 8, pb = N + 8;  // rows padded by 16 bytes: ldmatrix without conflicts
+    const bool staged = staged_.count(op.operands[0]) && staged_.count(op.operands[1]);
     const std::string a16 = dot_operand16(op.operands[0], pa);
     const std::string b16 = dot_operand16(op.operands[1], pb);
-    line("__syncthreads();");
+    if (!staged) line("__syncthreads();");  // (staged: the loop's wait and barrier did it)
     declare_array(out);
     loops(
         ot.shape,
@@ -1339,6 +1348,127 @@ class Emitter : ExprPrinter {
     }
   }
 
+  // ---- pipelined loops (num_stages) ------------------------------------------------------------
+  //
+  // A loop whose dots run on tensor cores from 16-bit operands it loads (each load used only by
+  // its dot, its address and mask computed in the loop from the induction variable and values
+  // from outside) keeps `num_stages` copies of each operand tile in shared memory, a ring: before
+  // the loop the first S - 1 iterations' tiles are requested with cp.async; each iteration
+  // requests iteration i + S - 1's into the slot iteration i - 1 used, waits for its own, and
+  // computes while the next ones are in flight (Triton's software pipeliner, sm_80 form). A
+  // later iteration's addresses come from the ops that compute them, emitted again in a block
+  // that binds the induction variable's name to that iteration's value.
+
+  struct Staged {
+    ValueId load;
+    int64_t pitch, elems;  // row pitch and elements of one slot
+    std::string ring;      // the first slot
+  };
+  struct Pipeline {
+    int64_t stages = 0;
+    std::vector<Staged> loads;
+    std::vector<const Op*> slice;  // the loop's ops the loads' addresses need, in order
+  };
+
+  // Adds to `slice` what `v` needs from the loop body `body`; false if something cannot be
+  // computed for another iteration (a carried value, a load, an array).
+  bool address_slice(ValueId v, const Region& body, std::set<const Op*>& slice) {
+    if (v == body.args[0]) return true;  // the induction variable
+    for (size_t k = 1; k < body.args.size(); ++k) {
+      if (body.args[k] == v) return false;
+    }
+    const Op* d = f_.def(v);
+    if (!d || std::find(body.ops.begin(), body.ops.end(), d) == body.ops.end()) return true;
+    if (slice.count(d)) return true;
+    switch (d->kind) {
+      case OpKind::Load:
+      case OpKind::Store:
+      case OpKind::Atomic:
+      case OpKind::AtomicCas:
+      case OpKind::Dot:
+      case OpKind::Reduce:
+      case OpKind::ReduceFn:
+      case OpKind::ScanFn:
+      case OpKind::Assert:
+      case OpKind::Print:
+      case OpKind::Extern:
+      case OpKind::Yield:
+        return false;
+      default:
+        break;
+    }
+    if (!d->regions.empty()) return false;
+    for (ValueId r : d->results) {
+      const Storage st = storage(r);
+      if (st != Storage::Scalar && st != Storage::Inline) return false;
+    }
+    slice.insert(d);
+    for (ValueId o : d->operands) {
+      if (!address_slice(o, body, slice)) return false;
+    }
+    return true;
+  }
+
+  Pipeline pipeline_plan(const Op& loop) {
+    Pipeline p;
+    const int stages = ir::LoopOptions::unpack(loop.ival).num_stages;
+    p.stages = stages > 0 ? stages : f_.attrs.num_stages;
+    if (checked_ || p.stages < 2) return {};
+    const Region& body = loop.regions[0];
+    std::set<const Op*> slice;
+    for (const Op* o : body.ops) {
+      if (o->kind != OpKind::Dot || !in_registers(o->result())) continue;
+      const Type& at = f_.type(o->operands[0]);
+      for (int k = 0; k < 2; ++k) {
+        const ValueId v = o->operands[static_cast<size_t>(k)];
+        const Op* d = f_.def(v);
+        if (!d || d->kind != OpKind::Load || storage(v) != Storage::Inline ||
+            std::find(body.ops.begin(), body.ops.end(), d) == body.ops.end() ||
+            uses_.uses(v).size() != 1 || o->operands[0] == o->operands[1])
+          continue;
+        std::set<const Op*> s = slice;
+        bool ok = true;
+        for (ValueId x : d->operands) ok = ok && address_slice(x, body, s);
+        if (!ok) continue;
+        slice = std::move(s);
+        const Type& t = f_.type(v);
+        const int64_t pitch = (k == 0 ? at.shape[1] : f_.type(o->result()).shape[1]) + 8;
+        p.loads.push_back({v, pitch, t.shape[0] * pitch, fresh("_ring")});
+      }
+    }
+    if (p.loads.empty()) return {};
+    for (const Op* o : body.ops) {
+      if (slice.count(o)) p.slice.push_back(o);
+    }
+    return p;
+  }
+
+  // Requests iteration `iv_value`'s operand tiles into ring slot `slot` (if that iteration runs),
+  // then closes the group.
+  void request_stage(const Op& loop, const Pipeline& p, const std::string& iv_value,
+                     const std::string& slot) {
+    const ValueId iv = loop.regions[0].args[0];
+    const std::string it = type_str(f_.type(iv));
+    const std::string next = fresh("_nx");
+    line("{");
+    ++indent_;
+    line(it + " const " + next + " = " + iv_value + ";");
+    line("if (" + next + " < " + expr(loop.operands[1], {}) + ") {");
+    ++indent_;
+    line(it + " const " + name(iv) + " = " + next + ";");
+    for (const Op* o : p.slice) this->op(*o);
+    for (const Staged& s : p.loads) {
+      copy_load16(*f_.def(s.load),
+                  "(" + s.ring + " + (" + slot + ") * " + std::to_string(s.elems) + ")", s.pitch,
+                  /*async=*/true);
+    }
+    --indent_;
+    line("}");
+    line("trt::cp_async_commit();");
+    --indent_;
+    line("}");
+  }
+
   void for_op(const Op& op) {
     const Region& body = op.regions[0];
     const ValueId iv = body.args[0];
@@ -1348,18 +1478,51 @@ class Emitter : ExprPrinter {
       assign(carried[k], name(carried[k]), op.operands[3 + k]);
     }
     const std::string it = type_str(f_.type(iv));
+    const Pipeline pipe = pipeline_plan(op);
+    const std::string rd = fresh("_rd"), wr = fresh("_wr");
+    const std::string lb = expr(op.operands[0], {}), step = expr(op.operands[2], {});
+    if (!pipe.loads.empty()) {
+      for (const Staged& s : pipe.loads) {
+        smem_ = (smem_ + 15) / 16 * 16;
+        line("uint16_t* const " + s.ring + " = (uint16_t*)(_smem + " + std::to_string(smem_) +
+             ");");
+        smem_ += pipe.stages * s.elems * 2;
+      }
+      for (int64_t k = 0; k + 1 < pipe.stages; ++k) {
+        request_stage(op, pipe,
+                      "(" + it + ")(" + lb + " + " + std::to_string(k) + " * " + step + ")",
+                      std::to_string(k));
+      }
+      line("int32_t " + rd + " = 0, " + wr + " = " + std::to_string(pipe.stages - 1) + ";");
+    }
     if (const int u = ir::LoopOptions::unpack(op.ival).loop_unroll_factor; u > 1)
       line("#pragma unroll " + std::to_string(u));
-    line("for (" + it + " " + name(iv) + " = " + expr(op.operands[0], {}) + "; " + name(iv) +
-         " < " + expr(op.operands[1], {}) + "; " + name(iv) + " += " + expr(op.operands[2], {}) +
-         ") {");
+    line("for (" + it + " " + name(iv) + " = " + lb + "; " + name(iv) + " < " +
+         expr(op.operands[1], {}) + "; " + name(iv) + " += " + step + ") {");
     ++indent_;
     ++loop_depth_;
+    if (!pipe.loads.empty()) {
+      request_stage(
+          op, pipe,
+          "(" + it + ")(" + name(iv) + " + " + std::to_string(pipe.stages - 1) + " * " + step + ")",
+          wr);
+      line("trt::cp_async_wait<" + std::to_string(pipe.stages - 1) + ">();");
+      line("__syncthreads();");
+      for (const Staged& s : pipe.loads)
+        staged_[s.load] = "(" + s.ring + " + " + rd + " * " + std::to_string(s.elems) + ")";
+    }
     region(body);
+    for (const Staged& s : pipe.loads) staged_.erase(s.load);
+    if (!pipe.loads.empty()) {
+      const std::string S = std::to_string(pipe.stages);
+      line(rd + " = " + rd + " + 1 == " + S + " ? 0 : " + rd + " + 1;");
+      line(wr + " = " + wr + " + 1 == " + S + " ? 0 : " + wr + " + 1;");
+    }
     parallel_assign(carried, body.ops.back()->operands);
     --loop_depth_;
     --indent_;
     line("}");
+    if (!pipe.loads.empty()) line("trt::cp_async_wait<0>();");  // (the requests past the end)
     for (size_t k = 0; k < op.results.size(); ++k) alias(op.results[k], carried[k]);
   }
 
@@ -1420,7 +1583,8 @@ class Emitter : ExprPrinter {
   // Vector accesses (see plan_vectors).
   ir::AffineInfo affine_;
   std::vector<std::pair<SmallVector<int64_t, 4>, int64_t>> vec_;  // shape -> run length
-  std::vector<MmaLayout> mma_;  // shapes in the Mma layout (see plan_mma)
+  std::vector<MmaLayout> mma_;             // shapes in the Mma layout (see plan_mma)
+  std::map<ValueId, std::string> staged_;  // a pipelined operand load -> its current ring slot
 };
 
 }  // namespace
