@@ -230,6 +230,26 @@ void AffineInfo::op(const Op& o) {
     set(v, std::move(a));
     return;
   }
+  if (!r && t.elem != DType::Bool && !t.ptr) {
+    // A tile that is no affine function of its index (`offs % M`, a loaded index) but varies
+    // along one dimension only: a loose form whose term of that dimension is unknown (values
+    // divisible by 1), so that `offs[:, None] * stride + cols` still has a known last dimension.
+    size_t varying = 0, dim = 0;
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      if (t.shape[d] != 1) ++varying, dim = d;
+    }
+    if (varying == 1) {
+      AffineForm a;
+      a.coef.assign(t.shape.size(), 0);
+      a.unknown.assign(t.shape.size(), 0);
+      a.unknown[dim] = 1;
+      a.base = add_node({UniformNode::Kind::Constant, 0});
+      a.base_value = 0;
+      a.divisibility = kMaxDivisibility;
+      a.exact = false;
+      r = std::move(a);
+    }
+  }
   if (r) set(v, std::move(*r));
 }
 

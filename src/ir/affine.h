@@ -34,9 +34,11 @@ struct UniformNode {
 
 struct AffineForm {
   SmallVector<int64_t, 4> coef;  ///< per dimension of the value's shape (empty for scalars)
-  /** Empty when every coefficient is known; else per dimension 0 where coef[d] is known, or a
-   * power of two dividing a coefficient known only at run time (`rows * K` with K an argument
-   * divisible by 16: 16), coef[d] then 0. Only AffineInfo::loose_form gives such forms. */
+  /** Empty when every coefficient is known; else per dimension 0 where coef[d] is known, or, for
+   * a dimension whose term is not known (coef[d] then 0), a power of two dividing every value of
+   * that term: `rows * K` with K an argument divisible by 16 (a coefficient known at run time:
+   * 16), `(offs % M)[:, None] * stride` (any function of the row: the stride's divisor). The value
+   * is the base plus one term per dimension. Only AffineInfo::loose_form gives such forms. */
   SmallVector<int64_t, 4> unknown;
   int32_t base = -1;                  ///< a UniformNode
   std::optional<int64_t> base_value;  ///< the base when known at compile time

@@ -103,6 +103,59 @@ TEST(IrAffine, LoopCarriedTilesHaveNoFormAndTheInductionVariableIsUniform) {
   EXPECT_EQ(coef(a.form(9)), (std::vector<int64_t>{1}));  // arange + the induction variable
 }
 
+// Loose forms (what vector widths need): a runtime stride is known by its divisor, a tile that is
+// no affine function of its index but varies along one dimension (`offs % m`) is an unknown term
+// of that dimension, and a scalar's conversion keeps its divisibility. form() keeps giving only
+// exact forms.
+TEST(IrAffine, LooseFormsKnowRuntimeStridesAndRemaindersByTheirDivisors) {
+  const auto f = ir::parse(R"(kernel @k(%0: *fp16 x {div16}, %1: i32 m, %2: i32 s {div16}, %3: i32 t) {
+  %4 = arange {start = 0, end = 16} : <16x i32>
+  %5 = splat %1 : <16x i32>
+  %6 = rem %4, %5 : <16x i32>
+  %7 = expand_dims %6 {axis = 1} : <16x1x i32>
+  %8 = broadcast %7 : <16x32x i32>
+  %9 = splat %2 : <16x32x i32>
+  %10 = mul %8, %9 : <16x32x i32>
+  %11 = arange {start = 0, end = 32} : <32x i32>
+  %12 = expand_dims %11 {axis = 0} : <1x32x i32>
+  %13 = broadcast %12 : <16x32x i32>
+  %14 = add %10, %13 : <16x32x i32>
+  %15 = splat %0 : <16x32x *fp16>
+  %16 = addptr %15, %14 : <16x32x *fp16>
+  %17 = splat %3 : <16x32x i32>
+  %18 = mul %13, %17 : <16x32x i32>
+  %19 = mul %4, %4 : <16x i32>
+  %20 = mul %8, %13 : <16x32x i32>
+  %21 = cast %2 : i64
+  %22 = const 0 : <16x32x i32>
+  %23 = mul %10, %22 : <16x32x i32>
+}
+)");
+  const ir::AffineInfo a(*f);
+  auto unknown = [&](ir::ValueId v) {
+    const ir::AffineForm* l = a.loose_form(v);
+    if (!l) return std::vector<int64_t>{-999};
+    std::vector<int64_t> u;
+    for (size_t d = 0; d < l->coef.size(); ++d) u.push_back(l->coef_known(d) ? -1 : l->unknown[d]);
+    return u;  // -1: known
+  };
+  EXPECT_EQ(unknown(6), (std::vector<int64_t>{1}));        // i % m: any value along its dimension
+  EXPECT_EQ(unknown(8), (std::vector<int64_t>{1, -1}));    // broadcast: constant along columns
+  EXPECT_EQ(unknown(10), (std::vector<int64_t>{16, -1}));  // times a stride divisible by 16
+  EXPECT_EQ(unknown(14), (std::vector<int64_t>{16, -1}));
+  EXPECT_EQ(a.loose_form(14)->coef[1], 1);  // ... plus the column: contiguous
+  EXPECT_EQ(unknown(16), (std::vector<int64_t>{16, -1}));
+  EXPECT_EQ(a.loose_form(16)->coef[1], 1);
+  EXPECT_EQ(a.loose_form(16)->divisibility, 16);           // the base: the aligned pointer
+  EXPECT_EQ(unknown(18), (std::vector<int64_t>{-1, 1}));   // column * a stride of unknown parity
+  EXPECT_EQ(unknown(19), (std::vector<int64_t>{1}));       // i * i: an unknown term too
+  EXPECT_EQ(a.loose_form(20), nullptr);                    // varies along both: nothing known
+  EXPECT_EQ(a.form(21)->divisibility, 16);                 // int32 -> int64 keeps it
+  EXPECT_EQ(unknown(23), (std::vector<int64_t>{-1, -1}));  // times zero: known zeros
+  for (ir::ValueId v : {6, 8, 10, 14, 16, 18, 19}) EXPECT_EQ(a.form(v), nullptr) << v;
+  EXPECT_NE(a.form(23), nullptr);
+}
+
 // The materialization plan keeps a load inline when every use ends, through inline values, in one
 // op (`d * d`, d = x - 1 from the load, stored: one loop, no array), and stores it when its uses
 // end in two ops (each would evaluate it in a loop of its own).

@@ -70,6 +70,8 @@ class Emitter : ExprPrinter {
     reg_.assign(f_.num_values(), 0);
     same_elem_memo_.assign(f_.num_values(), -1);
     packed_memo_.assign(f_.num_values(), -1);
+    mma_operand_.assign(f_.num_values(), 0);
+    plan_mma_operands(f_.body);
     plan_registers(f_.body);
   }
 
@@ -132,7 +134,9 @@ class Emitter : ExprPrinter {
   // consumer), so all of a thread's loads are in flight before the first use.
 
   Storage storage(ValueId v) const override {
-    return reg_[static_cast<size_t>(v)] ? Storage::Array : plan_.storage(v);
+    if (reg_[static_cast<size_t>(v)]) return Storage::Array;
+    if (mma_operand_[static_cast<size_t>(v)]) return Storage::Inline;
+    return plan_.storage(v);
   }
   bool in_registers(ValueId v) const { return reg_[static_cast<size_t>(v)] != 0; }
 
@@ -227,6 +231,23 @@ class Emitter : ExprPrinter {
       MmaLayout m;
       m.shape = shape;
       if (warp_grid(shape[0], shape[1], threads_ / 32, m)) mma_.push_back(m);
+    }
+  }
+
+  // A load used only as an operand of a tensor-core dot stays inline whatever the materialization
+  // plan says (it stores gathers once for the CPU's loops): the dot copies it once, as 16-bit
+  // values, into shared memory (dot_operand16), the copy the pipeline makes asynchronous.
+  void plan_mma_operands(const Region& r) {
+    for (const Op* op : r.ops) {
+      for (const Region& sub : op->regions) plan_mma_operands(sub);
+      if (op->kind != OpKind::Dot || !mma_in_registers(*op)) continue;
+      for (size_t k = 0; k < 2; ++k) {
+        const ValueId v = op->operands[k];
+        const Op* d = f_.def(v);
+        if (d && d->kind == OpKind::Load && uses_.uses(v).size() == 1 &&
+            op->operands[0] != op->operands[1])
+          mma_operand_[static_cast<size_t>(v)] = 1;
+      }
     }
   }
 
@@ -349,16 +370,20 @@ class Emitter : ExprPrinter {
 
   // An unrolled loop over the runs of `shape` (see above): `body(run, idx)` with the run's number
   // (an expression) and its first element's index variables.
+  // `blocked`: runs of that many elements in the blocked order whatever the shape's layout (for a
+  // loop that reads no register array of the shape).
   void runs(const SmallVector<int64_t, 4>& shape,
-            const std::function<void(const std::string&, const Index&)>& body) {
+            const std::function<void(const std::string&, const Index&)>& body,
+            int64_t blocked = 0) {
     const int64_t n = numel(shape);
-    const int64_t vec = vec_of(shape);
+    const int64_t vec = blocked ? blocked : vec_of(shape);
+    const int64_t count = (n + vec * threads_ - 1) / (vec * threads_);
     const std::string g = fresh("_g"), e = fresh("_e");
     line("#pragma unroll");
-    line("for (int32_t " + g + " = 0; " + g + " < " + std::to_string(per_thread(shape) / vec) +
-         "; ++" + g + ") {");
+    line("for (int32_t " + g + " = 0; " + g + " < " + std::to_string(count) + "; ++" + g + ") {");
     ++indent_;
-    if (const MmaLayout* m = mma_layout(shape)) {
+    const MmaLayout* m = mma_layout(shape);
+    if (m && !blocked) {
       body(g, mma_index(*m, g, "0"));
       --indent_;
       line("}");
@@ -879,6 +904,14 @@ class Emitter : ExprPrinter {
     return tmp;
   }
 
+  // Whether some register array has shape `shape`.
+  bool shape_in_registers(const SmallVector<int64_t, 4>& shape) const {
+    for (size_t v = 0; v < reg_.size(); ++v) {
+      if (reg_[v] && f_.type(static_cast<ValueId>(v)).shape == shape) return true;
+    }
+    return false;
+  }
+
   // A dot operand as a 16-bit tile in shared memory with rows of `pitch` elements
   // (trt::mma_tile): a load used only here is copied from global memory by runs, bits unchanged
   // (copy_load16); any other value is converted element by element.
@@ -906,50 +939,60 @@ class Emitter : ExprPrinter {
   // its own (a masked-off lane takes `other`).
   void copy_load16(const Op& op, const std::string& tmp, int64_t pitch, bool async = false) {
     const Type& t = f_.type(op.result());
-    const int64_t vec = vec_of(t.shape);
-    const int64_t w = std::max<int64_t>(1, access_width(op));
+    int64_t vec = vec_of(t.shape), blocked = 0;
+    if (mma_layout(t.shape) && !checked_ && !shape_in_registers(t.shape)) {
+      // The Mma layout's runs are two elements: with no register array of the shape to read,
+      // the copy takes the widest runs its pointer allows, each thread at least one.
+      blocked = widest_access(op.operands[0]);
+      while (blocked > 1 && blocked * threads_ > numel(t.shape)) blocked /= 2;
+      vec = blocked;
+    }
+    const int64_t w = blocked ? blocked : std::max<int64_t>(1, access_width(op));
     const std::string vt = vec_type(t.elem, w);
     const bool masked = op.operands.size() > 1;
     const bool agree = masked && lanes_agree(op.operands[1], w);
     auto slot = [&](const Index& i) {
       return tmp + "[" + i[0] + " * " + std::to_string(pitch) + " + " + i[1] + "]";
     };
-    runs(t.shape, [&](const std::string& run, const Index& idx) {
-      for (int64_t c = 0; c < vec; c += w) {
-        std::string all;
-        if (masked) {
-          for (int64_t j = c; j < (agree ? c + 1 : c + w); ++j) {
-            all += (all.empty() ? "" : " && ") +
-                   at_run_element(t.shape, run, idx, j, [&](const Index& i) {
-                     return "(" + expr(op.operands[1], i) + ")";
-                   });
+    runs(
+        t.shape,
+        [&](const std::string& run, const Index& idx) {
+          for (int64_t c = 0; c < vec; c += w) {
+            std::string all;
+            if (masked) {
+              for (int64_t j = c; j < (agree ? c + 1 : c + w); ++j) {
+                all += (all.empty() ? "" : " && ") +
+                       at_run_element(t.shape, run, idx, j, [&](const Index& i) {
+                         return "(" + expr(op.operands[1], i) + ")";
+                       });
+              }
+            }
+            const std::string ptr = at_run_element(
+                t.shape, run, idx, c, [&](const Index& i) { return expr(op.operands[0], i); });
+            const std::string dst = at_run_element(t.shape, run, idx, c, slot);
+            if (async && w >= 2 && (agree || !masked)) {  // 4, 8 or 16 bytes: cp.async
+              if (!all.empty()) line("if (" + all + ") {");
+              line("  trt::cp_async<" + std::to_string(w * 2) + ">(&" + dst + ", " + ptr + ");");
+            } else {
+              if (!all.empty()) line("if (" + all + ") {");
+              line("  *(" + vt + "*)&" + dst + " = *(const " + vt + "*)(" + ptr + ");");
+            }
+            if (all.empty()) continue;
+            line("} else {");
+            for (int64_t j = c; j < c + w; ++j) {
+              line("  " + at_run_element(t.shape, run, idx, j, [&](const Index& i) {
+                     const std::string other =
+                         store_conv(t.elem, op.operands.size() > 2 ? expr(op.operands[2], i)
+                                                                   : std::string("0.0f"));
+                     if (agree) return slot(i) + " = " + other + ";";
+                     return slot(i) + " = (" + expr(op.operands[1], i) + ") ? *(" +
+                            expr(op.operands[0], i) + ") : " + other + ";";
+                   }));
+            }
+            line("}");
           }
-        }
-        const std::string ptr = at_run_element(
-            t.shape, run, idx, c, [&](const Index& i) { return expr(op.operands[0], i); });
-        const std::string dst = at_run_element(t.shape, run, idx, c, slot);
-        if (async && w >= 2 && (agree || !masked)) {  // 4, 8 or 16 bytes: cp.async
-          if (!all.empty()) line("if (" + all + ") {");
-          line("  trt::cp_async<" + std::to_string(w * 2) + ">(&" + dst + ", " + ptr + ");");
-        } else {
-          if (!all.empty()) line("if (" + all + ") {");
-          line("  *(" + vt + "*)&" + dst + " = *(const " + vt + "*)(" + ptr + ");");
-        }
-        if (all.empty()) continue;
-        line("} else {");
-        for (int64_t j = c; j < c + w; ++j) {
-          line("  " + at_run_element(t.shape, run, idx, j, [&](const Index& i) {
-                 const std::string other =
-                     store_conv(t.elem, op.operands.size() > 2 ? expr(op.operands[2], i)
-                                                               : std::string("0.0f"));
-                 if (agree) return slot(i) + " = " + other + ";";
-                 return slot(i) + " = (" + expr(op.operands[1], i) + ") ? *(" +
-                        expr(op.operands[0], i) + ") : " + other + ";";
-               }));
-        }
-        line("}");
-      }
-    });
+        },
+        blocked);
   }
 
   // Tensor cores with the accumulator in this thread's registers (the Mma layout): the operands
@@ -1571,6 +1614,7 @@ class Emitter : ExprPrinter {
   std::vector<char> reg_;                          // per value: kept in registers
   std::vector<int8_t> packed_memo_;                // packed(v), -1 for not yet known
   std::vector<int8_t> same_elem_memo_;             // same_element, -1 for not yet known
+  std::vector<char> mma_operand_;  // per value: a load only a tensor-core dot reads (inline)
   int64_t register_words_ = 0;
   struct ElementLoop {
     SmallVector<int64_t, 4> shape;
