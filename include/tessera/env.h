@@ -49,7 +49,7 @@ struct Knobs {
   enum class Progress { Auto, Never, Always } progress = Progress::Auto;  ///< TESSERA_PROGRESS
   std::string device;
   std::string cxx;
-  std::string crosscheck;  ///< TESSERA_CROSSCHECK: "", "cuda" or "nvrtc"
+  std::string crosscheck;  ///< TESSERA_CROSSCHECK: "", "cuda", "nvrtc" or "sim"
   /** TESSERA_CUDA_MMA (default on; 0 turns it off): tl::dot of float16/bfloat16 tiles on tensor
    * cores in CUDA code; off, the CUDA-core path (one FMA per term in order, as the CPU). */
   bool cuda_mma = true;

@@ -99,10 +99,10 @@ Knobs read_knobs() {
   if (const char* m = std::getenv("TESSERA_CUDA_MMA"); m && *m) k.cuda_mma = truthy(m);
   if (const char* c = std::getenv("TESSERA_CROSSCHECK"); c && *c) {
     const std::string v = c;
-    if (v == "cuda" || v == "nvrtc") {
+    if (v == "cuda" || v == "nvrtc" || v == "sim") {
       k.crosscheck = v;
     } else {
-      warn_once("TESSERA_CROSSCHECK='" + v + "' is not 'cuda' or 'nvrtc'; ignored");
+      warn_once("TESSERA_CROSSCHECK='" + v + "' is not 'cuda', 'nvrtc' or 'sim'; ignored");
     }
   }
 

@@ -11,6 +11,14 @@
 
 namespace trt {
 
+// Tensor-core code paths: on sm_80 and later, and in the host simulator (trt/cuda_sim.h), which
+// computes the warp-collective instructions from their definitions.
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(TRT_SIM)
+#define TRT_SM80 1
+#else
+#define TRT_SM80 0
+#endif
+
 /** `N` consecutive values of `T` as one aligned access: the generated code loads and stores runs
  * of a tile's elements through it (one LDG/STG of up to 16 bytes). */
 template <class T, int N>
@@ -257,7 +265,9 @@ TRT_INLINE uint32_t mma_pack(float lo, float hi) {
  * operands float16, or bfloat16 when `BF16`, in the PTX ISA's m16n8k16 fragment layouts. */
 template <bool BF16>
 TRT_INLINE void mma_16816(float* d, const uint32_t* a, const uint32_t* b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(TRT_SIM)
+  trt_sim::mma_16816<BF16>(d, a, b);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if (BF16) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
@@ -304,7 +314,7 @@ TRT_INLINE void mma_dot(const float* a, const float* b, float* c, int tid, int t
       const uint32_t af[4] = {mma_pack<BF16>(ar0[0], ar0[1]), mma_pack<BF16>(ar1[0], ar1[1]),
                               mma_pack<BF16>(ar0[8], ar0[9]), mma_pack<BF16>(ar1[8], ar1[9])};
       const uint32_t bf[2] = {mma_pack<BF16>(bc[0], bc[N]), mma_pack<BF16>(bc[8 * N], bc[9 * N])};
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if TRT_SM80
       mma_16816<BF16>(d, af, bf);
 #else
       (void)af, (void)bf;
@@ -332,7 +342,9 @@ TRT_INLINE uint32_t shared_address(const void* p) {
  * registers, completed by cp_async_wait (and visible to other threads after a barrier). */
 template <int BYTES>
 TRT_INLINE void cp_async(void* dst, const void* src) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(TRT_SIM)
+  trt_sim::cp_async(dst, src, BYTES);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if (BYTES == 16) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(dst)), "l"(src)
                  : "memory");
@@ -347,14 +359,18 @@ TRT_INLINE void cp_async(void* dst, const void* src) {
 }
 /** Closes this thread's group of cp.async copies issued since the last commit. */
 TRT_INLINE void cp_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(TRT_SIM)
+  trt_sim::cp_async_commit();
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;" ::: "memory");
 #endif
 }
 /** Waits until at most `N` of this thread's committed groups are still in flight. */
 template <int N>
 TRT_INLINE void cp_async_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(TRT_SIM)
+  trt_sim::cp_async_wait(N);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 #endif
 }
@@ -364,7 +380,11 @@ TRT_INLINE void cp_async_wait() {
 template <bool TRANS>
 TRT_INLINE void ldmatrix_x4(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
                             const uint16_t* p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+#if defined(TRT_SIM)
+  uint32_t r[4];
+  trt_sim::ldmatrix<TRANS>(r, 4, p);
+  r0 = r[0], r1 = r[1], r2 = r[2], r3 = r[3];
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
   if (TRANS) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                  : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
@@ -381,7 +401,11 @@ TRT_INLINE void ldmatrix_x4(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& 
 }
 /** Two 8 x 8 tiles transposed (lanes 0-15 give the row addresses). */
 TRT_INLINE void ldmatrix_x2_trans(uint32_t& r0, uint32_t& r1, const uint16_t* p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+#if defined(TRT_SIM)
+  uint32_t r[2];
+  trt_sim::ldmatrix<true>(r, 2, p);
+  r0 = r[0], r1 = r[1];
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
                : "=r"(r0), "=r"(r1)
                : "r"(shared_address(p)));
@@ -410,7 +434,7 @@ TRT_INLINE void mma_tile(const uint16_t* a, const uint16_t* b, float* c, int tid
   static_assert(PA % 8 == 0 && PB % 8 == 0, "mma_tile: rows of 16 bytes for ldmatrix");
   const int warp = tid >> 5, lane = tid & 31;
   const int m0 = warp / WN * (M / WM), n0 = warp % WN * (N / WN);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if TRT_SM80
 #pragma unroll
   for (int k0 = 0; k0 < K; k0 += 16) {
     uint32_t af[TM][4], bf[TN + 1][2];

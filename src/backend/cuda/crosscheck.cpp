@@ -2,7 +2,10 @@
 // tile IR is also generated for CUDA. With "nvrtc" the CUDA code is compiled by NVRTC for sm_90
 // (no GPU needed: CI checks that every kernel the suites generate compiles); with "cuda" it also
 // runs on a GPU copy of the launch's arguments and what both wrote is compared, so every kernel of
-// every suite is a test of the CUDA emitter against the CPU one.
+// every suite is a test of the CUDA emitter against the CPU one; with "sim" the same comparison
+// runs the CUDA code in the host simulator (trt/cuda_sim.h: the source compiled by the system C++
+// compiler, a host thread per CUDA thread, the warp instructions computed from their PTX
+// definitions), so machines without a GPU check tensor-core layouts and pipelines too.
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -11,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/toolchain.h"
 #include "backend/cuda/cuda_backend.h"
 #include "core/dtype_visit.h"
 #include "ir/access.h"
@@ -85,20 +89,23 @@ double tolerance(DType t) {
   }
 }
 
-// A storage copied to the GPU for the CUDA run.
+// A storage copied to the GPU (or, simulated, to host memory of its own) for the CUDA run.
 struct Mirror {
   const StorageImpl* storage = nullptr;
   const char* host = nullptr;
   size_t bytes = 0;
   void* dev = nullptr;
-  std::vector<char> result;  // the GPU's bytes after the run
+  std::unique_ptr<char[]> sim;  // the simulator's copy (dev points into it)
+  std::vector<char> result;     // the GPU's bytes after the run
 };
 
 struct Mirrors {
+  explicit Mirrors(bool simulated) : simulated(simulated) {}
+  bool simulated;
   std::vector<Mirror> all;
   ~Mirrors() {
     for (auto& m : all) {
-      if (m.dev) rc::release(m.dev, kGpu);
+      if (m.dev && !simulated) rc::release(m.dev, kGpu);
     }
   }
   Mirror& of(const StorageImpl* s) {
@@ -109,12 +116,70 @@ struct Mirrors {
     m.storage = s;
     m.host = static_cast<const char*>(s->data());
     m.bytes = static_cast<size_t>(s->nbytes().expect_int());
+    if (simulated) {
+      m.sim.reset(new char[std::max<size_t>(m.bytes, 1)]);  // 16-byte aligned, as cudaMalloc's
+      m.dev = m.sim.get();
+      if (m.bytes) std::memcpy(m.dev, m.host, m.bytes);
+      all.push_back(std::move(m));
+      return all.back();
+    }
     m.dev = rc::allocate(std::max<size_t>(m.bytes, 1), kGpu);
     all.push_back(std::move(m));
     Mirror& added = all.back();
     if (added.bytes) rc::copy_to_device(added.dev, added.host, added.bytes, kGpu);
     return added;
   }
+  // The bytes the CUDA run left.
+  void fetch() {
+    for (auto& m : all) {
+      m.result.resize(m.bytes);
+      if (!m.bytes) continue;
+      if (simulated) {
+        std::memcpy(m.result.data(), m.dev, m.bytes);
+      } else {
+        rc::copy_to_host(m.result.data(), m.dev, m.bytes, kGpu);
+      }
+    }
+  }
+};
+
+// The simulator's translation unit for generated CUDA `e`: the runtime header first, the kernel
+// renamed, shared memory the launch's buffer, and an entry point with the CPU kernels' signature
+// that runs the grid (trt_sim::run).
+std::string sim_source(const Kernel& k) {
+  std::string src = k.source;
+  auto replace = [&](const std::string& from, const std::string& to) {
+    const size_t at = src.find(from);
+    TS_INTERNAL_ASSERT(at != std::string::npos)
+        << "[kernel " << k.name << "] TESSERA_CROSSCHECK=sim: no '" << from << "' in the CUDA code";
+    src.replace(at, from.size(), to);
+  };
+  replace("#include \"tessera/trt/cuda.h\"", "#include \"tessera/trt/cuda_sim.h\"");
+  replace("tessera_kernel(", "tessera_sim_kernel(");
+  replace("extern __shared__ __align__(16) unsigned char _smem[];",
+          "unsigned char* const _smem = trt_sim::shared_memory();");
+  src +=
+      "\nextern \"C\" __attribute__((visibility(\"default\"))) void tessera_kernel(\n"
+      "    const trt::Grid* _g, int64_t _pb, int64_t _pe, const trt::Arg* _args) {\n"
+      "  _Slots _s;\n"
+      "  std::memcpy(_s.a, _args, sizeof _s.a);\n"
+      "  const trt::Grid _grid = *_g;\n"
+      "  trt_sim::run(_grid, _pb, _pe, " +
+      std::to_string(k.launch_threads) + ", " + std::to_string(k.shared_bytes) +
+      ", [&](unsigned _t, int64_t _p) {\n"
+      "    threadIdx.x = _t;\n"
+      "    blockIdx.x = (unsigned)(_p % _grid.x);\n"
+      "    blockIdx.y = (unsigned)(_p / _grid.x % _grid.y);\n"
+      "    blockIdx.z = (unsigned)(_p / (_grid.x * _grid.y));\n"
+      "    tessera_sim_kernel(_grid, _s);\n"
+      "  });\n"
+      "}\n";
+  return src;
+}
+
+// The simulator's build of a shadow kernel.
+struct SimBinary {
+  trt::KernelFn fn = nullptr;
 };
 
 // Compares parameter `name`'s memory [b.lo, b.hi) after the CPU run (`cpu`) and the CUDA run
@@ -160,7 +225,8 @@ void compare(const std::string& kernel, const std::string& name, DType dtype,
 
 class CrossCheck final : public Backend {
  public:
-  explicit CrossCheck(std::string mode) : mode_(std::move(mode)), run_(mode_ == "cuda") {
+  explicit CrossCheck(std::string mode)
+      : mode_(std::move(mode)), run_(mode_ == "cuda" || mode_ == "sim"), sim_(mode_ == "sim") {
     key_ = cpu_backend().target_key() + "+crosscheck:" + mode_;
   }
 
@@ -187,7 +253,16 @@ class CrossCheck final : public Backend {
     for (Kernel* k : kernels) {
       if (k->shadow && !k->shadow->built) shadows.push_back(k->shadow.get());
     }
-    if (!shadows.empty()) cuda().build(shadows);
+    if (shadows.empty()) return;
+    if (!sim_) return cuda().build(shadows);
+    for (Kernel* s : shadows) {
+      // Checked kernels and user C++/PTX functions run on the CPU alone (launch).
+      if (s->checked || has_op(*s->function, ir::OpKind::Extern)) continue;
+      auto bin = std::make_shared<SimBinary>();
+      bin->fn = cpu::compile(sim_source(*s), s->name + " (CUDA, simulated)").fn;
+      s->binary = std::move(bin);
+      s->built = true;
+    }
   }
 
   void launch(const Kernel& k, const GridSize& g, ArrayRef<Arg> args) const override {
@@ -201,8 +276,14 @@ class CrossCheck final : public Backend {
       cpu_backend().launch(k, g, args);
       return;
     }
+    if (sim_ && !k.shadow->binary) {
+      log("crosscheck",
+          "kernel " + k.name + ": checked, or calls user functions; not run in the CUDA simulator");
+      cpu_backend().launch(k, g, args);
+      return;
+    }
     // The GPU copies first: the CPU's run may write what it reads.
-    Mirrors mirrors;
+    Mirrors mirrors(sim_);
     SmallVector<Arg, 16> dev(args.begin(), args.end());
     mirrors.all.reserve(args.size());  // `of` points into it
     std::vector<Mirror*> of(args.size(), nullptr);
@@ -226,11 +307,14 @@ class CrossCheck final : public Backend {
     if (trace) log("crosscheck", "kernel " + k.name + ": running on CUDA");
     // A checked kernel's violations are the CPU side's to report (once); the CUDA side skips
     // the same lanes, so what both write still agrees.
-    launch_without_reports(cuda(), *k.shadow, g, ArrayRef<Arg>(dev.data(), dev.size()));
-    for (auto& m : mirrors.all) {
-      m.result.resize(m.bytes);
-      if (m.bytes) rc::copy_to_host(m.result.data(), m.dev, m.bytes, kGpu);
+    if (sim_) {
+      trt::Arg slots[65];  // as the CUDA launch packs them
+      pack_slots(ArrayRef<Arg>(dev.data(), dev.size()), slots);
+      static_cast<const SimBinary*>(k.shadow->binary.get())->fn(&g.grid, 0, g.total, slots);
+    } else {
+      launch_without_reports(cuda(), *k.shadow, g, ArrayRef<Arg>(dev.data(), dev.size()));
     }
+    mirrors.fetch();
     if (trace) log("crosscheck", "kernel " + k.name + ": CUDA done; comparing");
     if (order_dependent(*k.function)) {
       log("crosscheck",
@@ -250,7 +334,7 @@ class CrossCheck final : public Backend {
 
  private:
   const Backend& cuda() const {
-    if (!run_) return compile_only_backend(kNvrtcArch);
+    if (!run_ || sim_) return compile_only_backend(kNvrtcArch);
     TS_CHECK(rc::device_count() > kGpu, RuntimeError)
         << "TESSERA_CROSSCHECK=cuda runs every kernel on a GPU too, and this machine has none "
            "(TESSERA_CROSSCHECK=nvrtc compiles the CUDA code without running it)";
@@ -258,7 +342,7 @@ class CrossCheck final : public Backend {
   }
 
   std::string mode_;
-  bool run_;
+  bool run_, sim_;
   std::string key_;
 };
 

@@ -1,0 +1,235 @@
+/** \file
+ * A host simulator for generated CUDA kernels (TESSERA_CROSSCHECK=sim): the CUDA source the CUDA
+ * backend generates, compiled by the system C++ compiler with this header in front, runs every
+ * thread of a block as a host thread. Barriers are real barriers, shared memory is one buffer per
+ * launch (poisoned before each block), and the warp-collective instructions the tile runtime uses
+ * are computed from their definitions in the PTX ISA across the warp's 32 threads: shuffles,
+ * `ldmatrix` (x2 and x4, transposed or not), `mma.sync.m16n8k16` with float16/bfloat16 inputs and
+ * float32 accumulators, and `cp.async` groups, whose copies happen only at the `wait_group` that
+ * completes them (a read before the wait sees the old bytes, as a race on a GPU could). So machines
+ * without a GPU check the CUDA emitter's layouts, fragments and pipelines against the CPU backend.
+ * Not a performance model, and not the whole of CUDA: what generated kernels use.
+ */
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#define TRT_SIM 1
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __shared__
+#define __align__(n) alignas(n)
+
+#include "tessera/trt/scalar.h"
+
+namespace trt_sim {
+
+struct Dim3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+
+/** A reusable barrier for a fixed number of threads. */
+class Barrier {
+ public:
+  void init(int n) { n_ = n; }
+  void wait() {
+    std::unique_lock<std::mutex> lock(m_);
+    const unsigned long gen = gen_;
+    if (++count_ == n_) {
+      count_ = 0;
+      ++gen_;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(lock, [&] { return gen_ != gen; });
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  int n_ = 0, count_ = 0;
+  unsigned long gen_ = 0;
+};
+
+/** What the threads of one launch share. */
+struct Launch {
+  int threads = 0;
+  unsigned char* smem = nullptr;
+  Barrier block;
+  std::unique_ptr<Barrier[]> warp;  // one per warp
+  std::vector<uint64_t> xchg;       // per warp: 32 lanes of 8 words
+};
+
+struct Copy {
+  void* dst;
+  const void* src;
+  int bytes;
+};
+
+static thread_local Launch* t_launch = nullptr;
+static thread_local int t_tid = 0;
+static thread_local std::vector<Copy> t_open;                 // cp.async since the last commit
+static thread_local std::vector<std::vector<Copy>> t_groups;  // committed, not yet waited for
+
+inline unsigned char* shared_memory() {
+  return t_launch->smem;
+}
+inline int lane() {
+  return t_tid & 31;
+}
+// This warp's exchange slots (8 words per lane) and its barrier.
+inline uint64_t* warp_slots() {
+  return &t_launch->xchg[static_cast<size_t>(t_tid >> 5) * 256];
+}
+inline void warp_sync() {
+  t_launch->warp[t_tid >> 5].wait();
+}
+
+template <class T>
+T shfl_xor(T v, int m) {
+  uint64_t* s = warp_slots();
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  s[lane() * 8] = bits;
+  warp_sync();
+  const uint64_t r = s[(lane() ^ m) * 8];
+  warp_sync();
+  T out;
+  std::memcpy(&out, &r, sizeof(T));
+  return out;
+}
+
+/** ldmatrix.m8n8 with `count` (2 or 4) tiles: lane 8q + i gives the address of row i of tile q;
+ * lane 4g + t receives in r[q] tile q's row g, columns 2t and 2t + 1 (or, transposed, rows 2t
+ * and 2t + 1 of column g), the lower column (row) in the low half. */
+template <bool TRANS>
+void ldmatrix(uint32_t* r, int count, const uint16_t* p) {
+  uint64_t* s = warp_slots();
+  s[lane() * 8] = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p));
+  warp_sync();
+  const int g = lane() >> 2, t = lane() & 3;
+  for (int q = 0; q < count; ++q) {
+    auto row = [&](int i) {
+      return reinterpret_cast<const uint16_t*>(static_cast<uintptr_t>(s[(8 * q + i) * 8]));
+    };
+    const uint16_t lo = TRANS ? row(2 * t)[g] : row(g)[2 * t];
+    const uint16_t hi = TRANS ? row(2 * t + 1)[g] : row(g)[2 * t + 1];
+    r[q] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+  }
+  warp_sync();
+}
+
+/** mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}: d += A B over the warp, with the fragment
+ * layouts of the PTX ISA (A: register i of lane 4g + t holds row g + 8 (i & 1), columns
+ * 2t + 8 (i >> 1) and the next; B: register j holds rows 2t + 8j and the next of column g;
+ * C/D: d[e] is row g + 8 (e >> 1), column 2t + (e & 1)). */
+template <bool BF16>
+void mma_16816(float* d, const uint32_t* a, const uint32_t* b) {
+  uint64_t* s = warp_slots();
+  for (int i = 0; i < 4; ++i) s[lane() * 8 + i] = a[i];
+  for (int j = 0; j < 2; ++j) s[lane() * 8 + 4 + j] = b[j];
+  warp_sync();
+  auto value = [&](int ln, int reg, int half) {
+    const auto w = static_cast<uint32_t>(s[ln * 8 + reg]);
+    const auto h = static_cast<uint16_t>(half ? w >> 16 : w & 0xffffu);
+    return BF16 ? trt::bf16_to_float(h) : trt::half_to_float(h);
+  };
+  auto A = [&](int r, int k) {
+    return value(4 * (r % 8) + (k % 8) / 2, r / 8 + 2 * (k / 8), k % 2);
+  };
+  auto B = [&](int k, int n) { return value(4 * n + (k % 8) / 2, 4 + k / 8, k % 2); };
+  const int g = lane() >> 2, t = lane() & 3;
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
+    float sum = d[e];
+    for (int k = 0; k < 16; ++k) sum = __builtin_fmaf(A(row, k), B(k, col), sum);
+    d[e] = sum;
+  }
+  warp_sync();
+}
+
+inline void cp_async(void* dst, const void* src, int bytes) {
+  t_open.push_back({dst, src, bytes});
+}
+inline void cp_async_commit() {
+  t_groups.push_back(std::move(t_open));
+  t_open.clear();
+}
+inline void cp_async_wait(size_t pending) {
+  while (t_groups.size() > pending) {
+    for (const Copy& c : t_groups.front()) std::memcpy(c.dst, c.src, static_cast<size_t>(c.bytes));
+    t_groups.erase(t_groups.begin());
+  }
+}
+
+/** Runs programs [pb, pe) of grid `g`, `threads` host threads per block, `smem_bytes` of shared
+ * memory; `body()` is the kernel. */
+template <class F>
+void run(const trt::Grid& g, int64_t pb, int64_t pe, int threads, int64_t smem_bytes, F body) {
+  Launch l;
+  l.threads = threads;
+  l.block.init(threads);
+  const int warps = (threads + 31) / 32;
+  l.warp.reset(new Barrier[static_cast<size_t>(warps)]);
+  for (int w = 0; w < warps; ++w) l.warp[w].init(32);
+  l.xchg.assign(static_cast<size_t>(warps) * 256, 0);
+  std::vector<unsigned char> smem(static_cast<size_t>(smem_bytes) + 16);
+  l.smem = smem.data() + (16 - reinterpret_cast<uintptr_t>(smem.data()) % 16) % 16;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      t_launch = &l;
+      t_tid = t;
+      for (int64_t p = pb; p < pe; ++p) {
+        if (t == 0) std::memset(l.smem, 0xa5, static_cast<size_t>(smem_bytes));  // poison
+        t_open.clear();
+        t_groups.clear();
+        l.block.wait();
+        body(static_cast<unsigned>(t), p);
+        l.block.wait();  // the block's threads are done before the next block's poison
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace trt_sim
+
+// ---- what generated code and the tile runtime call
+// -----------------------------------------------
+
+static thread_local trt_sim::Dim3 threadIdx, blockIdx;
+
+inline void __syncthreads() {
+  trt_sim::t_launch->block.wait();
+}
+inline void __threadfence() {
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+template <class T>
+T __shfl_xor_sync(unsigned, T v, int m) {
+  return trt_sim::shfl_xor(v, m);
+}
+template <class T>
+T atomicCAS(T* p, T expected, T desired) {
+  __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return expected;  // the old value, whether or not it was replaced
+}
+template <class T>
+T atomicAdd(T* p, T v) {
+  return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+inline size_t __cvta_generic_to_shared(const void* p) {
+  return static_cast<size_t>(static_cast<const unsigned char*>(p) - trt_sim::shared_memory());
+}
+
+#include "tessera/trt/cuda.h"
