@@ -595,6 +595,25 @@ TEST(CudaCodegen, WarpShufflesAreNeverConditional) {
   EXPECT_GE(shuffles, 4u);  // the catalog's block and warp reductions shuffle
 }
 
+// num_stages: rings of operand tiles (128 x 40 and 32 x 136 bfloat16 values per stage: 18944
+// bytes) take fewer stages where three would not fit the device's shared memory, none below two.
+TEST(CudaCodegen, PipelinesTakeFewerStagesWhereTheirRingsWouldNotFit) {
+  for (const Case& c : catalog()) {
+    if (std::string(c.name) != "matmul bf16 128x128x32, 8 warps") continue;
+    (void)c.run(kCPU);
+    const auto& f = *c.kernel->state().last->function;
+    const std::string three = backend::cuda::emit(f, 227 * 1024).source;
+    EXPECT_NE(three.find("trt::cp_async_wait<2>();"), std::string::npos) << three;
+    const std::string two = backend::cuda::emit(f, 40000).source;
+    EXPECT_NE(two.find("trt::cp_async_wait<1>();"), std::string::npos) << two;
+    const backend::cuda::Emitted one = backend::cuda::emit(f, 20000);
+    EXPECT_EQ(one.source.find("cp_async"), std::string::npos) << one.source;
+    EXPECT_LE(one.shared_bytes, 20000);
+    return;
+  }
+  FAIL() << "no such catalog case";
+}
+
 TEST(CudaCodegen, TilesAboveTheSharedMemoryLimitAreAClearError) {
   (void)catalog()[2].run(kCPU);  // the matmul: accumulators and operands in shared memory
   const auto& f = *cg_matmul.state().last->function;

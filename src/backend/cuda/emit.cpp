@@ -1480,6 +1480,15 @@ class Emitter : ExprPrinter {
       }
     }
     if (p.loads.empty()) return {};
+    // Fewer stages where S rings would not fit the device's shared memory (beside what is
+    // already placed); one stage is no ring.
+    auto ring_bytes = [&](int64_t stages) {
+      int64_t b = 0;
+      for (const Staged& s : p.loads) b += (stages * s.elems * 2 + 15) / 16 * 16;
+      return b;
+    };
+    while (p.stages >= 2 && smem_ + ring_bytes(p.stages) > max_shared_) --p.stages;
+    if (p.stages < 2) return {};
     for (const Op* o : body.ops) {
       if (slice.count(o)) p.slice.push_back(o);
     }
