@@ -84,15 +84,18 @@ TL_JIT(cg_mm_bias, tl::Ptr a, tl::Ptr b, tl::Ptr bias, tl::Ptr c, tl::Int M, tl:
             (rm[{tl::_, tl::None}] < M) & (rn[{tl::None, tl::_}] < N));
 }
 
-// A dot whose result is reduced along a row (attention's scores): not read at its own elements,
-// so its accumulator stays in shared memory (trt::mma_dot).
-TL_JIT(cg_dot_rowmax, tl::Ptr q, tl::Ptr k, tl::Ptr out) {
+// A dot whose result is reduced along its rows (attention's scores: in registers, folded by each
+// thread, the quad's lanes and the warps across columns) or its columns (read at other elements:
+// the accumulator in shared memory, trt::mma_dot).
+TL_JIT(cg_dot_max, tl::Ptr q, tl::Ptr k, tl::Ptr out, tl::Const AXIS) {
   auto r = tl::arange(0, 32), cdim = tl::arange(0, 16);
   auto tq = tl::load(q + r[{tl::_, tl::None}] * 16 + cdim[{tl::None, tl::_}]);
   auto tk = tl::load(k + cdim[{tl::_, tl::None}] * 32 + r[{tl::None, tl::_}]);
   auto s = tl::dot(tq, tk);
-  auto m = tl::max(s, 1);
-  tl::store(out + r[{tl::_, tl::None}] * 32 + r[{tl::None, tl::_}], s - m[{tl::_, tl::None}]);
+  auto m = tl::max(s, static_cast<int>(AXIS.int_value()));
+  auto d = AXIS.int_value() == 1 ? s - m[{tl::_, tl::None}] : s - m[{tl::None, tl::_}];
+  tl::store(out + r[{tl::_, tl::None}] * 32 + r[{tl::None, tl::_}],
+            d + tl::sum(s, 1)[{tl::_, tl::None}]);
 }
 
 TL_JIT(cg_math, tl::Ptr x, tl::Ptr h, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
@@ -384,15 +387,17 @@ std::vector<Case> catalog() {
                  return to_cpu({out});
                },
                1e-5, 1e-4});
-  c.push_back({"dot rowmax bf16", &cg_dot_rowmax,
-               [](Device d) {
-                 static const Tensor q = random_tensor({32, 16}, DType::BFloat16),
-                                     k = random_tensor({16, 32}, DType::BFloat16);
-                 Tensor out = poisoned({32, 32}, DType::Float32, d);
-                 cg_dot_rowmax[{1}](on(q, d), on(k, d), out);
-                 return to_cpu({out});
-               },
-               1e-5, 1e-4});
+  for (const int64_t axis : {1, 0}) {
+    c.push_back({axis == 1 ? "dot rowmax bf16" : "dot colmax bf16", &cg_dot_max,
+                 [axis](Device d) {
+                   static const Tensor q = random_tensor({32, 16}, DType::BFloat16),
+                                       k = random_tensor({16, 32}, DType::BFloat16);
+                   Tensor out = poisoned({32, 32}, DType::Float32, d);
+                   cg_dot_max[{1}](on(q, d), on(k, d), out, tl::meta("AXIS", axis));
+                   return to_cpu({out});
+                 },
+                 1e-5, 1e-4});
+  }
   c.push_back({"math", &cg_math, [](Device d) {
                  Tensor out = poisoned({3000}, DType::Float32, d);
                  Tensor h = on(hh, d);
@@ -555,8 +560,14 @@ TEST(CudaCodegen, EveryCatalogKernelCompilesWithNvrtcForHopper) {
         EXPECT_EQ(e.source.find("cp_async"), std::string::npos) << e.source;
       }
     }
-    // ... and a dot whose result a reduction reads keeps it in shared memory.
+    // ... a dot reduced along its rows keeps its result in registers (each row's quad combines
+    // by shuffles), one reduced along its columns in shared memory.
     if (name == "dot rowmax bf16") {
+      EXPECT_NE(e.source.find("trt::mma_tile<32, 32, 16, 2, 2, true, 24, 40>("), std::string::npos)
+          << e.source;
+      EXPECT_NE(e.source.find("trt::shfl_xor(_acc"), std::string::npos) << e.source;
+    }
+    if (name == "dot colmax bf16") {
       EXPECT_NE(e.source.find("trt::mma_dot<32, 32, 16, true>("), std::string::npos) << e.source;
     }
     if (name == "matmul") {  // float32 (ieee): the CUDA-core path

@@ -559,6 +559,18 @@ class Emitter : ExprPrinter {
     return it.numel() == it.shape[static_cast<size_t>(op.ival)] && it.numel() > 32;
   }
 
+  // A reduction along the rows of a tile in the Mma layout (attention's max and sum of scores):
+  // each thread folds the elements it holds, then the lanes of each row's quad and the warps
+  // across the columns combine (mma_row_reduce), so the tile is read at its own elements.
+  bool mma_row_reduction(const Op& op) const {
+    if (op.kind != OpKind::Reduce || checked_) return false;
+    const auto k = static_cast<ir::ReduceKind>(op.sub);
+    if (k == ir::ReduceKind::ArgMax || k == ir::ReduceKind::ArgMin) return false;
+    const Type& it = f_.type(op.operands[0]);
+    return it.shape.size() == 2 && op.ival == 1 && mma_layout(it.shape) != nullptr &&
+           !f_.type(op.result()).is_scalar();
+  }
+
   // Whether every read of `v` is at the reading thread's own element of `v`'s shape.
   bool same_element(ValueId v) {
     int8_t& memo = same_elem_memo_[static_cast<size_t>(v)];
@@ -578,7 +590,7 @@ class Emitter : ExprPrinter {
           if (f_.type(o.operands[0]).shape != shape) return false;
           continue;
         case OpKind::Reduce:
-          if (!block_reduction(o)) return false;
+          if (!block_reduction(o) && !mma_row_reduction(o)) return false;
           continue;
         case OpKind::Dot:  // the accumulator, read at each result element (dot())
           if (o.operands[0] == v || o.operands[1] == v) return false;
@@ -1109,9 +1121,82 @@ class Emitter : ExprPrinter {
     line("}");
   }
 
+  // mma_row_reduction: per row of each of this thread's tile rows (i, and the half h: rows g and
+  // g + 8), its 2 TN elements folded in slot order; then the quad's lanes (xor 1, 2); then, with
+  // WN warps across the columns, their partials through shared memory in column order.
+  void mma_row_reduce(const Op& op) {
+    const auto k = static_cast<ir::ReduceKind>(op.sub);
+    const ValueId out = op.result(), in = op.operands[0];
+    const Type& it = f_.type(in);
+    const Type& ot = f_.type(out);
+    const MmaLayout& m = *mma_layout(it.shape);
+    const int64_t M = it.shape[0], N = it.shape[1];
+    const int64_t tm = M / m.wm / 16, tn = N / m.wn / 8;
+    const std::string rt = register_type(ot.elem);
+    const std::string acc = fresh("_acc"), q = fresh("_q"), sh = fresh("_sh");
+    const std::string rows = std::to_string(tm * 2);
+    line(rt + " " + acc + "[" + rows + "];");
+    line("#pragma unroll");
+    line("for (int " + q + " = 0; " + q + " < " + rows + "; ++" + q + ") " + acc + "[" + q +
+         "] = " + reduce_init(k, ot) + ";");
+    loops(
+        it.shape,
+        [&](const Index& idx) {
+          // slot s: run s >> 1 = 2 (i TN + j) + h, so its row's accumulator is 2 i + h
+          const std::string run = "(" + elem_loops_.back().slot + " >> 1)";
+          const std::string a =
+              acc + "[" + run + " / " + std::to_string(2 * tn) + " * 2 + (" + run + " & 1)]";
+          line(a + " = " + reduce_combine(k, ot, a, expr(in, idx)) + ";");
+        },
+        Writes::Registers);
+    line("#pragma unroll");
+    line("for (int " + q + " = 0; " + q + " < " + rows + "; ++" + q + ") {");
+    ++indent_;
+    for (const char* lanes : {"1", "2"}) {
+      line(rt + " const " + sh + lanes + " = trt::shfl_xor(" + acc + "[" + q + "], " + lanes +
+           ");");
+      line(acc + "[" + q + "] = " + reduce_combine(k, ot, acc + "[" + q + "]", sh + lanes) + ";");
+    }
+    --indent_;
+    line("}");
+    declare_array(out);
+    const std::string row = "(_tid >> 5) / " + std::to_string(m.wn) + " * " +
+                            std::to_string(M / m.wm) + " + " + q +
+                            " / 2 * 16 + ((_tid & 31) >> 2) + (" + q + " & 1) * 8";
+    const std::string dest = m.wn == 1 ? name(out) : fresh("_part");
+    if (m.wn > 1) smem_array(dest, ot, m.wn * M);
+    const std::string col =
+        m.wn == 1 ? ""
+                  : "(_tid >> 5) % " + std::to_string(m.wn) + " * " + std::to_string(M) + " + ";
+    // In a loop, every thread has read the previous iteration's result before it is replaced.
+    if (loop_depth_ > 0) line("__syncthreads();");
+    line("if ((_tid & 3) == 0) {");
+    line("  #pragma unroll");
+    line("  for (int " + q + " = 0; " + q + " < " + rows + "; ++" + q + ") " + dest + "[" + col +
+         row + "] = " + (m.wn == 1 ? round_to(ot.elem, acc + "[" + q + "]") : acc + "[" + q + "]") +
+         ";");
+    line("}");
+    line("__syncthreads();");
+    if (m.wn == 1) return;
+    const std::string e = fresh("_e"), w = fresh("_w"), r = fresh("_r");
+    line("for (int32_t " + e + " = _tid; " + e + " < " + std::to_string(M) + "; " + e +
+         " += " + std::to_string(threads_) + ") {");
+    ++indent_;
+    line(rt + " " + r + " = " + dest + "[" + e + "];");
+    line("for (int " + w + " = 1; " + w + " < " + std::to_string(m.wn) + "; ++" + w + ") " + r +
+         " = " +
+         reduce_combine(k, ot, r, dest + "[" + w + " * " + std::to_string(M) + " + " + e + "]") +
+         ";");
+    line(name(out) + "[" + e + "] = " + round_to(ot.elem, r) + ";");
+    --indent_;
+    line("}");
+    line("__syncthreads();");
+  }
+
   void reduce(const Op& op) {
     const auto k = static_cast<ir::ReduceKind>(op.sub);
     if (k == ir::ReduceKind::ArgMax || k == ir::ReduceKind::ArgMin) return arg_reduce(op);
+    if (mma_row_reduction(op)) return mma_row_reduce(op);
     const ValueId out = op.result(), in = op.operands[0];
     const Type& it = f_.type(in);
     const Type& ot = f_.type(out);
