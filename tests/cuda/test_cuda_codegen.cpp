@@ -98,6 +98,33 @@ TL_JIT(cg_dot_max, tl::Ptr q, tl::Ptr k, tl::Ptr out, tl::Const AXIS) {
             d + tl::sum(s, 1)[{tl::_, tl::None}]);
 }
 
+// Flash attention's loop (FlashAttention-2, as Triton's tutorial 06): q loaded once outside the
+// loop (its 16-bit tile copied once), scores on tensor cores with their row max and sum in
+// registers, p.to(bf16) @ v into a rescaled accumulator, k and v through the cp.async ring.
+TL_JIT(cg_attn, tl::Ptr q, tl::Ptr k, tl::Ptr v, tl::Ptr out, tl::Int n, tl::Const BM, tl::Const BN,
+       tl::Const D) {
+  auto rm = tl::program_id(0) * BM + tl::arange(0, BM);
+  auto rd = tl::arange(0, D);
+  auto tq = tl::load(q + rm[{tl::_, tl::None}] * D + rd[{tl::None, tl::_}]);
+  tl::Var acc = tl::zeros({BM, D}, tl::float32);
+  tl::Var mi = tl::full({BM}, -INFINITY, tl::float32);
+  tl::Var li = tl::zeros({BM}, tl::float32);
+  tl::range(0, n, BN, [&](tl::Tile j) {
+    auto rn = j + tl::arange(0, BN);
+    auto tk = tl::load(k + rd[{tl::_, tl::None}] + rn[{tl::None, tl::_}] * D);  // k^T
+    auto sc = tl::dot(tq, tk);
+    auto mnew = tl::maximum(tl::Tile(mi), tl::max(sc, 1));
+    auto p = tl::exp(sc - mnew[{tl::_, tl::None}]);
+    auto alpha = tl::exp(tl::Tile(mi) - mnew);
+    li = tl::Tile(li) * alpha + tl::sum(p, 1);
+    auto tv = tl::load(v + rn[{tl::_, tl::None}] * D + rd[{tl::None, tl::_}]);
+    acc = tl::dot(p.to(tl::bfloat16), tv, tl::Operand(tl::Tile(acc) * alpha[{tl::_, tl::None}]));
+    mi = mnew;
+  });
+  tl::store(out + rm[{tl::_, tl::None}] * D + rd[{tl::None, tl::_}],
+            tl::Tile(acc) / tl::Tile(li)[{tl::_, tl::None}]);
+}
+
 TL_JIT(cg_math, tl::Ptr x, tl::Ptr h, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
   auto m = offs < n;
@@ -387,6 +414,21 @@ std::vector<Case> catalog() {
                  return to_cpu({out});
                },
                1e-5, 1e-4});
+  // Small integers in bfloat16: every score and product is exact in float32, so both backends
+  // compute the same p bit for bit and the outputs agree to float32 rounding.
+  c.push_back(
+      {"flash attention bf16", &cg_attn,
+       [](Device d) {
+         auto ints = [](std::initializer_list<int64_t> shape) {
+           return (random_tensor(shape, DType::Float32) * 1.5).to(DType::Int32).to(DType::BFloat16);
+         };
+         static const Tensor q = ints({64, 32}), k = ints({96, 32}), v = ints({96, 32});
+         Tensor out = poisoned({64, 32}, DType::Float32, d);
+         cg_attn[{2}](on(q, d), on(k, d), on(v, d), out, 96, tl::meta("BM", 32), tl::meta("BN", 32),
+                      tl::meta("D", 32));
+         return to_cpu({out});
+       },
+       1e-5, 1e-5});
   for (const int64_t axis : {1, 0}) {
     c.push_back({axis == 1 ? "dot rowmax bf16" : "dot colmax bf16", &cg_dot_max,
                  [axis](Device d) {
@@ -566,6 +608,13 @@ TEST(CudaCodegen, EveryCatalogKernelCompilesWithNvrtcForHopper) {
       EXPECT_NE(e.source.find("trt::mma_tile<32, 32, 16, 2, 2, true, 24, 40>("), std::string::npos)
           << e.source;
       EXPECT_NE(e.source.find("trt::shfl_xor(_acc"), std::string::npos) << e.source;
+    }
+    if (name == "flash attention bf16") {  // both dots in registers, q copied before the loop
+      EXPECT_EQ(e.source.find("trt::mma_dot"), std::string::npos) << e.source;
+      const size_t loop = e.source.find("for (int32_t v");
+      const size_t q_tile = e.source.find("uint16_t* const _op");
+      EXPECT_LT(q_tile, loop) << e.source;
+      EXPECT_NE(e.source.find("trt::cp_async_wait<2>();"), std::string::npos) << e.source;
     }
     if (name == "dot colmax bf16") {
       EXPECT_NE(e.source.find("trt::mma_dot<32, 32, 16, true>("), std::string::npos) << e.source;

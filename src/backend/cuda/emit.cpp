@@ -838,7 +838,13 @@ class Emitter : ExprPrinter {
   // ---- statements -------------------------------------------------------------------------------
 
   void region(const Region& r) {
-    for (const Op* op : r.ops) this->op(*op);
+    const Region* outer = region_;
+    region_ = &r;
+    for (const Op* op : r.ops) {
+      this->op(*op);
+      hoist_operand(*op);
+    }
+    region_ = outer;
   }
 
   void op(const Op& op) {
@@ -873,6 +879,11 @@ class Emitter : ExprPrinter {
         return print(op);
       default:
         break;
+    }
+    if (op.kind == OpKind::Load && nested_mma_operand(op)) {
+      // Only a tensor-core dot in a nested region (a loop) reads it: copied into its 16-bit tile
+      // once, here, not in every iteration (hoist_operand).
+      return;
     }
     for (ValueId v : op.results) {
       const Storage s = storage(v);
@@ -1005,6 +1016,27 @@ class Emitter : ExprPrinter {
           }
         },
         blocked);
+  }
+
+  // Whether `op`'s result is read only as an operand of a tensor-core dot (its accumulator in
+  // registers) inside a region nested in the one being emitted: a loop-invariant operand.
+  bool nested_mma_operand(const Op& op) {
+    if (checked_ || op.results.size() != 1 || f_.type(op.result()).shape.size() != 2) return false;
+    const auto& us = uses_.uses(op.result());
+    if (us.size() != 1 || us.front().region == region_) return false;
+    const Op& d = *us.front().user;
+    return d.kind == OpKind::Dot && d.operands[0] != d.operands[1] &&
+           d.operands[2] != op.result() && in_registers(d.result());
+  }
+  // After `op`: a loop-invariant dot operand goes to its 16-bit tile once (a load by a copy from
+  // global memory, any other value converted element by element), which the dot then reads.
+  void hoist_operand(const Op& op) {
+    if (!nested_mma_operand(op)) return;
+    const ValueId v = op.result();
+    const int64_t pitch = f_.type(v).shape[1] + 8;
+    const std::string tile = dot_operand16(v, pitch);
+    line("__syncthreads();");
+    staged_[v] = tile;
   }
 
   // Tensor cores with the accumulator in this thread's registers (the Mma layout): the operands
@@ -1721,8 +1753,11 @@ class Emitter : ExprPrinter {
   // Vector accesses (see plan_vectors).
   ir::AffineInfo affine_;
   std::vector<std::pair<SmallVector<int64_t, 4>, int64_t>> vec_;  // shape -> run length
-  std::vector<MmaLayout> mma_;             // shapes in the Mma layout (see plan_mma)
-  std::map<ValueId, std::string> staged_;  // a pipelined operand load -> its current ring slot
+  std::vector<MmaLayout> mma_;  // shapes in the Mma layout (see plan_mma)
+  // A dot operand load already in shared memory as 16 bits -> where (a pipeline's current ring
+  // slot, or a tile copied once outside the loop)
+  std::map<ValueId, std::string> staged_;
+  const Region* region_ = nullptr;  // the region being emitted
 };
 
 }  // namespace
