@@ -42,8 +42,10 @@ TL_JIT(cg_softmax, tl::Ptr x, tl::Ptr out, tl::Int n_cols, tl::Int stride, tl::C
   tl::store(out + row * stride + cols, e / tl::sum(e, 0), mask);
 }
 
+// TF32: float32 operands at tf32 precision (tensor cores, mma.sync.m16n8k8), else ieee (CUDA
+// cores; 16-bit operands take tensor cores either way).
 TL_JIT(cg_matmul, tl::Ptr a, tl::Ptr b, tl::Ptr c, tl::Int M, tl::Int N, tl::Int K, tl::Const BM,
-       tl::Const BN, tl::Const BK) {
+       tl::Const BN, tl::Const BK, tl::Const TF32) {
   auto rm = tl::program_id(0) * BM + tl::arange(0, BM);
   auto rn = tl::program_id(1) * BN + tl::arange(0, BN);
   auto rk = tl::arange(0, BK);
@@ -54,7 +56,8 @@ TL_JIT(cg_matmul, tl::Ptr a, tl::Ptr b, tl::Ptr c, tl::Int M, tl::Int N, tl::Int
                        (rm[{tl::_, tl::None}] < M) & (ka[{tl::None, tl::_}] < K), 0.0f);
     auto tb = tl::load(b + ka[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}],
                        (ka[{tl::_, tl::None}] < K) & (rn[{tl::None, tl::_}] < N), 0.0f);
-    acc = tl::dot(ta, tb, tl::Operand(acc), ieee());
+    acc = TF32.int_value() ? tl::dot(ta, tb, tl::Operand(acc))
+                           : tl::dot(ta, tb, tl::Operand(acc), ieee());
   });
   tl::store(c + rm[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}], acc,
             (rm[{tl::_, tl::None}] < M) & (rn[{tl::None, tl::_}] < N));
@@ -371,9 +374,31 @@ std::vector<Case> catalog() {
                  Tensor out = poisoned({70, 45}, DType::Float32, d);
                  cg_matmul[{tl::cdiv(70, 32), tl::cdiv(45, 32)}](
                      on(ma, d), on(mb, d), out, 70, 45, 100, tl::meta("BM", 32), tl::meta("BN", 32),
-                     tl::meta("BK", 16));
+                     tl::meta("TF32", 0), tl::meta("BK", 16));
                  return to_cpu({out});
                }});
+  // float32 operands at tf32 precision: tensor cores (m16n8k8) on tf32-rounded values, with a
+  // masked K tail, and the benchmark's tiles with 16-byte cp.async copies through 3 stages.
+  c.push_back({"matmul f32 tf32", &cg_matmul,
+               [](Device d) {
+                 Tensor out = poisoned({70, 45}, DType::Float32, d);
+                 cg_matmul[{tl::cdiv(70, 32), tl::cdiv(45, 32)}](
+                     on(ma, d), on(mb, d), out, 70, 45, 100, tl::meta("BM", 32), tl::meta("BN", 32),
+                     tl::meta("BK", 16), tl::meta("TF32", 1));
+                 return to_cpu({out});
+               },
+               1e-5, 1e-4});
+  c.push_back({"matmul f32 tf32 128x128x32, 8 warps", &cg_matmul,
+               [](Device d) {
+                 static const Tensor a = random_tensor({256, 160}, DType::Float32),
+                                     b = random_tensor({160, 128}, DType::Float32);
+                 Tensor out = poisoned({256, 128}, DType::Float32, d);
+                 cg_matmul[{2, 1}](on(a, d), on(b, d), out, 256, 128, 160, tl::meta("BM", 128),
+                                   tl::meta("BN", 128), tl::meta("BK", 32), tl::meta("TF32", 1),
+                                   tl::num_warps(8));
+                 return to_cpu({out});
+               },
+               1e-5, 1e-4});
   // bfloat16 operands: the dot runs on tensor cores on the GPU (products exact, float32 sums in
   // the tensor core's order), so it agrees with the CPU within rounding, not bit for bit.
   c.push_back({"matmul bf16", &cg_matmul,
@@ -382,7 +407,7 @@ std::vector<Case> catalog() {
                  Tensor out = poisoned({70, 45}, DType::Float32, d);
                  cg_matmul[{tl::cdiv(70, 32), tl::cdiv(45, 16)}](
                      on(a16, d), on(b16, d), out, 70, 45, 100, tl::meta("BM", 32),
-                     tl::meta("BN", 16), tl::meta("BK", 32));
+                     tl::meta("BN", 16), tl::meta("TF32", 0), tl::meta("BK", 32));
                  return to_cpu({out});
                },
                1e-5, 1e-4});
@@ -410,7 +435,8 @@ std::vector<Case> catalog() {
                                      b = random_tensor({160, 128}, DType::BFloat16);
                  Tensor out = poisoned({256, 128}, DType::Float32, d);
                  cg_matmul[{2, 1}](on(a, d), on(b, d), out, 256, 128, 160, tl::meta("BM", 128),
-                                   tl::meta("BN", 128), tl::meta("BK", 32), tl::num_warps(8));
+                                   tl::meta("BN", 128), tl::meta("TF32", 0), tl::meta("BK", 32),
+                                   tl::num_warps(8));
                  return to_cpu({out});
                },
                1e-5, 1e-4});
@@ -621,6 +647,16 @@ TEST(CudaCodegen, EveryCatalogKernelCompilesWithNvrtcForHopper) {
     }
     if (name == "matmul") {  // float32 (ieee): the CUDA-core path
       EXPECT_EQ(e.source.find("trt::mma_"), std::string::npos) << e.source;
+    }
+    if (name == "matmul f32 tf32") {  // rows of K + 4 and N + 8 floats
+      EXPECT_NE(e.source.find("trt::mma_tile_tf32<32, 32, 16, 2, 2, 20, 40>("), std::string::npos)
+          << e.source;
+    }
+    if (name == "matmul f32 tf32 128x128x32, 8 warps") {
+      EXPECT_NE(e.source.find("trt::mma_tile_tf32<128, 128, 32, 2, 4, 36, 136>("),
+                std::string::npos)
+          << e.source;
+      EXPECT_NE(e.source.find("trt::cp_async<16>(&(_ring"), std::string::npos) << e.source;
     }
     std::string cubin;
     try {

@@ -477,4 +477,75 @@ TRT_INLINE void mma_tile(const uint16_t* a, const uint16_t* b, float* c, int tid
 #endif
 }
 
+/** One `mma.sync.m16n8k8` with tf32 inputs and float32 accumulation: d (4 floats) += a (4
+ * registers of tf32 bits) b (2); PTX's m16n8k8 .tf32 layouts: a[i] of lane 4g + t is row
+ * g + 8 (i & 1), column t + 4 (i >> 1); b[j] is row t + 4j, column g; d as for m16n8k16. */
+TRT_INLINE void mma_1688_tf32(float* d, const uint32_t* a, const uint32_t* b) {
+#if defined(TRT_SIM)
+  trt_sim::mma_1688_tf32(d, a, b);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  (void)d, (void)a, (void)b;
+#endif
+}
+
+/**
+ * mma_tile for float32 operands at tf32 precision (Triton's default for a float32 dot): the same
+ * warp grid and accumulator order; `a` and `b` are float32 values in shared memory (rows of PA
+ * and PB: K + 4 and N + 8 put a fragment's 32 lanes in distinct banks), rounded to tf32 by
+ * trt::to_tf32 (the CPU backend's rounding) as each fragment is read, then `mma.sync.m16n8k8`
+ * per 8 of K. Products of tf32 values are exact in float32; the sums are in the tensor core's
+ * order.
+ */
+template <int M, int N, int K, int WM, int WN, int PA, int PB>
+TRT_INLINE void mma_tile_tf32(const float* a, const float* b, float* c, int tid) {
+  constexpr int TM = M / WM / 16, TN = N / WN / 8;
+  static_assert(TM >= 1 && TN >= 1 && M == WM * TM * 16 && N == WN * TN * 8 && K % 8 == 0,
+                "mma_tile_tf32: each warp takes whole 16 x 8 tiles, K by 8");
+  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int m0 = warp / WN * (M / WM), n0 = warp % WN * (N / WN);
+#if TRT_SM80
+#pragma unroll
+  for (int k0 = 0; k0 < K; k0 += 8) {
+    uint32_t af[TM][4], bf[TN][2];
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const float* p = a + (m0 + i * 16 + g) * PA + k0 + t;
+      af[i][0] = bit_copy<uint32_t>(to_tf32(p[0]));
+      af[i][1] = bit_copy<uint32_t>(to_tf32(p[8 * PA]));
+      af[i][2] = bit_copy<uint32_t>(to_tf32(p[4]));
+      af[i][3] = bit_copy<uint32_t>(to_tf32(p[8 * PA + 4]));
+    }
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const float* q = b + (k0 + t) * PB + n0 + j * 8 + g;
+      bf[j][0] = bit_copy<uint32_t>(to_tf32(q[0]));
+      bf[j][1] = bit_copy<uint32_t>(to_tf32(q[4 * PB]));
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+#pragma unroll
+      for (int j = 0; j < TN; ++j) mma_1688_tf32(c + (i * TN + j) * 4, af[i], bf[j]);
+    }
+  }
+#else  // before sm_80: the same elements on CUDA cores, one FMA per term in order
+  for (int i = 0; i < TM; ++i) {
+    for (int j = 0; j < TN; ++j) {
+      for (int e = 0; e < 4; ++e) {
+        const int row = m0 + i * 16 + g + (e >> 1) * 8, col = n0 + j * 8 + 2 * t + (e & 1);
+        float acc = c[(i * TN + j) * 4 + e];
+        for (int k = 0; k < K; ++k)
+          acc = fma(to_tf32(a[row * PA + k]), to_tf32(b[k * PB + col]), acc);
+        c[(i * TN + j) * 4 + e] = acc;
+      }
+    }
+  }
+#endif
+}
+
 }  // namespace trt

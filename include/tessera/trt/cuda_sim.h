@@ -157,6 +157,32 @@ void mma_16816(float* d, const uint32_t* a, const uint32_t* b) {
   warp_sync();
 }
 
+/** mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (A: register i of lane 4g + t holds row
+ * g + 8 (i & 1), column t + 4 (i >> 1); B: register j holds row t + 4j of column g). */
+inline void mma_1688_tf32(float* d, const uint32_t* a, const uint32_t* b) {
+  uint64_t* s = warp_slots();
+  for (int i = 0; i < 4; ++i) s[lane() * 8 + i] = a[i];
+  for (int j = 0; j < 2; ++j) s[lane() * 8 + 4 + j] = b[j];
+  warp_sync();
+  auto value = [&](int ln, int reg) {
+    // The tensor core reads 19 bits of each: the low 13 of the mantissa are ignored.
+    const auto w = static_cast<uint32_t>(s[ln * 8 + reg]) & 0xffffe000u;
+    float f;
+    std::memcpy(&f, &w, 4);
+    return f;
+  };
+  auto A = [&](int r, int k) { return value(4 * (r % 8) + k % 4, r / 8 + 2 * (k / 4)); };
+  auto B = [&](int k, int n) { return value(4 * n + k % 4, 4 + k / 4); };
+  const int g = lane() >> 2, t = lane() & 3;
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
+    float sum = d[e];
+    for (int k = 0; k < 8; ++k) sum = __builtin_fmaf(A(row, k), B(k, col), sum);
+    d[e] = sum;
+  }
+  warp_sync();
+}
+
 inline void cp_async(void* dst, const void* src, int bytes) {
   t_open.push_back({dst, src, bytes});
 }

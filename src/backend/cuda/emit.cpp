@@ -200,9 +200,23 @@ class Emitter : ExprPrinter {
     const Type& ot = f_.type(op.result());
     const DType el = at.elem;
     const int64_t M = ot.shape[0], N = ot.shape[1], K = at.shape[1];
-    return knobs().cuda_mma && (el == DType::Float16 || el == DType::BFloat16) &&
-           f_.type(op.operands[1]).elem == el && ot.elem == DType::Float32 &&
-           ot.shape.size() == 2 && M % 16 == 0 && N % 8 == 0 && K % 16 == 0 && threads_ % 32 == 0;
+    const bool shapes = knobs().cuda_mma && f_.type(op.operands[1]).elem == el &&
+                        ot.elem == DType::Float32 && ot.shape.size() == 2 && M % 16 == 0 &&
+                        N % 8 == 0 && threads_ % 32 == 0;
+    if (tf32_dot(op)) return shapes && K % 8 == 0;
+    return shapes && (el == DType::Float16 || el == DType::BFloat16) && K % 16 == 0;
+  }
+  // A float32 dot at tf32 precision (Triton's default): mma.sync.m16n8k8 on tf32-rounded values.
+  bool tf32_dot(const Op& op) const {
+    return f_.type(op.operands[0]).elem == DType::Float32 &&
+           f_.type(op.operands[1]).elem == DType::Float32 &&
+           static_cast<ir::DotPrecision>(op.sub) == ir::DotPrecision::TF32;
+  }
+  // Row pitch (elements) of dot operand `k` (0: A, 1: B) in shared memory: 16 bytes of padding
+  // (ldmatrix's eight rows in distinct banks); tf32's A: 4 floats (its fragment's 32 lanes).
+  int64_t operand_pitch(const Op& dot, size_t k) const {
+    const int64_t cols = f_.type(dot.operands[k]).shape[1];
+    return cols + (tf32_dot(dot) ? (k == 0 ? 4 : 8) : 8);
   }
 
   // The warps' grid for an M x N accumulator: every warp whole 16 x 8 tiles, the rectangle with
@@ -942,9 +956,10 @@ class Emitter : ExprPrinter {
     if (auto it = staged_.find(v); it != staged_.end()) return it->second;
     const Type& t = f_.type(v);
     const std::string tmp = fresh("_op");
+    const std::string ct = storage_type(t.elem);  // uint16_t, or float for tf32
     smem_ = (smem_ + 15) / 16 * 16;
-    line("uint16_t* const " + tmp + " = (uint16_t*)(_smem + " + std::to_string(smem_) + ");");
-    smem_ += t.shape[0] * pitch * 2;
+    line(ct + "* const " + tmp + " = (" + ct + "*)(_smem + " + std::to_string(smem_) + ");");
+    smem_ += t.shape[0] * pitch * static_cast<int64_t>(itemsize(t.elem));
     const Op* def = f_.def(v);
     if (def && def->kind == OpKind::Load && storage(v) == Storage::Inline && !checked_) {
       copy_load16(*def, tmp, pitch);
@@ -993,9 +1008,10 @@ class Emitter : ExprPrinter {
             const std::string ptr = at_run_element(
                 t.shape, run, idx, c, [&](const Index& i) { return expr(op.operands[0], i); });
             const std::string dst = at_run_element(t.shape, run, idx, c, slot);
-            if (async && w >= 2 && (agree || !masked)) {  // 4, 8 or 16 bytes: cp.async
+            const int64_t bytes = w * static_cast<int64_t>(itemsize(t.elem));
+            if (async && bytes >= 4 && (agree || !masked)) {  // 4, 8 or 16 bytes: cp.async
               if (!all.empty()) line("if (" + all + ") {");
-              line("  trt::cp_async<" + std::to_string(w * 2) + ">(&" + dst + ", " + ptr + ");");
+              line("  trt::cp_async<" + std::to_string(bytes) + ">(&" + dst + ", " + ptr + ");");
             } else {
               if (!all.empty()) line("if (" + all + ") {");
               line("  *(" + vt + "*)&" + dst + " = *(const " + vt + "*)(" + ptr + ");");
@@ -1033,8 +1049,8 @@ class Emitter : ExprPrinter {
   void hoist_operand(const Op& op) {
     if (!nested_mma_operand(op)) return;
     const ValueId v = op.result();
-    const int64_t pitch = f_.type(v).shape[1] + 8;
-    const std::string tile = dot_operand16(v, pitch);
+    const Op& d = *uses_.uses(v).front().user;
+    const std::string tile = dot_operand16(v, operand_pitch(d, d.operands[0] == v ? 0 : 1));
     line("__syncthreads();");
     staged_[v] = tile;
   }
@@ -1049,7 +1065,7 @@ class Emitter : ExprPrinter {
     const int64_t M = ot.shape[0], N = ot.shape[1], K = at.shape[1];
     const DType el = at.elem;
     const MmaLayout& m = *mma_layout(ot.shape);
-    const int64_t pa = K + 8, pb = N + 8;  // rows padded by 16 bytes: ldmatrix without conflicts
+    const int64_t pa = operand_pitch(op, 0), pb = operand_pitch(op, 1);
     const bool staged = staged_.count(op.operands[0]) && staged_.count(op.operands[1]);
     const std::string a16 = dot_operand16(op.operands[0], pa);
     const std::string b16 = dot_operand16(op.operands[1], pb);
@@ -1062,10 +1078,17 @@ class Emitter : ExprPrinter {
           line(element_of(out, name(out), idx) + " = " + value + ";");
         },
         Writes::Registers);
-    line("trt::mma_tile<" + std::to_string(M) + ", " + std::to_string(N) + ", " +
-         std::to_string(K) + ", " + std::to_string(m.wm) + ", " + std::to_string(m.wn) + ", " +
-         (el == DType::BFloat16 ? "true" : "false") + ", " + std::to_string(pa) + ", " +
-         std::to_string(pb) + ">(" + a16 + ", " + b16 + ", " + name(out) + ", _tid);");
+    const std::string dims = std::to_string(M) + ", " + std::to_string(N) + ", " +
+                             std::to_string(K) + ", " + std::to_string(m.wm) + ", " +
+                             std::to_string(m.wn) + ", ";
+    const std::string pitches = std::to_string(pa) + ", " + std::to_string(pb);
+    if (tf32_dot(op)) {
+      line("trt::mma_tile_tf32<" + dims + pitches + ">(" + a16 + ", " + b16 + ", " + name(out) +
+           ", _tid);");
+    } else {
+      line("trt::mma_tile<" + dims + (el == DType::BFloat16 ? "true" : "false") + ", " + pitches +
+           ">(" + a16 + ", " + b16 + ", " + name(out) + ", _tid);");
+    }
     line("__syncthreads();");  // the operand tiles are written again next
   }
 
@@ -1090,7 +1113,7 @@ class Emitter : ExprPrinter {
     const std::string fma = tf32x3 ? "trt::fma_tf32x3(" : "trt::fma(";
     const DType el = at.elem;
     const int64_t M = ot.shape[0];
-    if (mma_dot_types(op)) {
+    if (mma_dot_types(op) && !tf32_dot(op)) {
       // Tensor cores (trt::mma_dot): the accumulator into the result's shared array, then each
       // warp's 16 x 8 tiles of it through mma.sync.
       loops(ot.shape, [&](const Index& idx) {
@@ -1522,6 +1545,7 @@ class Emitter : ExprPrinter {
   struct Staged {
     ValueId load;
     int64_t pitch, elems;  // row pitch and elements of one slot
+    int64_t bytes;         // of one element (2, or 4 for tf32)
     std::string ring;      // the first slot
   };
   struct Pipeline {
@@ -1578,7 +1602,6 @@ class Emitter : ExprPrinter {
     std::set<const Op*> slice;
     for (const Op* o : body.ops) {
       if (o->kind != OpKind::Dot || !in_registers(o->result())) continue;
-      const Type& at = f_.type(o->operands[0]);
       for (int k = 0; k < 2; ++k) {
         const ValueId v = o->operands[static_cast<size_t>(k)];
         const Op* d = f_.def(v);
@@ -1592,8 +1615,9 @@ class Emitter : ExprPrinter {
         if (!ok) continue;
         slice = std::move(s);
         const Type& t = f_.type(v);
-        const int64_t pitch = (k == 0 ? at.shape[1] : f_.type(o->result()).shape[1]) + 8;
-        p.loads.push_back({v, pitch, t.shape[0] * pitch, fresh("_ring")});
+        const int64_t pitch = operand_pitch(*o, static_cast<size_t>(k));
+        p.loads.push_back(
+            {v, pitch, t.shape[0] * pitch, static_cast<int64_t>(itemsize(t.elem)), fresh("_ring")});
       }
     }
     if (p.loads.empty()) return {};
@@ -1601,7 +1625,7 @@ class Emitter : ExprPrinter {
     // already placed); one stage is no ring.
     auto ring_bytes = [&](int64_t stages) {
       int64_t b = 0;
-      for (const Staged& s : p.loads) b += (stages * s.elems * 2 + 15) / 16 * 16;
+      for (const Staged& s : p.loads) b += (stages * s.elems * s.bytes + 15) / 16 * 16;
       return b;
     };
     while (p.stages >= 2 && smem_ + ring_bytes(p.stages) > max_shared_) --p.stages;
@@ -1653,9 +1677,9 @@ class Emitter : ExprPrinter {
     if (!pipe.loads.empty()) {
       for (const Staged& s : pipe.loads) {
         smem_ = (smem_ + 15) / 16 * 16;
-        line("uint16_t* const " + s.ring + " = (uint16_t*)(_smem + " + std::to_string(smem_) +
-             ");");
-        smem_ += pipe.stages * s.elems * 2;
+        const std::string ct = storage_type(f_.type(s.load).elem);
+        line(ct + "* const " + s.ring + " = (" + ct + "*)(_smem + " + std::to_string(smem_) + ");");
+        smem_ += pipe.stages * s.elems * s.bytes;
       }
       for (int64_t k = 0; k + 1 < pipe.stages; ++k) {
         request_stage(op, pipe,
