@@ -1,25 +1,25 @@
 /** \file
  * A host simulator for generated CUDA kernels (TESSERA_CROSSCHECK=sim): the CUDA source the CUDA
  * backend generates, compiled by the system C++ compiler with this header in front, runs every
- * thread of a block as a host thread. Barriers are real barriers, shared memory is one buffer per
- * launch (poisoned before each block), and the warp-collective instructions the tile runtime uses
- * are computed from their definitions in the PTX ISA across the warp's 32 threads: shuffles,
- * `ldmatrix` (x2 and x4, transposed or not), `mma.sync.m16n8k16` with float16/bfloat16 inputs and
- * float32 accumulators, and `cp.async` groups, whose copies happen only at the `wait_group` that
- * completes them (a read before the wait sees the old bytes, as a race on a GPU could). So machines
- * without a GPU check the CUDA emitter's layouts, fragments and pipelines against the CPU backend.
- * Not a performance model, and not the whole of CUDA: what generated kernels use.
+ * thread of a block as a fiber (ucontext) of the launching thread, switched where it waits.
+ * Barriers are real barriers, shared memory is one buffer per launch (poisoned before each block),
+ * and the warp-collective instructions the tile runtime uses are computed from their definitions in
+ * the PTX ISA across the warp's 32 threads: shuffles, `ldmatrix` (x2 and x4, transposed or not),
+ * `mma.sync.m16n8k16` with float16/bfloat16 inputs and float32 accumulators, and `cp.async` groups,
+ * whose copies happen only at the `wait_group` that completes them (a read before the wait sees the
+ * old bytes, as a race on a GPU could). So machines without a GPU check the CUDA emitter's layouts,
+ * fragments and pipelines against the CPU backend. Not a performance model, and not the whole of
+ * CUDA: what generated kernels use.
  */
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <vector>
+
+#include <ucontext.h>
 
 #define TRT_SIM 1
 #define __global__
@@ -37,37 +37,11 @@ struct Dim3 {
   unsigned x = 0, y = 0, z = 0;
 };
 
-/** A reusable barrier for a fixed number of threads. */
-class Barrier {
- public:
-  void init(int n) { n_ = n; }
-  void wait() {
-    std::unique_lock<std::mutex> lock(m_);
-    const unsigned long gen = gen_;
-    if (++count_ == n_) {
-      count_ = 0;
-      ++gen_;
-      cv_.notify_all();
-      return;
-    }
-    cv_.wait(lock, [&] { return gen_ != gen; });
-  }
+}  // namespace trt_sim
 
- private:
-  std::mutex m_;
-  std::condition_variable cv_;
-  int n_ = 0, count_ = 0;
-  unsigned long gen_ = 0;
-};
+static thread_local trt_sim::Dim3 threadIdx, blockIdx;
 
-/** What the threads of one launch share. */
-struct Launch {
-  int threads = 0;
-  unsigned char* smem = nullptr;
-  Barrier block;
-  std::unique_ptr<Barrier[]> warp;  // one per warp
-  std::vector<uint64_t> xchg;       // per warp: 32 lanes of 8 words
-};
+namespace trt_sim {
 
 struct Copy {
   void* dst;
@@ -75,10 +49,27 @@ struct Copy {
   int bytes;
 };
 
+/** What the threads of one launch share. A block's threads are fibers on the launching OS
+ * thread, switched only where one waits (a barrier, a warp instruction): a barrier costs a couple
+ * of context switches per thread, and a run is deterministic. */
+struct Launch {
+  int threads = 0;
+  unsigned char* smem = nullptr;
+  ucontext_t scheduler;
+  std::vector<ucontext_t> fiber;
+  std::vector<std::unique_ptr<char[]>> stacks;
+  std::vector<char> done;
+  unsigned long block_gen = 0;
+  int block_count = 0;
+  std::vector<unsigned long> warp_gen;
+  std::vector<int> warp_count;
+  std::vector<uint64_t> xchg;                        // per warp: 32 lanes of 8 words
+  std::vector<std::vector<Copy>> open;               // per thread: cp.async since the last commit
+  std::vector<std::vector<std::vector<Copy>>> wait;  // per thread: committed groups in flight
+};
+
 static thread_local Launch* t_launch = nullptr;
 static thread_local int t_tid = 0;
-static thread_local std::vector<Copy> t_open;                 // cp.async since the last commit
-static thread_local std::vector<std::vector<Copy>> t_groups;  // committed, not yet waited for
 
 inline unsigned char* shared_memory() {
   return t_launch->smem;
@@ -86,12 +77,35 @@ inline unsigned char* shared_memory() {
 inline int lane() {
   return t_tid & 31;
 }
+// Back to the scheduler, which runs the other threads before resuming this one.
+inline void yield() {
+  Launch& l = *t_launch;
+  swapcontext(&l.fiber[static_cast<size_t>(t_tid)], &l.scheduler);
+}
+inline void block_barrier() {
+  Launch& l = *t_launch;
+  const unsigned long gen = l.block_gen;
+  if (++l.block_count == l.threads) {
+    l.block_count = 0;
+    ++l.block_gen;
+    return;
+  }
+  while (l.block_gen == gen) yield();
+}
 // This warp's exchange slots (8 words per lane) and its barrier.
 inline uint64_t* warp_slots() {
   return &t_launch->xchg[static_cast<size_t>(t_tid >> 5) * 256];
 }
 inline void warp_sync() {
-  t_launch->warp[t_tid >> 5].wait();
+  Launch& l = *t_launch;
+  const auto w = static_cast<size_t>(t_tid >> 5);
+  const unsigned long gen = l.warp_gen[w];
+  if (++l.warp_count[w] == 32) {
+    l.warp_count[w] = 0;
+    ++l.warp_gen[w];
+    return;
+  }
+  while (l.warp_gen[w] == gen) yield();
 }
 
 template <class T>
@@ -184,48 +198,90 @@ inline void mma_1688_tf32(float* d, const uint32_t* a, const uint32_t* b) {
 }
 
 inline void cp_async(void* dst, const void* src, int bytes) {
-  t_open.push_back({dst, src, bytes});
+  t_launch->open[static_cast<size_t>(t_tid)].push_back({dst, src, bytes});
 }
 inline void cp_async_commit() {
-  t_groups.push_back(std::move(t_open));
-  t_open.clear();
+  auto& open = t_launch->open[static_cast<size_t>(t_tid)];
+  t_launch->wait[static_cast<size_t>(t_tid)].push_back(std::move(open));
+  open.clear();
 }
 inline void cp_async_wait(size_t pending) {
-  while (t_groups.size() > pending) {
-    for (const Copy& c : t_groups.front()) std::memcpy(c.dst, c.src, static_cast<size_t>(c.bytes));
-    t_groups.erase(t_groups.begin());
+  auto& groups = t_launch->wait[static_cast<size_t>(t_tid)];
+  while (groups.size() > pending) {
+    for (const Copy& c : groups.front()) std::memcpy(c.dst, c.src, static_cast<size_t>(c.bytes));
+    groups.erase(groups.begin());
   }
 }
 
-/** Runs programs [pb, pe) of grid `g`, `threads` host threads per block, `smem_bytes` of shared
- * memory; `body()` is the kernel. */
+template <class F>
+struct FiberStart {
+  F* body;
+  int64_t program;
+};
+
+template <class F>
+void fiber_main(unsigned lo, unsigned hi, int t) {
+  const auto* s = reinterpret_cast<const FiberStart<F>*>((static_cast<uintptr_t>(hi) << 32) |
+                                                         static_cast<uintptr_t>(lo));
+  (*s->body)(static_cast<unsigned>(t), s->program);
+  t_launch->done[static_cast<size_t>(t)] = 1;
+}
+
+/** Runs programs [pb, pe) of grid `g` one block after another, `threads` fibers per block and
+ * `smem_bytes` of shared memory; `body(t, p)` is thread t of program p. */
 template <class F>
 void run(const trt::Grid& g, int64_t pb, int64_t pe, int threads, int64_t smem_bytes, F body) {
+  (void)g;
+  constexpr size_t kStack = 256 * 1024;
+  const auto n = static_cast<size_t>(threads);
+  const size_t warps = (n + 31) / 32;
   Launch l;
   l.threads = threads;
-  l.block.init(threads);
-  const int warps = (threads + 31) / 32;
-  l.warp.reset(new Barrier[static_cast<size_t>(warps)]);
-  for (int w = 0; w < warps; ++w) l.warp[w].init(32);
-  l.xchg.assign(static_cast<size_t>(warps) * 256, 0);
+  l.warp_gen.assign(warps, 0);
+  l.warp_count.assign(warps, 0);
+  l.xchg.assign(warps * 256, 0);
+  l.fiber.resize(n);
+  l.stacks.resize(n);
+  l.open.resize(n);
+  l.wait.resize(n);
   std::vector<unsigned char> smem(static_cast<size_t>(smem_bytes) + 16);
   l.smem = smem.data() + (16 - reinterpret_cast<uintptr_t>(smem.data()) % 16) % 16;
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      t_launch = &l;
-      t_tid = t;
-      for (int64_t p = pb; p < pe; ++p) {
-        if (t == 0) std::memset(l.smem, 0xa5, static_cast<size_t>(smem_bytes));  // poison
-        t_open.clear();
-        t_groups.clear();
-        l.block.wait();
-        body(static_cast<unsigned>(t), p);
-        l.block.wait();  // the block's threads are done before the next block's poison
+  Launch* const saved = t_launch;
+  const int saved_tid = t_tid;
+  t_launch = &l;
+  for (int64_t p = pb; p < pe; ++p) {
+    std::memset(l.smem, 0xa5, static_cast<size_t>(smem_bytes));  // poison
+    l.done.assign(n, 0);
+    FiberStart<F> start{&body, p};
+    const auto at = reinterpret_cast<uintptr_t>(&start);
+    for (size_t t = 0; t < n; ++t) {
+      l.open[t].clear();
+      l.wait[t].clear();
+      if (!l.stacks[t]) l.stacks[t].reset(new char[kStack]);
+      ucontext_t& c = l.fiber[t];
+      getcontext(&c);
+      c.uc_stack.ss_sp = l.stacks[t].get();
+      c.uc_stack.ss_size = kStack;
+      c.uc_link = &l.scheduler;
+      // (makecontext passes ints: the start's address in two halves, and the thread)
+      makecontext(&c, reinterpret_cast<void (*)()>(&fiber_main<F>), 3,
+                  static_cast<unsigned>(at & 0xffffffffu), static_cast<unsigned>(at >> 32),
+                  static_cast<int>(t));
+    }
+    // Round robin: each thread runs until it waits or ends.
+    for (size_t alive = n; alive > 0;) {
+      alive = 0;
+      for (size_t t = 0; t < n; ++t) {
+        if (l.done[t]) continue;
+        t_tid = static_cast<int>(t);
+        threadIdx.x = static_cast<unsigned>(t);
+        swapcontext(&l.scheduler, &l.fiber[t]);
+        alive += !l.done[t];
       }
-    });
+    }
   }
-  for (auto& th : pool) th.join();
+  t_launch = saved;
+  t_tid = saved_tid;
 }
 
 }  // namespace trt_sim
@@ -233,10 +289,8 @@ void run(const trt::Grid& g, int64_t pb, int64_t pe, int threads, int64_t smem_b
 // ---- what generated code and the tile runtime call
 // -----------------------------------------------
 
-static thread_local trt_sim::Dim3 threadIdx, blockIdx;
-
 inline void __syncthreads() {
-  trt_sim::t_launch->block.wait();
+  trt_sim::block_barrier();
 }
 inline void __threadfence() {
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
