@@ -429,6 +429,20 @@ class Emitter : ExprPrinter {
     return r;
   }
 
+  // The condition that load `op`'s lanes [c, c + w) of a run all hold their masks ("" for an
+  // unmasked load; with `agree`, the first lane's mask stands for all).
+  std::string run_mask(const Op& op, const SmallVector<int64_t, 4>& shape, const std::string& run,
+                       const Index& idx, int64_t c, int64_t w, bool agree) {
+    std::string all;
+    if (op.operands.size() < 2) return all;
+    for (int64_t j = c; j < (agree ? c + 1 : c + w); ++j) {
+      all += (all.empty() ? "" : " && ") + at_run_element(shape, run, idx, j, [&](const Index& i) {
+               return "(" + expr(op.operands[1], i) + ")";
+             });
+    }
+    return all;
+  }
+
   // A load into register array `v`, `w` lanes per access: one vector load when the lanes' masks
   // all hold, else each lane's own masked load.
   void vector_load(const Op& op, ValueId v, int64_t w) {
@@ -441,15 +455,7 @@ class Emitter : ExprPrinter {
     const bool agree = masked && lanes_agree(op.operands[1], w);
     runs(t.shape, [&](const std::string& run, const Index& idx) {
       for (int64_t c = 0; c < vec; c += w) {
-        std::string all;
-        if (masked) {
-          for (int64_t j = c; j < (agree ? c + 1 : c + w); ++j) {
-            all += (all.empty() ? "" : " && ") +
-                   at_run_element(t.shape, run, idx, j, [&](const Index& i) {
-                     return "(" + expr(op.operands[1], i) + ")";
-                   });
-          }
-        }
+        const std::string all = run_mask(op, t.shape, run, idx, c, w, agree);
         const std::string ptr = at_run_element(
             t.shape, run, idx, c, [&](const Index& i) { return expr(op.operands[0], i); });
         const std::string tmp = fresh("_vt");
@@ -996,15 +1002,7 @@ class Emitter : ExprPrinter {
         t.shape,
         [&](const std::string& run, const Index& idx) {
           for (int64_t c = 0; c < vec; c += w) {
-            std::string all;
-            if (masked) {
-              for (int64_t j = c; j < (agree ? c + 1 : c + w); ++j) {
-                all += (all.empty() ? "" : " && ") +
-                       at_run_element(t.shape, run, idx, j, [&](const Index& i) {
-                         return "(" + expr(op.operands[1], i) + ")";
-                       });
-              }
-            }
+            const std::string all = run_mask(op, t.shape, run, idx, c, w, agree);
             const std::string ptr = at_run_element(
                 t.shape, run, idx, c, [&](const Index& i) { return expr(op.operands[0], i); });
             const std::string dst = at_run_element(t.shape, run, idx, c, slot);
