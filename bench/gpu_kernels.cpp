@@ -82,7 +82,7 @@ TL_JIT(copy_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
 }
 
 TL_JIT(mm_kernel, tl::Ptr a_ptr, tl::Ptr b_ptr, tl::Ptr c_ptr, tl::Int M, tl::Int N, tl::Int K,
-       tl::Const BM, tl::Const BN, tl::Const BK, tl::Const OUT_BF16) {
+       tl::Const BM, tl::Const BN, tl::Const BK, tl::Const OUT) {
   auto pid_m = tl::program_id(0), pid_n = tl::program_id(1);
   auto offs_m = pid_m * BM + tl::arange(0, BM);
   auto offs_n = pid_n * BN + tl::arange(0, BN);
@@ -97,7 +97,9 @@ TL_JIT(mm_kernel, tl::Ptr a_ptr, tl::Ptr b_ptr, tl::Ptr c_ptr, tl::Int M, tl::In
   });
   tl::Tile out = acc;
   auto c_ptrs = c_ptr + offs_m[{tl::_, tl::None}] * N + offs_n[{tl::None, tl::_}];
-  tl::store(c_ptrs, out.to(OUT_BF16.int_value() ? tl::bfloat16 : tl::float16));
+  // OUT: 0 float16, 1 bfloat16, 2 float32 (the tf32 row)
+  const int64_t o = OUT.int_value();
+  tl::store(c_ptrs, o == 2 ? out : out.to(o == 1 ? tl::bfloat16 : tl::float16));
 }
 
 namespace {
@@ -311,8 +313,9 @@ int first_launch(const std::string& cache) {
 
 }  // namespace
 
-// Triton's tutorial matmul shape at 4096^3 (sizes divisible by the blocks: no masks), fp16 and
-// bf16 in, fp32 accumulation, the same type out; a 64 x 64 corner checked against float64.
+// Triton's tutorial matmul shape at 4096^3 (sizes divisible by the blocks: no masks), fp16, bf16
+// and float32 (tf32 tensor cores, Triton's default precision) in, fp32 accumulation, the same type
+// out; a 64 x 64 corner checked against float64.
 int matmul_rows() {
   const Device cuda("cuda");
   const int64_t n = 4096;
@@ -320,13 +323,16 @@ int matmul_rows() {
   const bool mma = knobs().cuda_mma;
   for (const int64_t stages : {3, 1}) {
     if (!mma && stages != 3) continue;
-    for (DType dt : {DType::Float16, DType::BFloat16}) {
+    for (DType dt : {DType::Float16, DType::BFloat16, DType::Float32}) {
       Tensor a = randn({n, n}).to(dt).to(cuda), b = randn({n, n}).to(dt).to(cuda);
       Tensor c = empty({n, n}, TensorOptions().dtype(dt).device(cuda));
       auto run = [&] {
-        mm_kernel[{n / 128, n / 128}](
-            a, b, c, n, n, n, tl::meta("BM", 128), tl::meta("BN", 128), tl::meta("BK", 32),
-            tl::meta("OUT_BF16", dt == DType::BFloat16), tl::num_warps(8), tl::num_stages(stages));
+        mm_kernel[{n / 128, n / 128}](a, b, c, n, n, n, tl::meta("BM", 128), tl::meta("BN", 128),
+                                      tl::meta("BK", 32),
+                                      tl::meta("OUT", dt == DType::Float32    ? 2
+                                                      : dt == DType::BFloat16 ? 1
+                                                                              : 0),
+                                      tl::num_warps(8), tl::num_stages(stages));
       };
       run();
       const Tensor want = a.cpu()
@@ -337,7 +343,8 @@ int matmul_rows() {
                              .abs()
                              .max()
                              .item<double>();
-      const double tol = dt == DType::BFloat16 ? 2.0 : 0.25;  // one rounding of c (up to ~256)
+      // one rounding of c (up to ~256), or tf32's inputs (10-bit mantissas, 4096 terms)
+      const double tol = dt == DType::BFloat16 ? 2.0 : dt == DType::Float16 ? 0.25 : 1.0;
       if (!(err <= tol)) return std::printf("matmul %s: error %g\n", dtype_name(dt), err), 1;
       const double us = median_us(run, flush);
       std::printf(

@@ -247,11 +247,14 @@ def first_launch():
 
 
 def matmul():
-    """cuBLAS (PyTorch's a @ b) on bench_gpu_kernels matmul's shapes: 4096^3, fp16 and bf16."""
+    """cuBLAS (PyTorch's a @ b) on bench_gpu_kernels matmul's shapes: 4096^3, fp16, bf16, and
+    float32 with TF32 tensor cores allowed (tessera's float32 dot is tf32 by default, as Triton's)."""
     dev = torch.device("cuda")
     flush = torch.empty(64 << 20, device=dev)
     n = 4096
-    for dtype, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16")):
+    torch.backends.cuda.matmul.allow_tf32 = True
+    for dtype, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16"),
+                        (torch.float32, "float32")):
         a = torch.randn(n, n, device=dev, dtype=dtype)
         b = torch.randn(n, n, device=dev, dtype=dtype)
         us = median_us(lambda: a @ b, flush)

@@ -900,7 +900,8 @@ class Emitter : ExprPrinter {
       default:
         break;
     }
-    if (op.kind == OpKind::Load && nested_mma_operand(op)) {
+    if (op.kind == OpKind::Load && mma_operand_[static_cast<size_t>(op.result())] &&
+        nested_mma_operand(op)) {
       // Only a tensor-core dot in a nested region (a loop) reads it: copied into its 16-bit tile
       // once, here, not in every iteration (hoist_operand).
       return;
