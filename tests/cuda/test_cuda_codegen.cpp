@@ -839,16 +839,7 @@ TEST(CudaCodegen, EveryCatalogKernelAgreesWithTheCpuBackend) {
 // on copies of the CPU run's arguments, and what both wrote must agree (the cross-check compares
 // every written tensor within its dtype's tolerance and throws at the first difference).
 TEST(CudaCodegen, EveryCatalogKernelAgreesWithTheCpuInTheSimulator) {
-  struct Sim {
-    Sim() {
-      setenv("TESSERA_CROSSCHECK", "sim", 1);
-      reload_knobs();
-    }
-    ~Sim() {
-      unsetenv("TESSERA_CROSSCHECK");
-      reload_knobs();
-    }
-  } sim;
+  ScopedEnv sim("TESSERA_CROSSCHECK", "sim");
   int ran = 0;
   for (const Case& c : catalog()) {
     SCOPED_TRACE(c.name);
