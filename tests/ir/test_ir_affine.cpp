@@ -108,7 +108,8 @@ TEST(IrAffine, LoopCarriedTilesHaveNoFormAndTheInductionVariableIsUniform) {
 // of that dimension, and a scalar's conversion keeps its divisibility. form() keeps giving only
 // exact forms.
 TEST(IrAffine, LooseFormsKnowRuntimeStridesAndRemaindersByTheirDivisors) {
-  const auto f = ir::parse(R"(kernel @k(%0: *fp16 x {div16}, %1: i32 m, %2: i32 s {div16}, %3: i32 t) {
+  const auto f =
+      ir::parse(R"(kernel @k(%0: *fp16 x {div16}, %1: i32 m, %2: i32 s {div16}, %3: i32 t) {
   %4 = arange {start = 0, end = 16} : <16x i32>
   %5 = splat %1 : <16x i32>
   %6 = rem %4, %5 : <16x i32>

@@ -193,8 +193,8 @@ class Emitter : ExprPrinter {
     return nullptr;
   }
 
-  // Whether dot `op` can run on tensor cores (mma.sync.m16n8k16: float16 or bfloat16 operands of
-  // one type, a float32 result, whole tiles).
+  // Whether dot `op` can run on tensor cores: float16 or bfloat16 operands (mma.sync.m16n8k16),
+  // or float32 ones at tf32 precision (m16n8k8), of one type, a float32 result, whole tiles.
   bool mma_dot_types(const Op& op) const {
     const Type& at = f_.type(op.operands[0]);
     const Type& ot = f_.type(op.result());
@@ -249,8 +249,8 @@ class Emitter : ExprPrinter {
   }
 
   // A load used only as an operand of a tensor-core dot stays inline whatever the materialization
-  // plan says (it stores gathers once for the CPU's loops): the dot copies it once, as 16-bit
-  // values, into shared memory (dot_operand16), the copy the pipeline makes asynchronous.
+  // plan says (it stores gathers once for the CPU's loops): the dot copies it once, bits
+  // unchanged, into shared memory (operand_tile), the copy the pipeline makes asynchronous.
   void plan_mma_operands(const Region& r) {
     for (const Op* op : r.ops) {
       for (const Region& sub : op->regions) plan_mma_operands(sub);
@@ -265,15 +265,20 @@ class Emitter : ExprPrinter {
     }
   }
 
+  // The row this thread holds in tile row `i` (of its warp's TM) and row half `h` of the Mma
+  // layout `m` (expressions).
+  static std::string mma_row(const MmaLayout& m, const std::string& i, const std::string& h) {
+    return "(_tid >> 5) / " + std::to_string(m.wn) + " * " + std::to_string(m.shape[0] / m.wm) +
+           " + " + i + " * 16 + ((_tid & 31) >> 2) + " + h + " * 8";
+  }
   // The index variables of slot 2 * run + col of this thread in the Mma layout `m` (run and col
   // are expressions).
   Index mma_index(const MmaLayout& m, const std::string& run, const std::string& col) {
-    const int64_t M = m.shape[0], N = m.shape[1];
+    const int64_t N = m.shape[1];
     const int64_t tn = N / m.wn / 8;
     const std::string r = fresh("_i"), c = fresh("_i");
-    line("const int32_t " + r + " = (_tid >> 5) / " + std::to_string(m.wn) + " * " +
-         std::to_string(M / m.wm) + " + ((" + run + ") >> 1) / " + std::to_string(tn) +
-         " * 16 + ((_tid & 31) >> 2) + ((" + run + ") & 1) * 8;");
+    line("const int32_t " + r + " = " +
+         mma_row(m, "((" + run + ") >> 1) / " + std::to_string(tn), "((" + run + ") & 1)") + ";");
     line("const int32_t " + c + " = (_tid >> 5) % " + std::to_string(m.wn) + " * " +
          std::to_string(N / m.wn) + " + ((" + run + ") >> 1) % " + std::to_string(tn) +
          " * 8 + (_tid & 3) * 2 + " + col + ";");
@@ -902,7 +907,7 @@ class Emitter : ExprPrinter {
     }
     if (op.kind == OpKind::Load && mma_operand_[static_cast<size_t>(op.result())] &&
         nested_mma_operand(op)) {
-      // Only a tensor-core dot in a nested region (a loop) reads it: copied into its 16-bit tile
+      // Only a tensor-core dot in a nested region (a loop) reads it: copied into its tile
       // once, here, not in every iteration (hoist_operand).
       return;
     }
@@ -956,10 +961,11 @@ class Emitter : ExprPrinter {
     return false;
   }
 
-  // A dot operand as a 16-bit tile in shared memory with rows of `pitch` elements
-  // (trt::mma_tile): a load used only here is copied from global memory by runs, bits unchanged
-  // (copy_load16); any other value is converted element by element.
-  std::string dot_operand16(ValueId v, int64_t pitch) {
+  // A tensor-core dot operand as a tile in shared memory with rows of `pitch` elements, 16-bit
+  // values for trt::mma_tile or float32 for trt::mma_tile_tf32: a load used only here is copied
+  // from global memory by runs, bits unchanged (copy_operand); any other value is converted
+  // element by element.
+  std::string operand_tile(ValueId v, int64_t pitch) {
     if (auto it = staged_.find(v); it != staged_.end()) return it->second;
     const Type& t = f_.type(v);
     const std::string tmp = fresh("_op");
@@ -969,7 +975,7 @@ class Emitter : ExprPrinter {
     smem_ += t.shape[0] * pitch * static_cast<int64_t>(itemsize(t.elem));
     const Op* def = f_.def(v);
     if (def && def->kind == OpKind::Load && storage(v) == Storage::Inline && !checked_) {
-      copy_load16(*def, tmp, pitch);
+      copy_operand(*def, tmp, pitch);
       return tmp;
     }
     loops(t.shape, [&](const Index& idx) {
@@ -979,10 +985,10 @@ class Emitter : ExprPrinter {
     return tmp;
   }
 
-  // Load `op` (a 16-bit tile) into `tmp` (rows of `pitch`) by the shape's runs: one access of up
-  // to 16 bytes per run where the pointer allows and the lanes' masks all hold, else each lane
-  // its own (a masked-off lane takes `other`).
-  void copy_load16(const Op& op, const std::string& tmp, int64_t pitch, bool async = false) {
+  // Load `op` (an operand tile) into `tmp` (rows of `pitch`) by the shape's runs: one access of
+  // up to 16 bytes per run where the pointer allows and the lanes' masks all hold (with `async`,
+  // a cp.async of 4 to 16 bytes), else each lane its own (a masked-off lane takes `other`).
+  void copy_operand(const Op& op, const std::string& tmp, int64_t pitch, bool async = false) {
     const Type& t = f_.type(op.result());
     int64_t vec = vec_of(t.shape), blocked = 0;
     if (mma_layout(t.shape) && !checked_ && !shape_in_registers(t.shape)) {
@@ -1043,20 +1049,20 @@ class Emitter : ExprPrinter {
     return d.kind == OpKind::Dot && d.operands[0] != d.operands[1] &&
            d.operands[2] != op.result() && in_registers(d.result());
   }
-  // After `op`: a loop-invariant dot operand goes to its 16-bit tile once (a load by a copy from
+  // After `op`: a loop-invariant dot operand goes to its tile once (a load by a copy from
   // global memory, any other value converted element by element), which the dot then reads.
   void hoist_operand(const Op& op) {
     if (!nested_mma_operand(op)) return;
     const ValueId v = op.result();
     const Op& d = *uses_.uses(v).front().user;
-    const std::string tile = dot_operand16(v, operand_pitch(d, d.operands[0] == v ? 0 : 1));
+    const std::string tile = operand_tile(v, operand_pitch(d, d.operands[0] == v ? 0 : 1));
     line("__syncthreads();");
     staged_[v] = tile;
   }
 
   // Tensor cores with the accumulator in this thread's registers (the Mma layout): the operands
-  // as 16-bit tiles in shared memory, the accumulator copied into the result's registers (renamed
-  // away when it is the loop's carried value), then trt::mma_tile.
+  // as tiles in shared memory (operand_tile), the accumulator copied into the result's registers
+  // (renamed away when it is the loop's carried value), then trt::mma_tile.
   void mma_registers_dot(const Op& op) {
     const ValueId out = op.result(), acc = op.operands[2];
     const Type& at = f_.type(op.operands[0]);
@@ -1066,8 +1072,8 @@ class Emitter : ExprPrinter {
     const MmaLayout& m = *mma_layout(ot.shape);
     const int64_t pa = operand_pitch(op, 0), pb = operand_pitch(op, 1);
     const bool staged = staged_.count(op.operands[0]) && staged_.count(op.operands[1]);
-    const std::string a16 = dot_operand16(op.operands[0], pa);
-    const std::string b16 = dot_operand16(op.operands[1], pb);
+    const std::string a16 = operand_tile(op.operands[0], pa);
+    const std::string b16 = operand_tile(op.operands[1], pb);
     if (!staged) line("__syncthreads();");  // (staged: the loop's wait and barrier did it)
     declare_array(out);
     loops(
@@ -1094,6 +1100,7 @@ class Emitter : ExprPrinter {
   // a @ b + acc: one output element per thread, the k terms in order with one multiply-add each
   // (the CPU backend's and the interpreter's rounding); float32 inputs rounded to tf32 unless ieee.
   void dot(const Op& op) {
+    if (in_registers(op.result())) return mma_registers_dot(op);
     const ValueId out = op.result(), acc = op.operands[2];
     const Type& at = f_.type(op.operands[0]);
     const Type& ot = f_.type(out);
@@ -1102,7 +1109,6 @@ class Emitter : ExprPrinter {
     const bool tf32 = at.elem == DType::Float32 && precision == ir::DotPrecision::TF32;
     const bool tf32x3 = at.elem == DType::Float32 && precision == ir::DotPrecision::TF32x3;
     const std::string rt = register_type(ot.elem);
-    if (in_registers(out)) return mma_registers_dot(op);
     const std::string a = dot_operand(op.operands[0]), b = dot_operand(op.operands[1]);
     declare_array(out);
     auto in = [&](const std::string& arr, const std::string& ix) {
@@ -1214,9 +1220,7 @@ class Emitter : ExprPrinter {
     --indent_;
     line("}");
     declare_array(out);
-    const std::string row = "(_tid >> 5) / " + std::to_string(m.wn) + " * " +
-                            std::to_string(M / m.wm) + " + " + q +
-                            " / 2 * 16 + ((_tid & 31) >> 2) + (" + q + " & 1) * 8";
+    const std::string row = mma_row(m, q + " / 2", "(" + q + " & 1)");
     const std::string dest = m.wn == 1 ? name(out) : fresh("_part");
     if (m.wn > 1) smem_array(dest, ot, m.wn * M);
     const std::string col =
@@ -1532,7 +1536,7 @@ class Emitter : ExprPrinter {
 
   // ---- pipelined loops (num_stages) ------------------------------------------------------------
   //
-  // A loop whose dots run on tensor cores from 16-bit operands it loads (each load used only by
+  // A loop whose dots run on tensor cores from operands it loads (each load used only by
   // its dot, its address and mask computed in the loop from the induction variable and values
   // from outside) keeps `num_stages` copies of each operand tile in shared memory, a ring: before
   // the loop the first S - 1 iterations' tiles are requested with cp.async; each iteration
@@ -1650,9 +1654,9 @@ class Emitter : ExprPrinter {
     line(it + " const " + name(iv) + " = " + next + ";");
     for (const Op* o : p.slice) this->op(*o);
     for (const Staged& s : p.loads) {
-      copy_load16(*f_.def(s.load),
-                  "(" + s.ring + " + (" + slot + ") * " + std::to_string(s.elems) + ")", s.pitch,
-                  /*async=*/true);
+      copy_operand(*f_.def(s.load),
+                   "(" + s.ring + " + (" + slot + ") * " + std::to_string(s.elems) + ")", s.pitch,
+                   /*async=*/true);
     }
     --indent_;
     line("}");
@@ -1777,7 +1781,7 @@ class Emitter : ExprPrinter {
   ir::AffineInfo affine_;
   std::vector<std::pair<SmallVector<int64_t, 4>, int64_t>> vec_;  // shape -> run length
   std::vector<MmaLayout> mma_;  // shapes in the Mma layout (see plan_mma)
-  // A dot operand load already in shared memory as 16 bits -> where (a pipeline's current ring
+  // A dot operand load already in its shared-memory tile -> where (a pipeline's current ring
   // slot, or a tile copied once outside the loop)
   std::map<ValueId, std::string> staged_;
   const Region* region_ = nullptr;  // the region being emitted
