@@ -46,6 +46,9 @@ struct CompileOptions {
   std::vector<std::pair<int, int>> dynamic_dims = {};
   /** A name for logs and errors (default "compiled function"). */
   std::string name = {};
+  /** Fuse: runs of built-in pointwise ops become generated kernels, and pointwise ops after a
+   * user's kernel run inside it (its epilogue). False replays every op as called. */
+  bool fuse = true;
 };
 
 /** A compiled graph as data (`compiled.graph()`): what `TESSERA_LOGS=graph` prints, for tools and

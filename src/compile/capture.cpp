@@ -640,7 +640,14 @@ Captured capture(const Traced& fn, const std::vector<IValue>& args, const Captur
   g.eliminate_common_subexpressions();
   g.eliminate_dead_code();
   g.eliminate_dead_fills();
-  g.fuse_epilogues();
+  if (opts.fuse) {
+    g.fuse_epilogues();
+    // Replayed operators are what autograd records: with grad, built-in ops stay as called
+    // (compiling the backward with the forward is the next slice).
+    bool grad = grad_inputs;
+    for (const Tensor& t : g.captured) grad = grad || (grad_enabled() && t.requires_grad());
+    if (!grad) g.fuse_pointwise();
+  }
   g.eliminate_dead_code();
   g.verify();
   guards.finish(g);

@@ -29,6 +29,7 @@ struct CaptureOptions {
   std::string name;
   std::optional<bool> dynamic;                                  ///< as CompileOptions::dynamic
   const std::set<std::pair<int, int>>* dynamic_dims = nullptr;  ///< (tensor argument, dim)
+  bool fuse = true;                                             ///< as CompileOptions::fuse
 };
 
 struct Captured {

@@ -217,6 +217,7 @@ class CompiledFunction {
     co.name = opts_.name;
     co.dynamic = opts_.dynamic;
     co.dynamic_dims = &dynamic_;
+    co.fuse = opts_.fuse;
     Captured c = capture(fn_, args, co);
     auto e = std::make_unique<Entry>();
     e->graph = std::move(c.graph);

@@ -10,7 +10,10 @@
 //      kernel stores every element (ir/coverage): a fill's value would otherwise skip the op;
 //   5. the op's result has W's shape and dtype (it is stored in W's memory), its inputs are
 //      computed before the kernel and not written by it or until the op.
+#include <algorithm>
+#include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -24,9 +27,10 @@ using ops_detail::PwOp;
 
 struct Lowering {
   PwOp op;
-  int tensors;       ///< tensor operands, first in the schema
-  bool alpha;        ///< add/sub: the third argument
-  bool floats_only;  ///< the op computes in floats only
+  int tensors;          ///< tensor operands, first in the schema
+  bool alpha;           ///< add/sub: the argument after the operands
+  bool floats_only;     ///< the op computes in floats only
+  bool scalar = false;  ///< a Scalar operand after the tensor (`x * 2`: mul.Scalar)
 };
 
 const Lowering* lowering_of(const Node& n) {
@@ -35,6 +39,8 @@ const Lowering* lowering_of(const Node& n) {
       {"aten::neg", {PwOp::Neg, 1, false, false}},
       {"aten::abs", {PwOp::Abs, 1, false, false}},
       {"aten::exp", {PwOp::Exp, 1, false, true}},
+      {"aten::exp2", {PwOp::Exp2, 1, false, true}},
+      {"aten::log2", {PwOp::Log2, 1, false, true}},
       {"aten::log", {PwOp::Log, 1, false, true}},
       {"aten::sqrt", {PwOp::Sqrt, 1, false, true}},
       {"aten::rsqrt", {PwOp::Rsqrt, 1, false, true}},
@@ -51,10 +57,62 @@ const Lowering* lowering_of(const Node& n) {
       {"aten::div.Tensor", {PwOp::Div, 2, false, true}},
       {"aten::maximum", {PwOp::Maximum, 2, false, false}},
       {"aten::minimum", {PwOp::Minimum, 2, false, false}},
+      {"aten::pow.Tensor_Tensor", {PwOp::Pow, 2, false, true}},
+      {"aten::add.Scalar", {PwOp::Add, 1, true, false, true}},
+      {"aten::sub.Scalar", {PwOp::Sub, 1, true, false, true}},
+      {"aten::mul.Scalar", {PwOp::Mul, 1, false, false, true}},
+      {"aten::div.Scalar", {PwOp::Div, 1, false, true, true}},
+      {"aten::pow.Tensor_Scalar", {PwOp::Pow, 1, false, true, true}},
   };
   if (n.dead || n.kind != Node::Kind::Op) return nullptr;
   auto it = kTable.find(n.op.name());
   return it == kTable.end() ? nullptr : &it->second;
+}
+
+tl::FusedInt fused_int(sym::ExprPtr e, std::vector<sym::ExprPtr>& params) {
+  if (auto c = e->constant()) return {false, *c};
+  params.push_back(e);
+  return {true, 0};
+}
+
+// Where element i of a dense tensor of `shape` (row-major) is in X broadcast to that shape: the
+// dimensions collapsed where X is contiguous across them too; false when X does not broadcast.
+// `params` gets the map's symbolic integers (its sizes, then its strides).
+bool broadcast_map(sym::Context& ctx, const TensorInfo& x, const std::vector<sym::ExprPtr>& shape,
+                   tl::EpilogueSpec::Input& in, std::vector<sym::ExprPtr>& params) {
+  const size_t rank = shape.size(), xr = x.sizes.size();
+  if (xr > rank) return false;
+  std::vector<sym::ExprPtr> sizes, strides;
+  for (size_t d = 0; d < rank; ++d) {
+    sym::ExprPtr stride = ctx.constant(0);
+    if (d + xr >= rank) {
+      const size_t xd = d + xr - rank;
+      if (x.sizes[xd] == shape[d]) {
+        stride = x.strides[xd];
+      } else if (x.sizes[xd]->constant() != 1) {
+        return false;
+      }
+    }
+    if (shape[d]->constant() == 1) continue;
+    if (!sizes.empty() && strides.back() == ctx.mul(stride, shape[d])) {
+      sizes.back() = ctx.mul(sizes.back(), shape[d]);
+      strides.back() = stride;
+      continue;
+    }
+    sizes.push_back(shape[d]);
+    strides.push_back(stride);
+  }
+  if (sizes.empty()) {  // one element
+    sizes.push_back(ctx.constant(1));
+    strides.push_back(ctx.constant(0));
+  }
+  in.identity = sizes.size() == 1 && strides[0]->constant() == 1;
+  sizes[0] = ctx.constant(0);  // the outermost size is never needed
+  if (!in.identity) {
+    for (auto* e : sizes) in.sizes.push_back(fused_int(e, params));
+    for (auto* e : strides) in.strides.push_back(fused_int(e, params));
+  }
+  return true;
 }
 
 class EpilogueFusion {
@@ -95,7 +153,7 @@ class EpilogueFusion {
     if (e == g_.nodes.size()) return false;
     Node& epi = g_.nodes[e];
     const Lowering* low = lowering_of(epi);
-    if (!low) return false;
+    if (!low || low->scalar || low->op == PwOp::Pow) return false;
     const std::string kname = kernel.kernel->name();
     auto refuse = [&](const std::string& why) {
       epi.note = "not fused into kernel " + kname + ": " + why;
@@ -161,13 +219,14 @@ class EpilogueFusion {
           return refuse("an operand is written between the kernel and the op");
       }
       tl::EpilogueSpec::Input in;
-      if (!index_map(xv.tensor, wt, in))
+      in_exprs_.emplace_back();
+      if (!broadcast_map(ctx_, xv.tensor, wt.sizes, in, in_exprs_.back()))
         return refuse("an operand does not broadcast to the output");
       spec.operands.push_back(static_cast<int>(spec.inputs.size()));
       spec.inputs.push_back(std::move(in));
       extra.push_back(o.value);
     }
-    if (low->alpha) spec.alpha = epi.args[2].constant.to_scalar();
+    if (low->alpha) spec.alpha = epi.args[static_cast<size_t>(low->tensors)].constant.to_scalar();
     if (epi.op.name() == "aten::gelu") {
       const IValue& approx = epi.args[1].constant;
       spec.op = approx.is_string() && approx.to_string() == "tanh" ? PwOp::GeluTanh : PwOp::Gelu;
@@ -179,15 +238,12 @@ class EpilogueFusion {
     spec.name = kname + "+" + short_name;
     // The derived kernel: the base's arguments, the inputs, the index maps' integers.
     std::vector<Arg> ints;
-    for (size_t i = 0; i < spec.inputs.size(); ++i) {
-      for (auto* list : {&in_exprs_[i].first, &in_exprs_[i].second}) {
-        for (sym::ExprPtr x : *list) {
-          if (x->constant()) continue;
-          Arg arg;
-          arg.kind = Arg::Kind::Sym;
-          arg.expr = x;
-          ints.push_back(std::move(arg));
-        }
+    for (const auto& params : in_exprs_) {
+      for (sym::ExprPtr x : params) {
+        Arg arg;
+        arg.kind = Arg::Kind::Sym;
+        arg.expr = x;
+        ints.push_back(std::move(arg));
       }
     }
     std::shared_ptr<const tl::JITFunction> derived =
@@ -234,51 +290,6 @@ class EpilogueFusion {
     return 0;
   }
 
-  // Where element i of W (row-major over W's sizes) is in X (broadcast to W's shape): W's
-  // dimensions collapsed where X is contiguous across them too; false when X does not broadcast.
-  bool index_map(const TensorInfo& x, const TensorInfo& w, tl::EpilogueSpec::Input& in) {
-    const size_t rank = w.sizes.size(), xr = x.sizes.size();
-    if (xr > rank) return false;
-    std::vector<sym::ExprPtr> sizes, strides;
-    for (size_t d = 0; d < rank; ++d) {
-      sym::ExprPtr stride = ctx_.constant(0);
-      if (d + xr >= rank) {
-        const size_t xd = d + xr - rank;
-        if (x.sizes[xd] == w.sizes[d]) {
-          stride = x.strides[xd];
-        } else if (x.sizes[xd]->constant() != 1) {
-          return false;
-        }
-      }
-      if (w.sizes[d]->constant() == 1) continue;
-      if (!sizes.empty() && strides.back() == ctx_.mul(stride, w.sizes[d])) {
-        sizes.back() = ctx_.mul(sizes.back(), w.sizes[d]);
-        strides.back() = stride;
-        continue;
-      }
-      sizes.push_back(w.sizes[d]);
-      strides.push_back(stride);
-    }
-    if (sizes.empty()) {  // one element
-      sizes.push_back(ctx_.constant(1));
-      strides.push_back(ctx_.constant(0));
-    }
-    in.identity = sizes.size() == 1 && strides[0]->constant() == 1;
-    sizes[0] = ctx_.constant(0);  // the outermost size is never needed
-    std::pair<std::vector<sym::ExprPtr>, std::vector<sym::ExprPtr>> exprs;
-    if (!in.identity) {
-      for (auto* e : sizes) in.sizes.push_back(fused_int(e, exprs.first));
-      for (auto* e : strides) in.strides.push_back(fused_int(e, exprs.second));
-    }
-    in_exprs_.push_back(std::move(exprs));
-    return true;
-  }
-  static tl::FusedInt fused_int(sym::ExprPtr e, std::vector<sym::ExprPtr>& params) {
-    if (auto c = e->constant()) return {false, *c};
-    params.push_back(e);
-    return {true, 0};
-  }
-
   // Every use of value `from` after node `after` (and the results) becomes `to`.
   void replace(int from, int to, size_t after) {
     for (size_t j = after + 1; j < g_.nodes.size(); ++j) {
@@ -296,14 +307,330 @@ class EpilogueFusion {
 
   Graph& g_;
   sym::Context& ctx_;
-  /** Per input of the candidate being built: its index map's symbolic sizes and strides. */
-  std::vector<std::pair<std::vector<sym::ExprPtr>, std::vector<sym::ExprPtr>>> in_exprs_;
+  /** Per input of the candidate being built: its index map's symbolic integers. */
+  std::vector<std::vector<sym::ExprPtr>> in_exprs_;
+};
+
+// Vertical fusion of built-in pointwise chains: pointwise ops of one shape connected through the
+// values they compute become one generated kernel (tl/fused.h) that loads the inputs once,
+// computes every op in registers and stores only the values used after it (or returned). A group
+// grows from its last op (the sink, where the kernel will run) back through the producers of its
+// operands, latest first; a producer joins when no other node between it and the sink touches its
+// result (that node needs it in memory before the kernel runs) or writes one of its operands (the
+// kernel reads them where the sink ran). The kernel runs after `empty` allocations of its outputs.
+class PointwiseFusion {
+ public:
+  explicit PointwiseFusion(Graph& g) : g_(g), ctx_(g.env->ctx) {}
+
+  int run() {
+    std::vector<Group> groups;
+    std::vector<bool> used(g_.nodes.size(), false);
+    for (size_t i = g_.nodes.size(); i-- > 0;) {
+      if (used[i] || !candidate(g_.nodes[i])) continue;
+      Group grp = grow(i, used);
+      if (grp.members.size() < 2 || grp.leaves.size() > kMaxInputs) continue;
+      for (size_t m : grp.members) used[m] = true;
+      groups.push_back(std::move(grp));
+    }
+    // Groups were found from the last sink back: applying them in that order keeps the positions
+    // of the groups not yet applied.
+    int fused = 0;
+    for (Group& grp : groups) fused += apply(grp) ? static_cast<int>(grp.members.size()) : 0;
+    return fused;
+  }
+
+ private:
+  static constexpr size_t kMaxOps = 32, kMaxInputs = 12;
+  static constexpr int64_t kBlock = 1024;
+
+  struct Group {
+    std::vector<size_t> members;  ///< node indices, ascending (the sink last)
+    std::vector<int> values;      ///< each member's result
+    std::vector<int> leaves;      ///< values read from outside, in first-use order
+    std::vector<sym::ExprPtr> shape;
+    Device device;
+  };
+
+  const TensorInfo& info(int v) const { return g_.values[static_cast<size_t>(v)].tensor; }
+  int storage(int v) const { return g_.storage_of(v); }
+
+  // A pointwise op with a tile lowering, computing out of place into a tensor of its own.
+  bool candidate(const Node& n) const {
+    const Lowering* low = lowering_of(n);
+    if (!low || n.outputs.size() != 1 || n.outputs[0] < 0 || !n.writes.empty()) return false;
+    const DType r = info(n.outputs[0]).dtype;
+    if (r == DType::Bool || (low->floats_only && !is_floating_point(r))) return false;
+    const std::string& name = n.op.name();
+    if ((name == "aten::div.Tensor" || name == "aten::div.Scalar") && !n.args[2].constant.is_none())
+      return false;  // rounding modes have their own ops
+    for (int t = 0; t < low->tensors; ++t) {
+      const Arg& a = n.args[static_cast<size_t>(t)];
+      if (a.kind != Arg::Kind::Value || a.value < 0 ||
+          info(a.value).device != info(n.outputs[0]).device)
+        return false;
+    }
+    if (low->scalar) {
+      const Arg& a = n.args[static_cast<size_t>(low->tensors)];
+      if (a.kind != Arg::Kind::Constant || !a.constant.is_scalar()) return false;
+    }
+    return true;
+  }
+
+  std::vector<int> operands(const Node& n) const {
+    std::vector<int> out;
+    for (int t = 0; t < lowering_of(n)->tensors; ++t)
+      out.push_back(n.args[static_cast<size_t>(t)].value);
+    return out;
+  }
+
+  // Whether producer p may join a group whose kernel runs at `sink` (see the class comment).
+  bool may_join(const std::vector<bool>& member, size_t p, size_t sink) const {
+    const Node& n = g_.nodes[p];
+    const int s = storage(n.outputs[0]);
+    const std::vector<int> in = operands(n);
+    for (size_t j = p + 1; j < sink; ++j) {
+      const Node& o = g_.nodes[j];
+      if (o.dead || member[j]) continue;
+      if (g_.touches(o, s)) return false;
+      for (int w : o.writes) {
+        for (int v : in) {
+          if (storage(w) == storage(v)) return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  Group grow(size_t sink, const std::vector<bool>& used) {
+    Group grp;
+    grp.shape = info(g_.nodes[sink].outputs[0]).sizes;
+    grp.device = info(g_.nodes[sink].outputs[0]).device;
+    std::vector<bool> member(g_.nodes.size(), false);
+    member[sink] = true;
+    size_t count = 1;
+    // Producers to consider, latest first: a producer's later consumers are decided before it.
+    std::set<size_t, std::greater<>> pending;
+    auto push_producers = [&](size_t i) {
+      for (int v : operands(g_.nodes[i])) {
+        const int p = g_.values[static_cast<size_t>(v)].producer;
+        if (p >= 0) pending.insert(static_cast<size_t>(p));
+      }
+    };
+    push_producers(sink);
+    while (!pending.empty() && count < kMaxOps) {
+      const size_t p = *pending.begin();
+      pending.erase(pending.begin());
+      const Node& n = g_.nodes[p];
+      if (member[p] || used[p] || n.dead || !candidate(n)) continue;
+      const TensorInfo& r = info(n.outputs[0]);
+      if (r.sizes != grp.shape || r.device != grp.device || !may_join(member, p, sink)) continue;
+      member[p] = true;
+      ++count;
+      push_producers(p);
+    }
+    for (size_t i = 0; i < member.size(); ++i) {
+      if (!member[i]) continue;
+      grp.members.push_back(i);
+      grp.values.push_back(g_.nodes[i].outputs[0]);
+    }
+    for (size_t i : grp.members) {
+      for (int v : operands(g_.nodes[i])) {
+        const bool inside = std::find(grp.values.begin(), grp.values.end(), v) != grp.values.end();
+        if (!inside && std::find(grp.leaves.begin(), grp.leaves.end(), v) == grp.leaves.end())
+          grp.leaves.push_back(v);
+      }
+    }
+    return grp;
+  }
+
+  // Whether value v is needed after the group: a result of the graph, or touched by a live node
+  // that is not a member.
+  bool escapes(const Group& grp, int v) const {
+    for (int o : g_.outputs) {
+      if (o >= 0 && storage(o) == storage(v)) return true;
+    }
+    for (size_t j = grp.members.front(); j < g_.nodes.size(); ++j) {
+      const Node& n = g_.nodes[j];
+      if (n.dead || std::find(grp.members.begin(), grp.members.end(), j) != grp.members.end())
+        continue;
+      if (g_.touches(n, storage(v))) return true;
+    }
+    return false;
+  }
+
+  // Whether 32-bit indices reach every element of the space and of each input: statically, or
+  // under a guard at these sizes (larger sizes recompile); else 64-bit indices.
+  bool narrow(const Group& grp, sym::ExprPtr numel, SourceLoc loc, const std::string& name) {
+    const sym::ExprPtr limit = ctx_.constant(std::numeric_limits<int32_t>::max());
+    sym::ExprPtr cond = ctx_.le(ctx_.add(numel, ctx_.constant(kBlock)), limit);
+    for (int l : grp.leaves) {
+      const TensorInfo& x = info(l);
+      sym::ExprPtr reach = ctx_.constant(0);
+      for (size_t d = 0; d < x.sizes.size(); ++d)
+        reach = ctx_.add(reach, ctx_.mul(ctx_.sub(x.sizes[d], ctx_.constant(1)), x.strides[d]));
+      cond = ctx_.logical_and(cond, ctx_.le(reach, limit));
+    }
+    if (auto known = ctx_.statically_known(cond)) return *known;
+    if (ctx_.evaluate(cond, g_.env->hints()) == 0) return false;
+    g_.env->add_guard(cond, loc, "generated kernel " + name + "'s 32-bit indices");
+    return true;
+  }
+
+  bool apply(Group& grp) {
+    // The outputs: values used after the group; each is stored densely.
+    std::vector<size_t> out_steps;
+    for (size_t k = 0; k < grp.values.size(); ++k) {
+      if (!escapes(grp, grp.values[k])) continue;
+      if (!g_.contiguous(info(grp.values[k]))) return false;
+      out_steps.push_back(k);
+    }
+    tl::PointwiseSpec spec;
+    spec.name = "fused";
+    std::vector<std::vector<sym::ExprPtr>> params(grp.leaves.size());
+    for (size_t l = 0; l < grp.leaves.size(); ++l) {
+      tl::EpilogueSpec::Input in;
+      if (!broadcast_map(ctx_, info(grp.leaves[l]), grp.shape, in, params[l])) return false;
+      spec.inputs.push_back(std::move(in));
+    }
+    std::ostringstream note;
+    note << "fused " << grp.members.size() << " pointwise ops:";
+    std::vector<std::pair<std::string, SourceLoc>> fused_from;
+    for (size_t k = 0; k < grp.members.size(); ++k) {
+      const Node& n = g_.nodes[grp.members[k]];
+      const Lowering* low = lowering_of(n);
+      tl::PointwiseSpec::Step st;
+      st.op = low->op;
+      st.result = info(n.outputs[0]).dtype;
+      st.compute = st.result;  // the ops here compute in their result dtype
+      if (n.op.name() == "aten::gelu") {
+        const IValue& approx = n.args[1].constant;
+        st.op = approx.is_string() && approx.to_string() == "tanh" ? PwOp::GeluTanh : PwOp::Gelu;
+      }
+      for (int t = 0; t < low->tensors; ++t) {
+        const int v = n.args[static_cast<size_t>(t)].value;
+        tl::PointwiseSpec::Operand o;
+        const auto step = std::find(grp.values.begin(), grp.values.end(), v);
+        if (step != grp.values.end() && step < grp.values.begin() + static_cast<long>(k)) {
+          o.kind = tl::PointwiseSpec::Operand::Kind::Step;
+          o.index = static_cast<size_t>(step - grp.values.begin());
+        } else {
+          o.index = static_cast<size_t>(std::find(grp.leaves.begin(), grp.leaves.end(), v) -
+                                        grp.leaves.begin());
+        }
+        st.operands.push_back(o);
+      }
+      if (low->scalar) {
+        tl::PointwiseSpec::Operand o;
+        o.kind = tl::PointwiseSpec::Operand::Kind::Constant;
+        o.value = n.args[static_cast<size_t>(low->tensors)].constant.to_scalar();
+        o.dtype = st.result;  // as eager's scalar_tensor(b, promoted)
+        st.operands.push_back(o);
+      }
+      if (low->alpha)
+        st.alpha =
+            n.args[static_cast<size_t>(low->tensors + (low->scalar ? 1 : 0))].constant.to_scalar();
+      spec.steps.push_back(std::move(st));
+      std::string short_name = n.op.name().substr(n.op.name().find("::") + 2);
+      short_name = short_name.substr(0, short_name.find('.'));
+      spec.name += "_" + short_name;
+      note << (k ? ", " : " ") << n.op.name();
+      if (n.loc.known()) note << " (" << n.loc << ")";
+      fused_from.emplace_back(n.op.name(), n.loc);
+    }
+    spec.outputs = out_steps;
+    const Node& last = g_.nodes[grp.members.back()];
+    sym::ExprPtr numel = ctx_.constant(1);
+    for (sym::ExprPtr d : grp.shape) numel = ctx_.mul(numel, d);
+    spec.wide = !narrow(grp, numel, last.loc, spec.name);
+    const std::string name = spec.name;
+    std::shared_ptr<const tl::JITFunction> kernel = tl::make_pointwise_kernel(std::move(spec));
+    g_.derived.push_back(kernel);
+    // The outputs' allocations, then the kernel.
+    std::vector<Node> added;
+    for (size_t k : out_steps) {
+      const int v = grp.values[k];
+      Node e;
+      e.kind = Node::Kind::Op;
+      e.op = get_op("aten::empty");
+      e.loc = g_.nodes[grp.members[k]].loc;
+      Arg size;
+      size.kind = Arg::Kind::SymList;
+      size.exprs = grp.shape;
+      size.name = "size";
+      Arg dtype;
+      dtype.constant = IValue(info(v).dtype);
+      dtype.name = "dtype";
+      Arg device;
+      device.constant = IValue(info(v).device);
+      device.name = "device";
+      e.args = {std::move(size), std::move(dtype), std::move(device)};
+      e.outputs = {v};
+      e.note = "the output of " + name;
+      added.push_back(std::move(e));
+    }
+    Node k;
+    k.kind = Node::Kind::Kernel;
+    k.kernel = kernel.get();
+    k.loc = last.loc;
+    for (size_t o : out_steps) {
+      Arg a;
+      a.kind = Arg::Kind::Value;
+      a.value = grp.values[o];
+      a.written = true;
+      a.direct = true;
+      k.args.push_back(std::move(a));
+      k.writes.push_back(grp.values[o]);
+    }
+    for (int l : grp.leaves) {
+      Arg a;
+      a.kind = Arg::Kind::Value;
+      a.value = l;
+      a.read = true;
+      k.args.push_back(std::move(a));
+    }
+    auto sym_arg = [](sym::ExprPtr e) {
+      Arg a;
+      a.kind = Arg::Kind::Sym;
+      a.expr = e;
+      return a;
+    };
+    k.args.push_back(sym_arg(numel));
+    for (const auto& ps : params) {
+      for (sym::ExprPtr e : ps) k.args.push_back(sym_arg(e));
+    }
+    Arg block;
+    block.role = Arg::Role::Meta;
+    block.name = "BLOCK";
+    block.constant = IValue(kBlock);
+    k.args.push_back(std::move(block));
+    k.grid[0] = ctx_.ceildiv(numel, ctx_.constant(kBlock));
+    k.grid[1] = k.grid[2] = ctx_.constant(1);
+    for (size_t m : grp.members) {
+      if (!g_.nodes[m].note.empty()) note << "; " << g_.nodes[m].note;
+    }
+    k.note = note.str();
+    k.fused_from = std::move(fused_from);
+    added.push_back(std::move(k));
+    for (size_t m : grp.members) g_.nodes[m].dead = true;
+    const size_t at = grp.members.back() + 1;
+    g_.insert_nodes(at, std::move(added));
+    for (size_t o = 0; o < out_steps.size(); ++o)
+      g_.values[static_cast<size_t>(grp.values[out_steps[o]])].producer = static_cast<int>(at + o);
+    return true;
+  }
+
+  Graph& g_;
+  sym::Context& ctx_;
 };
 
 }  // namespace
 
 int Graph::fuse_epilogues() {
   return EpilogueFusion(*this).run();
+}
+
+int Graph::fuse_pointwise() {
+  return PointwiseFusion(*this).run();
 }
 
 }  // namespace tessera::compiler

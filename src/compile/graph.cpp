@@ -28,6 +28,15 @@ bool Graph::touches(const Node& n, int s) const {
   return false;
 }
 
+void Graph::insert_nodes(size_t at, std::vector<Node> added) {
+  const int n = static_cast<int>(added.size());
+  for (Value& v : values) {
+    if (v.producer >= static_cast<int>(at)) v.producer += n;
+  }
+  nodes.insert(nodes.begin() + static_cast<std::ptrdiff_t>(at),
+               std::make_move_iterator(added.begin()), std::make_move_iterator(added.end()));
+}
+
 size_t Graph::next_toucher(size_t from, int s) const {
   size_t j = from + 1;
   while (j < nodes.size() && (nodes[j].dead || !touches(nodes[j], s))) ++j;

@@ -126,6 +126,11 @@ struct Graph {
    * writes the op's result; tl/fused.h), under the rules of research/graph_compiler.md §4; notes
    * why a candidate stays unfused. Returns how many were fused. */
   int fuse_epilogues();
+  /** Fuses runs of built-in pointwise ops of one shape into generated kernels (tl/fused.h):
+   * intermediate values never reach memory. Returns how many ops were fused. */
+  int fuse_pointwise();
+  /** Inserts nodes before position `at` (value producers after it move along). */
+  void insert_nodes(size_t at, std::vector<Node> added);
   /** Merges repeated pure operator calls on the same (unchanged) values. */
   int eliminate_common_subexpressions();
   /** Nodes that will run. */

@@ -144,4 +144,68 @@ std::unique_ptr<JITFunction> make_epilogue_kernel(const JITFunction& base, Epilo
   return detail::JITAccess::make(std::move(s));
 }
 
+std::unique_ptr<JITFunction> make_pointwise_kernel(PointwiseSpec spec) {
+  using Kind = JITFunction::ParamSpec::Kind;
+  auto s = std::make_unique<detail::KernelState>();
+  s->name = spec.name;
+  for (size_t k = 0; k < spec.outputs.size(); ++k)
+    s->params.push_back({"out" + std::to_string(k), Kind::Pointer});
+  for (size_t k = 0; k < spec.inputs.size(); ++k)
+    s->params.push_back({"in" + std::to_string(k), Kind::Pointer});
+  s->params.push_back({"n", Kind::Int});
+  size_t nints = 0;
+  for (const auto& in : spec.inputs) {
+    for (const auto* list : {&in.sizes, &in.strides}) {
+      for (const auto& v : *list) {
+        if (v.param) s->params.push_back({"i" + std::to_string(nints++), Kind::Int});
+      }
+    }
+  }
+  s->params.push_back({"BLOCK", Kind::Constexpr});
+  s->no_specialize.assign(s->params.size(), false);
+  s->closure = [spec = std::move(spec), nints](const Tile* params) {
+    const Tile* outs = params;
+    const Tile* ins = outs + spec.outputs.size();
+    const Tile& n = ins[spec.inputs.size()];
+    const Tile* ints = &n + 1;
+    const Tile& block = ints[nints];
+    Tile offs = program_id(0);
+    if (spec.wide) offs = offs.to(DType::Int64);
+    offs = offs * block + arange(0, block);
+    const Tile mask = offs < n;
+    std::vector<Tile> loaded;
+    size_t next = 0;
+    for (size_t k = 0; k < spec.inputs.size(); ++k)
+      loaded.push_back(load(ins[k] + index_map(offs, spec.inputs[k], ints, next), mask));
+    std::vector<Tile> steps;
+    for (const auto& st : spec.steps) {
+      std::vector<Tile> operands;
+      for (const auto& o : st.operands) {
+        switch (o.kind) {
+          case PointwiseSpec::Operand::Kind::Input:
+            operands.push_back(loaded[o.index]);
+            break;
+          case PointwiseSpec::Operand::Kind::Step:
+            operands.push_back(steps[o.index]);
+            break;
+          case PointwiseSpec::Operand::Kind::Constant:
+            operands.push_back(o.value.is_floating_point() ? full({}, o.value.to_double(), o.dtype)
+                               : o.value.is_bool()         ? full({}, o.value.to_bool(), o.dtype)
+                                                           : full({}, o.value.to_int(), o.dtype));
+            break;
+        }
+      }
+      const void* extra = nullptr;
+      if (st.op == ops_detail::PwOp::Add || st.op == ops_detail::PwOp::Sub) extra = &st.alpha;
+      steps.push_back(op_tiles::pointwise_tile(st.op, st.compute,
+                                               ArrayRef<Tile>(operands.data(), operands.size()),
+                                               extra)
+                          .to(st.result));
+    }
+    for (size_t k = 0; k < spec.outputs.size(); ++k)
+      store(outs[k] + offs, steps[spec.outputs[k]].to(outs[k].dtype()), mask);
+  };
+  return detail::JITAccess::make(std::move(s));
+}
+
 }  // namespace tessera::tl

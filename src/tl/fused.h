@@ -46,4 +46,36 @@ struct EpilogueSpec {
  * parameters (each input's sizes, then its strides, in order). */
 std::unique_ptr<JITFunction> make_epilogue_kernel(const JITFunction& base, EpilogueSpec spec);
 
+/**
+ * A kernel the graph compiler generates for a chain of built-in pointwise ops (vertical fusion):
+ * program k computes elements [k * BLOCK, (k + 1) * BLOCK) of the chain's index space (row-major
+ * over its shape), loading each input at its index map, applying the steps in order (each rounded
+ * to its result dtype, as eager rounds what it stores) and storing the outputs, which are dense.
+ * Intermediate steps never reach memory.
+ *
+ * Parameters: the outputs' pointers, the inputs' pointers, `n` (the number of elements), the
+ * index maps' parameters (each input's sizes, then strides), then the constexpr `BLOCK`.
+ */
+struct PointwiseSpec {
+  std::string name;  ///< the kernel's ("fused_mul_exp_add")
+  struct Operand {
+    enum class Kind : uint8_t { Input, Step, Constant } kind = Kind::Input;
+    size_t index = 0;                   ///< Input: the input; Step: the step
+    Scalar value = Scalar(int64_t{0});  ///< Constant: a scalar argument of the op (`x * 2`) ...
+    DType dtype = DType::Float32;       ///< ... in the dtype eager converts it to first
+  };
+  struct Step {
+    ops_detail::PwOp op = ops_detail::PwOp::None;
+    DType compute = DType::Float32;  ///< as the eager op computes
+    DType result = DType::Float32;   ///< the eager op's result dtype
+    std::vector<Operand> operands;
+    Scalar alpha = Scalar(int64_t{1});  ///< add/sub
+  };
+  std::vector<Step> steps;
+  std::vector<EpilogueSpec::Input> inputs;  ///< where element i of the space is in each input
+  std::vector<size_t> outputs;              ///< the step each output stores
+  bool wide = false;                        ///< 64-bit indices
+};
+std::unique_ptr<JITFunction> make_pointwise_kernel(PointwiseSpec spec);
+
 }  // namespace tessera::tl

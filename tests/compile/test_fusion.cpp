@@ -1,0 +1,223 @@
+// Vertical fusion of built-in pointwise chains under tessera::compile (issue 17): a run of
+// pointwise ops becomes one generated kernel whose intermediates never reach memory; what is used
+// after the run is stored, what another node touches in between ends the run, an input written in
+// between ends it, autograd keeps the ops as called. Outputs are poisoned when allocated (every
+// `empty` the graph runs is filled with NaN or -77), and results are compared with eager and with
+// a float64 reference on fresh random inputs.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+
+#include "tessera/compile.h"
+#include "tessera/tessera.h"
+#include "tessera/testing.h"
+#include "testing.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+
+namespace {
+
+// Poisons every allocation a compiled call makes and counts the operators it runs.
+struct PoisonAndCount : DispatchMode {
+  std::map<std::string, int> calls;
+  void handle(const OperatorHandle& op, Stack& stack) override {
+    ++calls[op.name()];
+    const bool alloc = op.name() == "aten::empty" || op.name() == "aten::empty_like";
+    op.redispatch(stack);
+    if (alloc) {
+      Tensor t = stack[0].to_tensor();
+      poison(t);
+    }
+  }
+};
+
+std::map<std::string, int> run_poisoned(const std::function<void()>& call) {
+  PoisonAndCount mode;
+  ModeGuard guard(&mode, ModeKind::Dispatch);
+  call();
+  return mode.calls;
+}
+
+CompileOptions fullgraph(std::string name) {
+  CompileOptions o;
+  o.fullgraph = true;
+  o.name = std::move(name);
+  return o;
+}
+
+// The generated kernels of the newest graph.
+std::vector<const CompiledGraph::Node*> fused_kernels(const CompiledGraph& g) {
+  std::vector<const CompiledGraph::Node*> out;
+  for (const auto& n : g.nodes) {
+    if (n.kind == CompiledGraph::Node::Kind::Kernel && n.target.rfind("fused_", 0) == 0)
+      out.push_back(&n);
+  }
+  return out;
+}
+
+Tensor f64(const Tensor& t) {
+  return t.to(DType::Float64);
+}
+
+TEST(CompilePointwise, AChainWithABiasAndScalarsIsOneKernel) {
+  auto fn = [](const Tensor& x, const Tensor& y, const Tensor& bias) {
+    return ((x * y + bias) * 0.5).sigmoid() - x;
+  };
+  auto compiled = compile(fn, fullgraph("chain"));
+  for (int64_t rows : {33, 7, 130}) {  // static, then dynamic
+    Tensor x = randn({rows, 24}), y = randn({rows, 24}), bias = randn({24});
+    compiled(x, y, bias);  // traces (the trace runs the ops on fakes)
+    Tensor got;
+    const auto calls = run_poisoned([&] { got = compiled(x, y, bias); });
+    EXPECT_TRUE(all_close(got, fn(x, y, bias), 1e-5, 1e-6)) << rows;
+    EXPECT_TRUE(all_close(f64(got), fn(f64(x), f64(y), f64(bias)), 1e-5, 1e-6)) << rows;
+    for (const char* op : {"aten::mul.Tensor", "aten::add.Tensor", "aten::mul.Scalar",
+                           "aten::sigmoid", "aten::sub.Tensor"})
+      EXPECT_EQ(calls.count(op), 0u) << op;
+    const CompiledGraph g = compiled.graph();
+    EXPECT_EQ(g.kernel_launches(), 1) << g.text;
+    const auto k = fused_kernels(g);
+    ASSERT_EQ(k.size(), 1u) << g.text;
+    EXPECT_EQ(k[0]->target, "fused_mul_add_mul_sigmoid_sub");
+    ASSERT_EQ(k[0]->fused_from.size(), 5u);
+    EXPECT_EQ(k[0]->fused_from[2].op, "aten::mul.Scalar");
+    EXPECT_EQ(k[0]->writes.size(), 1u);  // only the result is stored
+    EXPECT_EQ(k[0]->reads.size(), 3u);   // x once, y, the bias
+    EXPECT_NE(g.text.find("fused 5 pointwise ops"), std::string::npos) << g.text;
+  }
+  EXPECT_EQ(compiled.stats().graphs, 2);
+}
+
+TEST(CompilePointwise, ValuesUsedAfterTheChainAreStoredTheRestNever) {
+  // `a` is returned too; `b` only feeds `c`.
+  auto fn = [](const Tensor& x, const Tensor& y) {
+    Tensor a = x.exp();
+    Tensor b = a * y;
+    Tensor c = b.relu() + 1;
+    return std::vector<Tensor>{a, c};
+  };
+  auto compiled = compile(fn, fullgraph("two_outputs"));
+  Tensor x = randn({1000}), y = randn({1000});
+  std::vector<Tensor> got;
+  run_poisoned([&] { got = compiled(x, y); });
+  const auto want = fn(x, y);
+  EXPECT_TRUE(all_close(got[0], want[0]));
+  EXPECT_TRUE(all_close(got[1], want[1]));
+  const CompiledGraph g = compiled.graph();
+  const auto k = fused_kernels(g);
+  ASSERT_EQ(k.size(), 1u) << g.text;
+  EXPECT_EQ(k[0]->writes.size(), 2u) << g.text;
+  // A value another node needs in memory (a reduction) ends the chain before that node; the ops
+  // after it form a chain of their own that reads it.
+  auto split = compile(
+      [](const Tensor& x) {
+        Tensor a = x * 2;
+        Tensor s = a.sum();
+        Tensor b = (a + 1).exp();
+        return std::vector<Tensor>{b.neg(), s};
+      },
+      fullgraph("split"));
+  std::vector<Tensor> r;
+  run_poisoned([&] { r = split(x); });
+  EXPECT_TRUE(all_close(r[0], (x * 2 + 1).exp().neg()));
+  EXPECT_TRUE(all_close(r[1], (x * 2).sum(), 1e-4));
+  const CompiledGraph gs = split.graph();
+  const auto ks = fused_kernels(gs);
+  ASSERT_EQ(ks.size(), 1u) << gs.text;
+  EXPECT_EQ(ks[0]->target, "fused_add_exp_neg");
+}
+
+TEST(CompilePointwise, AnInputWrittenBetweenTheOpsEndsTheChain) {
+  // a reads y before the in-place add, d after it: one kernel at d's place would read the new y
+  // for both.
+  auto fn = [](const Tensor& x, Tensor y) {
+    Tensor a = x * y;
+    y.add_(1);
+    return a + y;
+  };
+  auto compiled = compile(fn, fullgraph("written"));
+  Tensor x = randn({64}), y = randn({64});
+  Tensor y2 = y.clone();
+  const Tensor want = fn(x, y2);
+  Tensor got;
+  run_poisoned([&] { got = compiled(x, y); });
+  EXPECT_TRUE(equal(got, want));
+  EXPECT_TRUE(equal(y, y2));  // the mutation reached the caller's tensor
+  EXPECT_TRUE(fused_kernels(compiled.graph()).empty()) << compiled.graph().text;
+  // Written before the chain reads it: the chain sees the new values and fuses.
+  auto before = compile(
+      [](const Tensor& x, Tensor y) {
+        Tensor a = x * 3;
+        y.mul_(2);
+        return (a + y).tanh();
+      },
+      fullgraph("written_before"));
+  Tensor y3 = y.clone();
+  Tensor got2;
+  run_poisoned([&] { got2 = before(x, y); });
+  EXPECT_TRUE(all_close(got2, (x * 3 + y3 * 2).tanh()));
+  EXPECT_EQ(fused_kernels(before.graph()).size(), 1u) << before.graph().text;
+}
+
+TEST(CompilePointwise, BroadcastsStridedInputsAndZeroDimTensors) {
+  auto fn = [](const Tensor& x, const Tensor& col, const Tensor& t, const Tensor& s) {
+    return (x - col) * t.t() / s + x.abs().sqrt();
+  };
+  auto compiled = compile(fn, fullgraph("broadcast"));
+  for (int64_t n : {5, 9}) {
+    Tensor x = randn({n, 6}), col = randn({n, 1}), t = randn({6, n}), s = tessera::full({}, 3.0);
+    Tensor got;
+    run_poisoned([&] { got = compiled(x, col, t, s); });
+    EXPECT_TRUE(all_close(got, fn(x, col, t, s), 1e-5, 1e-6)) << n;
+    EXPECT_TRUE(all_close(f64(got), fn(f64(x), f64(col), f64(t), f64(s)), 1e-5, 1e-6)) << n;
+    ASSERT_EQ(fused_kernels(compiled.graph()).size(), 1u) << compiled.graph().text;
+  }
+}
+
+TEST(CompilePointwise, EveryStepRoundsToItsDtypeAsEager) {
+  // bfloat16: each op's result is rounded to bfloat16 before the next, as eager stores it.
+  auto fn = [](const Tensor& x, const Tensor& y, const Tensor& z) { return (x * y + z) * 3; };
+  auto compiled = compile(fn, fullgraph("bf16"));
+  const TensorOptions bf16 = TensorOptions().dtype(DType::BFloat16);
+  Tensor x = randn({4097}, bf16), y = randn({4097}, bf16), z = randn({4097}, bf16);
+  Tensor got;
+  run_poisoned([&] { got = compiled(x, y, z); });
+  EXPECT_TRUE(equal(got, fn(x, y, z)));
+  EXPECT_EQ(fused_kernels(compiled.graph()).size(), 1u);
+  // Integers, and a true division of integers into floats.
+  auto ints = compile(
+      [](const Tensor& i, const Tensor& j) {
+        return std::vector<Tensor>{(i * 3 + j) - 7, (i + j) / 4};
+      },
+      fullgraph("ints"));
+  Tensor i = randint(-100, 100, {300}), j = randint(-100, 100, {300});
+  std::vector<Tensor> r;
+  run_poisoned([&] { r = ints(i, j); });
+  EXPECT_TRUE(equal(r[0], (i * 3 + j) - 7));
+  EXPECT_TRUE(equal(r[1], (i + j) / 4));
+  EXPECT_EQ(r[1].dtype(), DType::Float32);
+  // Two chains that share only their inputs: two kernels (no horizontal fusion yet).
+  EXPECT_EQ(fused_kernels(ints.graph()).size(), 2u) << ints.graph().text;
+}
+
+TEST(CompilePointwise, GradAndFuseFalseKeepTheOpsAsCalled) {
+  auto fn = [](const Tensor& x) { return (x * x).sin() + 1; };
+  auto compiled = compile(fn, fullgraph("grad"));
+  Tensor x = randn({50}, TensorOptions().dtype(DType::Float64)).requires_grad_();
+  compiled(x).sum().backward();
+  Tensor xr = x.detach().clone().requires_grad_();
+  fn(xr).sum().backward();
+  EXPECT_TRUE(all_close(x.grad(), xr.grad()));
+  EXPECT_TRUE(fused_kernels(compiled.graph()).empty()) << compiled.graph().text;
+  CompileOptions o = fullgraph("unfused");
+  o.fuse = false;
+  auto unfused = compile(fn, o);
+  Tensor y = randn({50});
+  EXPECT_TRUE(all_close(unfused(y), fn(y)));
+  EXPECT_TRUE(fused_kernels(unfused.graph()).empty()) << unfused.graph().text;
+  EXPECT_EQ(unfused.graph().find("aten::sin").size(), 1u);
+}
+
+}  // namespace
