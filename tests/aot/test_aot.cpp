@@ -416,6 +416,26 @@ TEST(Aot, ACustomOpWithARegisteredKernelRunsFromThePackage) {
   EXPECT_TRUE(equal(p(x)[0].to_tensor(), (x.sum({1}) * 2.0).relu()));
 }
 
+// A chain of built-in pointwise ops is one generated kernel in the graph (issue 17); the package
+// ships it like a user's kernel and runs it at every size in the exported range.
+TEST(Aot, AFusedPointwiseChainRunsFromThePackageAtEverySize) {
+  auto fn = [](const Tensor& x, const Tensor& b) { return ((x + b) * 0.5).sigmoid() - x; };
+  aot::ExportOptions o;
+  o.name = "chain";
+  o.dynamic_shapes = {{0, 0, aot::Dim("rows", 2, 1 << 12)}};
+  const std::string path = temp_path("chain.tspkg");
+  aot::compile(path, fn, o, randn({8, 24}), randn({24}));
+  aot::Package p = aot::load(path);
+  const auto& nodes = p.info().nodes;
+  EXPECT_TRUE(std::any_of(nodes.begin(), nodes.end(), [](const std::string& n) {
+    return n.find("fused_add_mul_sigmoid_sub") != std::string::npos;
+  })) << ::testing::PrintToString(nodes);
+  for (int64_t rows : {2, 37, 1000}) {
+    Tensor x = randn({rows, 24}), b = randn({24});
+    EXPECT_TRUE(tessera::testing::all_close(p(x, b)[0].to_tensor(), fn(x, b), 1e-5, 1e-6)) << rows;
+  }
+}
+
 // A size read from tensor data (an unbacked size, e.g. a grid from `item()`) breaks the graph;
 // a package is one whole graph, so the export refuses it and names the cause.
 TEST(Aot, ASizeReadFromTensorDataIsRefusedAtExport) {
