@@ -341,6 +341,7 @@ class PointwiseFusion {
 
  private:
   static constexpr size_t kMaxOps = 32, kMaxInputs = 12;
+  static constexpr size_t kNamedOps = 6;  ///< ops named in the kernel's name
   static constexpr int64_t kBlock = 1024;
 
   struct Group {
@@ -532,11 +533,13 @@ class PointwiseFusion {
       spec.steps.push_back(std::move(st));
       std::string short_name = n.op.name().substr(n.op.name().find("::") + 2);
       short_name = short_name.substr(0, short_name.find('.'));
-      spec.name += "_" + short_name;
+      if (k < kNamedOps) spec.name += "_" + short_name;
       note << (k ? ", " : " ") << n.op.name();
       if (n.loc.known()) note << " (" << n.loc << ")";
       fused_from.emplace_back(n.op.name(), n.loc);
     }
+    if (grp.members.size() > kNamedOps)
+      spec.name += "_and_" + std::to_string(grp.members.size() - kNamedOps) + "_more";
     spec.outputs = out_steps;
     const Node& last = g_.nodes[grp.members.back()];
     sym::ExprPtr numel = ctx_.constant(1);

@@ -88,6 +88,24 @@ TEST(CompilePointwise, AChainWithABiasAndScalarsIsOneKernel) {
     EXPECT_NE(g.text.find("fused 5 pointwise ops"), std::string::npos) << g.text;
   }
   EXPECT_EQ(compiled.stats().graphs, 2);
+  // A long chain: one kernel, named by its first six ops.
+  auto long_chain = compile(
+      [](const Tensor& x) {
+        Tensor y = x;
+        for (int i = 0; i < 9; ++i) y = (y * 0.9 + 0.1).tanh();
+        return y;
+      },
+      fullgraph("long"));
+  Tensor x = randn({3000});
+  Tensor got;
+  run_poisoned([&] { got = long_chain(x); });
+  Tensor want = x;
+  for (int i = 0; i < 9; ++i) want = (want * 0.9 + 0.1).tanh();
+  EXPECT_TRUE(all_close(got, want, 1e-5, 1e-6));
+  const CompiledGraph g = long_chain.graph();
+  const auto k = fused_kernels(g);
+  ASSERT_EQ(k.size(), 1u) << g.text;
+  EXPECT_EQ(k[0]->target, "fused_mul_add_tanh_mul_add_tanh_and_21_more");
 }
 
 TEST(CompilePointwise, ValuesUsedAfterTheChainAreStoredTheRestNever) {
