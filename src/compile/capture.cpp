@@ -646,7 +646,10 @@ Captured capture(const Traced& fn, const std::vector<IValue>& args, const Captur
     // (compiling the backward with the forward is the next slice).
     bool grad = grad_inputs;
     for (const Tensor& t : g.captured) grad = grad || (grad_enabled() && t.requires_grad());
-    if (!grad) g.fuse_pointwise();
+    if (!grad) {
+      g.fuse_rows();
+      g.fuse_pointwise();
+    }
   }
   g.eliminate_dead_code();
   g.verify();

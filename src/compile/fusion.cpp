@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -311,23 +312,37 @@ class EpilogueFusion {
   std::vector<std::vector<sym::ExprPtr>> in_exprs_;
 };
 
-// Vertical fusion of built-in pointwise chains: pointwise ops of one shape connected through the
-// values they compute become one generated kernel (tl/fused.h) that loads the inputs once,
-// computes every op in registers and stores only the values used after it (or returned). A group
-// grows from its last op (the sink, where the kernel will run) back through the producers of its
-// operands, latest first; a producer joins when no other node between it and the sink touches its
-// result (that node needs it in memory before the kernel runs) or writes one of its operands (the
-// kernel reads them where the sink ran). The kernel runs after `empty` allocations of its outputs.
-class PointwiseFusion {
+// Vertical fusion into generated kernels (tl::make_pointwise_kernel).
+//
+// Flat: pointwise ops of one shape connected through the values they compute become one kernel
+// that loads the inputs once, computes every op in registers and stores only the values used
+// after it (or returned).
+//
+// Rows: reductions along the last dimension of a shape F = [..., N] (sum, mean, amax, amin), the
+// pointwise ops of shape F around them and the pointwise ops on their per-row results (shape
+// [..., 1] or [...]) become one kernel holding each row whole (a persistent reduction): softmax,
+// layer norm or a normalization written with built-in ops run in one pass over memory.
+//
+// A group grows from a seed: rows, forward from a reduction through the ops that consume the
+// group's values (the last one becomes the sink), then in both modes back from the sink through
+// the producers of the members' operands, latest first. The kernel runs where the sink ran, so a
+// node may join only when no other node between it and the sink touches its result (that node
+// needs it in memory before the kernel runs) or writes one of its operands (the kernel reads them
+// where the sink ran). The kernel runs after `empty` allocations of its outputs.
+class ChainFusion {
  public:
-  explicit PointwiseFusion(Graph& g) : g_(g), ctx_(g.env->ctx) {}
+  ChainFusion(Graph& g, bool rows) : g_(g), ctx_(g.env->ctx), rows_(rows) {}
 
   int run() {
     std::vector<Group> groups;
     std::vector<bool> used(g_.nodes.size(), false);
     for (size_t i = g_.nodes.size(); i-- > 0;) {
-      if (used[i] || !candidate(g_.nodes[i])) continue;
-      Group grp = grow(i, used);
+      if (used[i]) continue;
+      Group grp;
+      if (rows_ ? !reduction(g_.nodes[i], grp) : !pointwise(g_.nodes[i])) continue;
+      if (!rows_) grp.shape = info(g_.nodes[i].outputs[0]).sizes;
+      grp.device = info(g_.nodes[i].outputs[0]).device;
+      grow(grp, i, used);
       if (grp.members.size() < 2 || grp.leaves.size() > kMaxInputs) continue;
       for (size_t m : grp.members) used[m] = true;
       groups.push_back(std::move(grp));
@@ -343,20 +358,34 @@ class PointwiseFusion {
   static constexpr size_t kMaxOps = 32, kMaxInputs = 12;
   static constexpr size_t kNamedOps = 6;  ///< ops named in the kernel's name
   static constexpr int64_t kBlock = 1024;
+  static constexpr int64_t kMaxRow = 16384;  ///< the longest row a program holds whole
 
+  enum class Space : uint8_t { None, Full, RowKeep, RowDrop };
   struct Group {
-    std::vector<size_t> members;  ///< node indices, ascending (the sink last)
-    std::vector<int> values;      ///< each member's result
-    std::vector<int> leaves;      ///< values read from outside, in first-use order
-    std::vector<sym::ExprPtr> shape;
+    std::vector<size_t> members;           ///< node indices, ascending (the sink last)
+    std::vector<int> values;               ///< each member's result
+    std::vector<int> leaves;               ///< values read from outside, in first-use order
+    std::vector<sym::ExprPtr> shape;       ///< F
+    std::vector<sym::ExprPtr> keep, drop;  ///< rows: F with the last dimension 1, and without it
     Device device;
   };
 
   const TensorInfo& info(int v) const { return g_.values[static_cast<size_t>(v)].tensor; }
   int storage(int v) const { return g_.storage_of(v); }
 
+  Space space_of(const Group& grp, int v) const {
+    const auto& sz = info(v).sizes;
+    if (sz == grp.shape) return Space::Full;
+    if (rows_ && sz == grp.keep) return Space::RowKeep;
+    if (rows_ && sz == grp.drop) return Space::RowDrop;
+    return Space::None;
+  }
+  const std::vector<sym::ExprPtr>& shape_of(const Group& grp, Space sp) const {
+    return sp == Space::Full ? grp.shape : sp == Space::RowKeep ? grp.keep : grp.drop;
+  }
+
   // A pointwise op with a tile lowering, computing out of place into a tensor of its own.
-  bool candidate(const Node& n) const {
+  bool pointwise(const Node& n) const {
     const Lowering* low = lowering_of(n);
     if (!low || n.outputs.size() != 1 || n.outputs[0] < 0 || !n.writes.empty()) return false;
     const DType r = info(n.outputs[0]).dtype;
@@ -377,14 +406,96 @@ class PointwiseFusion {
     return true;
   }
 
+  // A reduction along the last dimension of a float tensor into its own dtype; `grp` (when its
+  // shape is not set yet) takes the reduction's spaces. False for other nodes, and for one whose
+  // input is not of the group's shape F.
+  bool reduction(const Node& n, Group& grp) const {
+    if (reduce_op(n) == tl::PointwiseSpec::Reduce::None || n.outputs.size() != 1 ||
+        n.outputs[0] < 0 || !n.writes.empty() || n.args[0].kind != Arg::Kind::Value ||
+        n.args[0].value < 0)
+      return false;
+    const TensorInfo& x = info(n.args[0].value);
+    const TensorInfo& r = info(n.outputs[0]);
+    if (!is_floating_point(x.dtype) || r.dtype != x.dtype || x.device != r.device ||
+        x.sizes.empty())
+      return false;
+    // dim: exactly the last; keepdim a constant; no dtype argument.
+    const IValue& dim = n.args[1].constant;
+    if (n.args[1].kind != Arg::Kind::Constant || !dim.is_int_list() ||
+        dim.to_int_list().size() != 1)
+      return false;
+    const int64_t rank = static_cast<int64_t>(x.sizes.size());
+    const int64_t d = dim.to_int_list()[0];
+    if (d != -1 && d != rank - 1) return false;
+    if (n.args.size() > 3 && !n.args[3].constant.is_none()) return false;
+    if (x.sizes.back()->constant() == 1) return false;
+    std::vector<sym::ExprPtr> keep = x.sizes, drop = x.sizes;
+    keep.back() = ctx_.constant(1);
+    drop.pop_back();
+    if (grp.shape.empty()) {
+      grp.shape = x.sizes;
+      grp.keep = std::move(keep);
+      grp.drop = std::move(drop);
+      return r.sizes == grp.keep || r.sizes == grp.drop;
+    }
+    return x.sizes == grp.shape && (r.sizes == grp.keep || r.sizes == grp.drop);
+  }
+  static tl::PointwiseSpec::Reduce reduce_op(const Node& n) {
+    using R = tl::PointwiseSpec::Reduce;
+    if (n.dead || n.kind != Node::Kind::Op) return R::None;
+    const std::string& name = n.op.name();
+    if (name == "aten::sum.dim_IntList") return R::Sum;
+    if (name == "aten::mean.dim") return R::Mean;
+    if (name == "aten::amax") return R::Max;
+    if (name == "aten::amin") return R::Min;
+    return R::None;
+  }
+
   std::vector<int> operands(const Node& n) const {
+    if (reduce_op(n) != tl::PointwiseSpec::Reduce::None) return {n.args[0].value};
     std::vector<int> out;
     for (int t = 0; t < lowering_of(n)->tensors; ++t)
       out.push_back(n.args[static_cast<size_t>(t)].value);
     return out;
   }
 
-  // Whether producer p may join a group whose kernel runs at `sink` (see the class comment).
+  // Whether node n computes something of the group's spaces from the group's values (of the
+  // spaces it may read: a row value broadcasts along the row only kept as [..., 1]) and inputs
+  // from outside that broadcast to its space.
+  bool fits(Group& grp, const Node& n, const std::vector<bool>& member) const {
+    Space sp;
+    std::vector<Space> allowed;
+    if (rows_ && reduce_op(n) != tl::PointwiseSpec::Reduce::None) {
+      if (!reduction(n, grp)) return false;
+      sp = space_of(grp, n.outputs[0]);
+      allowed = {Space::Full};
+    } else {
+      if (!pointwise(n)) return false;
+      sp = space_of(grp, n.outputs[0]);
+      if (sp == Space::Full) allowed = {Space::Full, Space::RowKeep};
+      if (sp == Space::RowKeep || sp == Space::RowDrop) allowed = {sp};
+    }
+    if (sp == Space::None || info(n.outputs[0]).device != grp.device) return false;
+    for (int v : operands(n)) {
+      const int p = g_.values[static_cast<size_t>(v)].producer;
+      if (p >= 0 && member[static_cast<size_t>(p)]) {
+        if (std::find(allowed.begin(), allowed.end(), space_of(grp, v)) == allowed.end())
+          return false;
+        continue;
+      }
+      for (size_t m = 0; m < member.size(); ++m) {
+        if (member[m] && storage(g_.nodes[m].outputs[0]) == storage(v)) return false;
+      }
+      tl::EpilogueSpec::Input in;
+      std::vector<sym::ExprPtr> params;
+      if (!broadcast_map(ctx_, info(v), shape_of(grp, allowed[0] == Space::Full ? Space::Full : sp),
+                         in, params))
+        return false;
+    }
+    return true;
+  }
+
+  // Whether node p may join a group whose kernel runs at `sink` (see the class comment).
   bool may_join(const std::vector<bool>& member, size_t p, size_t sink) const {
     const Node& n = g_.nodes[p];
     const int s = storage(n.outputs[0]);
@@ -402,29 +513,51 @@ class PointwiseFusion {
     return true;
   }
 
-  Group grow(size_t sink, const std::vector<bool>& used) {
-    Group grp;
-    grp.shape = info(g_.nodes[sink].outputs[0]).sizes;
-    grp.device = info(g_.nodes[sink].outputs[0]).device;
+  void grow(Group& grp, size_t seed, const std::vector<bool>& used) {
     std::vector<bool> member(g_.nodes.size(), false);
-    member[sink] = true;
-    size_t count = 1;
-    // Producers to consider, latest first: a producer's later consumers are decided before it.
+    member[seed] = true;
+    size_t count = 1, sink = seed;
+    if (rows_) {
+      // Forward: each node that reads the group's values joins (and becomes the sink) if it fits;
+      // the first that reads them and does not, or writes an operand of a member, ends the scan.
+      for (size_t j = seed + 1; j < g_.nodes.size() && count < kMaxOps; ++j) {
+        const Node& n = g_.nodes[j];
+        if (n.dead) continue;
+        bool reads = false, writes = false;
+        for (size_t m = 0; m < j; ++m) {
+          if (!member[m]) continue;
+          reads = reads || g_.touches(n, storage(g_.nodes[m].outputs[0]));
+          for (int w : n.writes) {
+            for (int v : operands(g_.nodes[m])) writes = writes || storage(w) == storage(v);
+          }
+        }
+        if (reads && !used[j] && fits(grp, n, member)) {
+          member[j] = true;
+          sink = j;
+          ++count;
+          continue;
+        }
+        if (reads || writes) break;
+      }
+    }
+    // Back from the sink: producers, latest first (a producer's later consumers are decided
+    // before it).
     std::set<size_t, std::greater<>> pending;
     auto push_producers = [&](size_t i) {
       for (int v : operands(g_.nodes[i])) {
         const int p = g_.values[static_cast<size_t>(v)].producer;
-        if (p >= 0) pending.insert(static_cast<size_t>(p));
+        if (p >= 0 && !member[static_cast<size_t>(p)]) pending.insert(static_cast<size_t>(p));
       }
     };
-    push_producers(sink);
+    for (size_t i = 0; i <= sink; ++i) {
+      if (member[i]) push_producers(i);
+    }
     while (!pending.empty() && count < kMaxOps) {
       const size_t p = *pending.begin();
       pending.erase(pending.begin());
       const Node& n = g_.nodes[p];
-      if (member[p] || used[p] || n.dead || !candidate(n)) continue;
-      const TensorInfo& r = info(n.outputs[0]);
-      if (r.sizes != grp.shape || r.device != grp.device || !may_join(member, p, sink)) continue;
+      if (member[p] || used[p] || n.dead || !fits(grp, n, member) || !may_join(member, p, sink))
+        continue;
       member[p] = true;
       ++count;
       push_producers(p);
@@ -441,7 +574,6 @@ class PointwiseFusion {
           grp.leaves.push_back(v);
       }
     }
-    return grp;
   }
 
   // Whether value v is needed after the group: a result of the graph, or touched by a live node
@@ -461,9 +593,10 @@ class PointwiseFusion {
 
   // Whether 32-bit indices reach every element of the space and of each input: statically, or
   // under a guard at these sizes (larger sizes recompile); else 64-bit indices.
-  bool narrow(const Group& grp, sym::ExprPtr numel, SourceLoc loc, const std::string& name) {
+  bool narrow(const Group& grp, sym::ExprPtr numel, int64_t block, SourceLoc loc,
+              const std::string& name) {
     const sym::ExprPtr limit = ctx_.constant(std::numeric_limits<int32_t>::max());
-    sym::ExprPtr cond = ctx_.le(ctx_.add(numel, ctx_.constant(kBlock)), limit);
+    sym::ExprPtr cond = ctx_.le(ctx_.add(numel, ctx_.constant(block)), limit);
     for (int l : grp.leaves) {
       const TensorInfo& x = info(l);
       sym::ExprPtr reach = ctx_.constant(0);
@@ -477,7 +610,15 @@ class PointwiseFusion {
     return true;
   }
 
+  // The space node n reads its operands in: a row op's own, F for the others.
+  Space read_space(const Group& grp, const Node& n) const {
+    if (reduce_op(n) != tl::PointwiseSpec::Reduce::None) return Space::Full;
+    const Space sp = space_of(grp, n.outputs[0]);
+    return sp == Space::Full ? Space::Full : sp;
+  }
+
   bool apply(Group& grp) {
+    using Operand = tl::PointwiseSpec::Operand;
     // The outputs: values used after the group; each is stored densely.
     std::vector<size_t> out_steps;
     for (size_t k = 0; k < grp.values.size(); ++k) {
@@ -487,47 +628,65 @@ class PointwiseFusion {
     }
     tl::PointwiseSpec spec;
     spec.name = "fused";
-    std::vector<std::vector<sym::ExprPtr>> params(grp.leaves.size());
-    for (size_t l = 0; l < grp.leaves.size(); ++l) {
-      tl::EpilogueSpec::Input in;
-      if (!broadcast_map(ctx_, info(grp.leaves[l]), grp.shape, in, params[l])) return false;
+    // Inputs: a leaf per space it is read in (rows: a per-row input is read once per row).
+    std::vector<std::pair<int, Space>> inputs;
+    std::vector<std::vector<sym::ExprPtr>> params;
+    auto input_of = [&](int v, Space sp) -> std::optional<size_t> {
+      const std::pair<int, Space> key{v, sp};
+      const auto it = std::find(inputs.begin(), inputs.end(), key);
+      if (it != inputs.end()) return static_cast<size_t>(it - inputs.begin());
+      tl::PointwiseSpec::Input in;
+      in.row = sp != Space::Full;
+      params.emplace_back();
+      if (!broadcast_map(ctx_, info(v), shape_of(grp, sp), in, params.back())) return std::nullopt;
+      inputs.push_back(key);
       spec.inputs.push_back(std::move(in));
-    }
+      return inputs.size() - 1;
+    };
     std::ostringstream note;
-    note << "fused " << grp.members.size() << " pointwise ops:";
+    note << "fused " << grp.members.size() << (rows_ ? " ops in rows of " : " pointwise ops")
+         << (rows_ ? ctx_.str(grp.shape.back()) : "") << ":";
     std::vector<std::pair<std::string, SourceLoc>> fused_from;
     for (size_t k = 0; k < grp.members.size(); ++k) {
       const Node& n = g_.nodes[grp.members[k]];
-      const Lowering* low = lowering_of(n);
       tl::PointwiseSpec::Step st;
-      st.op = low->op;
       st.result = info(n.outputs[0]).dtype;
-      st.compute = st.result;  // the ops here compute in their result dtype
-      if (n.op.name() == "aten::gelu") {
-        const IValue& approx = n.args[1].constant;
-        st.op = approx.is_string() && approx.to_string() == "tanh" ? PwOp::GeluTanh : PwOp::Gelu;
+      st.compute = st.result;  // the pointwise ops here compute in their result dtype
+      st.row = space_of(grp, n.outputs[0]) != Space::Full;
+      st.reduce = reduce_op(n);
+      const Lowering* low = st.reduce == tl::PointwiseSpec::Reduce::None ? lowering_of(n) : nullptr;
+      if (low) {
+        st.op = low->op;
+        if (n.op.name() == "aten::gelu") {
+          const IValue& approx = n.args[1].constant;
+          st.op = approx.is_string() && approx.to_string() == "tanh" ? PwOp::GeluTanh : PwOp::Gelu;
+        }
+      } else {
+        st.compute = st.result == DType::Float64 ? DType::Float64 : DType::Float32;
       }
-      for (int t = 0; t < low->tensors; ++t) {
-        const int v = n.args[static_cast<size_t>(t)].value;
-        tl::PointwiseSpec::Operand o;
-        const auto step = std::find(grp.values.begin(), grp.values.end(), v);
-        if (step != grp.values.end() && step < grp.values.begin() + static_cast<long>(k)) {
-          o.kind = tl::PointwiseSpec::Operand::Kind::Step;
+      const Space reads = read_space(grp, n);
+      for (int v : operands(n)) {
+        Operand o;
+        const auto step =
+            std::find(grp.values.begin(), grp.values.begin() + static_cast<long>(k), v);
+        if (step != grp.values.begin() + static_cast<long>(k)) {
+          o.kind = Operand::Kind::Step;
           o.index = static_cast<size_t>(step - grp.values.begin());
         } else {
-          o.index = static_cast<size_t>(std::find(grp.leaves.begin(), grp.leaves.end(), v) -
-                                        grp.leaves.begin());
+          const auto in = input_of(v, reads);
+          if (!in) return false;
+          o.index = *in;
         }
         st.operands.push_back(o);
       }
-      if (low->scalar) {
-        tl::PointwiseSpec::Operand o;
-        o.kind = tl::PointwiseSpec::Operand::Kind::Constant;
+      if (low && low->scalar) {
+        Operand o;
+        o.kind = Operand::Kind::Constant;
         o.value = n.args[static_cast<size_t>(low->tensors)].constant.to_scalar();
         o.dtype = st.result;  // as eager's scalar_tensor(b, promoted)
         st.operands.push_back(o);
       }
-      if (low->alpha)
+      if (low && low->alpha)
         st.alpha =
             n.args[static_cast<size_t>(low->tensors + (low->scalar ? 1 : 0))].constant.to_scalar();
       spec.steps.push_back(std::move(st));
@@ -538,14 +697,31 @@ class PointwiseFusion {
       if (n.loc.known()) note << " (" << n.loc << ")";
       fused_from.emplace_back(n.op.name(), n.loc);
     }
+    if (inputs.size() > kMaxInputs) return false;
     if (grp.members.size() > kNamedOps)
       spec.name += "_and_" + std::to_string(grp.members.size() - kNamedOps) + "_more";
     spec.outputs = out_steps;
     const Node& last = g_.nodes[grp.members.back()];
     sym::ExprPtr numel = ctx_.constant(1);
     for (sym::ExprPtr d : grp.shape) numel = ctx_.mul(numel, d);
-    spec.wide = !narrow(grp, numel, last.loc, spec.name);
+    // Rows: each program holds a row whole, in a block of the next power of two.
+    sym::ExprPtr row_len = nullptr;
+    if (rows_) {
+      row_len = grp.shape.back();
+      const int64_t n_now = ctx_.evaluate(row_len, g_.env->hints());
+      int64_t block = 1;
+      while (block < n_now) block *= 2;
+      if (block > kMaxRow) return false;
+      spec.row_block = block;
+    }
+    spec.wide = !narrow(grp, numel, rows_ ? spec.row_block : kBlock, last.loc, spec.name);
     const std::string name = spec.name;
+    if (rows_ && !row_len->constant()) {
+      g_.env->add_guard(ctx_.le(row_len, ctx_.constant(spec.row_block)), last.loc,
+                        "generated kernel " + name + " holds rows of at most " +
+                            std::to_string(spec.row_block) + " elements");
+    }
+    const int64_t block = rows_ ? spec.row_block : kBlock;
     std::shared_ptr<const tl::JITFunction> kernel = tl::make_pointwise_kernel(std::move(spec));
     g_.derived.push_back(kernel);
     // The outputs' allocations, then the kernel.
@@ -558,7 +734,7 @@ class PointwiseFusion {
       e.loc = g_.nodes[grp.members[k]].loc;
       Arg size;
       size.kind = Arg::Kind::SymList;
-      size.exprs = grp.shape;
+      size.exprs = info(v).sizes;
       size.name = "size";
       Arg dtype;
       dtype.constant = IValue(info(v).dtype);
@@ -584,10 +760,10 @@ class PointwiseFusion {
       k.args.push_back(std::move(a));
       k.writes.push_back(grp.values[o]);
     }
-    for (int l : grp.leaves) {
+    for (const auto& in : inputs) {
       Arg a;
       a.kind = Arg::Kind::Value;
-      a.value = l;
+      a.value = in.first;
       a.read = true;
       k.args.push_back(std::move(a));
     }
@@ -598,15 +774,28 @@ class PointwiseFusion {
       return a;
     };
     k.args.push_back(sym_arg(numel));
+    if (rows_) k.args.push_back(sym_arg(row_len));
     for (const auto& ps : params) {
       for (sym::ExprPtr e : ps) k.args.push_back(sym_arg(e));
     }
-    Arg block;
-    block.role = Arg::Role::Meta;
-    block.name = "BLOCK";
-    block.constant = IValue(kBlock);
-    k.args.push_back(std::move(block));
-    k.grid[0] = ctx_.ceildiv(numel, ctx_.constant(kBlock));
+    Arg meta;
+    meta.role = Arg::Role::Meta;
+    meta.name = "BLOCK";
+    meta.constant = IValue(block);
+    k.args.push_back(std::move(meta));
+    if (rows_) {  // CUDA: a warp per 256 elements of the row, 1 to 16
+      Arg warps;
+      warps.role = Arg::Role::Option;
+      const tl::LaunchOption opt{tl::LaunchOption::Kind::NumWarps,
+                                 std::clamp<int64_t>(block / 256, 1, 16)};
+      warps.option = opt.kind;
+      warps.name = opt.name();
+      warps.constant = IValue(opt.value);
+      k.args.push_back(std::move(warps));
+    }
+    sym::ExprPtr rows = ctx_.constant(1);
+    for (sym::ExprPtr d : grp.drop) rows = ctx_.mul(rows, d);
+    k.grid[0] = rows_ ? rows : ctx_.ceildiv(numel, ctx_.constant(kBlock));
     k.grid[1] = k.grid[2] = ctx_.constant(1);
     for (size_t m : grp.members) {
       if (!g_.nodes[m].note.empty()) note << "; " << g_.nodes[m].note;
@@ -624,6 +813,7 @@ class PointwiseFusion {
 
   Graph& g_;
   sym::Context& ctx_;
+  const bool rows_;
 };
 
 }  // namespace
@@ -632,8 +822,12 @@ int Graph::fuse_epilogues() {
   return EpilogueFusion(*this).run();
 }
 
+int Graph::fuse_rows() {
+  return ChainFusion(*this, true).run();
+}
+
 int Graph::fuse_pointwise() {
-  return PointwiseFusion(*this).run();
+  return ChainFusion(*this, false).run();
 }
 
 }  // namespace tessera::compiler

@@ -129,6 +129,10 @@ struct Graph {
   /** Fuses runs of built-in pointwise ops of one shape into generated kernels (tl/fused.h):
    * intermediate values never reach memory. Returns how many ops were fused. */
   int fuse_pointwise();
+  /** Fuses reductions along the last dimension with the pointwise ops around them into generated
+   * kernels that hold each row whole (softmax, layer norm written with built-in ops). Returns how
+   * many ops were fused. */
+  int fuse_rows();
   /** Inserts nodes before position `at` (value producers after it move along). */
   void insert_nodes(size_t at, std::vector<Node> added);
   /** Merges repeated pure operator calls on the same (unchanged) values. */

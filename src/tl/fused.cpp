@@ -144,6 +144,35 @@ std::unique_ptr<JITFunction> make_epilogue_kernel(const JITFunction& base, Epilo
   return detail::JITAccess::make(std::move(s));
 }
 
+namespace {
+
+// A reduction step along the row: masked-off lanes take the identity; max and min return NaN
+// when the row holds one, as eager's.
+Tile reduce_row(PointwiseSpec::Reduce op, const Tile& v, const Tile& mask, const Tile& count,
+                DType acc) {
+  using R = PointwiseSpec::Reduce;
+  const Tile x = v.to(acc);
+  switch (op) {
+    case R::Sum:
+      return sum(where(mask, x, zeros({}, acc)));
+    case R::Mean:
+      return sum(where(mask, x, zeros({}, acc))) / count.to(acc);
+    case R::Max:
+    case R::Min: {
+      const bool is_max = op == R::Max;
+      const Tile r = is_max ? max(where(mask, x, full({}, -INFINITY, acc)))
+                            : min(where(mask, x, full({}, INFINITY, acc)));
+      const Tile nan = max(where(mask & (x != x), 1, 0)) > 0;
+      return where(nan, full({}, NAN, acc), r);
+    }
+    case R::None:
+      break;
+  }
+  return v;
+}
+
+}  // namespace
+
 std::unique_ptr<JITFunction> make_pointwise_kernel(PointwiseSpec spec) {
   using Kind = JITFunction::ParamSpec::Kind;
   auto s = std::make_unique<detail::KernelState>();
@@ -153,6 +182,8 @@ std::unique_ptr<JITFunction> make_pointwise_kernel(PointwiseSpec spec) {
   for (size_t k = 0; k < spec.inputs.size(); ++k)
     s->params.push_back({"in" + std::to_string(k), Kind::Pointer});
   s->params.push_back({"n", Kind::Int});
+  const bool rows = spec.row_block > 0;
+  if (rows) s->params.push_back({"N", Kind::Int});
   size_t nints = 0;
   for (const auto& in : spec.inputs) {
     for (const auto* list : {&in.sizes, &in.strides}) {
@@ -163,20 +194,31 @@ std::unique_ptr<JITFunction> make_pointwise_kernel(PointwiseSpec spec) {
   }
   s->params.push_back({"BLOCK", Kind::Constexpr});
   s->no_specialize.assign(s->params.size(), false);
-  s->closure = [spec = std::move(spec), nints](const Tile* params) {
+  s->closure = [spec = std::move(spec), nints, rows](const Tile* params) {
     const Tile* outs = params;
     const Tile* ins = outs + spec.outputs.size();
     const Tile& n = ins[spec.inputs.size()];
-    const Tile* ints = &n + 1;
+    const Tile* row_len = rows ? &n + 1 : nullptr;
+    const Tile* ints = &n + (rows ? 2 : 1);
     const Tile& block = ints[nints];
-    Tile offs = program_id(0);
-    if (spec.wide) offs = offs.to(DType::Int64);
-    offs = offs * block + arange(0, block);
-    const Tile mask = offs < n;
+    Tile pid = program_id(0);
+    if (spec.wide) pid = pid.to(DType::Int64);
+    Tile offs, mask;  // the elements' indices in the space, and which exist
+    if (rows) {
+      const Tile j = arange(0, block);
+      mask = j < *row_len;
+      offs = pid * *row_len + j;
+    } else {
+      offs = pid * block + arange(0, block);
+      mask = offs < n;
+    }
     std::vector<Tile> loaded;
     size_t next = 0;
-    for (size_t k = 0; k < spec.inputs.size(); ++k)
-      loaded.push_back(load(ins[k] + index_map(offs, spec.inputs[k], ints, next), mask));
+    for (size_t k = 0; k < spec.inputs.size(); ++k) {
+      const auto& in = spec.inputs[k];
+      loaded.push_back(in.row ? load(ins[k] + index_map(pid, in, ints, next))
+                              : load(ins[k] + index_map(offs, in, ints, next), mask));
+    }
     std::vector<Tile> steps;
     for (const auto& st : spec.steps) {
       std::vector<Tile> operands;
@@ -195,6 +237,11 @@ std::unique_ptr<JITFunction> make_pointwise_kernel(PointwiseSpec spec) {
             break;
         }
       }
+      if (st.reduce != PointwiseSpec::Reduce::None) {
+        steps.push_back(
+            reduce_row(st.reduce, operands[0], mask, *row_len, st.compute).to(st.result));
+        continue;
+      }
       const void* extra = nullptr;
       if (st.op == ops_detail::PwOp::Add || st.op == ops_detail::PwOp::Sub) extra = &st.alpha;
       steps.push_back(op_tiles::pointwise_tile(st.op, st.compute,
@@ -202,8 +249,15 @@ std::unique_ptr<JITFunction> make_pointwise_kernel(PointwiseSpec spec) {
                                                extra)
                           .to(st.result));
     }
-    for (size_t k = 0; k < spec.outputs.size(); ++k)
-      store(outs[k] + offs, steps[spec.outputs[k]].to(outs[k].dtype()), mask);
+    for (size_t k = 0; k < spec.outputs.size(); ++k) {
+      const auto& st = spec.steps[spec.outputs[k]];
+      const Tile v = steps[spec.outputs[k]].to(outs[k].dtype());
+      if (st.row) {
+        store(outs[k] + pid, v);
+      } else {
+        store(outs[k] + offs, v, mask);
+      }
+    }
   };
   return detail::JITAccess::make(std::move(s));
 }

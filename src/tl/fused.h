@@ -47,14 +47,24 @@ struct EpilogueSpec {
 std::unique_ptr<JITFunction> make_epilogue_kernel(const JITFunction& base, EpilogueSpec spec);
 
 /**
- * A kernel the graph compiler generates for a chain of built-in pointwise ops (vertical fusion):
- * program k computes elements [k * BLOCK, (k + 1) * BLOCK) of the chain's index space (row-major
- * over its shape), loading each input at its index map, applying the steps in order (each rounded
- * to its result dtype, as eager rounds what it stores) and storing the outputs, which are dense.
- * Intermediate steps never reach memory.
+ * A kernel the graph compiler generates for built-in ops fused together (vertical fusion).
  *
- * Parameters: the outputs' pointers, the inputs' pointers, `n` (the number of elements), the
- * index maps' parameters (each input's sizes, then strides), then the constexpr `BLOCK`.
+ * Flat (`row_block == 0`): program k computes elements [k * BLOCK, (k + 1) * BLOCK) of the index
+ * space (row-major over its shape) for a chain of pointwise ops.
+ *
+ * Rows (`row_block > 0`, a persistent reduction): the space is rows of `N` elements; program r
+ * holds row r whole in a tile of BLOCK = row_block >= N elements, so ops on the row's elements,
+ * reductions along it (sum, mean, max, min) and ops on the reductions' per-row values (`row`
+ * steps) all stay in registers: softmax or layer norm written with built-in ops, in one pass.
+ *
+ * Each input is loaded at its index map (`row` inputs at the row's index r, others at the
+ * element's index i = r * N + j); each step is rounded to its result dtype, as eager rounds what
+ * it stores; outputs are dense (`row` steps store one value per row). Intermediate steps never
+ * reach memory.
+ *
+ * Parameters: the outputs' pointers, the inputs' pointers, `n` (the number of elements), `N` (rows
+ * only), the index maps' parameters (each input's sizes, then strides), then the constexpr
+ * `BLOCK`.
  */
 struct PointwiseSpec {
   std::string name;  ///< the kernel's ("fused_mul_exp_add")
@@ -64,17 +74,24 @@ struct PointwiseSpec {
     Scalar value = Scalar(int64_t{0});  ///< Constant: a scalar argument of the op (`x * 2`) ...
     DType dtype = DType::Float32;       ///< ... in the dtype eager converts it to first
   };
+  enum class Reduce : uint8_t { None, Sum, Mean, Max, Min };
   struct Step {
     ops_detail::PwOp op = ops_detail::PwOp::None;
-    DType compute = DType::Float32;  ///< as the eager op computes
+    Reduce reduce = Reduce::None;    ///< a reduction along the row of its one operand
+    DType compute = DType::Float32;  ///< as the eager op computes (a reduction: accumulates)
     DType result = DType::Float32;   ///< the eager op's result dtype
     std::vector<Operand> operands;
     Scalar alpha = Scalar(int64_t{1});  ///< add/sub
+    bool row = false;                   ///< one value per row
+  };
+  struct Input : EpilogueSpec::Input {
+    bool row = false;  ///< indexed by the row, one value per row
   };
   std::vector<Step> steps;
-  std::vector<EpilogueSpec::Input> inputs;  ///< where element i of the space is in each input
-  std::vector<size_t> outputs;              ///< the step each output stores
-  bool wide = false;                        ///< 64-bit indices
+  std::vector<Input> inputs;    ///< where element i (row r) of the space is in each input
+  std::vector<size_t> outputs;  ///< the step each output stores
+  bool wide = false;            ///< 64-bit indices
+  int64_t row_block = 0;        ///< rows: BLOCK, a power of two >= N
 };
 std::unique_ptr<JITFunction> make_pointwise_kernel(PointwiseSpec spec);
 

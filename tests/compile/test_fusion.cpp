@@ -6,6 +6,7 @@
 // a float64 reference on fresh random inputs.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <map>
 
@@ -236,6 +237,93 @@ TEST(CompilePointwise, GradAndFuseFalseKeepTheOpsAsCalled) {
   EXPECT_TRUE(all_close(unfused(y), fn(y)));
   EXPECT_TRUE(fused_kernels(unfused.graph()).empty()) << unfused.graph().text;
   EXPECT_EQ(unfused.graph().find("aten::sin").size(), 1u);
+}
+
+// Softmax, layer norm and RMS norm written with built-in ops: one generated kernel each, holding a
+// row whole (reductions and the ops around them in registers), against eager and float64.
+Tensor softmax_ops(const Tensor& x) {
+  const Tensor e = (x - x.amax({-1}, true)).exp();
+  return e / e.sum({-1}, true);
+}
+Tensor layer_norm_ops(const Tensor& x, const Tensor& w, const Tensor& b) {
+  const Tensor mean = x.mean({-1}, true);
+  const Tensor xc = x - mean;
+  const Tensor var = (xc * xc).mean({-1}, true);
+  return xc * (var + 1e-5).rsqrt() * w + b;
+}
+Tensor rms_norm_ops(const Tensor& x, const Tensor& w) {
+  return x * ((x * x).mean({-1}, true) + 1e-6).rsqrt() * w;
+}
+
+TEST(CompileRows, SoftmaxLayerNormAndRmsNormAreOneKernelEach) {
+  auto sm = compile(softmax_ops, fullgraph("softmax"));
+  for (int64_t cols : {781, 64, 1000}) {
+    Tensor x = randn({37, cols}) * 4;
+    Tensor got;
+    run_poisoned([&] { got = sm(x); });
+    EXPECT_TRUE(all_close(got, softmax_ops(x), 1e-5, 1e-7)) << cols;
+    EXPECT_TRUE(all_close(f64(got), softmax_ops(f64(x)), 1e-5, 1e-7)) << cols;
+    const CompiledGraph g = sm.graph();
+    EXPECT_EQ(g.kernel_launches(), 1) << g.text;
+    const auto k = fused_kernels(g);
+    ASSERT_EQ(k.size(), 1u) << g.text;
+    EXPECT_EQ(k[0]->target, "fused_amax_sub_exp_sum_div");
+    EXPECT_EQ(k[0]->grid[0], "37") << g.text;  // a program per row
+  }
+  auto ln = compile(layer_norm_ops, fullgraph("layer_norm"));
+  for (int64_t rows : {16, 5, 33}) {
+    Tensor x = randn({rows, 300}) * 3 + 1, w = randn({300}), b = randn({300});
+    Tensor got;
+    run_poisoned([&] { got = ln(x, w, b); });
+    EXPECT_TRUE(all_close(got, layer_norm_ops(x, w, b), 1e-4, 1e-5)) << rows;
+    EXPECT_TRUE(all_close(f64(got), layer_norm_ops(f64(x), f64(w), f64(b)), 1e-4, 1e-5)) << rows;
+    const CompiledGraph g = ln.graph();
+    ASSERT_EQ(fused_kernels(g).size(), 1u) << g.text;
+    EXPECT_EQ(g.kernel_launches(), 1) << g.text;
+  }
+  auto rms = compile(rms_norm_ops, fullgraph("rms_norm"));
+  const TensorOptions bf16 = TensorOptions().dtype(DType::BFloat16);
+  Tensor x = randn({4, 8, 512}, bf16), w = randn({512}, bf16);
+  Tensor got;
+  run_poisoned([&] { got = rms(x, w); });
+  EXPECT_TRUE(all_close(f64(got), f64(rms_norm_ops(x, w)), 2e-2, 2e-2));
+  EXPECT_EQ(fused_kernels(rms.graph()).size(), 1u) << rms.graph().text;
+}
+
+TEST(CompileRows, PerRowResultsNansAndWhatStaysOut) {
+  // The row statistics are results too: stored one per row, kept and dropped dimensions.
+  // A per-row input ([20, 1]) joins per-row ops.
+  auto stats = compile(
+      [](const Tensor& x, const Tensor& c) {
+        const Tensor m = x.amax({-1}, false);
+        const Tensor s = (x - x.amax({-1}, true)).exp().sum({-1}, false);
+        return std::vector<Tensor>{m, s.log() + m, x.amin({1}, true) * c};
+      },
+      fullgraph("stats"));
+  Tensor x = randn({20, 50}), c = randn({20, 1});
+  x.select(0, 3).select(0, 7).fill_(NAN);  // a NaN: amax, amin and the sum give NaN in row 3
+  std::vector<Tensor> r;
+  run_poisoned([&] { r = stats(x, c); });
+  const Tensor m = x.amax({-1}, false);
+  EXPECT_TRUE(all_close(r[0], m, 1e-6, 1e-6, /*equal_nan=*/true));
+  EXPECT_TRUE(
+      all_close(r[1], (x - x.amax({-1}, true)).exp().sum({-1}, false).log() + m, 1e-5, 1e-6, true));
+  EXPECT_TRUE(all_close(r[2], x.amin({1}, true) * c, 1e-6, 1e-6, true));
+  const CompiledGraph gs = stats.graph();
+  EXPECT_EQ(fused_kernels(gs).size(), 2u) << gs.text;  // max and softmax's sum; min and c
+  EXPECT_EQ(gs.kernel_launches(), 2) << gs.text;
+  EXPECT_TRUE(std::isnan(r[0][3].item<float>()));
+  EXPECT_FALSE(std::isnan(r[0][4].item<float>()));
+  // Reductions over another dimension, and rows too long to hold, stay as called.
+  auto cols =
+      compile([](const Tensor& x) { return (x - x.amax({0}, true)).exp(); }, fullgraph("columns"));
+  Tensor y = randn({30, 40});
+  EXPECT_TRUE(all_close(cols(y), (y - y.amax({0}, true)).exp()));
+  EXPECT_EQ(cols.graph().find("aten::amax").size(), 1u) << cols.graph().text;
+  auto wide = compile(softmax_ops, fullgraph("wide"));
+  Tensor z = randn({2, 20000});
+  EXPECT_TRUE(all_close(wide(z), softmax_ops(z), 1e-5, 1e-8));
+  EXPECT_EQ(wide.graph().find("aten::amax").size(), 1u) << wide.graph().text;
 }
 
 }  // namespace
