@@ -160,17 +160,25 @@ Tensor layer_norm_ops(const Tensor& x, const Tensor& w, const Tensor& b) {
   const Tensor var = (xc * xc).mean({-1}, true);
   return xc * (var + 1e-5).rsqrt() * w + b;
 }
-template <bool kNorm, int kMode>  // 0 eager, 1 compiled without fusion, 2 compiled, 3 the operator
+// 0 eager, 1 compiled without fusion, 2 compiled, 3 the operator, 4 the operator compiled
+template <bool kNorm, int kMode>
 void BM_Rows(benchmark::State& s) {
   Tensor x = randn({4096, 1024}), w = randn({1024}), b = randn({1024});
   CompileOptions o = options();
   o.name = kNorm ? "layer_norm_ops" : "softmax_ops";
-  o.fuse = kMode == 2;
+  o.fuse = kMode == 2 || kMode == 4;
   auto eager = [&] { return kNorm ? layer_norm_ops(x, w, b) : softmax_ops(x); };
   auto op = [&] { return kNorm ? layer_norm(x, {1024}, w, b, 1e-5) : softmax(x, -1); };
   auto cn = compile(layer_norm_ops, o);
   auto cs = compile(softmax_ops, o);
-  auto compiled = [&] { return kNorm ? cn(x, w, b) : cs(x); };
+  auto cno = compile([](const Tensor& x, const Tensor& w,
+                        const Tensor& b) { return layer_norm(x, {1024}, w, b, 1e-5); },
+                     o);
+  auto cso = compile([](const Tensor& x) { return softmax(x, -1); }, o);
+  auto compiled = [&] {
+    if (kMode == 4) return kNorm ? cno(x, w, b) : cso(x);
+    return kNorm ? cn(x, w, b) : cs(x);
+  };
   const Tensor expect = eager();
   if (!verified(s, allclose(compiled(), expect, 1e-4, 1e-5) && allclose(op(), expect, 1e-4, 1e-5)))
     return;
@@ -183,10 +191,12 @@ BENCHMARK(BM_Rows<false, 0>)->Name("BM_EagerSoftmaxOps")->UseRealTime();
 BENCHMARK(BM_Rows<false, 1>)->Name("BM_UnfusedSoftmaxOps")->UseRealTime();
 BENCHMARK(BM_Rows<false, 2>)->Name("BM_CompiledSoftmaxOps")->UseRealTime();
 BENCHMARK(BM_Rows<false, 3>)->Name("BM_SoftmaxOperator")->UseRealTime();
+BENCHMARK(BM_Rows<false, 4>)->Name("BM_CompiledSoftmaxOperator")->UseRealTime();
 BENCHMARK(BM_Rows<true, 0>)->Name("BM_EagerLayerNormOps")->UseRealTime();
 BENCHMARK(BM_Rows<true, 1>)->Name("BM_UnfusedLayerNormOps")->UseRealTime();
 BENCHMARK(BM_Rows<true, 2>)->Name("BM_CompiledLayerNormOps")->UseRealTime();
 BENCHMARK(BM_Rows<true, 3>)->Name("BM_LayerNormOperator")->UseRealTime();
+BENCHMARK(BM_Rows<true, 4>)->Name("BM_CompiledLayerNormOperator")->UseRealTime();
 
 // AOT packages of add_fn (n = 4 example) and add_fn_1024 (2^22), n dynamic in [2, 2^24].
 std::string package_of(Tensor (*fn)(const Tensor&, const Tensor&), int64_t n, const char* name) {

@@ -343,7 +343,10 @@ class ChainFusion {
       if (!rows_) grp.shape = info(g_.nodes[i].outputs[0]).sizes;
       grp.device = info(g_.nodes[i].outputs[0]).device;
       grow(grp, i, used);
-      if (grp.members.size() < 2 || grp.leaves.size() > kMaxInputs) continue;
+      // One op alone gains nothing, but a composite row op (softmax, a norm) in one pass does.
+      const bool alone_pays =
+          grp.members.size() == 1 && composite_of(g_.nodes[i]) != Composite::None;
+      if ((grp.members.size() < 2 && !alone_pays) || grp.leaves.size() > kMaxInputs) continue;
       for (size_t m : grp.members) used[m] = true;
       groups.push_back(std::move(grp));
     }
@@ -406,11 +409,13 @@ class ChainFusion {
     return true;
   }
 
-  // A reduction along the last dimension of a float tensor into its own dtype; `grp` (when its
-  // shape is not set yet) takes the reduction's spaces. False for other nodes, and for one whose
-  // input is not of the group's shape F.
+  // A reduction along the last dimension of a float tensor into its own dtype (its result one
+  // value per row), or a composite row op (softmax, log_softmax, layer_norm, rms_norm over the last
+  // dimension: its result of the input's shape); `grp` (when its shape is not set yet) takes the
+  // op's spaces. False for other nodes, and for one whose input is not of the group's shape F.
   bool reduction(const Node& n, Group& grp) const {
-    if (reduce_op(n) == tl::PointwiseSpec::Reduce::None || n.outputs.size() != 1 ||
+    const bool composite = composite_of(n) != Composite::None;
+    if ((!composite && reduce_op(n) == tl::PointwiseSpec::Reduce::None) || n.outputs.size() != 1 ||
         n.outputs[0] < 0 || !n.writes.empty() || n.args[0].kind != Arg::Kind::Value ||
         n.args[0].value < 0)
       return false;
@@ -419,15 +424,19 @@ class ChainFusion {
     if (!is_floating_point(x.dtype) || r.dtype != x.dtype || x.device != r.device ||
         x.sizes.empty())
       return false;
-    // dim: exactly the last; keepdim a constant; no dtype argument.
-    const IValue& dim = n.args[1].constant;
-    if (n.args[1].kind != Arg::Kind::Constant || !dim.is_int_list() ||
-        dim.to_int_list().size() != 1)
-      return false;
     const int64_t rank = static_cast<int64_t>(x.sizes.size());
-    const int64_t d = dim.to_int_list()[0];
-    if (d != -1 && d != rank - 1) return false;
-    if (n.args.size() > 3 && !n.args[3].constant.is_none()) return false;
+    if (composite) {
+      if (!composite_args(n, x)) return false;
+    } else {
+      // dim: exactly the last; keepdim a constant; no dtype argument.
+      const IValue& dim = n.args[1].constant;
+      if (n.args[1].kind != Arg::Kind::Constant || !dim.is_int_list() ||
+          dim.to_int_list().size() != 1)
+        return false;
+      const int64_t d = dim.to_int_list()[0];
+      if (d != -1 && d != rank - 1) return false;
+      if (n.args.size() > 3 && !n.args[3].constant.is_none()) return false;
+    }
     if (x.sizes.back()->constant() == 1) return false;
     std::vector<sym::ExprPtr> keep = x.sizes, drop = x.sizes;
     keep.back() = ctx_.constant(1);
@@ -436,9 +445,55 @@ class ChainFusion {
       grp.shape = x.sizes;
       grp.keep = std::move(keep);
       grp.drop = std::move(drop);
-      return r.sizes == grp.keep || r.sizes == grp.drop;
+    } else if (x.sizes != grp.shape) {
+      return false;
     }
-    return x.sizes == grp.shape && (r.sizes == grp.keep || r.sizes == grp.drop);
+    return composite ? r.sizes == grp.shape : r.sizes == grp.keep || r.sizes == grp.drop;
+  }
+
+  // Built-in row ops the row kernels compute whole (as eager's CPU loops: the statistics in
+  // float32, or float64 for float64, rounded once at the end).
+  enum class Composite : uint8_t { None, Softmax, LogSoftmax, LayerNorm, RmsNorm };
+  static Composite composite_of(const Node& n) {
+    if (n.dead || n.kind != Node::Kind::Op) return Composite::None;
+    const std::string& name = n.op.name();
+    if (name == "aten::softmax.int") return Composite::Softmax;
+    if (name == "aten::log_softmax.int") return Composite::LogSoftmax;
+    if (name == "aten::layer_norm") return Composite::LayerNorm;
+    if (name == "aten::rms_norm") return Composite::RmsNorm;
+    return Composite::None;
+  }
+  static bool optional_tensor(const Arg& a) { return a.kind == Arg::Kind::Value && a.value >= 0; }
+  // The arguments a row kernel computes: the last dimension, no dtype conversion, constant eps;
+  // weight and bias (when given) broadcast along the row.
+  bool composite_args(const Node& n, const TensorInfo& x) const {
+    const int64_t rank = static_cast<int64_t>(x.sizes.size());
+    switch (composite_of(n)) {
+      case Composite::Softmax:
+      case Composite::LogSoftmax: {
+        const IValue& dim = n.args[1].constant;
+        if (n.args[1].kind != Arg::Kind::Constant || !dim.is_int()) return false;
+        if (dim.to_int() != -1 && dim.to_int() != rank - 1) return false;
+        return n.args[2].kind == Arg::Kind::Constant && n.args[2].constant.is_none();
+      }
+      case Composite::LayerNorm:
+      case Composite::RmsNorm: {
+        const IValue& shape = n.args[1].constant;
+        if (n.args[1].kind != Arg::Kind::Constant || !shape.is_int_list() ||
+            shape.to_int_list().size() != 1 || x.sizes.back()->constant() != shape.to_int_list()[0])
+          return false;
+        const size_t last = composite_of(n) == Composite::LayerNorm ? 4 : 3;
+        for (size_t a = 2; a < last; ++a) {
+          if (optional_tensor(n.args[a]) && info(n.args[a].value).sizes.size() != 1) return false;
+          if (!optional_tensor(n.args[a]) && !n.args[a].constant.is_none()) return false;
+        }
+        const IValue& eps = n.args[last].constant;
+        return n.args[last].kind == Arg::Kind::Constant && (eps.is_none() || eps.is_scalar());
+      }
+      case Composite::None:
+        break;
+    }
+    return false;
   }
   static tl::PointwiseSpec::Reduce reduce_op(const Node& n) {
     using R = tl::PointwiseSpec::Reduce;
@@ -453,6 +508,15 @@ class ChainFusion {
 
   std::vector<int> operands(const Node& n) const {
     if (reduce_op(n) != tl::PointwiseSpec::Reduce::None) return {n.args[0].value};
+    const Composite c = composite_of(n);
+    if (c != Composite::None) {
+      std::vector<int> out = {n.args[0].value};
+      const size_t last = c == Composite::LayerNorm ? 4 : c == Composite::RmsNorm ? 3 : 2;
+      for (size_t a = 2; a < last; ++a) {
+        if (optional_tensor(n.args[a])) out.push_back(n.args[a].value);
+      }
+      return out;
+    }
     std::vector<int> out;
     for (int t = 0; t < lowering_of(n)->tensors; ++t)
       out.push_back(n.args[static_cast<size_t>(t)].value);
@@ -465,7 +529,8 @@ class ChainFusion {
   bool fits(Group& grp, const Node& n, const std::vector<bool>& member) const {
     Space sp;
     std::vector<Space> allowed;
-    if (rows_ && reduce_op(n) != tl::PointwiseSpec::Reduce::None) {
+    if (rows_ &&
+        (reduce_op(n) != tl::PointwiseSpec::Reduce::None || composite_of(n) != Composite::None)) {
       if (!reduction(n, grp)) return false;
       sp = space_of(grp, n.outputs[0]);
       allowed = {Space::Full};
@@ -610,9 +675,81 @@ class ChainFusion {
     return true;
   }
 
+  static DType accumulator(DType t) {
+    return t == DType::Float64 ? DType::Float64 : DType::Float32;
+  }
+
+  // A composite row op as steps (`st` holds its operands: x, then weight and bias when given; its
+  // result dtype), its statistics in the accumulator's dtype: all but the last step go into
+  // `steps`, and `st` becomes the last.
+  void expand(const Node& n, tl::PointwiseSpec::Step& st,
+              std::vector<tl::PointwiseSpec::Step>& steps) const {
+    using Operand = tl::PointwiseSpec::Operand;
+    using R = tl::PointwiseSpec::Reduce;
+    const DType acc = accumulator(st.result);
+    const std::vector<Operand> in = st.operands;
+    auto push = [&](PwOp op, R reduce, bool row, std::vector<Operand> operands) {
+      tl::PointwiseSpec::Step s;
+      s.op = op;
+      s.reduce = reduce;
+      s.compute = s.result = acc;
+      s.row = row;
+      s.operands = std::move(operands);
+      steps.push_back(std::move(s));
+      Operand o;
+      o.kind = Operand::Kind::Step;
+      o.index = steps.size() - 1;
+      return o;
+    };
+    auto constant = [&](double v) {
+      Operand o;
+      o.kind = Operand::Kind::Constant;
+      o.value = Scalar(v);
+      o.dtype = acc;
+      return o;
+    };
+    auto last = [&](PwOp op, std::vector<Operand> operands) {
+      st.op = op;
+      st.reduce = R::None;
+      st.compute = acc;
+      st.row = false;
+      st.operands = std::move(operands);
+    };
+    const Composite c = composite_of(n);
+    if (c == Composite::Softmax || c == Composite::LogSoftmax) {
+      const Operand m = push(PwOp::None, R::Max, true, {in[0]});
+      const Operand d = push(PwOp::Sub, R::None, false, {in[0], m});
+      const Operand e = push(PwOp::Exp, R::None, false, {d});
+      const Operand sum = push(PwOp::None, R::Sum, true, {e});
+      if (c == Composite::Softmax) return last(PwOp::Div, {e, sum});
+      return last(PwOp::Sub, {d, push(PwOp::Log, R::None, true, {sum})});
+    }
+    // Norms: (x - mean) * rsqrt(mean of squares + eps) [* weight] [+ bias]; RMS norm centres
+    // nothing.
+    const bool layer = c == Composite::LayerNorm;
+    const IValue& eps_arg = n.args[layer ? 4 : 3].constant;
+    const double eps = eps_arg.is_none() ? ops_detail::default_norm_eps(st.result)
+                                         : eps_arg.to_scalar().to_double();
+    Operand x = in[0];
+    if (layer) x = push(PwOp::Sub, R::None, false, {x, push(PwOp::None, R::Mean, true, {x})});
+    const Operand var = push(PwOp::None, R::Mean, true, {push(PwOp::Mul, R::None, false, {x, x})});
+    const Operand inv =
+        push(PwOp::Rsqrt, R::None, true, {push(PwOp::Add, R::None, true, {var, constant(eps)})});
+    Operand y = x;
+    std::vector<Operand> affine(in.begin() + 1, in.end());  // weight, bias as given
+    const bool has_w = optional_tensor(n.args[2]);
+    const bool has_b = layer && optional_tensor(n.args[3]);
+    if (!has_w && !has_b) return last(PwOp::Mul, {y, inv});
+    y = push(PwOp::Mul, R::None, false, {y, inv});
+    if (has_w && !has_b) return last(PwOp::Mul, {y, affine[0]});
+    if (has_w) y = push(PwOp::Mul, R::None, false, {y, affine[0]});
+    return last(PwOp::Add, {y, affine.back()});
+  }
+
   // The space node n reads its operands in: a row op's own, F for the others.
   Space read_space(const Group& grp, const Node& n) const {
-    if (reduce_op(n) != tl::PointwiseSpec::Reduce::None) return Space::Full;
+    if (reduce_op(n) != tl::PointwiseSpec::Reduce::None || composite_of(n) != Composite::None)
+      return Space::Full;
     const Space sp = space_of(grp, n.outputs[0]);
     return sp == Space::Full ? Space::Full : sp;
   }
@@ -647,37 +784,42 @@ class ChainFusion {
     note << "fused " << grp.members.size() << (rows_ ? " ops in rows of " : " pointwise ops")
          << (rows_ ? ctx_.str(grp.shape.back()) : "") << ":";
     std::vector<std::pair<std::string, SourceLoc>> fused_from;
+    std::vector<size_t> step_of(grp.members.size());  // each member's (last) step
     for (size_t k = 0; k < grp.members.size(); ++k) {
       const Node& n = g_.nodes[grp.members[k]];
-      tl::PointwiseSpec::Step st;
-      st.result = info(n.outputs[0]).dtype;
-      st.compute = st.result;  // the pointwise ops here compute in their result dtype
-      st.row = space_of(grp, n.outputs[0]) != Space::Full;
-      st.reduce = reduce_op(n);
-      const Lowering* low = st.reduce == tl::PointwiseSpec::Reduce::None ? lowering_of(n) : nullptr;
-      if (low) {
-        st.op = low->op;
-        if (n.op.name() == "aten::gelu") {
-          const IValue& approx = n.args[1].constant;
-          st.op = approx.is_string() && approx.to_string() == "tanh" ? PwOp::GeluTanh : PwOp::Gelu;
-        }
-      } else {
-        st.compute = st.result == DType::Float64 ? DType::Float64 : DType::Float32;
-      }
       const Space reads = read_space(grp, n);
+      std::vector<Operand> ops;
       for (int v : operands(n)) {
         Operand o;
         const auto step =
             std::find(grp.values.begin(), grp.values.begin() + static_cast<long>(k), v);
         if (step != grp.values.begin() + static_cast<long>(k)) {
           o.kind = Operand::Kind::Step;
-          o.index = static_cast<size_t>(step - grp.values.begin());
+          o.index = step_of[static_cast<size_t>(step - grp.values.begin())];
         } else {
           const auto in = input_of(v, reads);
           if (!in) return false;
           o.index = *in;
         }
-        st.operands.push_back(o);
+        ops.push_back(o);
+      }
+      tl::PointwiseSpec::Step st;
+      st.result = info(n.outputs[0]).dtype;
+      st.compute = st.result;  // the pointwise ops here compute in their result dtype
+      st.row = space_of(grp, n.outputs[0]) != Space::Full;
+      st.reduce = reduce_op(n);
+      st.operands = std::move(ops);
+      const Lowering* low = lowering_of(n);
+      if (composite_of(n) != Composite::None) {
+        expand(n, st, spec.steps);
+      } else if (low) {
+        st.op = low->op;
+        if (n.op.name() == "aten::gelu") {
+          const IValue& approx = n.args[1].constant;
+          st.op = approx.is_string() && approx.to_string() == "tanh" ? PwOp::GeluTanh : PwOp::Gelu;
+        }
+      } else {
+        st.compute = accumulator(st.result);
       }
       if (low && low->scalar) {
         Operand o;
@@ -689,6 +831,7 @@ class ChainFusion {
       if (low && low->alpha)
         st.alpha =
             n.args[static_cast<size_t>(low->tensors + (low->scalar ? 1 : 0))].constant.to_scalar();
+      step_of[k] = spec.steps.size();
       spec.steps.push_back(std::move(st));
       std::string short_name = n.op.name().substr(n.op.name().find("::") + 2);
       short_name = short_name.substr(0, short_name.find('.'));
@@ -700,7 +843,7 @@ class ChainFusion {
     if (inputs.size() > kMaxInputs) return false;
     if (grp.members.size() > kNamedOps)
       spec.name += "_and_" + std::to_string(grp.members.size() - kNamedOps) + "_more";
-    spec.outputs = out_steps;
+    for (size_t k : out_steps) spec.outputs.push_back(step_of[k]);
     const Node& last = g_.nodes[grp.members.back()];
     sym::ExprPtr numel = ctx_.constant(1);
     for (sym::ExprPtr d : grp.shape) numel = ctx_.mul(numel, d);

@@ -92,7 +92,10 @@ Tensor norm_impl(const Tensor& x, IntArrayRef shape, const std::optional<Tensor>
   return out;
 }
 
-double default_eps(DType t) {
+}  // namespace
+
+namespace ops_detail {
+double default_norm_eps(DType t) {
   switch (t) {
     case DType::Float16:
       return 0.0009765625;
@@ -105,7 +108,7 @@ double default_eps(DType t) {
   }
 }
 
-}  // namespace
+}  // namespace ops_detail
 
 TS_REGISTER_OPS(norm_ops) {
   Library lib("aten");
@@ -123,7 +126,7 @@ TS_REGISTER_OPS(norm_ops) {
              [](const Tensor& x, IntArrayRef shape, const std::optional<Tensor>& w,
                 std::optional<double> eps) {
                return norm_impl<true>(x, shape, w, std::nullopt,
-                                      eps.value_or(default_eps(x.dtype())));
+                                      eps.value_or(default_norm_eps(x.dtype())));
              });
   }
 }

@@ -68,4 +68,7 @@ inline void bump_version(const Tensor& t) {
   t.impl()->storage()->bump_version();
 }
 
+/** rms_norm's eps when none is given: the machine epsilon of `t` (as PyTorch). */
+double default_norm_eps(DType t);
+
 }  // namespace tessera::ops_detail

@@ -326,4 +326,59 @@ TEST(CompileRows, PerRowResultsNansAndWhatStaysOut) {
   EXPECT_EQ(wide.graph().find("aten::amax").size(), 1u) << wide.graph().text;
 }
 
+// The built-in row operators compile to the same row kernels, alone or with the ops around them:
+// `softmax(x * scale + mask)` is one pass.
+TEST(CompileRows, SoftmaxAndNormOperatorsBecomeRowKernelsWithTheirNeighbours) {
+  auto attn = compile(
+      [](const Tensor& s, const Tensor& mask) { return softmax(s * 0.125 + mask, -1); },
+      fullgraph("scaled_softmax"));
+  Tensor sc = randn({3, 40, 77}) * 8, mask = randn({77});
+  Tensor got;
+  run_poisoned([&] { got = attn(sc, mask); });
+  EXPECT_TRUE(all_close(got, softmax(sc * 0.125 + mask, -1), 1e-5, 1e-7));
+  EXPECT_TRUE(all_close(f64(got), softmax(f64(sc) * 0.125 + f64(mask), -1), 1e-5, 1e-7));
+  CompiledGraph g = attn.graph();
+  EXPECT_EQ(g.kernel_launches(), 1) << g.text;
+  ASSERT_EQ(fused_kernels(g).size(), 1u) << g.text;
+  EXPECT_EQ(fused_kernels(g)[0]->target, "fused_mul_add_softmax");
+  // Alone, each is a kernel of its own; weight and bias optional; rms_norm's default eps.
+  auto ops = compile(
+      [](const Tensor& x, const Tensor& w, const Tensor& b) {
+        return std::vector<Tensor>{log_softmax(x, 1), layer_norm(x, {96}, w, b, 1e-3),
+                                   layer_norm(x, {96}), rms_norm(x, {96}, w),
+                                   rms_norm(x, {96}, std::nullopt, 1e-2)};
+      },
+      fullgraph("row_ops"));
+  Tensor x = randn({50, 96}) * 2 + 0.5, w = randn({96}), b = randn({96});
+  std::vector<Tensor> r;
+  run_poisoned([&] { r = ops(x, w, b); });
+  EXPECT_TRUE(all_close(r[0], log_softmax(x, 1), 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(r[1], layer_norm(x, {96}, w, b, 1e-3), 1e-4, 1e-5));
+  EXPECT_TRUE(all_close(r[2], layer_norm(x, {96}), 1e-4, 1e-5));
+  EXPECT_TRUE(all_close(r[3], rms_norm(x, {96}, w), 1e-4, 1e-5));
+  EXPECT_TRUE(all_close(r[4], rms_norm(x, {96}, std::nullopt, 1e-2), 1e-4, 1e-5));
+  g = ops.graph();
+  EXPECT_EQ(fused_kernels(g).size(), 5u) << g.text;
+  EXPECT_EQ(g.kernel_launches(), 5) << g.text;
+  // A NaN row stays NaN; a bfloat16 norm rounds once, at the end.
+  Tensor xn = x.clone();
+  xn.select(0, 2).select(0, 5).fill_(NAN);
+  std::vector<Tensor> rn;
+  run_poisoned([&] { rn = ops(xn, w, b); });
+  EXPECT_TRUE(all_close(rn[0], log_softmax(xn, 1), 1e-5, 1e-5, true));
+  EXPECT_TRUE(all_close(rn[1], layer_norm(xn, {96}, w, b, 1e-3), 1e-4, 1e-5, true));
+  auto bf = compile([](const Tensor& x, const Tensor& w) { return layer_norm(x, {96}, w); },
+                    fullgraph("bf16_norm"));
+  const TensorOptions bf16 = TensorOptions().dtype(DType::BFloat16);
+  Tensor xb = randn({30, 96}, bf16), wb = randn({96}, bf16);
+  Tensor gb;
+  run_poisoned([&] { gb = bf(xb, wb); });
+  EXPECT_TRUE(all_close(f64(gb), f64(layer_norm(xb, {96}, wb)), 1e-2, 1e-2));
+  EXPECT_EQ(fused_kernels(bf.graph()).size(), 1u);
+  // Over another dimension the operator stays as called.
+  auto cols = compile([](const Tensor& x) { return softmax(x, 0); }, fullgraph("softmax_dim0"));
+  EXPECT_TRUE(all_close(cols(x), softmax(x, 0)));
+  EXPECT_TRUE(fused_kernels(cols.graph()).empty()) << cols.graph().text;
+}
+
 }  // namespace
