@@ -343,17 +343,23 @@ class ChainFusion {
       if (!rows_) grp.shape = info(g_.nodes[i].outputs[0]).sizes;
       grp.device = info(g_.nodes[i].outputs[0]).device;
       grow(grp, i, used);
-      // One op alone gains nothing, but a composite row op (softmax, a norm) in one pass does.
-      const bool alone_pays =
-          grp.members.size() == 1 && composite_of(g_.nodes[i]) != Composite::None;
-      if ((grp.members.size() < 2 && !alone_pays) || grp.leaves.size() > kMaxInputs) continue;
+      // One op alone gains nothing, but a composite row op (softmax, a norm) in one pass does;
+      // it may still join a group that reads the same input (below).
+      if (grp.leaves.size() > kMaxInputs) continue;
       for (size_t m : grp.members) used[m] = true;
       groups.push_back(std::move(grp));
     }
-    // Groups were found from the last sink back: applying them in that order keeps the positions
-    // of the groups not yet applied.
+    merge_siblings(groups);
+    // Applied from the last sink back, so that the positions of the groups not yet applied hold.
+    std::sort(groups.begin(), groups.end(),
+              [](const Group& a, const Group& b) { return a.members.back() > b.members.back(); });
     int fused = 0;
-    for (Group& grp : groups) fused += apply(grp) ? static_cast<int>(grp.members.size()) : 0;
+    for (Group& grp : groups) {
+      const bool alone_pays =
+          grp.members.size() == 1 && composite_of(g_.nodes[grp.members[0]]) != Composite::None;
+      if (grp.members.size() < 2 && !alone_pays) continue;
+      fused += apply(grp) ? static_cast<int>(grp.members.size()) : 0;
+    }
     return fused;
   }
 
@@ -627,6 +633,14 @@ class ChainFusion {
       ++count;
       push_producers(p);
     }
+    collect(grp, member);
+  }
+
+  // The group's members (ascending), their values and the values they read from outside.
+  void collect(Group& grp, const std::vector<bool>& member) const {
+    grp.members.clear();
+    grp.values.clear();
+    grp.leaves.clear();
     for (size_t i = 0; i < member.size(); ++i) {
       if (!member[i]) continue;
       grp.members.push_back(i);
@@ -639,6 +653,45 @@ class ChainFusion {
           grp.leaves.push_back(v);
       }
     }
+  }
+
+  // Horizontal fusion: groups (or ops alone) of the same spaces that read a common input become
+  // one kernel, which loads it once, where every member of the one with the earlier sink may move
+  // to the later sink.
+  void merge_siblings(std::vector<Group>& groups) const {
+    for (bool merged_one = true; merged_one;) {
+      merged_one = false;
+      for (size_t a = 0; a < groups.size() && !merged_one; ++a) {
+        for (size_t b = a + 1; b < groups.size() && !merged_one; ++b) {
+          if (!siblings(groups[a], groups[b])) continue;
+          const bool a_late = groups[a].members.back() > groups[b].members.back();
+          const Group& late = a_late ? groups[a] : groups[b];
+          const Group& early = a_late ? groups[b] : groups[a];
+          std::vector<bool> member(g_.nodes.size(), false);
+          for (const Group* grp : {&late, &early}) {
+            for (size_t m : grp->members) member[m] = true;
+          }
+          bool legal = true;
+          for (size_t m : early.members) legal = legal && may_join(member, m, late.members.back());
+          if (!legal) continue;
+          Group merged = late;
+          collect(merged, member);
+          if (merged.leaves.size() > kMaxInputs) continue;
+          groups[a] = std::move(merged);
+          groups.erase(groups.begin() + static_cast<std::ptrdiff_t>(b));
+          merged_one = true;  // look again: the merged group may take others
+        }
+      }
+    }
+  }
+  bool siblings(const Group& a, const Group& b) const {
+    if (a.shape != b.shape || a.keep != b.keep || a.drop != b.drop || a.device != b.device ||
+        a.members.size() + b.members.size() > kMaxOps)
+      return false;
+    for (int l : a.leaves) {
+      if (std::find(b.leaves.begin(), b.leaves.end(), l) != b.leaves.end()) return true;
+    }
+    return false;
   }
 
   // Whether value v is needed after the group: a result of the graph, or touched by a live node
