@@ -337,6 +337,15 @@ class Tracer final : public DispatchMode {
     const auto& params = fn.params();
     const std::vector<ir::StoreCoverage> cover = ir::store_coverage(*kernel.function);
     const std::vector<bool> direct = ir::direct_stores(*kernel.function);
+    const std::vector<bool> direct_loads = ir::direct_loads(*kernel.function);
+    for (size_t p = 0; p < params.size(); ++p) {
+      const Tensor* bound = prepared.param_tensor(j, p);
+      for (size_t i = 0; bound && i < args.size(); ++i) {
+        if (args[i].kind != tl::KernelArg::Kind::Tensor || hinted[i].tensor != bound) continue;
+        Arg& a = n.args[i];
+        a.direct_load = (first || a.direct_load) && p < direct_loads.size() && direct_loads[p];
+      }
+    }
     std::vector<bool> seen(n.args.size(), false);
     for (size_t p = 0; p < params.size() && p < cover.size(); ++p) {
       const Tensor* bound = prepared.param_tensor(j, p);

@@ -128,6 +128,10 @@ class EpilogueFusion {
       for (size_t a = 0; a < g_.nodes[k].args.size(); ++a) {
         while (try_fuse(k, a)) ++fused;
       }
+      // Prologues chain too (exp, then relu, before the kernel's loads).
+      for (size_t a = 0; a < g_.nodes[k].args.size(); ++a) {
+        while (try_prologue(k, a)) ++fused;
+      }
     }
     return fused;
   }
@@ -265,6 +269,145 @@ class EpilogueFusion {
     kernel.fused_from.emplace_back(epi.op.name(), epi.loc);
     epi.dead = true;
     replace(result, w, e);
+    return true;
+  }
+
+  // Fuses the pointwise op that computes kernel k's read argument `ai` (R = op(X, ...)) into the
+  // kernel's loads, if one may be: the kernel then reads X through that parameter and applies the
+  // op itself. Legal when R is used by nothing else (not a result, not another node's input, one
+  // argument of the kernel), the kernel only loads it, as `pointer + offsets`; R and X are dense
+  // of one shape and dtype (the offsets address both); the op's other inputs broadcast to R and
+  // are not written between the op and the kernel, nor by it.
+  bool try_prologue(size_t k, size_t ai) {
+    Node& kernel = g_.nodes[k];
+    const Arg& a = kernel.args[ai];
+    in_exprs_.clear();
+    if (a.kind != Arg::Kind::Value || a.value < 0 || !a.read || a.written || !a.direct_load ||
+        kernel.tuned)
+      return false;
+    const int r = a.value;
+    const Value& rv = g_.values[static_cast<size_t>(r)];
+    if (rv.producer < 0) return false;
+    const size_t pi = static_cast<size_t>(rv.producer);
+    Node& pro = g_.nodes[pi];
+    const Lowering* low = lowering_of(pro);
+    if (!low || low->scalar || low->op == PwOp::Pow || pro.outputs.size() != 1 ||
+        pro.outputs[0] != r || !pro.writes.empty())
+      return false;
+    const std::string kname = kernel.kernel->name();
+    auto refuse = [&](const std::string& why) {
+      pro.note = "not fused into kernel " + kname + " (prologue): " + why;
+      return false;
+    };
+    const TensorInfo& rt = info(r);
+    const int s = storage(r);
+    if (!g_.contiguous(rt)) return refuse("its result is not contiguous");
+    for (int o : g_.outputs) {
+      if (o >= 0 && storage(o) == s) return refuse("its result is also a result");
+    }
+    // Factories that take only its metadata (`empty_like(r)`) take X's instead, which is the same.
+    std::vector<size_t> like;
+    for (size_t j = pi + 1; j < g_.nodes.size(); ++j) {
+      const Node& n = g_.nodes[j];
+      if (j == k || n.dead || !g_.touches(n, s)) continue;
+      const bool factory = n.kind == Node::Kind::Op && n.op.name().size() > 5 &&
+                           n.op.name().compare(n.op.name().size() - 5, 5, "_like") == 0 &&
+                           n.op.name().rfind("aten::", 0) == 0 && n.args[0].value == r &&
+                           n.writes.empty();
+      bool only_self = factory;
+      for (size_t i = 1; only_self && i < n.args.size(); ++i) {
+        if (n.args[i].kind == Arg::Kind::Value && n.args[i].value >= 0 &&
+            storage(n.args[i].value) == s)
+          only_self = false;
+      }
+      if (!only_self) return refuse("its result is used by another node");
+      like.push_back(j);
+    }
+    for (size_t i = 0; i < kernel.args.size(); ++i) {
+      const Arg& o = kernel.args[i];
+      if (i != ai && o.kind == Arg::Kind::Value && o.value >= 0 && storage(o.value) == s)
+        return refuse("the kernel takes its result twice");
+    }
+    if (rt.dtype == DType::Bool || (low->floats_only && !is_floating_point(rt.dtype)))
+      return refuse("the op computes in another dtype than its result's");
+    // X: the first operand of R's dtype and shape, dense; the other operands are extra inputs.
+    int x = -1;
+    for (int t = 0; t < low->tensors && x < 0; ++t) {
+      const Arg& o = pro.args[static_cast<size_t>(t)];
+      if (o.kind == Arg::Kind::Value && o.value >= 0 && info(o.value).dtype == rt.dtype &&
+          info(o.value).sizes == rt.sizes && g_.contiguous(info(o.value)) &&
+          info(o.value).device == rt.device)
+        x = o.value;
+    }
+    if (x < 0) return refuse("no operand has its result's shape, dtype and layout");
+    tl::EpilogueSpec spec;
+    spec.target = param_of(kernel, ai);
+    spec.op = low->op;
+    spec.compute = rt.dtype;
+    std::vector<int> extra;
+    for (int t = 0; t < low->tensors; ++t) {
+      const Arg& o = pro.args[static_cast<size_t>(t)];
+      if (o.kind != Arg::Kind::Value || o.value < 0) return refuse("an operand is not a tensor");
+      if (o.value == x) {
+        spec.operands.push_back(-1);
+        continue;
+      }
+      const TensorInfo& ot = info(o.value);
+      if (ot.dtype != rt.dtype || ot.device != rt.device)
+        return refuse("an operand has another dtype or device");
+      tl::EpilogueSpec::Input in;
+      in_exprs_.emplace_back();
+      if (!broadcast_map(ctx_, ot, rt.sizes, in, in_exprs_.back()))
+        return refuse("an operand does not broadcast to its result");
+      spec.operands.push_back(static_cast<int>(spec.inputs.size()));
+      spec.inputs.push_back(std::move(in));
+      extra.push_back(o.value);
+    }
+    // Every operand (X too) unwritten from the op through the kernel.
+    for (int t = 0; t < low->tensors; ++t) {
+      const int os = storage(pro.args[static_cast<size_t>(t)].value);
+      for (size_t j = pi + 1; j <= k; ++j) {
+        if (!g_.nodes[j].dead && writes(g_.nodes[j], os))
+          return refuse("an operand is written between the op and the kernel");
+      }
+    }
+    if (low->alpha) spec.alpha = pro.args[static_cast<size_t>(low->tensors)].constant.to_scalar();
+    if (pro.op.name() == "aten::gelu") {
+      const IValue& approx = pro.args[1].constant;
+      spec.op = approx.is_string() && approx.to_string() == "tanh" ? PwOp::GeluTanh : PwOp::Gelu;
+    }
+    if (pro.op.name() == "aten::div.Tensor" && !pro.args[2].constant.is_none())
+      return refuse("division with a rounding mode");
+    std::string short_name = pro.op.name().substr(pro.op.name().find("::") + 2);
+    short_name = short_name.substr(0, short_name.find('.'));
+    spec.name = short_name + "+" + kname;
+    std::shared_ptr<const tl::JITFunction> derived =
+        tl::make_prologue_kernel(*kernel.kernel, std::move(spec));
+    g_.derived.push_back(derived);
+    kernel.kernel = derived.get();
+    kernel.args[ai].value = x;
+    for (size_t j : like) g_.nodes[j].args[0].value = x;
+    for (int e : extra) {
+      Arg arg;
+      arg.kind = Arg::Kind::Value;
+      arg.value = e;
+      arg.read = true;
+      kernel.args.push_back(std::move(arg));
+    }
+    for (const auto& params : in_exprs_) {
+      for (sym::ExprPtr e : params) {
+        Arg arg;
+        arg.kind = Arg::Kind::Sym;
+        arg.expr = e;
+        kernel.args.push_back(std::move(arg));
+      }
+    }
+    std::ostringstream note;
+    note << "prologue " << pro.op.name() << " fused";
+    if (pro.loc.known()) note << " (" << pro.loc << ")";
+    kernel.note += (kernel.note.empty() ? "" : "; ") + note.str();
+    kernel.fused_from.emplace_back(pro.op.name(), pro.loc);
+    pro.dead = true;
     return true;
   }
 

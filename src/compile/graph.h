@@ -65,6 +65,9 @@ struct Arg {
   /** Kernel launches, written tensors: every store through it is `pointer + offsets`
    * (ir::direct_stores, every variant): an epilogue can be fused into those stores. */
   bool direct = false;
+  /** Kernel launches, read tensors: every load through it is `pointer + offsets`
+   * (ir::direct_loads, every variant): a prologue can be fused into those loads. */
+  bool direct_load = false;
 };
 
 struct Node {

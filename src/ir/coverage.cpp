@@ -300,12 +300,16 @@ int direct_param(const Function& f, ValueId p) {
 
 }  // namespace
 
-std::vector<bool> direct_stores(const Function& f) {
+namespace {
+
+// Per parameter: every access op (`is_access`) whose pointer may derive from it addresses it
+// directly, and there is at least one.
+template <class Pred>
+std::vector<bool> direct_accesses(const Function& f, Pred is_access) {
   std::vector<bool> out(f.params.size(), false), broken(f.params.size(), false);
   const std::vector<uint64_t> provenance = pointer_provenance(f);
   walk(f.body, [&](const Op* op) {
-    if (op->kind != OpKind::Store && op->kind != OpKind::Atomic && op->kind != OpKind::AtomicCas)
-      return;
+    if (!is_access(op->kind)) return;
     const ValueId p = op->operands[0];
     const int direct = direct_param(f, p);
     for (size_t i = 0; i < f.params.size(); ++i) {
@@ -320,6 +324,18 @@ std::vector<bool> direct_stores(const Function& f) {
   });
   for (size_t i = 0; i < out.size(); ++i) out[i] = out[i] && !broken[i];
   return out;
+}
+
+}  // namespace
+
+std::vector<bool> direct_stores(const Function& f) {
+  return direct_accesses(f, [](OpKind k) {
+    return k == OpKind::Store || k == OpKind::Atomic || k == OpKind::AtomicCas;
+  });
+}
+
+std::vector<bool> direct_loads(const Function& f) {
+  return direct_accesses(f, [](OpKind k) { return k == OpKind::Load; });
 }
 
 std::vector<StoreCoverage> store_coverage(const Function& f) {

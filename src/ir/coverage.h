@@ -42,4 +42,9 @@ std::vector<StoreCoverage> store_coverage(const Function& f);
  * offsets (a fused epilogue's rewrite). False for parameters nothing writes. */
 std::vector<bool> direct_stores(const Function& f);
 
+/** Per parameter: whether every load that may read through it addresses it as `param + offsets`
+ * (as direct_stores), so the element it reads is known from the offsets (a fused prologue's
+ * rewrite). False for parameters nothing loads. */
+std::vector<bool> direct_loads(const Function& f);
+
 }  // namespace tessera::ir

@@ -77,27 +77,58 @@ Tile index_map(const Tile& i, const EpilogueSpec::Input& in, const Tile* ints, s
 
 }  // namespace
 
-std::unique_ptr<JITFunction> make_epilogue_kernel(const JITFunction& base, EpilogueSpec spec) {
-  const detail::KernelState& from = base.state();
+namespace {
+
+// A derived kernel's state: the base's parameters, then one pointer per extra input, then the
+// index maps' integers.
+std::unique_ptr<detail::KernelState> derived_state(const detail::KernelState& from,
+                                                   const EpilogueSpec& spec, const char* prefix) {
   auto s = std::make_unique<detail::KernelState>();
   s->name = spec.name;
   s->params = from.params;
   s->loc = from.loc;
-  const size_t nbase = from.params.size();
   for (size_t k = 0; k < spec.inputs.size(); ++k)
-    s->params.push_back({"epilogue_in" + std::to_string(k), JITFunction::ParamSpec::Kind::Pointer});
+    s->params.push_back(
+        {prefix + std::string("_in") + std::to_string(k), JITFunction::ParamSpec::Kind::Pointer});
   size_t nints = 0;
   for (const auto& in : spec.inputs) {
     for (const auto* list : {&in.sizes, &in.strides}) {
       for (const auto& v : *list) {
         if (v.param)
-          s->params.push_back(
-              {"epilogue_i" + std::to_string(nints++), JITFunction::ParamSpec::Kind::Int});
+          s->params.push_back({prefix + std::string("_i") + std::to_string(nints++),
+                               JITFunction::ParamSpec::Kind::Int});
       }
     }
   }
   s->no_specialize = from.no_specialize;
   s->no_specialize.resize(s->params.size(), false);
+  return s;
+}
+
+// The op of a fused epilogue or prologue on its operands: -1 `value`, k the extra input k loaded
+// at `i` (masked by `m` when given).
+Tile apply_fused(TraceContext& c, const EpilogueSpec& spec, const Tile& value, const Tile& i,
+                 ValueId m, const Tile* inputs, const Tile* ints) {
+  std::vector<Tile> loaded;
+  size_t next = 0;
+  for (size_t k = 0; k < spec.inputs.size(); ++k) {
+    const Tile at = index_map(i, spec.inputs[k], ints, next);
+    loaded.push_back(m == ir::kNoValue ? load(inputs[k] + at) : load(inputs[k] + at, c.tile(m)));
+  }
+  std::vector<Tile> operands;
+  for (int o : spec.operands) operands.push_back(o < 0 ? value : loaded[static_cast<size_t>(o)]);
+  const void* extra = nullptr;
+  if (spec.op == ops_detail::PwOp::Add || spec.op == ops_detail::PwOp::Sub) extra = &spec.alpha;
+  return op_tiles::pointwise_tile(spec.op, spec.compute,
+                                  ArrayRef<Tile>(operands.data(), operands.size()), extra);
+}
+
+}  // namespace
+
+std::unique_ptr<JITFunction> make_epilogue_kernel(const JITFunction& base, EpilogueSpec spec) {
+  const detail::KernelState& from = base.state();
+  auto s = derived_state(from, spec, "epilogue");
+  const size_t nbase = from.params.size();
   const detail::KernelState* base_state = &from;
   s->closure = [spec = std::move(spec), base_state, nbase](const Tile* params) {
     TraceContext& c = TraceContext::current({});
@@ -112,21 +143,7 @@ std::unique_ptr<JITFunction> make_epilogue_kernel(const JITFunction& base, Epilo
       const auto offs = offsets_from(c, p, target);
       if (!offs) return outer ? outer(p, v, m) : v;  // a store through another parameter
       const DType elem = c.type(v).elem;
-      const Tile i = c.tile(*offs);
-      std::vector<Tile> operands;
-      size_t next = 0;
-      std::vector<Tile> loaded;
-      for (size_t k = 0; k < spec.inputs.size(); ++k) {
-        const Tile at = index_map(i, spec.inputs[k], ints, next);
-        loaded.push_back(m == ir::kNoValue ? load(inputs[k] + at)
-                                           : load(inputs[k] + at, c.tile(m)));
-      }
-      for (int o : spec.operands)
-        operands.push_back(o < 0 ? c.tile(v) : loaded[static_cast<size_t>(o)]);
-      const void* extra = nullptr;
-      if (spec.op == ops_detail::PwOp::Add || spec.op == ops_detail::PwOp::Sub) extra = &spec.alpha;
-      const Tile r = op_tiles::pointwise_tile(
-          spec.op, spec.compute, ArrayRef<Tile>(operands.data(), operands.size()), extra);
+      const Tile r = apply_fused(c, spec, c.tile(v), c.tile(*offs), m, inputs, ints);
       const ValueId out = c.value(r.to(elem), {});
       return outer ? outer(p, out, m) : out;
     };
@@ -134,6 +151,49 @@ std::unique_ptr<JITFunction> make_epilogue_kernel(const JITFunction& base, Epilo
       TraceContext& c;
       std::function<ValueId(ValueId, ValueId, ValueId)>& outer;
       ~Restore() { c.store_hook = std::move(outer); }
+    } restore{c, outer};
+    if (base_state->closure) {
+      base_state->closure(params);
+    } else {
+      base_state->invoke(base_state->body, params);
+    }
+  };
+  return detail::JITAccess::make(std::move(s));
+}
+
+std::unique_ptr<JITFunction> make_prologue_kernel(const JITFunction& base, EpilogueSpec spec) {
+  const detail::KernelState& from = base.state();
+  auto s = derived_state(from, spec, "prologue");
+  const size_t nbase = from.params.size();
+  const detail::KernelState* base_state = &from;
+  s->closure = [spec = std::move(spec), base_state, nbase](const Tile* params) {
+    TraceContext& c = TraceContext::current({});
+    const ValueId target = c.value(params[spec.target], {});
+    const Tile* inputs = params + nbase;
+    const Tile* ints = inputs + spec.inputs.size();
+    bool busy = false;  // the hook's own loads are plain loads
+    auto outer = std::move(c.load_hook);
+    c.load_hook = [&c, &spec, &outer, &busy, target, inputs, ints](ValueId p, ValueId m,
+                                                                   ValueId o) -> ValueId {
+      if (busy) return ir::kNoValue;
+      const auto offs = offsets_from(c, p, target);
+      if (!offs) return outer ? outer(p, m, o) : ir::kNoValue;  // another parameter
+      busy = true;
+      const DType elem = c.type(p).elem;
+      // X itself: through the prologue fused before this one on the same parameter, if any.
+      const ValueId earlier = outer ? outer(p, m, o) : ir::kNoValue;
+      const Tile x = earlier != ir::kNoValue ? c.tile(earlier)
+                     : m == ir::kNoValue     ? load(c.tile(p))
+                                             : load(c.tile(p), c.tile(m));
+      Tile r = apply_fused(c, spec, x, c.tile(*offs), m, inputs, ints).to(elem);
+      if (m != ir::kNoValue) r = where(c.tile(m), r, c.tile(o));  // `other` where masked off
+      busy = false;
+      return c.value(r, {});
+    };
+    struct Restore {  // the hook goes when the trace leaves this kernel, thrown or not
+      TraceContext& c;
+      std::function<ValueId(ValueId, ValueId, ValueId)>& outer;
+      ~Restore() { c.load_hook = std::move(outer); }
     } restore{c, outer};
     if (base_state->closure) {
       base_state->closure(params);

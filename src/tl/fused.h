@@ -46,6 +46,13 @@ struct EpilogueSpec {
  * parameters (each input's sizes, then its strides, in order). */
 std::unique_ptr<JITFunction> make_epilogue_kernel(const JITFunction& base, EpilogueSpec spec);
 
+/** A prologue fused into a user's kernel: every load through the base's pointer parameter
+ * `spec.target`, `X + offs`, loads `op(X at offs, inputs at g(offs))` instead (where the mask
+ * holds; `other` elsewhere): the pointwise op whose result the kernel read now runs inside it, on
+ * X, the op's operand now bound to that parameter (`operands`: -1 for X). Extra parameters as
+ * make_epilogue_kernel's. */
+std::unique_ptr<JITFunction> make_prologue_kernel(const JITFunction& base, EpilogueSpec spec);
+
 /**
  * A kernel the graph compiler generates for built-in ops fused together (vertical fusion).
  *

@@ -1784,6 +1784,10 @@ Tile load(Operand ptr, SourceLoc loc) {
   const ValueId p = val(c, ptr);
   if (!c.type(p).ptr)
     c.fail(loc, "tl::load expects a pointer (or a tile of pointers), got " + c.type(p).str());
+  if (c.load_hook) {
+    const ValueId r = c.load_hook(p, ir::kNoValue, ir::kNoValue);
+    if (r != ir::kNoValue) return c.tile(r);
+  }
   return c.tile(c.builder().load(p));
 }
 
@@ -1822,7 +1826,13 @@ Tile load(Operand ptr, Operand mask, Operand other, SourceLoc loc) {
                     " does not fit the pointer shape " + shape_str(shape));
   }
   p = to_shape(c, p, shape);
-  return c.tile(c.builder().load(p, to_shape(c, m, shape), to_shape(c, o, shape)));
+  m = to_shape(c, m, shape);
+  o = to_shape(c, o, shape);
+  if (c.load_hook) {
+    const ValueId r = c.load_hook(p, m, o);
+    if (r != ir::kNoValue) return c.tile(r);
+  }
+  return c.tile(c.builder().load(p, m, o));
 }
 
 namespace {

@@ -84,6 +84,10 @@ class TraceContext {
    * shape; mask kNoValue when none) and returns the value to store: a fused epilogue's rewrite
    * (tl/fused.h). Unset for ordinary kernels. */
   std::function<ir::ValueId(ir::ValueId ptr, ir::ValueId value, ir::ValueId mask)> store_hook;
+  /** Sees every load before it is emitted (pointer, mask and other, normalized to the load's
+   * shape; mask and other kNoValue when none) and returns the value loaded instead, or kNoValue
+   * for the load itself: a fused prologue's rewrite (tl/fused.h). Unset for ordinary kernels. */
+  std::function<ir::ValueId(ir::ValueId ptr, ir::ValueId mask, ir::ValueId other)> load_hook;
 
  private:
   ir::Function& f_;

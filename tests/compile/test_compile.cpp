@@ -671,6 +671,70 @@ TEST(CompileEpilogues, ABiasAddFusesWithoutAnnotationStaticAndDynamic) {
       << col.stats().last_graph;
 }
 
+// Prologues: a pointwise op whose result only a kernel reads runs inside the kernel's loads.
+TEST(CompilePrologues, OpsBeforeTheKernelRunInsideItsLoads) {
+  auto launch = [](const Tensor& a, const Tensor& b) {
+    Tensor out = empty_like(a);
+    auto n = a.numel();
+    add_kernel[tl::cdiv(n, 16)](a, b, out, n, tl::meta("BLOCK_SIZE", 16));
+    return out;
+  };
+  auto fn = [launch](const Tensor& x, const Tensor& y, const Tensor& bias) {
+    return launch(x.exp().relu(), y + bias);
+  };
+  auto compiled = compile(fn, full("prologue"));
+  for (int64_t rows : {3, 7, 11}) {  // 24 * rows elements: the last block is masked
+    Tensor x = randn({rows, 24}), y = randn({rows, 24}), bias = randn({24});
+    EXPECT_TRUE(all_close(compiled(x, y, bias), x.exp().relu() + (y + bias))) << rows;
+    const CompiledGraph g = compiled.graph();
+    EXPECT_EQ(g.kernel_launches(), 1) << g.text;
+    ASSERT_EQ(g.find("exp+relu+add+add_kernel").size() + g.find("add+exp+relu+add_kernel").size(),
+              1u)
+        << g.text;
+    EXPECT_TRUE(g.find("aten::exp").empty()) << g.text;
+    EXPECT_TRUE(g.find("aten::relu").empty()) << g.text;
+  }
+  auto note_of = [](auto& c) {
+    const std::string g = c.stats().last_graph;
+    const size_t at = g.find("(prologue)");
+    return at == std::string::npos ? g : g.substr(at, g.find('\n', at) - at);
+  };
+  Tensor x = randn({40}), y = randn({40});
+  // Its result is returned too: computed once, in memory.
+  auto both = compile(
+      [launch](const Tensor& x, const Tensor& y) {
+        Tensor r = x.relu();
+        return std::vector<Tensor>{launch(r, y), r};
+      },
+      full("prologue_result"));
+  auto r = both(x, y);
+  EXPECT_TRUE(equal(r[0], x.relu() + y));
+  EXPECT_TRUE(equal(r[1], x.relu()));
+  EXPECT_NE(note_of(both).find("also a result"), std::string::npos) << note_of(both);
+  // Its operand is written between the op and the kernel: the kernel must see the old values.
+  auto written = compile(
+      [launch](const Tensor& x, Tensor y) {
+        Tensor r = y.relu();
+        y.add_(5);
+        return launch(x, r);
+      },
+      full("prologue_written"));
+  Tensor y2 = y.clone();
+  EXPECT_TRUE(equal(written(x, y2), x + y.relu()));
+  EXPECT_NE(note_of(written).find("written between"), std::string::npos) << note_of(written);
+  // A kernel that stores to what it reads (out += x) takes no prologue there.
+  auto rw = compile(
+      [](const Tensor& x) {
+        Tensor acc = x.abs();
+        auto n = x.numel();
+        add_kernel[tl::cdiv(n, 8)](x, acc, acc, n, tl::meta("BLOCK_SIZE", 8));
+        return acc;
+      },
+      full("prologue_rw"));
+  EXPECT_TRUE(equal(rw(x), x + x.abs()));
+  EXPECT_EQ(rw.graph().find("aten::abs").size(), 1u) << rw.graph().text;
+}
+
 TEST(CompileEpilogues, EachRuleThatKeepsAnOpOutOfTheKernel) {
   auto note_of = [](auto& compiled) {
     const std::string g = compiled.stats().last_graph;
