@@ -436,6 +436,26 @@ TEST(Aot, AFusedPointwiseChainRunsFromThePackageAtEverySize) {
   }
 }
 
+// A pointwise op before a user kernel runs inside its loads (a prologue); the package ships the
+// derived kernel.
+TEST(Aot, APrologueFusedIntoTheUserKernelShipsInsideIt) {
+  auto fn = [](const Tensor& x, const Tensor& y) { return add_fn(x.relu(), y); };
+  aot::ExportOptions o;
+  o.name = "prologue";
+  o.dynamic_shapes = {{0, 0, aot::Dim("n", 2, 1 << 20)}, {1, 0, aot::Dim("n", 2, 1 << 20)}};
+  const std::string path = temp_path("prologue.tspkg");
+  aot::compile(path, fn, o, randn({64}), randn({64}));
+  aot::Package p = aot::load(path);
+  const auto& nodes = p.info().nodes;
+  EXPECT_TRUE(std::any_of(nodes.begin(), nodes.end(), [](const std::string& n) {
+    return n.find("relu+") != std::string::npos;
+  })) << ::testing::PrintToString(nodes);
+  for (int64_t n : {2, 77, 5000}) {
+    Tensor x = randn({n}), y = randn({n});
+    EXPECT_TRUE(equal(p(x, y)[0].to_tensor(), x.relu() + y)) << n;
+  }
+}
+
 // A size read from tensor data (an unbacked size, e.g. a grid from `item()`) breaks the graph;
 // a package is one whole graph, so the export refuses it and names the cause.
 TEST(Aot, ASizeReadFromTensorDataIsRefusedAtExport) {
