@@ -158,7 +158,7 @@ class EpilogueFusion {
     if (e == g_.nodes.size()) return false;
     Node& epi = g_.nodes[e];
     const Lowering* low = lowering_of(epi);
-    if (!low || low->scalar || low->op == PwOp::Pow) return false;
+    if (!low || low->op == PwOp::Pow) return false;
     const std::string kname = kernel.kernel->name();
     auto refuse = [&](const std::string& why) {
       epi.note = "not fused into kernel " + kname + ": " + why;
@@ -231,7 +231,8 @@ class EpilogueFusion {
       spec.inputs.push_back(std::move(in));
       extra.push_back(o.value);
     }
-    if (low->alpha) spec.alpha = epi.args[static_cast<size_t>(low->tensors)].constant.to_scalar();
+    if (!scalar_operand(*low, epi, spec)) return refuse("its scalar operand is not a constant");
+    if (low->alpha) spec.alpha = epi.args[alpha_index(*low)].constant.to_scalar();
     if (epi.op.name() == "aten::gelu") {
       const IValue& approx = epi.args[1].constant;
       spec.op = approx.is_string() && approx.to_string() == "tanh" ? PwOp::GeluTanh : PwOp::Gelu;
@@ -291,8 +292,8 @@ class EpilogueFusion {
     const size_t pi = static_cast<size_t>(rv.producer);
     Node& pro = g_.nodes[pi];
     const Lowering* low = lowering_of(pro);
-    if (!low || low->scalar || low->op == PwOp::Pow || pro.outputs.size() != 1 ||
-        pro.outputs[0] != r || !pro.writes.empty())
+    if (!low || low->op == PwOp::Pow || pro.outputs.size() != 1 || pro.outputs[0] != r ||
+        !pro.writes.empty())
       return false;
     const std::string kname = kernel.kernel->name();
     auto refuse = [&](const std::string& why) {
@@ -371,7 +372,8 @@ class EpilogueFusion {
           return refuse("an operand is written between the op and the kernel");
       }
     }
-    if (low->alpha) spec.alpha = pro.args[static_cast<size_t>(low->tensors)].constant.to_scalar();
+    if (!scalar_operand(*low, pro, spec)) return refuse("its scalar operand is not a constant");
+    if (low->alpha) spec.alpha = pro.args[alpha_index(*low)].constant.to_scalar();
     if (pro.op.name() == "aten::gelu") {
       const IValue& approx = pro.args[1].constant;
       spec.op = approx.is_string() && approx.to_string() == "tanh" ? PwOp::GeluTanh : PwOp::Gelu;
@@ -409,6 +411,19 @@ class EpilogueFusion {
     kernel.fused_from.emplace_back(pro.op.name(), pro.loc);
     pro.dead = true;
     return true;
+  }
+
+  // A `.Scalar` op's constant operand (`x * 2`), after its tensor; false when it is not constant.
+  static bool scalar_operand(const Lowering& low, const Node& n, tl::EpilogueSpec& spec) {
+    if (!low.scalar) return true;
+    const Arg& a = n.args[static_cast<size_t>(low.tensors)];
+    if (a.kind != Arg::Kind::Constant || !a.constant.is_scalar()) return false;
+    spec.operands.push_back(-2 - static_cast<int>(spec.constants.size()));
+    spec.constants.push_back(a.constant.to_scalar());
+    return true;
+  }
+  static size_t alpha_index(const Lowering& low) {
+    return static_cast<size_t>(low.tensors + (low.scalar ? 1 : 0));
   }
 
   // The base kernel's parameter bound to argument `ai` (positional arguments fill the parameters

@@ -105,6 +105,13 @@ std::unique_ptr<detail::KernelState> derived_state(const detail::KernelState& fr
   return s;
 }
 
+// A Scalar as a 0-d tile of `dtype` (eager's scalar_tensor).
+Tile scalar_tile(const Scalar& v, DType dtype) {
+  return v.is_floating_point() ? full({}, v.to_double(), dtype)
+         : v.is_bool()         ? full({}, v.to_bool(), dtype)
+                               : full({}, v.to_int(), dtype);
+}
+
 // The op of a fused epilogue or prologue on its operands: -1 `value`, k the extra input k loaded
 // at `i` (masked by `m` when given).
 Tile apply_fused(TraceContext& c, const EpilogueSpec& spec, const Tile& value, const Tile& i,
@@ -116,7 +123,15 @@ Tile apply_fused(TraceContext& c, const EpilogueSpec& spec, const Tile& value, c
     loaded.push_back(m == ir::kNoValue ? load(inputs[k] + at) : load(inputs[k] + at, c.tile(m)));
   }
   std::vector<Tile> operands;
-  for (int o : spec.operands) operands.push_back(o < 0 ? value : loaded[static_cast<size_t>(o)]);
+  for (int o : spec.operands) {
+    if (o >= 0) {
+      operands.push_back(loaded[static_cast<size_t>(o)]);
+    } else if (o == -1) {
+      operands.push_back(value);
+    } else {
+      operands.push_back(scalar_tile(spec.constants[static_cast<size_t>(-2 - o)], spec.compute));
+    }
+  }
   const void* extra = nullptr;
   if (spec.op == ops_detail::PwOp::Add || spec.op == ops_detail::PwOp::Sub) extra = &spec.alpha;
   return op_tiles::pointwise_tile(spec.op, spec.compute,
@@ -291,9 +306,7 @@ std::unique_ptr<JITFunction> make_pointwise_kernel(PointwiseSpec spec) {
             operands.push_back(steps[o.index]);
             break;
           case PointwiseSpec::Operand::Kind::Constant:
-            operands.push_back(o.value.is_floating_point() ? full({}, o.value.to_double(), o.dtype)
-                               : o.value.is_bool()         ? full({}, o.value.to_bool(), o.dtype)
-                                                           : full({}, o.value.to_int(), o.dtype));
+            operands.push_back(scalar_tile(o.value, o.dtype));
             break;
         }
       }

@@ -28,8 +28,10 @@ struct EpilogueSpec {
   size_t target = 0;  ///< the base kernel's pointer parameter whose stores change
   ops_detail::PwOp op = ops_detail::PwOp::None;
   DType compute = DType::Float32;  ///< the op's compute dtype; its result is stored as W's dtype
-  /** The op's operands in order: -1 the value being stored, k >= 0 extra input k. */
+  /** The op's operands in order: -1 the value being stored (a prologue: loaded), k >= 0 extra
+   * input k, -2 - j constant j (a Scalar argument, `x * 2`, in the compute dtype). */
   std::vector<int> operands;
+  std::vector<Scalar> constants;
   /** add/sub's alpha (the op's `extra`; others take none in an epilogue). */
   Scalar alpha = Scalar(int64_t{1});
   /** Per extra input, where element `i` of W (row-major) is: `identity` (i itself), or the sum

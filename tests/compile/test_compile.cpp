@@ -583,6 +583,14 @@ TEST(CompileEpilogues, ReluAfterTheSeedKernelIsOneKernel) {
   EXPECT_TRUE(all_close(chain(x, y), (x + y).relu().sigmoid().neg()));
   EXPECT_NE(chain.stats().last_graph.find("kernel add_kernel+relu+sigmoid+neg["), std::string::npos)
       << chain.stats().last_graph;
+  // Scalar operands (`* 2`, `- 1`) fuse as constants of the kernel's dtype.
+  auto scaled =
+      compile([](const Tensor& x, const Tensor& y) { return (add_fn(x, y) * 2.5 - 1).relu(); },
+              full("scaled"));
+  EXPECT_TRUE(equal(scaled(x, y), ((x + y) * 2.5 - 1).relu()));
+  const CompiledGraph gs = scaled.graph();
+  EXPECT_EQ(gs.kernel_launches(), 1) << gs.text;
+  EXPECT_EQ(gs.find("add_kernel+mul+sub+relu").size(), 1u) << gs.text;
 }
 
 // The graph as data (issue 20): what a graph runs, reads, writes and fused, without parsing text.
@@ -694,6 +702,12 @@ TEST(CompilePrologues, OpsBeforeTheKernelRunInsideItsLoads) {
     EXPECT_TRUE(g.find("aten::exp").empty()) << g.text;
     EXPECT_TRUE(g.find("aten::relu").empty()) << g.text;
   }
+  // A scalar operand: `launch(x * 0.5, y)`.
+  auto half = compile([launch](const Tensor& x, const Tensor& y) { return launch(x * 0.5, y); },
+                      full("prologue_scalar"));
+  Tensor xs = randn({5, 24}), ys = randn({5, 24});
+  EXPECT_TRUE(equal(half(xs, ys), xs * 0.5 + ys));
+  EXPECT_EQ(half.graph().find("mul+add_kernel").size(), 1u) << half.graph().text;
   auto note_of = [](auto& c) {
     const std::string g = c.stats().last_graph;
     const size_t at = g.find("(prologue)");

@@ -1,0 +1,88 @@
+"""PyTorch eager and torch.compile (Inductor's C++ backend) on the functions of issue 17's fusion
+benchmarks, on CPU tensors, beside `bench_compile_cpu`'s rows of the same names:
+
+    BiasReluResidual    relu((x + bias) * 0.5) + residual
+    BiasGeluResidual    gelu((x + bias) * 0.5, approximate="tanh") + residual
+    SoftmaxOps          e = exp(x - amax(x, -1)); e / sum(e, -1)
+    LayerNormOps        mean, centre, variance, rsqrt, weight, bias (nine ops)
+    SoftmaxOperator     softmax(x, -1)
+    LayerNormOperator   layer_norm(x, [1024], w, b)
+
+x is 4096 x 1024 float32. Prints one line per function: name, eager ms, torch.compile ms (medians
+of --runs calls after warm-up), and torch.compile's first-call seconds.
+
+    python3 bench/peers/torch_fusion_cpu.py [--threads 2] [--runs 30]
+"""
+import argparse
+import statistics
+import time
+import warnings
+
+warnings.filterwarnings("ignore")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=30)
+    args = ap.parse_args()
+    import torch  # noqa: E402
+    import torch.nn.functional as F  # noqa: E402
+
+    torch.set_num_threads(args.threads)
+    x = torch.randn(4096, 1024)
+    bias, w, b = torch.randn(1024), torch.randn(1024), torch.randn(1024)
+    r = torch.randn(4096, 1024)
+
+    def bias_relu(x, bias, r):
+        return torch.relu((x + bias) * 0.5) + r
+
+    def bias_gelu(x, bias, r):
+        return F.gelu((x + bias) * 0.5, approximate="tanh") + r
+
+    def softmax_ops(x):
+        e = torch.exp(x - x.amax(-1, keepdim=True))
+        return e / e.sum(-1, keepdim=True)
+
+    def layer_norm_ops(x, w, b):
+        mean = x.mean(-1, keepdim=True)
+        xc = x - mean
+        var = (xc * xc).mean(-1, keepdim=True)
+        return xc * torch.rsqrt(var + 1e-5) * w + b
+
+    def softmax_op(x):
+        return torch.softmax(x, -1)
+
+    def layer_norm_op(x, w, b):
+        return F.layer_norm(x, [1024], w, b, 1e-5)
+
+    cases = [
+        ("BiasReluResidual", bias_relu, (x, bias, r)),
+        ("BiasGeluResidual", bias_gelu, (x, bias, r)),
+        ("SoftmaxOps", softmax_ops, (x,)),
+        ("LayerNormOps", layer_norm_ops, (x, w, b)),
+        ("SoftmaxOperator", softmax_op, (x,)),
+        ("LayerNormOperator", layer_norm_op, (x, w, b)),
+    ]
+
+    def median_ms(fn, a):
+        for _ in range(3):
+            fn(*a)
+        times = []
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            fn(*a)
+            times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times)
+
+    for name, fn, a in cases:
+        compiled = torch.compile(fn, fullgraph=True)
+        t0 = time.perf_counter()
+        out = compiled(*a)
+        first = time.perf_counter() - t0
+        assert torch.allclose(out, fn(*a), rtol=1e-4, atol=1e-5), name
+        print(f"{name} {median_ms(fn, a):.3f} {median_ms(compiled, a):.3f} {first:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
