@@ -986,7 +986,25 @@ class ChainFusion {
       tl::PointwiseSpec::Input in;
       in.row = sp != Space::Full;
       params.emplace_back();
-      if (!broadcast_map(ctx_, info(v), shape_of(grp, sp), in, params.back())) return std::nullopt;
+      if (rows_ && sp == Space::Full) {
+        // At the row's map over the leading dimensions, plus j times its stride along the row.
+        TensorInfo lead = info(v);
+        sym::ExprPtr last = ctx_.constant(0);
+        if (!lead.sizes.empty()) {
+          if (lead.sizes.back() == grp.shape.back()) {
+            last = lead.strides.back();
+          } else if (lead.sizes.back()->constant() != 1) {
+            return std::nullopt;
+          }
+          lead.sizes.pop_back();
+          lead.strides.pop_back();
+        }
+        in.split = true;
+        if (!broadcast_map(ctx_, lead, grp.drop, in, params.back())) return std::nullopt;
+        in.last_stride = fused_int(last, params.back());
+      } else if (!broadcast_map(ctx_, info(v), shape_of(grp, sp), in, params.back())) {
+        return std::nullopt;
+      }
       inputs.push_back(key);
       spec.inputs.push_back(std::move(in));
       return inputs.size() - 1;

@@ -54,12 +54,15 @@ std::optional<ValueId> offsets_from(TraceContext& c, ValueId p, ValueId target) 
   }
 }
 
+// An index map's integer: a constant, or the next Int parameter.
+Tile fused_int(const FusedInt& v, const Tile* ints, size_t& next) {
+  if (v.param) return ints[next++];
+  const bool narrow = v.value >= INT32_MIN && v.value <= INT32_MAX;
+  return full({}, v.value, narrow ? DType::Int32 : DType::Int64);
+}
+
 Tile index_map(const Tile& i, const EpilogueSpec::Input& in, const Tile* ints, size_t& next) {
-  auto get = [&](const FusedInt& v) {
-    if (v.param) return ints[next++];
-    const bool narrow = v.value >= INT32_MIN && v.value <= INT32_MAX;
-    return full({}, v.value, narrow ? DType::Int32 : DType::Int64);
-  };
+  auto get = [&](const FusedInt& v) { return fused_int(v, ints, next); };
   if (in.identity) return i;
   const size_t rank = in.sizes.size();
   std::vector<Tile> sizes, strides;
@@ -278,9 +281,9 @@ std::unique_ptr<JITFunction> make_pointwise_kernel(PointwiseSpec spec) {
     const Tile& block = ints[nints];
     Tile pid = program_id(0);
     if (spec.wide) pid = pid.to(DType::Int64);
-    Tile offs, mask;  // the elements' indices in the space, and which exist
+    Tile offs, mask, j;  // the elements' indices in the space, which exist, the index in the row
     if (rows) {
-      const Tile j = arange(0, block);
+      j = arange(0, block);
       mask = j < *row_len;
       offs = pid * *row_len + j;
     } else {
@@ -291,6 +294,11 @@ std::unique_ptr<JITFunction> make_pointwise_kernel(PointwiseSpec spec) {
     size_t next = 0;
     for (size_t k = 0; k < spec.inputs.size(); ++k) {
       const auto& in = spec.inputs[k];
+      if (in.split) {
+        const Tile at = index_map(pid, in, ints, next);
+        loaded.push_back(load(ins[k] + (at + j * fused_int(in.last_stride, ints, next)), mask));
+        continue;
+      }
       loaded.push_back(in.row ? load(ins[k] + index_map(pid, in, ints, next))
                               : load(ins[k] + index_map(offs, in, ints, next), mask));
     }

@@ -95,6 +95,10 @@ struct PointwiseSpec {
   };
   struct Input : EpilogueSpec::Input {
     bool row = false;  ///< indexed by the row, one value per row
+    /** Rows: an input of the whole space read as its map at the row plus the index along the row
+     * times `last_stride` (a weight `[N]`: 0 + j; no division by N per element). */
+    bool split = false;
+    FusedInt last_stride;
   };
   std::vector<Step> steps;
   std::vector<Input> inputs;    ///< where element i (row r) of the space is in each input

@@ -355,6 +355,13 @@ TEST(CompileRows, PerRowResultsNansAndWhatStaysOut) {
   Tensor y = randn({30, 40});
   EXPECT_TRUE(all_close(cols(y), (y - y.amax({0}, true)).exp()));
   EXPECT_EQ(cols.graph().find("aten::amax").size(), 1u) << cols.graph().text;
+  // A transposed input: each row read through its strides (rows of stride 1, elements of 40).
+  auto tr = compile(softmax_ops, fullgraph("transposed_rows"));
+  Tensor t = randn({40, 30}).t();
+  Tensor gt;
+  run_poisoned([&] { gt = tr(t); });
+  EXPECT_TRUE(all_close(gt, softmax_ops(t.contiguous()), 1e-5, 1e-7));
+  EXPECT_EQ(fused_kernels(tr.graph()).size(), 1u) << tr.graph().text;
   auto wide = compile(softmax_ops, fullgraph("wide"));
   Tensor z = randn({2, 20000});
   EXPECT_TRUE(all_close(wide(z), softmax_ops(z), 1e-5, 1e-8));
