@@ -928,7 +928,8 @@ class ChainFusion {
     };
     const Composite c = composite_of(n);
     if (c == Composite::Softmax || c == Composite::LogSoftmax) {
-      const Operand m = push(PwOp::None, R::Max, true, {in[0]});
+      // A NaN in the row makes x - m NaN there, then the sum, then every element: no NaN pass.
+      const Operand m = push(PwOp::None, R::MaxOfRow, true, {in[0]});
       const Operand d = push(PwOp::Sub, R::None, false, {in[0], m});
       const Operand e = push(PwOp::Exp, R::None, false, {d});
       const Operand sum = push(PwOp::None, R::Sum, true, {e});

@@ -235,6 +235,8 @@ Tile reduce_row(PointwiseSpec::Reduce op, const Tile& v, const Tile& mask, const
       return sum(where(mask, x, zeros({}, acc)));
     case R::Mean:
       return sum(where(mask, x, zeros({}, acc))) / count.to(acc);
+    case R::MaxOfRow:
+      return max(where(mask, x, full({}, -INFINITY, acc)));
     case R::Max:
     case R::Min: {
       const bool is_max = op == R::Max;

@@ -83,7 +83,9 @@ struct PointwiseSpec {
     Scalar value = Scalar(int64_t{0});  ///< Constant: a scalar argument of the op (`x * 2`) ...
     DType dtype = DType::Float32;       ///< ... in the dtype eager converts it to first
   };
-  enum class Reduce : uint8_t { None, Sum, Mean, Max, Min };
+  /** MaxOfRow: max without its NaN pass, where a NaN reaches the result anyway (softmax's shift:
+   * x - max is NaN at the NaN). */
+  enum class Reduce : uint8_t { None, Sum, Mean, Max, Min, MaxOfRow };
   struct Step {
     ops_detail::PwOp op = ops_detail::PwOp::None;
     Reduce reduce = Reduce::None;    ///< a reduction along the row of its one operand
