@@ -108,6 +108,23 @@ std::unique_ptr<detail::KernelState> derived_state(const detail::KernelState& fr
   return s;
 }
 
+using Hook = std::function<ValueId(ValueId, ValueId, ValueId)>;
+
+// Traces the base kernel's body under a derived kernel's hook; the hook before it comes back when
+// the trace leaves, thrown or not.
+void trace_base(const detail::KernelState& base, const Tile* params, Hook& hook, Hook& outer) {
+  struct Restore {
+    Hook& hook;
+    Hook& outer;
+    ~Restore() { hook = std::move(outer); }
+  } restore{hook, outer};
+  if (base.closure) {
+    base.closure(params);
+  } else {
+    base.invoke(base.body, params);
+  }
+}
+
 // A Scalar as a 0-d tile of `dtype` (eager's scalar_tensor).
 Tile scalar_tile(const Scalar& v, DType dtype) {
   return v.is_floating_point() ? full({}, v.to_double(), dtype)
@@ -165,16 +182,7 @@ std::unique_ptr<JITFunction> make_epilogue_kernel(const JITFunction& base, Epilo
       const ValueId out = c.value(r.to(elem), {});
       return outer ? outer(p, out, m) : out;
     };
-    struct Restore {  // the hook goes when the trace leaves this kernel, thrown or not
-      TraceContext& c;
-      std::function<ValueId(ValueId, ValueId, ValueId)>& outer;
-      ~Restore() { c.store_hook = std::move(outer); }
-    } restore{c, outer};
-    if (base_state->closure) {
-      base_state->closure(params);
-    } else {
-      base_state->invoke(base_state->body, params);
-    }
+    trace_base(*base_state, params, c.store_hook, outer);
   };
   return detail::JITAccess::make(std::move(s));
 }
@@ -208,16 +216,7 @@ std::unique_ptr<JITFunction> make_prologue_kernel(const JITFunction& base, Epilo
       busy = false;
       return c.value(r, {});
     };
-    struct Restore {  // the hook goes when the trace leaves this kernel, thrown or not
-      TraceContext& c;
-      std::function<ValueId(ValueId, ValueId, ValueId)>& outer;
-      ~Restore() { c.load_hook = std::move(outer); }
-    } restore{c, outer};
-    if (base_state->closure) {
-      base_state->closure(params);
-    } else {
-      base_state->invoke(base_state->body, params);
-    }
+    trace_base(*base_state, params, c.load_hook, outer);
   };
   return detail::JITAccess::make(std::move(s));
 }
