@@ -336,8 +336,9 @@ class Tracer final : public DispatchMode {
     if (!kernel.function) return;
     const auto& params = fn.params();
     const std::vector<ir::StoreCoverage> cover = ir::store_coverage(*kernel.function);
-    const std::vector<bool> direct = ir::direct_stores(*kernel.function);
-    const std::vector<bool> direct_loads = ir::direct_loads(*kernel.function);
+    // As traced (what the fused kernels' hooks see), not as optimized.
+    const std::vector<bool>& direct = kernel.direct_stores;
+    const std::vector<bool>& direct_loads = kernel.direct_loads;
     for (size_t p = 0; p < params.size(); ++p) {
       const Tensor* bound = prepared.param_tensor(j, p);
       for (size_t i = 0; bound && i < args.size(); ++i) {

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "ir/access.h"
+#include "ir/coverage.h"
 #include "ir/passes.h"
 #include "runtime/thread_pool.h"
 #include "tessera/detail/hash.h"
@@ -407,6 +408,8 @@ std::shared_ptr<CompiledKernel> prepare(
   f.attrs.maxnreg = opts.maxnreg;
   f.attrs.target = be.target_key();
   if (!be.evaluates_asserts(knobs().debug)) ir::strip_asserts(f);
+  out->direct_stores = ir::direct_stores(f);
+  out->direct_loads = ir::direct_loads(f);
   ir::run_pipeline(f);
   out->ir = ir::print(f);
   for (const auto& a : ir::param_access(f)) {

@@ -46,6 +46,11 @@ struct CompiledKernel {
   std::vector<bool> written;                     ///< per parameter: the kernel may store through it
   std::vector<bool> read;                        ///< per parameter: the kernel may load through it
   std::shared_ptr<const ir::Function> function;  ///< the optimized tile IR (cost analysis)
+  /** Per parameter: every store (load) through it addresses it as `param + offsets` in the traced
+   * IR, before optimization (ir::direct_stores / direct_loads): what a derived kernel's store and
+   * load hooks see when they trace the same body (the optimized IR can make a loop-carried
+   * pointer direct, which the hooks cannot follow). */
+  std::vector<bool> direct_stores, direct_loads;
 };
 
 using Key = SmallVector<uint64_t, 24>;

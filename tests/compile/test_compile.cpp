@@ -679,6 +679,19 @@ TEST(CompileEpilogues, ABiasAddFusesWithoutAnnotationStaticAndDynamic) {
       << col.stats().last_graph;
 }
 
+// Column sums of a [rows, BLOCK] tensor through a loop-carried pointer (`ptrs += BLOCK`): the
+// optimizer makes it an induction variable, but as traced it is not `x + offsets`.
+TL_JIT(column_sums_kernel, tl::Ptr x, tl::Ptr out, tl::Int rows, tl::Const BLOCK) {
+  const auto cols = tl::arange(0, BLOCK);
+  tl::Var ptrs(x + cols);
+  tl::Var acc(tl::zeros({BLOCK}, tessera::DType::Float32));
+  tl::range(0, rows, 1, [&](tl::Tile) {
+    acc += tl::load(ptrs);
+    ptrs += BLOCK;
+  });
+  tl::store(out + cols, acc);
+}
+
 // Prologues: a pointwise op whose result only a kernel reads runs inside the kernel's loads.
 TEST(CompilePrologues, OpsBeforeTheKernelRunInsideItsLoads) {
   auto launch = [](const Tensor& a, const Tensor& b) {
@@ -747,6 +760,18 @@ TEST(CompilePrologues, OpsBeforeTheKernelRunInsideItsLoads) {
       full("prologue_rw"));
   EXPECT_TRUE(equal(rw(x), x + x.abs()));
   EXPECT_EQ(rw.graph().find("aten::abs").size(), 1u) << rw.graph().text;
+  // Loads through a loop-carried pointer: the prologue stays outside (its hook could not follow
+  // the address), and the sums are of relu(x).
+  auto carried = compile(
+      [](const Tensor& x) {
+        Tensor out = empty({16});
+        column_sums_kernel[1](x.relu(), out, x.size(0), tl::meta("BLOCK", 16));
+        return out;
+      },
+      full("prologue_loop_carried"));
+  Tensor xc = randn({9, 16});
+  EXPECT_TRUE(all_close(carried(xc), xc.relu().sum({0}), 1e-5, 1e-6));
+  EXPECT_EQ(carried.graph().find("aten::relu").size(), 1u) << carried.graph().text;
 }
 
 TEST(CompileEpilogues, EachRuleThatKeepsAnOpOutOfTheKernel) {
