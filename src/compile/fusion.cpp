@@ -1,3 +1,7 @@
+// The graph compiler's fusion passes: epilogues and prologues into user kernels (EpilogueFusion),
+// and built-in ops into generated kernels (ChainFusion: pointwise chains, row reductions, siblings;
+// its comment says how groups form).
+//
 // Epilogue fusion into user kernels (research/graph_compiler.md §4): a pointwise op that reads a
 // kernel's output W runs inside the kernel, at W's stores (tl/fused.h). Legal when
 //   1. W's value before the op is dead: the op is the only node touching W's memory after the
@@ -717,8 +721,7 @@ class ChainFusion {
       }
       tl::EpilogueSpec::Input in;
       std::vector<sym::ExprPtr> params;
-      if (!broadcast_map(ctx_, info(v), shape_of(grp, allowed[0] == Space::Full ? Space::Full : sp),
-                         in, params))
+      if (!broadcast_map(ctx_, info(v), shape_of(grp, read_space(grp, n)), in, params))
         return false;
     }
     return true;

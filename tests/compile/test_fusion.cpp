@@ -184,7 +184,9 @@ TEST(CompilePointwise, AnInputWrittenBetweenTheOpsEndsTheChain) {
 // to the later one's place; not where another node needs an earlier result in memory first.
 TEST(CompilePointwise, SiblingsThatReadOneInputShareAKernel) {
   auto both = compile(
-      [](const Tensor& x) { return std::vector<Tensor>{x.sin(), x.cos() * 2}; },
+      [](const Tensor& x) {
+        return std::vector<Tensor>{x.sin(), x.cos() * 2};
+      },
       fullgraph("siblings"));
   Tensor x = randn({5000});
   std::vector<Tensor> r;
@@ -371,9 +373,9 @@ TEST(CompileRows, PerRowResultsNansAndWhatStaysOut) {
 // The built-in row operators compile to the same row kernels, alone or with the ops around them:
 // `softmax(x * scale + mask)` is one pass.
 TEST(CompileRows, SoftmaxAndNormOperatorsBecomeRowKernelsWithTheirNeighbours) {
-  auto attn = compile(
-      [](const Tensor& s, const Tensor& mask) { return softmax(s * 0.125 + mask, -1); },
-      fullgraph("scaled_softmax"));
+  auto attn =
+      compile([](const Tensor& s, const Tensor& mask) { return softmax(s * 0.125 + mask, -1); },
+              fullgraph("scaled_softmax"));
   Tensor sc = randn({3, 40, 77}) * 8, mask = randn({77});
   Tensor got;
   run_poisoned([&] { got = attn(sc, mask); });
