@@ -91,6 +91,12 @@ struct CompiledGraph {
   std::vector<int> outputs;         ///< tensor results (value ids; -1: a constant)
   std::vector<std::string> guards;  ///< symbolic-size guards, printed
   std::string text;                 ///< the printed listing
+  /** Training under compile (a call with grad enabled and an input that requires grad): the
+   * compiled backward, whose inputs are the tensors the forward saves, then one gradient per
+   * differentiable result, and whose outputs are the inputs' gradients. The forward's `outputs`
+   * are the function's results (the first `user_outputs`), then the saved tensors. */
+  std::shared_ptr<const CompiledGraph> backward;
+  int user_outputs = -1;  ///< with `backward`: how many of `outputs` are the function's results
 
   /** The nodes whose target is `target` (an operator or kernel name). */
   std::vector<const Node*> find(const std::string& target) const;

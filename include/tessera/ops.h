@@ -28,6 +28,9 @@ Tensor zeros(SymIntArrayRef size, TensorOptions options = {}, TS_HERE);
 Tensor ones(SymIntArrayRef size, TensorOptions options = {}, TS_HERE);
 /** Filled with `value`; the dtype defaults from the value (bool, int64 or float32). */
 Tensor full(SymIntArrayRef size, const Scalar& value, TensorOptions options = {}, TS_HERE);
+/** A 0-dim tensor holding a size, which may be symbolic while a graph is traced (backward
+ * formulas divide by sizes with it, so that a dynamic graph stays dynamic); int64 by default. */
+Tensor size_tensor(const SymInt& size, TensorOptions options = {}, TS_HERE);
 /** Values start, start+step, ... below end; int64 when all are integers, else float32. */
 Tensor arange(const Scalar& end, TensorOptions options = {}, TS_HERE);
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1,

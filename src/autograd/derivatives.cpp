@@ -222,12 +222,20 @@ R rms_norm_backward(Ctx& c, const Grads& g) {
   return {gx, IValue(), gw, IValue()};
 }
 
+/** `t / n` for a size `n`: a plain size as a scalar; a symbolic one (the backward of a dynamic
+ * graph, traced) as a 0-dim float64 tensor, which divides like a scalar (a 0-dim operand does not
+ * promote) without specializing the size. */
+Tensor divide_by_size(const Tensor& t, const SymInt& n) {
+  if (!n.is_symbolic()) return t / n.guard_int();
+  return t / size_tensor(n, TensorOptions().dtype(DType::Float64).device(t.device()));
+}
+
 // ---- views
 // ----------------------------------------------------------------------------------------
 
 /** Python's slice bounds, normalized as the forward does. */
 int64_t slice_start(const IValue& v, int64_t size) {
-  int64_t s = v.is_none() ? 0 : v.to_symint().expect_int();
+  int64_t s = v.is_none() ? 0 : v.to_symint().guard_int();
   if (s < 0) s += size;
   return std::clamp<int64_t>(s, 0, size);
 }
@@ -236,10 +244,10 @@ R slice_backward(Ctx& c, const Grads& g) {
   const auto in = shape(c, 0);
   const int64_t dim =
       detail::wrap_dim(arg(c, 1).to_int(), static_cast<int64_t>(in.size()), "slice");
-  const int64_t size = in[static_cast<size_t>(dim)].expect_int();
+  const int64_t size = in[static_cast<size_t>(dim)].guard_int();
   const int64_t start = slice_start(arg(c, 2), size);
-  const int64_t step = arg(c, 4).to_symint().expect_int();
-  const int64_t n = g[0].sizes()[dim].expect_int();
+  const int64_t step = arg(c, 4).to_symint().guard_int();
+  const int64_t n = g[0].sizes()[dim].guard_int();
   return {scatter_back(g[0], in, dim, range_index(start, n, step)), IValue(), IValue(), IValue(),
           IValue()};
 }
@@ -248,9 +256,9 @@ R narrow_backward(Ctx& c, const Grads& g) {
   const auto in = shape(c, 0);
   const int64_t dim =
       detail::wrap_dim(arg(c, 1).to_int(), static_cast<int64_t>(in.size()), "narrow");
-  int64_t start = arg(c, 2).to_symint().expect_int();
-  if (start < 0) start += in[static_cast<size_t>(dim)].expect_int();
-  const int64_t n = g[0].sizes()[dim].expect_int();
+  int64_t start = arg(c, 2).to_symint().guard_int();
+  if (start < 0) start += in[static_cast<size_t>(dim)].guard_int();
+  const int64_t n = g[0].sizes()[dim].guard_int();
   return {scatter_back(g[0], in, dim, range_index(start, n, 1)), IValue(), IValue(), IValue()};
 }
 
@@ -258,8 +266,8 @@ R select_backward(Ctx& c, const Grads& g) {
   const auto in = shape(c, 0);
   const int64_t dim =
       detail::wrap_dim(arg(c, 1).to_int(), static_cast<int64_t>(in.size()), "select");
-  int64_t index = arg(c, 2).to_symint().expect_int();
-  if (index < 0) index += in[static_cast<size_t>(dim)].expect_int();
+  int64_t index = arg(c, 2).to_symint().guard_int();
+  if (index < 0) index += in[static_cast<size_t>(dim)].guard_int();
   return {scatter_back(g[0].unsqueeze(dim), in, dim, range_index(index, 1, 1)), IValue(), IValue()};
 }
 
@@ -271,8 +279,7 @@ R as_strided_backward(Ctx& c, const Grads& g) {
   const auto strides = arg(c, 2).to_symint_list();
   std::vector<std::pair<int64_t, int64_t>> dims;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i].expect_int() > 1)
-      dims.emplace_back(strides[i].expect_int(), sizes[i].expect_int());
+    if (sizes[i].guard_int() > 1) dims.emplace_back(strides[i].guard_int(), sizes[i].guard_int());
   }
   std::sort(dims.begin(), dims.end());
   int64_t span = 1;
@@ -281,12 +288,12 @@ R as_strided_backward(Ctx& c, const Grads& g) {
                                                  "view whose elements overlap is not supported";
     span = st * sz;
   }
-  const int64_t base = x.storage_offset().expect_int();
+  const int64_t base = x.storage_offset().guard_int();
   const IValue& off = arg(c, 3);
-  const int64_t out_offset = off.is_none() ? base : off.to_symint().expect_int();
+  const int64_t out_offset = off.is_none() ? base : off.to_symint().guard_int();
   int64_t extent = base + 1;
   for (int64_t d = 0; d < x.dim(); ++d)
-    extent += (x.sizes()[d].expect_int() - 1) * x.strides()[d].expect_int();
+    extent += (x.sizes()[d].guard_int() - 1) * x.strides()[d].guard_int();
   extent = std::max(extent, out_offset + span);
   Tensor buffer = zeros({extent}, g[0].options());
   {
@@ -477,16 +484,16 @@ void register_builtin_derivatives() {
   });
   def("aten::mean", keep(), [](Ctx& c, const Grads& g) -> R {
     const auto in = shape(c, 0);
-    return {g[0].expand(in) / sym_product(in).expect_int(), IValue()};
+    return {divide_by_size(g[0].expand(in), sym_product(in)), IValue()};
   });
   def("aten::mean.dim", keep(), [](Ctx& c, const Grads& g) -> R {
     const auto in = shape(c, 0);
     const auto dims = reduced_dims(arg(c, 1), static_cast<int64_t>(in.size()));
-    int64_t n = 1;
-    for (int64_t d : dims) n *= in.empty() ? 1 : in[static_cast<size_t>(d)].expect_int();
+    SymInt n = 1;
+    for (int64_t d : dims) n = in.empty() ? n : n * in[static_cast<size_t>(d)];
     const Tensor gk =
         unsqueeze_reduced(g[0], dims, arg(c, 2).to_bool(), static_cast<int64_t>(in.size()));
-    return {gk.expand(in) / n, IValue(), IValue(), IValue()};
+    return {divide_by_size(gk.expand(in), n), IValue(), IValue(), IValue()};
   });
   for (const char* op : {"aten::amax", "aten::amin"}) {
     def(op, keep({0}, {0}), [](Ctx& c, const Grads& g) -> R {
@@ -518,7 +525,7 @@ void register_builtin_derivatives() {
       std::vector<SymInt> ar_shape(static_cast<size_t>(nd), SymInt(1));
       ar_shape[static_cast<size_t>(dim)] = in[static_cast<size_t>(dim)];
       const Tensor positions =
-          arange(in[static_cast<size_t>(dim)].expect_int(), TensorOptions().dtype(DType::Int64))
+          arange(in[static_cast<size_t>(dim)].guard_int(), TensorOptions().dtype(DType::Int64))
               .view(ar_shape);
       return {where(positions == idx, gk, 0).expand(in), IValue(), IValue()};
     });
@@ -556,7 +563,7 @@ void register_builtin_derivatives() {
     const Tensor x = c.saved(0);
     const auto dims = reduced_dims(arg(c, 1), x.dim());
     int64_t n = 1;
-    for (int64_t d : dims) n *= x.dim() == 0 ? 1 : x.sizes()[d].expect_int();
+    for (int64_t d : dims) n *= x.dim() == 0 ? 1 : x.sizes()[d].guard_int();
     const double denom = std::max(0.0, static_cast<double>(n) - arg(c, 2).to_double());
     const Tensor mu = x.dim() == 0 ? x : x.mean(dims, true);
     const Tensor gk = unsqueeze_reduced(g[0], dims, arg(c, 3).to_bool(), x.dim());
@@ -586,7 +593,7 @@ void register_builtin_derivatives() {
     std::vector<Tensor> parts;
     std::vector<std::vector<SymInt>> shapes;
     for (size_t i = 0; i < packed.size();) {
-      const int64_t rank = packed[i].expect_int();
+      const int64_t rank = packed[i].guard_int();
       shapes.emplace_back(packed.begin() + static_cast<int64_t>(i) + 1,
                           packed.begin() + static_cast<int64_t>(i) + 1 + rank);
       i += static_cast<size_t>(rank) + 1;
@@ -598,11 +605,11 @@ void register_builtin_derivatives() {
     }
     int64_t offset = 0;
     for (const auto& s : shapes) {
-      if (s.size() == 1 && s[0].expect_int() == 0 && g[0].dim() != 1) {  // a skipped empty input
+      if (s.size() == 1 && s[0].guard_int() == 0 && g[0].dim() != 1) {  // a skipped empty input
         parts.push_back(zeros(s, g[0].options()));
         continue;
       }
-      const int64_t n = s[static_cast<size_t>(dim)].expect_int();
+      const int64_t n = s[static_cast<size_t>(dim)].guard_int();
       parts.push_back(g[0].narrow(dim, offset, n));
       offset += n;
     }

@@ -5,7 +5,9 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "compile/joint.h"
 #include "ir/coverage.h"
+#include "tessera/autograd.h"
 #include "tessera/detail/boxing.h"
 #include "tessera/env.h"
 #include "tessera/tl.h"
@@ -47,8 +49,15 @@ class Tracer final : public DispatchMode {
 
   int value_of(const Tensor& t) {
     if (auto it = by_impl_.find(t.impl()); it != by_impl_.end()) return it->second;
-    TS_CHECK(t.has_data(), CompileError)
-        << "a fake tensor from outside this trace reached the graph";
+    if (!t.has_data()) {
+      // Autograd hands out aliases of traced tensors (a saved result, an input returned as is):
+      // a new TensorImpl with a traced one's storage and geometry is that value.
+      const int id = alias_of(t);
+      TS_CHECK(id >= 0, CompileError) << "a fake tensor from outside this trace reached the graph";
+      by_impl_[t.impl()] = id;
+      keep_.push_back(t);
+      return id;
+    }
     // A real tensor the function closes over: an implicit input, guarded by identity.
     const int id = add_tensor(t, -1);
     g_.captured.push_back(t);
@@ -445,6 +454,28 @@ class Tracer final : public DispatchMode {
     return it->second;
   }
 
+  // The latest traced value with `t`'s storage, dtype and geometry, or -1.
+  int alias_of(const Tensor& t) {
+    auto st = storages_.find(t.impl()->storage());
+    if (st == storages_.end()) return -1;
+    auto same = [&](const std::vector<sym::ExprPtr>& e, SymIntArrayRef v) {
+      if (e.size() != v.size()) return false;
+      for (size_t i = 0; i < e.size(); ++i) {
+        if (e[i] != g_.env->expr_of(v[i])) return false;
+      }
+      return true;
+    };
+    for (size_t v = g_.values.size(); v-- > 0;) {
+      const Value& val = g_.values[v];
+      if (val.kind != Value::Kind::Tensor || val.tensor.storage != st->second) continue;
+      if (val.tensor.dtype == t.dtype() && same(val.tensor.sizes, t.sizes()) &&
+          same(val.tensor.strides, t.strides()) &&
+          val.tensor.offset == g_.env->expr_of(t.storage_offset()))
+        return static_cast<int>(v);
+    }
+    return -1;
+  }
+
   Graph& g_;
   bool grad_inputs_;
   std::unordered_map<const TensorImpl*, int> by_impl_;
@@ -513,7 +544,7 @@ Tensor shared_view(const Tensor& t, size_t i, const SymDimVector& fsizes, int64_
 // The traced stand-ins of the arguments (fake tensors with static or symbolic sizes; tensors
 // sharing memory become views of one fake storage) and each leaf's guard.
 std::vector<IValue> fake_arguments(const std::vector<IValue>& args, const CaptureOptions& opts,
-                                   Graph& g, Guards& guards, Tracer& tracer) {
+                                   Graph& g, Guards& guards, Tracer& tracer, bool joint) {
   std::vector<IValue> fakes;
   ShapeEnv& env = *g.env;
   std::map<int64_t, SymInt> duck;  // equal sizes share a symbol (duck sizing)
@@ -580,6 +611,7 @@ std::vector<IValue> fake_arguments(const std::vector<IValue>& args, const Captur
     Tensor fake;
     if (aliased) {
       fake = shared_view(t, i, fsizes, lg.offset, opts, shared_fakes);
+      if (joint && t.requires_grad()) fake.requires_grad_();
       guards.leaves.push_back(lg);
       g.inputs.push_back(tracer.add_tensor(fake, -1));
       fakes.emplace_back(fake);
@@ -591,6 +623,7 @@ std::vector<IValue> fake_arguments(const std::vector<IValue>& args, const Captur
       fake = detail::make_view(fake, fake.sizes(), lg.contiguous ? fake.strides() : t.strides(),
                                lg.offset);
     }
+    if (joint && t.requires_grad()) fake.requires_grad_();
     guards.leaves.push_back(lg);
     g.inputs.push_back(tracer.add_tensor(fake, -1));
     fakes.emplace_back(fake);
@@ -610,24 +643,103 @@ std::vector<IValue> fake_arguments(const std::vector<IValue>& args, const Captur
   return fakes;
 }
 
-}  // namespace
+// The passes of a traced graph (also each half of a joint one), then its guards' program.
+void optimize(Graph& g, bool fuse, bool fuse_builtins) {
+  g.verify();
+  g.eliminate_dead_code();
+  g.eliminate_common_subexpressions();
+  g.eliminate_dead_code();
+  g.eliminate_dead_fills();
+  if (fuse) {
+    g.fuse_epilogues();
+    if (fuse_builtins) {
+      g.fuse_rows();
+      g.fuse_pointwise();
+    }
+  }
+  g.eliminate_dead_code();
+  g.verify();
+}
 
-Captured capture(const Traced& fn, const std::vector<IValue>& args, const CaptureOptions& opts) {
+bool needs_grad(const Tensor& t) {
+  return t.defined() && t.requires_grad();
+}
+
+// Whether grad mode decides what a trace records: a tensor argument or a closed-over tensor
+// requires grad. Records the closed-over tensors' flags and the mode in the guards.
+void guard_grad_mode(const std::vector<IValue>& args, const Graph& g, Guards& guards) {
+  bool any = false;
+  for (const IValue& a : args) any = any || (a.is_tensor() && needs_grad(a.to_tensor()));
+  for (const Tensor& t : g.captured) {
+    guards.captured_grad.emplace_back(t.impl(), (t.impl()->flags() & kTensorAutograd) != 0);
+    any = any || needs_grad(t);
+  }
+  if (any) guards.grad_mode = grad_enabled() ? 1 : 0;
+}
+
+// After the forward of a joint trace (nodes before `first_backward`): differentiates its
+// results with respect to the inputs and closed-over tensors that require grad, on fake
+// gradients, with the tracer still installed, so the backward formulas' operators become the
+// graph's later nodes. Returns the backward's description (its graph still inside `g`), or null
+// when no result is differentiable.
+std::shared_ptr<BackwardGraph> trace_backward(Graph& g, Tracer& tracer,
+                                              const std::vector<IValue>& fakes,
+                                              const std::vector<IValue>& outs,
+                                              std::vector<int>& grad_inputs,
+                                              std::vector<int>& grads) {
+  auto bw = std::make_shared<BackwardGraph>();
+  bw->user_outputs = outs.size();
+  std::vector<Tensor> diff, targets, seeds;
+  std::set<int> seen;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (!outs[i].is_tensor() || !needs_grad(outs[i].to_tensor())) continue;
+    const Tensor& t = outs[i].to_tensor();
+    const int v = g.outputs[i];
+    // An input returned as is keeps its own history; a result returned twice gets one gradient.
+    if (g.values[static_cast<size_t>(v)].producer < 0 || !seen.insert(v).second) continue;
+    bw->diff_outputs.push_back(i);
+    diff.push_back(t);
+    Tensor seed = detail::make_fake(t.sizes(), t.dtype(), t.device());
+    grad_inputs.push_back(tracer.add_tensor(seed, -1));
+    seeds.push_back(seed);
+  }
+  std::set<const TensorImpl*> taken;
+  for (size_t i = 0; i < fakes.size(); ++i) {
+    if (!fakes[i].is_tensor() || !needs_grad(fakes[i].to_tensor()) ||
+        !taken.insert(fakes[i].to_tensor().impl()).second)
+      continue;  // `f(x, x)`: one gradient, for the first position
+    bw->grad_targets.push_back(static_cast<int>(i));
+    targets.push_back(fakes[i].to_tensor());
+  }
+  for (size_t c = 0; c < g.captured.size(); ++c) {
+    if (!needs_grad(g.captured[c])) continue;
+    bw->grad_targets.push_back(-1 - static_cast<int>(c));
+    targets.push_back(g.captured[c]);
+  }
+  if (diff.empty() || targets.empty()) return nullptr;
+  TraceScope scope(tracer);
+  const std::vector<Tensor> got = autograd::grad(diff, targets, seeds, /*retain_graph=*/false,
+                                                 /*create_graph=*/false, /*allow_unused=*/true);
+  for (const Tensor& t : got) grads.push_back(t.defined() ? tracer.value_of(t) : -1);
+  return bw;
+}
+
+Captured capture_once(const Traced& fn, const std::vector<IValue>& args, const CaptureOptions& opts,
+                      bool joint) {
   Captured captured;
   captured.graph = std::make_unique<Graph>();
   Graph& g = *captured.graph;
   Guards& guards = captured.guards;
   g.name = opts.name;
   g.env = IntrusivePtr<ShapeEnv>(new ShapeEnv());
-  // With inputs that require grad, triton_ops stay whole so that their autograd formulas
-  // apply when the graph runs (autograd under compile is the next slice's).
+  // Without a joint trace, triton_ops whose inputs require grad stay whole so that their
+  // autograd formulas apply when the graph replays.
   bool grad_inputs = false;
   for (const IValue& a : args)
-    grad_inputs =
-        grad_inputs || (a.is_tensor() && a.to_tensor().defined() && a.to_tensor().requires_grad());
-  grad_inputs = grad_inputs && grad_enabled();
+    grad_inputs = grad_inputs || (a.is_tensor() && needs_grad(a.to_tensor()));
+  grad_inputs = grad_inputs && grad_enabled() && !joint;
   Tracer tracer(g, grad_inputs);
-  const std::vector<IValue> fakes = fake_arguments(args, opts, g, guards, tracer);
+  const std::vector<IValue> fakes = fake_arguments(args, opts, g, guards, tracer, joint);
   std::vector<IValue> outs;
   try {
     TraceScope scope(tracer);
@@ -645,27 +757,49 @@ Captured capture(const Traced& fn, const std::vector<IValue>& args, const Captur
       g.constant_outputs.push_back(o.is_tensor() ? IValue() : o);
     }
   }
-  g.verify();
-  g.eliminate_dead_code();
-  g.eliminate_common_subexpressions();
-  g.eliminate_dead_code();
-  g.eliminate_dead_fills();
-  if (opts.fuse) {
-    g.fuse_epilogues();
-    // Replayed operators are what autograd records: with grad, built-in ops stay as called
-    // (compiling the backward with the forward is the next slice).
+  std::shared_ptr<BackwardGraph> bw;
+  std::vector<int> grad_inputs_v, grads;
+  const size_t first_backward = g.nodes.size();
+  if (joint) bw = trace_backward(g, tracer, fakes, outs, grad_inputs_v, grads);
+  guard_grad_mode(args, g, guards);
+  if (bw) {
+    // The graph is the forward (returning what the backward reads after its results) and a
+    // backward graph of its own; each is optimized alone, and both replay without autograd.
+    bw->graph = split_backward(g, first_backward, grad_inputs_v, grads);
+    optimize(*bw->graph, opts.fuse, true);
+    bw->guards.finish(*bw->graph);
+    optimize(g, opts.fuse, true);
+    captured.backward = std::move(bw);
+  } else {
+    // Replayed operators are what autograd records: with grad, built-in ops stay as called.
     bool grad = grad_inputs;
-    for (const Tensor& t : g.captured) grad = grad || (grad_enabled() && t.requires_grad());
-    if (!grad) {
-      g.fuse_rows();
-      g.fuse_pointwise();
+    for (const Tensor& t : g.captured) grad = grad || (grad_enabled() && needs_grad(t));
+    optimize(g, opts.fuse, !grad || joint);
+  }
+  guards.finish(g);
+  if (knobs().log_enabled("graph")) {
+    log("graph", g.str());
+    if (captured.backward) log("graph", captured.backward->graph->str());
+  }
+  return captured;
+}
+
+}  // namespace
+
+Captured capture(const Traced& fn, const std::vector<IValue>& args, const CaptureOptions& opts) {
+  if (opts.joint && grad_enabled()) {
+    try {
+      return capture_once(fn, args, opts, true);
+    } catch (const GraphBreakError&) {
+      throw;
+    } catch (const Error& e) {
+      // What the joint trace cannot do (a formula that does not run on fake tensors, ...):
+      // the forward is traced alone and autograd records it as it replays.
+      log("graph_breaks", opts.name + ": the backward could not be traced (" + e.message() +
+                              "); autograd records the forward's operators as they replay");
     }
   }
-  g.eliminate_dead_code();
-  g.verify();
-  guards.finish(g);
-  if (knobs().log_enabled("graph")) log("graph", g.str());
-  return captured;
+  return capture_once(fn, args, opts, false);
 }
 
 }  // namespace tessera::compile_detail

@@ -11,6 +11,7 @@
 #include "compile/executor.h"
 #include "compile/graph.h"
 #include "compile/guards.h"
+#include "compile/joint.h"
 #include "tessera/compile.h"
 #include "tessera/env.h"
 
@@ -25,6 +26,13 @@ struct Entry {
   std::unique_ptr<Graph> graph;
   Guards guards;
   std::unique_ptr<Executor> executor;
+  std::shared_ptr<const BackwardRunner> backward;  ///< a joint trace's (training under compile)
+
+  std::vector<IValue> run(const std::vector<IValue>& args, const Scratch& s,
+                          const std::string& name) const {
+    if (!backward) return executor->run(args, s);
+    return run_with_backward(backward, *executor, *graph, args, s, name);
+  }
 };
 
 /** The guarded graphs of one compiled function: an append-only list that callers read without a
@@ -105,7 +113,7 @@ class CompiledFunction {
     const size_t seen = entries_.size();
     for (size_t i = 0; i < seen; ++i) {
       if (const Entry& e = entries_[i]; e.guards.match(args, s, nullptr))
-        return e.executor->run(args, s);
+        return e.run(args, s, opts_.name);
     }
     // A miss: one thread at a time explains it, learns dynamic dimensions and compiles again.
     std::unique_lock<std::recursive_mutex> lock(miss_mutex_);  // recursive: fn may call itself
@@ -116,7 +124,7 @@ class CompiledFunction {
     for (size_t i = seen; i < entries_.size(); ++i) {  // compiled meanwhile by another thread
       if (const Entry& e = entries_[i]; e.guards.match(args, s, nullptr)) {
         lock.unlock();
-        return e.executor->run(args, s);
+        return e.run(args, s, opts_.name);
       }
     }
     std::string why;
@@ -156,7 +164,7 @@ class CompiledFunction {
         << opts_.name << ": a fresh graph fails its own guards: " << why;
     const Entry& e = entries_.push_back(std::move(entry));
     lock.unlock();
-    return e.executor->run(args, s);
+    return e.run(args, s, opts_.name);
   }
 
   bool guards_pass(const std::vector<IValue>& args) const {
@@ -174,14 +182,25 @@ class CompiledFunction {
     st.graphs = static_cast<int>(entries_.size());
     st.recompiles = recompiles_;
     st.eager = eager_.load();
-    if (entries_.size() > 0) st.last_graph = entries_.back().graph->str();
+    if (entries_.size() > 0) {
+      st.last_graph = entries_.back().graph->str();
+      if (entries_.back().backward) st.last_graph += entries_.back().backward->graph().graph->str();
+    }
     return st;
   }
 
   std::vector<CompiledGraph> graphs() const {
     std::lock_guard<std::recursive_mutex> lock(miss_mutex_);
     std::vector<CompiledGraph> all;
-    for (size_t i = 0; i < entries_.size(); ++i) all.push_back(entries_[i].graph->data());
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      const Entry& e = entries_[i];
+      all.push_back(e.graph->data());
+      if (e.backward) {
+        const BackwardGraph& b = e.backward->graph();
+        all.back().user_outputs = static_cast<int>(b.user_outputs);
+        all.back().backward = std::make_shared<const CompiledGraph>(b.graph->data());
+      }
+    }
     return all;
   }
 
@@ -218,11 +237,13 @@ class CompiledFunction {
     co.dynamic = opts_.dynamic;
     co.dynamic_dims = &dynamic_;
     co.fuse = opts_.fuse;
+    co.joint = true;
     Captured c = capture(fn_, args, co);
     auto e = std::make_unique<Entry>();
     e->graph = std::move(c.graph);
     e->guards = std::move(c.guards);
     e->executor = std::make_unique<Executor>(*e->graph, e->guards);
+    if (c.backward) e->backward = std::make_shared<const BackwardRunner>(std::move(c.backward));
     return e;
   }
 

@@ -73,12 +73,24 @@ class Guards {
   std::vector<std::pair<size_t, size_t>> alias_pairs;  ///< leaf pairs that shared storage
   std::vector<std::pair<size_t, int>> symbol_sources;  ///< per symbol: (leaf, dim)
   std::vector<size_t> tensor_leaves;                   ///< positions of the tensor arguments
+  /** Whether grad mode must be on (1) or off (0) when a tensor argument or a closed-over tensor
+   * requires grad (what the trace recorded depends on it); -1 when none does. */
+  int grad_mode = -1;
+  /** The closed-over tensors' autograd flag as traced (requires grad or has a history). */
+  std::vector<std::pair<const TensorImpl*, bool>> captured_grad;
 
   /** Builds the program: the environment's guards, then every size expression `g` needs. */
   void finish(const compiler::Graph& g);
 
   /** Checks every guard; on failure writes the first failed one to `why` (when given). */
   bool match(const std::vector<IValue>& args, Scratch& s, std::string* why) const;
+
+  /** Computes the program's values from symbols bound earlier (`s.symbols`), checking no guard:
+   * a backward graph's sizes from its forward call's symbols. False on overflow. */
+  bool evaluate(Scratch& s) const {
+    s.values.resize(program_->num_outputs());
+    return program_->size() == 0 || program_->run(s.symbols.data(), s.values.data());
+  }
 
   /** The program (the environment's guards first) and the number of guards (AOT export). */
   const sym::Program& program() const { return *program_; }
@@ -187,6 +199,13 @@ inline bool Guards::match(const std::vector<IValue>& args, Scratch& s, std::stri
                     (traced ? " share memory" : " do not share memory") + " failed");
       }
     }
+  }
+  if (grad_mode >= 0 && grad_enabled() != (grad_mode != 0))
+    return fail(std::string("grad mode is ") + (grad_mode ? "enabled" : "disabled") + " failed");
+  for (const auto& [t, flag] : captured_grad) {
+    if (((t->flags() & kTensorAutograd) != 0) != flag)
+      return fail(std::string("a closed-over tensor ") +
+                  (flag ? "requires grad" : "does not require grad") + " failed");
   }
   if (program_->size() == 0) return true;
   s.values.resize(program_->num_outputs());

@@ -66,6 +66,23 @@ Tensor full_meta(SymIntArrayRef size, const Scalar& v, std::optional<DType> dtyp
   return make_factory(size, full_dtype(v, dtype), device.value_or(kMeta), "full");
 }
 
+Tensor size_tensor_cpu(SymInt size, std::optional<DType> dtype, std::optional<Device> device) {
+  Tensor t = make_factory({}, dtype.value_or(DType::Int64), device.value_or(kCPU), "size_tensor");
+  if (!size.is_symbolic()) cpu_fill(t, Scalar(size.expect_int()));  // else traced: shape only
+  return t;
+}
+
+Tensor size_tensor_cuda(SymInt size, std::optional<DType> dtype, std::optional<Device> device) {
+  Tensor t = make_factory({}, dtype.value_or(DType::Int64), device.value_or(Device("cuda")),
+                          "size_tensor");
+  if (!size.is_symbolic()) cuda_fill(t, Scalar(size.expect_int()));
+  return t;
+}
+
+Tensor size_tensor_meta(SymInt, std::optional<DType> dtype, std::optional<Device> device) {
+  return make_factory({}, dtype.value_or(DType::Int64), device.value_or(kMeta), "size_tensor");
+}
+
 Tensor zeros_composite(SymIntArrayRef size, std::optional<DType> dtype,
                        std::optional<Device> device) {
   return full(
@@ -313,6 +330,13 @@ TS_REGISTER_OPS(factory_ops) {
   def("full(SymInt[] size, Scalar fill_value, ", f);
   lib.impl("full", DeviceType::CPU, full_cpu).fake("full", full_meta);
   lib.impl("full", DeviceType::CUDA, full_cuda);
+  {
+    Library tlib("tessera");
+    tlib.def(std::string("size_tensor(SymInt size, ") + opts + ") -> Tensor", f);
+    tlib.impl("size_tensor", DeviceType::CPU, size_tensor_cpu)
+        .fake("size_tensor", size_tensor_meta);
+    tlib.impl("size_tensor", DeviceType::CUDA, size_tensor_cuda);
+  }
   def("zeros(SymInt[] size, ", f);
   lib.composite("zeros", zeros_composite);
   def("ones(SymInt[] size, ", f);
@@ -402,6 +426,11 @@ Tensor full(SymIntArrayRef size, const Scalar& value, TensorOptions o, SourceLoc
             Tensor(SymIntArrayRef, const Scalar&, std::optional<DType>, std::optional<Device>),
             size, value, o.dtype_opt(), o.device_opt());
   }());
+}
+Tensor size_tensor(const SymInt& size, TensorOptions o, SourceLoc loc) {
+  UserLocGuard g(loc);
+  TS_CALL("tessera::size_tensor", Tensor(SymInt, std::optional<DType>, std::optional<Device>), size,
+          o.dtype_opt(), o.device_opt());
 }
 Tensor arange(const Scalar& end, TensorOptions o, SourceLoc loc) {
   return arange(0, end, 1, o, loc);

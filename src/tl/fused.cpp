@@ -127,6 +127,12 @@ void trace_base(const detail::KernelState& base, const Tile* params, Hook& hook,
 
 // A Scalar as a 0-d tile of `dtype` (eager's scalar_tensor).
 Tile scalar_tile(const Scalar& v, DType dtype) {
+  if (v.is_floating_point() && is_floating_point(dtype)) {
+    // The value in the op's compute type, exactly (a float literal is float32, Triton's rule:
+    // 0.1 in a float64 chain would be off by 1e-9).
+    TraceContext& c = TraceContext::current({});
+    return c.tile(c.builder().constant_float(v.to_double(), ir::Type::scalar(dtype)));
+  }
   return v.is_floating_point() ? full({}, v.to_double(), dtype)
          : v.is_bool()         ? full({}, v.to_bool(), dtype)
                                : full({}, v.to_int(), dtype);

@@ -1,0 +1,176 @@
+#include "compile/joint.h"
+
+#include <set>
+#include <sstream>
+
+#include "autograd/internal.h"
+#include "tessera/ops.h"
+
+namespace tessera::compile_detail {
+
+using namespace tessera::compiler;
+
+namespace {
+
+// The values a node reads or writes.
+template <class F>
+void for_each_value(const Node& n, F&& f) {
+  for (const Arg& a : n.args) {
+    if (a.kind == Arg::Kind::Value) f(a.value);
+    if (a.kind == Arg::Kind::ValueList) {
+      for (int v : a.values) f(v);
+    }
+  }
+  for (int w : n.writes) f(w);
+}
+
+// The forward values (defined before the backward's first node) that the live backward nodes
+// and results read, in value order.
+std::vector<int> forward_reads(const Graph& bw, const std::set<int>& own) {
+  std::set<int> read;
+  auto take = [&](int v) {
+    if (v >= 0 && bw.values[static_cast<size_t>(v)].producer < 0 && !own.count(v)) read.insert(v);
+  };
+  for (const Node& n : bw.nodes) {
+    if (!n.dead) for_each_value(n, take);
+  }
+  for (int o : bw.outputs) take(o);
+  return {read.begin(), read.end()};
+}
+
+/** One call's backward: the compiled backward graph with this call's saved tensors and sizes. */
+class CompiledFunctionBackward final : public autograd::Node {
+ public:
+  CompiledFunctionBackward(std::shared_ptr<const BackwardRunner> bw, std::vector<Tensor> saved,
+                           std::vector<int64_t> symbols, std::string fn)
+      : bw_(std::move(bw)),
+        saved_(std::move(saved)),
+        symbols_(std::move(symbols)),
+        fn_(std::move(fn)) {
+    for (const Tensor& t : saved_) versions_.push_back(t.version());
+  }
+  std::string name() const override { return "CompiledFunctionBackward"; }
+
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    TS_CHECK(!grad_enabled(), NotImplementedError)
+        << "[" << fn_
+        << "] double backward (create_graph=true) through a compiled function is not "
+           "supported: its backward is a compiled graph autograd cannot differentiate; call the "
+           "function uncompiled, or under compile with grad disabled for the inner use";
+    TS_CHECK(!released_, RuntimeError)
+        << "[" << fn_
+        << "] trying to run the backward through the compiled graph a second time (its saved "
+           "tensors were freed): pass retain_graph=true to the first backward";
+    for (size_t i = 0; i < saved_.size(); ++i) {
+      TS_CHECK(saved_[i].version() == versions_[i], RuntimeError)
+          << "[" << fn_ << "] a tensor the compiled backward needs (saved tensor " << i
+          << ") was modified by an in-place operation after the forward: it was at version "
+          << versions_[i] << " and is now at version " << saved_[i].version()
+          << "; clone it before modifying it, or modify it after the backward";
+    }
+    const BackwardGraph& g = bw_->graph();
+    std::vector<IValue> in;
+    in.reserve(saved_.size() + grads.size());
+    for (const Tensor& t : saved_) in.emplace_back(t);
+    for (size_t k = 0; k < grads.size(); ++k) {
+      Tensor gk = std::move(grads[k]);
+      // The graph was traced on dense gradients; a missing one is zeros.
+      if (!gk.defined()) gk = output_meta()[k].zeros();
+      if (!gk.is_contiguous()) gk = gk.contiguous();
+      in.emplace_back(std::move(gk));
+    }
+    Scratch s;
+    s.symbols = symbols_;
+    TS_CHECK(g.guards.evaluate(s), RuntimeError)
+        << "[" << fn_ << "] a size of the compiled backward overflows";
+    std::vector<IValue> out = bw_->executor().run(in, s);
+    std::vector<Tensor> result;
+    result.reserve(out.size());
+    for (IValue& o : out) result.push_back(o.is_tensor() ? o.to_tensor() : Tensor());
+    return result;
+  }
+
+  void release_variables() override {
+    saved_.clear();
+    released_ = true;
+  }
+
+ private:
+  std::shared_ptr<const BackwardRunner> bw_;
+  std::vector<Tensor> saved_;
+  std::vector<uint32_t> versions_;
+  std::vector<int64_t> symbols_;
+  std::string fn_;
+  bool released_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Graph> split_backward(Graph& g, size_t first_backward,
+                                      const std::vector<int>& seeds,
+                                      const std::vector<int>& grads) {
+  const int first = static_cast<int>(first_backward);
+  auto bw = std::make_unique<Graph>();
+  bw->name = g.name + " (backward)";
+  bw->env = g.env;
+  bw->values = g.values;
+  bw->captured = g.captured;
+  bw->captured_values = g.captured_values;
+  bw->nodes.assign(std::make_move_iterator(g.nodes.begin() + first),
+                   std::make_move_iterator(g.nodes.end()));
+  g.nodes.resize(first_backward);
+  for (Value& v : bw->values) v.producer = v.producer >= first ? v.producer - first : -1;
+  for (Value& v : g.values) {
+    if (v.producer >= first) v.producer = -1;  // the backward's: not used by the forward
+  }
+  std::set<int> own(seeds.begin(), seeds.end());
+  own.insert(g.captured_values.begin(), g.captured_values.end());
+  bw->outputs = grads;
+  bw->constant_outputs.assign(grads.size(), IValue());
+  // Dead code first (with every forward value it reads as an input, so that a write to one
+  // stays observable), then only what the live nodes read is saved.
+  auto with_seeds = [&](std::vector<int> saved) {
+    saved.insert(saved.end(), seeds.begin(), seeds.end());
+    return saved;
+  };
+  bw->inputs = with_seeds(forward_reads(*bw, own));
+  bw->eliminate_dead_code();
+  const std::vector<int> saved = forward_reads(*bw, own);
+  bw->inputs = with_seeds(saved);
+  for (int v : saved) {
+    g.outputs.push_back(v);
+    g.constant_outputs.emplace_back();
+  }
+  return bw;
+}
+
+std::vector<IValue> run_with_backward(const std::shared_ptr<const BackwardRunner>& bw,
+                                      const Executor& forward, const Graph& g,
+                                      const std::vector<IValue>& args, const Scratch& s,
+                                      const std::string& name) {
+  std::vector<IValue> results;
+  {
+    NoGradGuard no_grad;
+    results = forward.run(args, s);
+  }
+  const BackwardGraph& b = bw->graph();
+  std::vector<Tensor> saved;
+  saved.reserve(results.size() - b.user_outputs);
+  for (size_t i = b.user_outputs; i < results.size(); ++i) saved.push_back(results[i].to_tensor());
+  results.resize(b.user_outputs);
+  auto node = std::make_shared<CompiledFunctionBackward>(bw, std::move(saved), s.symbols, name);
+  for (int t : b.grad_targets) {
+    const Tensor& target =
+        t >= 0 ? args[static_cast<size_t>(t)].to_tensor() : g.captured[static_cast<size_t>(-1 - t)];
+    node->mutable_next_edges().push_back(autograd::gradient_edge(target));
+    node->input_meta().push_back(autograd::TensorMeta::of(target));
+  }
+  for (size_t k = 0; k < b.diff_outputs.size(); ++k) {
+    const Tensor& r = results[b.diff_outputs[k]].to_tensor();
+    autograd::set_history(r, node, static_cast<uint32_t>(k));
+    node->output_meta().push_back(autograd::TensorMeta::of(r));
+  }
+  return results;
+}
+
+}  // namespace tessera::compile_detail

@@ -1,0 +1,313 @@
+// Training under compile (issue 17): with grad enabled and an input (or a closed-over tensor)
+// that requires grad, the forward and its backward are traced as one joint graph below autograd
+// and split; the backward formulas (a triton_op's registered backward included) run as a compiled
+// graph through one CompiledFunctionBackward node. Gradients are compared with eager autograd and
+// with float64 references on fresh random inputs; the backward's allocations are poisoned.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "tessera/autograd.h"
+#include "tessera/compile.h"
+#include "tessera/library.h"
+#include "tessera/tessera.h"
+#include "tessera/testing.h"
+#include "testing.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+
+namespace {
+
+TL_JIT(train_sin_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto mask = offs < n;
+  tl::store(out + offs, tl::sin(tl::load(x + offs, mask)), mask);
+}
+
+TL_JIT(train_cos_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto mask = offs < n;
+  tl::store(out + offs, tl::cos(tl::load(x + offs, mask)), mask);
+}
+
+// Poisons every allocation and counts the operators run (and autograd formulas: they run as
+// operators of the backward only in eager mode).
+struct PoisonAndCount : DispatchMode {
+  std::map<std::string, int> calls;
+  void handle(const OperatorHandle& op, Stack& stack) override {
+    ++calls[op.name()];
+    const bool alloc = op.name() == "aten::empty" || op.name() == "aten::empty_like";
+    op.redispatch(stack);
+    if (alloc) {
+      Tensor t = stack[0].to_tensor();
+      poison(t);
+    }
+  }
+};
+
+CompileOptions fullgraph(std::string name) {
+  CompileOptions o;
+  o.fullgraph = true;
+  o.name = std::move(name);
+  return o;
+}
+
+Tensor leaf(std::vector<SymInt> sizes, DType dtype = DType::Float64) {
+  return randn(sizes, TensorOptions().dtype(dtype)).requires_grad_();
+}
+
+Tensor fresh(const Tensor& t) {
+  return t.detach().clone().requires_grad_();
+}
+
+// The seed's operators: mysin whose registered backward calls the mycos triton_op.
+auto& mycos() {
+  static auto op = library::triton_op("trainlib::mycos", [](const Tensor& x) {
+    Tensor out = empty_like(x);
+    auto n = x.numel();
+    library::wrap_triton(train_cos_kernel)[{tl::cdiv(n, 16)}](x, out, n, tl::meta("BLOCK", 16));
+    return out;
+  });
+  return op;
+}
+
+auto& mysin() {
+  static auto op = [] {
+    auto o = library::triton_op("trainlib::mysin", [](const Tensor& x) {
+      Tensor out = empty_like(x);
+      auto n = x.numel();
+      library::wrap_triton(train_sin_kernel)[{tl::cdiv(n, 16)}](x, out, n, tl::meta("BLOCK", 16));
+      return out;
+    });
+    o.register_autograd([](autograd::AutogradContext& ctx,
+                           const Tensor& grad) { return grad * mycos()(ctx.saved(0)); },
+                        [](autograd::AutogradContext& ctx, const Tensor& x, const Tensor&) {
+                          ctx.save_for_backward({x});
+                        });
+    return o;
+  }();
+  return op;
+}
+
+}  // namespace
+
+TEST(CompileTraining, TheSeedsMysinTrainsWithItsMycosBackwardCompiled) {
+  auto fn = [](const Tensor& x) { return mysin()(x * 2).sum(); };
+  auto compiled = compile(fn, fullgraph("mysin_loss"));
+  for (int64_t n : {20, 37}) {
+    Tensor x = leaf({n});
+    Tensor loss = compiled(x);
+    ASSERT_TRUE(loss.requires_grad());
+    EXPECT_EQ(loss.grad_fn_name(), "CompiledFunctionBackward");
+    PoisonAndCount mode;
+    {
+      ModeGuard g(&mode, ModeKind::Dispatch);
+      loss.backward();
+    }
+    // d/dx sum(sin(2x)) = 2 cos(2x), against float64 math.
+    Tensor want = (x.detach() * 2).cos() * 2;
+    EXPECT_TRUE(all_close(x.grad(), want, 1e-12, 1e-12)) << x.grad() << want;
+    EXPECT_EQ(mode.calls.count("trainlib::mycos"), 0u) << "the backward ran eagerly";
+    Tensor xe = fresh(x);
+    fn(xe).backward();
+    EXPECT_TRUE(all_close(x.grad(), xe.grad(), 1e-12, 1e-12));
+  }
+  const CompiledGraph g = compiled.graph();
+  ASSERT_TRUE(g.backward) << g.text;
+  // The forward: the sin kernel (traced into), its input 2x; the backward: the cos kernel of
+  // the registered formula, traced into as well.
+  EXPECT_EQ(g.find("train_sin_kernel").size(), 1u) << g.text;
+  EXPECT_TRUE(g.find("trainlib::mysin").empty()) << g.text;
+  // Its two multiplications (the formula's and the chain rule's through x * 2) are the kernel's
+  // epilogue: the backward is one launch.
+  EXPECT_EQ(g.backward->find("train_cos_kernel+mul+mul").size(), 1u) << g.backward->text;
+  EXPECT_EQ(g.backward->kernel_launches(), 1) << g.backward->text;
+  EXPECT_TRUE(g.backward->find("trainlib::mycos").empty()) << g.backward->text;
+}
+
+TEST(CompileTraining, PointwiseChainsTrainAsFusedKernelsBothWays) {
+  auto fn = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return ((x * w + b).relu() * 0.5 + x.sin() * x).sum();
+  };
+  auto compiled = compile(fn, fullgraph("chain_loss"));
+  Tensor x = leaf({64, 48}), w = leaf({48}), b = leaf({48});
+  (void)compiled(fresh(x), fresh(w), fresh(b));  // traced here: the counts below are one call's
+  PoisonAndCount mode;
+  {
+    ModeGuard g(&mode, ModeKind::Dispatch);
+    compiled(x, w, b).backward();
+  }
+  Tensor xe = fresh(x), we = fresh(w), be = fresh(b);
+  fn(xe, we, be).backward();
+  EXPECT_TRUE(all_close(x.grad(), xe.grad(), 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(w.grad(), we.grad(), 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(b.grad(), be.grad(), 1e-12, 1e-12));
+  // Against float64 math: d/dx = relu'(xw + b) * 0.5 * w + cos(x) * x + sin(x).
+  Tensor xd = x.detach(), wd = w.detach(), bd = b.detach();
+  Tensor on = ((xd * wd + bd) > 0.0).to(DType::Float64);
+  EXPECT_TRUE(all_close(x.grad(), on * 0.5 * wd + xd.cos() * xd + xd.sin(), 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(b.grad(), (on * 0.5).sum({0}), 1e-12, 1e-12));
+  const CompiledGraph g = compiled.graph();
+  ASSERT_TRUE(g.backward);
+  int fused = 0;
+  for (const auto& n : g.backward->nodes) fused += n.target.rfind("fused_", 0) == 0;
+  EXPECT_GE(fused, 1) << g.backward->text;
+  EXPECT_EQ(mode.calls.count("aten::relu"), 0u) << "the forward's relu ran as an operator";
+}
+
+TEST(CompileTraining, NormsAndSoftmaxTrainLikeEager) {
+  auto fn = [](const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& t) {
+    Tensor y = layer_norm(x, {32}, w, b);
+    Tensor p = softmax(gelu(y) * 0.5, -1);
+    return (p * t).sum() + rms_norm(x, {32}).mean();
+  };
+  auto compiled = compile(fn, fullgraph("norm_loss"));
+  for (int64_t rows : {16, 24, 40}) {  // static, then dynamic rows
+    Tensor x = leaf({rows, 32}), w = leaf({32}), b = leaf({32});
+    Tensor t = randn({rows, 32}, TensorOptions().dtype(DType::Float64));
+    {
+      PoisonAndCount mode;
+      ModeGuard g(&mode, ModeKind::Dispatch);
+      compiled(x, w, b, t).backward();
+    }
+    Tensor xe = fresh(x), we = fresh(w), be = fresh(b);
+    fn(xe, we, be, t).backward();
+    EXPECT_TRUE(all_close(x.grad(), xe.grad(), 1e-10, 1e-12)) << rows;
+    EXPECT_TRUE(all_close(w.grad(), we.grad(), 1e-10, 1e-12)) << rows;
+    EXPECT_TRUE(all_close(b.grad(), be.grad(), 1e-10, 1e-12)) << rows;
+  }
+  EXPECT_EQ(compiled.stats().graphs, 2);
+  EXPECT_TRUE(compiled.graph().backward);
+}
+
+TEST(CompileTraining, ClosedOverParametersGetTheirGradients) {
+  Tensor w = leaf({16}), bias = leaf({16});
+  auto fn = [&](const Tensor& x) { return ((x * w).tanh() + bias).pow(2.0).sum(); };
+  auto compiled = compile(fn, fullgraph("closure_loss"));
+  Tensor x = randn({8, 16}, TensorOptions().dtype(DType::Float64));  // no grad: only the params
+  compiled(x).backward();
+  Tensor wg = w.grad().clone(), bg = bias.grad().clone();
+  fn(x).backward();  // eager adds the same again
+  EXPECT_TRUE(all_close(wg * 2, w.grad(), 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(bg * 2, bias.grad(), 1e-12, 1e-12));
+  EXPECT_TRUE(compiled.graph().backward);
+  // A parameter that stops requiring grad is a guard: a new graph, without a backward for it.
+  bias.requires_grad_(false);
+  compiled(x).backward();
+  EXPECT_EQ(compiled.stats().graphs, 2);
+  EXPECT_TRUE(all_close(w.grad(), wg * 3, 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(bias.grad(), bg * 2, 1e-12, 1e-12));
+}
+
+TEST(CompileTraining, GradcheckPassesThroughTheCompiledFunction) {
+  auto compiled = compile(
+      [](const Tensor& x, const Tensor& y) { return (x.exp() * y).sigmoid() + x * y.cos(); },
+      fullgraph("gradcheck_fn"));
+  Tensor x = leaf({5, 3}), y = leaf({3});
+  EXPECT_TRUE(autograd::gradcheck(
+      [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{compiled(in[0], in[1])}; },
+      {x, y}));
+  int joint = 0;  // gradcheck also evaluates without grad: a second graph
+  for (const CompiledGraph& g : compiled.graphs()) joint += g.backward != nullptr;
+  EXPECT_EQ(joint, 1);
+}
+
+TEST(CompileTraining, DoubleBackwardAndASecondBackwardAreClearErrors) {
+  auto compiled = compile([](const Tensor& x) { return (x.sin() * x).sum(); }, fullgraph("twice"));
+  Tensor x = leaf({10});
+  Tensor loss = compiled(x);
+  std::string msg = error_of<NotImplementedError>(
+      [&] { autograd::grad({loss}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true); });
+  EXPECT_NE(msg.find("[twice] double backward"), std::string::npos) << msg;
+  // retain_graph keeps the saved tensors: two backwards accumulate twice the gradient.
+  loss.backward({}, /*retain_graph=*/true);
+  loss.backward();
+  Tensor xd = x.detach();
+  EXPECT_TRUE(all_close(x.grad(), (xd.cos() * xd + xd.sin()) * 2, 1e-12, 1e-12));
+  msg = error_of<RuntimeError>([&] { loss.backward(); });
+  EXPECT_NE(msg.find("retain_graph=true"), std::string::npos) << msg;
+}
+
+TEST(CompileTraining, ASavedTensorModifiedInPlaceIsAnError) {
+  auto compiled =
+      compile([](const Tensor& x, const Tensor& y) { return (x * y).sum(); }, fullgraph("inplace"));
+  Tensor x = leaf({6});
+  Tensor y = randn({6}, TensorOptions().dtype(DType::Float64));
+  Tensor loss = compiled(x, y);
+  y.add_(1.0);
+  const std::string msg = error_of<RuntimeError>([&] { loss.backward(); });
+  EXPECT_NE(msg.find("[inplace]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("modified by an in-place operation"), std::string::npos) << msg;
+}
+
+TEST(CompileTraining, GradModeIsGuarded) {
+  auto compiled = compile([](const Tensor& x) { return mysin()(x).sum(); }, fullgraph("mode"));
+  Tensor x = leaf({12});
+  {
+    NoGradGuard no_grad;
+    EXPECT_FALSE(compiled(x).requires_grad());
+  }
+  EXPECT_EQ(compiled.stats().graphs, 1);
+  Tensor loss = compiled(x);  // grad mode on: not the graph traced without it
+  EXPECT_EQ(compiled.stats().graphs, 2);
+  ASSERT_EQ(loss.grad_fn_name(), "CompiledFunctionBackward");
+  loss.backward();
+  EXPECT_TRUE(all_close(x.grad(), x.detach().cos(), 1e-12, 1e-12));
+  {
+    NoGradGuard no_grad;
+    EXPECT_FALSE(compiled(x).requires_grad());  // back to the first graph
+  }
+  EXPECT_EQ(compiled.stats().graphs, 2);
+}
+
+TEST(CompileTraining, UnusedResultsAndInputsReturnedAsIs) {
+  auto fn = [](const Tensor& x) { return std::make_tuple(x.sin(), x.cos() * 3, x); };
+  auto compiled = compile(fn, fullgraph("three"));
+  Tensor x = leaf({9});
+  auto [s, c, same] = compiled(x);
+  EXPECT_EQ(same.impl(), x.impl());
+  EXPECT_TRUE(c.requires_grad());
+  s.sum().backward();  // c gets no gradient: zeros in the compiled backward
+  EXPECT_TRUE(all_close(x.grad(), x.detach().cos(), 1e-12, 1e-12));
+  auto [s2, c2, same2] = compiled(x);
+  (void)s2;
+  (void)same2;
+  c2.sum().backward();
+  EXPECT_TRUE(all_close(x.grad(), x.detach().cos() - x.detach().sin() * 3, 1e-12, 1e-12));
+}
+
+TEST(CompileTraining, ABackwardThatCannotBeTracedRunsAsAutogradRecordsIt) {
+  // The formula reads tensor data (item()): it cannot run on fake tensors, so the forward is
+  // traced alone and autograd records its operators as the graph replays: triton_ops stay
+  // whole (their formulas apply) and built-in ops stay as called (no fused kernels).
+  static auto scale = [] {
+    auto op = library::triton_op("trainlib::scale_by_sum", [](const Tensor& x) {
+      Tensor out = empty_like(x);
+      auto n = x.numel();
+      library::wrap_triton(train_sin_kernel)[{tl::cdiv(n, 16)}](x, out, n, tl::meta("BLOCK", 16));
+      return out;
+    });
+    op.register_autograd(
+        [](autograd::AutogradContext& ctx, const Tensor& grad) {
+          const Tensor x = ctx.saved(0);
+          return grad * x.cos() * (x.sum().item<double>() > -1e300 ? 1.0 : 0.0);
+        },
+        [](autograd::AutogradContext& ctx, const Tensor& x, const Tensor&) {
+          ctx.save_for_backward({x});
+        });
+    return op;
+  }();
+  auto compiled =
+      compile([](const Tensor& x) { return scale((x * 0.5).exp()).sum(); }, fullgraph("item"));
+  Tensor x = leaf({7});
+  compiled(x).backward();
+  Tensor e = (x.detach() * 0.5).exp();
+  EXPECT_TRUE(all_close(x.grad(), e.cos() * e * 0.5, 1e-12, 1e-12));
+  const CompiledGraph g = compiled.graph();
+  EXPECT_FALSE(g.backward);
+  EXPECT_FALSE(compiled.stats().eager);
+  EXPECT_EQ(g.find("trainlib::scale_by_sum").size(), 1u) << g.text;
+  for (const auto& n : g.nodes) EXPECT_NE(n.target.rfind("fused_", 0), 0u) << g.text;
+}
