@@ -164,6 +164,24 @@ void cpu_kernel(const StridedIter<1 + sizeof...(In)>& it, F f, int64_t grain = k
               return;
             }
           }
+          if constexpr (N == 4) {
+            // The last input broadcast (`where(c, x, 0)`, a backward's mask): hoist its value.
+            using A = std::tuple_element_t<0, std::tuple<In...>>;
+            using B = std::tuple_element_t<1, std::tuple<In...>>;
+            using C = std::tuple_element_t<2, std::tuple<In...>>;
+            if (st[0] == sizeof(Out) && st[1] == static_cast<int64_t>(sizeof(A)) &&
+                st[2] == static_cast<int64_t>(sizeof(B)) && st[3] == 0) {
+              Out* __restrict out = reinterpret_cast<Out*>(ptrs[0]);
+              const A* __restrict a = reinterpret_cast<const A*>(ptrs[1]);
+              const B* __restrict b = reinterpret_cast<const B*>(ptrs[2]);
+              const auto c = load<C>(ptrs[3]);
+              for (int64_t i = 0; i < n; ++i) {
+                out[i] = convert<Out>(
+                    f(static_cast<opmath_t<A>>(a[i]), static_cast<opmath_t<B>>(b[i]), c));
+              }
+              return;
+            }
+          }
           for (int64_t i = 0; i < n; ++i) {
             *reinterpret_cast<Out*>(ptrs[0] + i * st[0]) =
                 convert<Out>(f(load<In>(ptrs[I + 1] + i * st[I + 1])...));

@@ -4,8 +4,10 @@
 // elements are not already contiguous), then each row is reduced on the thread pool. Floating
 // sums accumulate in double with eight independent lanes (deterministic, pipelines well); integer
 // sums in int64. NaN propagates through max/min, and wins argmax/argmin; ties give the first index.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "ops/cpu_loops.h"
 #include "ops/device_copy.h"
@@ -97,6 +99,49 @@ double sum_lanes(const T* x, int64_t n) {
          tail;
 }
 
+// x dense with its reduced dims one block of dims and dims after it (a bias gradient's sum over
+// the rows): x as [A, R, B], summed over R. Blocks of 256 columns accumulate in double over a
+// fixed slice of the rows each (slices by size only: deterministic on any thread count), then the
+// slices add in order. One read of x; the rows path would first copy x transposed.
+bool column_block(const Tensor& x, const ReducePlan& p, int64_t& A, int64_t& R, int64_t& B) {
+  if (p.reduced.empty() || !x.is_contiguous()) return false;
+  const int64_t r0 = p.reduced[0], r1 = p.reduced[p.reduced.size() - 1];
+  if (r1 - r0 + 1 != static_cast<int64_t>(p.reduced.size())) return false;
+  const auto sizes = x.impl()->int_sizes();
+  A = R = B = 1;
+  for (int64_t d = 0; d < x.dim(); ++d) (d < r0 ? A : d <= r1 ? R : B) *= sizes[d];
+  return B > 1;
+}
+
+template <class T>
+void sum_columns(const T* in, T* out, int64_t A, int64_t R, int64_t B, bool mean) {
+  constexpr int64_t kCols = 256;
+  const int64_t blocks = (B + kCols - 1) / kCols;
+  const int64_t slices = std::clamp<int64_t>(R / 512, 1, 16);
+  const int64_t per = (R + slices - 1) / slices;
+  std::vector<double> partial(static_cast<size_t>(slices * A * B));
+  const int64_t tasks = A * blocks * slices;
+  const int64_t grain = std::max<int64_t>(1, cpu::kGrain / std::max<int64_t>(per * kCols, 1));
+  runtime::parallel_for(0, tasks, grain, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t s = t % slices, blk = (t / slices) % blocks, a = t / (slices * blocks);
+      const int64_t c0 = blk * kCols, n = std::min(kCols, B - c0);
+      double* acc = partial.data() + (s * A + a) * B + c0;
+      const T* base = in + a * R * B + c0;
+      for (int64_t r = s * per; r < std::min(R, (s + 1) * per); ++r) {
+        const T* row = base + r * B;
+        for (int64_t j = 0; j < n; ++j)
+          acc[j] += static_cast<double>(static_cast<opmath_t<T>>(row[j]));
+      }
+    }
+  });
+  for (int64_t i = 0; i < A * B; ++i) {
+    double v = 0;
+    for (int64_t s = 0; s < slices; ++s) v += partial[static_cast<size_t>(s * A * B + i)];
+    out[i] = convert<T>(mean ? v / static_cast<double>(R) : v);
+  }
+}
+
 enum class SumKind { Sum, Mean, Prod };
 
 DType sum_result_dtype(DType in, std::optional<DType> dtype, SumKind kind, const char* op) {
@@ -128,6 +173,14 @@ Tensor sum_like(const Tensor& self, std::optional<IntArrayRef> dims, bool keepdi
     return out;
   }
   const Tensor x = cpu_to_dtype(self, out_dt);
+  int64_t A, R, B;
+  if (kind != SumKind::Prod && is_floating_point(out_dt) && column_block(x, p, A, R, B)) {
+    visit_dtype<kFloats>(out_dt, op, [&]<class T>() {
+      sum_columns(static_cast<const T*>(x.impl()->data()), static_cast<T*>(out.impl()->data()), A,
+                  R, B, kind == SumKind::Mean);
+    });
+    return out;
+  }
   int64_t O, N;
   const Tensor rows = as_rows(x, p, O, N);
   visit_dtype<kNumeric>(out_dt, op, [&]<class T>() {

@@ -250,7 +250,11 @@ TEST(OpHarness, Where) {
   s.name = "where";
   s.dtypes = concat(kNumericTypes, {bool_, float8_e4m3fn});
   s.input_dtypes = [](DType dt, size_t i) { return i == 0 ? bool_ : dt; };
-  s.shapes = {{{2, 3}, {2, 3}, {2, 3}}, {{3}, {2, 3}, {1}}, {{129, 257}, {129, 257}, {129, 257}}};
+  // ... and a 0-dim other (`where(mask, g, 0)`, a backward's: a loop of its own).
+  s.shapes = {{{2, 3}, {2, 3}, {2, 3}},
+              {{3}, {2, 3}, {1}},
+              {{129, 257}, {129, 257}, {129, 257}},
+              {{129, 257}, {129, 257}, {}}};
   s.run = [](const std::vector<Tensor>& in) { return where(in[0], in[1], in[2]); };
   s.run_out = [](Tensor& o, const std::vector<Tensor>& in) { where_out(o, in[0], in[1], in[2]); };
   s.ref = [](const std::vector<Ref>& in, DType) {
@@ -392,6 +396,10 @@ TEST(OpHarness, Sum) {
       {{-1}, true, {{{3, 4, 5}}, {{2, 0, 3}}, {{1, 70000}}}},
       {{0, 2}, false, {{{3, 4, 5}}, {{2, 0, 3}}}},
       {{0}, true, {{{3, 4, 5}}, {{70000, 2}}}},
+      // Dense inputs summed over leading or middle dimensions: columns accumulated in blocks of
+      // 256 over slices of the rows (several blocks, several slices, a partial block).
+      {{0}, false, {{{2000, 513}}}},
+      {{1}, true, {{{3, 700, 300}}}},
       {{}, false, {{{3, 4, 5}}, {{2, 0, 3}}, {{1, 70000}}}},
   };
   for (const auto& c : configs) {
@@ -416,7 +424,7 @@ TEST(OpHarness, MeanProdVar) {
   run_spec(reduction(
       "mean dim", kFloatTypes, {1}, false, [](const Tensor& a) { return mean(a, {1}); },
       [](const V& v) { return sum_of(v) / static_cast<double>(v.size()); },
-      {{{3, 4, 5}}, {{1, 70000}}}));
+      {{{3, 4, 5}}, {{1, 70000}}, {{2, 1500, 260}}}));
   run_spec(reduction(
       "mean all", kFloatTypes, {}, false, [](const Tensor& a) { return mean(a); },
       [](const V& v) { return sum_of(v) / static_cast<double>(v.size()); }, {{{3, 4, 5}}}));
