@@ -381,14 +381,24 @@ void register_builtin_derivatives() {
   });
 
   // Pointwise, binary (gradients are summed back over broadcast dims).
+  // alpha = 1 (every `a + b`) multiplies nothing: one pass less per gradient.
   def("aten::add.Tensor", keep(), [](Ctx& c, const Grads& g) -> R {
-    return {sum_to(g[0], shape(c, 0)), sum_to(g[0] * scalar_arg(c, 2), shape(c, 1)), IValue()};
+    const Scalar alpha = scalar_arg(c, 2);
+    Tensor ga, gb;
+    if (c.needs_input_grad(0)) ga = sum_to(g[0], shape(c, 0));
+    if (c.needs_input_grad(1)) gb = sum_to(alpha == Scalar(1) ? g[0] : g[0] * alpha, shape(c, 1));
+    return {ga, gb, IValue()};
   });
   def("aten::add.Scalar", keep(), [](Ctx&, const Grads& g) -> R {
     return {g[0], IValue(), IValue()};
   });
   def("aten::sub.Tensor", keep(), [](Ctx& c, const Grads& g) -> R {
-    return {sum_to(g[0], shape(c, 0)), sum_to(-(g[0] * scalar_arg(c, 2)), shape(c, 1)), IValue()};
+    const Scalar alpha = scalar_arg(c, 2);
+    Tensor ga, gb;
+    if (c.needs_input_grad(0)) ga = sum_to(g[0], shape(c, 0));
+    if (c.needs_input_grad(1))
+      gb = sum_to(alpha == Scalar(1) ? -g[0] : -(g[0] * alpha), shape(c, 1));
+    return {ga, gb, IValue()};
   });
   def("aten::sub.Scalar", keep(), [](Ctx&, const Grads& g) -> R {
     return {g[0], IValue(), IValue()};

@@ -68,10 +68,31 @@ const Lowering* lowering_of(const Node& n) {
       {"aten::mul.Scalar", {PwOp::Mul, 1, false, false, true}},
       {"aten::div.Scalar", {PwOp::Div, 1, false, true, true}},
       {"aten::pow.Tensor_Scalar", {PwOp::Pow, 1, false, true, true}},
+      // Comparisons (a bool result, computed in the operands' dtype) and where: a backward's
+      // masks (`where(y > 0, g, 0)` of relu).
+      {"aten::gt.Tensor", {PwOp::Gt, 2, false, false}},
+      {"aten::ge.Tensor", {PwOp::Ge, 2, false, false}},
+      {"aten::lt.Tensor", {PwOp::Lt, 2, false, false}},
+      {"aten::le.Tensor", {PwOp::Le, 2, false, false}},
+      {"aten::eq.Tensor", {PwOp::Eq, 2, false, false}},
+      {"aten::ne.Tensor", {PwOp::Ne, 2, false, false}},
+      {"aten::gt.Scalar", {PwOp::Gt, 1, false, false, true}},
+      {"aten::ge.Scalar", {PwOp::Ge, 1, false, false, true}},
+      {"aten::lt.Scalar", {PwOp::Lt, 1, false, false, true}},
+      {"aten::le.Scalar", {PwOp::Le, 1, false, false, true}},
+      {"aten::eq.Scalar", {PwOp::Eq, 1, false, false, true}},
+      {"aten::ne.Scalar", {PwOp::Ne, 1, false, false, true}},
+      {"aten::where.self", {PwOp::Where, 3, false, false}},
+      {"aten::where.ScalarOther", {PwOp::Where, 2, false, false, true}},
   };
   if (n.dead || n.kind != Node::Kind::Op) return nullptr;
   auto it = kTable.find(n.op.name());
   return it == kTable.end() ? nullptr : &it->second;
+}
+
+bool is_comparison(PwOp op) {
+  return op == PwOp::Gt || op == PwOp::Ge || op == PwOp::Lt || op == PwOp::Le || op == PwOp::Eq ||
+         op == PwOp::Ne;
 }
 
 tl::FusedInt fused_int(sym::ExprPtr e, std::vector<sym::ExprPtr>& params) {
@@ -560,7 +581,9 @@ class ChainFusion {
     const Lowering* low = lowering_of(n);
     if (!low || n.outputs.size() != 1 || n.outputs[0] < 0 || !n.writes.empty()) return false;
     const DType r = info(n.outputs[0]).dtype;
-    if (r == DType::Bool || (low->floats_only && !is_floating_point(r))) return false;
+    if (!is_comparison(low->op) &&
+        (r == DType::Bool || (low->floats_only && !is_floating_point(r))))
+      return false;
     const std::string& name = n.op.name();
     if ((name == "aten::div.Tensor" || name == "aten::div.Scalar") && !n.args[2].constant.is_none())
       return false;  // rounding modes have their own ops
@@ -574,7 +597,13 @@ class ChainFusion {
       const Arg& a = n.args[static_cast<size_t>(low->tensors)];
       if (a.kind != Arg::Kind::Constant || !a.constant.is_scalar()) return false;
     }
-    return true;
+    if (is_comparison(low->op)) {
+      // Float operands of one dtype (the compute dtype, without a promotion rule to repeat).
+      const DType x = info(n.args[0].value).dtype;
+      if (!is_floating_point(x) || (low->tensors == 2 && info(n.args[1].value).dtype != x))
+        return false;
+    }
+    return low->op != PwOp::Where || info(n.args[0].value).dtype == DType::Bool;
   }
 
   // A reduction along the last dimension of a float tensor into its own dtype (its result one
@@ -1038,7 +1067,10 @@ class ChainFusion {
       }
       tl::PointwiseSpec::Step st;
       st.result = info(n.outputs[0]).dtype;
-      st.compute = st.result;  // the pointwise ops here compute in their result dtype
+      // The pointwise ops here compute in their result dtype; comparisons in their operands'.
+      st.compute = st.result;
+      if (const Lowering* l = lowering_of(n); l && is_comparison(l->op))
+        st.compute = info(n.args[0].value).dtype;
       st.row = space_of(grp, n.outputs[0]) != Space::Full;
       st.reduce = reduce_op(n);
       st.operands = std::move(ops);
@@ -1058,7 +1090,7 @@ class ChainFusion {
         Operand o;
         o.kind = Operand::Kind::Constant;
         o.value = n.args[static_cast<size_t>(low->tensors)].constant.to_scalar();
-        o.dtype = st.result;  // as eager's scalar_tensor(b, promoted)
+        o.dtype = st.compute;  // as eager's scalar_tensor(b, promoted)
         st.operands.push_back(o);
       }
       if (low && low->alpha)

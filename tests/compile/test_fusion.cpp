@@ -62,6 +62,32 @@ Tensor f64(const Tensor& t) {
   return t.to(DType::Float64);
 }
 
+TEST(CompilePointwise, ComparisonsAndWhereFuseAMaskedChain) {
+  // relu's backward, `where(y > 0, g, 0)`, and masks in general: the comparison computes in its
+  // operands' dtype, its bool result feeds where or is stored as a result of its own.
+  auto fn = [](const Tensor& x, const Tensor& y) {
+    const Tensor m = x.sin() > y;
+    return std::make_tuple(where(m, x * 2, y), where(x <= 0.25, x, 0.5) * 3, m);
+  };
+  auto compiled = compile(fn, fullgraph("masks"));
+  for (DType dt : {DType::Float32, DType::BFloat16}) {
+    Tensor x = randn({37, 19}).to(dt), y = randn({19}).to(dt);
+    std::tuple<Tensor, Tensor, Tensor> got;
+    run_poisoned([&] { got = compiled(x, y); });
+    const auto [a, b, m] = fn(x, y);
+    EXPECT_TRUE(equal(std::get<0>(got), a)) << dtype_name(dt);
+    EXPECT_TRUE(equal(std::get<1>(got), b)) << dtype_name(dt);
+    EXPECT_TRUE(equal(std::get<2>(got), m)) << dtype_name(dt);
+    EXPECT_EQ(std::get<2>(got).dtype(), DType::Bool);
+  }
+  EXPECT_EQ(fused_kernels(compiled.graph()).size(), 1u) << compiled.graph().text;
+  // Comparisons of integers keep the promotion rules of their ops: as called.
+  auto ints = compile([](const Tensor& i) { return where(i > 2, i, 7); }, fullgraph("int_masks"));
+  Tensor i = arange(0, 10, 1, TensorOptions().dtype(DType::Int32));
+  EXPECT_TRUE(equal(ints(i), where(i > 2, i, 7)));
+  EXPECT_TRUE(fused_kernels(ints.graph()).empty()) << ints.graph().text;
+}
+
 TEST(CompilePointwise, Float64ScalarsAreExact) {
   // A scalar operand is the op's value in its compute type: in a float64 chain, 0.1 as a double
   // (a tile-language float literal is float32, which would be off by about 1e-9).
