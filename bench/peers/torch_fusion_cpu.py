@@ -7,6 +7,9 @@ benchmarks, on CPU tensors, beside `bench_compile_cpu`'s rows of the same names:
     LayerNormOps        mean, centre, variance, rsqrt, weight, bias (nine ops)
     SoftmaxOperator     softmax(x, -1)
     LayerNormOperator   layer_norm(x, [1024], w, b)
+    PointwiseTrain      forward and backward of relu((x + p) * 0.5) + q (grads of x, p)
+    LayerNormTrain      forward and backward of gelu(layer_norm(x, w, b), tanh) (x, w, b)
+    SoftmaxTrain        forward and backward of softmax(x * 0.125 + mask) (x)
 
 x is 4096 x 1024 float32. Prints one line per function: name, eager ms, torch.compile ms (medians
 of --runs calls after warm-up), and torch.compile's first-call seconds.
@@ -82,6 +85,35 @@ def main():
         first = time.perf_counter() - t0
         assert torch.allclose(out, fn(*a), rtol=1e-4, atol=1e-5), name
         print(f"{name} {median_ms(fn, a):.3f} {median_ms(compiled, a):.3f} {first:.2f}", flush=True)
+
+    # Training under compile: forward and backward (torch.autograd.grad with an upstream
+    # gradient) of bench_compile_cpu's BM_*Train rows.
+    up = torch.randn(4096, 1024)
+    mask = torch.randn(4096, 1024)
+    train = [
+        ("PointwiseTrain", lambda x, p, q: torch.relu((x + p) * 0.5) + q,
+         (torch.randn(4096, 1024, requires_grad=True), torch.randn(1024, requires_grad=True), r)),
+        ("LayerNormTrain",
+         lambda x, p, q: F.gelu(F.layer_norm(x, [1024], p, q, 1e-5), approximate="tanh"),
+         (torch.randn(4096, 1024, requires_grad=True), torch.randn(1024, requires_grad=True),
+          torch.randn(1024, requires_grad=True))),
+        ("SoftmaxTrain", lambda x, p, q: torch.softmax(x * 0.125 + q, -1),
+         (torch.randn(4096, 1024, requires_grad=True), None, mask)),
+    ]
+    for name, fn, a in train:
+        wrt = [t for t in a if t is not None and t.requires_grad]
+
+        def step(f, a=a, wrt=wrt):
+            return torch.autograd.grad(f(*a), wrt, up)
+
+        compiled = torch.compile(fn, fullgraph=True)
+        t0 = time.perf_counter()
+        got = step(compiled)
+        first = time.perf_counter() - t0
+        for g, w in zip(got, step(fn)):
+            assert torch.allclose(g, w, rtol=1e-3, atol=1e-4), name
+        print(f"{name} {median_ms(lambda: step(fn), ()):.3f} "
+              f"{median_ms(lambda: step(compiled), ()):.3f} {first:.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -547,7 +547,7 @@ class ChainFusion {
   }
 
  private:
-  static constexpr size_t kMaxOps = 32, kMaxInputs = 12;
+  static constexpr size_t kMaxOps = 64, kMaxInputs = 12;
   static constexpr size_t kNamedOps = 6;  ///< ops named in the kernel's name
   static constexpr int64_t kBlock = 1024;
   static constexpr int64_t kMaxRow = 16384;  ///< the longest row a program holds whole
@@ -778,12 +778,25 @@ class ChainFusion {
     std::vector<bool> member(g_.nodes.size(), false);
     member[seed] = true;
     size_t count = 1, sink = seed;
-    if (rows_) {
-      // Forward: each node that reads the group's values joins (and becomes the sink) if it fits;
-      // the first that reads them and does not, or writes an operand of a member, ends the scan.
+    // Rows: forward, then back from the sink, again while either adds a member (a consumer of a
+    // producer the backward step added: the weight gradient's `g * xhat` of layer norm's
+    // backward, whose reduction seeded the group after xhat).
+    for (size_t before = 0; before != count && count < kMaxOps;) {
+      before = count;
+      if (rows_) scan_forward(grp, seed, used, member, count, sink);
+      grow_back(grp, used, member, count, sink);
+    }
+    collect(grp, member);
+  }
+
+  // Forward: each node that reads the group's values joins (and becomes the sink) if it fits;
+  // the first that reads them and does not, or writes an operand of a member, ends the scan.
+  void scan_forward(Group& grp, size_t seed, const std::vector<bool>& used,
+                    std::vector<bool>& member, size_t& count, size_t& sink) const {
+    {
       for (size_t j = seed + 1; j < g_.nodes.size() && count < kMaxOps; ++j) {
         const Node& n = g_.nodes[j];
-        if (n.dead) continue;
+        if (n.dead || member[j]) continue;
         bool reads = false, writes = false;
         for (size_t m = 0; m < j; ++m) {
           if (!member[m]) continue;
@@ -794,15 +807,19 @@ class ChainFusion {
         }
         if (reads && !used[j] && fits(grp, n, member)) {
           member[j] = true;
-          sink = j;
+          sink = std::max(sink, j);
           ++count;
           continue;
         }
         if (reads || writes) break;
       }
     }
-    // Back from the sink: producers, latest first (a producer's later consumers are decided
-    // before it).
+  }
+
+  // Back from the sink: producers, latest first (a producer's later consumers are decided
+  // before it).
+  void grow_back(Group& grp, const std::vector<bool>& used, std::vector<bool>& member,
+                 size_t& count, size_t sink) const {
     std::set<size_t, std::greater<>> pending;
     auto push_producers = [&](size_t i) {
       for (int v : operands(g_.nodes[i])) {
@@ -823,7 +840,6 @@ class ChainFusion {
       ++count;
       push_producers(p);
     }
-    collect(grp, member);
   }
 
   // The group's members (ascending), their values and the values they read from outside.

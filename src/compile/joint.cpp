@@ -38,6 +38,109 @@ std::vector<int> forward_reads(const Graph& bw, const std::set<int>& own) {
   return {read.begin(), read.end()};
 }
 
+// ---- recomputation -----------------------------------------------------------------------------
+
+// Forward nodes the backward may run again instead of reading their result: built-in pointwise
+// operators (not random) and the row operators, pure, one result.
+bool recomputable(const Node& n) {
+  if (n.dead || n.kind != Node::Kind::Op || !n.writes.empty() || n.outputs.size() != 1 ||
+      n.outputs[0] < 0)
+    return false;
+  const std::string& name = n.op.name();
+  if (name == "aten::layer_norm" || name == "aten::rms_norm" || name == "aten::softmax.int" ||
+      name == "aten::log_softmax.int")
+    return true;
+  return n.op.has_tag(kTagPointwise) && n.op.has_tag(kTagBuiltin) && !n.op.has_tag(kTagRandom) &&
+         !n.op.has_tag(kTagInplace);
+}
+
+class Recompute {
+ public:
+  Recompute(const Graph& g, size_t first_backward) : g_(g), first_(first_backward) {
+    for (size_t i = 0; i < first_; ++i) {
+      for (int w : g_.nodes[i].writes) written_.insert(g_.storage_of(w));
+    }
+    for (int in : g_.inputs) {
+      if (in >= 0) free_.insert(in);
+    }
+    free_.insert(g_.captured_values.begin(), g_.captured_values.end());
+  }
+
+  /** Replaces saved values that are cheaper to recompute from other saved values and the inputs
+   * (min-cut-like, greedily): saving v costs writing and reading it (2|v|); recomputing it costs
+   * reading what it needs that is not saved yet (|u| for an input, which the caller holds anyway,
+   * 2|u| for another forward value). Returns the forward nodes to run first in the backward, in
+   * order; `saved` becomes what the backward reads instead. */
+  std::vector<size_t> apply(std::vector<int>& saved) {
+    std::set<int> s(saved.begin(), saved.end());
+    std::set<size_t> chosen;
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (int v : std::vector<int>(s.begin(), s.end())) {
+        std::set<size_t> nodes;
+        std::set<int> leaves;
+        if (free_.count(v) || !plan(v, s, nodes, leaves, 0)) continue;
+        double cost = 0;
+        for (int u : leaves) cost += static_cast<double>(bytes(u)) * (free_.count(u) ? 1 : 2);
+        if (cost >= 2.0 * static_cast<double>(bytes(v))) continue;
+        s.erase(v);
+        s.insert(leaves.begin(), leaves.end());
+        chosen.insert(nodes.begin(), nodes.end());
+        changed = true;
+      }
+    }
+    saved.assign(s.begin(), s.end());
+    return {chosen.begin(), chosen.end()};
+  }
+
+ private:
+  // The forward nodes that compute v from saved values, inputs or new leaves (`leaves`: what is
+  // not saved yet); false when v cannot be recomputed within the depth limit.
+  bool plan(int v, const std::set<int>& saved, std::set<size_t>& nodes, std::set<int>& leaves,
+            int depth) const {
+    const int p = g_.values[static_cast<size_t>(v)].producer;
+    if (p < 0 || static_cast<size_t>(p) >= first_ || depth > kMaxDepth || nodes.size() >= kMaxNodes)
+      return false;
+    const Node& n = g_.nodes[static_cast<size_t>(p)];
+    if (!recomputable(n)) return false;
+    nodes.insert(static_cast<size_t>(p));
+    for (const Arg& a : n.args) {
+      if (a.kind == Arg::Kind::ValueList) return false;
+      if (a.kind != Arg::Kind::Value || a.value < 0) continue;
+      const int u = a.value;
+      // What a forward node writes may have changed after v was computed.
+      if (written_.count(g_.storage_of(u))) return false;
+      if (saved.count(u) || free_.count(u)) {
+        if (!saved.count(u)) leaves.insert(u);
+        continue;
+      }
+      std::set<size_t> sub_nodes = nodes;
+      std::set<int> sub_leaves = leaves;
+      if (plan(u, saved, sub_nodes, sub_leaves, depth + 1)) {
+        nodes = std::move(sub_nodes);
+        leaves = std::move(sub_leaves);
+      } else {
+        leaves.insert(u);  // saved instead
+      }
+    }
+    return true;
+  }
+
+  int64_t bytes(int v) const {
+    const TensorInfo& t = g_.values[static_cast<size_t>(v)].tensor;
+    int64_t n = static_cast<int64_t>(itemsize(t.dtype));
+    for (sym::ExprPtr d : t.sizes) n *= g_.env->hint(d);
+    return n;
+  }
+
+  static constexpr int kMaxDepth = 8;
+  static constexpr size_t kMaxNodes = 16;
+  const Graph& g_;
+  size_t first_;
+  std::set<int> written_;  ///< storages forward nodes write
+  std::set<int> free_;     ///< inputs and closed-over tensors
+};
+
 /** One call's backward: the compiled backward graph with this call's saved tensors and sizes. */
 class CompiledFunctionBackward final : public autograd::Node {
  public:
@@ -135,7 +238,18 @@ std::unique_ptr<Graph> split_backward(Graph& g, size_t first_backward,
   };
   bw->inputs = with_seeds(forward_reads(*bw, own));
   bw->eliminate_dead_code();
-  const std::vector<int> saved = forward_reads(*bw, own);
+  std::vector<int> saved = forward_reads(*bw, own);
+  // Cheap forward values the backward computes again rather than reads (then the forward need
+  // not store them): copies of their nodes run first.
+  const std::vector<size_t> again = Recompute(g, first_backward).apply(saved);
+  if (!again.empty()) {
+    std::vector<Node> copies;
+    for (size_t i : again) copies.push_back(g.nodes[i]);
+    bw->insert_nodes(0, std::move(copies));
+    for (size_t k = 0; k < again.size(); ++k)
+      bw->values[static_cast<size_t>(g.nodes[again[k]].outputs[0])].producer = static_cast<int>(k);
+    saved = forward_reads(*bw, own);
+  }
   bw->inputs = with_seeds(saved);
   for (int v : saved) {
     g.outputs.push_back(v);

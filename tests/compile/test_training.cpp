@@ -116,13 +116,14 @@ TEST(CompileTraining, TheSeedsMysinTrainsWithItsMycosBackwardCompiled) {
   }
   const CompiledGraph g = compiled.graph();
   ASSERT_TRUE(g.backward) << g.text;
-  // The forward: the sin kernel (traced into), its input 2x; the backward: the cos kernel of
-  // the registered formula, traced into as well.
-  EXPECT_EQ(g.find("train_sin_kernel").size(), 1u) << g.text;
+  // The forward: the sin kernel (traced into) with x * 2 in its loads; the backward: the cos
+  // kernel of the registered formula, traced into as well, with x * 2 computed again in its
+  // loads (x is saved, not 2x) and its two multiplications (the formula's and the chain rule's)
+  // in its stores: one launch each way.
+  EXPECT_EQ(g.find("mul+train_sin_kernel").size(), 1u) << g.text;
   EXPECT_TRUE(g.find("trainlib::mysin").empty()) << g.text;
-  // Its two multiplications (the formula's and the chain rule's through x * 2) are the kernel's
-  // epilogue: the backward is one launch.
-  EXPECT_EQ(g.backward->find("train_cos_kernel+mul+mul").size(), 1u) << g.backward->text;
+  EXPECT_EQ(g.kernel_launches(), 1) << g.text;
+  EXPECT_EQ(g.backward->find("mul+train_cos_kernel+mul+mul").size(), 1u) << g.backward->text;
   EXPECT_EQ(g.backward->kernel_launches(), 1) << g.backward->text;
   EXPECT_TRUE(g.backward->find("trainlib::mycos").empty()) << g.backward->text;
 }
@@ -310,4 +311,70 @@ TEST(CompileTraining, ABackwardThatCannotBeTracedRunsAsAutogradRecordsIt) {
   EXPECT_FALSE(compiled.stats().eager);
   EXPECT_EQ(g.find("trainlib::scale_by_sum").size(), 1u) << g.text;
   for (const auto& n : g.nodes) EXPECT_NE(n.target.rfind("fused_", 0), 0u) << g.text;
+}
+
+TEST(CompileTraining, CheapForwardValuesAreRecomputedNotSaved) {
+  // relu's backward needs its result; computing it again from x and b in the backward kernel
+  // costs reading x (the caller holds it anyway) instead of writing and reading the result.
+  auto fn = [](const Tensor& x, const Tensor& b) { return ((x + b) * 0.5).relu() * x; };
+  auto compiled = compile(fn, fullgraph("recompute"));
+  Tensor x = leaf({40, 24}), b = leaf({24});
+  Tensor up = randn({40, 24}, TensorOptions().dtype(DType::Float64));
+  const auto got = autograd::grad({compiled(x, b)}, {x, b}, {up});
+  Tensor xe = fresh(x), be = fresh(b);
+  const auto want = autograd::grad({fn(xe, be)}, {xe, be}, {up});
+  EXPECT_TRUE(all_close(got[0], want[0], 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(got[1], want[1], 1e-12, 1e-12));
+  const CompiledGraph g = compiled.graph();
+  ASSERT_TRUE(g.backward);
+  // Saved: only the inputs (no intermediate of the forward).
+  for (size_t i = static_cast<size_t>(g.user_outputs); i < g.outputs.size(); ++i)
+    EXPECT_EQ(g.values[static_cast<size_t>(g.outputs[i])].producer, -1) << g.text;
+  bool relu_again = false;
+  for (const auto& n : g.backward->nodes) {
+    for (const auto& f : n.fused_from) relu_again = relu_again || f.op == "aten::relu";
+  }
+  EXPECT_TRUE(relu_again) << g.backward->text;
+  // The layer norm's output is recomputed from x, w and b by the backward's row kernel.
+  auto ln = compile([](const Tensor& x, const Tensor& w,
+                       const Tensor& b) { return gelu(layer_norm(x, {24}, w, b), "tanh"); },
+                    fullgraph("ln_recompute"));
+  Tensor w = leaf({24});
+  (void)autograd::grad({ln(x, w, b)}, {x, w, b}, {up});
+  const CompiledGraph lg = ln.graph();
+  ASSERT_TRUE(lg.backward);
+  EXPECT_EQ(lg.outputs.size(), 4u) << lg.text;  // the result, then x, w, b
+}
+
+TEST(CompileTraining, RandomOpsAreNeverRecomputed) {
+  // A dropout mask drawn in the forward must be the one the backward uses.
+  auto fn = [](const Tensor& x) { return x * (rand_like(x) > 0.5) * 2; };
+  auto compiled = compile(fn, fullgraph("dropout"));
+  for (int i = 0; i < 3; ++i) {
+    Tensor x = leaf({300});
+    Tensor y = compiled(x);
+    y.sum().backward();
+    // d/dx = 2 * keep, and keep = y / (2x).
+    Tensor keep = (y.detach() != 0.0).to(DType::Float64);
+    EXPECT_TRUE(all_close(x.grad(), keep * 2, 0, 0)) << i;
+  }
+  EXPECT_TRUE(compiled.graph().backward);
+}
+
+TEST(CompileTraining, AValueWrittenLaterIsNotRecomputedFrom) {
+  // buf changes after r is computed from it: r must be saved, not computed again from buf.
+  auto fn = [](const Tensor& x, Tensor buf) {
+    const Tensor r = (buf * 2).relu();
+    buf.add_(1.0);
+    return r * x;
+  };
+  auto compiled = compile(fn, fullgraph("written"));
+  Tensor x = leaf({30});
+  Tensor buf = randn({30}, TensorOptions().dtype(DType::Float64)), buf_e = buf.clone();
+  Tensor up = randn({30}, TensorOptions().dtype(DType::Float64));
+  const Tensor want = (buf * 2).relu() * up;
+  const auto got = autograd::grad({compiled(x, buf)}, {x}, {up});
+  EXPECT_TRUE(all_close(got[0], want, 0, 0));
+  EXPECT_TRUE(all_close(buf, buf_e + 1, 0, 0));
+  EXPECT_TRUE(compiled.graph().backward);
 }
