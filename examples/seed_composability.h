@@ -92,6 +92,21 @@ inline bool run(std::ostream& os) {
   os << "w      = " << w << "\nloss   = " << loss << "\nw.grad = " << w.grad() << "\n";
   check("w.grad equals cos(w)", allclose(w.grad(), w.detach().cos()));
 
+  os << "\n== Training under tessera::compile: the forward and the registered backward compiled "
+        "==\n";
+  auto compiled_loss = tessera::compile([&mysin](const Tensor& t) { return mysin(t).sum(); },
+                                        {.fullgraph = true, .name = "mysin_loss"});
+  Tensor wc = w.detach().clone().requires_grad_();
+  Tensor loss_c = compiled_loss(wc);
+  loss_c.backward();
+  os << "loss.grad_fn = " << loss_c.grad_fn_name() << "\nw.grad = " << wc.grad() << "\n";
+  check("compiled: w.grad equals cos(w)", allclose(wc.grad(), wc.detach().cos()));
+  const CompiledGraph trained = compiled_loss.graph();
+  check("compiled: the backward is one kernel, mycos's (traced into)",
+        trained.backward && trained.backward->kernel_launches() == 1);
+  os << "The forward saves x; the backward graph runs mycos's kernel with grad * cos(x) fused:\n"
+     << trained.text << (trained.backward ? trained.backward->text : std::string());
+
   os << "\n== Adding a CPU fallback: register_kernel(\"cpu\", ...) ==\n";
   // The fallback computes what the kernel computes, so it counts its calls to show it ran.
   static int fallback_calls = 0;

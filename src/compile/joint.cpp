@@ -1,5 +1,6 @@
 #include "compile/joint.h"
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -54,9 +55,35 @@ bool recomputable(const Node& n) {
          !n.op.has_tag(kTagInplace);
 }
 
+// Whether `n` can take v's computation into itself when it reads v: a pointwise or row op (fusion
+// puts both in one kernel), a kernel that loads v directly (a prologue), or a factory that reads
+// only v's shape (`empty_like`); otherwise v must be in memory for it.
+bool absorbs(const Node& n, int v) {
+  if (recomputable(n)) return true;
+  if (n.kind == Node::Kind::Op && n.op.has_tag(kTagFactory))
+    return true;  // `empty_like(v)`: metadata
+  if (n.kind != Node::Kind::Kernel) return false;
+  for (const Arg& a : n.args) {
+    if (a.kind == Arg::Kind::Value && a.value == v && (!a.direct_load || a.written)) return false;
+  }
+  return true;
+}
+
+// Whether a node of `nodes` reads v and cannot absorb it.
+bool needs_in_memory(const std::vector<Node>& nodes, int v) {
+  for (const Node& n : nodes) {
+    if (n.dead) continue;
+    bool reads = false;
+    for_each_value(n, [&](int u) { reads = reads || u == v; });
+    if (reads && !absorbs(n, v)) return true;
+  }
+  return false;
+}
+
 class Recompute {
  public:
-  Recompute(const Graph& g, size_t first_backward) : g_(g), first_(first_backward) {
+  Recompute(const Graph& g, const Graph& bw, size_t first_backward)
+      : g_(g), bw_(bw), first_(first_backward) {
     for (size_t i = 0; i < first_; ++i) {
       for (int w : g_.nodes[i].writes) written_.insert(g_.storage_of(w));
     }
@@ -67,10 +94,13 @@ class Recompute {
   }
 
   /** Replaces saved values that are cheaper to recompute from other saved values and the inputs
-   * (min-cut-like, greedily): saving v costs writing and reading it (2|v|); recomputing it costs
-   * reading what it needs that is not saved yet (|u| for an input, which the caller holds anyway,
-   * 2|u| for another forward value). Returns the forward nodes to run first in the backward, in
-   * order; `saved` becomes what the backward reads instead. */
+   * (min-cut-like, greedily). Saving v costs reading it in the backward, and writing it in the
+   * forward unless the forward needs it in memory anyway (a result, a matmul's operand): |v| or
+   * 2|v|. Recomputing costs reading what it needs that is not saved yet (|u| for an input, which
+   * the caller holds anyway, 2|u| for another forward value), plus writing and reading v when the
+   * backward needs it in memory (a matmul's operand: the recomputation is a pass of its own).
+   * Returns the forward nodes to run first in the backward, in order; `saved` becomes what the
+   * backward reads instead. */
   std::vector<size_t> apply(std::vector<int>& saved) {
     std::set<int> s(saved.begin(), saved.end());
     std::set<size_t> chosen;
@@ -80,9 +110,13 @@ class Recompute {
         std::set<size_t> nodes;
         std::set<int> leaves;
         if (free_.count(v) || !plan(v, s, nodes, leaves, 0)) continue;
-        double cost = 0;
+        const double size = static_cast<double>(bytes(v));
+        const bool forward_has_it =
+            std::find(g_.outputs.begin(), g_.outputs.end(), v) != g_.outputs.end() ||
+            needs_in_memory(g_.nodes, v);
+        double cost = needs_in_memory(bw_.nodes, v) ? 2 * size : 0;
         for (int u : leaves) cost += static_cast<double>(bytes(u)) * (free_.count(u) ? 1 : 2);
-        if (cost >= 2.0 * static_cast<double>(bytes(v))) continue;
+        if (cost >= (forward_has_it ? 1 : 2) * size) continue;
         s.erase(v);
         s.insert(leaves.begin(), leaves.end());
         chosen.insert(nodes.begin(), nodes.end());
@@ -135,7 +169,8 @@ class Recompute {
 
   static constexpr int kMaxDepth = 8;
   static constexpr size_t kMaxNodes = 16;
-  const Graph& g_;
+  const Graph& g_;   ///< the forward (its nodes, its results as outputs)
+  const Graph& bw_;  ///< the backward
   size_t first_;
   std::set<int> written_;  ///< storages forward nodes write
   std::set<int> free_;     ///< inputs and closed-over tensors
@@ -241,7 +276,7 @@ std::unique_ptr<Graph> split_backward(Graph& g, size_t first_backward,
   std::vector<int> saved = forward_reads(*bw, own);
   // Cheap forward values the backward computes again rather than reads (then the forward need
   // not store them): copies of their nodes run first.
-  const std::vector<size_t> again = Recompute(g, first_backward).apply(saved);
+  const std::vector<size_t> again = Recompute(g, *bw, first_backward).apply(saved);
   if (!again.empty()) {
     std::vector<Node> copies;
     for (size_t i : again) copies.push_back(g.nodes[i]);

@@ -344,6 +344,20 @@ TEST(CompileTraining, CheapForwardValuesAreRecomputedNotSaved) {
   const CompiledGraph lg = ln.graph();
   ASSERT_TRUE(lg.backward);
   EXPECT_EQ(lg.outputs.size(), 4u) << lg.text;  // the result, then x, w, b
+  // Not when both sides need the value in memory anyway: gelu(x) feeds a matmul in the forward
+  // and, transposed, in the backward (w's gradient): saved, not computed again.
+  auto mm = compile([](const Tensor& x, const Tensor& w) { return matmul(gelu(x), w); },
+                    fullgraph("mm_saved"));
+  Tensor w2 = leaf({24, 8});
+  Tensor up2 = randn({40, 8}, TensorOptions().dtype(DType::Float64));
+  const auto mg = autograd::grad({mm(x, w2)}, {x, w2}, {up2});
+  Tensor xe2 = fresh(x), we2 = fresh(w2);
+  const auto mw = autograd::grad({matmul(gelu(xe2), we2)}, {xe2, we2}, {up2});
+  EXPECT_TRUE(all_close(mg[0], mw[0], 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(mg[1], mw[1], 1e-12, 1e-12));
+  const CompiledGraph gm = mm.graph();
+  ASSERT_TRUE(gm.backward);
+  EXPECT_TRUE(gm.backward->find("aten::gelu").empty()) << gm.backward->text;
 }
 
 TEST(CompileTraining, RandomOpsAreNeverRecomputed) {
