@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 
+#include "compile_testing.h"
 #include "tessera/compile.h"
 #include "tessera/tessera.h"
 #include "tessera/testing.h"
@@ -19,34 +20,6 @@ using namespace tessera;
 using namespace tessera::testing;
 
 namespace {
-
-// Poisons every allocation a compiled call makes and counts the operators it runs.
-struct PoisonAndCount : DispatchMode {
-  std::map<std::string, int> calls;
-  void handle(const OperatorHandle& op, Stack& stack) override {
-    ++calls[op.name()];
-    const bool alloc = op.name() == "aten::empty" || op.name() == "aten::empty_like";
-    op.redispatch(stack);
-    if (alloc) {
-      Tensor t = stack[0].to_tensor();
-      poison(t);
-    }
-  }
-};
-
-std::map<std::string, int> run_poisoned(const std::function<void()>& call) {
-  PoisonAndCount mode;
-  ModeGuard guard(&mode, ModeKind::Dispatch);
-  call();
-  return mode.calls;
-}
-
-CompileOptions fullgraph(std::string name) {
-  CompileOptions o;
-  o.fullgraph = true;
-  o.name = std::move(name);
-  return o;
-}
 
 // The generated kernels of the newest graph.
 std::vector<const CompiledGraph::Node*> fused_kernels(const CompiledGraph& g) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 
+#include "compile_testing.h"
 #include "tessera/autograd.h"
 #include "tessera/compile.h"
 #include "tessera/library.h"
@@ -30,28 +31,6 @@ TL_JIT(train_cos_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
   auto mask = offs < n;
   tl::store(out + offs, tl::cos(tl::load(x + offs, mask)), mask);
-}
-
-// Poisons every allocation and counts the operators run (and autograd formulas: they run as
-// operators of the backward only in eager mode).
-struct PoisonAndCount : DispatchMode {
-  std::map<std::string, int> calls;
-  void handle(const OperatorHandle& op, Stack& stack) override {
-    ++calls[op.name()];
-    const bool alloc = op.name() == "aten::empty" || op.name() == "aten::empty_like";
-    op.redispatch(stack);
-    if (alloc) {
-      Tensor t = stack[0].to_tensor();
-      poison(t);
-    }
-  }
-};
-
-CompileOptions fullgraph(std::string name) {
-  CompileOptions o;
-  o.fullgraph = true;
-  o.name = std::move(name);
-  return o;
 }
 
 Tensor leaf(std::vector<SymInt> sizes, DType dtype = DType::Float64) {
