@@ -771,10 +771,15 @@ Captured capture_once(const Traced& fn, const std::vector<IValue>& args, const C
     optimize(g, opts.fuse, true);
     captured.backward = std::move(bw);
   } else {
-    // Replayed operators are what autograd records: with grad, built-in ops stay as called.
-    bool grad = grad_inputs;
-    for (const Tensor& t : g.captured) grad = grad || (grad_enabled() && needs_grad(t));
-    optimize(g, opts.fuse, !grad || joint);
+    // Without a backward graph the replay is what autograd records: with grad, built-in ops stay
+    // as called (fused kernels record nothing), unless no result needs a gradient.
+    bool grad = false;
+    for (const IValue& a : args) grad = grad || (a.is_tensor() && needs_grad(a.to_tensor()));
+    for (const Tensor& t : g.captured) grad = grad || needs_grad(t);
+    bool differentiable = !joint;  // a trace without autograd cannot tell
+    for (const IValue& o : outs)
+      differentiable = differentiable || (o.is_tensor() && needs_grad(o.to_tensor()));
+    optimize(g, opts.fuse, !(grad && grad_enabled() && differentiable));
   }
   guards.finish(g);
   if (knobs().log_enabled("graph")) {

@@ -2,10 +2,8 @@
 
 #include <algorithm>
 #include <set>
-#include <sstream>
 
 #include "autograd/internal.h"
-#include "tessera/ops.h"
 
 namespace tessera::compile_detail {
 

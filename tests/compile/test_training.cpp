@@ -371,3 +371,16 @@ TEST(CompileTraining, AValueWrittenLaterIsNotRecomputedFrom) {
   EXPECT_TRUE(all_close(buf, buf_e + 1, 0, 0));
   EXPECT_TRUE(compiled.graph().backward);
 }
+
+TEST(CompileTraining, NoDifferentiableResultMeansNoBackwardAndFusedOps) {
+  // x requires grad but no result depends on it differentiably: one graph, fused, no backward.
+  auto fn = [](const Tensor& x, const Tensor& y) { return (x.detach() * 2 + y).relu(); };
+  auto compiled = compile(fn, fullgraph("detached"));
+  Tensor x = leaf({33}), y = randn({33}, TensorOptions().dtype(DType::Float64));
+  Tensor got = compiled(x, y);
+  EXPECT_FALSE(got.requires_grad());
+  EXPECT_TRUE(all_close(got, fn(x, y), 0, 0));
+  const CompiledGraph g = compiled.graph();
+  EXPECT_FALSE(g.backward);
+  EXPECT_EQ(g.kernel_launches(), 1) << g.text;
+}
