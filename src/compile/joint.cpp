@@ -184,6 +184,13 @@ class CompiledFunctionBackward final : public autograd::Node {
         symbols_(std::move(symbols)),
         fn_(std::move(fn)) {
     for (const Tensor& t : saved_) versions_.push_back(t.version());
+    // Closed-over tensors the backward reads (a weight in its input's gradient) are read when it
+    // runs: an optimizer step in between would change them, as it would change a saved tensor.
+    const auto& captured = bw_->graph().graph->captured;
+    for (size_t c : bw_->captured_reads()) {
+      closed_.push_back(captured[c]);
+      versions_.push_back(captured[c].version());
+    }
   }
   std::string name() const override { return "CompiledFunctionBackward"; }
 
@@ -197,11 +204,14 @@ class CompiledFunctionBackward final : public autograd::Node {
         << "[" << fn_
         << "] trying to run the backward through the compiled graph a second time (its saved "
            "tensors were freed): pass retain_graph=true to the first backward";
-    for (size_t i = 0; i < saved_.size(); ++i) {
-      TS_CHECK(saved_[i].version() == versions_[i], RuntimeError)
-          << "[" << fn_ << "] a tensor the compiled backward needs (saved tensor " << i
+    for (size_t i = 0; i < saved_.size() + closed_.size(); ++i) {
+      const Tensor& t = i < saved_.size() ? saved_[i] : closed_[i - saved_.size()];
+      TS_CHECK(t.version() == versions_[i], RuntimeError)
+          << "[" << fn_ << "] a tensor the compiled backward needs ("
+          << (i < saved_.size() ? "saved tensor " + std::to_string(i)
+                                : "a tensor the function closes over")
           << ") was modified by an in-place operation after the forward: it was at version "
-          << versions_[i] << " and is now at version " << saved_[i].version()
+          << versions_[i] << " and is now at version " << t.version()
           << "; clone it before modifying it, or modify it after the backward";
     }
     const BackwardGraph& g = bw_->graph();
@@ -228,12 +238,14 @@ class CompiledFunctionBackward final : public autograd::Node {
 
   void release_variables() override {
     saved_.clear();
+    closed_.clear();
     released_ = true;
   }
 
  private:
   std::shared_ptr<const BackwardRunner> bw_;
   std::vector<Tensor> saved_;
+  std::vector<Tensor> closed_;  ///< closed-over tensors the backward reads (version-checked)
   std::vector<uint32_t> versions_;
   std::vector<int64_t> symbols_;
   std::string fn_;
@@ -241,6 +253,18 @@ class CompiledFunctionBackward final : public autograd::Node {
 };
 
 }  // namespace
+
+BackwardRunner::BackwardRunner(std::shared_ptr<const BackwardGraph> g)
+    : graph_(std::move(g)), exec_(*graph_->graph, graph_->guards) {
+  const Graph& bw = *graph_->graph;
+  std::set<int> read;
+  for (const Node& n : bw.nodes) {
+    if (!n.dead) for_each_value(n, [&](int v) { read.insert(v); });
+  }
+  for (size_t c = 0; c < bw.captured_values.size(); ++c) {
+    if (read.count(bw.captured_values[c])) captured_reads_.push_back(c);
+  }
+}
 
 std::unique_ptr<Graph> split_backward(Graph& g, size_t first_backward,
                                       const std::vector<int>& seeds,

@@ -36,14 +36,17 @@ std::unique_ptr<compiler::Graph> split_backward(compiler::Graph& g, size_t first
  * compiled function). */
 class BackwardRunner {
  public:
-  explicit BackwardRunner(std::shared_ptr<const BackwardGraph> g)
-      : graph_(std::move(g)), exec_(*graph_->graph, graph_->guards) {}
+  explicit BackwardRunner(std::shared_ptr<const BackwardGraph> g);
   const BackwardGraph& graph() const { return *graph_; }
   const Executor& executor() const { return exec_; }
+  /** The closed-over tensors (positions in the graph's `captured`) the backward reads: their
+   * versions are checked like saved tensors'. */
+  const std::vector<size_t>& captured_reads() const { return captured_reads_; }
 
  private:
   std::shared_ptr<const BackwardGraph> graph_;
   Executor exec_;
+  std::vector<size_t> captured_reads_;
 };
 
 /**

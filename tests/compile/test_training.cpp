@@ -384,3 +384,23 @@ TEST(CompileTraining, NoDifferentiableResultMeansNoBackwardAndFusedOps) {
   EXPECT_FALSE(g.backward);
   EXPECT_EQ(g.kernel_launches(), 1) << g.text;
 }
+
+TEST(CompileTraining, AParameterUpdatedBeforeTheBackwardIsAnError) {
+  // The backward reads w (x's gradient is g * w): an optimizer step between the forward and the
+  // backward would give a gradient of another w, an error as in eager mode (mul saved w).
+  Tensor w = leaf({8});
+  auto compiled = compile([&](const Tensor& x) { return (x * w).sum(); }, fullgraph("step"));
+  Tensor x = leaf({8});
+  Tensor loss = compiled(x);
+  {
+    NoGradGuard no_grad;
+    w.sub_(w * 0.1);
+  }
+  const std::string msg = error_of<RuntimeError>([&] { loss.backward(); });
+  EXPECT_NE(msg.find("[step]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("closes over"), std::string::npos) << msg;
+  // In the usual order (backward, then the step) nothing is wrong.
+  Tensor loss2 = compiled(x);
+  loss2.backward();
+  EXPECT_TRUE(all_close(x.grad(), w.detach(), 1e-12, 1e-12));
+}
