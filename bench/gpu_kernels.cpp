@@ -18,6 +18,11 @@
 //                                   128 x 128 x 32, 8 warps, 3 stages and 1) in TFLOP/s, checked
 //                                   against a float64 product of a corner; TESSERA_CUDA_MMA=0 times
 //                                   the CUDA-core path (impl "tessera CUDA cores") (JSON lines)
+//   bench_gpu_kernels training      issue 17's MLP block (LayerNorm, Linear, GELU, Linear +
+//                                   residual; bf16, 8 x 1024 tokens x 768, hidden 3072) forward
+//                                   and forward + backward (the six parameters' gradients):
+//                                   tessera::compile (impl "tessera") beside tessera eager, and
+//                                   the first compiled call (JSON lines)
 //   bench_gpu_kernels first-launch cold|warm   the first launch of a new kernel in this process,
 //                                   to its result (the cache as TESSERA_CACHE_DIR has it; JSON
 //                                   lines)
@@ -39,6 +44,7 @@
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/module.h"
 #include "tessera/aot.h"
+#include "tessera/autograd.h"
 #include "tessera/compile.h"
 #include "tessera/tessera.h"
 #include "tessera/tl.h"
@@ -243,6 +249,63 @@ int compiled_rows() {
   return aot_rows(add_fn, c1, x, y, a, b, flush);
 }
 
+// Issue 17's MLP block under training, in bfloat16 on the GPU: forward, then forward and
+// backward of the parameters' gradients, compiled and eager, checked against each other first.
+int training_rows() {
+  g_json = true;
+  const Device cuda("cuda");
+  const TensorOptions bf = TensorOptions().device(cuda).dtype(DType::BFloat16);
+  Tensor flush = empty({64 << 20}, TensorOptions().device(cuda));
+  constexpr int64_t T = 8 * 1024, D = 768, H = 3072;
+  Tensor x = randn({T, D}, bf), up = randn({T, D}, bf);
+  Tensor lw = randn({D}, bf).requires_grad_(), lb = randn({D}, bf).requires_grad_();
+  Tensor w1 = (randn({D, H}, bf) * 0.03).detach().requires_grad_();
+  Tensor b1 = zeros({H}, bf).requires_grad_();
+  Tensor w2 = (randn({H, D}, bf) * 0.03).detach().requires_grad_();
+  Tensor b2 = zeros({D}, bf).requires_grad_();
+  auto mlp = [&](const Tensor& t) {
+    const Tensor h = matmul(layer_norm(t, {D}, lw, lb, 1e-5), w1) + b1;
+    return matmul(gelu(h, "tanh"), w2) + b2 + t;
+  };
+  CompileOptions o;
+  o.fullgraph = true;
+  o.name = "mlp";
+  auto compiled = compile(mlp, o);
+  const std::vector<Tensor> params = {lw, lb, w1, b1, w2, b2};
+  const double t0 = host_seconds();
+  auto got = autograd::grad({compiled(x)}, params, {up});
+  rc::current_stream(0).synchronize();
+  const double first = host_seconds() - t0;
+  auto want = autograd::grad({mlp(x)}, params, {up});
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!allclose(got[i].cpu().to(DType::Float32), want[i].cpu().to(DType::Float32), 5e-2, 5e-1))
+      return std::printf("mlp: gradient %zu of the compiled step differs from eager\n", i), 1;
+  }
+  if (!compiled.graph().backward) return std::printf("mlp: no compiled backward\n"), 1;
+  const std::string size = "8x1024x768";
+  auto fwd = [&](bool c) {
+    NoGradGuard no_grad;
+    return c ? compiled(x) : mlp(x);
+  };
+  auto step = [&](bool c) { return autograd::grad({c ? compiled(x) : mlp(x)}, params, {up}); };
+  for (bool c : {true, false}) {
+    const char* impl = c ? "tessera" : "tessera eager";
+    std::printf(
+        "{\"kernel\": \"mlp block bf16 forward\", \"size\": \"%s\", \"impl\": \"%s\", "
+        "\"us\": %.1f}\n",
+        size.c_str(), impl, median_us([&] { (void)fwd(c); }, flush));
+    std::printf(
+        "{\"kernel\": \"mlp block bf16 forward+backward\", \"size\": \"%s\", "
+        "\"impl\": \"%s\", \"us\": %.1f}\n",
+        size.c_str(), impl, median_us([&] { (void)step(c); }, flush));
+  }
+  std::printf(
+      "{\"kernel\": \"mlp block first compiled step (trace, compile, run)\", \"size\": "
+      "\"%s\", \"impl\": \"tessera\", \"us\": %.0f}\n",
+      size.c_str(), first * 1e6);
+  return 0;
+}
+
 // Host time per launch of the seed's add at n = 1024 through tessera, and through a bare
 // cuLaunchKernel of the same generated kernel compiled by the same NVRTC (three rounds each).
 int launch_overhead() {
@@ -368,6 +431,7 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "launch") return launch_overhead();
   if (mode == "compiled") return compiled_rows();
+  if (mode == "training") return training_rows();
   if (mode == "matmul") return matmul_rows();
   if (mode == "first-launch") return first_launch(argc > 2 ? argv[2] : "cold");
   g_json = mode == "--json";

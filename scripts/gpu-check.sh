@@ -51,6 +51,7 @@ run_benchmarks() {
   step "bench compiled" bench-compiled.jsonl "$B" compiled
   step "bench launch" bench-launch.jsonl "$B" launch
   step "bench matmul" bench-matmul.jsonl bash -c "'$B' matmul && TESSERA_CUDA_MMA=0 '$B' matmul"
+  step "bench training" bench-training.jsonl "$B" training
   tcold=$(mktemp -d)
   step "bench first launch" bench-first.jsonl bash -c "TESSERA_CACHE_DIR=$tcold '$B' first-launch cold && \
     TESSERA_CACHE_DIR=$tcold '$B' first-launch warm"
@@ -59,6 +60,7 @@ run_benchmarks() {
     step "peers: compiled" peers-compiled.jsonl python3 "$P" compiled
     step "peers: launch" peers-launch.jsonl python3 "$P" launch
     step "peers: matmul" peers-matmul.jsonl python3 "$P" matmul
+    step "peers: training" peers-training.jsonl python3 "$P" training
     pcold=$(mktemp -d)
     step "peers: first launch" peers-first.jsonl bash -c "TRITON_CACHE_DIR=$pcold python3 $P first-launch cold \
       && TRITON_CACHE_DIR=$pcold python3 $P first-launch warm"
@@ -66,7 +68,7 @@ run_benchmarks() {
     say "no Triton/PyTorch in python3: the table has tessera's figures only"
   fi
   (cd "$OUT" && python3 "$OLDPWD/bench/gpu_table.py" bench-gpu.jsonl bench-compiled.jsonl \
-    bench-launch.jsonl bench-matmul.jsonl bench-first.jsonl \
+    bench-launch.jsonl bench-matmul.jsonl bench-training.jsonl bench-first.jsonl \
     $(ls peers-*.jsonl 2> /dev/null)) | tee "$OUT/bench-table.md" | tee -a "$summary"
 }
 

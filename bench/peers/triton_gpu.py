@@ -246,6 +246,50 @@ def first_launch():
           flush=True)
 
 
+def training():
+    """Issue 17's MLP block (LayerNorm, Linear, GELU, Linear + residual; bf16, 8 x 1024 tokens x
+    768, hidden 3072): forward, and forward + backward of the six parameters' gradients, in
+    PyTorch eager and under torch.compile, beside bench_gpu_kernels training; and torch.compile's
+    first step (trace, compile, run)."""
+    import torch.nn.functional as F
+    dev = torch.device("cuda")
+    flush = torch.empty(64 << 20, device=dev)
+    T, D, H = 8 * 1024, 768, 3072
+    bf = dict(device=dev, dtype=torch.bfloat16)
+    x, up = torch.randn(T, D, **bf), torch.randn(T, D, **bf)
+    lw = torch.randn(D, **bf).requires_grad_()
+    lb = torch.randn(D, **bf).requires_grad_()
+    w1 = (torch.randn(D, H, **bf) * 0.03).requires_grad_()
+    b1 = torch.zeros(H, **bf).requires_grad_()
+    w2 = (torch.randn(H, D, **bf) * 0.03).requires_grad_()
+    b2 = torch.zeros(D, **bf).requires_grad_()
+    params = [lw, lb, w1, b1, w2, b2]
+
+    def mlp(t):
+        h = F.layer_norm(t, [D], lw, lb, 1e-5) @ w1 + b1
+        return F.gelu(h, approximate="tanh") @ w2 + b2 + t
+
+    compiled = torch.compile(mlp, fullgraph=True)
+    t0 = time.perf_counter()
+    torch.autograd.grad(compiled(x), params, up)
+    torch.cuda.synchronize()
+    first = time.perf_counter() - t0
+    size = "8x1024x768"
+    for impl, f in (("torch eager", mlp), ("torch.compile", compiled)):
+        def fwd(f=f):
+            with torch.no_grad():
+                return f(x)
+
+        for kernel, run in (("mlp block bf16 forward", fwd),
+                            ("mlp block bf16 forward+backward",
+                             lambda f=f: torch.autograd.grad(f(x), params, up))):
+            print(json.dumps({"kernel": kernel, "size": size, "impl": impl,
+                              "us": round(median_us(run, flush), 1)}), flush=True)
+    print(json.dumps({"kernel": "mlp block first compiled step (trace, compile, run)",
+                      "size": size, "impl": "torch.compile", "us": round(first * 1e6)}),
+          flush=True)
+
+
 def matmul():
     """cuBLAS (PyTorch's a @ b) on bench_gpu_kernels matmul's shapes: 4096^3, fp16, bf16, and
     float32 with TF32 tensor cores allowed (tessera's float32 dot is tf32 by default, as Triton's)."""
@@ -265,4 +309,4 @@ def matmul():
 
 if __name__ == "__main__":
     {"kernels": kernels, "compiled": compiled, "launch": launch, "matmul": matmul,
-     "first-launch": first_launch}[sys.argv[1]]()
+     "training": training, "first-launch": first_launch}[sys.argv[1]]()
