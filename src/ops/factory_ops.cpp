@@ -50,14 +50,14 @@ DType full_dtype(const Scalar& v, std::optional<DType> dtype) {
 Tensor full_cpu(SymIntArrayRef size, const Scalar& v, std::optional<DType> dtype,
                 std::optional<Device> device) {
   Tensor t = make_factory(size, full_dtype(v, dtype), device.value_or(kCPU), "full");
-  cpu_fill(t, v);
+  if (t.has_data()) cpu_fill(t, v);  // else symbolic sizes, traced: the shape only
   return t;
 }
 
 Tensor full_cuda(SymIntArrayRef size, const Scalar& v, std::optional<DType> dtype,
                  std::optional<Device> device) {
   Tensor t = make_factory(size, full_dtype(v, dtype), device.value_or(Device("cuda")), "full");
-  cuda_fill(t, v);
+  if (t.has_data()) cuda_fill(t, v);
   return t;
 }
 
@@ -212,6 +212,7 @@ Tensor rand_cpu(SymIntArrayRef size, std::optional<DType> dtype, std::optional<D
   TS_CHECK(is_floating_point(dt), DTypeError)
       << "[rand] expected a floating point dtype, got " << dtype_name(dt);
   Tensor t = make_factory(size, dt, device.value_or(kCPU), "rand");
+  if (!t.has_data()) return t;  // symbolic sizes, traced: the shape only (the replay draws)
   const int bits = mantissa_bits(dt);
   visit_dtype<kFloats | kFloat8>(dt, "rand", [&]<class T>() {
     T* out = static_cast<T*>(t.impl()->data());
@@ -230,6 +231,7 @@ Tensor randn_cpu(SymIntArrayRef size, std::optional<DType> dtype, std::optional<
   TS_CHECK(is_floating_point(dt), DTypeError)
       << "[randn] expected a floating point dtype, got " << dtype_name(dt);
   Tensor t = make_factory(size, dt, device.value_or(kCPU), "randn");
+  if (!t.has_data()) return t;  // symbolic sizes, traced: the shape only (the replay draws)
   visit_dtype<kFloats | kFloat8>(dt, "randn", [&]<class T>() {
     T* out = static_cast<T*>(t.impl()->data());
     fill_random(t, [&](int64_t i, const philox::U32x4& r) {
@@ -254,6 +256,7 @@ Tensor randint_cpu(int64_t low, int64_t high, SymIntArrayRef size, std::optional
       << "[randint] expects 'low' < 'high', got low=" << low << " high=" << high;
   const DType dt = dtype.value_or(DType::Int64);
   Tensor t = make_factory(size, dt, device.value_or(kCPU), "randint");
+  if (!t.has_data()) return t;  // symbolic sizes, traced: the shape only (the replay draws)
   const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
   visit_dtype<kNumeric>(dt, "randint", [&]<class T>() {
     T* out = static_cast<T*>(t.impl()->data());

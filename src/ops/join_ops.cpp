@@ -231,7 +231,10 @@ Tensor index_add_impl(const Tensor& self, int64_t dim, const Tensor& index, cons
         << " indices)";
   }
   check_same_device("index_add", {&self, &index, &source});
-  Tensor out = new_output(self, self.sizes(), self.dtype());
+  // Any fake operand (a trace: a backward's zeros are real, its gradient fake) makes the result
+  // fake, of self's shape.
+  const Tensor& like = !source.has_data() ? source : !index.has_data() ? index : self;
+  Tensor out = new_output(like, self.sizes(), self.dtype());
   if (!out.has_data() || !self.has_data()) return out;
   out.copy_(self);
   if (on_device(out)) {
