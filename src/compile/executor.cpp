@@ -11,6 +11,40 @@ using namespace tessera::compiler;
 
 Executor::Executor(const Graph& g, const Guards& guards) : graph_(g), guards_(guards) {
   plan_kernels();
+  plan_lifetimes();
+}
+
+void Executor::plan_lifetimes() {
+  const Graph& g = graph_;
+  std::vector<int> last(g.values.size(), -1);
+  std::vector<bool> keep(g.values.size(), false);
+  for (int v : g.inputs) {
+    if (v >= 0) keep[static_cast<size_t>(v)] = true;
+  }
+  for (int v : g.outputs) {
+    if (v >= 0) keep[static_cast<size_t>(v)] = true;
+  }
+  for (int v : g.captured_values) keep[static_cast<size_t>(v)] = true;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& n = g.nodes[k];
+    if (n.dead) continue;
+    auto use = [&](int v) {
+      if (v >= 0) last[static_cast<size_t>(v)] = static_cast<int>(k);
+    };
+    for (const Arg& a : n.args) {
+      if (a.kind == Arg::Kind::Value) use(a.value);
+      if (a.kind == Arg::Kind::ValueList) {
+        for (int v : a.values) use(v);
+      }
+    }
+    for (int v : n.writes) use(v);
+    for (int v : n.outputs) use(v);
+  }
+  drop_after_.assign(g.nodes.size(), {});
+  for (size_t v = 0; v < last.size(); ++v) {
+    if (last[v] >= 0 && !keep[v])
+      drop_after_[static_cast<size_t>(last[v])].push_back(static_cast<int>(v));
+  }
 }
 
 void Executor::plan_kernels() {
@@ -107,6 +141,11 @@ std::vector<IValue> Executor::run(const std::vector<IValue>& args, const Scratch
   for (size_t c = 0; c < g.captured.size(); ++c)
     vals[static_cast<size_t>(g.captured_values[c])] = g.captured[c];
   auto sym_value = [&](sym::ExprPtr e) { return guards_.value_of(e, s); };
+  // Values no later node uses go back to the allocator now (later nodes reuse their memory).
+  auto drop = [&](const Node* n) {
+    for (int v : drop_after_[static_cast<size_t>(n - g.nodes.data())])
+      vals[static_cast<size_t>(v)] = Tensor();
+  };
   for (const Node& n : g.nodes) {
     if (n.dead) continue;
     UserLocGuard loc(n.loc);
@@ -118,6 +157,7 @@ std::vector<IValue> Executor::run(const std::vector<IValue>& args, const Scratch
       for (const auto& [i, r] : plan.ints) kargs[i].sym = SymInt(r.get(s));
       if (n.tuned) {
         run_tuned(n, plan, ArrayRef<tl::KernelArg>(kargs.data(), kargs.size()), s, observe);
+        drop(&n);
         continue;
       }
       if (observe) {
@@ -130,6 +170,7 @@ std::vector<IValue> Executor::run(const std::vector<IValue>& args, const Scratch
           n.loc);
       tl::Launcher(*n.kernel, tl::LaunchGrid(grid, n.loc))
           .run(ArrayRef<tl::KernelArg>(kargs.data(), kargs.size()));
+      drop(&n);
       continue;
     }
     st.clear();
@@ -173,6 +214,7 @@ std::vector<IValue> Executor::run(const std::vector<IValue>& args, const Scratch
       if (n.outputs[k] >= 0) vals[static_cast<size_t>(n.outputs[k])] = st[k].to_tensor();
     }
     if (after_op) (*after_op)(static_cast<size_t>(&n - g.nodes.data()));
+    drop(&n);
   }
   std::vector<IValue> out;
   for (size_t i = 0; i < g.outputs.size(); ++i) {

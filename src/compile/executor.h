@@ -3,7 +3,8 @@
  * matched). Operators go through the dispatcher; kernels through their launchers, with their
  * argument lists planned once per node (constants, metas and options filled in; tensors and
  * symbolic integers patched per call); autotuned kernels through their variant source, which
- * picks a variant once per tuning key.
+ * picks a variant once per tuning key. A value is dropped after the last node that uses it, so a
+ * call's intermediates do not all live to its end.
  */
 #pragma once
 
@@ -55,9 +56,14 @@ class Executor {
   void run_tuned(const compiler::Node& n, const KernelPlan& plan, ArrayRef<tl::KernelArg> args,
                  const Scratch& s, const Observer* observe) const;
 
+  void plan_lifetimes();
+
   const compiler::Graph& graph_;
   const Guards& guards_;
   std::vector<KernelPlan> kernel_plans_;  ///< per node (empty for other nodes)
+  /** Per node: the values no later node uses (not the graph's inputs or results), dropped as
+   * soon as it ran, so that their memory goes back to the allocator and serves later nodes. */
+  std::vector<std::vector<int>> drop_after_;
 };
 
 }  // namespace tessera::compile_detail
