@@ -197,11 +197,12 @@ TEST(SymbolicIntegers, MultiplesOfAFloorDivisionKeepTheirNumerator) {
     EXPECT_EQ(r.hi, k - 1) << k;
     EXPECT_EQ(ctx.ge(ctx.mul(blocks, ctx.constant(k)), ctx.mul(n, m)), ctx.boolean(true)) << k;
     // Twice the elements: not decided for k > 1 (true for small n only); false for k = 1.
-    if (k > 1)
+    if (k > 1) {
       EXPECT_NE(
           ctx.ge(ctx.mul(blocks, ctx.constant(k)), ctx.mul(ctx.constant(2), ctx.mul(n, m)))->kind,
           Kind::BoolConst)
           << k;
+    }
   }
   // A coefficient that is not a multiple of the divisor keeps the plain interval.
   ExprPtr odd = ctx.sub(ctx.mul(ctx.floordiv(n, ctx.constant(4)), ctx.constant(6)), n);
