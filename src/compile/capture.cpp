@@ -658,6 +658,7 @@ void optimize(Graph& g, bool fuse, bool fuse_builtins) {
     }
   }
   g.eliminate_dead_code();
+  g.reuse_inputs_in_place();
   g.verify();
 }
 

@@ -1226,6 +1226,7 @@ class ChainFusion {
     }
     k.note = note.str();
     k.fused_from = std::move(fused_from);
+    k.in_place_ok = true;  // tl::make_pointwise_kernel loads a program's elements, then stores
     added.push_back(std::move(k));
     for (size_t m : grp.members) g_.nodes[m].dead = true;
     const size_t at = grp.members.back() + 1;

@@ -392,6 +392,81 @@ int Graph::eliminate_dead_fills() {
   return elided;
 }
 
+int Graph::reuse_inputs_in_place() {
+  std::set<int> pinned;  // storages of the inputs, results and closed-over tensors
+  for (int v : inputs) {
+    if (v >= 0) pinned.insert(storage_of(v));
+  }
+  for (int v : outputs) {
+    if (v >= 0) pinned.insert(storage_of(v));
+  }
+  for (int v : captured_values) pinned.insert(storage_of(v));
+  auto dense = [&](const TensorInfo& t) {
+    return contiguous(t) && t.offset && t.offset->constant() == 0;
+  };
+  int moved = 0;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    Node& n = nodes[k];
+    if (n.dead || n.kind != Node::Kind::Kernel || !n.in_place_ok) continue;
+    // One output only: its stores are then one loop that reads each input element (a load the
+    // emitter keeps inline) right before writing the same element. With two, the first output's
+    // stores could overwrite an input the second's loop still reads.
+    int written = 0;
+    for (const Arg& a : n.args) written += a.kind == Arg::Kind::Value && a.written;
+    if (written != 1) continue;
+    std::set<int> taken;
+    for (Arg& out : n.args) {
+      if (out.kind != Arg::Kind::Value || !out.written) continue;
+      const int e = out.value;
+      const int p = values[static_cast<size_t>(e)].producer;
+      if (p < 0 || nodes[static_cast<size_t>(p)].op.name() != "aten::empty") continue;
+      const TensorInfo& et = values[static_cast<size_t>(e)].tensor;
+      for (const Arg& in : n.args) {
+        if (in.kind != Arg::Kind::Value || !in.read || in.written) continue;
+        const int i = in.value;
+        const TensorInfo& it = values[static_cast<size_t>(i)].tensor;
+        const int s = it.storage;
+        if (taken.count(i) || pinned.count(s) || it.dtype != et.dtype || it.sizes != et.sizes ||
+            !dense(it) || !dense(et) || next_toucher(k, s) != nodes.size())
+          continue;
+        // Nothing else of that memory is read here (a view of it as another input).
+        bool alone = true;
+        for (const Arg& other : n.args) {
+          if (other.kind == Arg::Kind::Value && other.value != i && other.value >= 0 &&
+              storage_of(other.value) == s)
+            alone = false;
+        }
+        // The allocation's result is used by this kernel only before it (and after, as i).
+        for (size_t j = static_cast<size_t>(p) + 1; j < k && alone; ++j)
+          alone = nodes[j].dead || !touches(nodes[j], et.storage);
+        if (!alone) continue;
+        // e becomes i: the kernel stores into i's memory, and every later use reads it there.
+        for (size_t j = k; j < nodes.size(); ++j) {
+          Node& m = nodes[j];
+          for (Arg& a : m.args) {
+            if (a.kind == Arg::Kind::Value && a.value == e) a.value = i;
+            for (int& v : a.values) v = v == e ? i : v;
+          }
+          for (int& w : m.writes) w = w == e ? i : w;
+        }
+        for (int& o : outputs) {
+          if (o == e) {
+            o = i;
+            pinned.insert(s);  // a result now: no later kernel may take this memory
+          }
+        }
+        nodes[static_cast<size_t>(p)].dead = true;
+        n.note += (n.note.empty() ? "" : "; ") + std::string("output %") + std::to_string(e) +
+                  " stored in place of %" + std::to_string(i);
+        taken.insert(i);
+        ++moved;
+        break;
+      }
+    }
+  }
+  return moved;
+}
+
 int Graph::eliminate_common_subexpressions() {
   std::set<int> written;  // storages any node writes
   for (const auto& n : nodes) {

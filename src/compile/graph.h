@@ -97,6 +97,9 @@ struct Node {
   sym::ExprPtr elide_when = nullptr;
   OperatorHandle elided_op;
   int elided_drop = -1;
+  /** A generated kernel whose programs load every element of a dense input of the output's shape
+   * before storing the output's same element: an output may take a dying input's memory. */
+  bool in_place_ok = false;
   bool dead = false;
 };
 
@@ -136,6 +139,10 @@ struct Graph {
    * kernels that hold each row whole (softmax, layer norm written with built-in ops). Returns how
    * many ops were fused. */
   int fuse_rows();
+  /** Lets the output of a generated kernel with one output take the memory of an input of the
+   * same dtype and dense shape that no later node uses (its allocation goes): fewer allocations,
+   * and the stores write cache lines the loads just brought in. Returns how many moved. */
+  int reuse_inputs_in_place();
   /** Inserts nodes before position `at` (value producers after it move along). */
   void insert_nodes(size_t at, std::vector<Node> added);
   /** Merges repeated pure operator calls on the same (unchanged) values. */

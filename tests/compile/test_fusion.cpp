@@ -442,3 +442,37 @@ TEST(CompileRows, SoftmaxAndNormOperatorsBecomeRowKernelsWithTheirNeighbours) {
 }
 
 }  // namespace
+
+TEST(CompilePointwise, AFusedOutputTakesTheMemoryOfAnInputThatDies) {
+  // h (a matmul's result) is read by the fused chain and by nothing after it: the chain's result
+  // is stored in h's memory (one allocation fewer); x, which the caller holds, is not. A kernel
+  // of two outputs keeps both apart (the first's stores could overwrite what the second reads).
+  auto fn = [](const Tensor& x, const Tensor& w, const Tensor& bias) {
+    const Tensor h = matmul(x, w);
+    const Tensor h2 = matmul(x, w * 2);
+    return std::make_tuple(((h + bias).relu() * 2 - x).exp(), h2.sin() + 1, h2.cos() * 2);
+  };
+  auto compiled = compile(fn, fullgraph("in_place"));
+  Tensor x = randn({64, 32}), w = randn({32, 32}) * 0.1, bias = randn({32});
+  std::tuple<Tensor, Tensor, Tensor> got;
+  run_poisoned([&] { got = compiled(x, w, bias); });
+  const auto [a, b, c] = fn(x, w, bias);
+  EXPECT_TRUE(all_close(std::get<0>(got), a, 1e-5, 1e-6));
+  EXPECT_TRUE(all_close(std::get<1>(got), b, 1e-5, 1e-6));
+  EXPECT_TRUE(all_close(std::get<2>(got), c, 1e-5, 1e-6));
+  EXPECT_TRUE(all_close(x, x.clone()));  // the caller's input is intact
+  const CompiledGraph g = compiled.graph();
+  const auto fused = fused_kernels(g);
+  ASSERT_FALSE(fused.empty()) << g.text;
+  const auto* mm = g.find("aten::matmul").at(0);
+  bool in_place = false;
+  for (const auto* k : fused)
+    for (int w_id : k->writes) in_place = in_place || w_id == mm->outputs[0];
+  EXPECT_TRUE(in_place) << g.text;
+  const auto* mm2 = g.find("aten::matmul").at(1);
+  for (const auto* k : fused)
+    for (int w_id : k->writes) EXPECT_NE(w_id, mm2->outputs[0]) << g.text;
+  // x's memory is never written: it is the caller's.
+  for (const auto& n : g.nodes)
+    for (int w_id : n.writes) EXPECT_NE(w_id, g.inputs[0]) << g.text;
+}
