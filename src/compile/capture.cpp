@@ -667,8 +667,8 @@ bool needs_grad(const Tensor& t) {
 }
 
 // Whether grad mode decides what a trace records: a tensor argument or a closed-over tensor
-// requires grad. Records the closed-over tensors' flags and the mode in the guards.
-void guard_grad_mode(const std::vector<IValue>& args, const Graph& g, Guards& guards) {
+// requires grad (returned). Records the closed-over tensors' flags and the mode in the guards.
+bool guard_grad_mode(const std::vector<IValue>& args, const Graph& g, Guards& guards) {
   bool any = false;
   for (const IValue& a : args) any = any || (a.is_tensor() && needs_grad(a.to_tensor()));
   for (const Tensor& t : g.captured) {
@@ -676,6 +676,7 @@ void guard_grad_mode(const std::vector<IValue>& args, const Graph& g, Guards& gu
     any = any || needs_grad(t);
   }
   if (any) guards.grad_mode = grad_enabled() ? 1 : 0;
+  return any;
 }
 
 // After the forward of a joint trace (nodes before `first_backward`): differentiates its
@@ -762,7 +763,7 @@ Captured capture_once(const Traced& fn, const std::vector<IValue>& args, const C
   std::vector<int> grad_inputs_v, grads;
   const size_t first_backward = g.nodes.size();
   if (joint) bw = trace_backward(g, tracer, fakes, outs, grad_inputs_v, grads);
-  guard_grad_mode(args, g, guards);
+  const bool grad = guard_grad_mode(args, g, guards);
   if (bw) {
     // The graph is the forward (returning what the backward reads after its results) and a
     // backward graph of its own; each is optimized alone, and both replay without autograd.
@@ -774,9 +775,6 @@ Captured capture_once(const Traced& fn, const std::vector<IValue>& args, const C
   } else {
     // Without a backward graph the replay is what autograd records: with grad, built-in ops stay
     // as called (fused kernels record nothing), unless no result needs a gradient.
-    bool grad = false;
-    for (const IValue& a : args) grad = grad || (a.is_tensor() && needs_grad(a.to_tensor()));
-    for (const Tensor& t : g.captured) grad = grad || needs_grad(t);
     bool differentiable = !joint;  // a trace without autograd cannot tell
     for (const IValue& o : outs)
       differentiable = differentiable || (o.is_tensor() && needs_grad(o.to_tensor()));
