@@ -3,7 +3,8 @@
 // advanced with `+=` inside the K loop, an fp32 accumulator updated by `tl::dot`, an optional
 // fused activation, fp16 output, autotuned over configs keyed on (M, N, K). Checked against a
 // double-precision reference on fresh fp16 inputs, at sizes that are and are not multiples of the
-// blocks. Runs on the GPU when one is present (`--cuda`), else on the CPU.
+// blocks. Runs on the GPU when one is present (`--cuda`), else on the CPU. `--bench` times it
+// beside the eager `matmul` (the tutorial's benchmark against torch.matmul; tutorial_bench.h).
 //
 // Differences from the Python, forced by C++ or not yet in tessera: ACTIVATION is an int
 // constexpr (0 none, 1 leaky_relu) where Triton passes a string; `tl.assume` (newer Triton) is
@@ -14,6 +15,8 @@
 #include <tessera/autotune.h>
 #include <tessera/tessera.h>
 #include <tessera/tl.h>
+
+#include "tutorial_bench.h"
 
 namespace tl = tessera::tl;
 using tessera::Tensor;
@@ -93,9 +96,24 @@ Tensor matmul(const Tensor& a, const Tensor& b, int activation) {
   return c;
 }
 
+// The tutorial's benchmark: square products in fp16 and fp32 inputs beside the eager matmul.
+void bench(const tutorial_bench::Args& args) {
+  const tessera::Device dev = args.device();
+  tutorial_bench::header();
+  for (const int64_t n : {512, 1024}) {
+    for (const tessera::DType dt : {tessera::float16, tessera::float32}) {
+      Tensor a = tessera::randn({n, n}).to(dt).to(dev), b = tessera::randn({n, n}).to(dt).to(dev);
+      tutorial_bench::row(
+          "matmul " + std::to_string(n) + "^3 " + tessera::dtype_name(dt), args,
+          [&] { return matmul(a, b, 0); }, [&] { return tessera::matmul(a, b); }, 2.0 * n * n * n);
+    }
+  }
+}
+
 int main(int argc, char** argv) {
-  const bool cuda = argc > 1 && std::strcmp(argv[1], "--cuda") == 0;
-  const tessera::Device dev = cuda ? tessera::Device("cuda") : tessera::kCPU;
+  const tutorial_bench::Args args = tutorial_bench::parse(argc, argv);
+  if (args.bench) return bench(args), 0;
+  const tessera::Device dev = args.device();
   bool ok = true;
   struct Size {
     int64_t m, n, k;

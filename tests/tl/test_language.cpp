@@ -511,6 +511,87 @@ TEST(TileLanguage, CarriedTilesUpdatedTogetherReadTheOldValues) {
   });
 }
 
+// Dots that accumulate into carried tiles (the CPU updates an accumulator in place when the dot
+// alone reads it): one kept as `prev` before the update, two swapped, one that is its own left
+// operand, one that is its own left operand, and a plain one. Small integers: every product and sum
+// is exact in float32.
+TL_JIT(carried_dots, tl::Ptr A, tl::Ptr Bm, tl::Ptr out, tl::Int trips, tl::Const B) {
+  auto r = tl::arange(0, B);
+  auto at = [&](tl::Ptr p, const tl::Tile& base) {
+    return tl::load(p + base + r[{tl::_, tl::None}] * B + r[{tl::None, tl::_}]);
+  };
+  tl::DotOptions ieee;
+  ieee.input_precision = "ieee";
+  auto b = at(Bm, tl::zeros({}, tl::int32));
+  tl::Var acc = tl::zeros({B, B}, tl::float32), prev = tl::zeros({B, B}, tl::float32);
+  tl::Var x = b * 2.0f;
+  tl::Var y = b - 1.0f;
+  tl::Var z = b + 1.0f;
+  tl::Var w = b;
+  tl::Var plain = tl::zeros({B, B}, tl::float32);
+  tl::range(0, trips, 1, [&](tl::Tile t) {
+    auto a = at(A, t * B * B);
+    auto next = tl::dot(a, b, tl::Operand(acc), ieee);
+    prev = tl::Tile(acc);  // the old value: the dot must not have overwritten it
+    acc = next;
+    auto x2 = tl::dot(a, b, tl::Operand(y), ieee), y2 = tl::dot(a, b, tl::Operand(x), ieee);
+    x = x2;
+    y = y2;
+    z = tl::dot(z * 0.25f, b, tl::Operand(z), ieee);  // reads its accumulator as an operand
+    w = tl::dot(w, b, tl::Operand(w), ieee);          // is its own left operand
+    plain = tl::dot(a, b, tl::Operand(plain), ieee);
+  });
+  auto o = r[{tl::_, tl::None}] * B + r[{tl::None, tl::_}];
+  tl::store(out + o, acc);
+  tl::store(out + B * B + o, prev);
+  tl::store(out + 2 * B * B + o, x);
+  tl::store(out + 3 * B * B + o, y);
+  tl::store(out + 4 * B * B + o, z);
+  tl::store(out + 5 * B * B + o, plain);
+  tl::store(out + 6 * B * B + o, w);
+}
+
+TEST(TileLanguage, DotsIntoCarriedAccumulatorsReadTheOldValues) {
+  const int64_t B = 16, trips = 3;
+  Tensor a = randint(-2, 3, {trips, B, B}).to(DType::Float32);
+  Tensor b = randint(-2, 3, {B, B}).to(DType::Float32);
+  using Mat = std::vector<double>;
+  auto el = [&](const Tensor& t, int64_t i) { return static_cast<double>(t.data_ptr<float>()[i]); };
+  auto mm = [&](const Mat& x, int64_t t, const Mat& c) {  // x (or a[t] when x is empty) @ b + c
+    Mat r = c;
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t j = 0; j < B; ++j)
+        for (int64_t k = 0; k < B; ++k)
+          r[i * B + j] +=
+              (x.empty() ? el(a, (t * B + i) * B + k) : x[i * B + k]) * el(b, k * B + j);
+    return r;
+  };
+  Mat acc(B * B, 0.0), prev = acc, x(B * B), y(B * B), z(B * B), w(B * B), plain = acc;
+  for (int64_t i = 0; i < B * B; ++i)
+    x[i] = el(b, i) * 2, y[i] = el(b, i) - 1, z[i] = el(b, i) + 1, w[i] = el(b, i);
+  for (int64_t t = 0; t < trips; ++t) {
+    prev = acc;
+    acc = mm({}, t, acc);
+    Mat x2 = mm({}, t, y), y2 = mm({}, t, x);
+    x = x2, y = y2;
+    Mat zq = z;
+    for (double& v : zq) v *= 0.25;
+    z = mm(zq, t, z);
+    w = mm(w, t, w);
+    plain = mm({}, t, plain);
+  }
+  Mat want;
+  for (const Mat* m : {&acc, &prev, &x, &y, &z, &plain, &w})
+    want.insert(want.end(), m->begin(), m->end());
+  every_mode([&](const char* mode) {
+    Tensor out = poisoned_like(empty({7 * B * B}));
+    carried_dots[{1}](a, b, out, trips, tl::meta("B", B));
+    for (int64_t i = 0; i < 7 * B * B; ++i)
+      ASSERT_EQ(out.data_ptr<float>()[i], static_cast<float>(want[static_cast<size_t>(i)]))
+          << mode << " tile " << i / (B * B) << " element " << i % (B * B);
+  });
+}
+
 TEST(TileLanguage, RuntimeLoopsCarryVarsAndBranchesMergeThem) {
   for (int64_t cols : {5, 64, 200}) {
     Tensor x = randn({6, cols});

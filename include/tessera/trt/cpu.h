@@ -47,6 +47,50 @@ TRT_INLINE lanes16<T> load16(const T* p) {
   return v;
 }
 
+// ---- the dot micro-kernel
+// --------------------------------------------------------------------------
+
+/**
+ * `c += a @ b` for row-major tiles held in arrays (a: M x K, b: K x N, c: M x N; M a multiple of
+ * 4, N of 16): a 4 x 16 block of c stays in registers across the k loop. Every element of c gets
+ * the multiply-adds of k = 0, 1, ... in that order, each fused (the interpreter's and the GPU's
+ * rounding); `X3` makes each one a tf32x3 term. A function of its own, not inlined: written into a
+ * large kernel, GCC kept the block on the stack and the loop ran at a third of this speed.
+ */
+template <class T, int M, int N, int K, bool X3>
+__attribute__((noinline)) void dot_block(const T* __restrict a, const T* __restrict b,
+                                         T* __restrict c) {
+  for (int i = 0; i < M; i += 4) {
+    for (int j0 = 0; j0 < N; j0 += 16) {
+      T acc[4][16];
+      for (int r = 0; r < 4; ++r) {
+        for (int l = 0; l < 16; ++l) acc[r][l] = c[(i + r) * N + j0 + l];
+      }
+      for (int k = 0; k < K; ++k) {
+        const T x0 = a[(i + 0) * K + k], x1 = a[(i + 1) * K + k];
+        const T x2 = a[(i + 2) * K + k], x3 = a[(i + 3) * K + k];
+        for (int l = 0; l < 16; ++l) {
+          const T y = b[k * N + j0 + l];
+          if constexpr (X3) {
+            acc[0][l] = fma_tf32x3(x0, y, acc[0][l]);
+            acc[1][l] = fma_tf32x3(x1, y, acc[1][l]);
+            acc[2][l] = fma_tf32x3(x2, y, acc[2][l]);
+            acc[3][l] = fma_tf32x3(x3, y, acc[3][l]);
+          } else {
+            acc[0][l] = fma(x0, y, acc[0][l]);
+            acc[1][l] = fma(x1, y, acc[1][l]);
+            acc[2][l] = fma(x2, y, acc[2][l]);
+            acc[3][l] = fma(x3, y, acc[3][l]);
+          }
+        }
+      }
+      for (int r = 0; r < 4; ++r) {
+        for (int l = 0; l < 16; ++l) c[(i + r) * N + j0 + l] = acc[r][l];
+      }
+    }
+  }
+}
+
 // ---- atomics
 // --------------------------------------------------------------------------------------- kind: 0
 // add, 1 max, 2 min, 3 and, 4 or, 5 xor, 6 xchg (ir::AtomicKind); order: 0 relaxed, 1 acquire, 2

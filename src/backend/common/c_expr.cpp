@@ -289,6 +289,8 @@ std::string ExprPrinter::offset_expr(ValueId v, const Index& idx) {
         if (sym)
           return "(" + offset_expr(op->operands[0], idx) + sym + offset_expr(op->operands[1], idx) +
                  ")";
+        if (k == ir::BinaryKind::Rem && rem_is_identity(*op, idx))
+          return offset_expr(op->operands[0], idx);
         break;
       }
       default:

@@ -51,6 +51,12 @@ class ExprPrinter {
    * the result differs from 32-bit wrapping arithmetic only where that arithmetic overflows,
    * which addresses memory outside the tensor anyway (docs/decisions.md, "pointer offsets"). */
   std::string offset_expr(ir::ValueId v, const Index& idx);
+  /** Whether integer `x % m` (`op`) equals `x` at `idx` for the code being written (an emitter
+   * that versions loops proves it under a guard); offset_expr then goes through it. */
+  virtual bool rem_is_identity(const ir::Op& op, const Index& idx) {
+    (void)op, (void)idx;
+    return false;
+  }
   /** The index into operand `k` of view-like `op` for the result index `idx` (ir/index_map.h). */
   Index source_index(const ir::Op& op, const Index& idx, size_t k = 0) const;
 

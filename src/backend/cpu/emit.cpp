@@ -310,13 +310,17 @@ class Emitter : ExprPrinter {
   // Under that uniform guard (versioned()), the remainder disappears and the access is affine
   // (a vector load instead of a division per lane); the other version keeps it.
   std::optional<std::string> rem_identity(const Op& op, const Index& idx) {
+    if (!rem_is_identity(op, idx)) return std::nullopt;
+    return expr(op.operands[0], idx);
+  }
+  bool rem_is_identity(const Op& op, const Index& idx) override {
     const Type& t = f_.type(op.result());
-    if (fast_ != Fast::On || !t.is_int() || t.elem == DType::Bool || t.ptr) return std::nullopt;
+    if (fast_ != Fast::On || !t.is_int() || t.elem == DType::Bool || t.ptr) return false;
     const ValueId m = uniform_source(op.operands[1]);
-    if (m == ir::kNoValue) return std::nullopt;
+    if (m == ir::kNoValue) return false;
     std::vector<std::string> checks;
     const auto a = affine(op.operands[0], idx, checks);
-    if (!a) return std::nullopt;
+    if (!a) return false;
     const int64_t lo = spread(*a, false), hi = spread(*a, true);
     checks.push_back("(" + a->base + " + " + std::to_string(lo) + "LL >= 0)");
     checks.push_back("(" + a->base + " + " + std::to_string(hi) + "LL < (int64_t)" + expr(m, {}) +
@@ -324,7 +328,7 @@ class Emitter : ExprPrinter {
     for (const auto& c : checks) {
       if (std::find(guards_.begin(), guards_.end(), c) == guards_.end()) guards_.push_back(c);
     }
-    return expr(op.operands[0], idx);
+    return true;
   }
 
   std::optional<std::string> div_by_uniform(const Op& op, const Type& t,
@@ -425,7 +429,14 @@ class Emitter : ExprPrinter {
     const bool tf32 = at.elem == DType::Float32 && precision == ir::DotPrecision::TF32;
     const bool tf32x3 = at.elem == DType::Float32 && precision == ir::DotPrecision::TF32x3;
     const std::string rt = register_type(ot.elem);
-    declare_array(out);
+    const auto into = dots_in_place_.find(out);
+    if (into != dots_in_place_.end()) {
+      // The loop's accumulator is updated where it lives (for_op checked that nothing else reads
+      // it): no copy of it into the result and back each iteration.
+      alias(out, into->second);
+    } else {
+      declare_array(out);
+    }
     // tf32: each operand is rounded once into a local array (the loops below read every element
     // of b once per 4 rows of a, and every element of a once per 16 columns of b).
     std::string rounded_a, rounded_b;
@@ -455,10 +466,12 @@ class Emitter : ExprPrinter {
     const std::string fma = tf32x3 ? "trt::fma_tf32x3(" : "trt::fma(";
     const std::string i = fresh("_i"), j = fresh("_j"), k = fresh("_k"), x = fresh("_x");
     const std::string at_ij = name(out) + "[" + i + " * " + std::to_string(N) + " + " + j + "]";
-    line("for (int32_t " + i + " = 0; " + i + " < " + std::to_string(M) + "; ++" + i + ")");
-    line("  for (int32_t " + j + " = 0; " + j + " < " + std::to_string(N) + "; ++" + j + ") " +
-         at_ij + " = " + expr(acc, {i, j}) + ";");
-    if (fl && M % 4 == 0 && N % 16 == 0) return dot_blocked(op, in, fma, i, k, x);
+    if (into == dots_in_place_.end()) {
+      line("for (int32_t " + i + " = 0; " + i + " < " + std::to_string(M) + "; ++" + i + ")");
+      line("  for (int32_t " + j + " = 0; " + j + " < " + std::to_string(N) + "; ++" + j + ") " +
+           at_ij + " = " + expr(acc, {i, j}) + ";");
+    }
+    if (blocked_dot(op)) return dot_blocked(op, rounded_a, rounded_b, tf32x3);
     line("for (int32_t " + i + " = 0; " + i + " < " + std::to_string(M) + "; ++" + i + ") {");
     ++indent_;
     line("for (int32_t " + k + " = 0; " + k + " < " + std::to_string(K) + "; ++" + k + ") {");
@@ -478,52 +491,48 @@ class Emitter : ExprPrinter {
     work_ += M * N * K * work_scale_;
   }
 
-  // Register blocking for float dots: a 4 x 16 block of the result stays in registers across the
-  // k loop (2.6x the simple loop on AVX-512), with the same multiply-adds in the same order per
-  // element, so the result does not change.
-  template <class In>
-  void dot_blocked(const Op& op, In in, const std::string& fma, const std::string& i,
-                   const std::string& k, const std::string& x) {
+  // Register blocking for float dots: the runtime's micro-kernel (trt::dot_block, a 4 x 16 block
+  // of the result in registers across the k loop, 2.6x the simple loop on AVX-512, and 3x the same
+  // loop written into the kernel, where the compiler kept the block on the stack) on row-major
+  // arrays of the register type: operands stored so already are read in place, others (a load used
+  // once, a conversion such as `p.to(float16)`) are packed first. The same multiply-adds in the
+  // same order per element: the result does not change.
+  static bool blocked_dot(const Op& op, const ir::Function& f) {
+    const Type& ot = f.type(op.result());
+    return ot.is_float() && ot.shape[0] % 4 == 0 && ot.shape[1] % 16 == 0;
+  }
+  bool blocked_dot(const Op& op) const { return blocked_dot(op, f_); }
+
+  void dot_blocked(const Op& op, const std::string& packed_a, const std::string& packed_b,
+                   bool tf32x3) {
     const ValueId out = op.result(), a = op.operands[0], b = op.operands[1];
     const int64_t M = f_.type(a).shape[0], K = f_.type(a).shape[1], N = f_.type(out).shape[1];
-    const std::string rt = register_type(f_.type(out).elem), sN = std::to_string(N);
-    const std::string j0 = fresh("_j0"), l = fresh("_l"), cb = fresh("_c"), bv = fresh("_b");
-    auto cell = [&](int r) {
-      return name(out) + "[(" + i + " + " + std::to_string(r) + ") * " + sN + " + " + j0 + " + " +
-             l + "]";
-    };
-    auto acc = [&](int r) { return cb + "[" + std::to_string(r) + "][" + l + "]"; };
-    auto lanes = [&](const std::string& body) {
-      line("#pragma omp simd");
-      line("for (int32_t " + l + " = 0; " + l + " < 16; ++" + l + ") " + body);
-    };
-    line("for (int32_t " + i + " = 0; " + i + " < " + std::to_string(M) + "; " + i + " += 4) {");
-    ++indent_;
-    line("for (int32_t " + j0 + " = 0; " + j0 + " < " + sN + "; " + j0 + " += 16) {");
-    ++indent_;
-    line(rt + " " + cb + "[4][16];");
-    for (int r = 0; r < 4; ++r) lanes(acc(r) + " = " + cell(r) + ";");
-    line("for (int32_t " + k + " = 0; " + k + " < " + std::to_string(K) + "; ++" + k + ") {");
-    ++indent_;
-    for (int r = 0; r < 4; ++r) {
-      line(rt + " const " + x + std::to_string(r) + " = " +
-           in(a, "(" + i + " + " + std::to_string(r) + ")", k) + ";");
-    }
-    lanes("{");
-    ++indent_;
-    line(rt + " const " + bv + " = " + in(b, k, "(" + j0 + " + " + l + ")") + ";");
-    for (int r = 0; r < 4; ++r)
-      line(acc(r) + " = " + fma + x + std::to_string(r) + ", " + bv + ", " + acc(r) + ");");
-    --indent_;
-    line("}");
-    --indent_;
-    line("}");
-    for (int r = 0; r < 4; ++r) lanes(cell(r) + " = " + acc(r) + ";");
-    --indent_;
-    line("}");
-    --indent_;
-    line("}");
+    const DType et = f_.type(out).elem;
+    const std::string rt = register_type(et);
+    const std::string pa = packed_a.empty() ? dot_operand(a, M, K, et) : packed_a;
+    const std::string pb = packed_b.empty() ? dot_operand(b, K, N, et) : packed_b;
+    line("trt::dot_block<" + rt + ", " + std::to_string(M) + ", " + std::to_string(N) + ", " +
+         std::to_string(K) + ", " + (tf32x3 ? "true" : "false") + ">(" + pa + ", " + pb + ", " +
+         name(out) + ");");
     work_ += M * N * K * work_scale_;
+  }
+
+  // A dot operand as a row-major array of `rt`: its own array when it has one of that type, else a
+  // packed copy.
+  std::string dot_operand(ValueId v, int64_t rows, int64_t cols, DType et) {
+    const std::string rt = register_type(et);
+    const bool is_acc = std::any_of(dots_in_place_.begin(), dots_in_place_.end(),
+                                    [&](const auto& d) { return d.second == v; });
+    if (plan_.storage(v) == Storage::Array && type_str(f_.type(v)) == rt && !is_acc) return name(v);
+    const std::string packed = fresh("_pk"), r = fresh("_r"), q = fresh("_q");
+    on_stack(Type::scalar(et), rows * cols, loc_of(v));
+    line("alignas(64) " + rt + " " + packed + "[" + std::to_string(rows * cols) + "];");
+    line("for (int32_t " + r + " = 0; " + r + " < " + std::to_string(rows) + "; ++" + r + ")");
+    line("  #pragma omp simd");
+    line("  for (int32_t " + q + " = 0; " + q + " < " + std::to_string(cols) + "; ++" + q + ") " +
+         packed + "[" + r + " * " + std::to_string(cols) + " + " + q + "] = (" + rt + ")(" +
+         expr(v, {r, q}) + ");");
+    return packed;
   }
 
   // argmax/argmin: a scalar scan along the axis keeping the first best index (a NaN wins).
@@ -774,6 +783,10 @@ class Emitter : ExprPrinter {
       return !f_.type(dsts[i]).is_scalar() && plan_.storage(srcs[i]) == Storage::Array &&
              std::find(dsts.begin(), dsts.end(), srcs[i]) == dsts.end();
     };
+    auto already_there = [&](size_t i) {  // a dot that updated its accumulator in place
+      const auto d = dots_in_place_.find(srcs[i]);
+      return d != dots_in_place_.end() && d->second == dsts[i];
+    };
     // A tile computed elementwise that reads its own destination only at the element it writes
     // (`acc = acc + x`) and no other destination updated in place is written in place, after the
     // temporaries (which read the old values) and before the copies: no temporary, no copy.
@@ -802,7 +815,7 @@ class Emitter : ExprPrinter {
       const Type& t = f_.type(dsts[i]);
       const std::string tmp = direct(i) || in_place[i] ? name(srcs[i]) : fresh("_t");
       temps.push_back(tmp);
-      if (direct(i) || in_place[i]) continue;
+      if (direct(i) || in_place[i] || already_there(i)) continue;
       if (t.is_scalar()) {
         line(type_str(t) + " const " + tmp + " = " + expr(srcs[i], {}) + ";");
       } else {
@@ -816,7 +829,7 @@ class Emitter : ExprPrinter {
     }
     for (size_t i = 0; i < dsts.size(); ++i) {
       const Type& t = f_.type(dsts[i]);
-      if (in_place[i]) continue;
+      if (in_place[i] || already_there(i)) continue;
       if (t.is_scalar()) {
         line(name(dsts[i]) + " = " + temps[i] + ";");
       } else {
@@ -846,6 +859,7 @@ class Emitter : ExprPrinter {
     ++indent_;
     const int64_t saved_scale = work_scale_;
     work_scale_ *= 8;
+    plan_dots_in_place(carried, body);
     region(body);
     const Op& y = *body.ops.back();
     parallel_assign(carried, y.operands);
@@ -871,6 +885,7 @@ class Emitter : ExprPrinter {
     line("if (!(" + expr(cond.ops.back()->operands[0], {}) + ")) break;");
     const int64_t saved_scale = work_scale_;
     work_scale_ *= 8;
+    plan_dots_in_place(carried, body);
     region(body);
     parallel_assign(carried, body.ops.back()->operands);
     work_scale_ = saved_scale;
@@ -1018,6 +1033,23 @@ class Emitter : ExprPrinter {
     line("}");
   }
 
+  // `acc = tl.dot(a, b, acc)` in a loop: the dot may write the carried accumulator's array itself
+  // when the accumulator is read by that dot alone and the dot's result only goes back into it
+  // (the blocked kernel reads each element before writing it; operands are packed apart).
+  void plan_dots_in_place(const std::vector<ValueId>& carried, const Region& body) {
+    const Op& y = *body.ops.back();
+    for (size_t k = 0; k < carried.size() && k < y.operands.size(); ++k) {
+      const ValueId r = y.operands[k], acc = carried[k];
+      const Op* d = f_.def(r);
+      if (!d || d->kind != OpKind::Dot || d->operands[2] != acc || !blocked_dot(*d)) continue;
+      if (uses_.def_region(r) != &body || uses_.uses(r).size() != 1) continue;
+      if (uses_.uses(acc).size() != 1 || plan_.storage(acc) != Storage::Array ||
+          plan_.storage(r) != Storage::Array)
+        continue;
+      dots_in_place_[r] = acc;
+    }
+  }
+
   // Makes `v` refer to the storage of `target` (a For result reads its carried variable).
   void alias(ValueId v, ValueId target) {
     const Type& t = f_.type(v);
@@ -1029,6 +1061,8 @@ class Emitter : ExprPrinter {
   }
 
   enum class Fast : uint8_t { Unset, On, Off };
+
+  std::map<ValueId, ValueId> dots_in_place_;  // dot result -> the carried accumulator it updates
 
   Fast fast_ = Fast::Unset;
   std::vector<std::string> guards_;
