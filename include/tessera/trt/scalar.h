@@ -159,9 +159,13 @@ TRT_INLINE uint16_t float_to_half(float f) {
   const uint32_t sub = f2u(u2f(ax) + 0.5f) - 0x3f000000u;
   const uint32_t odd = (ax >> 13) & 1u;
   const uint32_t nrm = (ax + 0xc8000fffu + odd) >> 13;  // rebias (15 - 127) << 23, round
-  uint32_t r = ax < 0x38800000u ? sub : nrm;
-  r = ax >= 0x477ff000u ? 0x7c00u : r;
-  r = ax > 0x7f800000u ? 0x7e00u : r;
+  // Selects as bit masks: the vectorizer narrows `?:` chains into forms it cannot emit.
+  const uint32_t is_sub = 0u - (uint32_t)(ax < 0x38800000u);
+  const uint32_t is_inf = 0u - (uint32_t)(ax >= 0x477ff000u);
+  const uint32_t is_nan = 0u - (uint32_t)(ax > 0x7f800000u);
+  uint32_t r = (sub & is_sub) | (nrm & ~is_sub);
+  r = (0x7c00u & is_inf) | (r & ~is_inf);
+  r = (0x7e00u & is_nan) | (r & ~is_nan);
   return (uint16_t)(sign | r);
 #endif
 }
