@@ -84,20 +84,37 @@ auto tuned_matmul = tl::autotune(
          4)},
     {"M", "N", "K"});
 
-Tensor matmul(const Tensor& a, const Tensor& b, int activation) {
+template <class Tuned>
+Tensor matmul_with(Tuned& tuned, const Tensor& a, const Tensor& b, int activation) {
   const int64_t M = a.size(0).guard_int(), K = a.size(1).guard_int(), N = b.size(1).guard_int();
   Tensor c =
       tessera::empty({M, N}, tessera::TensorOptions().dtype(tessera::float16).device(a.device()));
   auto grid = [&](const tl::Meta& meta) {
     return tl::Grid{tl::cdiv(M, meta["BLOCK_SIZE_M"]) * tl::cdiv(N, meta["BLOCK_SIZE_N"])};
   };
-  tuned_matmul[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                     c.stride(0), c.stride(1), tl::meta("ACTIVATION", activation));
+  tuned[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+              c.stride(1), tl::meta("ACTIVATION", activation));
   return c;
 }
 
-// The tutorial's benchmark: square products in fp16 and fp32 inputs beside the eager matmul.
+Tensor matmul(const Tensor& a, const Tensor& b, int activation) {
+  return matmul_with(tuned_matmul, a, b, activation);
+}
+
+// The tutorial's benchmark: square products in fp16 and fp32 inputs beside the eager matmul, the
+// kernel autotuned over the tutorial's own eight CUDA configs (get_cuda_autotune_config, fp16).
 void bench(const tutorial_bench::Args& args) {
+  auto cfg = [](int64_t bm, int64_t bn, int64_t bk, int warps, int stages) {
+    return tl::Config(
+        {{"BLOCK_SIZE_M", bm}, {"BLOCK_SIZE_N", bn}, {"BLOCK_SIZE_K", bk}, {"GROUP_SIZE_M", 8}},
+        warps, stages);
+  };
+  auto triton_configs =
+      tl::autotune(matmul_kernel,
+                   {cfg(128, 256, 64, 8, 3), cfg(64, 256, 32, 4, 4), cfg(128, 128, 32, 4, 4),
+                    cfg(128, 64, 32, 4, 4), cfg(64, 128, 32, 4, 4), cfg(128, 32, 32, 4, 4),
+                    cfg(64, 32, 32, 2, 5), cfg(32, 64, 32, 2, 5)},
+                   {"M", "N", "K"});
   const tessera::Device dev = args.device();
   tutorial_bench::header();
   for (const int64_t n : {512, 1024}) {
@@ -105,9 +122,13 @@ void bench(const tutorial_bench::Args& args) {
       Tensor a = tessera::randn({n, n}).to(dt).to(dev), b = tessera::randn({n, n}).to(dt).to(dev);
       tutorial_bench::row(
           "matmul " + std::to_string(n) + "^3 " + tessera::dtype_name(dt), args,
-          [&] { return matmul(a, b, 0); }, [&] { return tessera::matmul(a, b); }, 2.0 * n * n * n);
+          [&] { return matmul_with(triton_configs, a, b, 0); },
+          [&] { return tessera::matmul(a, b); }, 2.0 * n * n * n);
     }
   }
+  std::cout << "best config for the last size: "
+            << (triton_configs.best_config() ? triton_configs.best_config()->str() : "none")
+            << "\n";
 }
 
 int main(int argc, char** argv) {
