@@ -4,7 +4,9 @@
 // (tl::atomic_cas) with a count beside it so its first writer stores instead of adding; the second
 // sums the GROUP_SIZE_M buffers into dw and db. Wrapped as a triton_op with register_autograd (the
 // tutorial's torch.autograd.Function), trained through tessera's autograd, and checked against a
-// float64 reference of every gradient on fresh inputs. Runs on the GPU with `--cuda`.
+// float64 reference of every gradient on fresh inputs. Runs on the GPU with `--cuda`; `--bench`
+// times forward and forward + backward beside the eager `layer_norm` (the tutorial's benchmark
+// against torch's layer norm; tutorial_bench.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include <tessera/library.h>
 
 #include "layer_norm.h"
+#include "tutorial_bench.h"
 
 namespace tl = tessera::tl;
 namespace library = tessera::library;
@@ -170,10 +173,8 @@ Reference reference(const Tensor& x, const Tensor& w, const Tensor& b, const Ten
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const bool cuda = argc > 1 && std::strcmp(argv[1], "--cuda") == 0;
-  const tessera::Device dev = cuda ? tessera::Device("cuda") : tessera::kCPU;
-  // The tutorial's LayerNorm autograd function: a triton_op and its derivative.
+// The tutorial's LayerNorm autograd function: a triton_op and its derivative.
+auto make_layer_norm() {
   auto layer_norm =
       library::triton_op("tutorial05::layer_norm", layer_norm_forward,
                          {.mutates_args = {}, .arg_names = {"x", "weight", "bias", "eps"}});
@@ -188,6 +189,60 @@ int main(int argc, char** argv) {
         ctx.save_for_backward(
             {in[0].to_tensor(), in[1].to_tensor(), out[1].to_tensor(), out[2].to_tensor()});
       });
+  return layer_norm;
+}
+
+// The tutorial's benchmark: M = 4096 rows, forward and forward + backward (the gradients of x, w
+// and b from a given dy), beside the eager layer_norm with autograd.
+template <class Op>
+void bench(const tutorial_bench::Args& args, const Op& layer_norm) {
+  const tessera::Device dev = args.device();
+  const double eps = 1e-5;
+  tutorial_bench::header();
+  for (const tessera::DType dt : {tessera::float32, tessera::float16}) {
+    for (const int64_t N : {1024, 4096}) {
+      const int64_t M = 4096;
+      auto opt = tessera::TensorOptions().dtype(dt).device(dev);
+      Tensor x = (tessera::randn({M, N}) * 2 + 1).to(opt), w = tessera::rand({N}).to(opt);
+      Tensor b = tessera::randn({N}).to(opt), dy = (tessera::randn({M, N}) * 0.1).to(opt);
+      const std::string name = "layer norm " + std::to_string(M) + "x" + std::to_string(N) + " " +
+                               tessera::dtype_name(dt);
+      const double bytes = 2.0 * M * N * static_cast<double>(tessera::itemsize(dt));
+      tutorial_bench::row(
+          name + " forward", args,
+          [&] {
+            tessera::NoGradGuard no_grad;
+            return std::get<0>(layer_norm(x, w, b, eps));
+          },
+          [&] {
+            tessera::NoGradGuard no_grad;
+            return tessera::layer_norm(x, {N}, w, b, eps);
+          },
+          bytes, "GB/s");
+      // Forward and backward: x, w, b require grad; the gradients come from y.backward(dy).
+      Tensor xg = x.detach().requires_grad_(), wg = w.detach().requires_grad_(),
+             bg = b.detach().requires_grad_();
+      auto step = [&](auto&& forward) {
+        xg.mutable_grad() = Tensor(), wg.mutable_grad() = Tensor(), bg.mutable_grad() = Tensor();
+        Tensor y = forward();
+        y.backward(dy);
+        return xg.grad();
+      };
+      // Bytes: the forward reads x and writes y; the backward reads x, dy and writes dx.
+      tutorial_bench::row(
+          name + " forward + backward", args,
+          [&] { return step([&] { return std::get<0>(layer_norm(xg, wg, bg, eps)); }); },
+          [&] { return step([&] { return tessera::layer_norm(xg, {N}, wg, bg, eps); }); },
+          bytes * 2.5, "GB/s");
+    }
+  }
+}
+
+int main(int argc, char** argv) {
+  const tutorial_bench::Args args = tutorial_bench::parse(argc, argv);
+  auto layer_norm = make_layer_norm();
+  if (args.bench) return bench(args, layer_norm), 0;
+  const tessera::Device dev = args.device();
 
   bool ok = true;
   const double eps = 1e-5;

@@ -64,7 +64,7 @@ inline double median_ms(const std::function<tessera::Tensor()>& fn, int reps) {
 }
 
 inline void header() {
-  std::printf("%-44s %10s %10s %8s %14s\n", "case", "kernel ms", "eager ms", "ratio",
+  std::printf("%-52s %10s %10s %8s %14s\n", "case", "kernel ms", "eager ms", "ratio",
               "kernel rate");
 }
 
@@ -82,7 +82,7 @@ inline void row(const std::string& name, const Args& args,
     best_k = std::min(best_k, median_ms(kernel, reps));
     best_e = std::min(best_e, median_ms(eager, reps));
   }
-  std::printf("%-44s %10.3f %10.3f %7.2fx %9.1f %s\n", name.c_str(), best_k, best_e,
+  std::printf("%-52s %10.3f %10.3f %7.2fx %9.1f %s\n", name.c_str(), best_k, best_e,
               best_e / best_k, work / best_k * 1e-6, unit);
   std::fflush(stdout);
 }

@@ -140,10 +140,12 @@ TRT_INLINE float half_to_float(uint16_t h) {
 #if defined(__CUDA_ARCH__)
   return exp == 31 ? u2f(special) : cvt_f16_f32(h);
 #else
-  const float sub = (float)man * 5.9604644775390625e-08f;  // man * 2^-24
-  const uint32_t normal = sign | ((exp + 112u) << 23) | (man << 13);
-  const float r = exp == 0 ? (sign ? -sub : sub) : u2f(exp == 31 ? special : normal);
-  return r;
+  // The exponent and mantissa bits moved into a float's place, scaled by 2^112 (the difference of
+  // the biases): exact for normals and subnormals alike; infinities and NaNs apart. Seven vector
+  // operations where the cases took fifteen.
+  (void)man;
+  const float scaled = u2f((uint32_t)(h & 0x7fffu) << 13) * 0x1p112f;
+  return u2f(exp == 31 ? special : (f2u(scaled) | sign));
 #endif
 }
 
