@@ -3,7 +3,9 @@
 // reached through tables of int64 addresses cast to pointers, its sizes and leading dimensions
 // loaded from small tensors; a runtime loop over the group carries the tile index and the end of
 // the previous problem, and a runtime while loop takes this program's tiles of the current one.
-// Checked against float64 products on fresh fp16 inputs. Runs on the GPU with `--cuda`.
+// Checked against float64 products on fresh fp16 inputs. Runs on the GPU with `--cuda`; `--bench`
+// times a group of four products beside one eager `matmul` per product (the tutorial's benchmark
+// against torch.matmul in a loop), autotuned over the tutorial's configs.
 //
 // Differences from the Python: the tutorial's `tl.multiple_of(a_ptrs, [16, 16])` lines discard
 // their result (no effect in Triton either) and hints on pointer tiles are not in tessera yet, so
@@ -12,8 +14,12 @@
 #include <iostream>
 #include <vector>
 
+#include <tessera/autotune.h>
 #include <tessera/tessera.h>
 #include <tessera/tl.h>
+#include <thread>
+
+#include "tutorial_bench.h"
 
 namespace tl = tessera::tl;
 using tessera::Tensor;
@@ -78,24 +84,28 @@ int64_t address(const Tensor& t) {
   return static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()));
 }
 
-int main(int argc, char** argv) {
-  const bool cuda = argc > 1 && std::strcmp(argv[1], "--cuda") == 0;
-  const tessera::Device dev = cuda ? tessera::Device("cuda") : tessera::kCPU;
-  struct Problem {
-    int64_t m, n, k;
-  };
-  const std::vector<Problem> problems = {{64, 64, 64}, {128, 64, 32}, {32, 96, 128}};
+// The group's device tables: each problem's A, B, C addresses, sizes and leading dimensions.
+struct Group {
   std::vector<Tensor> as, bs, cs;
+  Tensor ta, tb, tc, sizes, lds;
+};
+
+struct Problem {
+  int64_t m, n, k;
+};
+
+Group make_group(const std::vector<Problem>& problems, tessera::Device dev) {
+  Group g;
   std::vector<int64_t> a_addrs, b_addrs, c_addrs;
   std::vector<int32_t> sizes, lds;
   for (const Problem& p : problems) {
-    as.push_back(tessera::randn({p.m, p.k}).to(tessera::float16).to(dev));
-    bs.push_back(tessera::randn({p.k, p.n}).to(tessera::float16).to(dev));
-    cs.push_back(
+    g.as.push_back(tessera::randn({p.m, p.k}).to(tessera::float16).to(dev));
+    g.bs.push_back(tessera::randn({p.k, p.n}).to(tessera::float16).to(dev));
+    g.cs.push_back(
         tessera::zeros({p.m, p.n}, tessera::TensorOptions().dtype(tessera::float16).device(dev)));
-    a_addrs.push_back(address(as.back()));
-    b_addrs.push_back(address(bs.back()));
-    c_addrs.push_back(address(cs.back()));
+    a_addrs.push_back(address(g.as.back()));
+    b_addrs.push_back(address(g.bs.back()));
+    c_addrs.push_back(address(g.cs.back()));
     sizes.insert(sizes.end(),
                  {static_cast<int32_t>(p.m), static_cast<int32_t>(p.n), static_cast<int32_t>(p.k)});
     lds.insert(lds.end(),
@@ -104,9 +114,53 @@ int main(int argc, char** argv) {
   auto table = [&](const std::vector<int64_t>& v) {
     return tessera::from_vector(v, {static_cast<int64_t>(v.size())}).to(dev);
   };
-  Tensor ta = table(a_addrs), tb = table(b_addrs), tc = table(c_addrs);
-  Tensor tsizes = tessera::from_vector(sizes, {static_cast<int64_t>(sizes.size())}).to(dev);
-  Tensor tlds = tessera::from_vector(lds, {static_cast<int64_t>(lds.size())}).to(dev);
+  g.ta = table(a_addrs), g.tb = table(b_addrs), g.tc = table(c_addrs);
+  g.sizes = tessera::from_vector(sizes, {static_cast<int64_t>(sizes.size())}).to(dev);
+  g.lds = tessera::from_vector(lds, {static_cast<int64_t>(lds.size())}).to(dev);
+  return g;
+}
+
+// The tutorial's benchmark: groups of four N x N x N fp16 products, the kernel autotuned over the
+// tutorial's configs (NUM_SM 84 and 128 as written, and the machine's own count), beside one eager
+// matmul per product.
+void bench(const tutorial_bench::Args& args) {
+  const int64_t sms = std::max(1u, std::thread::hardware_concurrency());
+  auto cfg = [](int64_t bm, int64_t bn, int64_t bk, int64_t num_sm) {
+    return tl::Config(
+        {{"BLOCK_SIZE_M", bm}, {"BLOCK_SIZE_N", bn}, {"BLOCK_SIZE_K", bk}, {"NUM_SM", num_sm}});
+  };
+  auto tuned = tl::autotune(grouped_matmul_kernel,
+                            {cfg(128, 128, 32, 84), cfg(128, 128, 32, 128), cfg(64, 64, 32, 84),
+                             cfg(64, 64, 32, 128), cfg(128, 128, 64, sms), cfg(64, 128, 64, sms)},
+                            {"group_size"});
+  const tessera::Device dev = args.device();
+  tutorial_bench::header();
+  for (const int64_t n : {256, 512}) {
+    const std::vector<Problem> problems(4, Problem{n, n, n});
+    Group g = make_group(problems, dev);
+    auto kernel = [&] {
+      auto grid = [&](const tl::Meta& m) { return tl::Grid{m["NUM_SM"]}; };
+      tuned[grid](g.ta, g.tb, g.tc, g.sizes, g.lds, static_cast<int64_t>(problems.size()));
+      return g.cs.back();
+    };
+    auto eager = [&] {
+      Tensor last;
+      for (size_t i = 0; i < problems.size(); ++i) last = tessera::matmul(g.as[i], g.bs[i]);
+      return last;
+    };
+    tutorial_bench::row("grouped gemm 4 x " + std::to_string(n) + "^3 float16", args, kernel, eager,
+                        4 * 2.0 * n * n * n);
+  }
+}
+
+int main(int argc, char** argv) {
+  const tutorial_bench::Args args = tutorial_bench::parse(argc, argv);
+  if (args.bench) return bench(args), 0;
+  const tessera::Device dev = args.device();
+  const std::vector<Problem> problems = {{64, 64, 64}, {128, 64, 32}, {32, 96, 128}};
+  Group group = make_group(problems, dev);
+  std::vector<Tensor>&as = group.as, &bs = group.bs, &cs = group.cs;
+  Tensor ta = group.ta, tb = group.tb, tc = group.tc, tsizes = group.sizes, tlds = group.lds;
   const int64_t num_sm = 4;
   grouped_matmul_kernel[{num_sm}](ta, tb, tc, tsizes, tlds, static_cast<int64_t>(problems.size()),
                                   tl::meta("NUM_SM", num_sm), tl::meta("BLOCK_SIZE_M", 32),
