@@ -67,6 +67,13 @@ run_benchmarks() {
   else
     say "no Triton/PyTorch in python3: the table has tessera's figures only"
   fi
+  # Triton's tutorials' own benchmarks (examples/tutorial_bench.h): the kernel beside the eager
+  # composition, on this machine's CPU cores and on the GPU.
+  for t in tutorial_03_matmul tutorial_05_layer_norm tutorial_06_attention tutorial_08_grouped_gemm; do
+    step "$t --bench" "$t-bench-cpu.txt" "$BUILD/examples/$t" --bench --rounds 3
+    step "$t --bench --cuda" "$t-bench-cuda.txt" "$BUILD/examples/$t" --bench --cuda --rounds 3
+    cat "$OUT/$t-bench-cpu.txt" "$OUT/$t-bench-cuda.txt" | grep -v "^case" | tee -a "$summary"
+  done
   (cd "$OUT" && python3 "$OLDPWD/bench/gpu_table.py" bench-gpu.jsonl bench-compiled.jsonl \
     bench-launch.jsonl bench-matmul.jsonl bench-training.jsonl bench-first.jsonl \
     $(ls peers-*.jsonl 2> /dev/null)) | tee "$OUT/bench-table.md" | tee -a "$summary"
