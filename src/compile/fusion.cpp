@@ -550,7 +550,8 @@ class ChainFusion {
   static constexpr size_t kMaxOps = 64, kMaxInputs = 12;
   static constexpr size_t kNamedOps = 6;  ///< ops named in the kernel's name
   static constexpr int64_t kBlock = 1024;
-  static constexpr int64_t kMaxRow = 16384;  ///< the longest row a program holds whole
+  static constexpr int64_t kMaxRow = 16384;    ///< the longest row a program holds whole
+  static constexpr int64_t kLoopBlock = 4096;  ///< longer rows: the block each pass walks
 
   enum class Space : uint8_t { None, Full, RowKeep, RowDrop };
   struct Group {
@@ -1135,12 +1136,15 @@ class ChainFusion {
       const int64_t n_now = ctx_.evaluate(row_len, g_.env->hints());
       int64_t block = 1;
       while (block < n_now) block *= 2;
-      if (block > kMaxRow) return false;
+      if (block > kMaxRow) {  // passes over the row in blocks (any length: no guard)
+        spec.looped = true;
+        block = kLoopBlock;
+      }
       spec.row_block = block;
     }
     spec.wide = !narrow(grp, numel, rows_ ? spec.row_block : kBlock, last.loc, spec.name);
     const std::string name = spec.name;
-    if (rows_ && !row_len->constant()) {
+    if (rows_ && !row_len->constant() && !spec.looped) {
       g_.env->add_guard(ctx_.le(row_len, ctx_.constant(spec.row_block)), last.loc,
                         "generated kernel " + name + " holds rows of at most " +
                             std::to_string(spec.row_block) + " elements");

@@ -1,8 +1,12 @@
 #include "tl/fused.h"
 
+#include <cmath>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "tl/jit.h"
 #include "tl/op_tiles.h"
@@ -256,6 +260,171 @@ Tile reduce_row(PointwiseSpec::Reduce op, const Tile& v, const Tile& mask, const
   return v;
 }
 
+// How many Int parameters an input's index map (and a split input's last stride) reads.
+size_t int_params(const PointwiseSpec::Input& in) {
+  size_t n = 0;
+  if (!in.identity) {
+    for (const auto* list : {&in.sizes, &in.strides})
+      for (const auto& v : *list) n += v.param ? 1 : 0;
+  }
+  if (in.split && in.last_stride.param) ++n;
+  return n;
+}
+
+// Rows longer than one block: passes over the row in blocks of BLOCK elements. A step's level is
+// the number of reductions its value depends on; pass p computes the element steps of level <= p
+// that it needs (inputs loaded again, cheap steps computed again), accumulates the reductions of
+// level-p operands in carried tiles (then reduces them once), and stores the level-p element
+// outputs. Per-row values (reductions, steps on them, per-row inputs) exist from their pass on.
+// Softmax: a pass for the max, one for the sum of exponentials, one for the output.
+void looped_rows(const PointwiseSpec& spec, const Tile* outs, const Tile* ins, const Tile& row_len,
+                 const Tile* ints, const Tile& block, const Tile& pid) {
+  using R = PointwiseSpec::Reduce;
+  using K = PointwiseSpec::Operand::Kind;
+  const size_t ns = spec.steps.size(), ni = spec.inputs.size();
+  std::vector<int> level(ns, 0);
+  for (size_t s = 0; s < ns; ++s) {
+    int l = 0;
+    for (const auto& o : spec.steps[s].operands)
+      if (o.kind == K::Step) l = std::max(l, level[o.index]);
+    level[s] = spec.steps[s].reduce != R::None ? l + 1 : l;
+  }
+  std::vector<size_t> int_base(ni, 0);
+  for (size_t k = 1; k < ni; ++k) int_base[k] = int_base[k - 1] + int_params(spec.inputs[k - 1]);
+  // Per-row inputs once; per-row steps when their reductions are done.
+  std::vector<std::optional<Tile>> row_in(ni), row_val(ns);
+  for (size_t k = 0; k < ni; ++k) {
+    if (!spec.inputs[k].row) continue;
+    size_t next = int_base[k];
+    row_in[k] = load(ins[k] + index_map(pid, spec.inputs[k], ints, next));
+  }
+  auto constant = [](const PointwiseSpec::Operand& o) { return scalar_tile(o.value, o.dtype); };
+  auto apply = [](const PointwiseSpec::Step& st, std::vector<Tile>& operands) {
+    const void* extra = nullptr;
+    if (st.op == ops_detail::PwOp::Add || st.op == ops_detail::PwOp::Sub) extra = &st.alpha;
+    return op_tiles::pointwise_tile(st.op, st.compute,
+                                    ArrayRef<Tile>(operands.data(), operands.size()), extra)
+        .to(st.result);
+  };
+  std::function<Tile(size_t)> row_value = [&](size_t s) -> Tile {
+    if (row_val[s]) return *row_val[s];
+    const auto& st = spec.steps[s];
+    std::vector<Tile> operands;
+    for (const auto& o : st.operands) {
+      operands.push_back(o.kind == K::Input  ? *row_in[o.index]
+                         : o.kind == K::Step ? row_value(o.index)
+                                             : constant(o));
+    }
+    row_val[s] = apply(st, operands);
+    return *row_val[s];
+  };
+  int passes = 0;
+  for (size_t s = 0; s < ns; ++s) {
+    const auto& st = spec.steps[s];
+    if (st.reduce != R::None) passes = std::max(passes, level[s]);  // the pass of its operand + 1
+    if (!st.row) passes = std::max(passes, level[s] + 1);
+  }
+  for (int p = 0; p < passes; ++p) {
+    std::vector<size_t> reductions, outputs;
+    for (size_t s = 0; s < ns; ++s)
+      if (spec.steps[s].reduce != R::None && level[s] == p + 1) reductions.push_back(s);
+    for (size_t k = 0; k < spec.outputs.size(); ++k) {
+      const size_t s = spec.outputs[k];
+      if (!spec.steps[s].row && level[s] == p) outputs.push_back(k);
+    }
+    if (reductions.empty() && outputs.empty()) continue;
+    std::deque<Var> acc, nan;  // per reduction: its carried tile, and max/min's NaN flags
+    for (size_t r : reductions) {
+      const auto& st = spec.steps[r];
+      const double init = st.reduce == R::Sum || st.reduce == R::Mean ? 0.0
+                          : st.reduce == R::Min                       ? INFINITY
+                                                                      : -INFINITY;
+      acc.emplace_back(full({block}, init, st.compute));
+      nan.emplace_back(zeros({block}, DType::Int32));
+    }
+    range(0, row_len, block, [&](Tile start) {
+      const Tile j = start + arange(0, block);
+      const Tile mask = j < row_len;
+      const Tile offs = pid * row_len + j;
+      std::vector<std::optional<Tile>> in(ni), ev(ns);
+      auto input = [&](size_t k) -> Tile {
+        if (row_in[k]) return *row_in[k];
+        if (in[k]) return *in[k];
+        const auto& sp = spec.inputs[k];
+        size_t next = int_base[k];
+        if (sp.split) {
+          const Tile at = index_map(pid, sp, ints, next);
+          in[k] = load(ins[k] + (at + j * fused_int(sp.last_stride, ints, next)), mask);
+        } else {
+          in[k] = load(ins[k] + index_map(offs, sp, ints, next), mask);
+        }
+        return *in[k];
+      };
+      std::function<Tile(size_t)> value = [&](size_t s) -> Tile {
+        const auto& st = spec.steps[s];
+        if (st.row) return row_value(s);
+        if (ev[s]) return *ev[s];
+        std::vector<Tile> operands;
+        for (const auto& o : st.operands) {
+          operands.push_back(o.kind == K::Input  ? input(o.index)
+                             : o.kind == K::Step ? value(o.index)
+                                                 : constant(o));
+        }
+        ev[s] = apply(st, operands);
+        return *ev[s];
+      };
+      for (size_t i = 0; i < reductions.size(); ++i) {
+        const auto& st = spec.steps[reductions[i]];
+        const auto& o = st.operands[0];
+        const Tile x = (o.kind == K::Input ? input(o.index) : value(o.index)).to(st.compute);
+        switch (st.reduce) {
+          case R::Sum:
+          case R::Mean:
+            acc[i] = Tile(acc[i]) + where(mask, x, zeros({}, st.compute));
+            break;
+          case R::Min:
+            acc[i] = minimum(acc[i], where(mask, x, full({}, INFINITY, st.compute)));
+            nan[i] = maximum(nan[i], where(mask & (x != x), 1, 0));
+            break;
+          default:
+            acc[i] = maximum(acc[i], where(mask, x, full({}, -INFINITY, st.compute)));
+            if (st.reduce == R::Max) nan[i] = maximum(nan[i], where(mask & (x != x), 1, 0));
+            break;
+        }
+      }
+      for (size_t k : outputs) {
+        const Tile v = value(spec.outputs[k]).to(outs[k].dtype());
+        store(outs[k] + offs, v, mask);
+      }
+    });
+    for (size_t i = 0; i < reductions.size(); ++i) {
+      const auto& st = spec.steps[reductions[i]];
+      Tile r;
+      switch (st.reduce) {
+        case R::Sum:
+          r = sum(acc[i]);
+          break;
+        case R::Mean:
+          r = sum(acc[i]) / row_len.to(st.compute);
+          break;
+        case R::Min:
+          r = min(acc[i]);
+          break;
+        default:
+          r = max(acc[i]);
+          break;
+      }
+      if (st.reduce == R::Max || st.reduce == R::Min)
+        r = where(max(nan[i]) > 0, full({}, NAN, st.compute), r);
+      row_val[reductions[i]] = r.to(st.result);
+    }
+  }
+  for (size_t k = 0; k < spec.outputs.size(); ++k) {
+    const size_t s = spec.outputs[k];
+    if (spec.steps[s].row) store(outs[k] + pid, row_value(s).to(outs[k].dtype()));
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<JITFunction> make_pointwise_kernel(PointwiseSpec spec) {
@@ -269,13 +438,10 @@ std::unique_ptr<JITFunction> make_pointwise_kernel(PointwiseSpec spec) {
   s->params.push_back({"n", Kind::Int});
   const bool rows = spec.row_block > 0;
   if (rows) s->params.push_back({"N", Kind::Int});
-  size_t nints = 0;
+  size_t nints = 0;  // as the closure reads them: each input's sizes, strides, last stride
   for (const auto& in : spec.inputs) {
-    for (const auto* list : {&in.sizes, &in.strides}) {
-      for (const auto& v : *list) {
-        if (v.param) s->params.push_back({"i" + std::to_string(nints++), Kind::Int});
-      }
-    }
+    for (size_t k = int_params(in); k > 0; --k)
+      s->params.push_back({"i" + std::to_string(nints++), Kind::Int});
   }
   s->params.push_back({"BLOCK", Kind::Constexpr});
   s->no_specialize.assign(s->params.size(), false);
@@ -288,6 +454,7 @@ std::unique_ptr<JITFunction> make_pointwise_kernel(PointwiseSpec spec) {
     const Tile& block = ints[nints];
     Tile pid = program_id(0);
     if (spec.wide) pid = pid.to(DType::Int64);
+    if (rows && spec.looped) return looped_rows(spec, outs, ins, *row_len, ints, block, pid);
     Tile offs, mask, j;  // the elements' indices in the space, which exist, the index in the row
     if (rows) {
       j = arange(0, block);

@@ -106,7 +106,10 @@ struct PointwiseSpec {
   std::vector<Input> inputs;    ///< where element i (row r) of the space is in each input
   std::vector<size_t> outputs;  ///< the step each output stores
   bool wide = false;            ///< 64-bit indices
-  int64_t row_block = 0;        ///< rows: BLOCK, a power of two >= N
+  int64_t row_block = 0;        ///< rows: BLOCK, a power of two >= N (looped: any power of two)
+  /** Rows longer than a block: each pass over the row walks it in blocks (fused.cpp,
+   * looped_rows); a softmax reads its row three times instead of holding it. */
+  bool looped = false;
 };
 std::unique_ptr<JITFunction> make_pointwise_kernel(PointwiseSpec spec);
 

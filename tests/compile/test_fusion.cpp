@@ -367,7 +367,7 @@ TEST(CompileRows, PerRowResultsNansAndWhatStaysOut) {
   EXPECT_EQ(fused_kernels(gs)[0]->writes.size(), 3u) << gs.text;
   EXPECT_TRUE(std::isnan(r[0][3].item<float>()));
   EXPECT_FALSE(std::isnan(r[0][4].item<float>()));
-  // Reductions over another dimension, and rows too long to hold, stay as called.
+  // Reductions over another dimension stay as called.
   auto cols =
       compile([](const Tensor& x) { return (x - x.amax({0}, true)).exp(); }, fullgraph("columns"));
   Tensor y = randn({30, 40});
@@ -380,10 +380,90 @@ TEST(CompileRows, PerRowResultsNansAndWhatStaysOut) {
   run_poisoned([&] { gt = tr(t); });
   EXPECT_TRUE(all_close(gt, softmax_ops(t.contiguous()), 1e-5, 1e-7));
   EXPECT_EQ(fused_kernels(tr.graph()).size(), 1u) << tr.graph().text;
-  auto wide = compile(softmax_ops, fullgraph("wide"));
-  Tensor z = randn({2, 20000});
-  EXPECT_TRUE(all_close(wide(z), softmax_ops(z), 1e-5, 1e-8));
-  EXPECT_EQ(wide.graph().find("aten::amax").size(), 1u) << wide.graph().text;
+}
+
+// Rows longer than a program holds (16384) are passes over the row in blocks: softmax reads its
+// row three times, layer norm's statistics come from a pass each; the results are eager's, per-row
+// results and NaNs included, for any row length once the length is dynamic.
+TEST(CompileRows, RowsLongerThanABlockArePassesOverTheRow) {
+  auto sm = compile(softmax_ops, fullgraph("long_softmax"));
+  Tensor x = randn({3, 20000}) * 4;
+  Tensor got;
+  run_poisoned([&] { got = sm(x); });
+  EXPECT_TRUE(all_close(got, softmax_ops(x), 1e-5, 1e-8));
+  EXPECT_TRUE(all_close(f64(got), softmax_ops(f64(x)), 1e-5, 1e-8));
+  CompiledGraph g = sm.graph();
+  EXPECT_EQ(g.kernel_launches(), 1) << g.text;
+  ASSERT_EQ(fused_kernels(g).size(), 1u) << g.text;
+  EXPECT_EQ(fused_kernels(g)[0]->grid[0], "3") << g.text;  // still a program per row
+  // Per-row results with NaNs, a per-row input, max, min and a sum of exponentials.
+  auto stats = compile(
+      [](const Tensor& x, const Tensor& c) {
+        const Tensor m = x.amax({-1}, false);
+        const Tensor s = (x - x.amax({-1}, true)).exp().sum({-1}, false);
+        return std::vector<Tensor>{m, s.log() + m, (x.abs() + 1).amin({1}, true) * c,
+                                   x.mean({1}) - c.view({4})};
+      },
+      fullgraph("long_stats"));
+  Tensor y = randn({4, 17000}), c = randn({4, 1});
+  y.select(0, 2).select(0, 16999).fill_(NAN);  // in the last block of row 2
+  std::vector<Tensor> r;
+  run_poisoned([&] { r = stats(y, c); });
+  const Tensor m = y.amax({-1}, false);
+  EXPECT_TRUE(all_close(r[0], m, 1e-6, 1e-6, true));
+  EXPECT_TRUE(
+      all_close(r[1], (y - y.amax({-1}, true)).exp().sum({-1}, false).log() + m, 1e-5, 1e-6, true));
+  EXPECT_TRUE(all_close(r[2], (y.abs() + 1).amin({1}, true) * c, 1e-6, 1e-6, true));
+  EXPECT_TRUE(all_close(r[3], y.mean({1}) - c.view({4}), 1e-5, 1e-6, true));
+  EXPECT_TRUE(std::isnan(r[0][2].item<float>()) && std::isnan(r[2][2][0].item<float>()));
+  EXPECT_FALSE(std::isnan(r[0][1].item<float>()) || std::isnan(r[2][1][0].item<float>()));
+  EXPECT_EQ(stats.graph().kernel_launches(), 1) << stats.graph().text;
+  // The row operators with weights, in float32 and bfloat16.
+  const int64_t N = 20000;
+  auto ops = compile(
+      [](const Tensor& x, const Tensor& w, const Tensor& b) {
+        const int64_t n = 20000;
+        return std::vector<Tensor>{log_softmax(x, 1), layer_norm(x, {n}, w, b, 1e-3),
+                                   rms_norm(x, {n}, w), softmax(x * 0.5 + b, -1)};
+      },
+      fullgraph("long_row_ops"));
+  Tensor xo = randn({5, N}) * 2 + 0.5, w = randn({N}), b = randn({N});
+  run_poisoned([&] { r = ops(xo, w, b); });
+  EXPECT_TRUE(all_close(r[0], log_softmax(xo, 1), 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(f64(r[1]), layer_norm(f64(xo), {N}, f64(w), f64(b), 1e-3), 1e-4, 1e-5));
+  EXPECT_TRUE(all_close(f64(r[2]), rms_norm(f64(xo), {N}, f64(w)), 1e-4, 1e-5));
+  EXPECT_TRUE(all_close(r[3], softmax(xo * 0.5 + b, -1), 1e-5, 1e-8));
+  g = ops.graph();
+  EXPECT_EQ(fused_kernels(g).size(), 1u) << g.text;
+  EXPECT_EQ(g.kernel_launches(), 1) << g.text;
+  const TensorOptions bf16 = TensorOptions().dtype(DType::BFloat16);
+  auto bf = compile([](const Tensor& x, const Tensor& w) { return layer_norm(x, {20000}, w); },
+                    fullgraph("long_bf16_norm"));
+  Tensor xb = randn({3, N}, bf16), wb = randn({N}, bf16);
+  Tensor gb;
+  run_poisoned([&] { gb = bf(xb, wb); });
+  EXPECT_TRUE(all_close(f64(gb), f64(layer_norm(xb, {N}, wb)), 1e-2, 1e-2));
+  // Dynamic row lengths: a long row first (passes, no length guard), then any length.
+  CompileOptions dyn = fullgraph("dynamic_long_softmax");
+  dyn.dynamic = true;
+  auto ds = compile(softmax_ops, dyn);
+  for (int64_t cols : {18000, 40000, 5, 4096, 4097}) {
+    Tensor z = randn({2, cols}) * 3;
+    Tensor gz;
+    run_poisoned([&] { gz = ds(z); });
+    EXPECT_TRUE(all_close(gz, softmax_ops(z), 1e-5, 1e-8)) << cols;
+  }
+  EXPECT_EQ(ds.stats().graphs, 1) << ds.graph().text;
+  // Inputs read through their strides, with dynamic sizes and strides (index-map parameters).
+  auto dt =
+      compile([](const Tensor& a, const Tensor& b) { return softmax_ops(a.t() * 2 + b); }, dyn);
+  for (int64_t cols : {1000, 18000, 30000}) {
+    Tensor a = randn({cols, 2}), b = randn({2, cols});
+    Tensor gz;
+    run_poisoned([&] { gz = dt(a, b); });
+    EXPECT_TRUE(all_close(gz, softmax_ops(a.t() * 2 + b), 1e-5, 1e-8)) << cols;
+  }
+  EXPECT_EQ(fused_kernels(dt.graph()).size(), 1u) << dt.graph().text;
 }
 
 // The built-in row operators compile to the same row kernels, alone or with the ops around them:
