@@ -113,30 +113,46 @@ TS_ROW_CLONES void softmax_row_f32(const float* x, float* o, int64_t n, bool log
     return;
   }
   if (std::isinf(m) && m < 0) m = 0;  // all -inf: exp(-inf - 0) = 0, then 0 / 0 = NaN (PyTorch's)
-  float acc[L] = {};
-  float s = 0;
+  // exp(x - max) to within ~2 ulp however far x is from the max: x - max rounded to float (d)
+  // goes through trt::exp and its rounding error r (exact, by Knuth's two-sum) multiplies the
+  // result by 1 + r. (x - max rounded alone put |x - max| / 2 ulp into the result: 17 ulp at
+  // x - max = -30.)
+  // x below max - 104 (a -inf included) becomes max - 104: exp gives 0 there either way, and the
+  // two-sum stays finite (a -inf made r NaN).
+  const float lo = m - 104.0f;
+  auto exp_shifted = [m, lo](float v) {
+    v = v > lo ? v : lo;
+    const float d = v - m, vv = d + m, mm = d - vv;
+    const float r = (v - vv) + (-m - mm);
+    const float e = trt::exp(d);
+    return TRT_FMAF(e, r, e);
+  };
+  // The sum in double lanes: its rounding does not grow with the row (a float sum of 50000
+  // exponentials was off by ~100 ulp).
+  double acc[L] = {};
+  double s = 0;
   i = 0;
   if (log) {
     for (; i + L <= n; i += L)
-      for (int l = 0; l < L; ++l) acc[l] += trt::exp(x[i + l] - m);
-    for (; i < n; ++i) s += trt::exp(x[i] - m);
+      for (int l = 0; l < L; ++l) acc[l] += static_cast<double>(exp_shifted(x[i + l]));
+    for (; i < n; ++i) s += static_cast<double>(exp_shifted(x[i]));
   } else {
     for (; i + L <= n; i += L) {
       for (int l = 0; l < L; ++l) {
-        const float e = trt::exp(x[i + l] - m);
+        const float e = exp_shifted(x[i + l]);
         o[i + l] = e;
-        acc[l] += e;
+        acc[l] += static_cast<double>(e);
       }
     }
-    for (; i < n; ++i) s += (o[i] = trt::exp(x[i] - m));
+    for (; i < n; ++i) s += static_cast<double>(o[i] = exp_shifted(x[i]));
   }
   for (int l = 0; l < L; ++l) s += acc[l];
-  if (log) {
-    const float ls = static_cast<float>(std::log(static_cast<double>(s)));
+  if (log) {  // within ~1 ulp: the log of the double sum is what keeps results near 0 exact
+    const float ls = static_cast<float>(std::log(s));
     for (i = 0; i < n; ++i) o[i] = (x[i] - m) - ls;
   } else {
-    const float inv = 1.0f / s;
-    for (i = 0; i < n; ++i) o[i] *= inv;
+    const double inv = 1.0 / s;
+    for (i = 0; i < n; ++i) o[i] = static_cast<float>(static_cast<double>(o[i]) * inv);
   }
 }
 

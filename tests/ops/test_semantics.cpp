@@ -103,6 +103,40 @@ TEST(SpecialValues, NaNInfAndZeroDivision) {
   EXPECT_EQ(bitwise_right_shift(full({1}, -8, int32), full({1}, 40, int32))[0].item<int64_t>(), -1);
 }
 
+// Float softmax rows compute in float (the tile runtime's exp, a two-sum correction of x - max, a
+// double sum): within a few ulp of a double reference however wide the row's range; masked (-inf)
+// entries are exactly 0, an all -inf row NaN (PyTorch's), and narrow floats round the float result.
+TEST(SpecialValues, SoftmaxRowsAreWithinAFewUlpsAndMaskedEntriesAreZero) {
+  Tensor x = randn({16, 3000}) * 10;  // x - max down to about -80
+  const Tensor sm = softmax(x, 1), ls = log_softmax(x, 1);
+  const Tensor rs = softmax(x.to(float64), 1), rl = log_softmax(x.to(float64), 1);
+  auto worst_ulps = [](const Tensor& got, const Tensor& ref) {
+    double worst = 0;
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      const double r = ref.data_ptr<double>()[i];
+      if (r == 0 || std::fabs(r) < 1e-37) continue;  // subnormal results: absolute error
+      const double ulp = std::ldexp(1.0, std::ilogb(static_cast<float>(r)) - 23);
+      worst = std::max(worst, std::fabs(got.data_ptr<float>()[i] - r) / ulp);
+    }
+    return worst;
+  };
+  EXPECT_LE(worst_ulps(sm, rs), 4.0);
+  EXPECT_LE(worst_ulps(ls, rl), 1.5);
+  Tensor masked = randn({3, 40});
+  masked.select(0, 0).narrow(0, 5, 20).fill_(-INFINITY);
+  masked.select(0, 2).fill_(-INFINITY);
+  const Tensor m = softmax(masked, 1);
+  for (int64_t j = 5; j < 25; ++j) EXPECT_EQ(m[0][j].item<float>(), 0.0f) << j;
+  EXPECT_NEAR(m[0].sum().item<double>(), 1.0, 1e-6);
+  EXPECT_TRUE(std::isnan(m[2][0].item<float>()));
+  EXPECT_EQ(log_softmax(masked, 1)[0][7].item<float>(), -INFINITY);
+  for (DType dt : {float16, bfloat16}) {
+    const Tensor xn = x.to(dt);
+    EXPECT_TRUE(equal(softmax(xn, 1), softmax(xn.to(float32), 1).to(dt))) << dtype_name(dt);
+    EXPECT_TRUE(equal(log_softmax(xn, 1), log_softmax(xn.to(float32), 1).to(dt))) << dtype_name(dt);
+  }
+}
+
 TEST(EmptyAndScalarTensors, ReductionIdentities) {
   Tensor e = zeros({0, 3});
   EXPECT_EQ(e.sum().item<double>(), 0.0);
