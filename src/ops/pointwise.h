@@ -85,6 +85,10 @@ struct PointwiseDesc {
   PwOp op = PwOp::None;
 };
 
+/** Contiguous float32 `o = op(x)` for the transcendental unary ops through the tile runtime's
+ * math (pointwise_fast.cpp); false (nothing done) for other ops. */
+bool fast_unary_f32(PwOp op, const float* x, float* o, int64_t n);
+
 /** `extra` of add and sub: alpha (a Scalar). Of clamp: */
 struct ClampArgs {
   std::optional<Scalar> lo, hi;

@@ -1,6 +1,8 @@
 // Operator semantics the harness does not cover: promotion across dtype pairs, special values,
 // out= and in-place rules, determinism, and one test per user-facing diagnostic.
 #include <cmath>
+#include <functional>
+#include <string>
 
 #include "ops/op_utils.h"
 #include "runtime/thread_pool.h"
@@ -134,6 +136,64 @@ TEST(SpecialValues, SoftmaxRowsAreWithinAFewUlpsAndMaskedEntriesAreZero) {
     const Tensor xn = x.to(dt);
     EXPECT_TRUE(equal(softmax(xn, 1), softmax(xn.to(float32), 1).to(dt))) << dtype_name(dt);
     EXPECT_TRUE(equal(log_softmax(xn, 1), log_softmax(xn.to(float32), 1).to(dt))) << dtype_name(dt);
+  }
+}
+
+// Contiguous float32 exp, tanh, sigmoid, ... run the tile runtime's math (pointwise_fast.cpp); the
+// same ops on strided tensors run the library loops (the C library's math). Special values take
+// the same class (NaN, infinities, zeros) and finite results agree within a few ulp, each within
+// its contract of a double reference.
+TEST(SpecialValues, FastFloatMathAgreesWithTheLibraryLoops) {
+  const std::vector<float> special = {
+      0.0f,   -0.0f,   1e-40f, -1e-40f, 1e-20f,   1.0f,      -1.0f, 0.5f,       88.7f, 89.5f,
+      -87.3f, -104.5f, 1e30f,  -1e30f,  INFINITY, -INFINITY, NAN,   3.1415927f, 1e5f,  -1e5f,
+      20.0f,  -20.0f,  0.625f, -0.625f, 9.0f,     -9.0f,     1e-3f, -200.0f};
+  const int64_t n = static_cast<int64_t>(special.size());
+  Tensor x = empty({2, n});
+  x.select(0, 0).copy_(fvec(special));
+  x.select(0, 1).copy_(randn({n}) * 10);
+  const Tensor strided = x.t().contiguous().t();  // the same values, not contiguous
+  ASSERT_FALSE(strided.is_contiguous());
+  struct Case {
+    const char* name;
+    std::function<Tensor(const Tensor&)> f;
+    double ulps;  // against a double reference, on random finite inputs
+  };
+  const std::vector<Case> cases = {
+      {"exp", [](const Tensor& t) { return t.exp(); }, 1.5},
+      {"exp2", [](const Tensor& t) { return exp2(t); }, 2.5},
+      {"log", [](const Tensor& t) { return t.log(); }, 1.5},
+      {"log2", [](const Tensor& t) { return log2(t); }, 2.0},
+      {"sin", [](const Tensor& t) { return t.sin(); }, 2.0},
+      {"cos", [](const Tensor& t) { return t.cos(); }, 2.0},
+      {"tanh", [](const Tensor& t) { return t.tanh(); }, 2.0},
+      {"sigmoid", [](const Tensor& t) { return t.sigmoid(); }, 3.0},
+      {"silu", [](const Tensor& t) { return silu(t); }, 3.0},
+      {"gelu_tanh", [](const Tensor& t) { return gelu(t, "tanh"); }, 0},
+  };
+  auto ulp_of = [](double r) { return std::ldexp(1.0, std::ilogb(static_cast<float>(r)) - 23); };
+  for (const Case& c : cases) {
+    const Tensor fast = c.f(x), slow = c.f(strided).contiguous();
+    for (int64_t i = 0; i < 2 * n; ++i) {
+      const float a = fast.data_ptr<float>()[i], b = slow.data_ptr<float>()[i];
+      const std::string at = std::string(c.name) + " of " + std::to_string(x.data_ptr<float>()[i]);
+      if (std::isnan(b) || std::isinf(b) || b == 0) {
+        EXPECT_TRUE(std::isnan(b) ? std::isnan(a) : a == b) << at << ": " << a << " vs " << b;
+      } else if (std::fabs(b) > 1e-37) {
+        EXPECT_LE(std::fabs(a - b), 6 * ulp_of(b)) << at << ": " << a << " vs " << b;
+      }
+    }
+    if (c.ulps == 0) continue;  // gelu's tanh form cancels near its zero: no ulp contract
+    Tensor r = randn({4096}) * 8;
+    if (std::string(c.name).rfind("log", 0) == 0) r = r.abs() + 1e-3;
+    const Tensor got = c.f(r), ref = c.f(r.to(float64));
+    double worst = 0;
+    for (int64_t i = 0; i < r.numel(); ++i) {
+      const double want = ref.data_ptr<double>()[i];
+      if (std::fabs(want) < 1e-37) continue;
+      worst = std::max(worst, std::fabs(got.data_ptr<float>()[i] - want) / ulp_of(want));
+    }
+    EXPECT_LE(worst, c.ulps) << c.name;
   }
 }
 

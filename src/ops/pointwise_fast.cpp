@@ -1,0 +1,86 @@
+// Contiguous float32 transcendental pointwise ops through the tile runtime's math (trt::exp,
+// trt::tanh, ...: the functions compiled kernels call, each with its ulp contract in
+// trt/scalar.h) in loops cloned for AVX-512, AVX2 and baseline x86-64, instead of one libm call
+// per element. The formulas are the functors' (pointwise_functors.h) with trt's math, so an eager
+// op and the same op in a generated kernel agree.
+#include <cstdint>
+
+#include "ops/cpu_loops.h"
+#include "ops/pointwise.h"
+#include "runtime/thread_pool.h"
+#include "tessera/trt/scalar.h"
+
+namespace tessera::ops_detail {
+namespace {
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TS_FAST_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define TS_FAST_CLONES
+#endif
+
+// One op over [0, n): a switch outside the loop, a branch-free body inside.
+TS_FAST_CLONES void unary_f32(PwOp op, const float* x, float* o, int64_t n) {
+  switch (op) {
+    case PwOp::Exp:
+      for (int64_t i = 0; i < n; ++i) o[i] = trt::exp(x[i]);
+      return;
+    case PwOp::Exp2:
+      for (int64_t i = 0; i < n; ++i) o[i] = trt::exp2(x[i]);
+      return;
+    case PwOp::Log:
+      for (int64_t i = 0; i < n; ++i) o[i] = trt::log(x[i]);
+      return;
+    case PwOp::Log2:
+      for (int64_t i = 0; i < n; ++i) o[i] = trt::log2(x[i]);
+      return;
+    case PwOp::Sin:
+      for (int64_t i = 0; i < n; ++i) o[i] = trt::sin(x[i]);
+      return;
+    case PwOp::Cos:
+      for (int64_t i = 0; i < n; ++i) o[i] = trt::cos(x[i]);
+      return;
+    case PwOp::Tanh:
+      for (int64_t i = 0; i < n; ++i) o[i] = trt::tanh(x[i]);
+      return;
+    case PwOp::Sigmoid:
+      for (int64_t i = 0; i < n; ++i) o[i] = 1.0f / (1.0f + trt::exp(-x[i]));
+      return;
+    case PwOp::Silu:
+      for (int64_t i = 0; i < n; ++i) o[i] = x[i] / (1.0f + trt::exp(-x[i]));
+      return;
+    case PwOp::GeluTanh:
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = x[i];
+        o[i] = 0.5f * v * (1.0f + trt::tanh(0.79788456080286535588f * (v + 0.044715f * v * v * v)));
+      }
+      return;
+    default:
+      return;
+  }
+}
+
+}  // namespace
+
+bool fast_unary_f32(PwOp op, const float* x, float* o, int64_t n) {
+  switch (op) {
+    case PwOp::Exp:
+    case PwOp::Exp2:
+    case PwOp::Log:
+    case PwOp::Log2:
+    case PwOp::Sin:
+    case PwOp::Cos:
+    case PwOp::Tanh:
+    case PwOp::Sigmoid:
+    case PwOp::Silu:
+    case PwOp::GeluTanh:
+      break;
+    default:
+      return false;
+  }
+  runtime::parallel_for(0, n, cpu::kGrain,
+                        [&](int64_t b, int64_t e) { unary_f32(op, x + b, o + b, e - b); });
+  return true;
+}
+
+}  // namespace tessera::ops_detail
