@@ -1,7 +1,10 @@
 // layer_norm and rms_norm over the trailing `normalized_shape` dimensions; statistics in double.
+// Float32 rows sum in 16 double lanes in clones for AVX-512, AVX2 and baseline x86-64 (cpu_rows.h);
+// other dtypes one element at a time.
 #include <cmath>
 
 #include "ops/cpu_loops.h"
+#include "ops/cpu_rows.h"
 #include "ops/pointwise.h"
 #include "ops/register.h"
 
@@ -39,6 +42,49 @@ void check_norm_shapes(const char* op, const Tensor& x, IntArrayRef shape,
       << "[" << op << "] expected a floating point input, got " << dtype_name(x.dtype());
 }
 
+// A float32 row: the mean and the sum of squares in 16 double lanes (the old sequential sums in
+// another order), each output (x - mean) * inv [* w] [+ b] in double, rounded once, as before.
+// 4096 x 1024 with weight and bias: 4.5 -> 1.2 ms (the sequential double sums did not vectorize).
+TS_ROW_CLONES void norm_row_f32(const float* x, const float* w, const float* b, float* o, int64_t n,
+                                double eps, bool rms) {
+  constexpr int L = 16;
+  double mean = 0;
+  if (!rms) {
+    double acc[L] = {}, s = 0;
+    int64_t i = 0;
+    for (; i + L <= n; i += L)
+      for (int l = 0; l < L; ++l) acc[l] += static_cast<double>(x[i + l]);
+    for (; i < n; ++i) s += static_cast<double>(x[i]);
+    for (int l = 0; l < L; ++l) s += acc[l];
+    mean = s / static_cast<double>(n);
+  }
+  double acc[L] = {}, ss = 0;
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    for (int l = 0; l < L; ++l) {
+      const double d = static_cast<double>(x[i + l]) - mean;
+      acc[l] += d * d;
+    }
+  }
+  for (; i < n; ++i) {
+    const double d = static_cast<double>(x[i]) - mean;
+    ss += d * d;
+  }
+  for (int l = 0; l < L; ++l) ss += acc[l];
+  const double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+  auto y = [&](int64_t k) { return (static_cast<double>(x[k]) - mean) * inv; };
+  if (w && b) {
+    for (int64_t k = 0; k < n; ++k)
+      o[k] = static_cast<float>(y(k) * static_cast<double>(w[k]) + static_cast<double>(b[k]));
+  } else if (w) {
+    for (int64_t k = 0; k < n; ++k) o[k] = static_cast<float>(y(k) * static_cast<double>(w[k]));
+  } else if (b) {
+    for (int64_t k = 0; k < n; ++k) o[k] = static_cast<float>(y(k) + static_cast<double>(b[k]));
+  } else {
+    for (int64_t k = 0; k < n; ++k) o[k] = static_cast<float>(y(k));
+  }
+}
+
 template <bool Rms>
 Tensor norm_impl(const Tensor& x, IntArrayRef shape, const std::optional<Tensor>& weight,
                  const std::optional<Tensor>& bias, double eps) {
@@ -59,6 +105,16 @@ Tensor norm_impl(const Tensor& x, IntArrayRef shape, const std::optional<Tensor>
   const Tensor xc = cpu_contiguous(x);
   const Tensor wc = weight ? cpu_contiguous(*weight) : Tensor();
   const Tensor bc = bias ? cpu_contiguous(*bias) : Tensor();
+  if (x.dtype() == DType::Float32) {
+    const float* in = static_cast<const float*>(xc.impl()->data());
+    const float* w = wc.defined() ? static_cast<const float*>(wc.impl()->data()) : nullptr;
+    const float* b = bc.defined() ? static_cast<const float*>(bc.impl()->data()) : nullptr;
+    float* o = static_cast<float*>(out.impl()->data());
+    runtime::parallel_for(0, O, std::max<int64_t>(1, cpu::kGrain / N), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) norm_row_f32(in + r * N, w, b, o + r * N, N, eps, Rms);
+    });
+    return out;
+  }
   visit_dtype<kFloats>(x.dtype(), op, [&]<class T>() {
     using V = opmath_t<T>;
     const T* in = static_cast<const T*>(xc.impl()->data());

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "ops/cpu_loops.h"
+#include "ops/cpu_rows.h"
 #include "ops/pointwise.h"
 #include "runtime/thread_pool.h"
 #include "tessera/trt/scalar.h"
@@ -13,14 +14,8 @@
 namespace tessera::ops_detail {
 namespace {
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TS_FAST_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define TS_FAST_CLONES
-#endif
-
 // One op over [0, n): a switch outside the loop, a branch-free body inside.
-TS_FAST_CLONES void unary_f32(PwOp op, const float* x, float* o, int64_t n) {
+TS_ROW_CLONES void unary_f32(PwOp op, const float* x, float* o, int64_t n) {
   switch (op) {
     case PwOp::Exp:
       for (int64_t i = 0; i < n; ++i) o[i] = trt::exp(x[i]);
@@ -61,6 +56,21 @@ TS_FAST_CLONES void unary_f32(PwOp op, const float* x, float* o, int64_t n) {
 }
 
 }  // namespace
+
+TS_ROW_CLONES void narrow_row_to_float(const uint16_t* in, float* out, int64_t n, bool bf16) {
+  if (bf16) {
+    for (int64_t i = 0; i < n; ++i) out[i] = trt::bf16_to_float(in[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = trt::half_to_float(in[i]);
+  }
+}
+TS_ROW_CLONES void float_row_to_narrow(const float* in, uint16_t* out, int64_t n, bool bf16) {
+  if (bf16) {
+    for (int64_t i = 0; i < n; ++i) out[i] = trt::float_to_bf16(in[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = trt::float_to_half(in[i]);
+  }
+}
 
 bool fast_unary_f32(PwOp op, const float* x, float* o, int64_t n) {
   switch (op) {

@@ -11,6 +11,7 @@
 #include "tessera/trt/scalar.h"
 
 #include "ops/cpu_loops.h"
+#include "ops/cpu_rows.h"
 #include "ops/pointwise.h"
 #include "ops/register.h"
 
@@ -78,11 +79,6 @@ Tensor dim_last(const Tensor& t, int64_t dim) {
 // NaN), exp(x - max) once per element with trt::exp (within 1 ulp; the compiled row kernels use
 // the same), summed in 16 lanes, then scaled by 1 / sum (or log_softmax: x - max - log(sum)).
 // Eager used to take two double exps per element: 17x torch's time for a 4096 x 1024 softmax.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TS_ROW_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define TS_ROW_CLONES
-#endif
 TS_ROW_CLONES void softmax_row_f32(const float* x, float* o, int64_t n, bool log) {
   constexpr int L = 16;
   // The max in vector values (GCC/Clang vector types: 16-wide selects the compiler keeps in
@@ -153,23 +149,6 @@ TS_ROW_CLONES void softmax_row_f32(const float* x, float* o, int64_t n, bool log
   } else {
     const double inv = 1.0 / s;
     for (i = 0; i < n; ++i) o[i] = static_cast<float>(static_cast<double>(o[i]) * inv);
-  }
-}
-
-// float16 / bfloat16 rows to float and back with the tile runtime's conversions (bit for bit the
-// library's, branch-free: vectorized, where the element-wise conversions are not).
-TS_ROW_CLONES void narrow_row_to_float(const uint16_t* in, float* out, int64_t n, bool bf16) {
-  if (bf16) {
-    for (int64_t i = 0; i < n; ++i) out[i] = trt::bf16_to_float(in[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) out[i] = trt::half_to_float(in[i]);
-  }
-}
-TS_ROW_CLONES void float_row_to_narrow(const float* in, uint16_t* out, int64_t n, bool bf16) {
-  if (bf16) {
-    for (int64_t i = 0; i < n; ++i) out[i] = trt::float_to_bf16(in[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) out[i] = trt::float_to_half(in[i]);
   }
 }
 

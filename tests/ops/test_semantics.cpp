@@ -2,6 +2,7 @@
 // out= and in-place rules, determinism, and one test per user-facing diagnostic.
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "ops/op_utils.h"
@@ -194,6 +195,29 @@ TEST(SpecialValues, FastFloatMathAgreesWithTheLibraryLoops) {
       worst = std::max(worst, std::fabs(got.data_ptr<float>()[i] - want) / ulp_of(want));
     }
     EXPECT_LE(worst, c.ulps) << c.name;
+  }
+}
+
+// layer_norm / rms_norm float32 rows (statistics in double lanes, pointwise_fast-style clones):
+// every affine form, rows of every remainder length, against float64.
+TEST(SpecialValues, NormRowsMatchADoubleReferenceInEveryAffineForm) {
+  for (int64_t n : {7, 64, 1000}) {
+    Tensor x = randn({9, n}) * 3 + 2, w = randn({n}), b = randn({n});
+    const Tensor xd = x.to(float64), wd = w.to(float64), bd = b.to(float64);
+    const std::vector<std::optional<Tensor>> ws = {std::nullopt, w}, bs = {std::nullopt, b};
+    for (int wi = 0; wi < 2; ++wi) {
+      for (int bi = 0; bi < 2; ++bi) {
+        const Tensor got = layer_norm(x, {n}, ws[wi], bs[bi], 1e-5);
+        const std::optional<Tensor> wr = wi ? std::optional<Tensor>(wd) : std::nullopt;
+        const std::optional<Tensor> br = bi ? std::optional<Tensor>(bd) : std::nullopt;
+        const Tensor want = layer_norm(xd, {n}, wr, br, 1e-5);
+        EXPECT_TRUE(all_close(got.to(float64), want, 1e-6, 1e-6))
+            << n << " w " << wi << " b " << bi;
+      }
+      const Tensor got = rms_norm(x, {n}, ws[wi], 1e-6);
+      const Tensor want = rms_norm(xd, {n}, wi ? std::optional<Tensor>(wd) : std::nullopt, 1e-6);
+      EXPECT_TRUE(all_close(got.to(float64), want, 1e-6, 1e-6)) << n << " rms w " << wi;
+    }
   }
 }
 
