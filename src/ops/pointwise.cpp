@@ -45,11 +45,18 @@ void run_into(const PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor> inputs
   }
   SmallVector<Tensor, 4> conv;
   for (const auto& t : inputs) conv.push_back(broadcast_to(cpu_to_dtype(t, compute), out.sizes()));
-  if (conv.size() == 1 && compute == DType::Float32 && out.dtype() == DType::Float32 &&
-      out.is_contiguous() && conv[0].is_contiguous() && conv[0].dtype() == DType::Float32 &&
-      fast_unary_f32(d.op, static_cast<const float*>(conv[0].impl()->data()),
-                     static_cast<float*>(out.impl()->data()), out.impl()->int_numel())) {
-    return;
+  if (conv.size() == 1 && out.dtype() == compute && conv[0].dtype() == compute &&
+      out.is_contiguous() && conv[0].is_contiguous()) {
+    const void* x = conv[0].impl()->data();
+    void* o = out.impl()->data();
+    const int64_t n = out.impl()->int_numel();
+    if (compute == DType::Float32 &&
+        fast_unary_f32(d.op, static_cast<const float*>(x), static_cast<float*>(o), n))
+      return;
+    if ((compute == DType::Float16 || compute == DType::BFloat16) &&
+        fast_unary_narrow(d.op, static_cast<const uint16_t*>(x), static_cast<uint16_t*>(o), n,
+                          compute == DType::BFloat16))
+      return;
   }
   d.run(out, conv, compute, extra);
 }

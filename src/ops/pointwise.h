@@ -88,6 +88,9 @@ struct PointwiseDesc {
 /** Contiguous float32 `o = op(x)` for the transcendental unary ops through the tile runtime's
  * math (pointwise_fast.cpp); false (nothing done) for other ops. */
 bool fast_unary_f32(PwOp op, const float* x, float* o, int64_t n);
+/** The same on float16 (`bf16` false) or bfloat16 bits: computed in float, rounded once, as the
+ * library loops compute narrow floats. */
+bool fast_unary_narrow(PwOp op, const uint16_t* x, uint16_t* o, int64_t n, bool bf16);
 
 /** `extra` of add and sub: alpha (a Scalar). Of clamp: */
 struct ClampArgs {

@@ -1,8 +1,10 @@
-// Contiguous float32 transcendental pointwise ops through the tile runtime's math (trt::exp,
-// trt::tanh, ...: the functions compiled kernels call, each with its ulp contract in
-// trt/scalar.h) in loops cloned for AVX-512, AVX2 and baseline x86-64, instead of one libm call
-// per element. The formulas are the functors' (pointwise_functors.h) with trt's math, so an eager
-// op and the same op in a generated kernel agree.
+// Contiguous float32 (and float16 / bfloat16, through float rows) transcendental pointwise ops
+// through the tile runtime's math (trt::exp, trt::tanh, ...: the functions compiled kernels call,
+// each with its ulp contract in trt/scalar.h) in loops cloned for AVX-512, AVX2 and baseline
+// x86-64, instead of one libm call per element. The formulas are the functors'
+// (pointwise_functors.h) with trt's math, so an eager op and the same op in a generated kernel
+// agree.
+#include <algorithm>
 #include <cstdint>
 
 #include "ops/cpu_loops.h"
@@ -72,7 +74,8 @@ TS_ROW_CLONES void float_row_to_narrow(const float* in, uint16_t* out, int64_t n
   }
 }
 
-bool fast_unary_f32(PwOp op, const float* x, float* o, int64_t n) {
+namespace {
+bool has_fast_unary(PwOp op) {
   switch (op) {
     case PwOp::Exp:
     case PwOp::Exp2:
@@ -84,12 +87,32 @@ bool fast_unary_f32(PwOp op, const float* x, float* o, int64_t n) {
     case PwOp::Sigmoid:
     case PwOp::Silu:
     case PwOp::GeluTanh:
-      break;
+      return true;
     default:
       return false;
   }
+}
+}  // namespace
+
+bool fast_unary_f32(PwOp op, const float* x, float* o, int64_t n) {
+  if (!has_fast_unary(op)) return false;
   runtime::parallel_for(0, n, cpu::kGrain,
                         [&](int64_t b, int64_t e) { unary_f32(op, x + b, o + b, e - b); });
+  return true;
+}
+
+bool fast_unary_narrow(PwOp op, const uint16_t* x, uint16_t* o, int64_t n, bool bf16) {
+  if (!has_fast_unary(op)) return false;
+  runtime::parallel_for(0, n, cpu::kGrain, [&](int64_t b, int64_t e) {
+    constexpr int64_t kStep = 2048;  // a float buffer in L1
+    float buf[kStep];
+    for (int64_t i = b; i < e; i += kStep) {
+      const int64_t len = std::min(kStep, e - i);
+      narrow_row_to_float(x + i, buf, len, bf16);
+      unary_f32(op, buf, buf, len);
+      float_row_to_narrow(buf, o + i, len, bf16);
+    }
+  });
   return true;
 }
 

@@ -184,6 +184,15 @@ TEST(SpecialValues, FastFloatMathAgreesWithTheLibraryLoops) {
         EXPECT_LE(std::fabs(a - b), 6 * ulp_of(b)) << at << ": " << a << " vs " << b;
       }
     }
+    // float16 / bfloat16 compute in float and round once: exactly the float32 result rounded.
+    for (DType dt : {float16, bfloat16}) {
+      const Tensor xn = x.to(dt);
+      const Tensor got = c.f(xn), want = c.f(xn.to(float32)).to(dt);
+      const Tensor gn = ne(got, got), wn = ne(want, want);  // NaN lanes
+      EXPECT_TRUE(equal(gn, wn) &&
+                  equal(where(gn, zeros({}, dt), got), where(wn, zeros({}, dt), want)))
+          << c.name << " " << dtype_name(dt);
+    }
     if (c.ulps == 0) continue;  // gelu's tanh form cancels near its zero: no ulp contract
     Tensor r = randn({4096}) * 8;
     if (std::string(c.name).rfind("log", 0) == 0) r = r.abs() + 1e-3;
