@@ -260,6 +260,15 @@ Tile reduce_row(PointwiseSpec::Reduce op, const Tile& v, const Tile& mask, const
   return v;
 }
 
+// A pointwise step on its operands, in its compute dtype, rounded to its result dtype.
+Tile apply_step(const PointwiseSpec::Step& st, const std::vector<Tile>& operands) {
+  const void* extra = nullptr;
+  if (st.op == ops_detail::PwOp::Add || st.op == ops_detail::PwOp::Sub) extra = &st.alpha;
+  return op_tiles::pointwise_tile(st.op, st.compute,
+                                  ArrayRef<Tile>(operands.data(), operands.size()), extra)
+      .to(st.result);
+}
+
 // How many Int parameters an input's index map (and a split input's last stride) reads.
 size_t int_params(const PointwiseSpec::Input& in) {
   size_t n = 0;
@@ -299,13 +308,6 @@ void looped_rows(const PointwiseSpec& spec, const Tile* outs, const Tile* ins, c
     row_in[k] = load(ins[k] + index_map(pid, spec.inputs[k], ints, next));
   }
   auto constant = [](const PointwiseSpec::Operand& o) { return scalar_tile(o.value, o.dtype); };
-  auto apply = [](const PointwiseSpec::Step& st, std::vector<Tile>& operands) {
-    const void* extra = nullptr;
-    if (st.op == ops_detail::PwOp::Add || st.op == ops_detail::PwOp::Sub) extra = &st.alpha;
-    return op_tiles::pointwise_tile(st.op, st.compute,
-                                    ArrayRef<Tile>(operands.data(), operands.size()), extra)
-        .to(st.result);
-  };
   std::function<Tile(size_t)> row_value = [&](size_t s) -> Tile {
     if (row_val[s]) return *row_val[s];
     const auto& st = spec.steps[s];
@@ -315,7 +317,7 @@ void looped_rows(const PointwiseSpec& spec, const Tile* outs, const Tile* ins, c
                          : o.kind == K::Step ? row_value(o.index)
                                              : constant(o));
     }
-    row_val[s] = apply(st, operands);
+    row_val[s] = apply_step(st, operands);
     return *row_val[s];
   };
   int passes = 0;
@@ -370,7 +372,7 @@ void looped_rows(const PointwiseSpec& spec, const Tile* outs, const Tile* ins, c
                              : o.kind == K::Step ? value(o.index)
                                                  : constant(o));
         }
-        ev[s] = apply(st, operands);
+        ev[s] = apply_step(st, operands);
         return *ev[s];
       };
       for (size_t i = 0; i < reductions.size(); ++i) {
@@ -497,12 +499,7 @@ std::unique_ptr<JITFunction> make_pointwise_kernel(PointwiseSpec spec) {
             reduce_row(st.reduce, operands[0], mask, *row_len, st.compute).to(st.result));
         continue;
       }
-      const void* extra = nullptr;
-      if (st.op == ops_detail::PwOp::Add || st.op == ops_detail::PwOp::Sub) extra = &st.alpha;
-      steps.push_back(op_tiles::pointwise_tile(st.op, st.compute,
-                                               ArrayRef<Tile>(operands.data(), operands.size()),
-                                               extra)
-                          .to(st.result));
+      steps.push_back(apply_step(st, operands));
     }
     for (size_t k = 0; k < spec.outputs.size(); ++k) {
       const auto& st = spec.steps[spec.outputs[k]];

@@ -143,7 +143,6 @@ TRT_INLINE float half_to_float(uint16_t h) {
   // The exponent and mantissa bits moved into a float's place, scaled by 2^112 (the difference of
   // the biases): exact for normals and subnormals alike; infinities and NaNs apart. Seven vector
   // operations where the cases took fifteen.
-  (void)man;
   const float scaled = u2f((uint32_t)(h & 0x7fffu) << 13) * 0x1p112f;
   return u2f(exp == 31 ? special : (f2u(scaled) | sign));
 #endif
