@@ -29,7 +29,8 @@ int64_t AffineForm::coef_divisibility(size_t d) const {
   return coef_known(d) ? pow2_factor(coef[d]) : unknown[d];
 }
 
-AffineInfo::AffineInfo(const Function& f) : f_(f), index_(f.num_values(), -1) {
+AffineInfo::AffineInfo(const Function& f, bool rem_as_identity)
+    : f_(f), rem_as_identity_(rem_as_identity), index_(f.num_values(), -1) {
   for (const auto& p : f.params) {
     if (p.value == kNoValue || !affine_type(f.type(p.value))) continue;
     AffineForm a;
@@ -177,6 +178,8 @@ void AffineInfo::op(const Op& o) {
         a.base = add_node({UniformNode::Kind::Mul, 0, kNoValue, x->base, y->base});
         if (x->base_value && y->base_value) a.base_value = *x->base_value * *y->base_value;
         a.divisibility = std::min(x->divisibility * y->divisibility, kMaxDivisibility);
+      } else if (k == BinaryKind::Rem && rem_as_identity_ && y->uniform() && x->coefs_known()) {
+        a = *x;
       } else {
         break;
       }

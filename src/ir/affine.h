@@ -65,7 +65,9 @@ struct AffineForm {
 
 class AffineInfo {
  public:
-  explicit AffineInfo(const Function& f);
+  /** `rem_as_identity`: `x % m` with m uniform takes x's form: the forms of code an emitter
+   * writes under a uniform guard that 0 <= x < m over the whole tile. */
+  explicit AffineInfo(const Function& f, bool rem_as_identity = false);
 
   /** The form of `v`, or null when `v` is not affine (loaded, loop-carried, nonlinear, a float,
    * a coefficient known only at run time). */
@@ -95,6 +97,7 @@ class AffineInfo {
   static void combine_unknowns(AffineForm& a, const AffineForm& x, const AffineForm& y);
 
   const Function& f_;
+  const bool rem_as_identity_;
   std::vector<int32_t> index_;
   std::vector<AffineForm> forms_;
   std::vector<UniformNode> nodes_;

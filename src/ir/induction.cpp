@@ -51,7 +51,7 @@ void rewrite_loop(Function& f, Op& loop) {
     const ValueId carried = body.args[k + 1];
     const ValueId next = yield.operands[k];
     const Op* step_op = f.def(next);
-    const Type& t = f.type(carried);
+    const Type t = f.type(carried);  // a copy: the builder below adds values (and types)
     ValueId step = kNoValue;
     if (t.ptr && step_op && step_op->kind == OpKind::AddPtr && step_op->operands[0] == carried)
       step = uniform_outside(f, step_op->operands[1], body);

@@ -63,6 +63,39 @@ TL_JIT(cg_matmul, tl::Ptr a, tl::Ptr b, tl::Ptr c, tl::Int M, tl::Int N, tl::Int
             (rm[{tl::_, tl::None}] < M) & (rn[{tl::None, tl::_}] < N));
 }
 
+// Triton's tutorial 03 addressing: row and column offsets wrapped with `% M` / `% N` (every
+// block reads in bounds, the last one wraps), pointer tiles advanced with `+=`, the K tail masked.
+// The CUDA backend versions the operand copies on the wrap (the B tile's 16-byte copies in every
+// block that does not wrap; element by element with the remainder in the one that does).
+TL_JIT(cg_mm_wrap, tl::Ptr a, tl::Ptr b, tl::Ptr c, tl::Int M, tl::Int N, tl::Int K, tl::Int LDC,
+       tl::Const BM, tl::Const BN, tl::Const BK) {
+  auto offs_am = (tl::program_id(0) * BM + tl::arange(0, BM)) % M;
+  auto offs_bn = (tl::program_id(1) * BN + tl::arange(0, BN)) % N;
+  auto rk = tl::arange(0, BK);
+  tl::Var a_ptrs = a + (offs_am[{tl::_, tl::None}] * K + rk[{tl::None, tl::_}]);
+  tl::Var b_ptrs = b + (rk[{tl::_, tl::None}] * N + offs_bn[{tl::None, tl::_}]);
+  tl::Var acc = tl::zeros({BM, BN}, tl::float32);
+  tl::range(0, tl::cdiv(K, BK), [&](tl::Tile k) {
+    auto ta = tl::load(a_ptrs, rk[{tl::None, tl::_}] < K - k * BK, 0.0f);
+    auto tb = tl::load(b_ptrs, rk[{tl::_, tl::None}] < K - k * BK, 0.0f);
+    acc = tl::dot(ta, tb, tl::Operand(acc));
+    a_ptrs += BK;
+    b_ptrs += BK * N;
+  });
+  // Every column of the last block is kept (C is LDC >= the blocks' columns wide): its columns
+  // past N are products with B's first columns, read through the wrap.
+  auto rm = tl::program_id(0) * BM + tl::arange(0, BM);
+  auto rn = tl::program_id(1) * BN + tl::arange(0, BN);
+  tl::store(c + rm[{tl::_, tl::None}] * LDC + rn[{tl::None, tl::_}], acc,
+            rm[{tl::_, tl::None}] < M);
+}
+
+// A wrapped gather into registers: out[i] = x[i % n] over whole blocks past n.
+TL_JIT(cg_gather_wrap, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  tl::store(out + offs, tl::load(x + offs % n) * 2.0f);
+}
+
 // Tensor cores with the accumulator in registers (the Mma layout): tiles of 64 x 64 x 32 over 4
 // warps (2 x 2, each 2 x 4 mma tiles: the ldmatrix.x4.trans path), masked M/N/K tails, K runtime
 // (a row stride known only as a multiple of 16: vector operand loads), and an epilogue that reads
@@ -427,6 +460,24 @@ std::vector<Case> catalog() {
                  },
                  2e-3, 2e-3});  // float16 out: the sums' order may move a rounding by one ulp
   }
+  // Tutorial 03's wrapped offsets: N = 80 in blocks of 32 (the third column of blocks wraps),
+  // M = 96, K = 80 in 64s (a masked tail); 3 stages.
+  c.push_back({"matmul f16 offsets % M, % N", &cg_mm_wrap,
+               [](Device d) {
+                 static const Tensor a = random_tensor({96, 80}, DType::Float16),
+                                     b = random_tensor({80, 80}, DType::Float16);
+                 Tensor out = poisoned({96, 96}, DType::Float32, d);
+                 cg_mm_wrap[{3, 3}](on(a, d), on(b, d), out, 96, 80, 80, 96, tl::meta("BM", 32),
+                                    tl::meta("BN", 32), tl::meta("BK", 64));
+                 return to_cpu({out});
+               },
+               1e-5, 1e-4});
+  c.push_back({"gather offsets % n", &cg_gather_wrap, [](Device d) {
+                 static const Tensor x = random_tensor({1280}, DType::Float32);
+                 Tensor out = poisoned({1536}, DType::Float32, d);
+                 cg_gather_wrap[{3}](on(x, d), out, 1280, tl::meta("BLOCK", 512));
+                 return to_cpu({out});
+               }});
   // The benchmark's tiles (128 x 128 x 32 over 8 warps: 2 x 4 warps of 4 x 4 mma tiles, the
   // ldmatrix.x4.trans path, 16-byte cp.async of both operands, 3 stages).
   c.push_back({"matmul bf16 128x128x32, 8 warps", &cg_matmul,
@@ -627,6 +678,22 @@ TEST(CudaCodegen, EveryCatalogKernelCompilesWithNvrtcForHopper) {
         EXPECT_NE(e.source.find("*(trt::Vec<uint16_t, 8>*)&_op"), std::string::npos) << e.source;
         EXPECT_EQ(e.source.find("cp_async"), std::string::npos) << e.source;
       }
+    }
+    // ... and where the offsets wrap with `% N`, B's 16-byte copies under the guard that they do
+    // not (no remainder in the address), the remainder element by element otherwise.
+    if (name == "matmul f16 offsets % M, % N") {
+      bool fast = false;
+      std::istringstream lines(e.source);
+      for (std::string l; std::getline(lines, l);) {
+        fast = fast || (l.find("trt::cp_async<16>(&(_ring") != std::string::npos &&
+                        l.find("irem") == std::string::npos);
+      }
+      EXPECT_TRUE(fast) << e.source;
+      EXPECT_NE(e.source.find("trt::irem<int32_t>"), std::string::npos) << e.source;
+    }
+    if (name == "gather offsets % n") {
+      EXPECT_NE(e.source.find("*(const trt::Vec<float, 4>*)((v0 + ((int64_t)"), std::string::npos)
+          << e.source;
     }
     // ... a dot reduced along its rows keeps its result in registers (each row's quad combines
     // by shuffles), one reduced along its columns in shared memory.
@@ -859,6 +926,8 @@ TEST(CudaCodegen, TheSeedsAddRunsOnTheGpuWithItsTensorsOnOneDevice) {
   Tensor x = random_tensor({n}, DType::Float32), y = random_tensor({n}, DType::Float32);
   Tensor gx = x.to(Device("cuda")), gy = y.to(Device("cuda"));
   Tensor out = empty({n}, TensorOptions().device("cuda"));
+  // (last_source is the last compile's: an earlier test may have launched this specialization)
+  cg_add.clear_memory_cache();
   cg_add[{tl::cdiv(n, 1024)}](gx, gy, out, n, tl::meta("BLOCK", 1024));
   EXPECT_TRUE(bitwise_equal(out.cpu(), x + y));
   EXPECT_NE(cg_add.last_source().find("__global__"), std::string::npos);

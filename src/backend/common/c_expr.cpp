@@ -4,6 +4,7 @@
 
 #include "backend/common/c_family.h"
 #include "ir/access.h"
+#include "ir/affine.h"
 #include "ir/index_map.h"
 #include "ir/op_traits.h"
 #include "tessera/error.h"
@@ -262,6 +263,23 @@ void ExprPrinter::declare_params(const char* debug_type, bool aligned) {
     }
     line(ty + " const " + name(p.value) + " = " + src + ";  // " + p.name);
   }
+}
+
+std::string ExprPrinter::uniform_expr(const ir::AffineInfo& a, int32_t node) const {
+  const ir::UniformNode& n = a.node(node);
+  switch (n.kind) {
+    case ir::UniformNode::Kind::Constant:
+      return int_literal(n.constant, DType::Int64);
+    case ir::UniformNode::Kind::Value:
+      return "(int64_t)" + name(n.value);
+    case ir::UniformNode::Kind::Add:
+      return "(" + uniform_expr(a, n.a) + " + " + uniform_expr(a, n.b) + ")";
+    case ir::UniformNode::Kind::Sub:
+      return "(" + uniform_expr(a, n.a) + " - " + uniform_expr(a, n.b) + ")";
+    case ir::UniformNode::Kind::Mul:
+      return "(" + uniform_expr(a, n.a) + " * " + uniform_expr(a, n.b) + ")";
+  }
+  return "0";
 }
 
 std::string ExprPrinter::offset_expr(ValueId v, const Index& idx) {

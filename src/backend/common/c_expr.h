@@ -17,6 +17,10 @@
 #include "ir/materialize.h"
 #include "ir/uses.h"
 
+namespace tessera::ir {
+class AffineInfo;
+}
+
 namespace tessera::backend::cfamily {
 
 using Index = std::vector<std::string>;
@@ -51,6 +55,8 @@ class ExprPrinter {
    * the result differs from 32-bit wrapping arithmetic only where that arithmetic overflows,
    * which addresses memory outside the tensor anyway (docs/decisions.md, "pointer offsets"). */
   std::string offset_expr(ir::ValueId v, const Index& idx);
+  /** A uniform expression of ir/affine.h (node `node` of `a`) as a 64-bit C expression. */
+  std::string uniform_expr(const ir::AffineInfo& a, int32_t node) const;
   /** Whether integer `x % m` (`op`) equals `x` at `idx` for the code being written (an emitter
    * that versions loops proves it under a guard); offset_expr then goes through it. */
   virtual bool rem_is_identity(const ir::Op& op, const Index& idx) {

@@ -213,23 +213,7 @@ class Emitter : ExprPrinter {
     return r;
   }
 
-  // A uniform expression of ir/affine.h as a 64-bit C expression.
-  std::string uniform(int32_t node) const {
-    const ir::UniformNode& n = affine_.node(node);
-    switch (n.kind) {
-      case ir::UniformNode::Kind::Constant:
-        return int_literal(n.constant, DType::Int64);
-      case ir::UniformNode::Kind::Value:
-        return "(int64_t)" + name(n.value);
-      case ir::UniformNode::Kind::Add:
-        return "(" + uniform(n.a) + " + " + uniform(n.b) + ")";
-      case ir::UniformNode::Kind::Sub:
-        return "(" + uniform(n.a) + " - " + uniform(n.b) + ")";
-      case ir::UniformNode::Kind::Mul:
-        return "(" + uniform(n.a) + " * " + uniform(n.b) + ")";
-    }
-    return "0";
-  }
+  std::string uniform(int32_t node) const { return uniform_expr(affine_, node); }
 
   // "true" when the comparison `op` holds over the whole loop nest: at once if that is known at
   // compile time, else under a guard added for versioned(). nullopt when it cannot be shown.

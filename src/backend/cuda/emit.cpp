@@ -62,15 +62,15 @@ int64_t element_bytes(const Type& t) {
 class Emitter : ExprPrinter {
  public:
   Emitter(const ir::Function& f, int64_t max_shared, bool checked)
-      : ExprPrinter(f, checked), max_shared_(max_shared), affine_(f) {
+      : ExprPrinter(f, checked), max_shared_(max_shared), affine_(f), affine_rem_(f, true) {
     threads_ = static_cast<int>(std::max<int64_t>(1, f.attrs.num_warps) * 32);
-    plan_mma(f_.body);
-    if (!checked) plan_vectors(f_.body);
-    for (const MmaLayout& m : mma_) set_vec(m.shape, 2);  // runs of two columns
     reg_.assign(f_.num_values(), 0);
     same_elem_memo_.assign(f_.num_values(), -1);
     packed_memo_.assign(f_.num_values(), -1);
     mma_operand_.assign(f_.num_values(), 0);
+    plan_mma(f_.body);
+    if (!checked) plan_vectors(f_.body);
+    for (const MmaLayout& m : mma_) set_vec(m.shape, 2);  // runs of two columns
     plan_mma_operands(f_.body);
     plan_registers(f_.body);
   }
@@ -290,7 +290,7 @@ class Emitter : ExprPrinter {
   int64_t widest_access(ValueId p) const {
     const Type& pt = f_.type(p);
     if (pt.is_scalar()) return 1;
-    const ir::AffineForm* form = affine_.loose_form(p);
+    const ir::AffineForm* form = aff_->loose_form(p);
     const int64_t b = static_cast<int64_t>(itemsize(pt.elem));
     const size_t last = pt.shape.size() - 1;
     // (A pointer's coefficients count elements; its base's divisibility, bytes. The other
@@ -313,6 +313,122 @@ class Emitter : ExprPrinter {
     return std::min(vec_of(shape), widest_access(op.operands[0]));
   }
 
+  // Tutorial 03's `offs = (pid * BLOCK + arange(0, BLOCK)) % M`: a remainder in a pointer's
+  // offsets makes each lane's address its own (an integer division, and no vector access). Where
+  // every such `x % m` has m uniform and x affine, versioned_access writes the access twice:
+  // under the block-uniform guard 0 <= x < m over the whole tile (every block but the one that
+  // wraps), with each remainder as x itself, so the address is affine and the access as wide as
+  // its pointer allows; else as it is. The guard is the CPU emitter's (rem_is_identity there).
+  //
+  // rems_to_version: the remainders on the way to pointer `p` (true when there are some and
+  // the fast version would write each of them as its operand: offset_expr's path, inline values,
+  // 32-bit or narrower; any other `%` that affine_rem_ took as x leaves the access unversioned).
+  bool rems_to_version(ValueId p, std::vector<const Op*>& rems) const {
+    if (checked_) return false;
+    bool ok = true;
+    rem_path(p, /*offsets=*/false, rems, ok);
+    return ok && !rems.empty();
+  }
+  // `offsets`: `v` is printed by offset_expr (the offsets of an addptr, and on down through its
+  // +, -, * and views); else by expr, which writes every `%` as a division.
+  void rem_path(ValueId v, bool offsets, std::vector<const Op*>& rems, bool& ok) const {
+    const Op* op = f_.def(v);
+    const Type& t = f_.type(v);
+    if (!ok || !op || t.is_scalar()) return;  // scalars: uniform leaves of the forms
+    const bool inl = storage(v) == Storage::Inline;
+    const bool narrow =
+        is_signed(t.elem) && !is_floating_point(t.elem) && t.elem != DType::Int64 && !t.ptr;
+    offsets = offsets && inl && narrow;
+    switch (op->kind) {
+      case OpKind::AddPtr:
+        rem_path(op->operands[0], false, rems, ok);
+        rem_path(op->operands[1], inl, rems, ok);
+        return;
+      case OpKind::Splat:
+      case OpKind::Broadcast:
+      case OpKind::ExpandDims:
+        rem_path(op->operands[0], offsets, rems, ok);
+        return;
+      case OpKind::Permute:
+        rem_path(op->operands[0], false, rems, ok);
+        return;
+      case OpKind::Binary: {
+        const auto k = static_cast<ir::BinaryKind>(op->sub);
+        if (k == ir::BinaryKind::Rem) {
+          const ir::AffineForm* m = affine_.loose_form(op->operands[1]);
+          const bool candidate = offsets && m && m->uniform() && affine_.form(op->operands[0]);
+          if (!candidate) {
+            // (affine_rem_ gives it x's form only when x has one and m is uniform)
+            const ir::AffineForm* x = affine_.loose_form(op->operands[0]);
+            if (m && m->uniform() && x && x->coefs_known()) ok = false;
+            return;
+          }
+          if (std::find(rems.begin(), rems.end(), op) == rems.end()) rems.push_back(op);
+          return;
+        }
+        if (k != ir::BinaryKind::Add && k != ir::BinaryKind::Sub && k != ir::BinaryKind::Mul)
+          return;  // no form goes through it
+        rem_path(op->operands[0], offsets, rems, ok);
+        rem_path(op->operands[1], offsets, rems, ok);
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  // Writes access `op` (a load, a store, a dot operand's copy) by `gen`, versioned on the
+  // remainders in its pointer (see above).
+  void versioned_access(const Op& op, const std::function<void()>& gen) {
+    std::vector<const Op*> rems;
+    if (!rem_identity_.empty() || !rems_to_version(op.operands[0], rems)) return gen();
+    // Only where the fast version is wider: the guard and a second copy of the access cost
+    // code, and a scalar access gains little from addresses without divisions.
+    const int64_t runs = vec_of(f_.type(op.operands[0]).shape);
+    const int64_t plain = std::min(runs, widest_access(op.operands[0]));
+    aff_ = &affine_rem_;
+    const int64_t fast = std::min(runs, widest_access(op.operands[0]));
+    aff_ = &affine_;
+    if (fast <= plain) return gen();
+    std::vector<std::string> guard;
+    for (const Op* r : rems) {
+      const ir::AffineForm& x = *affine_.form(r->operands[0]);
+      const ir::AffineForm& m = *affine_.loose_form(r->operands[1]);
+      const auto& shape = f_.type(r->result()).shape;
+      int64_t lo = 0, hi = 0;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        const int64_t e = x.coef[d] * (shape[d] - 1);
+        (e < 0 ? lo : hi) += e;
+      }
+      const std::string base = uniform_expr(affine_, x.base);
+      auto add = [&](std::string c) {
+        if (std::find(guard.begin(), guard.end(), c) == guard.end()) guard.push_back(std::move(c));
+      };
+      add("(" + base + " + " + std::to_string(lo) + "LL >= 0)");
+      add("(" + base + " + " + std::to_string(hi) + "LL < " + uniform_expr(affine_, m.base) + ")");
+      if (!x.exact && f_.type(r->operands[0]).elem != DType::Int64)
+        add("trt::fits_i32(" + base + ", " + std::to_string(lo) + ", " + std::to_string(hi) + ")");
+    }
+    std::string cond;
+    for (const auto& g : guard) cond += (cond.empty() ? "" : " && ") + g;
+    line("if (" + cond + ") {");
+    ++indent_;
+    rem_identity_ = rems;
+    aff_ = &affine_rem_;
+    gen();
+    aff_ = &affine_;
+    rem_identity_.clear();
+    --indent_;
+    line("} else {");
+    ++indent_;
+    gen();
+    --indent_;
+    line("}");
+  }
+  bool rem_is_identity(const Op& op, const Index&) override {
+    return std::find(rem_identity_.begin(), rem_identity_.end(), &op) != rem_identity_.end();
+  }
+
   // Whether register array `v` keeps its 16-bit floats packed, two per 32-bit register, widened
   // where they are read: a float16/bfloat16 load whose every run is one vector access of an even
   // width (its masks agree along runs, or there are none). Converting at the load instead holds
@@ -326,7 +442,10 @@ class Emitter : ExprPrinter {
       memo = 0;
       if (in_registers(v) && (t.elem == DType::BFloat16 || t.elem == DType::Float16) && op &&
           op->kind == OpKind::Load && vec_of(t.shape) % 2 == 0) {
+        // (the array's layout holds in both versions of a versioned_access: the plain forms)
+        const ir::AffineInfo* in_force = std::exchange(aff_, &affine_);
         const int64_t w = access_width(*op);
+        aff_ = in_force;
         memo = w >= 2 && w % 2 == 0 && (op->operands.size() < 2 || lanes_agree(op->operands[1], w));
       }
     }
@@ -562,6 +681,12 @@ class Emitter : ExprPrinter {
       if (op->kind != OpKind::Load && op->kind != OpKind::Store) continue;
       const auto& shape = f_.type(op->operands[0]).shape;
       int64_t w = widest_access(op->operands[0]);
+      std::vector<const Op*> rems;
+      if (rems_to_version(op->operands[0], rems)) {
+        aff_ = &affine_rem_;
+        w = std::max(w, widest_access(op->operands[0]));
+        aff_ = &affine_;
+      }
       while (w > 1 && w * threads_ > numel(shape)) w /= 2;  // every thread keeps a run
       if (w == 1) continue;
       auto it =
@@ -917,27 +1042,33 @@ class Emitter : ExprPrinter {
         line(type_str(f_.type(v)) + " const " + name(v) + " = " + op_expr(op, {}) + ";");
       } else if (s == Storage::Array) {
         declare_array(v);
-        if (op.kind == OpKind::Load && in_registers(v)) {
-          if (const int64_t w = access_width(op); w > 1) {
-            vector_load(op, v, w);
-            continue;
+        auto gen = [&] {
+          if (op.kind == OpKind::Load && in_registers(v)) {
+            if (const int64_t w = access_width(op); w > 1) return vector_load(op, v, w);
           }
+          loops(
+              f_.type(v).shape,
+              [&](const Index& idx) {
+                const std::string value = op_expr(op, idx);
+                line(element_of(v, name(v), idx) + " = " + value + ";");
+              },
+              in_registers(v) ? Writes::Registers : Writes::Memory);
+        };
+        if (op.kind == OpKind::Load) {
+          versioned_access(op, gen);
+        } else {
+          gen();
         }
-        loops(
-            f_.type(v).shape,
-            [&](const Index& idx) {
-              const std::string value = op_expr(op, idx);
-              line(element_of(v, name(v), idx) + " = " + value + ";");
-            },
-            in_registers(v) ? Writes::Registers : Writes::Memory);
       }
     }
   }
 
   void store(const Op& op) {
-    const Type& pt = f_.type(op.operands[0]);
-    if (const int64_t w = access_width(op); w > 1) return vector_store(op, w);
-    loops(pt.shape, [&](const Index& idx) { line(store_stmt(op, idx)); });
+    versioned_access(op, [&] {
+      const Type& pt = f_.type(op.operands[0]);
+      if (const int64_t w = access_width(op); w > 1) return vector_store(op, w);
+      loops(pt.shape, [&](const Index& idx) { line(store_stmt(op, idx)); });
+    });
   }
 
   // A dot operand as shared memory (stored tiles are used in place; an inline one is computed
@@ -989,6 +1120,9 @@ class Emitter : ExprPrinter {
   // up to 16 bytes per run where the pointer allows and the lanes' masks all hold (with `async`,
   // a cp.async of 4 to 16 bytes), else each lane its own (a masked-off lane takes `other`).
   void copy_operand(const Op& op, const std::string& tmp, int64_t pitch, bool async = false) {
+    versioned_access(op, [&] { copy_runs(op, tmp, pitch, async); });
+  }
+  void copy_runs(const Op& op, const std::string& tmp, int64_t pitch, bool async) {
     const Type& t = f_.type(op.result());
     int64_t vec = vec_of(t.shape), blocked = 0;
     if (mma_layout(t.shape) && !checked_ && !shape_in_registers(t.shape)) {
@@ -1779,6 +1913,9 @@ class Emitter : ExprPrinter {
   bool read_shared_ = false;        // ... read an array in shared memory
   // Vector accesses (see plan_vectors).
   ir::AffineInfo affine_;
+  ir::AffineInfo affine_rem_;             // the forms with `x % m` as x (versioned_access)
+  const ir::AffineInfo* aff_ = &affine_;  // the forms of the code being written
+  std::vector<const Op*> rem_identity_;   // ... and the `%` it writes as their left operand
   std::vector<std::pair<SmallVector<int64_t, 4>, int64_t>> vec_;  // shape -> run length
   std::vector<MmaLayout> mma_;  // shapes in the Mma layout (see plan_mma)
   // A dot operand load already in its shared-memory tile -> where (a pipeline's current ring
