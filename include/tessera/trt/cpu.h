@@ -50,16 +50,83 @@ TRT_INLINE lanes16<T> load16(const T* p) {
 // ---- the dot micro-kernel
 // --------------------------------------------------------------------------
 
+#if defined(__AVX512F__)
+/** 64-byte vectors and their fused multiply-add (the intrinsic's builtin, without
+ * <immintrin.h>: kernels compile in milliseconds), for dot_block on AVX-512. */
+template <class T>
+struct Wide;
+template <>
+struct Wide<float> {
+  typedef float type __attribute__((vector_size(64)));
+  static TRT_INLINE type fma(type a, type b, type c) {
+    return __builtin_ia32_vfmaddps512_mask(a, b, c, (unsigned short)-1, 4);
+  }
+};
+template <>
+struct Wide<double> {
+  typedef double type __attribute__((vector_size(64)));
+  static TRT_INLINE type fma(type a, type b, type c) {
+    return __builtin_ia32_vfmaddpd512_mask(a, b, c, (unsigned char)-1, 4);
+  }
+};
+
+/** dot_block with R rows x V vectors of c in zmm registers (the loops fully unrolled, so the
+ * arrays of vectors are registers). */
+template <class T, int R, int V, int M, int N, int K>
+TRT_INLINE void dot_wide(const T* __restrict a, const T* __restrict b, T* __restrict c) {
+  using W = typename Wide<T>::type;
+  constexpr int L = 64 / sizeof(T);
+  for (int i = 0; i < M; i += R) {
+    for (int j0 = 0; j0 < N; j0 += V * L) {
+      W acc[R][V];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 2
+        for (int v = 0; v < V; ++v) __builtin_memcpy(&acc[r][v], c + (i + r) * N + j0 + v * L, 64);
+      }
+      for (int k = 0; k < K; ++k) {
+        W y[V];
+#pragma GCC unroll 2
+        for (int v = 0; v < V; ++v) __builtin_memcpy(&y[v], b + k * N + j0 + v * L, 64);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const W x = a[(i + r) * K + k] - W{};  // a splat (x - 0 is x, -0 included)
+#pragma GCC unroll 2
+          for (int v = 0; v < V; ++v) acc[r][v] = Wide<T>::fma(x, y[v], acc[r][v]);
+        }
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 2
+        for (int v = 0; v < V; ++v) __builtin_memcpy(c + (i + r) * N + j0 + v * L, &acc[r][v], 64);
+      }
+    }
+  }
+}
+#endif
+
 /**
  * `c += a @ b` for row-major tiles held in arrays (a: M x K, b: K x N, c: M x N; M a multiple of
  * 4, N of 16): a 4 x 16 block of c stays in registers across the k loop. Every element of c gets
  * the multiply-adds of k = 0, 1, ... in that order, each fused (the interpreter's and the GPU's
  * rounding); `X3` makes each one a tf32x3 term. A function of its own, not inlined: written into a
  * large kernel, GCC kept the block on the stack and the loop ran at a third of this speed.
+ * `Z` (the emitter's choice, TESSERA_CPU_DOT512) on AVX-512: explicit 64-byte vectors. GCC's
+ * tuning for Intel's AVX-512 servers vectorizes the plain loop with 32-byte vectors (half of
+ * their two 512-bit FMA units), and a 4 x 16 block of floats would be 4 zmm accumulators, too few
+ * for the FMA latency; 4 x 32 (or 8 x 16) is 8.
  */
-template <class T, int M, int N, int K, bool X3>
+template <class T, int M, int N, int K, bool X3, bool Z = false>
 __attribute__((noinline)) void dot_block(const T* __restrict a, const T* __restrict b,
                                          T* __restrict c) {
+#if defined(__AVX512F__)
+  constexpr int L = 64 / sizeof(T);
+  if constexpr (Z && !X3 && N % (2 * L) == 0) {
+    return dot_wide<T, 4, 2, M, N, K>(a, b, c);
+  } else if constexpr (Z && !X3 && M % 8 == 0 && N % L == 0) {
+    return dot_wide<T, 8, 1, M, N, K>(a, b, c);
+  }
+#endif
   for (int i = 0; i < M; i += 4) {
     for (int j0 = 0; j0 < N; j0 += 16) {
       T acc[4][16];

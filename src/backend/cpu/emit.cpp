@@ -19,6 +19,7 @@
 #include "ir/op_traits.h"
 #include "ir/passes.h"
 #include "runtime/allocator.h"
+#include "tessera/env.h"
 
 namespace tessera::backend::cpu {
 namespace {
@@ -486,6 +487,19 @@ class Emitter : ExprPrinter {
     return ot.is_float() && ot.shape[0] % 4 == 0 && ot.shape[1] % 16 == 0;
   }
   bool blocked_dot(const Op& op) const { return blocked_dot(op, f_); }
+  // Whether dot_block takes its 64-byte-vector path (TESSERA_CPU_DOT512; where the kernel
+  // compiler targets AVX-512): on Intel CPUs with AVX-512 by default, whose two 512-bit FMA units
+  // run it at twice the 32-byte kernel (GCC's tuning for them vectorizes plain loops with 32
+  // bytes); AMD's split a 512-bit FMA into halves, and there it measured 0.72x the 32-byte kernel.
+  static bool dot512() {
+    if (knobs().cpu_dot512 >= 0) return knobs().cpu_dot512 == 1;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    static const bool intel = __builtin_cpu_is("intel") && __builtin_cpu_supports("avx512f");
+    return intel;
+#else
+    return false;
+#endif
+  }
 
   void dot_blocked(const Op& op, const std::string& packed_a, const std::string& packed_b,
                    bool tf32x3) {
@@ -496,8 +510,8 @@ class Emitter : ExprPrinter {
     const std::string pa = packed_a.empty() ? dot_operand(a, M, K, et) : packed_a;
     const std::string pb = packed_b.empty() ? dot_operand(b, K, N, et) : packed_b;
     line("trt::dot_block<" + rt + ", " + std::to_string(M) + ", " + std::to_string(N) + ", " +
-         std::to_string(K) + ", " + (tf32x3 ? "true" : "false") + ">(" + pa + ", " + pb + ", " +
-         name(out) + ");");
+         std::to_string(K) + ", " + (tf32x3 ? "true" : "false") + ", " +
+         (dot512() ? "true" : "false") + ">(" + pa + ", " + pb + ", " + name(out) + ");");
     work_ += M * N * K * work_scale_;
   }
 
