@@ -77,6 +77,7 @@ struct Loaded {
   rc::CUfunction fn = nullptr;
   int threads = 128;
   int64_t shared_bytes = 0;
+  std::string what;  ///< "kernel <name>": errors and the launch journal (made once, at load)
 };
 
 std::string resources_of(const rc::PtxasReport& r) {
@@ -213,7 +214,7 @@ class CudaBackend final : public Backend {
     const unsigned block[3] = {static_cast<unsigned>(l->threads), 1, 1};
     if (!k.checked) {
       rc::launch(l->fn, device_, dims, block, static_cast<unsigned>(l->shared_bytes), params,
-                 "kernel " + k.name);
+                 l->what);
       return;
     }
     // The checked mode: bounds in, records out (reported after the kernel, as on the CPU).
@@ -230,7 +231,7 @@ class CudaBackend final : public Backend {
       rc::copy_to_device(d, dbg.get(), sizeof(trt::GpuDebug), device_);
       slots[n].p = d;
       rc::launch(l->fn, device_, dims, block, static_cast<unsigned>(l->shared_bytes), params,
-                 "kernel " + k.name);
+                 l->what);
       rc::copy_to_host(dbg.get(), d, sizeof(trt::GpuDebug), device_);
     } catch (...) {
       rc::release(d, device_);
@@ -326,6 +327,7 @@ class CudaBackend final : public Backend {
     if (k.registers < 0) k.registers = l->module->resources(l->fn).registers;
     l->threads = k.launch_threads;
     l->shared_bytes = k.shared_bytes;
+    l->what = "kernel " + k.name;
     if (l->shared_bytes > 48 * 1024) {
       rc::set_device(device_);
       rc::check(
