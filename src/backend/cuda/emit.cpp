@@ -287,10 +287,11 @@ class Emitter : ExprPrinter {
 
   // The widest vector (elements, a power of two, at most 16 bytes) for an access through the
   // pointer tile `p`: contiguous along the last dimension, each run's first address aligned.
-  int64_t widest_access(ValueId p) const {
+  // `forms`: the affine forms to go by (else those of the code being written).
+  int64_t widest_access(ValueId p, const ir::AffineInfo* forms = nullptr) const {
     const Type& pt = f_.type(p);
     if (pt.is_scalar()) return 1;
-    const ir::AffineForm* form = aff_->loose_form(p);
+    const ir::AffineForm* form = (forms ? forms : aff_)->loose_form(p);
     const int64_t b = static_cast<int64_t>(itemsize(pt.elem));
     const size_t last = pt.shape.size() - 1;
     // (A pointer's coefficients count elements; its base's divisibility, bytes. The other
@@ -307,10 +308,10 @@ class Emitter : ExprPrinter {
   }
 
   // The vector width of access `op` (a load into registers or a store), 1 for scalar accesses.
-  int64_t access_width(const Op& op) const {
+  int64_t access_width(const Op& op, const ir::AffineInfo* forms = nullptr) const {
     if (checked_) return 1;
     const auto& shape = f_.type(op.operands[0]).shape;
-    return std::min(vec_of(shape), widest_access(op.operands[0]));
+    return std::min(vec_of(shape), widest_access(op.operands[0], forms));
   }
 
   // Tutorial 03's `offs = (pid * BLOCK + arange(0, BLOCK)) % M`: a remainder in a pointer's
@@ -384,12 +385,7 @@ class Emitter : ExprPrinter {
     if (!rem_identity_.empty() || !rems_to_version(op.operands[0], rems)) return gen();
     // Only where the fast version is wider: the guard and a second copy of the access cost
     // code, and a scalar access gains little from addresses without divisions.
-    const int64_t runs = vec_of(f_.type(op.operands[0]).shape);
-    const int64_t plain = std::min(runs, widest_access(op.operands[0]));
-    aff_ = &affine_rem_;
-    const int64_t fast = std::min(runs, widest_access(op.operands[0]));
-    aff_ = &affine_;
-    if (fast <= plain) return gen();
+    if (access_width(op, &affine_rem_) <= access_width(op, &affine_)) return gen();
     std::vector<std::string> guard;
     for (const Op* r : rems) {
       const ir::AffineForm& x = *affine_.form(r->operands[0]);
@@ -443,9 +439,7 @@ class Emitter : ExprPrinter {
       if (in_registers(v) && (t.elem == DType::BFloat16 || t.elem == DType::Float16) && op &&
           op->kind == OpKind::Load && vec_of(t.shape) % 2 == 0) {
         // (the array's layout holds in both versions of a versioned_access: the plain forms)
-        const ir::AffineInfo* in_force = std::exchange(aff_, &affine_);
-        const int64_t w = access_width(*op);
-        aff_ = in_force;
+        const int64_t w = access_width(*op, &affine_);
         memo = w >= 2 && w % 2 == 0 && (op->operands.size() < 2 || lanes_agree(op->operands[1], w));
       }
     }
@@ -682,11 +676,8 @@ class Emitter : ExprPrinter {
       const auto& shape = f_.type(op->operands[0]).shape;
       int64_t w = widest_access(op->operands[0]);
       std::vector<const Op*> rems;
-      if (rems_to_version(op->operands[0], rems)) {
-        aff_ = &affine_rem_;
-        w = std::max(w, widest_access(op->operands[0]));
-        aff_ = &affine_;
-      }
+      if (rems_to_version(op->operands[0], rems))
+        w = std::max(w, widest_access(op->operands[0], &affine_rem_));
       while (w > 1 && w * threads_ > numel(shape)) w /= 2;  // every thread keeps a run
       if (w == 1) continue;
       auto it =
