@@ -23,6 +23,8 @@
 //                                   and forward + backward (the six parameters' gradients):
 //                                   tessera::compile (impl "tessera") beside tessera eager, and
 //                                   the first compiled call (JSON lines)
+//   bench_gpu_kernels training-profile one compiled and one eager step of that block between
+//                                   cuProfilerStart/Stop, for ncu --profile-from-start off
 //   bench_gpu_kernels first-launch cold|warm   the first launch of a new kernel in this process,
 //                                   to its result (the cache as TESSERA_CACHE_DIR has it; JSON
 //                                   lines)
@@ -34,8 +36,10 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include "../examples/layer_norm.h"
@@ -249,60 +253,93 @@ int compiled_rows() {
   return aot_rows(add_fn, c1, x, y, a, b, flush);
 }
 
-// Issue 17's MLP block under training, in bfloat16 on the GPU: forward, then forward and
-// backward of the parameters' gradients, compiled and eager, checked against each other first.
-int training_rows() {
-  g_json = true;
-  const Device cuda("cuda");
-  const TensorOptions bf = TensorOptions().device(cuda).dtype(DType::BFloat16);
-  Tensor flush = empty({64 << 20}, TensorOptions().device(cuda));
-  constexpr int64_t T = 8 * 1024, D = 768, H = 3072;
+// Issue 17's MLP block in bfloat16 on the GPU (LayerNorm, Linear, GELU, Linear + residual; 8 x 1024
+// tokens x 768, hidden 3072), eager and compiled.
+struct MlpBlock {
+  static constexpr int64_t T = 8 * 1024, D = 768, H = 3072;
+  TensorOptions bf = TensorOptions().device(Device("cuda")).dtype(DType::BFloat16);
   Tensor x = randn({T, D}, bf), up = randn({T, D}, bf);
   Tensor lw = randn({D}, bf).requires_grad_(), lb = randn({D}, bf).requires_grad_();
   Tensor w1 = (randn({D, H}, bf) * 0.03).detach().requires_grad_();
   Tensor b1 = zeros({H}, bf).requires_grad_();
   Tensor w2 = (randn({H, D}, bf) * 0.03).detach().requires_grad_();
   Tensor b2 = zeros({D}, bf).requires_grad_();
-  auto mlp = [&](const Tensor& t) {
+  std::vector<Tensor> params = {lw, lb, w1, b1, w2, b2};
+  std::function<Tensor(const Tensor&)> eager = [this](const Tensor& t) {
     const Tensor h = matmul(layer_norm(t, {D}, lw, lb, 1e-5), w1) + b1;
     return matmul(gelu(h, "tanh"), w2) + b2 + t;
   };
-  CompileOptions o;
-  o.fullgraph = true;
-  o.name = "mlp";
-  auto compiled = compile(mlp, o);
-  const std::vector<Tensor> params = {lw, lb, w1, b1, w2, b2};
+  Compiled<Tensor, std::tuple<Tensor>> compiled = compile(eager, [] {
+    CompileOptions o;
+    o.fullgraph = true;
+    o.name = "mlp";
+    return o;
+  }());
+
+  Tensor forward(bool c) {
+    NoGradGuard no_grad;
+    return c ? compiled(x) : eager(x);
+  }
+  std::vector<Tensor> step(bool c) {
+    return autograd::grad({c ? compiled(x) : eager(x)}, params, {up});
+  }
+};
+
+// Forward, then forward and backward of the parameters' gradients, compiled and eager, checked
+// against each other first.
+int training_rows() {
+  g_json = true;
+  Tensor flush = empty({64 << 20}, TensorOptions().device(Device("cuda")));
+  MlpBlock m;
   const double t0 = host_seconds();
-  auto got = autograd::grad({compiled(x)}, params, {up});
+  auto got = m.step(true);
   rc::current_stream(0).synchronize();
   const double first = host_seconds() - t0;
-  auto want = autograd::grad({mlp(x)}, params, {up});
+  auto want = m.step(false);
   for (size_t i = 0; i < got.size(); ++i) {
     if (!allclose(got[i].cpu().to(DType::Float32), want[i].cpu().to(DType::Float32), 5e-2, 5e-1))
       return std::printf("mlp: gradient %zu of the compiled step differs from eager\n", i), 1;
   }
-  if (!compiled.graph().backward) return std::printf("mlp: no compiled backward\n"), 1;
+  if (!m.compiled.graph().backward) return std::printf("mlp: no compiled backward\n"), 1;
   const std::string size = "8x1024x768";
-  auto fwd = [&](bool c) {
-    NoGradGuard no_grad;
-    return c ? compiled(x) : mlp(x);
-  };
-  auto step = [&](bool c) { return autograd::grad({c ? compiled(x) : mlp(x)}, params, {up}); };
   for (bool c : {true, false}) {
     const char* impl = c ? "tessera" : "tessera eager";
     std::printf(
         "{\"kernel\": \"mlp block bf16 forward\", \"size\": \"%s\", \"impl\": \"%s\", "
         "\"us\": %.1f}\n",
-        size.c_str(), impl, median_us([&] { (void)fwd(c); }, flush));
+        size.c_str(), impl, median_us([&] { (void)m.forward(c); }, flush));
     std::printf(
         "{\"kernel\": \"mlp block bf16 forward+backward\", \"size\": \"%s\", "
         "\"impl\": \"%s\", \"us\": %.1f}\n",
-        size.c_str(), impl, median_us([&] { (void)step(c); }, flush));
+        size.c_str(), impl, median_us([&] { (void)m.step(c); }, flush));
   }
   std::printf(
       "{\"kernel\": \"mlp block first compiled step (trace, compile, run)\", \"size\": "
       "\"%s\", \"impl\": \"tessera\", \"us\": %.0f}\n",
       size.c_str(), first * 1e6);
+  return 0;
+}
+
+// One compiled and one eager step of the MLP block between cuProfilerStart and cuProfilerStop, for
+// `ncu --profile-from-start off` (scripts/gpu-check.sh's "profile training" step): each kernel's
+// time, in launch order (TESSERA_LOGS=graph prints the compiled graphs beside it).
+int training_profile() {
+  using Fn = int (*)();
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  const auto start = lib ? reinterpret_cast<Fn>(dlsym(lib, "cuProfilerStart")) : nullptr;
+  const auto stop = lib ? reinterpret_cast<Fn>(dlsym(lib, "cuProfilerStop")) : nullptr;
+  if (!start || !stop) return std::printf("no cuProfilerStart in libcuda\n"), 1;
+  MlpBlock m;
+  for (bool c : {true, false}) {
+    for (int i = 0; i < 2; ++i) (void)m.step(c);  // compiled, cached, allocator warm
+    rc::current_stream(0).synchronize();
+    std::printf("== %s step\n", c ? "compiled" : "eager");
+    std::fflush(stdout);
+    start();
+    (void)m.step(c);
+    rc::current_stream(0).synchronize();
+    stop();
+  }
   return 0;
 }
 
@@ -432,6 +469,7 @@ int main(int argc, char** argv) {
   if (mode == "launch") return launch_overhead();
   if (mode == "compiled") return compiled_rows();
   if (mode == "training") return training_rows();
+  if (mode == "training-profile") return training_profile();
   if (mode == "matmul") return matmul_rows();
   if (mode == "first-launch") return first_launch(argc > 2 ? argv[2] : "cold");
   g_json = mode == "--json";
@@ -514,6 +552,23 @@ int main(int argc, char** argv) {
       return std::printf("layer norm: wrong result\n"), 1;
     const double us = median_us(ln, flush);
     row("layer norm bf16", "16384x4096", us, 4.0 * M * N, copy_gbs);
+  }
+  // The built-in reductions a training step runs: bias gradients (a column sum of bf16
+  // activations) and a whole-tensor sum (a loss), checked against the CPU's.
+  for (const auto& [what, size, shape, dt, dims] : std::vector<
+           std::tuple<const char*, const char*, std::vector<int64_t>, DType, std::vector<int64_t>>>{
+           {"sum dim 0 bf16", "8192x3072", {8192, 3072}, DType::BFloat16, {0}},
+           {"sum dim 0 bf16", "8192x768", {8192, 768}, DType::BFloat16, {0}},
+           {"sum dim 1 bf16", "8192x3072", {8192, 3072}, DType::BFloat16, {1}},
+           {"sum all f32", "2^24", {int64_t{1} << 24}, DType::Float32, {}}}) {
+    const std::vector<SymInt> sizes(shape.begin(), shape.end());
+    const Tensor x = randn(sizes, on_gpu(dt));
+    const auto f = [&, dims = dims] { return dims.empty() ? x.sum() : x.sum(dims); };
+    const Tensor want = x.cpu().to(DType::Float32).sum(dims).to(dt);
+    if (!allclose(f().cpu().to(DType::Float32), want.to(DType::Float32), 1e-2, 1e-1))
+      return std::printf("%s: wrong result\n", what), 1;
+    const double bytes = static_cast<double>(x.numel() * static_cast<int64_t>(itemsize(dt)));
+    row(what, size, median_us([&] { (void)f(); }, flush), bytes, copy_gbs);
   }
   return 0;
 }

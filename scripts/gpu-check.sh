@@ -8,7 +8,8 @@
 #                                   #                         carry=[".deps"])
 #   scripts/gpu-check.sh quick      # the build, the `gpu` label, the tutorials and the demo;
 #                                   # TESTS=regex narrows it (TESTS='test_ops_cuda|test_cuda$')
-#   scripts/gpu-check.sh bench      # the build and the benchmarks with their peers only
+#   scripts/gpu-check.sh bench      # the build and the benchmarks with their peers only;
+#                                   # BENCH=regex picks steps by name (BENCH='kernels|training')
 #   scripts/gpu-check.sh python     # the build with the Python module, its tests with PyTorch
 # Every step has a time limit (STEP_TIMEOUT seconds, default 300): a hung kernel fails its step
 # instead of eating the session's GPU time.
@@ -42,27 +43,47 @@ step() {  # step NAME LOG COMMAND...: runs a step, records its status and second
   return $rc
 }
 
+bstep() {  # a benchmark step, run when its name matches BENCH (a regex; all by default)
+  [[ "$1" =~ ${BENCH:-.} ]] || return 0
+  step "$@"
+}
+
 run_benchmarks() {
   # Benchmarks: tessera and its peers (Triton's tutorial kernels, PyTorch) in one run, one table of
   # ratios (bench/gpu_table.py). First launches run in new processes: cold caches, then warm.
   B="$BUILD/bench/bench_gpu_kernels"
   P=bench/peers/triton_gpu.py
-  step "bench_gpu_kernels" bench-gpu.jsonl "$B" --json
-  step "bench compiled" bench-compiled.jsonl "$B" compiled
-  step "bench launch" bench-launch.jsonl "$B" launch
-  step "bench matmul" bench-matmul.jsonl bash -c "'$B' matmul && TESSERA_CUDA_MMA=0 '$B' matmul"
-  step "bench training" bench-training.jsonl "$B" training
+  bstep "bench_gpu_kernels" bench-gpu.jsonl "$B" --json
+  bstep "bench compiled" bench-compiled.jsonl "$B" compiled
+  bstep "bench launch" bench-launch.jsonl "$B" launch
+  bstep "bench matmul" bench-matmul.jsonl bash -c "'$B' matmul && TESSERA_CUDA_MMA=0 '$B' matmul"
+  bstep "bench training" bench-training.jsonl "$B" training
+  # Each kernel of one MLP step under ncu (only when BENCH names it: ncu replays every kernel).
+  if [[ "${BENCH:-}" == *profile* ]] && command -v ncu > /dev/null; then
+    bstep "profile training" profile-training.txt bash -c "TESSERA_LOGS=graph ncu --profile-from-start off \
+      --metrics gpu__time_duration.sum --csv --page raw '$B' training-profile"
+    python3 - "$OUT/profile-training.txt" << 'PY' | tee -a "$summary"
+import csv, sys
+lines = open(sys.argv[1]).read().splitlines()
+rows = [l for l in lines if l.startswith('"')]
+for r in csv.DictReader(rows):
+    if not r.get("ID", "").isdigit():
+        continue  # the units row
+    print(f'{r["ID"]:>4} {r["Kernel Name"][:70]:70} {r.get("Grid Size", ""):>16} {r.get("gpu__time_duration.sum", "?"):>10}')
+print("\n".join(l for l in lines if l.startswith("== ")))
+PY
+  fi
   tcold=$(mktemp -d)
-  step "bench first launch" bench-first.jsonl bash -c "TESSERA_CACHE_DIR=$tcold '$B' first-launch cold && \
+  bstep "bench first launch" bench-first.jsonl bash -c "TESSERA_CACHE_DIR=$tcold '$B' first-launch cold && \
     TESSERA_CACHE_DIR=$tcold '$B' first-launch warm"
   if python3 -c "import triton, torch" 2> /dev/null; then
-    step "peers: kernels" peers-kernels.jsonl python3 "$P" kernels
-    step "peers: compiled" peers-compiled.jsonl python3 "$P" compiled
-    step "peers: launch" peers-launch.jsonl python3 "$P" launch
-    step "peers: matmul" peers-matmul.jsonl python3 "$P" matmul
-    step "peers: training" peers-training.jsonl python3 "$P" training
+    bstep "peers: kernels" peers-kernels.jsonl python3 "$P" kernels
+    bstep "peers: compiled" peers-compiled.jsonl python3 "$P" compiled
+    bstep "peers: launch" peers-launch.jsonl python3 "$P" launch
+    bstep "peers: matmul" peers-matmul.jsonl python3 "$P" matmul
+    bstep "peers: training" peers-training.jsonl python3 "$P" training
     pcold=$(mktemp -d)
-    step "peers: first launch" peers-first.jsonl bash -c "TRITON_CACHE_DIR=$pcold python3 $P first-launch cold \
+    bstep "peers: first launch" peers-first.jsonl bash -c "TRITON_CACHE_DIR=$pcold python3 $P first-launch cold \
       && TRITON_CACHE_DIR=$pcold python3 $P first-launch warm"
   else
     say "no Triton/PyTorch in python3: the table has tessera's figures only"
@@ -70,13 +91,12 @@ run_benchmarks() {
   # Triton's tutorials' own benchmarks (examples/tutorial_bench.h): the kernel beside the eager
   # composition, on this machine's CPU cores and on the GPU.
   for t in tutorial_03_matmul tutorial_05_layer_norm tutorial_06_attention tutorial_08_grouped_gemm; do
-    step "$t --bench" "$t-bench-cpu.txt" "$BUILD/examples/$t" --bench --rounds 3
-    step "$t --bench --cuda" "$t-bench-cuda.txt" "$BUILD/examples/$t" --bench --cuda --rounds 3
-    cat "$OUT/$t-bench-cpu.txt" "$OUT/$t-bench-cuda.txt" | grep -v "^case" | tee -a "$summary"
+    bstep "$t --bench" "$t-bench-cpu.txt" "$BUILD/examples/$t" --bench --rounds 3
+    bstep "$t --bench --cuda" "$t-bench-cuda.txt" "$BUILD/examples/$t" --bench --cuda --rounds 3
+    cat "$OUT/$t-bench-cpu.txt" "$OUT/$t-bench-cuda.txt" 2> /dev/null | grep -v "^case" | tee -a "$summary"
   done
-  (cd "$OUT" && python3 "$OLDPWD/bench/gpu_table.py" bench-gpu.jsonl bench-compiled.jsonl \
-    bench-launch.jsonl bench-matmul.jsonl bench-training.jsonl bench-first.jsonl \
-    $(ls peers-*.jsonl 2> /dev/null)) | tee "$OUT/bench-table.md" | tee -a "$summary"
+  (cd "$OUT" && python3 "$OLDPWD/bench/gpu_table.py" $(ls bench-*.jsonl peers-*.jsonl 2> /dev/null)) |
+    tee "$OUT/bench-table.md" | tee -a "$summary"
 }
 
 run_tutorials() {

@@ -167,6 +167,15 @@ def kernels():
     emit("layer norm bf16", "16384x4096", "triton", median_us(ln, flush), nbytes)
     emit("layer norm bf16", "16384x4096", "torch",
          median_us(lambda: torch.nn.functional.layer_norm(x, (N,), w, b, 1e-5), flush), nbytes)
+    # The built-in reductions of a training step, beside bench_gpu_kernels' rows.
+    for name, size, shape, dtype, dims in (
+            ("sum dim 0 bf16", "8192x3072", (8192, 3072), torch.bfloat16, (0,)),
+            ("sum dim 0 bf16", "8192x768", (8192, 768), torch.bfloat16, (0,)),
+            ("sum dim 1 bf16", "8192x3072", (8192, 3072), torch.bfloat16, (1,)),
+            ("sum all f32", "2^24", (1 << 24,), torch.float32, ())):
+        x = torch.randn(shape, device=dev, dtype=dtype)
+        f = (lambda x=x, dims=dims: x.sum(dims)) if dims else (lambda x=x: x.sum())
+        emit(name, size, "torch", median_us(f, flush), x.numel() * x.element_size())
 
 
 def compiled():

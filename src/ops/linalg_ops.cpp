@@ -106,9 +106,46 @@ MatmulShape matmul_shape(const Tensor& a, const Tensor& b) {
   return s;
 }
 
-// GPU tensors (and CPU ones under ScopedThroughTiles): the operands made contiguous batches on
-// their device, then cuBLAS for floats on CUDA where it loads (unless the built-in kernel is
-// forced), else the tile lowering's kernel.
+// How cuBLAS reads `x` ([batch..., R, C]) where it lies: its matrices row-major (unit stride
+// along C) or column-major (unit stride along R, a transposed weight or activation), its batch
+// dimensions one stride apart or all broadcast. Nothing when it cannot (the caller copies).
+std::optional<runtime::cuda::GemmOperand> gemm_operand(const Tensor& x, int64_t R, int64_t C) {
+  constexpr int64_t kMax = 0x7fffffff;
+  const int64_t nd = x.dim();
+  const int64_t sr = x.stride(nd - 2).expect_int(), sc = x.stride(nd - 1).expect_int();
+  runtime::cuda::GemmOperand g;
+  g.data = static_cast<const char*>(x.impl()->data());
+  if ((C == 1 || sc == 1) && (R == 1 ? C : sr) >= std::max<int64_t>(1, C)) {
+    g.ld = R == 1 ? std::max<int64_t>(1, C) : sr;
+  } else if ((R == 1 || sr == 1) && (C == 1 ? R : sc) >= std::max<int64_t>(1, R)) {
+    g.transposed = true;
+    g.ld = C == 1 ? std::max<int64_t>(1, R) : sc;
+  } else {
+    return std::nullopt;
+  }
+  if (g.ld > kMax) return std::nullopt;
+  // The batch dimensions: one stride for the flattened batch index (or 0 for all broadcast).
+  std::optional<int64_t> stride;
+  int64_t inner = 1;  // batches inside the dimension looked at
+  for (int64_t d = nd - 3; d >= 0; --d) {
+    const int64_t n = x.size(d).expect_int(), st = x.stride(d).expect_int();
+    if (n == 1) continue;
+    if (!stride) {
+      stride = st;
+    } else if (st != *stride * inner) {
+      return std::nullopt;
+    }
+    inner *= n;
+  }
+  g.batch_stride = stride.value_or(0);
+  if (g.batch_stride < 0) return std::nullopt;
+  return g;
+}
+
+// GPU tensors (and CPU ones under ScopedThroughTiles): cuBLAS for floats on CUDA where it loads
+// (unless the built-in kernel is forced), reading the operands where they lie when their
+// matrices are row- or column-major (a transposed view needs no copy); else the tile lowering's
+// kernel on contiguous batches.
 void matmul_on_device(const Tensor& out, const Tensor& a, const Tensor& b, const MatmulShape& s,
                       const SymDimVector& a_full, const SymDimVector& b_full) {
   const int64_t M = s.M.expect_int(), K = s.K.expect_int(), N = s.N.expect_int();
@@ -120,8 +157,7 @@ void matmul_on_device(const Tensor& out, const Tensor& a, const Tensor& b, const
   Tensor a2 = a, b2 = b;
   if (s.a_vec) a2 = detail::make_view(a2, {1, s.K}, {0, a2.strides()[0]}, a2.storage_offset());
   if (s.b_vec) b2 = detail::make_view(b2, {s.K, 1}, {b2.strides()[0], 0}, b2.storage_offset());
-  const Tensor A = broadcast_to(a2, a_full).contiguous();
-  const Tensor B = broadcast_to(b2, b_full).contiguous();
+  Tensor A = broadcast_to(a2, a_full), B = broadcast_to(b2, b_full);
   int64_t batches = 1;
   for (const auto& d : s.batch) batches *= d.expect_int();
   const DType dt = out.dtype();
@@ -134,11 +170,15 @@ void matmul_on_device(const Tensor& out, const Tensor& a, const Tensor& b, const
                        : dt == DType::BFloat16 ? GemmType::BF16
                        : dt == DType::Float32  ? GemmType::F32
                                                : GemmType::F64;
-    runtime::cuda::gemm_batched(out.device().index(), t, batches, M, N, K, A.impl()->data(),
-                                B.impl()->data(), out.impl()->data());
+    auto ga = gemm_operand(A, M, K), gb = gemm_operand(B, K, N);
+    if (!ga) ga = gemm_operand(A = A.contiguous(), M, K);
+    if (!gb) gb = gemm_operand(B = B.contiguous(), K, N);
+    TS_INTERNAL_ASSERT(ga && gb) << "[matmul] contiguous operands cuBLAS cannot read";
+    runtime::cuda::gemm_batched(out.device().index(), t, batches, M, N, K, *ga, *gb,
+                                out.impl()->data());
     return;
   }
-  run_device_matmul(A, B, out, batches, M, N, K);
+  run_device_matmul(A.contiguous(), B.contiguous(), out, batches, M, N, K);
 }
 
 // Writes a @ b into `out` (contiguous, of the result dtype).

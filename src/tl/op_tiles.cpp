@@ -15,6 +15,8 @@
 #include "ir/builder.h"
 #include "ops/pointwise.h"
 #include "ops/pointwise_functors.h"
+#include "runtime/cuda/context.h"
+#include "runtime/thread_pool.h"
 #include "tessera/dtype_traits.h"
 #include "tessera/tl.h"
 #include "tl/op_tiles.h"
@@ -619,27 +621,54 @@ tl::Tile block_indices(const tl::Tile& start, const tl::Tile& block, bool wide) 
   return (wide ? j.to(DType::Int64) : j) + start;
 }
 
+// The elements [lo, hi) of a row one program reduces: all n, or with a split the chunk
+// program_id(1) picks.
+struct Span {
+  tl::Tile lo, hi, split;
+  bool split_ = false;
+
+  Span(bool split, bool wide, const tl::Tile& n, const tl::Tile& chunk) : hi(n), split_(split) {
+    if (!split) return;
+    this->split = wide ? tl::program_id(1).to(DType::Int64) : tl::program_id(1);
+    lo = this->split * chunk;
+    hi = tl::minimum(lo + chunk, n);
+  }
+  void range(const tl::Operand& step, FunctionRef<void(tl::Tile)> body) const {
+    if (split_)
+      tl::range(lo, hi, step, body);
+    else
+      tl::range(0, hi, step, body);
+  }
+};
+
 // A program per output element: its kept index picks the base, the reduced elements are read in
 // blocks into an accumulator tile, which is folded at the end.
 // With INDEX (max/min), `idx` gets the first index of the result along the reduced elements
 // (a NaN wins), as torch.max(dim) and argmax.
+//
+// SPLIT (Sum, Mean, Prod, Max, Min): program (o, s) reduces elements [s * chunk, (s + 1) * chunk)
+// of row o and stores its partial result at out + o * os_k + s * os_s, in the accumulator's
+// dtype; a second launch reduces the partials. A Mean divides by `denom` (the whole row's count).
 TL_JIT(aten_reduce, tl::Ptr x, tl::Ptr out, tl::Ptr idx, tl::Int k1, tl::Int k2, tl::Int ks0,
        tl::Int ks1, tl::Int ks2, tl::Int n, tl::Int r1, tl::Int r2, tl::Int rs0, tl::Int rs1,
-       tl::Int rs2, tl::Int corr_lo, tl::Int corr_hi, tl::Const OP, tl::Const ACC, tl::Const KEPT,
-       tl::Const RED, tl::Const WIDE, tl::Const INDEX, tl::Const BLOCK) {
+       tl::Int rs2, tl::Int corr_lo, tl::Int corr_hi, tl::Int chunk, tl::Int denom, tl::Int os_k,
+       tl::Int os_s, tl::Const OP, tl::Const ACC, tl::Const KEPT, tl::Const RED, tl::Const WIDE,
+       tl::Const INDEX, tl::Const SPLIT, tl::Const BLOCK) {
   const auto op = static_cast<ReduceOp>(OP.int_value());
   const DType acc_t = ACC.dtype_value();
+  const bool wide = static_cast<bool>(WIDE);
   const tl::Tile rsizes[kMaxReduceRank] = {n, r1, r2}, rstrides[kMaxReduceRank] = {rs0, rs1, rs2};
-  const tl::Tile o = row_id(static_cast<bool>(WIDE));
+  const tl::Tile o = row_id(wide);
   const tl::Tile base =
       x + row_offset(o, static_cast<int>(KEPT.int_value()), k1, k2, ks0, ks1, ks2);
   const tl::Tile init = identity(op, acc_t);
   tl::Var acc(tl::broadcast_to(init, {BLOCK}));
   std::optional<tl::Var> at_idx;  // each lane's first best index (INDEX only)
   if (INDEX) at_idx.emplace(tl::zeros({BLOCK}, DType::Int64));
-  tl::range(0, n, BLOCK, [&](tl::Tile start) {
-    const tl::Tile j = block_indices(start, BLOCK, static_cast<bool>(WIDE));
-    const tl::Tile m = j < n;
+  const Span span(static_cast<bool>(SPLIT), wide, n, chunk);
+  span.range(BLOCK, [&](tl::Tile start) {
+    const tl::Tile j = block_indices(start, BLOCK, wide);
+    const tl::Tile m = j < span.hi;
     const tl::Tile at = offset_of(j, static_cast<int>(RED.int_value()), rsizes, rstrides);
     const tl::Tile v = tl::where(m, tl::load(base + at, m).to(acc_t), init);
     if (INDEX) {
@@ -659,7 +688,7 @@ TL_JIT(aten_reduce, tl::Ptr x, tl::Ptr out, tl::Ptr idx, tl::Int k1, tl::Int k2,
       r = tl::sum(a);
       break;
     case ReduceOp::Mean:
-      r = tl::sum(a) / n.to(acc_t);
+      r = tl::sum(a) / denom.to(acc_t);
       break;
     case ReduceOp::Var: {
       // A second pass: squared deviations from the mean (as the CPU, not sum-of-squares).
@@ -697,7 +726,44 @@ TL_JIT(aten_reduce, tl::Ptr x, tl::Ptr out, tl::Ptr idx, tl::Int k1, tl::Int k2,
       }
       break;
   }
-  tl::store(out + o, r.to(out.dtype()));
+  tl::store(out + (SPLIT ? o * os_k + span.split * os_s : o), r.to(out.dtype()));
+}
+
+// Column reductions: the outputs are the contiguous elements (a bias gradient, `x.sum(0)` of a
+// row-major matrix). A program holds BK neighbouring outputs and adds whole rows of them, ROWS
+// rows per step (independent loads in flight), so each load is a contiguous row segment where a
+// program per output would read one element per row; the accumulator is a 1-D tile, nothing is
+// reduced across lanes. SPLIT as aten_reduce's, with the partials at out + s * K + k.
+TL_JIT(aten_reduce_cols, tl::Ptr x, tl::Ptr out, tl::Int K, tl::Int k1, tl::Int k2, tl::Int ks0,
+       tl::Int ks1, tl::Int ks2, tl::Int n, tl::Int r1, tl::Int r2, tl::Int rs0, tl::Int rs1,
+       tl::Int rs2, tl::Int chunk, tl::Int denom, tl::Const OP, tl::Const ACC, tl::Const KEPT,
+       tl::Const RED, tl::Const WIDE, tl::Const SPLIT, tl::Const ROWS, tl::Const BK) {
+  const auto op = static_cast<ReduceOp>(OP.int_value());
+  const DType acc_t = ACC.dtype_value();
+  const bool wide = static_cast<bool>(WIDE);
+  const tl::Tile rsizes[kMaxReduceRank] = {n, r1, r2}, rstrides[kMaxReduceRank] = {rs0, rs1, rs2};
+  const tl::Tile k = block_indices(row_id(wide) * BK, BK, wide);
+  const tl::Tile km = k < K;
+  const tl::Tile base =
+      x + row_offset(k, static_cast<int>(KEPT.int_value()), k1, k2, ks0, ks1, ks2);
+  const tl::Tile init = identity(op, acc_t);
+  tl::Var acc(tl::broadcast_to(init, {BK}));
+  const Span span(static_cast<bool>(SPLIT), wide, n, chunk);
+  span.range(ROWS, [&](tl::Tile start) {
+    tl::Tile v[8];
+    const int64_t rows = ROWS.int_value();
+    for (int64_t u = 0; u < rows; ++u) {
+      const tl::Tile j = start + u;
+      const tl::Tile m = km & (j < span.hi);
+      const tl::Tile at = offset_of(j, static_cast<int>(RED.int_value()), rsizes, rstrides);
+      v[u] = tl::where(m, tl::load(base + at, m).to(acc_t), init);
+    }
+    for (int64_t u = 0; u < rows; ++u) acc = combine(op, acc, v[u]);
+  });
+  tl::Tile r = acc;
+  if (op == ReduceOp::Mean) r = r / denom.to(acc_t);
+  TS_INTERNAL_ASSERT(op != ReduceOp::Var) << "aten_reduce_cols: var takes the row kernel";
+  tl::store(out + (SPLIT ? span.split * K + k : k), r.to(out.dtype()), km);
 }
 
 // The accumulator: float32 for narrow floats and float32 (as PyTorch's CUDA reductions), double
@@ -739,20 +805,96 @@ Rows rows_of(const Tensor& x, int64_t kept, const Tensor& out, const char* name)
   return r;
 }
 
-void reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out, const Tensor* indices,
-            double correction, const char* name) {
+// Programs that keep the device busy: four per streaming multiprocessor, or per CPU thread.
+int64_t busy_programs(const Device& d) {
+  const int units = d.is_cuda()
+                        ? runtime::cuda::device_info(std::max<int>(d.index(), 0)).multiprocessors
+                        : runtime::num_threads();
+  return 4 * int64_t{std::max(units, 1)};
+}
+
+// How many programs share each of `programs` reductions of n elements: enough for `busy` programs
+// in all when the reductions alone are fewer, each reading at least `least` elements, in chunks
+// that are a multiple of `step`. One when splitting does not pay.
+struct Split {
+  int64_t count = 1, chunk = 0;
+};
+Split split_of(int64_t programs, int64_t n, int64_t busy, int64_t least, int64_t step) {
+  Split s;
+  if (programs >= busy || n < 2 * least) return s;
+  const int64_t want = std::min((busy + programs - 1) / programs, n / least);
+  s.chunk = (n + want - 1) / want;
+  s.chunk = (s.chunk + step - 1) / step * step;
+  s.count = (n + s.chunk - 1) / s.chunk;
+  return s;
+}
+
+// A reduction's kernels: the column kernel where the outputs are the contiguous elements and the
+// reduced ones are not, else a program per output; either split over several programs per output
+// (partials in an accumulator-typed workspace, then a second reduction over them) when the outputs
+// alone would leave the device idle. A Mean divides by `denom` (the count before any split).
+void reduce_rows(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out,
+                 const Tensor* indices, double correction, const char* name, int64_t denom) {
   const Rows g = rows_of(rows, kept, out, name);
   if (g.kept.numel == 0) return;
-  std::vector<tl::KernelArg> args = {rows, out, indices ? *indices : out};
+  const int64_t K = g.kept.numel, n = g.elems.numel;
+  if (denom < 0) denom = n;
+  const DType acc = accumulator(op, rows.dtype(), out.dtype());
+  const bool splits = indices == nullptr && op != ReduceOp::Var;
+  const bool cols = splits && K > 1 && g.kept.strides[0][g.kept.rank - 1] == 1 &&
+                    g.elems.strides[0][g.elems.rank - 1] != 1;
+  // The column kernel's programs hold 16 bytes of outputs per thread (four warps), fewer for
+  // narrow rows.
+  constexpr int64_t kBlock = 512, kRows = 4;
+  const int64_t cols_block =
+      std::min<int64_t>(2048 / static_cast<int64_t>(itemsize(rows.dtype())),
+                        std::max<int64_t>(128, std::bit_ceil(static_cast<uint64_t>(K))));
+  const int64_t programs = cols ? (K + cols_block - 1) / cols_block : K;
+  const Split sp = splits ? split_of(programs, n, busy_programs(out.device()),
+                                     cols ? 64 : 8 * kBlock, cols ? kRows : kBlock)
+                          : Split{};
+  // The partials: [count, K] for the column kernel (its second pass is a column reduction too),
+  // [K, count] for the row kernel.
+  Tensor part;
+  if (sp.count > 1) part = detail::make_empty({sp.count * K}, acc, out.device());
+  const Tensor& dst = sp.count > 1 ? part : out;
+  const ReduceOp first = sp.count > 1 && op == ReduceOp::Mean ? ReduceOp::Sum : op;
+  std::vector<tl::KernelArg> args = {rows, dst};
+  if (!cols) args.emplace_back(indices ? *indices : out);
+  if (cols) args.emplace_back(K);
   g.append_args(args);
-  append_bits(args, std::bit_cast<int64_t>(correction));
+  if (!cols) append_bits(args, std::bit_cast<int64_t>(correction));
+  args.emplace_back(sp.chunk);
+  args.emplace_back(denom);
+  if (!cols) {
+    args.emplace_back(sp.count);  // os_k, os_s: the partials of row o at o * count + s
+    args.emplace_back(int64_t{1});
+  }
+  const bool wide = g.wide || sp.count * K > kMaxNarrow;
   for (const tl::MetaArg m :
-       {tl::meta("OP", static_cast<int64_t>(op)),
-        tl::meta("ACC", accumulator(op, rows.dtype(), out.dtype())), tl::meta("KEPT", g.kept.rank),
-        tl::meta("RED", g.elems.rank), tl::meta("WIDE", g.wide),
-        tl::meta("INDEX", indices != nullptr), tl::meta("BLOCK", int64_t{512})})
+       {tl::meta("OP", static_cast<int64_t>(first)), tl::meta("ACC", acc),
+        tl::meta("KEPT", g.kept.rank), tl::meta("RED", g.elems.rank), tl::meta("WIDE", wide)})
     args.emplace_back(m);
-  aten_reduce[{g.kept.numel}].run_kernel(ArrayRef<tl::KernelArg>(args.data(), args.size()));
+  if (!cols) args.emplace_back(tl::meta("INDEX", indices != nullptr));
+  args.emplace_back(tl::meta("SPLIT", sp.count > 1));
+  if (cols) {
+    args.emplace_back(tl::meta("ROWS", kRows));
+    args.emplace_back(tl::meta("BK", cols_block));
+    aten_reduce_cols[{programs, sp.count}].run_kernel(
+        ArrayRef<tl::KernelArg>(args.data(), args.size()));
+  } else {
+    args.emplace_back(tl::meta("BLOCK", kBlock));
+    aten_reduce[{programs, sp.count}].run_kernel(ArrayRef<tl::KernelArg>(args.data(), args.size()));
+  }
+  if (sp.count == 1) return;
+  const Tensor partials = cols ? detail::make_view(part, {K, sp.count}, {1, K}, 0)
+                               : detail::make_view(part, {K, sp.count}, {sp.count, 1}, 0);
+  reduce_rows(op, partials, 1, out, nullptr, correction, name, denom);
+}
+
+void reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out, const Tensor* indices,
+            double correction, const char* name) {
+  reduce_rows(op, rows, kept, out, indices, correction, name, -1);
 }
 
 // ---- softmax ------------------------------------------------------------------------------------
@@ -1040,8 +1182,11 @@ void limit_specialization() {
     for (int k = 0; k < kMaxRank; ++k) ints.push_back(o + std::to_string(k));
   }
   for (const auto& name : ints) aten_pointwise.do_not_specialize({name});
-  aten_reduce.do_not_specialize(
-      {"k1", "k2", "ks0", "ks1", "ks2", "n", "r1", "r2", "rs1", "rs2", "corr_lo", "corr_hi"});
+  aten_reduce.do_not_specialize({"k1", "k2", "ks0", "ks1", "ks2", "n", "r1", "r2", "rs1", "rs2",
+                                 "corr_lo", "corr_hi", "chunk", "denom", "os_k", "os_s"});
+  // The column kernel's strides stay specialized: its innermost kept stride is 1 (contiguous,
+  // vector loads) and a row stride divisible by 16 keeps rows aligned.
+  aten_reduce_cols.do_not_specialize({"K", "k1", "k2", "n", "r1", "r2", "chunk", "denom"});
   for (tl::JITFunction* f : {&aten_softmax, &aten_cumsum})
     f->do_not_specialize({"k1", "k2", "xs0", "xs1", "xs2", "os0", "os1", "os2", "n"});
   aten_norm.do_not_specialize(

@@ -181,6 +181,37 @@ TEST(CudaOps, MaxWithIndicesAndArgmax) {
   agree("argmax flat", in, [](V x) { return argmax(x[0]); });
 }
 
+// cuBLAS reads transposed (column-major) operands, broadcast weights and strided vectors where
+// they lie: small integers in floats make every product exact, so a wrong transpose flag, leading
+// dimension or batch stride shows as a wrong value.
+TEST(CudaOps, MatmulReadsTransposedAndBroadcastOperandsInPlace) {
+  REQUIRE_GPU();
+  const auto ints = [](std::vector<int64_t> shape, DType d) {
+    return random_tensor(shape, DType::Int32).to(d);
+  };
+  using V = const std::vector<Tensor>&;
+  for (DType d : {DType::Float32, DType::BFloat16}) {
+    const char* dt = dtype_name(d);
+    const std::string tag = std::string(" ") + dt;
+    agree(("a.t() @ b" + tag).c_str(), {ints({70, 33}, d), ints({70, 45}, d)},
+          [](V in) { return matmul(in[0].t(), in[1]); });
+    agree(("a @ w.t()" + tag).c_str(), {ints({33, 70}, d), ints({45, 70}, d)},
+          [](V in) { return matmul(in[0], in[1].t()); });
+    agree(("a.t() @ b.t()" + tag).c_str(), {ints({70, 33}, d), ints({45, 70}, d)},
+          [](V in) { return matmul(in[0].t(), in[1].t()); });
+    agree(("q @ k^T batched" + tag).c_str(), {ints({2, 3, 17, 8}, d), ints({2, 3, 19, 8}, d)},
+          [](V in) { return matmul(in[0], in[1].transpose(-1, -2)); });
+    agree(("batched @ broadcast weight" + tag).c_str(), {ints({4, 17, 8}, d), ints({8, 9}, d)},
+          [](V in) { return matmul(in[0], in[1]); });
+    agree(("batched @ broadcast transposed weight" + tag).c_str(),
+          {ints({4, 17, 8}, d), ints({9, 8}, d)}, [](V in) { return matmul(in[0], in[1].t()); });
+    agree(("sliced rows and a strided vector" + tag).c_str(), {ints({40, 30}, d), ints({60}, d)},
+          [](V in) { return matmul(in[0].slice(1, 2, 17), in[1].slice(0, 0, 30, 2)); });
+    agree(("a column-strided matrix (copied)" + tag).c_str(), {ints({12, 40}, d), ints({20, 6}, d)},
+          [](V in) { return matmul(in[0].slice(1, 0, 40, 2), in[1]); });
+  }
+}
+
 TEST(CudaOps, LayerNormAndRmsNorm) {
   REQUIRE_GPU();
   using V = const std::vector<Tensor>&;

@@ -396,6 +396,74 @@ TEST(ReduceTiles, ViewsLongRowsEmptyAndNaN) {
   check_reduce(amax2, x, "NaN in a later block");
 }
 
+// Column reductions (the outputs contiguous, the reduced elements strided: a bias gradient) and
+// reductions split over several programs per output (few outputs, many elements). Integer values
+// in floats make every sum exact in float32, so the kernels' partial sums must agree bit for bit
+// with the CPU's (a chunk read twice or dropped shows).
+TEST(ReduceTiles, ColumnsAndSplitReductionsAgreeExactly) {
+  const auto ints = [](IntArrayRef shape, DType d) {
+    return random_tensor(shape, DType::Int32).to(d);
+  };
+  const auto same = [](const std::function<Tensor(const Tensor&)>& f, const Tensor& x,
+                       const std::string& what) {
+    const Tensor want = f(x);
+    Tensor got;
+    {
+      ops_detail::ScopedThroughTiles tiles;
+      got = f(x);
+    }
+    ASSERT_TRUE(got.sizes().equals(want.sizes())) << what;
+    ASSERT_EQ(got.dtype(), want.dtype()) << what;
+    if (is_floating_point(want.dtype())) {
+      EXPECT_TRUE(all_close(got.to(DType::Float64), want.to(DType::Float64), 0, 0, true)) << what;
+    } else {
+      EXPECT_TRUE(bitwise_equal(got, want)) << what;
+    }
+  };
+  using T = const Tensor&;
+  const auto sum0 = [](T x) { return x.sum({0}); };
+  // Columns: 3 outputs over 20000 rows (split on any machine), a bias gradient's shape, bfloat16.
+  same(sum0, ints({20000, 3}, DType::Float32), "sum(0) [20000, 3]");
+  same(sum0, ints({3000, 200}, DType::Float32), "sum(0) [3000, 200]");
+  same(sum0, ints({700, 130}, DType::BFloat16), "sum(0) bfloat16 [700, 130]");
+  same(sum0, ints({5000, 7}, DType::Int8), "sum(0) int8 [5000, 7]");
+  same(sum0, random_tensor({3000, 5}, DType::Bool), "sum(0) bool [3000, 5]");
+  same(
+      [](T x) {
+        return x.sum({0, 1});
+      },
+      ints({64, 70, 5}, DType::Float32), "sum(0, 1) [64, 70, 5]");
+  same([](T x) { return x.sum({1}); }, ints({4, 900, 70}, DType::Float32),
+       "sum(1) [4, 900, 70] (two kept dimensions)");
+  same([](T x) { return x.t().sum({1}); }, ints({3000, 40}, DType::Float32), "x.t().sum(1)");
+  same(sum0, ints({0, 5}, DType::Float32), "sum(0) of no rows");
+  same([](T x) { return x.amax({0}); }, ints({4000, 9}, DType::Int32), "amax(0) int32");
+  same([](T x) { return x.amin({0}); }, ints({4000, 9}, DType::Float32), "amin(0)");
+  Tensor nan = ints({4000, 9}, DType::Float32);
+  nan[3990][4].fill_(std::nan(""));
+  nan[17][8].fill_(std::nan(""));
+  same([](T x) { return x.amax({0}); }, nan, "amax(0), NaN in the first and last chunk");
+  // Split rows: a whole-tensor sum, few long rows.
+  same([](T x) { return x.sum(); }, ints({1 << 20}, DType::Float32), "sum() of 2^20");
+  same([](T x) { return x.sum({1}); }, ints({3, 50000}, DType::Float32), "sum(1) [3, 50000]");
+  same([](T x) { return x.sum(); }, ints({300, 300}, DType::Int64), "sum() int64");
+  same([](T x) { return x.max(); }, nan, "max() with NaN");
+  same([](T x) { return x.min(); }, ints({100000}, DType::Int16), "min() int16");
+  // A mean divides by the whole count, not by a chunk's: within one rounding of the CPU's.
+  const auto mean_of = [&](const std::function<Tensor(T)>& f, const Tensor& x, const char* what) {
+    const Tensor want = f(x);
+    ops_detail::ScopedThroughTiles tiles;
+    EXPECT_TRUE(all_close(f(x).to(DType::Float64), want.to(DType::Float64), 1e-6, 0)) << what;
+  };
+  mean_of([](T x) { return x.mean(IntArrayRef{0}); }, ints({20000, 3}, DType::Float32), "mean(0)");
+  mean_of([](T x) { return x.mean(); }, ints({1 << 20}, DType::Float32), "mean()");
+  // Products of partial products: values near 1 so the float32 products stay finite.
+  const Tensor unit = random_tensor({3000, 6}, DType::Float32, Domain::Unit) * 0.01 + 1.0;
+  const Tensor want = prod(unit, int64_t{0});
+  ops_detail::ScopedThroughTiles tiles;
+  EXPECT_TRUE(all_close(prod(unit, int64_t{0}), want, 1e-5, 0));
+}
+
 // ---- softmax
 // -------------------------------------------------------------------------------------
 

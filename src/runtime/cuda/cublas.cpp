@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <vector>
@@ -19,7 +20,7 @@ using Status = int;
 struct HandleSt;
 using Handle = HandleSt*;
 constexpr Status kOk = 0;
-constexpr int kOpN = 0;
+constexpr int kOpN = 0, kOpT = 1;
 constexpr int kDefaultMath = 0;  // no TF32 for float32 (as PyTorch by default)
 constexpr int kAlgoDefault = -1;
 constexpr int kR16F = 2, kR16BF = 14, kR32F = 0, kR64F = 1;
@@ -116,7 +117,7 @@ const CublasInfo* cublas(std::string* why) {
 }
 
 void gemm_batched(int device, GemmType type, int64_t batches, int64_t M, int64_t N, int64_t K,
-                  const void* A, const void* B, void* C) {
+                  const GemmOperand& A, const GemmOperand& B, void* C) {
   std::string why;
   TS_CHECK(cublas(&why) != nullptr, RuntimeError) << "[matmul] " << why;
   constexpr int64_t kMax = 0x7fffffff;
@@ -124,6 +125,12 @@ void gemm_batched(int device, GemmType type, int64_t batches, int64_t M, int64_t
            ValueError)
       << "[matmul] cuBLAS sizes out of range: " << batches << " x " << M << "x" << K << " @ " << K
       << "x" << N;
+  // Column-major, C^T (N x M) = B^T (N x K) A^T (K x M): a row-major operand is its transpose
+  // in column-major terms (no op), a column-major one needs cuBLAS's transpose.
+  TS_CHECK(A.ld <= kMax && B.ld <= kMax && A.ld >= std::max<int64_t>(1, A.transposed ? M : K) &&
+               B.ld >= std::max<int64_t>(1, B.transposed ? K : N),
+           ValueError)
+      << "[matmul] cuBLAS leading dimensions out of range: " << A.ld << " and " << B.ld;
   const Api& a = loaded().api;
   Handle h = handle_for(device);
   set_device(device);
@@ -139,8 +146,10 @@ void gemm_batched(int device, GemmType type, int64_t batches, int64_t M, int64_t
   const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
   // Row-major C = A B is column-major C^T = B^T A^T: cuBLAS gets B first, with N rows.
   const int m = static_cast<int>(N), n = static_cast<int>(M), k = static_cast<int>(K);
-  check(a.gemm(h, kOpN, kOpN, m, n, k, alpha, B, dt, m, K * N, A, dt, k, M * K, beta, C, dt, m,
-               M * N, static_cast<int>(batches), f64 ? kCompute64F : kCompute32F, kAlgoDefault),
+  check(a.gemm(h, B.transposed ? kOpT : kOpN, A.transposed ? kOpT : kOpN, m, n, k, alpha, B.data,
+               dt, static_cast<int>(B.ld), B.batch_stride, A.data, dt, static_cast<int>(A.ld),
+               A.batch_stride, beta, C, dt, m, M * N, static_cast<int>(batches),
+               f64 ? kCompute64F : kCompute32F, kAlgoDefault),
         "cublasGemmStridedBatchedEx");
 }
 

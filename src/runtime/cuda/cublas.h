@@ -22,13 +22,24 @@ const CublasInfo* cublas(std::string* why = nullptr);
 /** The element types `gemm_batched` takes (inputs and output alike). */
 enum class GemmType : uint8_t { F16, BF16, F32, F64 };
 
+/** One operand of `gemm_batched` as it lies in memory: row-major (element (i, j) at
+ * `i * ld + j`) or, `transposed`, column-major (at `i + j * ld`); `batch_stride` elements between
+ * consecutive matrices (0: one matrix for every batch). `ld` at least the row (column) length. */
+struct GemmOperand {
+  const void* data = nullptr;
+  int64_t ld = 0;
+  int64_t batch_stride = 0;
+  bool transposed = false;
+};
+
 /**
- * C[b] = A[b] @ B[b] for `batches` row-major, contiguous matrices (A: M x K, B: K x N, C: M x N,
- * consecutive in memory), queued on `device`'s current stream. Products accumulate in float32
- * (float64 for F64) without TF32, as PyTorch's default. Every size must be below 2^31 and
- * M, N, K positive. A failing call is a RuntimeError naming cuBLAS's status.
+ * C[b] = A[b] @ B[b] for `batches` products (A: M x K, B: K x N, read where they lie; C: M x N,
+ * row-major and contiguous, consecutive in memory), queued on `device`'s current stream. Products
+ * accumulate in float32 (float64 for F64) without TF32, as PyTorch's default. Every size and
+ * leading dimension must be below 2^31 and M, N, K positive. A failing call is a RuntimeError
+ * naming cuBLAS's status.
  */
 void gemm_batched(int device, GemmType type, int64_t batches, int64_t M, int64_t N, int64_t K,
-                  const void* A, const void* B, void* C);
+                  const GemmOperand& A, const GemmOperand& B, void* C);
 
 }  // namespace tessera::runtime::cuda
