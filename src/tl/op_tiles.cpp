@@ -733,11 +733,12 @@ TL_JIT(aten_reduce, tl::Ptr x, tl::Ptr out, tl::Ptr idx, tl::Int k1, tl::Int k2,
 // row-major matrix). A program holds BK neighbouring outputs and adds whole rows of them, ROWS
 // rows per step (independent loads in flight), so each load is a contiguous row segment where a
 // program per output would read one element per row; the accumulator is a 1-D tile, nothing is
-// reduced across lanes. SPLIT as aten_reduce's, with the partials at out + s * K + k.
+// reduced across lanes. SPLIT as aten_reduce's.
 TL_JIT(aten_reduce_cols, tl::Ptr x, tl::Ptr out, tl::Int K, tl::Int k1, tl::Int k2, tl::Int ks0,
        tl::Int ks1, tl::Int ks2, tl::Int n, tl::Int r1, tl::Int r2, tl::Int rs0, tl::Int rs1,
-       tl::Int rs2, tl::Int chunk, tl::Int denom, tl::Const OP, tl::Const ACC, tl::Const KEPT,
-       tl::Const RED, tl::Const WIDE, tl::Const SPLIT, tl::Const ROWS, tl::Const BK) {
+       tl::Int rs2, tl::Int chunk, tl::Int os_k, tl::Int os_s, tl::Const OP, tl::Const ACC,
+       tl::Const KEPT, tl::Const RED, tl::Const WIDE, tl::Const SPLIT, tl::Const ROWS,
+       tl::Const BK) {
   const auto op = static_cast<ReduceOp>(OP.int_value());
   const DType acc_t = ACC.dtype_value();
   const bool wide = static_cast<bool>(WIDE);
@@ -761,9 +762,9 @@ TL_JIT(aten_reduce_cols, tl::Ptr x, tl::Ptr out, tl::Int K, tl::Int k1, tl::Int 
     for (int64_t u = 0; u < rows; ++u) acc = combine(op, acc, v[u]);
   });
   tl::Tile r = acc;
-  if (op == ReduceOp::Mean) r = r / denom.to(acc_t);
+  if (op == ReduceOp::Mean) r = r / n.to(acc_t);  // a split sums (its second pass divides)
   TS_INTERNAL_ASSERT(op != ReduceOp::Var) << "aten_reduce_cols: var takes the row kernel";
-  tl::store(out + (SPLIT ? span.split * K + k : k), r.to(out.dtype()), km);
+  tl::store(out + (SPLIT ? k * os_k + span.split * os_s : k), r.to(out.dtype()), km);
 }
 
 // The accumulator: float32 for narrow floats and float32 (as PyTorch's CUDA reductions), double
@@ -829,34 +830,45 @@ Split split_of(int64_t programs, int64_t n, int64_t busy, int64_t least, int64_t
   return s;
 }
 
+// The column kernel's outputs per program: 16 bytes of each row per thread (four warps) at most,
+// and no wider than wastes lanes: the block (down to 128) that covers K with the fewest idle ones.
+int64_t column_block(int64_t K, DType dt) {
+  const auto padded = [&](int64_t b) { return (K + b - 1) / b * b; };
+  for (int64_t b = 2048 / static_cast<int64_t>(itemsize(dt)); b > 128; b /= 2) {
+    if (padded(b) == padded(128)) return b;
+  }
+  return 128;
+}
+
 // A reduction's kernels: the column kernel where the outputs are the contiguous elements and the
 // reduced ones are not, else a program per output; either split over several programs per output
-// (partials in an accumulator-typed workspace, then a second reduction over them) when the outputs
-// alone would leave the device idle. A Mean divides by `denom` (the count before any split).
+// when the outputs alone would leave the device idle (`may_split`), the partials in an
+// accumulator-typed [K, count] workspace that a row reduction then folds. A Mean divides by
+// `denom` (the count before any split).
 void reduce_rows(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out,
-                 const Tensor* indices, double correction, const char* name, int64_t denom) {
+                 const Tensor* indices, double correction, const char* name, int64_t denom,
+                 bool may_split) {
   const Rows g = rows_of(rows, kept, out, name);
   if (g.kept.numel == 0) return;
   const int64_t K = g.kept.numel, n = g.elems.numel;
   if (denom < 0) denom = n;
   const DType acc = accumulator(op, rows.dtype(), out.dtype());
-  const bool splits = indices == nullptr && op != ReduceOp::Var;
-  const bool cols = splits && K > 1 && g.kept.strides[0][g.kept.rank - 1] == 1 &&
+  const bool splits = may_split && indices == nullptr && op != ReduceOp::Var;
+  const bool cols = indices == nullptr && op != ReduceOp::Var && K > 1 &&
+                    g.kept.strides[0][g.kept.rank - 1] == 1 &&
                     g.elems.strides[0][g.elems.rank - 1] != 1;
-  // The column kernel's programs hold 16 bytes of outputs per thread (four warps), fewer for
-  // narrow rows.
-  constexpr int64_t kBlock = 512, kRows = 4;
-  const int64_t cols_block =
-      std::min<int64_t>(2048 / static_cast<int64_t>(itemsize(rows.dtype())),
-                        std::max<int64_t>(128, std::bit_ceil(static_cast<uint64_t>(K))));
-  const int64_t programs = cols ? (K + cols_block - 1) / cols_block : K;
+  // Row programs: up to 16 elements a thread per step (four warps), the row's length if less.
+  // Column programs: ROWS rows a step, each thread loading up to 16 bytes of each.
+  constexpr int64_t kRows = 8;
+  const int64_t block =
+      std::clamp<int64_t>(static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(n))), 512, 2048);
+  const int64_t width = cols ? column_block(K, rows.dtype()) : block;
+  const int64_t programs = cols ? (K + width - 1) / width : K;
   const Split sp = splits ? split_of(programs, n, busy_programs(out.device()),
-                                     cols ? 64 : 8 * kBlock, cols ? kRows : kBlock)
+                                     cols ? 2 * kRows : 4 * block, cols ? kRows : block)
                           : Split{};
-  // The partials: [count, K] for the column kernel (its second pass is a column reduction too),
-  // [K, count] for the row kernel.
   Tensor part;
-  if (sp.count > 1) part = detail::make_empty({sp.count * K}, acc, out.device());
+  if (sp.count > 1) part = detail::make_empty({K * sp.count}, acc, out.device());
   const Tensor& dst = sp.count > 1 ? part : out;
   const ReduceOp first = sp.count > 1 && op == ReduceOp::Mean ? ReduceOp::Sum : op;
   std::vector<tl::KernelArg> args = {rows, dst};
@@ -865,11 +877,9 @@ void reduce_rows(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& ou
   g.append_args(args);
   if (!cols) append_bits(args, std::bit_cast<int64_t>(correction));
   args.emplace_back(sp.chunk);
-  args.emplace_back(denom);
-  if (!cols) {
-    args.emplace_back(sp.count);  // os_k, os_s: the partials of row o at o * count + s
-    args.emplace_back(int64_t{1});
-  }
+  if (!cols) args.emplace_back(denom);
+  args.emplace_back(sp.count);  // os_k, os_s: output k's partial s at k * count + s
+  args.emplace_back(int64_t{1});
   const bool wide = g.wide || sp.count * K > kMaxNarrow;
   for (const tl::MetaArg m :
        {tl::meta("OP", static_cast<int64_t>(first)), tl::meta("ACC", acc),
@@ -879,22 +889,21 @@ void reduce_rows(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& ou
   args.emplace_back(tl::meta("SPLIT", sp.count > 1));
   if (cols) {
     args.emplace_back(tl::meta("ROWS", kRows));
-    args.emplace_back(tl::meta("BK", cols_block));
+    args.emplace_back(tl::meta("BK", width));
     aten_reduce_cols[{programs, sp.count}].run_kernel(
         ArrayRef<tl::KernelArg>(args.data(), args.size()));
   } else {
-    args.emplace_back(tl::meta("BLOCK", kBlock));
+    args.emplace_back(tl::meta("BLOCK", block));
     aten_reduce[{programs, sp.count}].run_kernel(ArrayRef<tl::KernelArg>(args.data(), args.size()));
   }
   if (sp.count == 1) return;
-  const Tensor partials = cols ? detail::make_view(part, {K, sp.count}, {1, K}, 0)
-                               : detail::make_view(part, {K, sp.count}, {sp.count, 1}, 0);
-  reduce_rows(op, partials, 1, out, nullptr, correction, name, denom);
+  const Tensor partials = detail::make_view(part, {K, sp.count}, {sp.count, 1}, 0);
+  reduce_rows(op, partials, 1, out, nullptr, correction, name, denom, false);
 }
 
 void reduce(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& out, const Tensor* indices,
             double correction, const char* name) {
-  reduce_rows(op, rows, kept, out, indices, correction, name, -1);
+  reduce_rows(op, rows, kept, out, indices, correction, name, -1, true);
 }
 
 // ---- softmax ------------------------------------------------------------------------------------
@@ -1186,7 +1195,7 @@ void limit_specialization() {
                                  "corr_lo", "corr_hi", "chunk", "denom", "os_k", "os_s"});
   // The column kernel's strides stay specialized: its innermost kept stride is 1 (contiguous,
   // vector loads) and a row stride divisible by 16 keeps rows aligned.
-  aten_reduce_cols.do_not_specialize({"K", "k1", "k2", "n", "r1", "r2", "chunk", "denom"});
+  aten_reduce_cols.do_not_specialize({"K", "k1", "k2", "n", "r1", "r2", "chunk", "os_k", "os_s"});
   for (tl::JITFunction* f : {&aten_softmax, &aten_cumsum})
     f->do_not_specialize({"k1", "k2", "xs0", "xs1", "xs2", "os0", "os1", "os2", "n"});
   aten_norm.do_not_specialize(

@@ -325,7 +325,15 @@ double build_bundle(const std::vector<const KernelSource*>& members,
   argv.insert(argv.end(), c.flags.begin(), c.flags.end());
   argv.insert(argv.end(), {"-I", include_dir(), "-o", tmp + "/kernel.so", tmp + "/kernel.cpp"});
   const auto t0 = std::chrono::steady_clock::now();
-  const int rc = run(argv, tmp + "/compiler.log");
+  int rc = run(argv, tmp + "/compiler.log");
+  if (rc != 0 &&
+      read_file(tmp + "/compiler.log").find("internal compiler error") != std::string::npos) {
+    // A crash of the compiler's vectorizer (GCC 12 on some narrow-integer reductions): the
+    // kernel again without it, slower rather than lost; the first log stays beside the second.
+    std::rename((tmp + "/compiler.log").c_str(), (tmp + "/compiler-ice.log").c_str());
+    argv.insert(argv.begin() + 1, "-fno-tree-vectorize");
+    rc = run(argv, tmp + "/compiler.log");
+  }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (rc != 0) {
