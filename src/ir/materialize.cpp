@@ -55,6 +55,10 @@ void MaterializationPlan::classify(const Region& r) {
         inline_size_[v] = s == Storage::Inline ? size : 1;
       } else if (op->kind == OpKind::Unary || op->kind == OpKind::Load) {
         s = uses_.single_local_use(v) ? Storage::Inline : Storage::Array;
+        // An inline transcendental counts as a large expression: a cheap value computed from it
+        // and used several times (a cast of a tanh read by three terms of GELU's derivative) is
+        // stored, or the transcendental would be evaluated once per use.
+        if (s == Storage::Inline && op->kind == OpKind::Unary) inline_size_[v] = kMaxSharedInline;
       } else {
         s = Storage::Array;  // Reduce
       }

@@ -184,12 +184,23 @@ TRT_INLINE uint16_t float_to_bf16(float f) {
 #endif
 }
 
-/** Rounds a float to the nearest float16 / bfloat16 value (kept in a float register). */
+/** Rounds a float to the nearest float16 / bfloat16 value (kept in a float register). On a GPU,
+ * two conversions with no NaN case: a NaN stays a NaN (its payload, like any NaN's between
+ * operations, is the hardware's; a store's conversion makes it the CPU's). A fused bf16 chain
+ * rounds every step, so this is most of its instructions. */
 TRT_INLINE float round_f16(float f) {
+#if defined(__CUDA_ARCH__)
+  return cvt_f16_f32(cvt_f32_f16(f));
+#else
   return half_to_float(float_to_half(f));
+#endif
 }
 TRT_INLINE float round_bf16(float f) {
+#if defined(TRT_HW_BF16)
+  return u2f((uint32_t)cvt_f32_bf16(f) << 16);
+#else
   return bf16_to_float(float_to_bf16(f));
+#endif
 }
 
 // float8 (storage and casts): e5m2 is the top byte of float16; e4m3fn has no infinity.
