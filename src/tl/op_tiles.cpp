@@ -405,6 +405,16 @@ void scalar_bits(PwOp op, DType compute, const void* extra, const char* name, in
   });
 }
 
+// The widest power-of-two block in [lo, hi] that covers n elements with as few idle lanes as the
+// narrowest (768 takes 256, 3072 takes 1024).
+int64_t least_padding_block(int64_t n, int64_t hi, int64_t lo) {
+  const auto padded = [&](int64_t b) { return (n + b - 1) / b * b; };
+  for (int64_t b = hi; b > lo; b /= 2) {
+    if (padded(b) == padded(lo)) return b;
+  }
+  return lo;
+}
+
 // One kernel for every op, dtype and layout: the op, the compute dtype and the rank are
 // constexprs, so each combination is its own specialization (and its own cache entry). Element
 // i of the collapsed index space is at sum_k idx_k * stride_k in each operand.
@@ -415,7 +425,7 @@ TL_JIT(aten_pointwise, tl::Ptr out, tl::Ptr x0, tl::Ptr x1, tl::Ptr x2, tl::Int 
        tl::Int b5, tl::Int c0, tl::Int c1, tl::Int c2, tl::Int c3, tl::Int c4, tl::Int c5,
        tl::Int p0, tl::Int p1, tl::Int p2, tl::Int p3, tl::Const OP, tl::Const COMPUTE,
        tl::Const RANK, tl::Const CONTIG, tl::Const WIDE, tl::Const HAS_LO, tl::Const HAS_HI,
-       tl::Const BLOCK) {
+       tl::Const INNER, tl::Const BLOCK) {
   const auto op = static_cast<PwOp>(OP.int_value());
   const int rank = static_cast<int>(RANK.int_value());
   const tl::Tile sizes[kMaxRank] = {n, d1, d2, d3, d4, d5};
@@ -423,15 +433,35 @@ TL_JIT(aten_pointwise, tl::Ptr out, tl::Ptr x0, tl::Ptr x1, tl::Ptr x2, tl::Int 
                                                  {a0, a1, a2, a3, a4, a5},
                                                  {b0, b1, b2, b3, b4, b5},
                                                  {c0, c1, c2, c3, c4, c5}};
-  tl::Tile offs = tl::program_id(0);
-  if (WIDE) offs = offs.to(DType::Int64);
-  offs = offs * BLOCK + tl::arange(0, BLOCK);
-  const tl::Tile mask = offs < n;
   const int operands = 1 + arity(op);
-  tl::Tile at[kOperands];
-  // CONTIG: every operand is dense in the same order (one dimension of stride 1 after collapsing).
-  for (int t = 0; t < operands; ++t)
-    at[t] = CONTIG ? offs : offset_of(offs, rank, sizes, strides[t]);
+  tl::Tile at[kOperands], mask;
+  const int64_t inner = INNER.int_value();
+  if (inner >= 0) {
+    // By rows (INNER: each operand's innermost stride as a base-3 digit, 0: broadcast, 1: unit,
+    // 2: the runtime stride): program (o, b) covers block b of the innermost dimension at outer
+    // index o, so the outer offsets are scalars computed once and the row is a contiguous block
+    // (no division per element; unit strides load as vectors).
+    const tl::Tile o = WIDE ? tl::program_id(0).to(DType::Int64) : tl::program_id(0);
+    tl::Tile j = tl::program_id(1) * BLOCK + tl::arange(0, BLOCK);
+    if (WIDE) j = j.to(DType::Int64);
+    mask = j < sizes[rank - 1];
+    int64_t kinds = inner;
+    for (int t = 0; t < operands; ++t, kinds /= 3) {
+      const tl::Tile base = offset_of(o, rank - 1, sizes, strides[t]);
+      const int64_t kind = kinds % 3;
+      at[t] = kind == 0 ? tl::broadcast_to(base, {BLOCK})
+                        : base + (kind == 1 ? j : j * strides[t][rank - 1]);
+    }
+  } else {
+    tl::Tile offs = tl::program_id(0);
+    if (WIDE) offs = offs.to(DType::Int64);
+    offs = offs * BLOCK + tl::arange(0, BLOCK);
+    mask = offs < n;
+    // CONTIG: every operand is dense in the same order (one dimension of stride 1 after
+    // collapsing).
+    for (int t = 0; t < operands; ++t)
+      at[t] = CONTIG ? offs : offset_of(offs, rank, sizes, strides[t]);
+  }
   const tl::Tile ptrs[3] = {x0, x1, x2};
   tl::Tile x[3];
   for (int t = 1; t < operands; ++t) x[t - 1] = tl::load(ptrs[t - 1] + at[t], mask);
@@ -534,6 +564,20 @@ void run(const ops_detail::PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor>
   const int64_t block = d.op == PwOp::Pow && !is_floating_point(compute) ? 128 : kBlock;
   bool contig = s.rank == 1;
   for (size_t t = 0; t <= in.size(); ++t) contig = contig && s.strides[t][0] == 1;
+  // Rows (a broadcast bias, a transposed operand): a program per block of the innermost
+  // dimension of an outer index, when that dimension is long enough to fill blocks.
+  const int64_t inner_n = s.sizes[s.rank - 1], outer_n = s.numel / std::max<int64_t>(inner_n, 1);
+  int64_t inner = -1, row_block = block;
+  if (!contig && s.rank >= 2 && inner_n >= 128 && block == kBlock) {
+    row_block = least_padding_block(inner_n, kBlock, 128);
+    if ((inner_n + row_block - 1) / row_block <= 65535) {
+      inner = 0;
+      for (int64_t t = static_cast<int64_t>(in.size()); t >= 0; --t) {
+        const int64_t st = s.strides[t][s.rank - 1];
+        inner = inner * 3 + (st == 0 ? 0 : st == 1 ? 1 : 2);
+      }
+    }
+  }
   std::vector<tl::KernelArg> args = {out};
   for (size_t k = 0; k < 3; ++k) args.emplace_back(k < in.size() ? in[k] : out);
   args.emplace_back(s.numel);
@@ -546,11 +590,13 @@ void run(const ops_detail::PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor>
   for (const tl::MetaArg m :
        {tl::meta("OP", static_cast<int64_t>(d.op)), tl::meta("COMPUTE", compute),
         tl::meta("RANK", s.rank), tl::meta("CONTIG", contig), tl::meta("WIDE", needs_wide(s)),
-        tl::meta("HAS_LO", has_lo), tl::meta("HAS_HI", has_hi), tl::meta("BLOCK", block)})
+        tl::meta("HAS_LO", has_lo), tl::meta("HAS_HI", has_hi), tl::meta("INNER", inner),
+        tl::meta("BLOCK", inner >= 0 ? row_block : block)})
     args.emplace_back(m);
   // Straight to the kernel: the op itself already went through the dispatcher's modes.
-  aten_pointwise[{(s.numel + block - 1) / block}].run_kernel(
-      ArrayRef<tl::KernelArg>(args.data(), args.size()));
+  const tl::Grid grid = inner >= 0 ? tl::Grid{outer_n, (inner_n + row_block - 1) / row_block}
+                                   : tl::Grid{(s.numel + block - 1) / block};
+  aten_pointwise[grid].run_kernel(ArrayRef<tl::KernelArg>(args.data(), args.size()));
 }
 
 // ---- reductions ---------------------------------------------------------------------------------
@@ -833,11 +879,7 @@ Split split_of(int64_t programs, int64_t n, int64_t busy, int64_t least, int64_t
 // The column kernel's outputs per program: 16 bytes of each row per thread (four warps) at most,
 // and no wider than wastes lanes: the block (down to 128) that covers K with the fewest idle ones.
 int64_t column_block(int64_t K, DType dt) {
-  const auto padded = [&](int64_t b) { return (K + b - 1) / b * b; };
-  for (int64_t b = 2048 / static_cast<int64_t>(itemsize(dt)); b > 128; b /= 2) {
-    if (padded(b) == padded(128)) return b;
-  }
-  return 128;
+  return least_padding_block(K, 2048 / static_cast<int64_t>(itemsize(dt)), 128);
 }
 
 // A reduction's kernels: the column kernel where the outputs are the contiguous elements and the

@@ -248,6 +248,42 @@ TEST(PointwiseTiles, LayoutsBroadcastsScalarsAndMixedDtypes) {
   EXPECT_TRUE(bitwise_equal(y, x));
 }
 
+// Rows long enough for the by-rows kernel (a program per block of the innermost dimension, outer
+// offsets computed once): a bias broadcast along rows, a column broadcast, a transposed operand (a
+// strided innermost dimension), three dimensions, an output of a transposed layout, a row that
+// is not a multiple of the block, and three operands of three stride kinds (where).
+TEST(PointwiseTiles, LongRowsRunByRowsWithEveryStrideKind) {
+  const OpCase& add_case = find("add alpha");
+  const auto f32 = [](std::vector<int64_t> shape) { return random_tensor(shape, DType::Float32); };
+  check(add_case, DType::Float32, {f32({37, 768}), f32({768})}, "[37, 768] + bias [768]");
+  check(add_case, DType::Float32, {f32({37, 1000}), f32({37, 1})}, "[37, 1000] + [37, 1]");
+  check(add_case, DType::Float32, {f32({300, 37}).t(), f32({37, 300})}, "transposed + dense");
+  check(add_case, DType::Float32, {f32({3, 5, 130}), f32({5, 1})}, "[3, 5, 130] + [5, 1]");
+  check(add_case, DType::BFloat16,
+        {random_tensor({9, 3000}, DType::BFloat16), random_tensor({3000}, DType::BFloat16)},
+        "bfloat16 [9, 3000] + [3000]");
+  check(find("exp"), DType::Float64, {random_tensor({4, 400}, DType::Float64).slice(1, 1, 399, 2)},
+        "a strided row (exp)");
+  const OpCase where3{"where rows",
+                      3,
+                      kFloats,
+                      Domain::Any,
+                      Domain::Any,
+                      Exact::Bits,
+                      [](const std::vector<Tensor>& x) { return where(x[0] > 0, x[1], x[2]); }};
+  check(where3, DType::Float32, {f32({6, 500}), f32({500}), f32({500, 6}).t()},
+        "where(dense, broadcast, transposed)");
+  // The output itself transposed (out= into a column-major tensor).
+  Tensor a = f32({200, 9}), b = f32({9});
+  Tensor out = empty({9, 200}).t(), want = empty({200, 9});
+  add_out(want, a, b);
+  {
+    ops_detail::ScopedThroughTiles tiles;
+    add_out(out, a, b);
+  }
+  EXPECT_TRUE(bitwise_equal(out.contiguous(), want));
+}
+
 TEST(PointwiseTiles, WhereWithBroadcastsEveryDtypeAndScalars) {
   for (DType d : {DType::Float32, DType::Float64, DType::BFloat16, DType::Int32, DType::Int8,
                   DType::UInt8, DType::Bool, DType::Float8_e4m3fn, DType::Float8_e5m2}) {
