@@ -409,6 +409,7 @@ class Emitter : ExprPrinter {
     for (const auto& g : guard) cond += (cond.empty() ? "" : " && ") + g;
     line("if (" + cond + ") {");
     ++indent_;
+    ++branched_;  // each version in its own block: no load's second pass waits past it
     rem_identity_ = rems;
     aff_ = &affine_rem_;
     gen();
@@ -418,6 +419,7 @@ class Emitter : ExprPrinter {
     line("} else {");
     ++indent_;
     gen();
+    --branched_;
     --indent_;
     line("}");
   }
@@ -562,7 +564,11 @@ class Emitter : ExprPrinter {
   }
 
   // A load into register array `v`, `w` lanes per access: one vector load when the lanes' masks
-  // all hold, else each lane's own masked load.
+  // all hold, else each lane's own masked load. A masked load takes two passes over the runs: the
+  // first issues every run's vector load (a predicated load, no branch, no use of the value), the
+  // second converts the values and loads the partly masked runs lane by lane. In one pass each
+  // run's conversion waited for its load before the next run's load was issued: a column
+  // reduction's eight rows in flight were eight memory latencies one after another.
   void vector_load(const Op& op, ValueId v, int64_t w) {
     const Type& t = f_.type(v);
     const int64_t vec = vec_of(t.shape);
@@ -571,26 +577,88 @@ class Emitter : ExprPrinter {
     read_shared_ = false;
     const bool masked = op.operands.size() > 1;
     const bool agree = masked && lanes_agree(op.operands[1], w);
+    const int64_t per_run = (vec + w - 1) / w;
+    const int64_t count = (numel(t.shape) + vec * threads_ - 1) / (vec * threads_);
+    const std::string raw = fresh("_vr"), ok = fresh("_vk");
+    raw_names_[v] = {raw, ok};
+    const auto slot_of = [&](const std::string& run, int64_t c) {
+      return raw + "[" + run + " * " + std::to_string(per_run) + " + " + std::to_string(c / w) +
+             "]";
+    };
+    const auto ok_of = [&](const std::string& run, int64_t c) {
+      return ok + "[" + run + " * " + std::to_string(per_run) + " + " + std::to_string(c / w) + "]";
+    };
+    if (masked) {
+      line(vt + " " + raw + "[" + std::to_string(count * per_run) + "];");
+      line("bool " + ok + "[" + std::to_string(count * per_run) + "];");
+      runs(t.shape, [&](const std::string& run, const Index& idx) {
+        for (int64_t c = 0; c < vec; c += w) {
+          const std::string all = run_mask(op, t.shape, run, idx, c, w, agree);
+          const std::string ptr = at_run_element(
+              t.shape, run, idx, c, [&](const Index& i) { return expr(op.operands[0], i); });
+          line(ok_of(run, c) + " = " + (all.empty() ? std::string("true") : all) + ";");
+          line("if (" + ok_of(run, c) + ") " + slot_of(run, c) + " = *(const " + vt + "*)(" + ptr +
+               ");");
+        }
+      });
+    }
+    // The second pass waits until something reads `v` (or writes memory, or leaves the region):
+    // the loads of consecutive load ops are then all in flight together. Not from inside a
+    // versioned access's block, nor after addresses read from shared memory (then a barrier).
+    if (masked && branched_ == 0 && !read_shared_) {
+      read_shared_ = read0;
+      pending_vals_.push_back(v);
+      pending_.push_back([this, &op, v, w] { finish_load(op, v, w); });
+      return;
+    }
+    finish_load(op, v, w);
+    if (read_shared_) line("__syncthreads();");
+    read_shared_ = read_shared_ || read0;
+  }
+
+  // The second pass of vector_load: the loaded runs converted into the register array, partly
+  // masked runs loaded lane by lane. Reads the raw vectors its first pass named (raw_names_).
+  void finish_load(const Op& op, ValueId v, int64_t w) {
+    const Type& t = f_.type(v);
+    const int64_t vec = vec_of(t.shape);
+    const bool masked = op.operands.size() > 1;
+    const bool agree = masked && lanes_agree(op.operands[1], w);
+    const bool pack = packed(v);
+    const int64_t per_run = (vec + w - 1) / w;
+    const std::string vt = vec_type(t.elem, w);
+    const std::string raw = raw_names_[v].first, ok = raw_names_[v].second;
+    const auto slot_of = [&](const std::string& run, int64_t c) {
+      return raw + "[" + run + " * " + std::to_string(per_run) + " + " + std::to_string(c / w) +
+             "]";
+    };
+    const auto ok_of = [&](const std::string& run, int64_t c) {
+      return ok + "[" + run + " * " + std::to_string(per_run) + " + " + std::to_string(c / w) + "]";
+    };
+    const auto convert = [&](const std::string& run, const std::string& tmp, int64_t c,
+                             const std::string& pad) {
+      for (int64_t j = c; j < c + w; j += pack ? 2 : 1) {
+        const std::string slot = run + " * " + std::to_string(vec) + " + " + std::to_string(j);
+        if (pack) {  // the loaded bits as they are, a pair per word
+          line(pad + name(v) + "[(" + slot + ") >> 1] = ((const uint32_t*)&" + tmp + ")[" +
+               std::to_string((j - c) / 2) + "];");
+          continue;
+        }
+        line(pad + name(v) + "[" + slot +
+             "] = " + load_conv(t.elem, tmp + ".v[" + std::to_string(j - c) + "]") + ";");
+      }
+    };
     runs(t.shape, [&](const std::string& run, const Index& idx) {
       for (int64_t c = 0; c < vec; c += w) {
-        const std::string all = run_mask(op, t.shape, run, idx, c, w, agree);
-        const std::string ptr = at_run_element(
-            t.shape, run, idx, c, [&](const Index& i) { return expr(op.operands[0], i); });
-        const std::string tmp = fresh("_vt");
-        if (!all.empty()) line("if (" + all + ") {");
-        line("  const " + vt + " " + tmp + " = *(const " + vt + "*)(" + ptr + ");");
-        const bool pack = packed(v);
-        for (int64_t j = c; j < c + w; j += pack ? 2 : 1) {
-          const std::string slot = run + " * " + std::to_string(vec) + " + " + std::to_string(j);
-          if (pack) {  // the loaded bits as they are, a pair per word
-            line("  " + name(v) + "[(" + slot + ") >> 1] = ((const uint32_t*)&" + tmp + ")[" +
-                 std::to_string((j - c) / 2) + "];");
-            continue;
-          }
-          line("  " + name(v) + "[" + slot +
-               "] = " + load_conv(t.elem, tmp + ".v[" + std::to_string(j - c) + "]") + ";");
+        if (!masked) {
+          const std::string ptr = at_run_element(
+              t.shape, run, idx, c, [&](const Index& i) { return expr(op.operands[0], i); });
+          const std::string tmp = fresh("_vt");
+          line("const " + vt + " " + tmp + " = *(const " + vt + "*)(" + ptr + ");");
+          convert(run, tmp, c, "");
+          continue;
         }
-        if (all.empty()) continue;
+        line("if (" + ok_of(run, c) + ") {");
+        convert(run, slot_of(run, c), c, "  ");
         line("} else {");
         if (pack) {  // every lane masked off (the masks agree): `other`'s bits in each half
           for (int64_t j = c; j < c + w; j += 2) {
@@ -620,8 +688,69 @@ class Emitter : ExprPrinter {
         line("}");
       }
     });
+  }
+
+  // Emits the second passes of the loads waiting for them (vector_load), in order.
+  void flush_loads() {
+    if (pending_.empty()) return;
+    const bool read0 = read_shared_;
+    read_shared_ = false;
+    std::vector<std::function<void()>> todo;
+    todo.swap(pending_);
+    pending_vals_.clear();
+    for (auto& f : todo) f();
     if (read_shared_) line("__syncthreads();");
     read_shared_ = read_shared_ || read0;
+  }
+  // Whether `v` is a waiting load's array or an inline expression reading one.
+  bool reads_pending(ValueId v, int depth = 0) const {
+    if (std::find(pending_vals_.begin(), pending_vals_.end(), v) != pending_vals_.end())
+      return true;
+    if (depth > 64 || storage(v) != Storage::Inline) return depth > 64;
+    const Op* d = f_.def(v);
+    if (!d) return false;
+    for (ValueId o : d->operands) {
+      if (reads_pending(o, depth + 1)) return true;
+    }
+    return false;
+  }
+  // Whether `op` may be emitted while loads wait for their second pass: another load or an
+  // elementwise computation into scalars, inline values or registers, none reading a waiting load.
+  bool may_pass_loads(const Op& op) const {
+    switch (op.kind) {
+      case OpKind::Load:
+        break;
+      case OpKind::Constant:
+      case OpKind::ProgramId:
+      case OpKind::NumPrograms:
+      case OpKind::Arange:
+      case OpKind::Splat:
+      case OpKind::Broadcast:
+      case OpKind::ExpandDims:
+      case OpKind::Binary:
+      case OpKind::Compare:
+      case OpKind::Unary:
+      case OpKind::Cast:
+      case OpKind::Select:
+      case OpKind::AddPtr:
+      case OpKind::Fma: {
+        bool all_inline = true;
+        for (ValueId r : op.results) {
+          // (A shared-memory array may take the place of one a waiting load's masks read.)
+          const Storage st = storage(r);
+          if (st != Storage::Scalar && st != Storage::Inline && !in_registers(r)) return false;
+          all_inline = all_inline && st == Storage::Inline;
+        }
+        if (all_inline) return true;  // nothing emitted here: its readers flush when they need it
+        break;
+      }
+      default:
+        return false;
+    }
+    for (ValueId o : op.operands) {
+      if (reads_pending(o)) return false;
+    }
+    return true;
   }
 
   // A store, `w` lanes per access: the lanes' values first, then one vector store when their
@@ -982,9 +1111,11 @@ class Emitter : ExprPrinter {
     const Region* outer = region_;
     region_ = &r;
     for (const Op* op : r.ops) {
+      if (!pending_.empty() && !may_pass_loads(*op)) flush_loads();
       this->op(*op);
       hoist_operand(*op);
     }
+    flush_loads();
     region_ = outer;
   }
 
@@ -1902,6 +2033,11 @@ class Emitter : ExprPrinter {
   std::vector<ElementLoop> elem_loops_;
   bool touched_registers_ = false;  // the loop being generated read or wrote a register array
   bool read_shared_ = false;        // ... read an array in shared memory
+  // Loads whose second pass waits (vector_load), their arrays, and each load's raw vectors.
+  std::vector<std::function<void()>> pending_;
+  int branched_ = 0;  // inside a versioned access's blocks
+  std::vector<ValueId> pending_vals_;
+  std::map<ValueId, std::pair<std::string, std::string>> raw_names_;
   // Vector accesses (see plan_vectors).
   ir::AffineInfo affine_;
   ir::AffineInfo affine_rem_;             // the forms with `x % m` as x (versioned_access)
