@@ -565,11 +565,12 @@ void run(const ops_detail::PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor>
   bool contig = s.rank == 1;
   for (size_t t = 0; t <= in.size(); ++t) contig = contig && s.strides[t][0] == 1;
   // Rows (a broadcast bias, a transposed operand): a program per block of the innermost
-  // dimension of an outer index, when that dimension is long enough to fill blocks.
+  // dimension of an outer index, when that dimension is long enough to fill blocks (each stride
+  // pattern is a specialization of its own: short rows keep the flat kernel).
   const int64_t inner_n = s.sizes[s.rank - 1], outer_n = s.numel / std::max<int64_t>(inner_n, 1);
   int64_t inner = -1, row_block = block;
-  if (!contig && s.rank >= 2 && inner_n >= 128 && block == kBlock) {
-    row_block = least_padding_block(inner_n, kBlock, 128);
+  if (!contig && s.rank >= 2 && inner_n >= 512 && block == kBlock) {
+    row_block = least_padding_block(inner_n, kBlock, 256);
     if ((inner_n + row_block - 1) / row_block <= 65535) {
       inner = 0;
       for (int64_t t = static_cast<int64_t>(in.size()); t >= 0; --t) {

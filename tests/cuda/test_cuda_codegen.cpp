@@ -814,11 +814,16 @@ TEST(CudaCodegen, TilesReadAtTheirOwnElementLiveInRegisters) {
   const backend::cuda::Emitted add = backend::cuda::emit(*cg_add.state().last->function, 1024);
   EXPECT_EQ(add.shared_bytes, 0) << add.source;
   EXPECT_EQ(add.source.find("__syncthreads"), std::string::npos) << add.source;
-  // Both loads are issued before the first add: two unrolled loops fill registers, one stores.
+  // Both loads are issued before either is read: two unrolled loops issue them (a predicated
+  // 16-byte load per run), two move them into registers, one stores.
   size_t unrolled = 0;
   for (size_t at = 0; (at = add.source.find("#pragma unroll", at)) != std::string::npos; ++at)
     ++unrolled;
-  EXPECT_EQ(unrolled, 3u) << add.source;
+  EXPECT_EQ(unrolled, 5u) << add.source;
+  const size_t last_issue = add.source.rfind("= *(const trt::Vec<float, 4>*)");
+  const size_t first_read = add.source.find("]) {");
+  ASSERT_NE(first_read, std::string::npos) << add.source;
+  EXPECT_LT(last_issue, first_read) << add.source;
   (void)backend::cuda::compile_for_arch(add.source, "cg_add", 90, &r);
   EXPECT_EQ(r.stack_bytes, 0) << add.source;
   // PTX of the same kernel (what an AOT package ships for GPUs newer than its cubins): text for

@@ -257,13 +257,13 @@ TEST(PointwiseTiles, LongRowsRunByRowsWithEveryStrideKind) {
   const auto f32 = [](std::vector<int64_t> shape) { return random_tensor(shape, DType::Float32); };
   check(add_case, DType::Float32, {f32({37, 768}), f32({768})}, "[37, 768] + bias [768]");
   check(add_case, DType::Float32, {f32({37, 1000}), f32({37, 1})}, "[37, 1000] + [37, 1]");
-  check(add_case, DType::Float32, {f32({300, 37}).t(), f32({37, 300})}, "transposed + dense");
-  check(add_case, DType::Float32, {f32({3, 5, 130}), f32({5, 1})}, "[3, 5, 130] + [5, 1]");
+  check(add_case, DType::Float32, {f32({600, 37}).t(), f32({37, 600})}, "transposed + dense");
+  check(add_case, DType::Float32, {f32({3, 5, 530}), f32({5, 1})}, "[3, 5, 530] + [5, 1]");
   check(add_case, DType::BFloat16,
         {random_tensor({9, 3000}, DType::BFloat16), random_tensor({3000}, DType::BFloat16)},
         "bfloat16 [9, 3000] + [3000]");
-  check(find("exp"), DType::Float64, {random_tensor({4, 400}, DType::Float64).slice(1, 1, 399, 2)},
-        "a strided row (exp)");
+  check(find("exp"), DType::Float64,
+        {random_tensor({4, 1400}, DType::Float64).slice(1, 1, 1399, 2)}, "a strided row (exp)");
   const OpCase where3{"where rows",
                       3,
                       kFloats,
@@ -271,11 +271,11 @@ TEST(PointwiseTiles, LongRowsRunByRowsWithEveryStrideKind) {
                       Domain::Any,
                       Exact::Bits,
                       [](const std::vector<Tensor>& x) { return where(x[0] > 0, x[1], x[2]); }};
-  check(where3, DType::Float32, {f32({6, 500}), f32({500}), f32({500, 6}).t()},
+  check(where3, DType::Float32, {f32({6, 700}), f32({700}), f32({700, 6}).t()},
         "where(dense, broadcast, transposed)");
   // The output itself transposed (out= into a column-major tensor).
-  Tensor a = f32({200, 9}), b = f32({9});
-  Tensor out = empty({9, 200}).t(), want = empty({200, 9});
+  Tensor a = f32({9, 600}), b = f32({600});
+  Tensor out = empty({600, 9}).t(), want = empty({9, 600});
   add_out(want, a, b);
   {
     ops_detail::ScopedThroughTiles tiles;
