@@ -671,17 +671,18 @@ tl::Tile block_indices(const tl::Tile& start, const tl::Tile& block, bool wide) 
 // The elements [lo, hi) of a row one program reduces: all n, or with a split the chunk
 // program_id(1) picks.
 struct Span {
-  tl::Tile lo, hi, split;
-  bool split_ = false;
+  tl::Tile lo, hi, split;  ///< split: the chunk's index (SPLIT only)
+  bool chunked = false;
 
-  Span(bool split, bool wide, const tl::Tile& n, const tl::Tile& chunk) : hi(n), split_(split) {
-    if (!split) return;
-    this->split = wide ? tl::program_id(1).to(DType::Int64) : tl::program_id(1);
-    lo = this->split * chunk;
+  Span(bool chunked_, bool wide, const tl::Tile& n, const tl::Tile& chunk)
+      : hi(n), chunked(chunked_) {
+    if (!chunked) return;
+    split = wide ? tl::program_id(1).to(DType::Int64) : tl::program_id(1);
+    lo = split * chunk;
     hi = tl::minimum(lo + chunk, n);
   }
   void range(const tl::Operand& step, FunctionRef<void(tl::Tile)> body) const {
-    if (split_)
+    if (chunked)
       tl::range(lo, hi, step, body);
     else
       tl::range(0, hi, step, body);
@@ -798,15 +799,14 @@ TL_JIT(aten_reduce_cols, tl::Ptr x, tl::Ptr out, tl::Int K, tl::Int k1, tl::Int 
   tl::Var acc(tl::broadcast_to(init, {BK}));
   const Span span(static_cast<bool>(SPLIT), wide, n, chunk);
   span.range(ROWS, [&](tl::Tile start) {
-    tl::Tile v[8];
-    const int64_t rows = ROWS.int_value();
-    for (int64_t u = 0; u < rows; ++u) {
+    std::vector<tl::Tile> v;  // every row's load first, then the sums
+    for (int64_t u = 0; u < ROWS.int_value(); ++u) {
       const tl::Tile j = start + u;
       const tl::Tile m = km & (j < span.hi);
       const tl::Tile at = offset_of(j, static_cast<int>(RED.int_value()), rsizes, rstrides);
-      v[u] = tl::where(m, tl::load(base + at, m).to(acc_t), init);
+      v.push_back(tl::where(m, tl::load(base + at, m).to(acc_t), init));
     }
-    for (int64_t u = 0; u < rows; ++u) acc = combine(op, acc, v[u]);
+    for (const tl::Tile& x : v) acc = combine(op, acc, x);
   });
   tl::Tile r = acc;
   if (op == ReduceOp::Mean) r = r / n.to(acc_t);  // a split sums (its second pass divides)

@@ -563,6 +563,24 @@ class Emitter : ExprPrinter {
     return all;
   }
 
+  // A masked vector load between its two passes: its op, array and width, and the raw vectors
+  // and run masks its first pass wrote (`per_run` accesses per run).
+  struct RawRuns {
+    std::string data, ok;
+    int64_t per_run = 0;
+    std::string at(const std::string& run, int64_t k) const { return data + slot(run, k); }
+    std::string ok_at(const std::string& run, int64_t k) const { return ok + slot(run, k); }
+    std::string slot(const std::string& run, int64_t k) const {
+      return "[" + run + " * " + std::to_string(per_run) + " + " + std::to_string(k) + "]";
+    }
+  };
+  struct PendingLoad {
+    const Op* op;
+    ValueId v;
+    int64_t w;
+    RawRuns raw;
+  };
+
   // A load into register array `v`, `w` lanes per access: one vector load when the lanes' masks
   // all hold, else each lane's own masked load. A masked load takes two passes over the runs: the
   // first issues every run's vector load (a predicated load, no branch, no use of the value), the
@@ -571,69 +589,55 @@ class Emitter : ExprPrinter {
   // reduction's eight rows in flight were eight memory latencies one after another.
   void vector_load(const Op& op, ValueId v, int64_t w) {
     const Type& t = f_.type(v);
-    const int64_t vec = vec_of(t.shape);
-    const std::string vt = vec_type(t.elem, w);
     const bool read0 = read_shared_;
     read_shared_ = false;
-    const bool masked = op.operands.size() > 1;
-    const bool agree = masked && lanes_agree(op.operands[1], w);
-    const int64_t per_run = (vec + w - 1) / w;
-    const int64_t count = (numel(t.shape) + vec * threads_ - 1) / (vec * threads_);
-    const std::string raw = fresh("_vr"), ok = fresh("_vk");
-    raw_names_[v] = {raw, ok};
-    const auto slot_of = [&](const std::string& run, int64_t c) {
-      return raw + "[" + run + " * " + std::to_string(per_run) + " + " + std::to_string(c / w) +
-             "]";
-    };
-    const auto ok_of = [&](const std::string& run, int64_t c) {
-      return ok + "[" + run + " * " + std::to_string(per_run) + " + " + std::to_string(c / w) + "]";
-    };
-    if (masked) {
-      line(vt + " " + raw + "[" + std::to_string(count * per_run) + "];");
-      line("bool " + ok + "[" + std::to_string(count * per_run) + "];");
+    PendingLoad load{&op, v, w, {}};
+    if (op.operands.size() > 1) {  // masked: the first pass
+      const int64_t vec = vec_of(t.shape);
+      const std::string vt = vec_type(t.elem, w);
+      const bool agree = lanes_agree(op.operands[1], w);
+      const int64_t count = (numel(t.shape) + vec * threads_ - 1) / (vec * threads_);
+      load.raw = {fresh("_vr"), fresh("_vk"), (vec + w - 1) / w};
+      line(vt + " " + load.raw.data + "[" + std::to_string(count * load.raw.per_run) + "];");
+      line("bool " + load.raw.ok + "[" + std::to_string(count * load.raw.per_run) + "];");
       runs(t.shape, [&](const std::string& run, const Index& idx) {
         for (int64_t c = 0; c < vec; c += w) {
           const std::string all = run_mask(op, t.shape, run, idx, c, w, agree);
           const std::string ptr = at_run_element(
               t.shape, run, idx, c, [&](const Index& i) { return expr(op.operands[0], i); });
-          line(ok_of(run, c) + " = " + (all.empty() ? std::string("true") : all) + ";");
-          line("if (" + ok_of(run, c) + ") " + slot_of(run, c) + " = *(const " + vt + "*)(" + ptr +
+          const std::string ok = load.raw.ok_at(run, c / w);
+          line(ok + " = " + (all.empty() ? std::string("true") : all) + ";");
+          line("if (" + ok + ") " + load.raw.at(run, c / w) + " = *(const " + vt + "*)(" + ptr +
                ");");
         }
       });
+      // The second pass waits until something reads `v` (or writes memory, or leaves the
+      // region): the loads of consecutive load ops are then all in flight together. Not from
+      // inside a versioned access's block, nor after addresses read from shared memory (then a
+      // barrier).
+      if (branched_ == 0 && !read_shared_) {
+        read_shared_ = read0;
+        pending_.push_back(load);
+        return;
+      }
     }
-    // The second pass waits until something reads `v` (or writes memory, or leaves the region):
-    // the loads of consecutive load ops are then all in flight together. Not from inside a
-    // versioned access's block, nor after addresses read from shared memory (then a barrier).
-    if (masked && branched_ == 0 && !read_shared_) {
-      read_shared_ = read0;
-      pending_vals_.push_back(v);
-      pending_.push_back([this, &op, v, w] { finish_load(op, v, w); });
-      return;
-    }
-    finish_load(op, v, w);
+    finish_load(load);
     if (read_shared_) line("__syncthreads();");
     read_shared_ = read_shared_ || read0;
   }
 
   // The second pass of vector_load: the loaded runs converted into the register array, partly
-  // masked runs loaded lane by lane. Reads the raw vectors its first pass named (raw_names_).
-  void finish_load(const Op& op, ValueId v, int64_t w) {
+  // masked runs loaded lane by lane (an unmasked load is this pass alone, its runs loaded here).
+  void finish_load(const PendingLoad& load) {
+    const Op& op = *load.op;
+    const ValueId v = load.v;
+    const int64_t w = load.w;
     const Type& t = f_.type(v);
     const int64_t vec = vec_of(t.shape);
     const bool masked = op.operands.size() > 1;
     const bool agree = masked && lanes_agree(op.operands[1], w);
     const bool pack = packed(v);
-    const int64_t per_run = (vec + w - 1) / w;
     const std::string vt = vec_type(t.elem, w);
-    const std::string raw = raw_names_[v].first, ok = raw_names_[v].second;
-    const auto slot_of = [&](const std::string& run, int64_t c) {
-      return raw + "[" + run + " * " + std::to_string(per_run) + " + " + std::to_string(c / w) +
-             "]";
-    };
-    const auto ok_of = [&](const std::string& run, int64_t c) {
-      return ok + "[" + run + " * " + std::to_string(per_run) + " + " + std::to_string(c / w) + "]";
-    };
     const auto convert = [&](const std::string& run, const std::string& tmp, int64_t c,
                              const std::string& pad) {
       for (int64_t j = c; j < c + w; j += pack ? 2 : 1) {
@@ -657,8 +661,8 @@ class Emitter : ExprPrinter {
           convert(run, tmp, c, "");
           continue;
         }
-        line("if (" + ok_of(run, c) + ") {");
-        convert(run, slot_of(run, c), c, "  ");
+        line("if (" + load.raw.ok_at(run, c / w) + ") {");
+        convert(run, load.raw.at(run, c / w), c, "  ");
         line("} else {");
         if (pack) {  // every lane masked off (the masks agree): `other`'s bits in each half
           for (int64_t j = c; j < c + w; j += 2) {
@@ -695,18 +699,19 @@ class Emitter : ExprPrinter {
     if (pending_.empty()) return;
     const bool read0 = read_shared_;
     read_shared_ = false;
-    std::vector<std::function<void()>> todo;
+    std::vector<PendingLoad> todo;
     todo.swap(pending_);
-    pending_vals_.clear();
-    for (auto& f : todo) f();
+    for (const PendingLoad& l : todo) finish_load(l);
     if (read_shared_) line("__syncthreads();");
     read_shared_ = read_shared_ || read0;
   }
   // Whether `v` is a waiting load's array or an inline expression reading one.
   bool reads_pending(ValueId v, int depth = 0) const {
-    if (std::find(pending_vals_.begin(), pending_vals_.end(), v) != pending_vals_.end())
-      return true;
-    if (depth > 64 || storage(v) != Storage::Inline) return depth > 64;
+    for (const PendingLoad& l : pending_) {
+      if (l.v == v) return true;
+    }
+    if (depth > 64) return true;  // a deep expression: assume it does
+    if (storage(v) != Storage::Inline) return false;
     const Op* d = f_.def(v);
     if (!d) return false;
     for (ValueId o : d->operands) {
@@ -2031,13 +2036,10 @@ class Emitter : ExprPrinter {
     std::string slot;  // the element's position in a register array (the unrolled counter)
   };
   std::vector<ElementLoop> elem_loops_;
-  bool touched_registers_ = false;  // the loop being generated read or wrote a register array
-  bool read_shared_ = false;        // ... read an array in shared memory
-  // Loads whose second pass waits (vector_load), their arrays, and each load's raw vectors.
-  std::vector<std::function<void()>> pending_;
-  int branched_ = 0;  // inside a versioned access's blocks
-  std::vector<ValueId> pending_vals_;
-  std::map<ValueId, std::pair<std::string, std::string>> raw_names_;
+  bool touched_registers_ = false;    // the loop being generated read or wrote a register array
+  bool read_shared_ = false;          // ... read an array in shared memory
+  std::vector<PendingLoad> pending_;  // loads whose second pass waits (vector_load)
+  int branched_ = 0;                  // inside a versioned access's blocks
   // Vector accesses (see plan_vectors).
   ir::AffineInfo affine_;
   ir::AffineInfo affine_rem_;             // the forms with `x % m` as x (versioned_access)
