@@ -284,14 +284,26 @@ Tile sort(Operand x, int dim = -1, bool descending = false, TS_HERE);
  * larger than that dimension); the result's last dimension is k. */
 Tile topk(Operand x, int64_t k, int dim = -1, TS_HERE);
 /** A library of the user's own element functions for `tl::extern_elementwise` (Triton's extern
- * libraries): their definitions as C++ for the CPU backend and as CUDA (`__device__` functions)
- * for GPUs, compiled into every kernel that calls them. A backend whose source is empty refuses
- * the kernel with a CompileError naming the function; the interpreter refuses every extern call.
- * The text is part of the kernel: keep it fixed for a kernel's lifetime in a process. */
+ * libraries). Each backend takes its definitions either as source, compiled into every kernel that
+ * calls them (`cpu_source`: C++; `cuda_source`: CUDA `__device__` functions), or precompiled
+ * (Triton's `lib_path`), linked into every kernel that calls them:
+ * - `cpu_objects`: object files, static archives or shared objects (`.o`, `.a`, `.so`) built with
+ *   `-fPIC`, the functions with C linkage; a shared object is found at run time by its path.
+ * - `cuda_objects`: relocatable device code (`nvcc -rdc=true` / `-dc`: `.o`, `.a`, `.cubin`,
+ *   `.fatbin`, `.ptx`), linked by nvJitLink; LTO-IR (`nvcc -dc -dlto`, `.ltoir` or such an
+ *   object) is optimized together with the kernel, so its functions inline. The functions are
+ *   `extern "C" __device__`.
+ * tessera declares each function called from its ExternSymbol (`extern "C"`, the C types of the
+ * dtypes), and a kernel's cache key holds each file's SHA-256 (read when the kernel is traced).
+ * A backend with neither source nor objects refuses the kernel with a CompileError naming the
+ * function; the interpreter refuses every extern call. Source text is part of the kernel: keep it
+ * fixed for a kernel's lifetime in a process. */
 struct ExternLibrary {
   std::string name;
   std::string cpu_source;
   std::string cuda_source;
+  std::vector<std::string> cpu_objects = {};
+  std::vector<std::string> cuda_objects = {};
 };
 /** One overload of an extern function: its argument dtypes, the symbol to call and its result
  * dtype (an entry of Triton's `arg_type_symbol_dict`). Arguments and results are bool, integers,

@@ -60,24 +60,32 @@ std::string Type::str() const {
 }
 
 std::string pack_extern(const ExternCall& e) {
-  for (const std::string* part : {&e.library, &e.symbol, &e.cpu_source, &e.cuda_source}) {
+  const std::string* parts[] = {&e.library,     &e.symbol,      &e.cpu_source,
+                                &e.cuda_source, &e.cpu_objects, &e.cuda_objects};
+  std::string text;
+  for (const std::string* part : parts) {
     TS_CHECK(part->find('\x1f') == std::string::npos, CompileError)
-        << "an extern library's name, function and sources may not contain the character 0x1f";
+        << "an extern library's name, function, sources and object paths may not contain the "
+           "character 0x1f";
+    if (part != parts[0]) text += '\x1f';
+    text += *part;
   }
-  return e.library + '\x1f' + e.symbol + '\x1f' + e.cpu_source + '\x1f' + e.cuda_source;
+  return text;
 }
 
 ExternCall unpack_extern(const std::string& text) {
   ExternCall e;
-  std::string* parts[] = {&e.library, &e.symbol, &e.cpu_source, &e.cuda_source};
-  size_t at = 0;
-  for (size_t k = 0; k < 4; ++k) {
-    const size_t end = k == 3 ? std::string::npos : text.find('\x1f', at);
-    TS_CHECK(k == 3 || end != std::string::npos, CompileError)
-        << "a malformed extern op text (" << k << " of 4 parts)";
-    *parts[k] = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+  std::string* parts[] = {&e.library,     &e.symbol,      &e.cpu_source,
+                          &e.cuda_source, &e.cpu_objects, &e.cuda_objects};
+  // Four parts (sources only, as IR text written before objects could be linked) or six.
+  size_t at = 0, k = 0;
+  for (; k < 6 && at <= text.size(); ++k) {
+    const size_t end = std::min(text.find('\x1f', at), text.size());
+    *parts[k] = text.substr(at, end - at);
     at = end + 1;
   }
+  TS_CHECK((k == 4 || k == 6) && at > text.size(), CompileError)
+      << "a malformed extern op text (" << k << " parts, not 4 or 6)";
   return e;
 }
 
@@ -272,7 +280,8 @@ class Verifier {
         for (ValueId v : o.operands) {
           if (t(v).shape != t(o.result()).shape || t(v).ptr) fail(o, "operand shape or pointer");
         }
-        if (std::count(o.text.begin(), o.text.end(), '\x1f') != 3) fail(o, "malformed text");
+        if (const auto n = std::count(o.text.begin(), o.text.end(), '\x1f'); n != 3 && n != 5)
+          fail(o, "malformed text");
         break;
       case OpKind::Load:
         if (!t(o.operands[0]).ptr) fail(o, "load of a non-pointer");

@@ -241,10 +241,11 @@ struct LoopOptions {
 };
 
 /** An Extern op's text: a library of user functions (their definitions as C++ for the CPU and as
- * CUDA for GPUs; either may be empty, and a backend without its source refuses the kernel) and the
- * function called. Packed with ASCII unit separators, which none of the parts may contain. */
+ * CUDA for GPUs, or precompiled objects to link; a backend with neither refuses the kernel) and
+ * the function called. Packed with ASCII unit separators, which none of the parts may contain.
+ * `cpu_objects` / `cuda_objects`: one line per file, "<sha256 of its bytes> <absolute path>". */
 struct ExternCall {
-  std::string library, symbol, cpu_source, cuda_source;
+  std::string library, symbol, cpu_source, cuda_source, cpu_objects, cuda_objects;
 };
 std::string pack_extern(const ExternCall& e);
 ExternCall unpack_extern(const std::string& text);

@@ -1,12 +1,21 @@
 // The kernel language's functions and operators: Triton's semantics (semantic.py) over the tile
 // IR builder. Type promotion, broadcasting and every user-facing check live here, so errors name
 // the kernel and the user's line.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <climits>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
 
 #include "ir/passes.h"
+#include "runtime/disk_cache.h"
 #include "tessera/detail/hash.h"
 #include "tl/trace.h"
 
@@ -1059,6 +1068,57 @@ std::vector<ValueId> extern_args(TraceContext& c, std::initializer_list<Operand>
 }
 }  // namespace
 
+namespace {
+// The SHA-256 of a file's bytes, remembered per path, size and modification time (a library
+// traced into many kernels is read once).
+std::string digest_of(const std::string& path, const struct stat& st) {
+  static std::mutex m;
+  static auto* seen = new std::map<std::string, std::pair<std::string, std::string>>();
+  const std::string stamp = std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) +
+                            "." + std::to_string(st.st_mtim.tv_nsec);
+  {
+    std::lock_guard<std::mutex> g(m);
+    auto it = seen->find(path);
+    if (it != seen->end() && it->second.first == stamp) return it->second.second;
+  }
+  const std::string d = runtime::disk::file_digest(path);
+  if (d.empty()) return d;
+  std::lock_guard<std::mutex> g(m);
+  (*seen)[path] = {stamp, d};
+  return d;
+}
+
+// An ExternCall's object list ("<sha256> <absolute path>" lines) of a library's files.
+std::string object_list(TraceContext& c, SourceLoc loc, const std::string& what,
+                        const std::vector<std::string>& paths, const std::string& source,
+                        const char* backend) {
+  if (paths.empty()) return {};
+  if (!source.empty()) {
+    c.fail(loc, what + " gives both " + backend + " source and " + backend +
+                    " objects; give one (the objects' functions are declared from the symbols)");
+  }
+  std::string list;
+  for (const std::string& p : paths) {
+    char* real = p.empty() ? nullptr : ::realpath(p.c_str(), nullptr);
+    struct stat st {};
+    if (!real || ::stat(real, &st) != 0 || !S_ISREG(st.st_mode)) {
+      const std::string why = !real ? std::strerror(errno) : "not a regular file";
+      std::free(real);
+      c.fail(loc, what + ": cannot read the " + backend + " object '" + p + "': " + why);
+    }
+    const std::string path(real);
+    std::free(real);
+    const std::string d = digest_of(path, st);
+    if (d.empty() || path.find_first_of("\n\x1f") != std::string::npos) {
+      c.fail(loc, what + ": cannot read the " + backend + " object '" + p + "'" +
+                      (d.empty() ? std::string() : " (its path holds a newline)"));
+    }
+    list += (list.empty() ? "" : "\n") + d + " " + path;
+  }
+  return list;
+}
+}  // namespace
+
 Tile extern_elementwise(const ExternLibrary& lib, std::initializer_list<Operand> args,
                         const std::vector<ExternSymbol>& symbols, bool is_pure, SourceLoc loc) {
   TraceContext& c = ctx(loc);
@@ -1091,8 +1151,11 @@ Tile extern_elementwise(const ExternLibrary& lib, std::initializer_list<Operand>
     c.fail(loc, what + ": " + pick->symbol + " returns " + dtype_name(pick->result) +
                     "; extern functions return bool, integers, float32 or float64");
   }
-  const std::string text =
-      ir::pack_extern({lib.name, pick->symbol, lib.cpu_source, lib.cuda_source});
+  const std::string cpu_objects = object_list(c, loc, what, lib.cpu_objects, lib.cpu_source, "CPU");
+  const std::string cuda_objects =
+      object_list(c, loc, what, lib.cuda_objects, lib.cuda_source, "CUDA");
+  const std::string text = ir::pack_extern(
+      {lib.name, pick->symbol, lib.cpu_source, lib.cuda_source, cpu_objects, cuda_objects});
   return c.tile(c.builder().extern_call(text, vals, Type{pick->result, false, shape}, is_pure));
 }
 
@@ -1212,7 +1275,7 @@ Tile inline_asm_elementwise(std::string_view asm_text, std::string_view constrai
   const std::string cpu = cpu_body.empty() ? std::string()
                                            : "static inline " + ret + " " + symbol + "(" + params +
                                                  ") {\n" + std::string(cpu_body) + "\n}";
-  const std::string text = ir::pack_extern({"inline_asm", symbol, cpu, cuda});
+  const std::string text = ir::pack_extern({"inline_asm", symbol, cpu, cuda, "", ""});
   return c.tile(c.builder().extern_call(text, vals, Type{dtype, false, shape}, is_pure));
 }
 

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -227,6 +228,53 @@ TEST(Aot, StaticSizesAndClosedOverTensors) {
   EXPECT_TRUE(equal(p(x)[0].to_tensor(), (x * w).relu()));
   EXPECT_NE(error_of<ShapeError>([&] { p(randn({33})); }).find("exported static"),
             std::string::npos);
+}
+
+// A kernel calling a precompiled extern function (a static archive of C code): the package holds
+// the function's code, so it runs after the archive is gone.
+std::string& prebuilt_archive() {
+  static std::string path;
+  return path;
+}
+
+TL_JIT(aot_prebuilt_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
+  tl::ExternLibrary lib;
+  lib.name = "cubic";
+  lib.cpu_objects = {prebuilt_archive()};
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto mask = offs < n;
+  tl::store(out + offs,
+            tl::extern_elementwise(lib, {tl::load(x + offs, mask)},
+                                   {{{DType::Float32}, "aot_cubic", DType::Float32}}),
+            mask);
+}
+
+TEST(Aot, APackageHoldsThePrecompiledExternFunctionsItsKernelsCall) {
+  const std::string src = temp_path("cubic.cpp"), obj = temp_path("cubic.o");
+  prebuilt_archive() = temp_path("libcubic.a");
+  spit(src, "extern \"C\" float aot_cubic(float x) { return x * x * x - 2.0f; }\n");
+  ASSERT_EQ(std::system(("c++ -O2 -fPIC -c " + src + " -o " + obj + " && ar rcs " +
+                         prebuilt_archive() + " " + obj)
+                            .c_str()),
+            0);
+  auto f = [](const Tensor& x) {
+    Tensor out = empty_like(x);
+    aot_prebuilt_kernel[{tl::cdiv(x.numel(), 128)}](x, out, x.numel(), tl::meta("BLOCK", 128));
+    return out;
+  };
+  const std::string path = temp_path("cubic.tspkg");
+  aot::ExportOptions o;
+  o.name = "cubic";
+  aot::compile(path, f, o, randn({300}));
+  ::unlink(prebuilt_archive().c_str());
+  ::unlink(obj.c_str());
+  aot::Package p = aot::load(path);
+  Tensor x = randn({300});
+  const Tensor got = p(x)[0].to_tensor();
+  for (int64_t i = 0; i < 300; ++i) {
+    const float v = x[i].item<float>();
+    EXPECT_FLOAT_EQ(got[i].item<float>(), v * v * v - 2.0f) << i;
+  }
 }
 
 // The file mapped at `p` in this process ("" when none: heap or anonymous memory).

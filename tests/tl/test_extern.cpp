@@ -1,10 +1,16 @@
 // The user's own element functions in kernels: tl::extern_elementwise (a library with C++ and
-// CUDA sources, overloads picked by argument dtypes) and tl::inline_asm_elementwise (PTX on CUDA,
-// a C++ body on the CPU); against host references, compiled and checked, and their refusals: the
-// interpreter, a backend without its source, a missing overload, bad constraints.
+// CUDA sources, or precompiled objects linked in; overloads picked by argument dtypes) and
+// tl::inline_asm_elementwise (PTX on CUDA, a C++ body on the CPU); against host references,
+// compiled and checked, and their refusals: the interpreter, a backend without its source, a
+// missing overload, bad constraints, objects that are missing, unlinkable or lack a function.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 
 #include "tessera/tessera.h"
@@ -206,6 +212,269 @@ TEST(Extern, InlineAsmRunsItsCppBodyOnTheCpu) {
   EXPECT_NE(e.find("pack = 4 is not supported"), std::string::npos) << e;
   e = error_of([&] { asm_bad_kernel[{1}](z, tl::meta("WHICH", 3)); });
   EXPECT_NE(e.find("constraint 'r' cannot hold int64"), std::string::npos) << e;
+}
+
+// ---- Precompiled libraries (Triton's `lib_path`): files the test builds in a fresh folder. Each
+// variant adds its own constant, so a result says which file was linked.
+
+const char* kCpuLib = R"(#include <stdint.h>
+extern "C" float obj_poly(float x, float y) { return x * x - 3.0f * y + OFFSET; }
+extern "C" int32_t obj_collatz(int32_t n) {
+  if (n < 1) return -1;
+  int32_t steps = 0;
+  while (n != 1) { n = (n % 2) ? 3 * n + 1 : n / 2; ++steps; }
+  return steps;
+}
+)";
+const char* kCudaLib = R"(#include <stdint.h>
+extern "C" __device__ float obj_poly(float x, float y) { return x * x - 3.0f * y + OFFSET; }
+extern "C" __device__ int32_t obj_collatz(int32_t n) {
+  if (n < 1) return -1;
+  int32_t steps = 0;
+  while (n != 1) { n = (n % 2) ? 3 * n + 1 : n / 2; ++steps; }
+  return steps;
+}
+)";
+
+std::string run_or_fail(const std::string& cmd) {
+  const int rc = std::system((cmd + " > /dev/null 2>&1").c_str());
+  if (rc != 0) ADD_FAILURE() << "failed (" << rc << "): " << cmd;
+  return cmd;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// nvcc of $CUDA_HOME or /usr/local/cuda ("" when there is none).
+std::string nvcc() {
+  for (std::string home : {std::string(std::getenv("CUDA_HOME") ? std::getenv("CUDA_HOME") : ""),
+                           std::string("/usr/local/cuda")}) {
+    if (!home.empty() && std::filesystem::exists(home + "/bin/nvcc")) return home + "/bin/nvcc";
+  }
+  return "";
+}
+
+// Whether this process also generates CUDA for every kernel (the nvrtc, cuda and sim passes).
+bool crosschecking() {
+  const char* c = std::getenv("TESSERA_CROSSCHECK");
+  return c && *c;
+}
+
+struct Prebuilt {
+  std::string dir;
+  std::vector<tl::ExternLibrary> libs;  // by WHICH: .o, .a, .so (CUDA: rdc .o, PTX, LTO-IR)
+};
+
+// Builds variant `which` (offset `offset`) into `dir`: its CPU file and, when crosschecking, its
+// CUDA file.
+tl::ExternLibrary build_variant(const std::string& dir, int which, int offset) {
+  const std::string tag = std::to_string(which) + "_" + std::to_string(offset);
+  const std::string def = " -DOFFSET=" + std::to_string(offset) + ".0f";
+  write_text(dir + "/lib.cpp", kCpuLib);
+  tl::ExternLibrary lib;
+  lib.name = "prebuilt" + std::to_string(which);
+  const std::string cxx = "c++ -O2 -fPIC" + def;
+  if (which == 0) {
+    run_or_fail(cxx + " -c " + dir + "/lib.cpp -o " + dir + "/libpoly.o");
+    lib.cpu_objects = {dir + "/libpoly.o"};
+  } else if (which == 1) {
+    run_or_fail(cxx + " -c " + dir + "/lib.cpp -o " + dir + "/poly_a.o");
+    std::filesystem::remove(dir + "/libpoly.a");
+    run_or_fail("ar rcs " + dir + "/libpoly.a " + dir + "/poly_a.o");
+    lib.cpu_objects = {dir + "/libpoly.a"};
+  } else {
+    run_or_fail(cxx + " -shared " + dir + "/lib.cpp -o " + dir + "/libpoly" + tag + ".so");
+    lib.cpu_objects = {dir + "/libpoly" + tag + ".so"};
+  }
+  if (!crosschecking()) return lib;
+  const std::string cu = nvcc();
+  EXPECT_FALSE(cu.empty())
+      << "TESSERA_CROSSCHECK is set but there is no nvcc to build CUDA objects";
+  if (cu.empty()) return lib;
+  write_text(dir + "/lib.cu", kCudaLib);
+  const std::string base = cu + " -arch=sm_90 -rdc=true" + def + " " + dir + "/lib.cu";
+  if (which == 0) {
+    run_or_fail(base + " -c -o " + dir + "/libpoly_cuda.o");
+    lib.cuda_objects = {dir + "/libpoly_cuda.o"};
+  } else if (which == 1) {
+    run_or_fail(base + " -ptx -o " + dir + "/libpoly.ptx");
+    lib.cuda_objects = {dir + "/libpoly.ptx"};
+  } else {
+    run_or_fail(cu + " -gencode arch=compute_90,code=lto_90 -dc" + def + " " + dir + "/lib.cu -o " +
+                dir + "/libpoly_lto" + tag + ".o");
+    lib.cuda_objects = {dir + "/libpoly_lto" + tag + ".o"};
+  }
+  return lib;
+}
+
+Prebuilt& prebuilt() {
+  static Prebuilt* p = [] {
+    auto* b = new Prebuilt();
+    // (the folder goes when the process ends; loaded kernels keep their mapped copies)
+    static struct Remove {
+      Prebuilt* of = nullptr;
+      ~Remove() {
+        std::error_code ec;
+        if (of && !of->dir.empty()) std::filesystem::remove_all(of->dir, ec);
+      }
+    } remove;
+    remove.of = b;
+    std::string tmpl = (std::filesystem::temp_directory_path() / "tessera-extern-XXXXXX").string();
+    b->dir = ::mkdtemp(tmpl.data()) ? tmpl : std::string();
+    for (int w = 0; w < 3; ++w) b->libs.push_back(build_variant(b->dir, w, w + 1));
+    return b;
+  }();
+  return *p;
+}
+
+const std::vector<tl::ExternSymbol>& poly_symbols() {
+  static const std::vector<tl::ExternSymbol> s = {
+      {{DType::Float32, DType::Float32}, "obj_poly", DType::Float32}};
+  return s;
+}
+
+TL_JIT(prebuilt_kernel, tl::Ptr x, tl::Ptr y, tl::Ptr start, tl::Ptr out, tl::Ptr steps, tl::Int n,
+       tl::Const WHICH, tl::Const BLOCK) {
+  const tl::ExternLibrary& lib = prebuilt().libs.at(static_cast<size_t>(WHICH.int_value()));
+  auto o = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = o < n;
+  tl::store(out + o,
+            tl::extern_elementwise(lib, {tl::load(x + o, m), tl::load(y + o, m)}, poly_symbols()),
+            m);
+  tl::store(steps + o,
+            tl::extern_elementwise(lib, {tl::load(start + o, m, 1)},
+                                   {{{DType::Int32}, "obj_collatz", DType::Int32}}),
+            m);
+}
+
+int32_t collatz_steps(int32_t v) {
+  if (v < 1) return -1;
+  int32_t s = 0;
+  for (int64_t k = v; k != 1; ++s) k = (k % 2) ? 3 * k + 1 : k / 2;
+  return s;
+}
+
+// Runs every variant and checks each element against the host (`offsets[w]`: the constant the
+// file linked for variant w adds).
+void expect_prebuilt_results(const std::vector<int>& offsets) {
+  const int64_t n = 777;
+  Tensor x = randn({n}) * 3, y = randn({n}) * 3;
+  Tensor start = randint(-5, 3000, {n}, TensorOptions().dtype(DType::Int32));
+  compiled_and_checked([&](const char* mode) {
+    for (int w = 0; w < 3; ++w) {
+      Tensor out = empty({n}), steps = empty({n}, TensorOptions().dtype(DType::Int32));
+      poison(out);
+      poison(steps);
+      prebuilt_kernel[{tl::cdiv(n, 256)}](x, y, start, out, steps, n, tl::meta("WHICH", w),
+                                          tl::meta("BLOCK", 256));
+      for (int64_t i = 0; i < n; ++i) {
+        const float xv = x[i].item<float>(), yv = y[i].item<float>();
+        const float want = xv * xv - 3.0f * yv + static_cast<float>(offsets[w]);
+        ASSERT_NEAR(out[i].item<float>(), want, 1e-5f * (1 + std::fabs(want)))
+            << mode << " variant " << w << " at " << i;
+        ASSERT_EQ(steps[i].item<int32_t>(), collatz_steps(start[i].item<int32_t>()))
+            << mode << " variant " << w << " at " << i;
+      }
+    }
+  });
+}
+
+TEST(Extern, PrecompiledObjectsArchivesAndSharedObjectsLinkIntoKernels) {
+  ASSERT_FALSE(prebuilt().dir.empty());
+  expect_prebuilt_results({1, 2, 3});
+  // New bytes at the same path are a new kernel: the file's digest is in its source (and so in
+  // its cache key), not only its path.
+  prebuilt().libs[1] = build_variant(prebuilt().dir, 1, 7);
+  prebuilt_kernel.clear_memory_cache();
+  expect_prebuilt_results({1, 7, 3});
+}
+
+TL_JIT(prebuilt_bad_kernel, tl::Ptr x, tl::Const WHICH) {
+  auto v = tl::load(x + tl::arange(0, 16));
+  const Prebuilt& p = prebuilt();
+  tl::ExternLibrary lib = p.libs[0];
+  std::vector<tl::ExternSymbol> symbols = poly_symbols();
+  if (WHICH.int_value() == 0) {  // a file that is not there
+    lib.cpu_objects = {p.dir + "/absent.o"};
+  } else if (WHICH.int_value() == 1) {  // source and objects for one backend
+    lib.cpu_source = "static inline float obj_poly(float x, float y) { return x; }";
+  } else if (WHICH.int_value() == 2) {  // a function the files do not define
+    symbols[0].symbol = "obj_absent";
+  } else if (WHICH.int_value() == 3) {  // not an object file
+    lib.cpu_objects = {p.dir + "/not_an_object.o"};
+  } else {  // one symbol called with two signatures
+    tl::store(
+        x + tl::arange(0, 16),
+        tl::extern_elementwise(lib, {v.to(tl::float64), v.to(tl::float64)},
+                               {{{DType::Float64, DType::Float64}, "obj_poly", DType::Float64}}));
+  }
+  tl::store(x + tl::arange(0, 16), tl::extern_elementwise(lib, {v, v}, symbols));
+}
+
+TEST(Extern, PrecompiledObjectsThatCannotLinkAreClearErrors) {
+  ASSERT_FALSE(prebuilt().dir.empty());
+  write_text(prebuilt().dir + "/not_an_object.o", "this is text, not an ELF object\n");
+  ScopedEnv compiled("TESSERA_INTERPRET", "0");
+  Tensor x = zeros({16});
+  std::string e = error_of([&] { prebuilt_bad_kernel[{1}](x, tl::meta("WHICH", 0)); });
+  EXPECT_NE(e.find("cannot read the CPU object '" + prebuilt().dir +
+                   "/absent.o': No such file or directory"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("test_extern.cpp"), std::string::npos) << e;
+  e = error_of([&] { prebuilt_bad_kernel[{1}](x, tl::meta("WHICH", 1)); });
+  EXPECT_NE(e.find("gives both CPU source and CPU objects"), std::string::npos) << e;
+  e = error_of<CompileError>([&] { prebuilt_bad_kernel[{1}](x, tl::meta("WHICH", 2)); });
+  EXPECT_NE(e.find("kernel 'prebuilt_bad_kernel' links the extern functions' objects '" +
+                   prebuilt().dir + "/libpoly.o', but the loader refuses it"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("undefined symbol: obj_absent"), std::string::npos) << e;
+  e = error_of<CompileError>([&] { prebuilt_bad_kernel[{1}](x, tl::meta("WHICH", 3)); });
+  EXPECT_NE(e.find("kernel 'prebuilt_bad_kernel': linking the extern functions' objects '" +
+                   prebuilt().dir + "/not_an_object.o' failed"),
+            std::string::npos)
+      << e;
+  e = error_of<CompileError>([&] { prebuilt_bad_kernel[{1}](x, tl::meta("WHICH", 4)); });
+  EXPECT_NE(e.find("calls 'obj_poly' of library 'prebuilt0' with two signatures"),
+            std::string::npos)
+      << e;
+}
+
+// The CUDA side of a library whose CPU objects define a function that its CUDA objects do not:
+// the kernel builds for the CPU, and nvJitLink's refusal names the kernel, the file and the
+// function (the nvrtc and cuda passes; elsewhere no CUDA is generated).
+TL_JIT(prebuilt_cuda_missing_kernel, tl::Ptr x) {
+  tl::ExternLibrary lib = prebuilt().libs[0];
+  lib.cuda_objects = {prebuilt().dir + "/empty_cuda.o"};
+  auto v = tl::load(x + tl::arange(0, 16));
+  tl::store(x + tl::arange(0, 16), tl::extern_elementwise(lib, {v, v}, poly_symbols()));
+}
+
+TEST(Extern, CudaObjectsWithoutTheFunctionAreAClearError) {
+  if (!crosschecking()) {
+    // Without CUDA generation there is nothing to link: the kernel runs from its CPU objects.
+    Tensor x = ones({16});
+    write_text(prebuilt().dir + "/empty_cuda.o", "");
+    ScopedEnv compiled("TESSERA_INTERPRET", "0");
+    prebuilt_cuda_missing_kernel[{1}](x);
+    EXPECT_EQ(x[3].item<float>(), 1.0f - 3.0f + 1.0f);
+    return;
+  }
+  write_text(prebuilt().dir + "/empty.cu",
+             "extern \"C\" __device__ float other(float x) { return x; }\n");
+  run_or_fail(nvcc() + " -arch=sm_90 -rdc=true -c " + prebuilt().dir + "/empty.cu -o " +
+              prebuilt().dir + "/empty_cuda.o");
+  ScopedEnv compiled("TESSERA_INTERPRET", "0");
+  Tensor x = ones({16});
+  const std::string e = error_of<CompileError>([&] { prebuilt_cuda_missing_kernel[{1}](x); });
+  EXPECT_NE(e.find("kernel 'prebuilt_cuda_missing_kernel': linking the extern functions' CUDA "
+                   "objects '" +
+                   prebuilt().dir + "/empty_cuda.o' failed"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("obj_poly"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backend/common/c_family.h"
+#include "backend/common/link_inputs.h"
 #include "ir/access.h"
 #include "ir/affine.h"
 #include "ir/index_map.h"
@@ -223,18 +224,44 @@ void ExprPrinter::preamble(const char* flavour, const char* runtime_header, bool
     }
   }
   out_ << "\n#include \"" << runtime_header << "\"\n\n";
-  // The libraries of tl::extern_elementwise calls, each once, in this backend's language.
+  // The libraries of tl::extern_elementwise calls, each once, in this backend's language; or,
+  // for a library of precompiled objects, a C declaration of each function called and a line
+  // naming each file to link (backend/common/link_inputs.h).
   std::vector<std::string> emitted;
+  std::vector<std::pair<std::string, std::string>> declared;  // symbol, declaration
   ir::walk(f_.body, [&](const Op* o) {
     const Op& op = *o;
     if (op.kind != OpKind::Extern) return;
     const ir::ExternCall e = ir::unpack_extern(op.text);
     const std::string& src = cuda ? e.cuda_source : e.cpu_source;
-    if (src.empty()) {
+    const std::string& objects = cuda ? e.cuda_objects : e.cpu_objects;
+    if (src.empty() && objects.empty()) {
       throw CompileError(std::string("kernel '") + f_.name + "': tl::extern_elementwise calls '" +
                              e.symbol + "' of library '" + e.library + "', which has no " +
-                             (cuda ? "CUDA" : "CPU (C++)") + " source",
+                             (cuda ? "CUDA" : "CPU (C++)") + " source or objects",
                          op.loc);
+    }
+    if (!objects.empty()) {
+      std::string decl = std::string("extern \"C\" ") + (cuda ? "__device__ " : "") +
+                         register_type(f_.type(op.result()).elem) + " " + e.symbol + "(";
+      for (size_t i = 0; i < op.operands.size(); ++i)
+        decl += (i ? ", " : "") + std::string(register_type(f_.type(op.operands[i]).elem));
+      decl += ");";
+      auto same = std::find_if(declared.begin(), declared.end(),
+                               [&](const auto& d) { return d.first == e.symbol; });
+      if (same != declared.end() && same->second != decl) {
+        throw CompileError(std::string("kernel '") + f_.name + "': tl::extern_elementwise calls '" +
+                               e.symbol + "' of library '" + e.library + "' with two signatures (" +
+                               same->second + " and " + decl +
+                               "); a C function has one: give each overload its own symbol",
+                           op.loc);
+      }
+      if (same != declared.end()) return;
+      declared.emplace_back(e.symbol, decl);
+      out_ << "// tl::extern_elementwise library '" << e.library << "' (precompiled)\n";
+      for (const LinkInput& in : parse_object_list(objects)) out_ << link_directive(in);
+      out_ << decl << "\n\n";
+      return;
     }
     const std::string key = e.library + '\x1f' + src;
     if (std::find(emitted.begin(), emitted.end(), key) != emitted.end()) return;

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -24,6 +25,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "backend/common/link_inputs.h"
 #include "backend/cpu/embedded_headers.h"
 #include "core/files.h"
 #include "core/progress.h"
@@ -302,6 +304,67 @@ trt::KernelFn find_cached(const std::string& key) {
   return try_load(key, why);
 }
 
+// The files of precompiled extern functions, after the source on the command line (archives
+// are searched for what it calls); a shared object is found at run time by its folder.
+void add_link_inputs(const std::vector<LinkInput>& links, std::vector<std::string>& argv) {
+  for (const LinkInput& in : links) {
+    argv.push_back(in.path);
+    const std::string base = in.path.substr(in.path.rfind('/') + 1);
+    if (base.size() > 3 &&
+        (base.compare(base.size() - 3, 3, ".so") == 0 || base.find(".so.") != std::string::npos)) {
+      argv.push_back("-Wl,-rpath," + in.path.substr(0, in.path.rfind('/')));
+    }
+  }
+}
+
+std::string names_of(const std::vector<LinkInput>& links) {
+  std::string s;
+  for (const LinkInput& in : links) s += (s.empty() ? "'" : ", '") + in.path + "'";
+  return s;
+}
+
+// A failed build of a kernel that links files: when the kernel compiles without them (-c), the
+// link failed, which is the files' doing (not position-independent, another architecture, a
+// symbol defined twice): a CompileError with the linker's words. Else returns (a tessera bug).
+void blame_link(std::vector<std::string> argv, const std::vector<LinkInput>& links,
+                const std::string& kernel, const std::string& tmp) {
+  const std::string link_log = read_file(tmp + "/compiler.log");
+  std::vector<std::string> compile_only;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    const bool linked =
+        std::any_of(links.begin(), links.end(), [&](const LinkInput& in) { return in.path == a; });
+    if (linked || a.rfind("-Wl,", 0) == 0 || a == "-shared") continue;
+    if (a == "-o") {
+      compile_only.insert(compile_only.end(), {"-c", "-o", tmp + "/kernel.o"});
+      ++i;
+      continue;
+    }
+    compile_only.push_back(a);
+  }
+  if (run(compile_only, tmp + "/compile-only.log") != 0) return;
+  remove_tree(tmp);
+  throw CompileError("kernel '" + kernel + "': linking the extern functions' objects " +
+                         names_of(links) + " failed:\n" + link_log.substr(0, 4000),
+                     SourceLoc{});
+}
+
+// A kernel that links files must resolve every function it calls: a shared object may be linked
+// with symbols missing (the loader finds them, or not, later); load it once to know now.
+void check_resolved(const std::string& so, const std::vector<LinkInput>& links,
+                    const std::string& kernel, const std::string& tmp) {
+  void* h = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (h) {
+    ::dlclose(h);
+    return;
+  }
+  const std::string why = ::dlerror();
+  remove_tree(tmp);
+  throw CompileError("kernel '" + kernel + "' links the extern functions' objects " +
+                         names_of(links) + ", but the loader refuses it: " + why,
+                     SourceLoc{});
+}
+
 // One compiler run over several kernels: each source is renamed to its own entry point and the
 // shared object is linked into every kernel's cache entry. Returns the compiler time.
 double build_bundle(const std::vector<const KernelSource*>& members,
@@ -324,6 +387,10 @@ double build_bundle(const std::vector<const KernelSource*>& members,
   std::vector<std::string> argv = {c.path};
   argv.insert(argv.end(), c.flags.begin(), c.flags.end());
   argv.insert(argv.end(), {"-I", include_dir(), "-o", tmp + "/kernel.so", tmp + "/kernel.cpp"});
+  // A kernel calling precompiled extern functions (built alone: compile_many) links their files.
+  const std::vector<LinkInput> links = link_inputs(text);
+  for (const LinkInput& in : links) check_unchanged(in, members[0]->kernel);
+  add_link_inputs(links, argv);
   const auto t0 = std::chrono::steady_clock::now();
   int rc = run(argv, tmp + "/compiler.log");
   if (rc != 0 &&
@@ -336,6 +403,7 @@ double build_bundle(const std::vector<const KernelSource*>& members,
   }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (rc != 0 && !links.empty()) blame_link(argv, links, members[0]->kernel, tmp);
   if (rc != 0) {
     std::string names;
     for (const auto* m : members) names += (names.empty() ? "'" : ", '") + m->kernel + "'";
@@ -346,6 +414,7 @@ double build_bundle(const std::vector<const KernelSource*>& members,
                             << log_text.substr(0, 4000);
   }
   const std::string so = tmp + "/kernel.so";
+  if (!links.empty()) check_resolved(so, links, members[0]->kernel, tmp);
   // A new file name per build: the dynamic loader would hand back a library it loaded before
   // from the same path (with other entry points) when a cleared entry is rebuilt in-process.
   const std::string so_name = "kernel-" + sha256_hex(tmp).substr(0, 16) + ".so";
@@ -387,15 +456,35 @@ std::vector<CompiledBinary> compile_many(const std::vector<KernelSource>& kernel
     // One translation unit per thread of the pool (TESSERA_NUM_THREADS; all cores by default),
     // compiled in parallel.
     const size_t cores = static_cast<size_t>(std::max(1, runtime::num_threads()));
-    const size_t groups = std::min(misses.size(), max_groups ? max_groups : cores);
-    std::vector<std::vector<const KernelSource*>> members(groups);
-    std::vector<std::vector<std::string>> keys(groups);
-    std::vector<std::vector<size_t>> index(groups);
+    const size_t spread = std::min(misses.size(), max_groups ? max_groups : cores);
+    std::vector<std::vector<const KernelSource*>> members(spread);
+    std::vector<std::vector<std::string>> keys(spread);
+    std::vector<std::vector<size_t>> index(spread);
+    // A kernel linking precompiled files gets a translation unit of its own (no other kernel
+    // links them, or fails with them).
+    size_t spread_next = 0;
     for (size_t m = 0; m < misses.size(); ++m) {
-      members[m % groups].push_back(&kernels[misses[m]]);
-      keys[m % groups].push_back(out[misses[m]].key);
-      index[m % groups].push_back(misses[m]);
+      size_t g = 0;
+      if (link_inputs(kernels[misses[m]].source).empty()) {
+        g = spread_next++ % spread;
+      } else {
+        g = members.size();
+        members.emplace_back();
+        keys.emplace_back();
+        index.emplace_back();
+      }
+      members[g].push_back(&kernels[misses[m]]);
+      keys[g].push_back(out[misses[m]].key);
+      index[g].push_back(misses[m]);
     }
+    // (groups left empty by kernels that went alone)
+    for (size_t g = members.size(); g-- > 0;) {
+      if (!members[g].empty()) continue;
+      members.erase(members.begin() + static_cast<std::ptrdiff_t>(g));
+      keys.erase(keys.begin() + static_cast<std::ptrdiff_t>(g));
+      index.erase(index.begin() + static_cast<std::ptrdiff_t>(g));
+    }
+    const size_t groups = members.size();
     std::vector<double> ms(groups, 0);
     std::vector<std::exception_ptr> errors(groups);
     // A long batch shows a progress line (TESSERA_PROGRESS): kernels built, seconds so far.
@@ -470,7 +559,12 @@ std::string compile_bundle(const std::vector<std::string>& sources, const std::s
   std::vector<std::string> argv = {c.path};
   for (const auto& f : c.flags) argv.push_back(f == "-march=native" ? "-march=" + march : f);
   argv.insert(argv.end(), {"-I", include_dir(), "-o", tmp + "/kernels.so", tmp + "/kernels.cpp"});
+  // Precompiled extern functions are linked in (a shared object stays a run-time dependency).
+  const std::vector<LinkInput> links = link_inputs(text);
+  for (const LinkInput& in : links) check_unchanged(in, "(package)");
+  add_link_inputs(links, argv);
   if (run(argv, tmp + "/compiler.log") != 0) {
+    if (!links.empty()) blame_link(argv, links, "(package)", tmp);
     const std::string log_text = read_file(tmp + "/compiler.log");
     TS_ERROR(InternalError) << "the package's kernels failed to compile for -march=" << march
                             << " (a tessera bug, please report it); source and compiler output "

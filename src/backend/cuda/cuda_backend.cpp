@@ -13,11 +13,13 @@
 #include <sys/stat.h>
 
 #include "backend/backend.h"
+#include "backend/common/link_inputs.h"
 #include "backend/cpu/embedded_headers.h"
 #include "backend/cuda/emit.h"
 #include "core/files.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/driver.h"
+#include "runtime/cuda/jitlink.h"
 #include "runtime/cuda/memory.h"
 #include "runtime/cuda/module.h"
 #include "runtime/cuda/nvrtc.h"
@@ -71,6 +73,39 @@ const std::vector<std::string>& nvrtc_options() {
   return o;
 }
 
+// A kernel's cubin: NVRTC's, or for a kernel calling precompiled extern functions NVRTC's LTO-IR
+// linked with their files by nvJitLink (link_inputs.h: the source names them).
+rc::CompiledCubin compile_kernel(const std::string& source, const std::string& name, int arch,
+                                 const std::string& arch_suffix = "") {
+  const std::vector<LinkInput> links = link_inputs(source);
+  if (links.empty())
+    return rc::compile_cubin(source, name, arch, headers(), nvrtc_options(), arch_suffix);
+  std::vector<std::string> files;
+  for (const LinkInput& in : links) {
+    check_unchanged(in, name);
+    files.push_back(in.path);
+  }
+  const rc::CompiledCubin ir =
+      rc::compile_ltoir(source, name, arch, headers(), nvrtc_options(), arch_suffix);
+  rc::CompiledCubin linked;
+  try {
+    linked = rc::link_cubin(ir.cubin, files, name, arch, arch_suffix);
+  } catch (const CompileError& e) {
+    std::string names;
+    for (const std::string& f : files) names += (names.empty() ? "'" : ", '") + f + "'";
+    throw CompileError("kernel '" + name + "': linking the extern functions' CUDA objects " +
+                           names + " failed: " + e.what(),
+                       SourceLoc{});
+  }
+  linked.ms += ir.ms;
+  return linked;
+}
+
+std::string jitlink_version() {
+  const rc::NvrtcInfo* n = rc::jitlink();
+  return n ? std::to_string(n->major) + "." + std::to_string(n->minor) : std::string("none");
+}
+
 // A built kernel: its module on the device and what a launch needs.
 struct Loaded {
   std::unique_ptr<rc::Module> module;
@@ -122,6 +157,7 @@ class CudaBackend final : public Backend {
     out.shared_bytes = e.shared_bytes;
     Sha256 h;
     h.field(e.source).field(key_);
+    if (!link_inputs(e.source).empty()) h.field("nvJitLink " + jitlink_version());
     out.disk_key = h.hex();
     out.code_key = out.disk_key;
   }
@@ -153,8 +189,7 @@ class CudaBackend final : public Backend {
         try {
           log("cache",
               "NVRTC compiles kernel " + todo[i]->name + " for sm_" + std::to_string(arch_));
-          const rc::CompiledCubin c =
-              rc::compile_cubin(todo[i]->source, todo[i]->name, arch_, headers(), nvrtc_options());
+          const rc::CompiledCubin c = compile_kernel(todo[i]->source, todo[i]->name, arch_);
           log("cache", "NVRTC compiled kernel " + todo[i]->name + " in " +
                            std::to_string(static_cast<int64_t>(c.ms)) + " ms (" +
                            resources_of(c.resources) + ")");
@@ -425,13 +460,18 @@ void launch_without_reports(const Backend& cuda, const Kernel& k, const GridSize
 }
 
 std::string compile_ptx_for_arch(const std::string& source, const std::string& name, int arch) {
+  if (!link_inputs(source).empty()) {
+    throw CompileError("kernel '" + name +
+                           "' links precompiled CUDA objects, so it is a cubin for one "
+                           "architecture: it cannot be packaged as PTX (package cubins)",
+                       SourceLoc{});
+  }
   return rc::compile_ptx(source, name, arch, headers(), nvrtc_options()).cubin;
 }
 
 std::string compile_for_arch(const std::string& source, const std::string& name, int arch,
                              rc::PtxasReport* report, const std::string& arch_suffix) {
-  rc::CompiledCubin c =
-      rc::compile_cubin(source, name, arch, headers(), nvrtc_options(), arch_suffix);
+  rc::CompiledCubin c = compile_kernel(source, name, arch, arch_suffix);
   if (report) *report = c.resources;
   return std::move(c.cubin);
 }

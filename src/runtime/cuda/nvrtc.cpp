@@ -30,6 +30,9 @@ struct Api {
   nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram, char*);
   nvrtcResult (*nvrtcGetPTXSize)(nvrtcProgram, size_t*);
   nvrtcResult (*nvrtcGetPTX)(nvrtcProgram, char*);
+  // (optional: LTO-IR for kernels that link precompiled device code; NVRTC 12.0 on)
+  nvrtcResult (*nvrtcGetLTOIRSize)(nvrtcProgram, size_t*);
+  nvrtcResult (*nvrtcGetLTOIR)(nvrtcProgram, char*);
 };
 
 struct Loaded {
@@ -79,6 +82,11 @@ Loaded load() {
   if (!ok) {
     l.why = l.info.path + " lacks an entry point tessera needs (an NVRTC older than 11.1?)";
     return l;
+  }
+  if (!resolve_symbol(lib, "nvrtcGetLTOIRSize", a.nvrtcGetLTOIRSize) ||
+      !resolve_symbol(lib, "nvrtcGetLTOIR", a.nvrtcGetLTOIR)) {
+    a.nvrtcGetLTOIRSize = nullptr;
+    a.nvrtcGetLTOIR = nullptr;
   }
   a.nvrtcVersion(&l.info.major, &l.info.minor);
   if (l.info.major < 12) {
@@ -144,10 +152,13 @@ PtxasReport parse_ptxas_log(const std::string& log) {
 }
 
 namespace {
+enum class Output { Cubin, Ptx, LtoIr };
+
 CompiledCubin compile_program(const std::string& source, const std::string& name, int arch,
                               const std::vector<Header>& headers,
                               const std::vector<std::string>& options,
-                              const std::string& arch_suffix, bool ptx) {
+                              const std::string& arch_suffix, Output what) {
+  const bool ptx = what == Output::Ptx;
   const Api& a = api(name.c_str());
   std::vector<const char*> hdr_text, hdr_name;
   for (const auto& [n, text] : headers) {
@@ -167,8 +178,15 @@ CompiledCubin compile_program(const std::string& source, const std::string& name
   std::vector<std::string> opts = {
       (ptx ? "-arch=compute_" : "-arch=sm_") + std::to_string(arch) + arch_suffix,
       "-default-device", "-std=c++17"};
-  for (const std::string& o : options)  // (PTX: no ptxas run, so none of its options)
-    if (!ptx || o.rfind("-Xptxas", 0) != 0) opts.push_back(o);
+  // (PTX and LTO-IR: no ptxas run here, so none of its options)
+  for (const std::string& o : options)
+    if (what == Output::Cubin || o.rfind("-Xptxas", 0) != 0) opts.push_back(o);
+  if (what == Output::LtoIr) {
+    TS_CHECK(a.nvrtcGetLTOIR, RuntimeError)
+        << "[kernel " << name << "] linking precompiled CUDA objects needs NVRTC's LTO-IR output "
+        << "(NVRTC 12.0 or newer; " << loaded().info.path << " lacks nvrtcGetLTOIR)";
+    opts.insert(opts.end(), {"-rdc=true", "-dlto"});
+  }
   std::vector<const char*> argv;
   for (const auto& o : opts) argv.push_back(o.c_str());
   const auto t0 = std::chrono::steady_clock::now();
@@ -190,6 +208,12 @@ CompiledCubin compile_program(const std::string& source, const std::string& name
                        SourceLoc{});
   }
   size_t size = 0;
+  if (what == Output::LtoIr) {
+    check(a, a.nvrtcGetLTOIRSize(prog, &size), "nvrtcGetLTOIRSize", name);
+    out.cubin.resize(size);
+    check(a, a.nvrtcGetLTOIR(prog, out.cubin.data()), "nvrtcGetLTOIR", name);
+    return out;
+  }
   if (ptx) {  // the text with its terminating NUL, as cuModuleLoadData reads it
     check(a, a.nvrtcGetPTXSize(prog, &size), "nvrtcGetPTXSize", name);
     out.cubin.resize(size);
@@ -208,13 +232,20 @@ CompiledCubin compile_cubin(const std::string& source, const std::string& name, 
                             const std::vector<Header>& headers,
                             const std::vector<std::string>& options,
                             const std::string& arch_suffix) {
-  return compile_program(source, name, arch, headers, options, arch_suffix, false);
+  return compile_program(source, name, arch, headers, options, arch_suffix, Output::Cubin);
 }
 
 CompiledCubin compile_ptx(const std::string& source, const std::string& name, int arch,
                           const std::vector<Header>& headers,
                           const std::vector<std::string>& options) {
-  return compile_program(source, name, arch, headers, options, "", true);
+  return compile_program(source, name, arch, headers, options, "", Output::Ptx);
+}
+
+CompiledCubin compile_ltoir(const std::string& source, const std::string& name, int arch,
+                            const std::vector<Header>& headers,
+                            const std::vector<std::string>& options,
+                            const std::string& arch_suffix) {
+  return compile_program(source, name, arch, headers, options, arch_suffix, Output::LtoIr);
 }
 
 }  // namespace tessera::runtime::cuda

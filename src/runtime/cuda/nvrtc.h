@@ -51,4 +51,11 @@ CompiledCubin compile_cubin(const std::string& source, const std::string& name, 
                             const std::vector<std::string>& options = {},
                             const std::string& arch_suffix = "");
 
+/** The same as relocatable LTO-IR (`-rdc=true -dlto`, in `cubin`) for nvJitLink to link with
+ * precompiled device code (runtime/cuda/jitlink.h); NVRTC's ptxas options are left for the link. */
+CompiledCubin compile_ltoir(const std::string& source, const std::string& name, int arch,
+                            const std::vector<Header>& headers = {},
+                            const std::vector<std::string>& options = {},
+                            const std::string& arch_suffix = "");
+
 }  // namespace tessera::runtime::cuda
