@@ -319,10 +319,16 @@ struct ExternSymbol {
 Tile extern_elementwise(const ExternLibrary& lib, std::initializer_list<Operand> args,
                         const std::vector<ExternSymbol>& symbols, bool is_pure = true, TS_HERE);
 /** `tl.inline_asm_elementwise`: PTX run per element on CUDA, `constraints` as Triton's ("=r,r,r":
- * one output, then one per argument; r: 32 bits, l: 64, h: 16, f: float32, d: float64; a float
- * in an integer register travels as its bits). `pack` must be 1. The CPU backend runs `cpu_body`
- * instead, a C++ function body of the arguments `a0, a1, ...` returning the result (empty: CPU
- * kernels refuse it). */
+ * the output's registers, then each argument's; r: 32 bits, l: 64, h: 16, f: float32, d:
+ * float64; a float in an integer register travels as its bits, and float16, bfloat16 and float8
+ * arguments and results always do, as unsigned integers of their width). With `pack` > 1 (Triton's
+ * registers), values narrower than 32 bits share a register, min(32 / bits, pack) side by side,
+ * and wider ones take `pack` registers each, so the constraints list `pack / per_register`
+ * registers for the output and for each argument. tessera runs the assembly once per element,
+ * that element in every lane, and takes the first lane of the first output register: Triton's
+ * results for assembly that works lane by lane, at up to `pack` times its instructions. The CPU
+ * backend runs `cpu_body` instead, a C++ function body of one element of each argument `a0, a1,
+ * ...` returning the result (empty: CPU kernels refuse it). */
 Tile inline_asm_elementwise(std::string_view asm_text, std::string_view constraints,
                             std::initializer_list<Operand> args, DType dtype, bool is_pure = true,
                             int pack = 1, std::string_view cpu_body = {}, TS_HERE);

@@ -1037,6 +1037,15 @@ const char* extern_c_type(DType d) {
   }
 }
 
+bool narrow_float(DType d) {
+  return d == DType::Float16 || d == DType::BFloat16 || is_float8(d);
+}
+
+// The unsigned integer type of a narrow float's width (its bits).
+DType bits_type(DType d) {
+  return itemsize(d) == 2 ? DType::UInt16 : DType::UInt8;
+}
+
 bool is_identifier(std::string_view s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
   for (char ch : s) {
@@ -1047,12 +1056,16 @@ bool is_identifier(std::string_view s) {
 
 // The arguments broadcast together (numbers as literals), with their dtypes checked for extern
 // functions.
+// (`narrow_as_bits`: float16, bfloat16 and float8 arguments travel as their bits, unsigned
+// integers of their width, as inline assembly sees them.)
 std::vector<ValueId> extern_args(TraceContext& c, std::initializer_list<Operand> args,
                                  SourceLoc loc, const std::string& what,
-                                 SmallVector<int64_t, 4>& shape) {
+                                 SmallVector<int64_t, 4>& shape, bool narrow_as_bits = false) {
   std::vector<ValueId> vals;
   for (const Operand& a : args) {
-    const ValueId v = val(c, a);
+    ValueId v = val(c, a);
+    if (narrow_as_bits && !c.type(v).ptr && narrow_float(c.type(v).elem))
+      v = c.builder().bitcast(v, bits_type(c.type(v).elem));
     const Type& t = c.type(v);
     if (t.ptr || !extern_c_type(t.elem)) {
       c.fail(loc, what + " takes bool, integer, float32 and float64 arguments, got " + t.str() +
@@ -1184,15 +1197,40 @@ Tile inline_asm_elementwise(std::string_view asm_text, std::string_view constrai
                             int pack, std::string_view cpu_body, SourceLoc loc) {
   TraceContext& c = ctx(loc);
   const std::string what = "tl::inline_asm_elementwise";
-  if (pack != 1)
-    c.fail(loc, what + ": pack = " + std::to_string(pack) + " is not supported (1 only)");
+  if (pack < 1 || pack > 16)
+    c.fail(loc, what + ": pack = " + std::to_string(pack) + " must be 1 to 16");
   SmallVector<int64_t, 4> shape;
-  const std::vector<ValueId> vals = extern_args(c, args, loc, what, shape);
-  if (!extern_c_type(dtype)) {
+  const std::vector<ValueId> vals = extern_args(c, args, loc, what, shape, /*narrow_as_bits=*/true);
+  const DType out_elem = narrow_float(dtype) ? bits_type(dtype) : dtype;
+  if (!extern_c_type(out_elem)) {
     c.fail(loc, what + ": the result is " + std::string(dtype_name(dtype)) +
-                    "; it must be bool, an integer, float32 or float64");
+                    "; it must be bool, an integer or a float");
   }
-  // "=r,r,r": the output, then one constraint per argument.
+  // Triton's registers: a value narrower than 32 bits shares a 32-bit register with the next
+  // ones of its pack (min(32 / bits, pack) per register), a wider one takes a register per element.
+  struct Operand_ {
+    DType elem;
+    int bits, per_reg, regs;
+  };
+  auto layout = [&](DType d, const std::string& which) {
+    Operand_ o{d, static_cast<int>(itemsize(d) * 8), 1, pack};
+    o.per_reg = std::min(std::max(32 / o.bits, 1), pack);
+    if (pack % o.per_reg != 0) {
+      c.fail(loc, what + ": pack = " + std::to_string(pack) + " does not fill whole registers of " +
+                      which + " (" + std::to_string(o.per_reg) + " " + dtype_name(d) +
+                      " per register)");
+    }
+    o.regs = pack / o.per_reg;
+    return o;
+  };
+  const Operand_ out = layout(out_elem, "the result");
+  std::vector<Operand_> ins;
+  int total = out.regs;
+  for (ValueId v : vals) {
+    ins.push_back(layout(c.type(v).elem, "an argument"));
+    total += ins.back().regs;
+  }
+  // "=r,r,r": the outputs' registers, then each argument's.
   std::vector<std::string> cons;
   for (size_t at = 0; at <= constraints.size();) {
     const size_t end = std::min(constraints.find(',', at), constraints.size());
@@ -1202,58 +1240,94 @@ Tile inline_asm_elementwise(std::string_view asm_text, std::string_view constrai
     cons.push_back(part);
     at = end + 1;
   }
-  if (cons.size() != vals.size() + 1 || cons[0].size() != 2 || cons[0][0] != '=') {
-    c.fail(loc, what + ": constraints \"" + std::string(constraints) +
-                    "\" must be one output "
-                    "(\"=r\") then one per argument (" +
-                    std::to_string(vals.size()) + ")");
+  bool outputs_ok = static_cast<int>(cons.size()) == total;
+  for (int i = 0; outputs_ok && i < out.regs; ++i)
+    outputs_ok = cons[static_cast<size_t>(i)].size() == 2 && cons[static_cast<size_t>(i)][0] == '=';
+  if (!outputs_ok) {
+    std::string per;
+    for (size_t i = 0; i < ins.size(); ++i) per += (i ? ", " : "") + std::to_string(ins[i].regs);
+    c.fail(loc, what + ": constraints \"" + std::string(constraints) + "\" must be " +
+                    std::to_string(out.regs) + " output" + (out.regs == 1 ? "" : "s") +
+                    " (\"=r\") then one per argument register (" + per + ")" +
+                    (pack > 1 ? ", with pack = " + std::to_string(pack) : std::string()));
   }
-  // Each register's C type and width, and how a value of `d` enters and leaves it.
+  // Each register's C type, checked against what it holds (`bits` of one element, `per_reg` of
+  // them side by side).
   struct Reg {
     const char* type;
     int bits;
+    char letter;
   };
-  auto reg = [&](const std::string& con, DType d) -> Reg {
+  auto reg = [&](const std::string& con, const Operand_& o) -> Reg {
     const char letter = con.back();
-    const Reg r = letter == 'r'   ? Reg{"uint32_t", 32}
-                  : letter == 'l' ? Reg{"uint64_t", 64}
-                  : letter == 'h' ? Reg{"unsigned short", 16}
-                  : letter == 'f' ? Reg{"float", 32}
-                  : letter == 'd' ? Reg{"double", 64}
-                                  : Reg{nullptr, 0};
-    const int width = static_cast<int>(itemsize(d) * 8);
-    const bool fl = is_floating_point(d);
+    const Reg r = letter == 'r'   ? Reg{"uint32_t", 32, letter}
+                  : letter == 'l' ? Reg{"uint64_t", 64, letter}
+                  : letter == 'h' ? Reg{"unsigned short", 16, letter}
+                  : letter == 'f' ? Reg{"float", 32, letter}
+                  : letter == 'd' ? Reg{"double", 64, letter}
+                                  : Reg{nullptr, 0, letter};
+    const int width = o.bits * o.per_reg;
+    const bool fl = o.per_reg == 1 && (o.elem == DType::Float32 || o.elem == DType::Float64);
     if (!r.type || (fl && width != r.bits) || (!fl && width > r.bits) ||
         ((letter == 'f' || letter == 'd') && !fl)) {
-      c.fail(loc, what + ": constraint '" + con + "' cannot hold " + dtype_name(d));
+      c.fail(loc, what + ": constraint '" + con + "' cannot hold " +
+                      (o.per_reg > 1 ? std::to_string(o.per_reg) + " x " : std::string()) +
+                      dtype_name(narrow_float(dtype) && &o == &out ? dtype : o.elem));
     }
     return r;
   };
-  auto to_reg = [](const Reg& r, DType d, const std::string& v) -> std::string {
-    if (d == DType::Float32 && r.bits == 32 && std::string(r.type) != "float")
-      return "__float_as_uint(" + v + ")";
-    if (d == DType::Float64 && std::string(r.type) == "uint64_t")
-      return "(uint64_t)__double_as_longlong(" + v + ")";
-    return "(" + std::string(r.type) + ")(" + v + ")";
+  // A register's value made of one element `v` of `o` (in every lane of a shared register).
+  auto to_reg = [](const Reg& r, const Operand_& o, const std::string& v) -> std::string {
+    if (r.letter == 'f' || r.letter == 'd') return "(" + std::string(r.type) + ")(" + v + ")";
+    std::string bits;
+    if (o.elem == DType::Float32) {
+      bits = "(uint64_t)__float_as_uint(" + v + ")";
+    } else if (o.elem == DType::Float64) {
+      bits = "(uint64_t)__double_as_longlong(" + v + ")";
+    } else {
+      const uint64_t mask = o.bits == 64 ? ~uint64_t{0} : (uint64_t{1} << o.bits) - 1;
+      bits = "((uint64_t)(" + v + ") & " + std::to_string(mask) + "ull)";
+    }
+    std::string lanes = bits;
+    for (int l = 1; l < o.per_reg; ++l)
+      lanes += " | (" + bits + " << " + std::to_string(l * o.bits) + ")";
+    return "(" + std::string(r.type) + ")(" + lanes + ")";
   };
-  const Reg out = reg(cons[0], dtype);
-  std::string params, inputs;
-  for (size_t i = 0; i < vals.size(); ++i) {
-    const DType d = c.type(vals[i]).elem;
-    const std::string a = "a" + std::to_string(i);
-    const std::string decl = std::string(extern_c_type(d)) + " " + a;
-    params += (i ? ", " : "") + decl;
-    const Reg r = reg(cons[i + 1], d);
-    inputs += (i ? ", " : "") + c_string(cons[i + 1]) + "(" + to_reg(r, d, a) + ")";
+  const std::string ret = extern_c_type(out_elem);
+  std::string params, inputs, outputs, decls;
+  size_t ci = 0;
+  std::vector<Reg> out_regs;
+  for (int j = 0; j < out.regs; ++j, ++ci) {
+    out_regs.push_back(reg(cons[ci], out));
+    const std::string r = "r" + std::to_string(j);
+    decls += "  " + std::string(out_regs.back().type) + " " + r + ";\n";
+    outputs += (j ? ", " : "") + c_string(cons[ci]) + "(" + r + ")";
   }
-  std::string from_out = "(" + std::string(extern_c_type(dtype)) + ")r";
-  if (dtype == DType::Float32 && std::string(out.type) == "uint32_t")
-    from_out = "__uint_as_float(r)";
-  if (dtype == DType::Float64 && std::string(out.type) == "uint64_t")
-    from_out = "__longlong_as_double((long long)r)";
-  const std::string ret = extern_c_type(dtype);
+  for (size_t i = 0; i < vals.size(); ++i) {
+    const std::string a = "a" + std::to_string(i);
+    params += (i ? ", " : "") + std::string(extern_c_type(ins[i].elem)) + " " + a;
+    for (int j = 0; j < ins[i].regs; ++j, ++ci) {
+      const Reg r = reg(cons[ci], ins[i]);
+      inputs +=
+          (inputs.empty() ? "" : ", ") + c_string(cons[ci]) + "(" + to_reg(r, ins[i], a) + ")";
+    }
+  }
+  // The result: the first lane of the first output register.
+  std::string from_out;
+  if (out_regs[0].letter == 'f' || out_regs[0].letter == 'd') {
+    from_out = "(" + ret + ")r0";
+  } else if (out_elem == DType::Float32) {
+    from_out = "__uint_as_float((uint32_t)r0)";
+  } else if (out_elem == DType::Float64) {
+    from_out = "__longlong_as_double((long long)r0)";
+  } else if (out_elem == DType::Bool) {
+    from_out = "(bool)(r0 & 1)";
+  } else {
+    from_out = "(" + ret + ")r0";  // (the low bits: the conversion truncates)
+  }
   const std::string key = std::string(asm_text) + '\x1f' + std::string(constraints) + '\x1f' +
-                          std::string(cpu_body) + '\x1f' + params + '\x1f' + ret;
+                          std::string(cpu_body) + '\x1f' + params + '\x1f' + ret + '\x1f' +
+                          std::to_string(pack);
   const std::string symbol = "tessera_asm_" + sha256_hex(key).substr(0, 16);
   // Triton's (LLVM's) operand syntax $0, $1 ... is CUDA's %0, %1 ...; a literal % becomes %%.
   std::string ptx;
@@ -1269,14 +1343,15 @@ Tile inline_asm_elementwise(std::string_view asm_text, std::string_view constrai
     }
   }
   const std::string cuda = "__device__ __forceinline__ " + ret + " " + symbol + "(" + params +
-                           ") {\n  " + out.type + " r;\n  asm" + (is_pure ? "" : " volatile") +
-                           "(" + c_string(ptx) + " : " + c_string(cons[0]) + "(r) : " + inputs +
-                           ");\n  return " + from_out + ";\n}";
+                           ") {\n" + decls + "  asm" + (is_pure ? "" : " volatile") + "(" +
+                           c_string(ptx) + " : " + outputs + " : " + inputs + ");\n  return " +
+                           from_out + ";\n}";
   const std::string cpu = cpu_body.empty() ? std::string()
                                            : "static inline " + ret + " " + symbol + "(" + params +
                                                  ") {\n" + std::string(cpu_body) + "\n}";
   const std::string text = ir::pack_extern({"inline_asm", symbol, cpu, cuda, "", ""});
-  return c.tile(c.builder().extern_call(text, vals, Type{dtype, false, shape}, is_pure));
+  const ValueId r = c.builder().extern_call(text, vals, Type{out_elem, false, shape}, is_pure);
+  return c.tile(out_elem == dtype ? r : c.builder().bitcast(r, dtype));
 }
 
 namespace {

@@ -175,9 +175,14 @@ TL_JIT(asm_bad_kernel, tl::Ptr x, tl::Const WHICH) {
   } else if (WHICH.int_value() == 1) {  // two arguments, one input constraint
     tl::store(x + tl::arange(0, 16),
               tl::inline_asm_elementwise("add.s32 $0, $1, $2;", "=r,r", {a, a}, tl::int32));
-  } else if (WHICH.int_value() == 2) {  // pack 4
+  } else if (WHICH.int_value() == 2) {  // pack 3 of int16: not whole registers
     tl::store(x + tl::arange(0, 16),
-              tl::inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", {a}, tl::int32, true, 4));
+              tl::inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", {a.to(tl::int16)}, tl::int16,
+                                         true, 3, "return a0;")
+                  .to(tl::int32));
+  } else if (WHICH.int_value() == 4) {  // pack 2 of int32: two registers each, one given
+    tl::store(x + tl::arange(0, 16), tl::inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", {a},
+                                                                tl::int32, true, 2, "return a0;"));
   } else {  // a 64-bit value in a 32-bit register
     tl::store(x + tl::arange(0, 16),
               tl::inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", {a.to(tl::int64)}, tl::int32,
@@ -206,12 +211,75 @@ TEST(Extern, InlineAsmRunsItsCppBodyOnTheCpu) {
   EXPECT_NE(e.find("of library 'inline_asm', which has no CPU (C++) source"), std::string::npos)
       << e;
   e = error_of([&] { asm_bad_kernel[{1}](z, tl::meta("WHICH", 1)); });
-  EXPECT_NE(e.find("must be one output (\"=r\") then one per argument (2)"), std::string::npos)
+  EXPECT_NE(e.find("must be 1 output (\"=r\") then one per argument register (1, 1)"),
+            std::string::npos)
       << e;
   e = error_of([&] { asm_bad_kernel[{1}](z, tl::meta("WHICH", 2)); });
-  EXPECT_NE(e.find("pack = 4 is not supported"), std::string::npos) << e;
+  EXPECT_NE(e.find("pack = 3 does not fill whole registers of the result (2 int16 per register)"),
+            std::string::npos)
+      << e;
+  e = error_of([&] { asm_bad_kernel[{1}](z, tl::meta("WHICH", 4)); });
+  EXPECT_NE(e.find("must be 2 outputs (\"=r\") then one per argument register (2), with pack = 2"),
+            std::string::npos)
+      << e;
   e = error_of([&] { asm_bad_kernel[{1}](z, tl::meta("WHICH", 3)); });
   EXPECT_NE(e.find("constraint 'r' cannot hold int64"), std::string::npos) << e;
+}
+
+// Packed inline assembly (Triton's `pack`): narrow values share 32-bit registers, a pack of
+// wider ones takes a register each; the asm runs once per element with the element in every lane
+// and the result is the first lane. Triton's own example (four uint8 in a register), a float32
+// pair converted to a bfloat16x2 register, and half2 arithmetic on float16 bits. The CPU runs the
+// C++ bodies; the nvrtc pass compiles the PTX, the GPU pass runs it against them.
+TL_JIT(asm_packed_kernel, tl::Ptr x8, tl::Ptr y8, tl::Ptr xf, tl::Ptr ybf, tl::Ptr h, tl::Ptr yh,
+       tl::Int n, tl::Const BLOCK) {
+  auto o = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = o < n;
+  tl::store(y8 + o,
+            tl::inline_asm_elementwise("and.b32 $0, $1, 0x1F1F1F1F; \n shl.b32 $0, $0, 3;", "=r,r",
+                                       {tl::load(x8 + o, m, 0)}, tl::int8, true, 4,
+                                       "return (int8_t)((a0 & 0x1F) << 3);"),
+            m);
+  tl::store(
+      ybf + o,
+      tl::inline_asm_elementwise(
+          "cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,f,f", {tl::load(xf + o, m, 0.0f)}, tl::bfloat16,
+          true, 2,
+          "uint32_t u = trt::f2u(a0); return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);"),
+      m);
+  auto hv = tl::load(h + o, m, 0.0f);
+  tl::store(yh + o,
+            tl::inline_asm_elementwise(
+                "add.rn.f16x2 $0, $1, $2;", "=r,r,r", {hv, hv * 2.0f}, tl::float16, true, 2,
+                "return trt::float_to_half(trt::half_to_float(a0) + trt::half_to_float(a1));"),
+            m);
+}
+
+TEST(Extern, PackedInlineAsmGivesEachElementItsLane) {
+  const int64_t n = 1000;
+  Tensor x8 = randint(0, 256, {n}, TensorOptions().dtype(DType::UInt8));
+  Tensor xf = randn({n}) * 5;
+  // multiples of 1/64 in [-8, 8]: exact in float16, and so are their sums
+  Tensor h = (randint(-512, 512, {n}).to(DType::Float32) / 64.0f).to(DType::Float16);
+  compiled_and_checked([&](const char* mode) {
+    Tensor y8 = empty({n}, TensorOptions().dtype(DType::Int8)),
+           ybf = empty({n}, TensorOptions().dtype(DType::BFloat16)),
+           yh = empty({n}, TensorOptions().dtype(DType::Float16));
+    poison(y8);
+    poison(ybf);
+    poison(yh);
+    asm_packed_kernel[{tl::cdiv(n, 256)}](x8, y8, xf, ybf, h, yh, n, tl::meta("BLOCK", 256));
+    const Tensor want_bf = xf.to(DType::BFloat16), want_h = (h.to(DType::Float32) * 3.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      const int v = x8[i].item<uint8_t>();
+      ASSERT_EQ(y8[i].item<int8_t>(), static_cast<int8_t>((v & 0x1F) << 3)) << mode << " " << i;
+      ASSERT_EQ(ybf[i].to(DType::Float32).item<float>(),
+                want_bf[i].to(DType::Float32).item<float>())
+          << mode << " " << i;
+      ASSERT_EQ(yh[i].to(DType::Float32).item<float>(), want_h[i].item<float>())
+          << mode << " " << i;
+    }
+  });
 }
 
 // ---- Precompiled libraries (Triton's `lib_path`): files the test builds in a fresh folder. Each
