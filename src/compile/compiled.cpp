@@ -27,11 +27,31 @@ struct Entry {
   Guards guards;
   std::unique_ptr<Executor> executor;
   std::shared_ptr<const BackwardRunner> backward;  ///< a joint trace's (training under compile)
+  mutable std::atomic<bool> prebuilt{false};
 
   std::vector<IValue> run(const std::vector<IValue>& args, const Scratch& s,
                           const std::string& name) const {
+    if (!prebuilt.exchange(true, std::memory_order_relaxed)) prebuild(args, s);
     if (!backward) return executor->run(args, s);
     return run_with_backward(backward, *executor, *graph, args, s, name);
+  }
+
+  /** The first call builds every kernel of the graph, and of its backward, in one batch (their
+   * compiles in parallel) before the first launch needs one; later sizes build per launch. */
+  void prebuild(const std::vector<IValue>& args, const Scratch& s) const {
+    Executor::PendingBuilds p;
+    try {
+      executor->pending_builds(&args, s, p);
+      if (backward) {
+        Scratch bs;
+        bs.symbols = s.symbols;
+        if (backward->graph().guards.evaluate(bs))
+          backward->executor().pending_builds(nullptr, bs, p);
+      }
+    } catch (const std::exception&) {
+      // (a size that cannot be computed yet: what was gathered is built, the rest per launch)
+    }
+    if (p.launches.size() > 1) tl::detail::prebuild(p.launches);
   }
 };
 

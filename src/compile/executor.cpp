@@ -130,6 +130,47 @@ void Executor::run_tuned(const Node& n, const KernelPlan& plan, ArrayRef<tl::Ker
   n.tuned->run(args, plan.cands, run, n.loc);
 }
 
+void Executor::pending_builds(const std::vector<IValue>* args, const Scratch& s,
+                              PendingBuilds& out) const {
+  const Graph& g = graph_;
+  if (!g.env) return;
+  std::vector<const Tensor*> real(g.values.size(), nullptr);
+  if (args) {
+    for (size_t i = 0; i < g.inputs.size() && i < args->size(); ++i) {
+      if (g.inputs[i] >= 0 && (*args)[i].is_tensor())
+        real[static_cast<size_t>(g.inputs[i])] = &(*args)[i].to_tensor();
+    }
+  }
+  for (size_t c = 0; c < g.captured.size(); ++c)
+    real[static_cast<size_t>(g.captured_values[c])] = &g.captured[c];
+  std::vector<const Tensor*> stand_in(g.values.size(), nullptr);
+  auto tensor_of = [&](int v) -> const Tensor* {
+    const size_t i = static_cast<size_t>(v);
+    if (real[i]) return real[i];
+    if (!stand_in[i]) {
+      const compiler::TensorInfo& t = g.values[i].tensor;
+      SymDimVector sizes, strides;
+      // (sizes of intermediate values from the call's symbols: not all are guard slots)
+      for (auto* e : t.sizes) sizes.emplace_back(g.env->ctx.evaluate(e, s.symbols));
+      for (auto* e : t.strides) strides.emplace_back(g.env->ctx.evaluate(e, s.symbols));
+      out.tensors.push_back(detail::make_fake(sizes, t.dtype, t.device,
+                                              SymIntArrayRef(strides.data(), strides.size())));
+      stand_in[i] = &out.tensors.back();
+    }
+    return stand_in[i];
+  };
+  for (const Node& n : g.nodes) {
+    if (n.dead || n.kind != Node::Kind::Kernel || n.tuned) continue;
+    const KernelPlan& plan = kernel_plans_[static_cast<size_t>(&n - g.nodes.data())];
+    out.args.emplace_back(ArrayRef<tl::KernelArg>(plan.args.data(), plan.args.size()));
+    SmallVector<tl::KernelArg, 16>& kargs = out.args.back();
+    for (const auto& [i, v] : plan.tensors) kargs[i].tensor = tensor_of(v);
+    for (const auto& [i, r] : plan.ints) kargs[i].sym = SymInt(r.get(s));
+    out.launches.push_back(
+        {&n.kernel->state(), ArrayRef<tl::KernelArg>(kargs.data(), kargs.size()), n.loc});
+  }
+}
+
 std::vector<IValue> Executor::run(const std::vector<IValue>& args, const Scratch& s,
                                   const Observer* observe, const OpObserver* after_op) const {
   const Graph& g = graph_;

@@ -9,11 +9,13 @@
 #pragma once
 
 #include <array>
+#include <deque>
 #include <functional>
 #include <vector>
 
 #include "compile/graph.h"
 #include "compile/guards.h"
+#include "tl/jit.h"
 
 namespace tessera::compile_detail {
 
@@ -34,6 +36,16 @@ class Executor {
   using Observer = std::function<void(const LaunchEvent&)>;
   /** Called after each operator node ran, with the node's index. */
   using OpObserver = std::function<void(size_t node)>;
+
+  /** Stand-ins for this call's kernel launches, for tl::detail::prebuild: tensors without data
+   * with each value's dtype, device, sizes and strides at this call's sizes (the call's own
+   * tensors where `args` has them), the launches' other arguments as they will be. */
+  struct PendingBuilds {
+    std::deque<Tensor> tensors;
+    std::deque<SmallVector<tl::KernelArg, 16>> args;
+    std::vector<tl::detail::PendingBuild> launches;
+  };
+  void pending_builds(const std::vector<IValue>* args, const Scratch& s, PendingBuilds& out) const;
 
   /** Runs the graph (after `guards.match(args, s, ...)` passed); `observe`, when given, sees
    * every kernel launch before it runs, and `after_op` every operator node after it ran. */

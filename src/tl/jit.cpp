@@ -513,6 +513,43 @@ void build_missing(KernelState& s, const std::vector<Spec>& specs,
   }
 }
 
+size_t prebuild(const std::vector<PendingBuild>& launches) {
+  struct One {
+    KernelState* state;
+    std::vector<Spec> specs;
+    std::vector<std::shared_ptr<CompiledKernel>> kernels;
+  };
+  std::vector<One> all;
+  std::vector<CompiledKernel*> missing;
+  for (const PendingBuild& l : launches) {
+    One o{l.state, std::vector<Spec>(1), {}};
+    try {
+      bind(*l.state, l.args, o.specs[0].bound, o.specs[0].opts, l.loc);
+      std::vector<std::string> errors;
+      o.kernels = lookup_or_prepare(*l.state, o.specs, l.loc, &errors);
+    } catch (const std::exception&) {
+      continue;  // (its launch reports it)
+    }
+    CompiledKernel* k = o.kernels[0].get();
+    if (!k || k->code.built) continue;
+    if (std::find(missing.begin(), missing.end(), k) == missing.end()) missing.push_back(k);
+    all.push_back(std::move(o));
+  }
+  if (missing.empty()) return 0;
+  try {
+    build(missing);
+  } catch (const std::exception&) {
+    // A kernel that did not compile is built again by its launch, which reports why.
+  }
+  size_t built = 0;
+  for (One& o : all) {
+    if (!o.kernels[0]->code.built) continue;
+    build_missing(*o.state, o.specs, o.kernels);  // (built: only enters the in-memory cache)
+    ++built;
+  }
+  return built;
+}
+
 std::shared_ptr<CompiledKernel> get_kernel(KernelState& s, const SmallVector<BoundArg, 16>& bound,
                                            const LaunchOptions& opts, SourceLoc loc) {
   Key key;

@@ -136,6 +136,18 @@ std::vector<std::shared_ptr<CompiledKernel>> lookup_or_prepare(
  * in-memory cache. */
 void build_missing(KernelState& s, const std::vector<Spec>& specs,
                    std::vector<std::shared_ptr<CompiledKernel>>& kernels);
+/** A launch to build before it runs (`prebuild`). */
+struct PendingBuild {
+  KernelState* state = nullptr;
+  ArrayRef<KernelArg> args;
+  SourceLoc loc;
+};
+/** Builds the specializations these launches will need that are not built yet, all in one batch
+ * per backend, so that their compiles run in parallel, and runs nothing: a compiled graph's first
+ * call builds all its kernels at once instead of one per launch. Tensors without data (stand-ins)
+ * specialize as 16-byte aligned. A launch that fails to bind, trace or compile is skipped: it
+ * reports its error when it runs. Returns how many specializations were built. */
+size_t prebuild(const std::vector<PendingBuild>& launches);
 /** Finds or compiles the specialization for bound arguments (the in-memory cache). */
 std::shared_ptr<CompiledKernel> get_kernel(KernelState& s, const SmallVector<BoundArg, 16>& bound,
                                            const LaunchOptions& opts, SourceLoc loc);

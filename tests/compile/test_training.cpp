@@ -5,9 +5,14 @@
 // with float64 references on fresh random inputs; the backward's allocations are poisoned.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 
+#include "backend/cpu/toolchain.h"
 #include "compile_testing.h"
 #include "tessera/autograd.h"
 #include "tessera/compile.h"
@@ -105,6 +110,40 @@ TEST(CompileTraining, TheSeedsMysinTrainsWithItsMycosBackwardCompiled) {
   EXPECT_EQ(g.backward->find("mul+train_cos_kernel+mul+mul").size(), 1u) << g.backward->text;
   EXPECT_EQ(g.backward->kernel_launches(), 1) << g.backward->text;
   EXPECT_TRUE(g.backward->find("trainlib::mycos").empty()) << g.backward->text;
+}
+
+// The first call builds every kernel of the forward and of the backward in one batch (compiled
+// in parallel) before anything runs: the backward's kernel is on disk before the backward runs.
+TEST(CompileTraining, TheFirstCallBuildsTheBackwardsKernelsWithTheForwards) {
+  ScopedEnv compiled_mode("TESSERA_INTERPRET", "0");  // (the interpreter builds nothing)
+  // A cache folder of its own, empty: other test processes share the default one.
+  const std::string dir = "/tmp/tessera-prebuild-test-" + std::to_string(::getpid());
+  ScopedEnv cache("TESSERA_CACHE_DIR", dir.c_str());
+  struct Clear {
+    std::string dir;
+    ~Clear() {
+      backend::cpu::clear_cache();
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } clear{dir};
+  backend::cpu::clear_cache();
+  auto fn = [](const Tensor& x) { return mysin()(x * 3).sum(); };
+  auto compiled = compile(fn, fullgraph("mysin_prebuild"));
+  Tensor x = leaf({53});
+  Tensor loss = compiled(x);
+  std::vector<std::string> kernels;
+  for (const auto& e : backend::cpu::cache_entries()) kernels.push_back(e.kernel);
+  auto built = [&](const std::string& name) {
+    return std::any_of(kernels.begin(), kernels.end(),
+                       [&](const std::string& k) { return k.find(name) != std::string::npos; });
+  };
+  // (the graph's kernels: x * 3 fused into the sin kernel's loads; the backward's formula and
+  // chain rule around the cos kernel)
+  EXPECT_TRUE(built("mul+train_sin_kernel")) << ::testing::PrintToString(kernels);
+  EXPECT_TRUE(built("mul+train_cos_kernel+mul+mul")) << ::testing::PrintToString(kernels);
+  loss.backward();
+  EXPECT_TRUE(all_close(x.grad(), (x.detach() * 3).cos() * 3, 1e-12, 1e-12));
 }
 
 TEST(CompileTraining, PointwiseChainsTrainAsFusedKernelsBothWays) {
