@@ -512,6 +512,81 @@ class EpilogueFusion {
 // node may join only when no other node between it and the sink touches its result (that node
 // needs it in memory before the kernel runs) or writes one of its operands (the kernel reads them
 // where the sink ran). The kernel runs after `empty` allocations of its outputs.
+// Row maxima that need not find their row's NaNs (Reduce::Max -> MaxOfRow, one pass instead of
+// two): a max m of x whose only users are `x - m`, when every output stores a value that is NaN
+// across the whole row once any element of `x - m` is NaN (through NaN-keeping arithmetic and a
+// sum or mean over the row: softmax and log-softmax written with amax). A row holding a NaN then
+// gives all-NaN outputs either way (eager's m is NaN; here x - m is NaN at the NaN, and the sum
+// spreads it); a row without one has the same m. Returns how many maxima it relaxed.
+int relax_row_maxima(tl::PointwiseSpec& spec) {
+  using R = tl::PointwiseSpec::Reduce;
+  using K = tl::PointwiseSpec::Operand::Kind;
+  using ops_detail::PwOp;
+  const size_t ns = spec.steps.size();
+  auto keeps_nan = [](PwOp op) {
+    switch (op) {
+      case PwOp::Add:
+      case PwOp::Sub:
+      case PwOp::Mul:
+      case PwOp::Div:
+      case PwOp::Neg:
+      case PwOp::Exp:
+      case PwOp::Exp2:
+      case PwOp::Log:
+      case PwOp::Log2:
+      case PwOp::Sqrt:
+      case PwOp::Rsqrt:
+        return true;
+      default:
+        return false;
+    }
+  };
+  auto same = [](const tl::PointwiseSpec::Operand& a, const tl::PointwiseSpec::Operand& b) {
+    return a.kind == b.kind && a.kind != K::Constant && a.index == b.index;
+  };
+  int relaxed = 0;
+  for (size_t r = 0; r < ns; ++r) {
+    const tl::PointwiseSpec::Step& max = spec.steps[r];
+    if (max.reduce != R::Max || !is_floating_point(max.compute)) continue;
+    if (std::find(spec.outputs.begin(), spec.outputs.end(), r) != spec.outputs.end()) continue;
+    // NaN at an element (`lane`), or across the row (`row`), when x holds a NaN.
+    std::vector<char> lane(ns, 0), row(ns, 0);
+    bool only_shifts = true;
+    for (size_t u = r + 1; u < ns; ++u) {
+      const tl::PointwiseSpec::Step& st = spec.steps[u];
+      bool reads_max = false, nan_lane = false, nan_row = false;
+      for (const auto& o : st.operands) {
+        if (o.kind != K::Step) continue;
+        reads_max = reads_max || o.index == r;
+        nan_lane = nan_lane || lane[o.index];
+        nan_row = nan_row || row[o.index];
+      }
+      if (reads_max) {
+        only_shifts = only_shifts && st.op == PwOp::Sub && st.reduce == R::None &&
+                      st.operands.size() == 2 && same(st.operands[0], max.operands[0]) &&
+                      st.operands[1].kind == K::Step && st.operands[1].index == r &&
+                      st.alpha.to_double() == 1.0 && is_floating_point(st.compute);
+        lane[u] = 1;
+        continue;
+      }
+      if (st.reduce == R::Sum || st.reduce == R::Mean) {
+        const auto& o = st.operands[0];
+        row[u] = o.kind == K::Step && lane[o.index];
+      } else if (st.reduce == R::None && keeps_nan(st.op) && is_floating_point(st.compute)) {
+        lane[u] = nan_lane || nan_row;
+        row[u] = nan_row;
+      }
+    }
+    if (!only_shifts) continue;
+    bool all = !spec.outputs.empty();
+    for (size_t o : spec.outputs) all = all && row[o];
+    if (!all) continue;
+    spec.steps[r].reduce = R::MaxOfRow;
+    ++relaxed;
+  }
+  return relaxed;
+}
+
 class ChainFusion {
  public:
   ChainFusion(Graph& g, bool rows) : g_(g), ctx_(g.env->ctx), rows_(rows) {}
@@ -1150,6 +1225,8 @@ class ChainFusion {
                             std::to_string(spec.row_block) + " elements");
     }
     const int64_t block = rows_ ? spec.row_block : kBlock;
+    if (rows_ && relax_row_maxima(spec) > 0)
+      note << "; amax without its NaN pass (every output is NaN across a row with a NaN anyway)";
     std::shared_ptr<const tl::JITFunction> kernel = tl::make_pointwise_kernel(std::move(spec));
     g_.derived.push_back(kernel);
     // The outputs' allocations, then the kernel.

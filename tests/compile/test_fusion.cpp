@@ -341,6 +341,55 @@ TEST(CompileRows, SoftmaxLayerNormAndRmsNormAreOneKernelEach) {
   EXPECT_EQ(fused_kernels(rms.graph()).size(), 1u) << rms.graph().text;
 }
 
+// A row max only shifted (`x - amax(x)`) into a sum that every output divides by or subtracts the
+// log of needs no pass for its NaNs: a row holding one is NaN throughout either way. Where an
+// output does not go through the sum (the shift itself, the exponentials), the max keeps its NaN
+// rule. Rows with a NaN first, last, and with infinities, against eager.
+TEST(CompileRows, AmaxSkipsItsNanPassOnlyWhereEveryOutputIsNanInANanRow) {
+  auto log_softmax_ops = [](const Tensor& x) {
+    const Tensor d = x - x.amax({-1}, true);
+    return d - d.exp().sum({-1}, true).log();
+  };
+  auto shift_ops = [](const Tensor& x) { return x - x.amax({-1}, true); };
+  auto both_ops = [](const Tensor& x) {
+    const Tensor e = (x - x.amax({-1}, true)).exp();
+    return std::vector<Tensor>{e / e.sum({-1}, true), e};
+  };
+  auto sm = compile(softmax_ops, fullgraph("softmax_nan"));
+  auto lsm = compile(log_softmax_ops, fullgraph("log_softmax_nan"));
+  auto shift = compile(shift_ops, fullgraph("shift_nan"));
+  auto both = compile(both_ops, fullgraph("both_nan"));
+  Tensor x = randn({9, 300}) * 5;
+  x.select(0, 1).select(0, 0).fill_(NAN);
+  x.select(0, 2).select(0, 299).fill_(NAN);
+  x.select(0, 3).select(0, 17).fill_(INFINITY);
+  x.select(0, 4).select(0, 5).fill_(-INFINITY);
+  x.select(0, 5).fill_(-INFINITY);
+  x.select(0, 6).select(0, 8).fill_(NAN);
+  x.select(0, 6).select(0, 9).fill_(INFINITY);
+  const char* relaxed = "amax without its NaN pass";
+  auto check = [&](auto& compiled, const Tensor& got, const Tensor& want, bool skips) {
+    EXPECT_TRUE(all_close(got, want, 1e-5, 1e-6, /*equal_nan=*/true)) << got << want;
+    const CompiledGraph g = compiled.graph();
+    ASSERT_EQ(fused_kernels(g).size(), 1u) << g.text;
+    EXPECT_EQ(g.text.find(relaxed) != std::string::npos, skips) << g.text;
+  };
+  Tensor got;
+  run_poisoned([&] { got = sm(x); });
+  check(sm, got, softmax_ops(x), true);
+  EXPECT_TRUE(std::isnan(got[1][150].item<float>()));  // the whole row, as eager
+  run_poisoned([&] { got = lsm(x); });
+  check(lsm, got, log_softmax_ops(x), true);
+  run_poisoned([&] { got = shift(x); });
+  check(shift, got, shift_ops(x), false);
+  EXPECT_TRUE(std::isnan(got[2][0].item<float>()));  // eager's max is NaN: so is every shift
+  std::vector<Tensor> two;
+  run_poisoned([&] { two = both(x); });
+  const std::vector<Tensor> want = both_ops(x);
+  check(both, two[0], want[0], false);
+  EXPECT_TRUE(all_close(two[1], want[1], 1e-5, 1e-6, /*equal_nan=*/true));
+}
+
 TEST(CompileRows, PerRowResultsNansAndWhatStaysOut) {
   // The row statistics are results too: stored one per row, kept and dropped dimensions.
   // A per-row input ([20, 1]) joins per-row ops.
