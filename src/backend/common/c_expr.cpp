@@ -134,8 +134,13 @@ std::string ExprPrinter::op_expr(const Op& op, const Index& idx) {
       return unary(static_cast<ir::UnaryKind>(op.sub), t, operand(0, idx));
     case OpKind::Cast:
       return cast_expr(f_.type(op.operands[0]), t, operand(0, idx));
-    case OpKind::Select:
-      return "(" + operand(0, idx) + " ? " + operand(1, idx) + " : " + operand(2, idx) + ")";
+    case OpKind::Select: {
+      // (a condition a fast path decided prints as a literal: the select is one of its values)
+      const std::string c = operand(0, idx);
+      if (c == "true") return operand(1, idx);
+      if (c == "false") return operand(2, idx);
+      return "(" + c + " ? " + operand(1, idx) + " : " + operand(2, idx) + ")";
+    }
     case OpKind::Fma:
       return round_to(t.elem, "trt::fma(" + operand(0, idx) + ", " + operand(1, idx) + ", " +
                                   operand(2, idx) + ")");

@@ -694,26 +694,35 @@ class Emitter : ExprPrinter {
     for (int b = 0; b < blocks; ++b) {
       line(vt + " " + acc + "_" + std::to_string(b) + " = trt::splat16<" + rt + ">(" + init + ");");
     }
-    line("alignas(64) " + rt + " " + x + "[" + std::to_string(16 * blocks) + "];");
     std::vector<std::string> ix = idx;
     ix.push_back("(" + j + " + " + l + ")");
     extents_[ix.back()] = n;  // see reduce()
+    // An input that is a tile stored contiguously along the row, of the accumulator's type (the
+    // row a program loaded, exponentials a later step reads again): its vectors are loaded where
+    // they are, not staged through a buffer first.
+    const std::string direct = contiguous_array_read(in, ix, ot);
+    if (direct.empty())
+      line("alignas(64) " + rt + " " + x + "[" + std::to_string(16 * blocks) + "];");
     auto step = [&](int width) {
       line("for (; " + j + " + " + std::to_string(width) + " <= " + std::to_string(n) + "; " + j +
            " += " + std::to_string(width) + ") {");
       ++indent_;
-      line("#pragma omp simd");
-      line("for (int32_t " + l + " = 0; " + l + " < " + std::to_string(width) + "; ++" + l + ") {");
-      ++indent_;
-      reduce_input(in, ix, x + "[" + l + "]");
-      --indent_;
-      line("}");
+      if (direct.empty()) {
+        line("#pragma omp simd");
+        line("for (int32_t " + l + " = 0; " + l + " < " + std::to_string(width) + "; ++" + l +
+             ") {");
+        ++indent_;
+        reduce_input(in, ix, x + "[" + l + "]");
+        --indent_;
+        line("}");
+      }
       for (int b = 0; b < width / 16; ++b) {
         const std::string a = acc + "_" + std::to_string(b);
-        line(a + " = " +
-             reduce_combine(k, ot, a, "trt::load16(" + x + " + " + std::to_string(16 * b) + ")",
-                            true) +
-             ";");
+        const std::string at = std::to_string(16 * b);
+        const std::string v = direct.empty()
+                                  ? "trt::load16(" + x + " + " + at + ")"
+                                  : "trt::load16(" + direct + " + " + j + " + " + at + ")";
+        line(a + " = " + reduce_combine(k, ot, a, v, true) + ";");
       }
       --indent_;
       line("}");
@@ -729,6 +738,22 @@ class Emitter : ExprPrinter {
     }
     line("__builtin_memcpy(" + lanes + ", &" + acc + "_0, sizeof " + lanes + ");");
     extents_.erase(ix.back());
+  }
+
+  // The array `in` reads at `ix` (whose last index is `(j + l)`) when that read is all its
+  // element expression is, at flat offset j + l, in the accumulator's type; "" otherwise.
+  std::string contiguous_array_read(ValueId in, const std::vector<std::string>& ix,
+                                    const Type& ot) {
+    if (plan_.fused_into_reduction(in) || f_.type(in).elem != ot.elem) return "";
+    const std::string e = expr(in, ix);
+    const size_t open = e.find('[');
+    if (open == std::string::npos || e.compare(open, std::string::npos, "[" + ix.back() + "]") != 0)
+      return "";
+    const std::string arr = e.substr(0, open);
+    for (char ch : arr) {
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_') return "";
+    }
+    return arr;
   }
 
   // Declares mutable storage for a carried or branch result value.
