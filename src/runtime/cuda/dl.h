@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,20 @@ inline std::vector<std::string> toolkit_dirs() {
   dirs.push_back("/usr/local/cuda/lib64/");
   dirs.push_back("");
   return dirs;
+}
+
+/** The first of `names` that loads (RTLD_LOCAL) from the toolkit folders, each folder tried with
+ * every name before the next folder; its path in `path`. Null when none loads. */
+inline void* open_toolkit_library(std::initializer_list<const char*> names, std::string& path) {
+  for (const auto& d : toolkit_dirs()) {
+    for (const char* n : names) {
+      if (void* lib = dlopen((d + n).c_str(), RTLD_NOW | RTLD_LOCAL)) {
+        path = d + n;
+        return lib;
+      }
+    }
+  }
+  return nullptr;
 }
 
 /** `out` = the entry point `name` of `lib`; false when it is missing. */

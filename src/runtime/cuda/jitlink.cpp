@@ -52,17 +52,8 @@ bool resolve(void* lib, const std::string& name, F& out) {
 
 Loaded load() {
   Loaded l;
-  void* lib = nullptr;
-  for (const auto& d : toolkit_dirs()) {
-    for (const char* n : {"libnvJitLink.so.13", "libnvJitLink.so.12", "libnvJitLink.so"}) {
-      lib = dlopen((d + n).c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (lib) {
-        l.info.path = d + n;
-        break;
-      }
-    }
-    if (lib) break;
-  }
+  void* lib = open_toolkit_library({"libnvJitLink.so.13", "libnvJitLink.so.12", "libnvJitLink.so"},
+                                   l.info.path);
   if (!lib) {
     l.why =
         "no nvJitLink (looked for libnvJitLink.so.13 and .12 under $CUDA_HOME/lib64, "

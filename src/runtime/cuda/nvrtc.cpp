@@ -42,25 +42,10 @@ struct Loaded {
   std::string why;
 };
 
-std::vector<std::string> candidates() {
-  const char* names[] = {"libnvrtc.so.13", "libnvrtc.alt.so.13", "libnvrtc.so.12", "libnvrtc.so"};
-  std::vector<std::string> out;
-  for (const auto& d : toolkit_dirs()) {
-    for (const char* n : names) out.push_back(d + n);
-  }
-  return out;
-}
-
 Loaded load() {
   Loaded l;
-  void* lib = nullptr;
-  for (const auto& path : candidates()) {
-    lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib) {
-      l.info.path = path;
-      break;
-    }
-  }
+  void* lib = open_toolkit_library(
+      {"libnvrtc.so.13", "libnvrtc.alt.so.13", "libnvrtc.so.12", "libnvrtc.so"}, l.info.path);
   if (!lib) {
     l.why =
         "no NVRTC (looked for libnvrtc.so.13 and libnvrtc.alt.so.13 under $CUDA_HOME/lib64, "
