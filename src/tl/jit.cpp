@@ -521,10 +521,16 @@ size_t prebuild(const std::vector<PendingBuild>& launches) {
   };
   std::vector<One> all;
   std::vector<CompiledKernel*> missing;
+  std::vector<std::pair<const KernelState*, std::vector<uint64_t>>> seen;  // (launched twice)
   for (const PendingBuild& l : launches) {
     One o{l.state, std::vector<Spec>(1), {}};
     try {
       bind(*l.state, l.args, o.specs[0].bound, o.specs[0].opts, l.loc);
+      Key key;
+      make_key(o.specs[0].bound, o.specs[0].opts, key);
+      std::pair<const KernelState*, std::vector<uint64_t>> id{l.state, {key.begin(), key.end()}};
+      if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
+      seen.push_back(std::move(id));
       std::vector<std::string> errors;
       o.kernels = lookup_or_prepare(*l.state, o.specs, l.loc, &errors);
     } catch (const std::exception&) {
