@@ -332,6 +332,17 @@ Tile extern_elementwise(const ExternLibrary& lib, std::initializer_list<Operand>
 Tile inline_asm_elementwise(std::string_view asm_text, std::string_view constraints,
                             std::initializer_list<Operand> args, DType dtype, bool is_pure = true,
                             int pack = 1, std::string_view cpu_body = {}, TS_HERE);
+/** The same with several outputs (Triton's tuple `dtype`): a tile per dtype, the outputs'
+ * registers first in the constraints, in order ("=r,=r,r,r": two outputs of one register each,
+ * then the arguments'). `cpu_bodies` holds one C++ body per output (or none). Each output is its
+ * own call of the assembly (identical pure statements the CUDA compiler may merge), so the
+ * assembly must be pure. As in Triton, an output may share a register with an argument: read
+ * every argument before writing an output (PTX temporaries in `{ .reg .b32 t; ... }` help). */
+std::vector<Tile> inline_asm_elementwise(std::string_view asm_text, std::string_view constraints,
+                                         std::initializer_list<Operand> args,
+                                         const std::vector<DType>& dtypes, bool is_pure = true,
+                                         int pack = 1,
+                                         const std::vector<std::string>& cpu_bodies = {}, TS_HERE);
 /** The same bits as another element type of the same width. */
 Tile bitcast(Operand x, DType dtype, TS_HERE);
 

@@ -1192,20 +1192,27 @@ std::string c_string(std::string_view s) {
 }
 }  // namespace
 
-Tile inline_asm_elementwise(std::string_view asm_text, std::string_view constraints,
-                            std::initializer_list<Operand> args, DType dtype, bool is_pure,
-                            int pack, std::string_view cpu_body, SourceLoc loc) {
+std::vector<Tile> inline_asm_elementwise(std::string_view asm_text, std::string_view constraints,
+                                         std::initializer_list<Operand> args,
+                                         const std::vector<DType>& dtypes, bool is_pure, int pack,
+                                         const std::vector<std::string>& cpu_bodies,
+                                         SourceLoc loc) {
   TraceContext& c = ctx(loc);
   const std::string what = "tl::inline_asm_elementwise";
   if (pack < 1 || pack > 16)
     c.fail(loc, what + ": pack = " + std::to_string(pack) + " must be 1 to 16");
+  if (dtypes.empty()) c.fail(loc, what + " needs at least one result dtype");
+  if (dtypes.size() > 1 && !is_pure) {
+    c.fail(loc, what + ": impure assembly with " + std::to_string(dtypes.size()) +
+                    " outputs is not supported (each output is its own call of the assembly, "
+                    "which only pure assembly allows)");
+  }
+  if (!cpu_bodies.empty() && cpu_bodies.size() != dtypes.size()) {
+    c.fail(loc, what + ": " + std::to_string(cpu_bodies.size()) + " C++ bodies for " +
+                    std::to_string(dtypes.size()) + " outputs (one per output, or none)");
+  }
   SmallVector<int64_t, 4> shape;
   const std::vector<ValueId> vals = extern_args(c, args, loc, what, shape, /*narrow_as_bits=*/true);
-  const DType out_elem = narrow_float(dtype) ? bits_type(dtype) : dtype;
-  if (!extern_c_type(out_elem)) {
-    c.fail(loc, what + ": the result is " + std::string(dtype_name(dtype)) +
-                    "; it must be bool, an integer or a float");
-  }
   // Triton's registers: a value narrower than 32 bits shares a 32-bit register with the next
   // ones of its pack (min(32 / bits, pack) per register), a wider one takes a register per element.
   struct Operand_ {
@@ -1223,9 +1230,18 @@ Tile inline_asm_elementwise(std::string_view asm_text, std::string_view constrai
     o.regs = pack / o.per_reg;
     return o;
   };
-  const Operand_ out = layout(out_elem, "the result");
-  std::vector<Operand_> ins;
-  int total = out.regs;
+  std::vector<Operand_> outs, ins;
+  int out_regs = 0, total = 0;
+  for (DType d : dtypes) {
+    const DType e = narrow_float(d) ? bits_type(d) : d;
+    if (!extern_c_type(e)) {
+      c.fail(loc, what + ": a result is " + std::string(dtype_name(d)) +
+                      "; it must be bool, an integer or a float");
+    }
+    outs.push_back(layout(e, "the result"));
+    out_regs += outs.back().regs;
+  }
+  total = out_regs;
   for (ValueId v : vals) {
     ins.push_back(layout(c.type(v).elem, "an argument"));
     total += ins.back().regs;
@@ -1241,13 +1257,13 @@ Tile inline_asm_elementwise(std::string_view asm_text, std::string_view constrai
     at = end + 1;
   }
   bool outputs_ok = static_cast<int>(cons.size()) == total;
-  for (int i = 0; outputs_ok && i < out.regs; ++i)
+  for (int i = 0; outputs_ok && i < out_regs; ++i)
     outputs_ok = cons[static_cast<size_t>(i)].size() == 2 && cons[static_cast<size_t>(i)][0] == '=';
   if (!outputs_ok) {
     std::string per;
     for (size_t i = 0; i < ins.size(); ++i) per += (i ? ", " : "") + std::to_string(ins[i].regs);
     c.fail(loc, what + ": constraints \"" + std::string(constraints) + "\" must be " +
-                    std::to_string(out.regs) + " output" + (out.regs == 1 ? "" : "s") +
+                    std::to_string(out_regs) + " output" + (out_regs == 1 ? "" : "s") +
                     " (\"=r\") then one per argument register (" + per + ")" +
                     (pack > 1 ? ", with pack = " + std::to_string(pack) : std::string()));
   }
@@ -1258,7 +1274,7 @@ Tile inline_asm_elementwise(std::string_view asm_text, std::string_view constrai
     int bits;
     char letter;
   };
-  auto reg = [&](const std::string& con, const Operand_& o) -> Reg {
+  auto reg = [&](const std::string& con, const Operand_& o, DType shown) -> Reg {
     const char letter = con.back();
     const Reg r = letter == 'r'   ? Reg{"uint32_t", 32, letter}
                   : letter == 'l' ? Reg{"uint64_t", 64, letter}
@@ -1272,7 +1288,7 @@ Tile inline_asm_elementwise(std::string_view asm_text, std::string_view constrai
         ((letter == 'f' || letter == 'd') && !fl)) {
       c.fail(loc, what + ": constraint '" + con + "' cannot hold " +
                       (o.per_reg > 1 ? std::to_string(o.per_reg) + " x " : std::string()) +
-                      dtype_name(narrow_float(dtype) && &o == &out ? dtype : o.elem));
+                      dtype_name(shown));
     }
     return r;
   };
@@ -1293,42 +1309,32 @@ Tile inline_asm_elementwise(std::string_view asm_text, std::string_view constrai
       lanes += " | (" + bits + " << " + std::to_string(l * o.bits) + ")";
     return "(" + std::string(r.type) + ")(" + lanes + ")";
   };
-  const std::string ret = extern_c_type(out_elem);
   std::string params, inputs, outputs, decls;
   size_t ci = 0;
-  std::vector<Reg> out_regs;
-  for (int j = 0; j < out.regs; ++j, ++ci) {
-    out_regs.push_back(reg(cons[ci], out));
-    const std::string r = "r" + std::to_string(j);
-    decls += "  " + std::string(out_regs.back().type) + " " + r + ";\n";
-    outputs += (j ? ", " : "") + c_string(cons[ci]) + "(" + r + ")";
+  std::vector<Reg> first_reg;  // per output: its first register (the result is its first lane)
+  std::vector<std::string> first_name;
+  int rn = 0;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    for (int j = 0; j < outs[k].regs; ++j, ++ci, ++rn) {
+      const Reg r = reg(cons[ci], outs[k], dtypes[k]);
+      const std::string name = "r" + std::to_string(rn);
+      if (j == 0) {
+        first_reg.push_back(r);
+        first_name.push_back(name);
+      }
+      decls += "  " + std::string(r.type) + " " + name + ";\n";
+      outputs += (rn ? ", " : "") + c_string(cons[ci]) + "(" + name + ")";
+    }
   }
   for (size_t i = 0; i < vals.size(); ++i) {
     const std::string a = "a" + std::to_string(i);
     params += (i ? ", " : "") + std::string(extern_c_type(ins[i].elem)) + " " + a;
     for (int j = 0; j < ins[i].regs; ++j, ++ci) {
-      const Reg r = reg(cons[ci], ins[i]);
+      const Reg r = reg(cons[ci], ins[i], ins[i].elem);
       inputs +=
           (inputs.empty() ? "" : ", ") + c_string(cons[ci]) + "(" + to_reg(r, ins[i], a) + ")";
     }
   }
-  // The result: the first lane of the first output register.
-  std::string from_out;
-  if (out_regs[0].letter == 'f' || out_regs[0].letter == 'd') {
-    from_out = "(" + ret + ")r0";
-  } else if (out_elem == DType::Float32) {
-    from_out = "__uint_as_float((uint32_t)r0)";
-  } else if (out_elem == DType::Float64) {
-    from_out = "__longlong_as_double((long long)r0)";
-  } else if (out_elem == DType::Bool) {
-    from_out = "(bool)(r0 & 1)";
-  } else {
-    from_out = "(" + ret + ")r0";  // (the low bits: the conversion truncates)
-  }
-  const std::string key = std::string(asm_text) + '\x1f' + std::string(constraints) + '\x1f' +
-                          std::string(cpu_body) + '\x1f' + params + '\x1f' + ret + '\x1f' +
-                          std::to_string(pack);
-  const std::string symbol = "tessera_asm_" + sha256_hex(key).substr(0, 16);
   // Triton's (LLVM's) operand syntax $0, $1 ... is CUDA's %0, %1 ...; a literal % becomes %%.
   std::string ptx;
   for (size_t i = 0; i < asm_text.size(); ++i) {
@@ -1342,16 +1348,51 @@ Tile inline_asm_elementwise(std::string_view asm_text, std::string_view constrai
       ptx += ch;
     }
   }
-  const std::string cuda = "__device__ __forceinline__ " + ret + " " + symbol + "(" + params +
-                           ") {\n" + decls + "  asm" + (is_pure ? "" : " volatile") + "(" +
-                           c_string(ptx) + " : " + outputs + " : " + inputs + ");\n  return " +
-                           from_out + ";\n}";
-  const std::string cpu = cpu_body.empty() ? std::string()
-                                           : "static inline " + ret + " " + symbol + "(" + params +
-                                                 ") {\n" + std::string(cpu_body) + "\n}";
-  const std::string text = ir::pack_extern({"inline_asm", symbol, cpu, cuda, "", ""});
-  const ValueId r = c.builder().extern_call(text, vals, Type{out_elem, false, shape}, is_pure);
-  return c.tile(out_elem == dtype ? r : c.builder().bitcast(r, dtype));
+  // One function per output, each running the whole assembly and returning its output (pure
+  // assembly: identical statements the CUDA compiler may merge).
+  std::vector<Tile> results;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const DType e = outs[k].elem;
+    const std::string ret = extern_c_type(e);
+    const std::string& r0 = first_name[k];
+    std::string from_out;
+    if (first_reg[k].letter == 'f' || first_reg[k].letter == 'd') {
+      from_out = "(" + ret + ")" + r0;
+    } else if (e == DType::Float32) {
+      from_out = "__uint_as_float((uint32_t)" + r0 + ")";
+    } else if (e == DType::Float64) {
+      from_out = "__longlong_as_double((long long)" + r0 + ")";
+    } else if (e == DType::Bool) {
+      from_out = "(bool)(" + r0 + " & 1)";
+    } else {
+      from_out = "(" + ret + ")" + r0;  // (the low bits: the conversion truncates)
+    }
+    const std::string body = cpu_bodies.empty() ? std::string() : cpu_bodies[k];
+    const std::string key = std::string(asm_text) + '\x1f' + std::string(constraints) + '\x1f' +
+                            body + '\x1f' + params + '\x1f' + ret + '\x1f' + std::to_string(pack) +
+                            '\x1f' + std::to_string(k) + '\x1f' + std::to_string(outs.size());
+    const std::string symbol = "tessera_asm_" + sha256_hex(key).substr(0, 16);
+    const std::string cuda = "__device__ __forceinline__ " + ret + " " + symbol + "(" + params +
+                             ") {\n" + decls + "  asm" + (is_pure ? "" : " volatile") + "(" +
+                             c_string(ptx) + " : " + outputs + " : " + inputs + ");\n  return " +
+                             from_out + ";\n}";
+    const std::string cpu = body.empty() ? std::string()
+                                         : "static inline " + ret + " " + symbol + "(" + params +
+                                               ") {\n" + body + "\n}";
+    const std::string text = ir::pack_extern({"inline_asm", symbol, cpu, cuda, "", ""});
+    const ValueId r = c.builder().extern_call(text, vals, Type{e, false, shape}, is_pure);
+    results.push_back(c.tile(e == dtypes[k] ? r : c.builder().bitcast(r, dtypes[k])));
+  }
+  return results;
+}
+
+Tile inline_asm_elementwise(std::string_view asm_text, std::string_view constraints,
+                            std::initializer_list<Operand> args, DType dtype, bool is_pure,
+                            int pack, std::string_view cpu_body, SourceLoc loc) {
+  std::vector<std::string> bodies;
+  if (!cpu_body.empty()) bodies.emplace_back(cpu_body);
+  return inline_asm_elementwise(asm_text, constraints, args, std::vector<DType>{dtype}, is_pure,
+                                pack, bodies, loc)[0];
 }
 
 namespace {

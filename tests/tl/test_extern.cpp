@@ -180,6 +180,11 @@ TL_JIT(asm_bad_kernel, tl::Ptr x, tl::Const WHICH) {
               tl::inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", {a.to(tl::int16)}, tl::int16,
                                          true, 3, "return a0;")
                   .to(tl::int32));
+  } else if (WHICH.int_value() == 5) {  // two outputs of impure assembly
+    auto two =
+        tl::inline_asm_elementwise("mov.b32 $0, $2; mov.b32 $1, $2;", "=r,=r,r", {a},
+                                   {tl::int32, tl::int32}, false, 1, {"return a0;", "return a0;"});
+    tl::store(x + tl::arange(0, 16), two[0] + two[1]);
   } else if (WHICH.int_value() == 4) {  // pack 2 of int32: two registers each, one given
     tl::store(x + tl::arange(0, 16), tl::inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", {a},
                                                                 tl::int32, true, 2, "return a0;"));
@@ -218,6 +223,8 @@ TEST(Extern, InlineAsmRunsItsCppBodyOnTheCpu) {
   EXPECT_NE(e.find("pack = 3 does not fill whole registers of the result (2 int16 per register)"),
             std::string::npos)
       << e;
+  e = error_of([&] { asm_bad_kernel[{1}](z, tl::meta("WHICH", 5)); });
+  EXPECT_NE(e.find("impure assembly with 2 outputs is not supported"), std::string::npos) << e;
   e = error_of([&] { asm_bad_kernel[{1}](z, tl::meta("WHICH", 4)); });
   EXPECT_NE(e.find("must be 2 outputs (\"=r\") then one per argument register (2), with pack = 2"),
             std::string::npos)
@@ -278,6 +285,52 @@ TEST(Extern, PackedInlineAsmGivesEachElementItsLane) {
           << mode << " " << i;
       ASSERT_EQ(yh[i].to(DType::Float32).item<float>(), want_h[i].item<float>())
           << mode << " " << i;
+    }
+  });
+}
+
+// Several outputs (Triton's tuple dtype): one statement writes all of them, each a tile. A pair
+// of 32-bit results (min and max), and a packed pair (the low and high nibbles of four bytes a
+// register).
+TL_JIT(asm_outputs_kernel, tl::Ptr x, tl::Ptr y, tl::Ptr lo, tl::Ptr hi, tl::Ptr b, tl::Ptr nlo,
+       tl::Ptr nhi, tl::Int n, tl::Const BLOCK) {
+  auto o = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = o < n;
+  // (every argument is read before an output is written: an output may share an input's
+  // register)
+  auto mm = tl::inline_asm_elementwise(
+      "{ .reg .s32 t; \n min.s32 t, $2, $3; \n max.s32 $1, $2, $3; \n mov.b32 $0, t; }",
+      "=r,=r,r,r", {tl::load(x + o, m, 0), tl::load(y + o, m, 0)}, {tl::int32, tl::int32}, true, 1,
+      {"return a0 < a1 ? a0 : a1;", "return a0 < a1 ? a1 : a0;"});
+  tl::store(lo + o, mm[0], m);
+  tl::store(hi + o, mm[1], m);
+  auto nib = tl::inline_asm_elementwise(
+      "{ .reg .b32 t; \n shr.b32 t, $2, 4; \n and.b32 $0, $2, 0x0F0F0F0F; \n "
+      "and.b32 $1, t, 0x0F0F0F0F; }",
+      "=r,=r,r", {tl::load(b + o, m, 0)}, {tl::uint8, tl::uint8}, true, 4,
+      {"return (uint8_t)(a0 & 15);", "return (uint8_t)(a0 >> 4);"});
+  tl::store(nlo + o, nib[0], m);
+  tl::store(nhi + o, nib[1], m);
+}
+
+TEST(Extern, InlineAsmWithSeveralOutputsGivesATilePerOutput) {
+  const int64_t n = 700;
+  Tensor x = randint(-1000, 1000, {n}, TensorOptions().dtype(DType::Int32)),
+         y = randint(-1000, 1000, {n}, TensorOptions().dtype(DType::Int32)),
+         b = randint(0, 256, {n}, TensorOptions().dtype(DType::UInt8));
+  compiled_and_checked([&](const char* mode) {
+    const TensorOptions i32 = TensorOptions().dtype(DType::Int32),
+                        u8 = TensorOptions().dtype(DType::UInt8);
+    Tensor lo = empty({n}, i32), hi = empty({n}, i32), nlo = empty({n}, u8), nhi = empty({n}, u8);
+    for (Tensor* t : {&lo, &hi, &nlo, &nhi}) poison(*t);
+    asm_outputs_kernel[{tl::cdiv(n, 128)}](x, y, lo, hi, b, nlo, nhi, n, tl::meta("BLOCK", 128));
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t a = x[i].item<int32_t>(), c = y[i].item<int32_t>();
+      ASSERT_EQ(lo[i].item<int32_t>(), std::min(a, c)) << mode << " " << i;
+      ASSERT_EQ(hi[i].item<int32_t>(), std::max(a, c)) << mode << " " << i;
+      const int v = b[i].item<uint8_t>();
+      ASSERT_EQ(nlo[i].item<uint8_t>(), v & 15) << mode << " " << i;
+      ASSERT_EQ(nhi[i].item<uint8_t>(), v >> 4) << mode << " " << i;
     }
   });
 }
