@@ -64,7 +64,8 @@ bench-ab: build
 # The library, every test and the JIT's kernels under AddressSanitizer + UndefinedBehaviorSanitizer
 # (any finding stops its test), or ThreadSanitizer (issue 19); their own build folders.
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_odr_violation=0:allocator_may_return_null=1 \
-	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp
 # (Label sim, the CUDA simulator, is left out: its CUDA threads are ucontext fibers, which ASan
 # and TSan do not follow; LeakSanitizer crashes at exit after a fiber run.)
 sanitize: deps
