@@ -14,10 +14,12 @@
 //                                   (JSON lines)
 //   bench_gpu_kernels launch        host time of one hot launch (n = 1024) beside a bare
 //                                   cuLaunchKernel of the same generated kernel (JSON lines)
-//   bench_gpu_kernels matmul        Triton's tutorial matmul (fp16 and bf16, 4096^3, one config:
-//                                   128 x 128 x 32, 8 warps, 3 stages and 1) in TFLOP/s, checked
-//                                   against a float64 product of a corner; TESSERA_CUDA_MMA=0 times
-//                                   the CUDA-core path (impl "tessera CUDA cores") (JSON lines)
+//   bench_gpu_kernels matmul        Triton's tutorial matmul (fp16, bf16, tf32; 4096^3; configs
+//                                   in matmul_rows) in TFLOP/s, checked against a float64 product
+//                                   of two corners; impl "tessera <path> <config>": the path is
+//                                   "tensor cores" (wgmma on sm_90), "mma.sync"
+//                                   (TESSERA_CUDA_WGMMA=0) or "CUDA cores" (TESSERA_CUDA_MMA=0)
+//                                   (JSON lines)
 //   bench_gpu_kernels training      issue 17's MLP block (LayerNorm, Linear, GELU, Linear +
 //                                   residual; bf16, 8 x 1024 tokens x 768, hidden 3072) forward
 //                                   and forward + backward (the six parameters' gradients):
@@ -415,25 +417,37 @@ int first_launch(const std::string& cache) {
 
 // Triton's tutorial matmul shape at 4096^3 (sizes divisible by the blocks: no masks), fp16, bf16
 // and float32 (tf32 tensor cores, Triton's default precision) in, fp32 accumulation, the same type
-// out; a 64 x 64 corner checked against float64.
+// out; a 64 x 64 corner checked against float64. Configs: the tutorial's 128 x 128 x 32 with 8
+// warps (3 stages and 1), and Triton's Hopper configs 128 x 128 x 64 (4 warps, 4 stages) and
+// 128 x 256 x 64 (8 warps, 3 stages). The path is the knobs': wgmma on sm_90 by default,
+// mma.sync with TESSERA_CUDA_WGMMA=0, CUDA cores with TESSERA_CUDA_MMA=0 (first config only).
 int matmul_rows() {
   const Device cuda("cuda");
   const int64_t n = 4096;
   Tensor flush = empty({64 << 20}, TensorOptions().device(cuda));
   const bool mma = knobs().cuda_mma;
-  for (const int64_t stages : {3, 1}) {
-    if (!mma && stages != 3) continue;
+  const std::string path = !mma                ? "CUDA cores"
+                           : knobs().cuda_wgmma ? "tensor cores"
+                                                : "mma.sync";
+  struct Config {
+    int64_t bm, bn, bk, warps, stages;
+  };
+  const Config configs[] = {{128, 128, 32, 8, 3}, {128, 128, 32, 8, 1}, {128, 128, 64, 4, 4},
+                            {128, 256, 64, 8, 3}};
+  for (const Config& cf : configs) {
+    if (!mma && &cf != &configs[0]) continue;
     for (DType dt : {DType::Float16, DType::BFloat16, DType::Float32}) {
       Tensor a = randn({n, n}).to(dt).to(cuda), b = randn({n, n}).to(dt).to(cuda);
       Tensor c = empty({n, n}, TensorOptions().dtype(dt).device(cuda));
       auto run = [&] {
-        mm_kernel[{n / 128, n / 128}](a, b, c, n, n, n, tl::meta("BM", 128), tl::meta("BN", 128),
-                                      tl::meta("BK", 32),
-                                      tl::meta("OUT", dt == DType::Float32    ? 2
-                                                      : dt == DType::BFloat16 ? 1
-                                                                              : 0),
-                                      tl::num_warps(8), tl::num_stages(stages));
+        mm_kernel[{n / cf.bm, n / cf.bn}](a, b, c, n, n, n, tl::meta("BM", cf.bm),
+                                          tl::meta("BN", cf.bn), tl::meta("BK", cf.bk),
+                                          tl::meta("OUT", dt == DType::Float32    ? 2
+                                                          : dt == DType::BFloat16 ? 1
+                                                                                  : 0),
+                                          tl::num_warps(cf.warps), tl::num_stages(cf.stages));
       };
+      c.fill_(std::nan(""));
       run();
       const Tensor want = a.cpu()
                               .narrow(0, 0, 64)
@@ -445,16 +459,30 @@ int matmul_rows() {
                              .item<double>();
       // one rounding of c (up to ~256), or tf32's inputs (10-bit mantissas, 4096 terms)
       const double tol = dt == DType::BFloat16 ? 2.0 : dt == DType::Float16 ? 0.25 : 1.0;
-      if (!(err <= tol)) return std::printf("matmul %s: error %g\n", dtype_name(dt), err), 1;
+      // (the last rows too: they are the last warpgroup's)
+      const Tensor want_end = a.cpu()
+                                  .narrow(0, n - 64, 64)
+                                  .to(DType::Float64)
+                                  .matmul(b.cpu().narrow(1, n - 64, 64).to(DType::Float64));
+      const double err_end =
+          (c.cpu().narrow(0, n - 64, 64).narrow(1, n - 64, 64).to(DType::Float64) - want_end)
+              .abs()
+              .max()
+              .item<double>();
+      const std::string cfg = std::to_string(cf.bm) + "x" + std::to_string(cf.bn) + "x" +
+                              std::to_string(cf.bk) + " w" + std::to_string(cf.warps) + " s" +
+                              std::to_string(cf.stages);
+      if (!(err <= tol) || !(err_end <= tol)) {
+        std::printf("matmul %s %s %s: error %g / %g\n", dtype_name(dt), path.c_str(), cfg.c_str(),
+                    err, err_end);
+        continue;
+      }
       const double us = median_us(run, flush);
       std::printf(
-          "{\"kernel\": \"matmul %s\", \"size\": \"4096^3\", \"impl\": \"%s\", "
+          "{\"kernel\": \"matmul %s\", \"size\": \"4096^3\", \"impl\": \"tessera %s %s\", "
           "\"us\": %.1f, \"tflops\": %.1f}\n",
-          dtype_name(dt),
-          !mma          ? "tessera CUDA cores"
-          : stages == 3 ? "tessera"
-                        : "tessera 1 stage",
-          us, 2.0 * n * n * n / us / 1e6);
+          dtype_name(dt), path.c_str(), cfg.c_str(), us, 2.0 * n * n * n / us / 1e6);
+      std::fflush(stdout);
     }
   }
   return 0;

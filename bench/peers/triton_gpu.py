@@ -299,13 +299,36 @@ def training():
           flush=True)
 
 
+@triton.jit
+def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
+              BK: tl.constexpr):
+    # bench_gpu_kernels' mm_kernel: Triton's tutorial matmul without grouping or masks.
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    offs_m = pid_m * BM + tl.arange(0, BM)
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    offs_k = tl.arange(0, BK)
+    a_ptrs = a_ptr + offs_m[:, None] * K + offs_k[None, :]
+    b_ptrs = b_ptr + offs_k[:, None] * N + offs_n[None, :]
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for _ in range(0, tl.cdiv(K, BK)):
+        acc = tl.dot(tl.load(a_ptrs), tl.load(b_ptrs), acc)
+        a_ptrs += BK
+        b_ptrs += BK * N
+    c_ptrs = c_ptr + offs_m[:, None] * N + offs_n[None, :]
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty))
+
+
 def matmul():
-    """cuBLAS (PyTorch's a @ b) on bench_gpu_kernels matmul's shapes: 4096^3, fp16, bf16, and
-    float32 with TF32 tensor cores allowed (tessera's float32 dot is tf32 by default, as Triton's)."""
+    """cuBLAS (PyTorch's a @ b) and Triton (the same kernel and configs as bench_gpu_kernels
+    matmul) at 4096^3: fp16, bf16, and float32 with TF32 tensor cores allowed (tessera's float32
+    dot is tf32 by default, as Triton's)."""
     dev = torch.device("cuda")
     flush = torch.empty(64 << 20, device=dev)
     n = 4096
     torch.backends.cuda.matmul.allow_tf32 = True
+    configs = ((128, 128, 32, 8, 3), (128, 128, 32, 8, 1), (128, 128, 64, 4, 4),
+               (128, 256, 64, 8, 3))
     for dtype, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16"),
                         (torch.float32, "float32")):
         a = torch.randn(n, n, device=dev, dtype=dtype)
@@ -314,6 +337,22 @@ def matmul():
         print(json.dumps({"kernel": f"matmul {name}", "size": "4096^3", "impl": "cublas",
                           "us": round(us, 1), "tflops": round(2 * n ** 3 / us / 1e6, 1)}),
               flush=True)
+        c = torch.empty(n, n, device=dev, dtype=dtype)
+        for bm, bn, bk, warps, stages in configs:
+            grid = (n // bm, n // bn)
+
+            def run():
+                mm_kernel[grid](a, b, c, n, n, n, BM=bm, BN=bn, BK=bk, num_warps=warps,
+                                num_stages=stages)
+            try:
+                us = median_us(run, flush)
+            except Exception as e:  # (a config that does not fit: said, not fatal)
+                print(f"triton matmul {name} {bm}x{bn}x{bk}: {type(e).__name__}", flush=True)
+                continue
+            print(json.dumps({"kernel": f"matmul {name}", "size": "4096^3",
+                              "impl": f"triton {bm}x{bn}x{bk} w{warps} s{stages}",
+                              "us": round(us, 1), "tflops": round(2 * n ** 3 / us / 1e6, 1)}),
+                  flush=True)
 
 
 if __name__ == "__main__":

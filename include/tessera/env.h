@@ -53,6 +53,10 @@ struct Knobs {
   /** TESSERA_CUDA_MMA (default on; 0 turns it off): tl::dot of float16/bfloat16 tiles on tensor
    * cores in CUDA code; off, the CUDA-core path (one FMA per term in order, as the CPU). */
   bool cuda_mma = true;
+  /** TESSERA_CUDA_WGMMA (default on; 0 turns it off): on sm_90 devices, tensor-core dots whose
+   * shapes allow it run on Hopper's warpgroup instructions (wgmma, kernels compiled for sm_90a);
+   * off, on mma.sync as on sm_80. */
+  bool cuda_wgmma = true;
   /** TESSERA_CPU_DOT512 (auto, 0 or 1): CPU tl::dot micro-kernels on 64-byte vectors where the
    * kernel compiler has AVX-512. Auto: on Intel CPUs with AVX-512 (two 512-bit FMA units; on
    * AMD's, 512-bit FMAs are two halves and the 32-byte kernel is faster). -1 auto, 0 off, 1 on. */

@@ -491,6 +491,31 @@ std::vector<Case> catalog() {
                  return to_cpu({out});
                },
                1e-5, 1e-4});
+  // Hopper's wgmma layouts (DotsOnSm90RunOnWgmmaWhereTheirShapesAllow): 4 warps over 128 rows
+  // (each warp two row tiles: A's rows stored in warpgroup order), A's rows of 128 bytes; and N =
+  // 16, B's rows in the 32-byte swizzle.
+  c.push_back({"matmul bf16 128x128x64, 4 warps", &cg_matmul,
+               [](Device d) {
+                 static const Tensor a = random_tensor({256, 192}, DType::BFloat16),
+                                     b = random_tensor({192, 128}, DType::BFloat16);
+                 Tensor out = poisoned({256, 128}, DType::Float32, d);
+                 cg_matmul[{2, 1}](on(a, d), on(b, d), out, 256, 128, 192, tl::meta("BM", 128),
+                                   tl::meta("BN", 128), tl::meta("TF32", 0), tl::meta("BK", 64),
+                                   tl::num_warps(4));
+                 return to_cpu({out});
+               },
+               1e-5, 1e-4});
+  c.push_back({"matmul f16 128x16x32, 4 warps", &cg_matmul,
+               [](Device d) {
+                 static const Tensor a = random_tensor({128, 96}, DType::Float16),
+                                     b = random_tensor({96, 96}, DType::Float16);
+                 Tensor out = poisoned({128, 96}, DType::Float32, d);
+                 cg_matmul[{1, 6}](on(a, d), on(b, d), out, 128, 96, 96, tl::meta("BM", 128),
+                                   tl::meta("BN", 16), tl::meta("TF32", 0), tl::meta("BK", 32),
+                                   tl::num_warps(4));
+                 return to_cpu({out});
+               },
+               1e-5, 1e-4});
   // Small integers in bfloat16: every score and product is exact in float32, so both backends
   // compute the same p bit for bit and the outputs agree to float32 rounding.
   c.push_back(
@@ -734,6 +759,74 @@ TEST(CudaCodegen, EveryCatalogKernelCompilesWithNvrtcForHopper) {
     }
     EXPECT_GT(cubin.size(), 100u) << c.name;
   }
+}
+
+// For sm_90 the dots whose shapes allow it run on Hopper's wgmma: A and B in swizzled tiles, the
+// kernel compiled for sm_90a (ptxas checks the instructions and their operands); the others keep
+// mma.sync, and TESSERA_CUDA_WGMMA=0 turns it off.
+TEST(CudaCodegen, DotsOnSm90RunOnWgmmaWhereTheirShapesAllow) {
+  if (!runtime::cuda::nvrtc())
+    GTEST_SKIP() << "no NVRTC on this machine (install the CUDA toolkit)";
+  int wgmma = 0;
+  for (const Case& c : catalog()) {
+    SCOPED_TRACE(c.name);
+    (void)c.run(kCPU);
+    const ir::Function& f = *c.kernel->state().last->function;
+    const backend::cuda::Emitted e = backend::cuda::emit(f, 227 * 1024, false, 90);
+    const std::string name = c.name;
+    const bool uses = e.source.find("trt::wgmma_tile<") != std::string::npos;
+    EXPECT_EQ(uses, backend::cuda::needs_sm90a(e.source)) << e.source;
+    wgmma += uses;
+    // 128 x 128 x 32 with 8 warps: two warpgroups of 64 rows, A's rows of 64 bytes (64-byte
+    // swizzle), B's of 256 (two slabs of 128); 64 x 64 x 32 with 4 warps: one warpgroup.
+    if (name == "matmul bf16 128x128x32, 8 warps") {
+      EXPECT_NE(e.source.find("trt::wgmma_tile<128, 128, 32, 8, true, 64, 128>("),
+                std::string::npos)
+          << e.source;
+      EXPECT_NE(e.source.find("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"),
+                std::string::npos);
+      EXPECT_NE(e.source.find("trt::cp_async<16>(&(_ring"), std::string::npos) << e.source;
+    }
+    if (name.rfind("matmul f16 bias relu", 0) == 0) {
+      EXPECT_NE(e.source.find("trt::wgmma_tile<64, 64, 32, 4, false, 64, 128>("),
+                std::string::npos)
+          << e.source;
+    }
+    if (name == "matmul bf16 128x128x64, 4 warps") {
+      EXPECT_NE(e.source.find("trt::wgmma_tile<128, 128, 64, 4, true, 128, 128>("),
+                std::string::npos)
+          << e.source;
+    }
+    if (name == "matmul f16 128x16x32, 4 warps") {
+      EXPECT_NE(e.source.find("trt::wgmma_tile<128, 16, 32, 4, false, 64, 32>("),
+                std::string::npos)
+          << e.source;
+      EXPECT_NE(e.source.find("m64n16k16.f32.f16.f16"), std::string::npos);
+    }
+    // Too few rows for a warpgroup's 64 per warp column: mma.sync.
+    if (name == "matmul bf16" || name == "dot rowmax bf16") EXPECT_FALSE(uses) << e.source;
+    if (!uses) continue;
+    {
+      ScopedEnv off("TESSERA_CUDA_WGMMA", "0");
+      const std::string mma = backend::cuda::emit(f, 227 * 1024, false, 90).source;
+      EXPECT_EQ(mma.find("wgmma"), std::string::npos);
+      EXPECT_NE(mma.find("trt::mma_tile<"), std::string::npos);
+    }
+    EXPECT_EQ(backend::cuda::emit(f, 227 * 1024, false, 80).source.find("wgmma"),
+              std::string::npos);
+    try {
+      (void)backend::cuda::compile_for_arch(e.source, c.name, 90, nullptr);
+    } catch (const Error& err) {
+      ADD_FAILURE() << err.what() << "\n" << e.source;
+      continue;
+    }
+    // A package for another architecture is a clear error naming the kernel.
+    const std::string msg = error_of<CompileError>(
+        [&] { (void)backend::cuda::compile_for_arch(e.source, c.name, 80, nullptr); });
+    EXPECT_NE(msg.find("sm_90a"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.name), std::string::npos) << msg;
+  }
+  EXPECT_GE(wgmma, 5);
 }
 
 // A full-mask warp shuffle must be reached by every lane: the generated code only ever shuffles

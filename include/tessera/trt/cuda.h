@@ -18,6 +18,14 @@ namespace trt {
 #else
 #define TRT_SM80 0
 #endif
+// Hopper's warpgroup instructions (wgmma): sm_90a only (the emitter compiles a kernel that uses
+// them for sm_90a), and the simulator.
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)) || \
+    defined(TRT_SIM)
+#define TRT_SM90A 1
+#else
+#define TRT_SM90A 0
+#endif
 
 /** `N` consecutive values of `T` as one aligned access: the generated code loads and stores runs
  * of a tile's elements through it (one LDG/STG of up to 16 bytes). */
@@ -545,6 +553,122 @@ TRT_INLINE void mma_tile_tf32(const float* a, const float* b, float* c, int tid)
       }
     }
   }
+#endif
+}
+
+// ---- Hopper: wgmma with both operands in shared memory ---------------------------------------
+//
+// A warpgroup (four consecutive warps, the first's index divisible by 4) computes a 64 x N tile
+// per `wgmma.mma_async.m64nNk16` from operands in shared memory that it finds through 64-bit
+// descriptors (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate": the matrix
+// descriptor and the canonical layouts). Both operand tiles are stored in "swizzle rows" of S
+// bytes (S = 128, 64 or 32, the widest that divides a tile row's bytes): a tile row wider than S
+// is cut into slabs of S bytes, each slab holding every row, and within each aligned group of
+// 1024 bytes the 16-byte chunk c of byte offset o moves to c ^ ((o >> 7) & (S / 16 - 1)) (the
+// swizzle the descriptor's mode names; tiles start 1024-byte aligned). A (M x K) is K-major, its
+// 8-row groups SBO = 8 S apart; B (K x N) is N-major (wgmma's transposed B), 8 rows of K SBO =
+// 8 S apart, slabs of N LBO = K S apart. The accumulator of wgmma is, per warp of the warpgroup,
+// 16 rows in mma.sync's m16n8 C layout across N: the emitter's Mma layout with the warps in one
+// column (each warp TM row tiles of 16, TN column tiles of 8), once A's rows are stored in the
+// order wgmma_a_index gives so that each wgmma's 64 rows are the warpgroup's.
+
+/** Element offset of (r, k) in a wgmma A tile (M x K 16-bit values, K-major, swizzle rows of S
+ * bytes) for a block of WARPS warps whose warp w holds rows [w TM 16, (w + 1) TM 16): row r of
+ * warp 4 g + q, row tile i, is stored at row (g TM + i) 64 + 16 q + r % 16. */
+template <int M, int TM, int S>
+TRT_INLINE int wgmma_a_index(int r, int k) {
+  constexpr int E = S / 2;
+  const int w = r / (TM * 16), i = r / 16 % TM;
+  const int row = ((w >> 2) * TM + i) * 64 + (w & 3) * 16 + (r & 15);
+  const int e = k / E * (M * E) + row * E + k % E;
+  return e ^ (((e >> 6) & (S / 16 - 1)) << 3);
+}
+/** Element offset of (k, n) in a wgmma B tile (K x N 16-bit values, N-major, swizzle rows of S
+ * bytes). */
+template <int K, int S>
+TRT_INLINE int wgmma_b_index(int k, int n) {
+  constexpr int E = S / 2;
+  const int e = n / E * (K * E) + k * E + n % E;
+  return e ^ (((e >> 6) & (S / 16 - 1)) << 3);
+}
+
+/** A shared-memory matrix descriptor: start address, leading and stride byte offsets, swizzle. */
+TRT_INLINE uint64_t wgmma_desc(const void* p, uint32_t lbo, uint32_t sbo, int swizzle) {
+  const uint64_t mode = swizzle == 128 ? 1 : swizzle == 64 ? 2 : swizzle == 32 ? 3 : 0;
+  return (uint64_t)((shared_address(p) & 0x3ffff) >> 4) | ((uint64_t)((lbo >> 4) & 0x3fff) << 16) |
+         ((uint64_t)((sbo >> 4) & 0x3fff) << 32) | (mode << 62);
+}
+
+/** Makes this thread's shared-memory writes (stores, completed cp.async copies) visible to the
+ * async proxy that wgmma reads through. */
+TRT_INLINE void fence_async_shared() {
+#if !defined(TRT_SIM) && TRT_SM90A
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+TRT_INLINE void wgmma_fence() {
+#if !defined(TRT_SIM) && TRT_SM90A
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+TRT_INLINE void wgmma_commit() {
+#if !defined(TRT_SIM) && TRT_SM90A
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+}
+template <int N>
+TRT_INLINE void wgmma_wait() {
+#if !defined(TRT_SIM) && TRT_SM90A
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+#endif
+}
+
+/** One `wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}` with A K-major and B N-major from
+ * descriptors: d (N / 2 floats of this thread) += A B. The kernel source defines the
+ * specializations it uses (the instruction's operand list has N / 2 registers). */
+template <int N, bool BF16>
+TRT_INLINE void wgmma_op(float* d, uint64_t a, uint64_t b);
+
+/**
+ * c += a @ b on Hopper's tensor cores, the accumulator in registers in the Mma layout with the
+ * block's WARPS warps in one column (warp w: rows [w TM 16, (w + 1) TM 16), all N columns; `c`
+ * is this thread's TM * N / 2 accumulators, tile (i, j) at 4 (i N / 8 + j)). `a` is an M x K tile
+ * stored by wgmma_a_index, `b` a K x N tile stored by wgmma_b_index, 16-bit values (float16, or
+ * bfloat16 when `BF16`), swizzle rows of SA and SB bytes. Per 16 of K, warpgroup g issues one
+ * wgmma per row tile i (rows [(g TM + i) 64, + 64) of the stored A) and per 256 columns; then
+ * commits and waits for them. Every thread of the block calls it after the operands are written
+ * (it fences them for the async proxy and synchronizes); the caller synchronizes after.
+ */
+template <int M, int N, int K, int WARPS, bool BF16, int SA, int SB>
+TRT_INLINE void wgmma_tile(const uint16_t* a, const uint16_t* b, float* c, int tid) {
+  constexpr int TM = M / (16 * WARPS), NI = N <= 256 ? N : 256;
+  constexpr int EA = SA / 2, EB = SB / 2;
+  static_assert(WARPS % 4 == 0 && TM >= 1 && M == TM * 16 * WARPS && N % 8 == 0 && N % NI == 0 &&
+                    K % 16 == 0 && K % EA == 0 && N % EB == 0 && EA % 16 == 0,
+                "wgmma_tile: warpgroups of 64 rows, N by 8 up to 256 per instruction, K by 16");
+#if TRT_SM90A
+  const int g = tid >> 7;
+  fence_async_shared();
+  __syncthreads();
+  wgmma_fence();
+#pragma unroll
+  for (int k0 = 0; k0 < K; k0 += 16) {
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const uint64_t da = wgmma_desc(a + (k0 / EA * (M * EA) + (g * TM + i) * 64 * EA + k0 % EA),
+                                     M * SA, 8 * SA, SA);
+#pragma unroll
+      for (int n0 = 0; n0 < N; n0 += NI) {
+        const uint64_t db = wgmma_desc(b + (n0 / EB * (K * EB) + k0 * EB), K * SB, 8 * SB, SB);
+        wgmma_op<NI, BF16>(c + (i * (N / 8) + n0 / 8) * 4, da, db);
+      }
+    }
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+#else
+  static_assert(M < 0, "wgmma_tile needs sm_90a");
+  (void)a, (void)b, (void)c, (void)tid;
 #endif
 }
 

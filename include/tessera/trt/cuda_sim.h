@@ -5,7 +5,8 @@
  * Barriers are real barriers, shared memory is one buffer per launch (poisoned before each block),
  * and the warp-collective instructions the tile runtime uses are computed from their definitions in
  * the PTX ISA across the warp's 32 threads: shuffles, `ldmatrix` (x2 and x4, transposed or not),
- * `mma.sync.m16n8k16` with float16/bfloat16 inputs and float32 accumulators, and `cp.async` groups,
+ * `mma.sync.m16n8k16` with float16/bfloat16 inputs and float32 accumulators, Hopper's
+ * `wgmma.mma_async` from swizzled shared-memory descriptors, and `cp.async` groups,
  * whose copies happen only at the `wait_group` that completes them (a read before the wait sees the
  * old bytes, as a race on a GPU could). So machines without a GPU check the CUDA emitter's layouts,
  * fragments and pipelines against the CPU backend. Not a performance model, and not the whole of
@@ -15,6 +16,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -197,6 +199,52 @@ inline void mma_1688_tf32(float* d, const uint32_t* a, const uint32_t* b) {
   warp_sync();
 }
 
+/** wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16} with A K-major and B N-major in shared
+ * memory, found through their descriptors (start address, LBO, SBO, swizzle mode: the PTX ISA's
+ * canonical layouts): this thread's N / 2 accumulators d[i] (row 16 q + g + 8 ((i >> 1) & 1),
+ * column 8 (i >> 2) + 2t + (i & 1) for warp q of the warpgroup and lane 4g + t) += the sum over
+ * k of A[row][k] B[k][col]. Reads happen at the call: the caller's fence and barrier came first,
+ * and the wait that follows needs no work here. */
+inline void wgmma(float* d, int n, uint64_t da, uint64_t db, bool bf16) {
+  struct Desc {
+    int64_t start, lbo, sbo, swizzle;
+  };
+  auto decode = [](uint64_t x) {
+    const int mode = static_cast<int>(x >> 62);
+    const int64_t sw = mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0;
+    if (sw == 0) {
+      std::fprintf(stderr, "trt_sim::wgmma: only swizzled layouts are simulated\n");
+      std::abort();
+    }
+    return Desc{static_cast<int64_t>(x & 0x3fff) << 4, static_cast<int64_t>((x >> 16) & 0x3fff) << 4,
+                static_cast<int64_t>((x >> 32) & 0x3fff) << 4, sw};
+  };
+  const Desc a = decode(da), b = decode(db);
+  const unsigned char* smem = shared_memory();
+  auto value = [&](int64_t o, int64_t sw) {
+    o ^= ((o >> 7) & (sw / 16 - 1)) << 4;  // the 16-byte chunk moves within its swizzle row
+    uint16_t h;
+    std::memcpy(&h, smem + o, 2);
+    return bf16 ? trt::bf16_to_float(h) : trt::half_to_float(h);
+  };
+  // A K-major: row m of its 8-row group at m % 8 swizzle rows, groups SBO apart; B N-major: row k
+  // at k % 8 swizzle rows, groups of 8 k SBO apart, each swizzle row's S / 2 columns, slabs of
+  // them LBO apart.
+  auto A = [&](int m, int k) { return value(a.start + m / 8 * a.sbo + m % 8 * a.swizzle + 2 * k, a.swizzle); };
+  const int64_t eb = b.swizzle / 2;
+  auto B = [&](int k, int c) {
+    return value(b.start + c / eb * b.lbo + k / 8 * b.sbo + k % 8 * b.swizzle + 2 * (c % eb),
+                 b.swizzle);
+  };
+  const int q = (t_tid >> 5) & 3, g = lane() >> 2, t = lane() & 3;
+  for (int i = 0; i < n / 2; ++i) {
+    const int row = 16 * q + g + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * t + (i & 1);
+    float sum = d[i];
+    for (int k = 0; k < 16; ++k) sum = __builtin_fmaf(A(row, k), B(k, col), sum);
+    d[i] = sum;
+  }
+}
+
 inline void cp_async(void* dst, const void* src, int bytes) {
   t_launch->open[static_cast<size_t>(t_tid)].push_back({dst, src, bytes});
 }
@@ -244,8 +292,9 @@ void run(const trt::Grid& g, int64_t pb, int64_t pe, int threads, int64_t smem_b
   l.stacks.resize(n);
   l.open.resize(n);
   l.wait.resize(n);
-  std::vector<unsigned char> smem(static_cast<size_t>(smem_bytes) + 16);
-  l.smem = smem.data() + (16 - reinterpret_cast<uintptr_t>(smem.data()) % 16) % 16;
+  // (1024-byte aligned, as kernels using wgmma's swizzled tiles align their dynamic shared memory)
+  std::vector<unsigned char> smem(static_cast<size_t>(smem_bytes) + 1024);
+  l.smem = smem.data() + (1024 - reinterpret_cast<uintptr_t>(smem.data()) % 1024) % 1024;
   Launch* const saved = t_launch;
   const int saved_tid = t_tid;
   t_launch = &l;

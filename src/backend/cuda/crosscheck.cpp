@@ -153,7 +153,10 @@ std::string sim_source(const Kernel& k) {
   };
   replace("#include \"tessera/trt/cuda.h\"", "#include \"tessera/trt/cuda_sim.h\"");
   replace("tessera_kernel(", "tessera_sim_kernel(");
-  replace("extern __shared__ __align__(16) unsigned char _smem[];",
+  // (aligned to 1024 bytes where wgmma reads swizzled tiles, as the simulator's buffer is)
+  replace(src.find("__align__(1024) unsigned char _smem[]") != std::string::npos
+              ? "extern __shared__ __align__(1024) unsigned char _smem[];"
+              : "extern __shared__ __align__(16) unsigned char _smem[];",
           "unsigned char* const _smem = trt_sim::shared_memory();");
   src +=
       "\nextern \"C\" __attribute__((visibility(\"default\"))) void tessera_kernel(\n"

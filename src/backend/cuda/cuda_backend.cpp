@@ -76,7 +76,8 @@ const std::vector<std::string>& nvrtc_options() {
 // A kernel's cubin: NVRTC's, or for a kernel calling precompiled extern functions NVRTC's LTO-IR
 // linked with their files by nvJitLink (link_inputs.h: the source names them).
 rc::CompiledCubin compile_kernel(const std::string& source, const std::string& name, int arch,
-                                 const std::string& arch_suffix = "") {
+                                 std::string arch_suffix = "") {
+  if (arch_suffix.empty() && needs_sm90a(source)) arch_suffix = "a";  // (wgmma)
   const std::vector<LinkInput> links = link_inputs(source);
   if (links.empty())
     return rc::compile_cubin(source, name, arch, headers(), nvrtc_options(), arch_suffix);
@@ -144,7 +145,7 @@ class CudaBackend final : public Backend {
   const std::string& target_key() const override { return key_; }
 
   void generate(std::shared_ptr<const ir::Function> f, bool checked, Kernel& out) const override {
-    const Emitted e = emit(*f, max_shared_, checked);
+    const Emitted e = emit(*f, max_shared_, checked, arch_);
     if (knobs().dump_enabled("src"))
       dump("src", f->name, e.source, "// ---- CUDA of kernel " + f->name + " ----\n" + e.source,
            "cu");
@@ -459,18 +460,34 @@ void launch_without_reports(const Backend& cuda, const Kernel& k, const GridSize
   static_cast<const CudaBackend&>(cuda).launch_checked(k, g, args, false);
 }
 
+// A kernel generated with Hopper's wgmma compiles only for sm_90a.
+void check_target(const std::string& source, const std::string& name, int arch) {
+  if (needs_sm90a(source) && arch != 90) {
+    throw CompileError("kernel '" + name +
+                           "' was generated for sm_90a (its dots run on Hopper's wgmma): it "
+                           "cannot be compiled for sm_" +
+                           std::to_string(arch) +
+                           " (package it for sm_90a, or generate it with TESSERA_CUDA_WGMMA=0)",
+                       SourceLoc{});
+  }
+}
+
 std::string compile_ptx_for_arch(const std::string& source, const std::string& name, int arch) {
+  check_target(source, name, arch);
   if (!link_inputs(source).empty()) {
     throw CompileError("kernel '" + name +
                            "' links precompiled CUDA objects, so it is a cubin for one "
                            "architecture: it cannot be packaged as PTX (package cubins)",
                        SourceLoc{});
   }
-  return rc::compile_ptx(source, name, arch, headers(), nvrtc_options()).cubin;
+  return rc::compile_ptx(source, name, arch, headers(), nvrtc_options(),
+                         needs_sm90a(source) ? "a" : "")
+      .cubin;
 }
 
 std::string compile_for_arch(const std::string& source, const std::string& name, int arch,
                              rc::PtxasReport* report, const std::string& arch_suffix) {
+  check_target(source, name, arch);
   rc::CompiledCubin c = compile_kernel(source, name, arch, arch_suffix);
   if (report) *report = c.resources;
   return std::move(c.cubin);

@@ -61,8 +61,12 @@ int64_t element_bytes(const Type& t) {
 
 class Emitter : ExprPrinter {
  public:
-  Emitter(const ir::Function& f, int64_t max_shared, bool checked)
-      : ExprPrinter(f, checked), max_shared_(max_shared), affine_(f), affine_rem_(f, true) {
+  Emitter(const ir::Function& f, int64_t max_shared, bool checked, int arch)
+      : ExprPrinter(f, checked),
+        max_shared_(max_shared),
+        arch_(arch),
+        affine_(f),
+        affine_rem_(f, true) {
     threads_ = static_cast<int>(std::max<int64_t>(1, f.attrs.num_warps) * 32);
     reg_.assign(f_.num_values(), 0);
     same_elem_memo_.assign(f_.num_values(), -1);
@@ -98,6 +102,14 @@ class Emitter : ExprPrinter {
     }
     Emitted e;
     e.source = out_.str();
+    if (!wgmma_ops_.empty()) {  // wgmma: the instructions' definitions, and the sm_90a target
+      const size_t at = e.source.find("struct _Slots");
+      e.source.insert(at, wgmma_definitions());
+      e.source.insert(0, std::string(kSm90aMarker) + "\n");
+      const std::string small = "__align__(16) unsigned char _smem[]";
+      const size_t sm = e.source.find(small);
+      e.source.replace(sm, small.size(), "__align__(1024) unsigned char _smem[]");
+    }
     e.shared_bytes = smem_;
     e.threads = threads_;
     e.sites = sites_;
@@ -212,11 +224,66 @@ class Emitter : ExprPrinter {
            f_.type(op.operands[1]).elem == DType::Float32 &&
            static_cast<ir::DotPrecision>(op.sub) == ir::DotPrecision::TF32;
   }
-  // Row pitch (elements) of dot operand `k` (0: A, 1: B) in shared memory: 16 bytes of padding
-  // (ldmatrix's eight rows in distinct banks); tf32's A: 4 floats (its fragment's 32 lanes).
-  int64_t operand_pitch(const Op& dot, size_t k) const {
-    const int64_t cols = f_.type(dot.operands[k]).shape[1];
-    return cols + (tf32_dot(dot) ? (k == 0 ? 4 : 8) : 8);
+  // A tensor-core dot operand's tile in shared memory: row-major with padded rows (mma.sync's
+  // ldmatrix), or for wgmma the swizzled layouts of trt::wgmma_a_index / wgmma_b_index.
+  struct OperandTile {
+    int64_t rows = 0, cols = 0, pitch = 0;
+    std::string index;  // wgmma: the index function ("trt::wgmma_a_index<M, TM, S>"); else ""
+    int64_t elems() const { return index.empty() ? rows * pitch : rows * cols; }
+    int64_t align() const { return index.empty() ? 16 : 1024; }  // (a swizzle pattern's bytes)
+    std::string at(const std::string& r, const std::string& c) const {
+      if (index.empty()) return r + " * " + std::to_string(pitch) + " + " + c;
+      return index + "(" + r + ", " + c + ")";
+    }
+  };
+  // Dot operand `k` (0: A, 1: B) in shared memory. mma.sync: rows padded by 16 bytes (ldmatrix's
+  // eight rows in distinct banks); tf32's A by 4 floats (its fragment's 32 lanes). wgmma: A
+  // K-major with its rows in warpgroup order, B N-major, both in swizzle rows.
+  OperandTile operand_layout(const Op& dot, size_t k) const {
+    const auto& shape = f_.type(dot.operands[k]).shape;
+    OperandTile t;
+    t.rows = shape[0];
+    t.cols = shape[1];
+    t.pitch = t.cols + (tf32_dot(dot) ? (k == 0 ? 4 : 8) : 8);
+    if (wgmma_registers(dot)) {
+      t.pitch = t.cols;
+      const int64_t warps = threads_ / 32;
+      t.index = k == 0 ? "trt::wgmma_a_index<" + std::to_string(t.rows) + ", " +
+                             std::to_string(t.rows / (16 * warps)) + ", " +
+                             std::to_string(swizzle_of(t.cols * 2)) + ">"
+                       : "trt::wgmma_b_index<" + std::to_string(t.rows) + ", " +
+                             std::to_string(swizzle_of(t.cols * 2)) + ">";
+    }
+    return t;
+  }
+
+  // The swizzle row (bytes) of a wgmma operand tile whose rows hold `bytes`: the widest of 128,
+  // 64 and 32 that divides them; 0 if none does.
+  static int64_t swizzle_of(int64_t bytes) {
+    for (int64_t s : {128, 64, 32}) {
+      if (bytes % s == 0) return s;
+    }
+    return 0;
+  }
+  // Whether dot `op` can run on Hopper's wgmma (trt::wgmma_tile): an sm_90 target, float16 or
+  // bfloat16 operands (two distinct values: A and B are stored differently), warpgroups of whole
+  // 64-row blocks (the warps in one column, each TM tiles of 16 rows), operand rows whose bytes
+  // a swizzle row divides, N up to 256 per instruction.
+  bool wgmma_dot(const Op& op) const {
+    if (arch_ < 90 || !knobs().cuda_wgmma || !mma_dot_types(op) || tf32_dot(op) ||
+        op.operands[0] == op.operands[1])
+      return false;
+    const int64_t warps = threads_ / 32;
+    const int64_t M = f_.type(op.result()).shape[0], N = f_.type(op.result()).shape[1];
+    const int64_t K = f_.type(op.operands[0]).shape[1];
+    return warps % 4 == 0 && M % (16 * warps) == 0 && swizzle_of(K * 2) != 0 &&
+           swizzle_of(N * 2) != 0 && (N <= 256 || N % 256 == 0);
+  }
+  // Whether dot `op` runs on wgmma: it can, and its result's Mma layout is the warps in a column.
+  bool wgmma_registers(const Op& op) const {
+    if (!wgmma_dot(op)) return false;
+    const MmaLayout* m = mma_layout(f_.type(op.result()).shape);
+    return m && m->wn == 1 && m->wm == threads_ / 32 && in_registers(op.result());
   }
 
   // The warps' grid for an M x N accumulator: every warp whole 16 x 8 tiles, the rectangle with
@@ -244,7 +311,13 @@ class Emitter : ExprPrinter {
       if (mma_layout(shape)) continue;
       MmaLayout m;
       m.shape = shape;
-      if (warp_grid(shape[0], shape[1], threads_ / 32, m)) mma_.push_back(m);
+      if (wgmma_dot(*op)) {  // wgmma: the warps in one column, each warpgroup 64-row blocks
+        m.wm = threads_ / 32;
+        m.wn = 1;
+        mma_.push_back(m);
+      } else if (warp_grid(shape[0], shape[1], threads_ / 32, m)) {
+        mma_.push_back(m);
+      }
     }
   }
 
@@ -1219,37 +1292,39 @@ class Emitter : ExprPrinter {
     return false;
   }
 
-  // A tensor-core dot operand as a tile in shared memory with rows of `pitch` elements, 16-bit
-  // values for trt::mma_tile or float32 for trt::mma_tile_tf32: a load used only here is copied
-  // from global memory by runs, bits unchanged (copy_operand); any other value is converted
-  // element by element.
-  std::string operand_tile(ValueId v, int64_t pitch) {
+  // A tensor-core dot operand as a tile in shared memory laid out as `tile` says, 16-bit values
+  // for trt::mma_tile and wgmma_tile or float32 for trt::mma_tile_tf32: a load used only here is
+  // copied from global memory by runs, bits unchanged (copy_operand); any other value is
+  // converted element by element.
+  std::string operand_tile(ValueId v, const OperandTile& tile) {
     if (auto it = staged_.find(v); it != staged_.end()) return it->second;
     const Type& t = f_.type(v);
     const std::string tmp = fresh("_op");
     const std::string ct = storage_type(t.elem);  // uint16_t, or float for tf32
-    smem_ = (smem_ + 15) / 16 * 16;
+    smem_ = (smem_ + tile.align() - 1) / tile.align() * tile.align();
     line(ct + "* const " + tmp + " = (" + ct + "*)(_smem + " + std::to_string(smem_) + ");");
-    smem_ += t.shape[0] * pitch * static_cast<int64_t>(itemsize(t.elem));
+    smem_ += tile.elems() * static_cast<int64_t>(itemsize(t.elem));
     const Op* def = f_.def(v);
     if (def && def->kind == OpKind::Load && storage(v) == Storage::Inline && !checked_) {
-      copy_operand(*def, tmp, pitch);
+      copy_operand(*def, tmp, tile);
       return tmp;
     }
     loops(t.shape, [&](const Index& idx) {
-      line(tmp + "[" + idx[0] + " * " + std::to_string(pitch) + " + " + idx[1] +
-           "] = " + store_conv(t.elem, expr(v, idx)) + ";");
+      line(tmp + "[" + tile.at(idx[0], idx[1]) + "] = " + store_conv(t.elem, expr(v, idx)) + ";");
     });
     return tmp;
   }
 
-  // Load `op` (an operand tile) into `tmp` (rows of `pitch`) by the shape's runs: one access of
+  // Load `op` (an operand tile) into `tmp` (laid out as `tile`) by the shape's runs: one access of
   // up to 16 bytes per run where the pointer allows and the lanes' masks all hold (with `async`,
   // a cp.async of 4 to 16 bytes), else each lane its own (a masked-off lane takes `other`).
-  void copy_operand(const Op& op, const std::string& tmp, int64_t pitch, bool async = false) {
-    versioned_access(op, [&] { copy_runs(op, tmp, pitch, async); });
+  // (A run stays contiguous in a swizzled tile: runs are at most 16 bytes, aligned, and the
+  // swizzle moves whole 16-byte chunks.)
+  void copy_operand(const Op& op, const std::string& tmp, const OperandTile& tile,
+                    bool async = false) {
+    versioned_access(op, [&] { copy_runs(op, tmp, tile, async); });
   }
-  void copy_runs(const Op& op, const std::string& tmp, int64_t pitch, bool async) {
+  void copy_runs(const Op& op, const std::string& tmp, const OperandTile& tile, bool async) {
     const Type& t = f_.type(op.result());
     int64_t vec = vec_of(t.shape), blocked = 0;
     if (mma_layout(t.shape) && !checked_ && !shape_in_registers(t.shape)) {
@@ -1264,7 +1339,7 @@ class Emitter : ExprPrinter {
     const bool masked = op.operands.size() > 1;
     const bool agree = masked && lanes_agree(op.operands[1], w);
     auto slot = [&](const Index& i) {
-      return tmp + "[" + i[0] + " * " + std::to_string(pitch) + " + " + i[1] + "]";
+      return tmp + "[" + tile.at(i[0], i[1]) + "]";
     };
     runs(
         t.shape,
@@ -1316,7 +1391,7 @@ class Emitter : ExprPrinter {
     if (!nested_mma_operand(op)) return;
     const ValueId v = op.result();
     const Op& d = *uses_.uses(v).front().user;
-    const std::string tile = operand_tile(v, operand_pitch(d, d.operands[0] == v ? 0 : 1));
+    const std::string tile = operand_tile(v, operand_layout(d, d.operands[0] == v ? 0 : 1));
     line("__syncthreads();");
     staged_[v] = tile;
   }
@@ -1331,11 +1406,13 @@ class Emitter : ExprPrinter {
     const int64_t M = ot.shape[0], N = ot.shape[1], K = at.shape[1];
     const DType el = at.elem;
     const MmaLayout& m = *mma_layout(ot.shape);
-    const int64_t pa = operand_pitch(op, 0), pb = operand_pitch(op, 1);
+    const OperandTile ta = operand_layout(op, 0), tb = operand_layout(op, 1);
+    const bool wgmma = wgmma_registers(op);
     const bool staged = staged_.count(op.operands[0]) && staged_.count(op.operands[1]);
-    const std::string a16 = operand_tile(op.operands[0], pa);
-    const std::string b16 = operand_tile(op.operands[1], pb);
-    if (!staged) line("__syncthreads();");  // (staged: the loop's wait and barrier did it)
+    const std::string a16 = operand_tile(op.operands[0], ta);
+    const std::string b16 = operand_tile(op.operands[1], tb);
+    // (staged: the loop's wait and barrier did it; wgmma_tile fences and synchronizes itself)
+    if (!staged && !wgmma) line("__syncthreads();");
     declare_array(out);
     loops(
         ot.shape,
@@ -1347,13 +1424,21 @@ class Emitter : ExprPrinter {
     const std::string dims = std::to_string(M) + ", " + std::to_string(N) + ", " +
                              std::to_string(K) + ", " + std::to_string(m.wm) + ", " +
                              std::to_string(m.wn) + ", ";
-    const std::string pitches = std::to_string(pa) + ", " + std::to_string(pb);
-    if (tf32_dot(op)) {
+    const std::string pitches = std::to_string(ta.pitch) + ", " + std::to_string(tb.pitch);
+    const std::string bf16 = el == DType::BFloat16 ? "true" : "false";
+    if (wgmma) {
+      const int64_t ni = N <= 256 ? N : 256;
+      wgmma_ops_.insert({ni, el == DType::BFloat16});
+      line("trt::wgmma_tile<" + std::to_string(M) + ", " + std::to_string(N) + ", " +
+           std::to_string(K) + ", " + std::to_string(m.wm) + ", " + bf16 + ", " +
+           std::to_string(swizzle_of(K * 2)) + ", " + std::to_string(swizzle_of(N * 2)) + ">(" +
+           a16 + ", " + b16 + ", " + name(out) + ", _tid);");
+    } else if (tf32_dot(op)) {
       line("trt::mma_tile_tf32<" + dims + pitches + ">(" + a16 + ", " + b16 + ", " + name(out) +
            ", _tid);");
     } else {
-      line("trt::mma_tile<" + dims + (el == DType::BFloat16 ? "true" : "false") + ", " + pitches +
-           ">(" + a16 + ", " + b16 + ", " + name(out) + ", _tid);");
+      line("trt::mma_tile<" + dims + bf16 + ", " + pitches + ">(" + a16 + ", " + b16 + ", " +
+           name(out) + ", _tid);");
     }
     line("__syncthreads();");  // the operand tiles are written again next
   }
@@ -1808,7 +1893,8 @@ class Emitter : ExprPrinter {
 
   struct Staged {
     ValueId load;
-    int64_t pitch, elems;  // row pitch and elements of one slot
+    OperandTile tile;      // one slot's layout
+    int64_t elems;         // elements of one slot
     int64_t bytes;         // of one element (2, or 4 for tf32)
     std::string ring;      // the first slot
   };
@@ -1879,9 +1965,9 @@ class Emitter : ExprPrinter {
         if (!ok) continue;
         slice = std::move(s);
         const Type& t = f_.type(v);
-        const int64_t pitch = operand_pitch(*o, static_cast<size_t>(k));
+        const OperandTile tile = operand_layout(*o, static_cast<size_t>(k));
         p.loads.push_back(
-            {v, pitch, t.shape[0] * pitch, static_cast<int64_t>(itemsize(t.elem)), fresh("_ring")});
+            {v, tile, tile.elems(), static_cast<int64_t>(itemsize(t.elem)), fresh("_ring")});
       }
     }
     if (p.loads.empty()) return {};
@@ -1889,7 +1975,10 @@ class Emitter : ExprPrinter {
     // already placed); one stage is no ring.
     auto ring_bytes = [&](int64_t stages) {
       int64_t b = 0;
-      for (const Staged& s : p.loads) b += (stages * s.elems * s.bytes + 15) / 16 * 16;
+      for (const Staged& s : p.loads) {
+        const int64_t a = s.tile.align();
+        b += (stages * s.elems * s.bytes + a - 1) / a * a + (a > 16 ? a - 16 : 0);
+      }
       return b;
     };
     while (p.stages >= 2 && smem_ + ring_bytes(p.stages) > max_shared_) --p.stages;
@@ -1916,7 +2005,7 @@ class Emitter : ExprPrinter {
     for (const Op* o : p.slice) this->op(*o);
     for (const Staged& s : p.loads) {
       copy_operand(*f_.def(s.load),
-                   "(" + s.ring + " + (" + slot + ") * " + std::to_string(s.elems) + ")", s.pitch,
+                   "(" + s.ring + " + (" + slot + ") * " + std::to_string(s.elems) + ")", s.tile,
                    /*async=*/true);
     }
     --indent_;
@@ -1940,7 +2029,7 @@ class Emitter : ExprPrinter {
     const std::string lb = expr(op.operands[0], {}), step = expr(op.operands[2], {});
     if (!pipe.loads.empty()) {
       for (const Staged& s : pipe.loads) {
-        smem_ = (smem_ + 15) / 16 * 16;
+        smem_ = (smem_ + s.tile.align() - 1) / s.tile.align() * s.tile.align();
         const std::string ct = storage_type(f_.type(s.load).elem);
         line(ct + "* const " + s.ring + " = (" + ct + "*)(_smem + " + std::to_string(smem_) + ");");
         smem_ += pipe.stages * s.elems * s.bytes;
@@ -2018,7 +2107,31 @@ class Emitter : ExprPrinter {
     line("}");
   }
 
+  // The specializations of trt::wgmma_op the kernel calls: the instruction with its N / 2
+  // accumulator registers (A K-major, B N-major: imm-trans-b 1), or the simulator's.
+  std::string wgmma_definitions() const {
+    std::string out = "namespace trt {\n";
+    for (const auto& [n, bf16] : wgmma_ops_) {
+      const std::string ty = bf16 ? "bf16" : "f16", N = std::to_string(n);
+      const std::string targs = N + ", " + (bf16 ? "true" : "false");
+      out += "template <>\nTRT_INLINE void wgmma_op<" + targs +
+             ">(float* d, uint64_t a, uint64_t b) {\n#if defined(TRT_SIM)\n  trt_sim::wgmma(d, " + N +
+             ", a, b, " + (bf16 ? "true" : "false") + ");\n#else\n  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" +
+             std::to_string(n / 2 + 2) + ", 0;\\nwgmma.mma_async.sync.aligned.m64n" + N + "k16.f32." + ty +
+             "." + ty + " {";
+      for (int64_t i = 0; i < n / 2; ++i) out += (i ? ", %" : "%") + std::to_string(i);
+      out += "}, %" + std::to_string(n / 2) + ", %" + std::to_string(n / 2 + 1) +
+             ", p, 1, 1, 0, 1;\\n}\\n\"\n      : ";
+      for (int64_t i = 0; i < n / 2; ++i)
+        out += (i ? ", " : "") + std::string("\"+f\"(d[") + std::to_string(i) + "])";
+      out += "\n      : \"l\"(a), \"l\"(b), \"r\"(1));\n#endif\n}\n";
+    }
+    return out + "}  // namespace trt\n\n";
+  }
+
   const int64_t max_shared_;
+  const int arch_;  // the target's sm_ number; 0: none in particular (sm_80's instructions)
+  std::set<std::pair<int64_t, bool>> wgmma_ops_;  // the wgmma_op<N, BF16> the kernel calls
   int threads_ = 128;
   int64_t smem_ = 0;
   int loop_depth_ = 0;  // enclosing tl::range / tl::while_ loops
@@ -2055,8 +2168,8 @@ class Emitter : ExprPrinter {
 
 }  // namespace
 
-Emitted emit(const ir::Function& f, int64_t max_shared_bytes, bool checked) {
-  return Emitter(f, max_shared_bytes, checked).run();
+Emitted emit(const ir::Function& f, int64_t max_shared_bytes, bool checked, int arch) {
+  return Emitter(f, max_shared_bytes, checked, arch).run();
 }
 
 }  // namespace tessera::backend::cuda

@@ -36,7 +36,17 @@ struct Emitted {
 
 /** CUDA C++ for `f` (an `extern "C" __global__ tessera_kernel(trt::Grid, slots)`). A kernel
  * whose tiles need more than `max_shared_bytes` of shared memory is a CompileError naming it.
- * `checked`: TESSERA_DEBUG's checks, recorded in a trt::GpuDebug passed after the parameters. */
-Emitted emit(const ir::Function& f, int64_t max_shared_bytes, bool checked = false);
+ * `checked`: TESSERA_DEBUG's checks, recorded in a trt::GpuDebug passed after the parameters.
+ * `arch`: the target's sm_ number (90: Hopper's wgmma where a dot allows it, and the source then
+ * starts with kSm90aMarker); 0 uses what every sm_80 part has. */
+Emitted emit(const ir::Function& f, int64_t max_shared_bytes, bool checked = false, int arch = 0);
+
+/** The first line of a kernel that needs sm_90a (arch-specific instructions): compile it for
+ * `sm_90a`, not `sm_90`. */
+inline constexpr const char* kSm90aMarker = "// tessera-target: sm_90a";
+/** Whether generated `source` needs sm_90a. */
+inline bool needs_sm90a(const std::string& source) {
+  return source.rfind(kSm90aMarker, 0) == 0;
+}
 
 }  // namespace tessera::backend::cuda

@@ -45,7 +45,8 @@ using Header = std::pair<std::string, std::string>;
 /** The same to PTX for `compute_<arch>` (in `cubin`, NUL-terminated, for the driver's JIT). */
 CompiledCubin compile_ptx(const std::string& source, const std::string& name, int arch,
                           const std::vector<Header>& headers = {},
-                          const std::vector<std::string>& options = {});
+                          const std::vector<std::string>& options = {},
+                          const std::string& arch_suffix = "");
 CompiledCubin compile_cubin(const std::string& source, const std::string& name, int arch,
                             const std::vector<Header>& headers = {},
                             const std::vector<std::string>& options = {},
