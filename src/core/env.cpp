@@ -48,7 +48,7 @@ constexpr const char* kKnown[] = {
     "TESSERA_DUMP",      "TESSERA_DEBUG",       "TESSERA_INTERPRET",
     "TESSERA_DEVICE",    "TESSERA_CXX",         "TESSERA_PRINT_AUTOTUNING",
     "TESSERA_DUMP_DIR",  "TESSERA_CROSSCHECK",  "TESSERA_PROGRESS",
-    "TESSERA_CUDA_MMA",  "TESSERA_CUDA_WGMMA", "TESSERA_CPU_DOT512",
+    "TESSERA_CUDA_MMA",  "TESSERA_CUDA_WGMMA", "TESSERA_CUDA_WGMMA_ASYNC", "TESSERA_CPU_DOT512",
 };
 
 Knobs read_knobs() {
@@ -98,6 +98,8 @@ Knobs read_knobs() {
   }
   if (const char* m = std::getenv("TESSERA_CUDA_MMA"); m && *m) k.cuda_mma = truthy(m);
   if (const char* m = std::getenv("TESSERA_CUDA_WGMMA"); m && *m) k.cuda_wgmma = truthy(m);
+  if (const char* m = std::getenv("TESSERA_CUDA_WGMMA_ASYNC"); m && *m)
+    k.cuda_wgmma_async = truthy(m);
   if (const char* d = std::getenv("TESSERA_CPU_DOT512"); d && *d)
     k.cpu_dot512 = std::string(d) == "auto" ? -1 : truthy(d) ? 1 : 0;
   if (const char* c = std::getenv("TESSERA_CROSSCHECK"); c && *c) {

@@ -762,8 +762,10 @@ TEST(CudaCodegen, EveryCatalogKernelCompilesWithNvrtcForHopper) {
 }
 
 // For sm_90 the dots whose shapes allow it run on Hopper's wgmma: A and B in swizzled tiles, the
-// kernel compiled for sm_90a (ptxas checks the instructions and their operands); the others keep
-// mma.sync, and TESSERA_CUDA_WGMMA=0 turns it off.
+// kernel compiled for sm_90a (ptxas checks the instructions and their operands); in a pipelined
+// loop the products overlap the next iteration (tiles requested stages - 2 ahead, the last
+// products awaited after the loop); the others keep mma.sync, and TESSERA_CUDA_WGMMA=0 turns it
+// off.
 TEST(CudaCodegen, DotsOnSm90RunOnWgmmaWhereTheirShapesAllow) {
   if (!runtime::cuda::nvrtc())
     GTEST_SKIP() << "no NVRTC on this machine (install the CUDA toolkit)";
@@ -774,34 +776,36 @@ TEST(CudaCodegen, DotsOnSm90RunOnWgmmaWhereTheirShapesAllow) {
     const ir::Function& f = *c.kernel->state().last->function;
     const backend::cuda::Emitted e = backend::cuda::emit(f, 227 * 1024, false, 90);
     const std::string name = c.name;
-    const bool uses = e.source.find("trt::wgmma_tile<") != std::string::npos;
+    auto has = [&](const std::string& text) { return e.source.find(text) != std::string::npos; };
+    const bool uses = has("trt::wgmma_tile");
     EXPECT_EQ(uses, backend::cuda::needs_sm90a(e.source)) << e.source;
     wgmma += uses;
     // 128 x 128 x 32 with 8 warps: two warpgroups of 64 rows, A's rows of 64 bytes (64-byte
-    // swizzle), B's of 256 (two slabs of 128); 64 x 64 x 32 with 4 warps: one warpgroup.
+    // swizzle), B's of 256 (two slabs of 128); 3 stages: one tile ahead, overlapped products.
     if (name == "matmul bf16 128x128x32, 8 warps") {
-      EXPECT_NE(e.source.find("trt::wgmma_tile<128, 128, 32, 8, true, 64, 128>("),
-                std::string::npos)
+      EXPECT_TRUE(has("trt::wgmma_tile_async<128, 128, 32, 8, true, 64, 128>(")) << e.source;
+      EXPECT_TRUE(has("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"));
+      EXPECT_TRUE(has("trt::cp_async<16>(&(_ring")) << e.source;
+      EXPECT_TRUE(has("trt::cp_async_wait<0>();\n    trt::fence_async_shared();\n    "
+                      "__syncthreads();"))
           << e.source;
-      EXPECT_NE(e.source.find("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"),
-                std::string::npos);
-      EXPECT_NE(e.source.find("trt::cp_async<16>(&(_ring"), std::string::npos) << e.source;
+      EXPECT_TRUE(has("}\n  trt::wgmma_wait<0>();")) << e.source;
     }
-    if (name.rfind("matmul f16 bias relu", 0) == 0) {
-      EXPECT_NE(e.source.find("trt::wgmma_tile<64, 64, 32, 4, false, 64, 128>("),
-                std::string::npos)
-          << e.source;
+    // 64 x 64 x 32 with 4 warps: one warpgroup; in the loop with one stage, each iteration's
+    // products awaited in it.
+    if (name == "matmul f16 bias relu") {
+      EXPECT_TRUE(has("trt::wgmma_tile_async<64, 64, 32, 4, false, 64, 128>(")) << e.source;
+    }
+    if (name == "matmul f16 bias relu, 1 stage") {
+      EXPECT_TRUE(has("trt::wgmma_tile<64, 64, 32, 4, false, 64, 128>(")) << e.source;
+      EXPECT_FALSE(has("wgmma_tile_async") || has("cp_async")) << e.source;
     }
     if (name == "matmul bf16 128x128x64, 4 warps") {
-      EXPECT_NE(e.source.find("trt::wgmma_tile<128, 128, 64, 4, true, 128, 128>("),
-                std::string::npos)
-          << e.source;
+      EXPECT_TRUE(has("trt::wgmma_tile_async<128, 128, 64, 4, true, 128, 128>(")) << e.source;
     }
     if (name == "matmul f16 128x16x32, 4 warps") {
-      EXPECT_NE(e.source.find("trt::wgmma_tile<128, 16, 32, 4, false, 64, 32>("),
-                std::string::npos)
-          << e.source;
-      EXPECT_NE(e.source.find("m64n16k16.f32.f16.f16"), std::string::npos);
+      EXPECT_TRUE(has("trt::wgmma_tile_async<128, 16, 32, 4, false, 64, 32>(")) << e.source;
+      EXPECT_TRUE(has("m64n16k16.f32.f16.f16"));
     }
     // Too few rows for a warpgroup's 64 per warp column: mma.sync.
     if (name == "matmul bf16" || name == "dot rowmax bf16") EXPECT_FALSE(uses) << e.source;
@@ -811,6 +815,12 @@ TEST(CudaCodegen, DotsOnSm90RunOnWgmmaWhereTheirShapesAllow) {
       const std::string mma = backend::cuda::emit(f, 227 * 1024, false, 90).source;
       EXPECT_EQ(mma.find("wgmma"), std::string::npos);
       EXPECT_NE(mma.find("trt::mma_tile<"), std::string::npos);
+    }
+    {
+      ScopedEnv sync("TESSERA_CUDA_WGMMA_ASYNC", "0");
+      const std::string each = backend::cuda::emit(f, 227 * 1024, false, 90).source;
+      EXPECT_EQ(each.find("wgmma_tile_async"), std::string::npos);
+      EXPECT_NE(each.find("trt::wgmma_tile<"), std::string::npos);
     }
     EXPECT_EQ(backend::cuda::emit(f, 227 * 1024, false, 80).source.find("wgmma"),
               std::string::npos);

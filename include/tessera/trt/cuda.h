@@ -630,17 +630,17 @@ template <int N, bool BF16>
 TRT_INLINE void wgmma_op(float* d, uint64_t a, uint64_t b);
 
 /**
- * c += a @ b on Hopper's tensor cores, the accumulator in registers in the Mma layout with the
- * block's WARPS warps in one column (warp w: rows [w TM 16, (w + 1) TM 16), all N columns; `c`
- * is this thread's TM * N / 2 accumulators, tile (i, j) at 4 (i N / 8 + j)). `a` is an M x K tile
- * stored by wgmma_a_index, `b` a K x N tile stored by wgmma_b_index, 16-bit values (float16, or
- * bfloat16 when `BF16`), swizzle rows of SA and SB bytes. Per 16 of K, warpgroup g issues one
- * wgmma per row tile i (rows [(g TM + i) 64, + 64) of the stored A) and per 256 columns; then
- * commits and waits for them. Every thread of the block calls it after the operands are written
- * (it fences them for the async proxy and synchronizes); the caller synchronizes after.
+ * Issues c += a @ b on Hopper's tensor cores as one committed group, the accumulator in registers
+ * in the Mma layout with the block's WARPS warps in one column (warp w: rows [w TM 16,
+ * (w + 1) TM 16), all N columns; `c` is this thread's TM * N / 2 accumulators, tile (i, j) at
+ * 4 (i N / 8 + j)). `a` is an M x K tile stored by wgmma_a_index, `b` a K x N tile stored by
+ * wgmma_b_index, 16-bit values (float16, or bfloat16 when `BF16`), swizzle rows of SA and SB
+ * bytes. Per 16 of K, warpgroup g issues one wgmma per row tile i (rows [(g TM + i) 64, + 64) of
+ * the stored A) and per 256 columns. The operands must be visible to the async proxy (fenced,
+ * then a barrier); `c` and the operands may not be touched until a wgmma_wait covers the group.
  */
 template <int M, int N, int K, int WARPS, bool BF16, int SA, int SB>
-TRT_INLINE void wgmma_tile(const uint16_t* a, const uint16_t* b, float* c, int tid) {
+TRT_INLINE void wgmma_issue(const uint16_t* a, const uint16_t* b, float* c, int tid) {
   constexpr int TM = M / (16 * WARPS), NI = N <= 256 ? N : 256;
   constexpr int EA = SA / 2, EB = SB / 2;
   static_assert(WARPS % 4 == 0 && TM >= 1 && M == TM * 16 * WARPS && N % 8 == 0 && N % NI == 0 &&
@@ -648,8 +648,6 @@ TRT_INLINE void wgmma_tile(const uint16_t* a, const uint16_t* b, float* c, int t
                 "wgmma_tile: warpgroups of 64 rows, N by 8 up to 256 per instruction, K by 16");
 #if TRT_SM90A
   const int g = tid >> 7;
-  fence_async_shared();
-  __syncthreads();
   wgmma_fence();
 #pragma unroll
   for (int k0 = 0; k0 < K; k0 += 16) {
@@ -665,11 +663,29 @@ TRT_INLINE void wgmma_tile(const uint16_t* a, const uint16_t* b, float* c, int t
     }
   }
   wgmma_commit();
-  wgmma_wait<0>();
 #else
-  static_assert(M < 0, "wgmma_tile needs sm_90a");
+  static_assert(M < 0, "wgmma_issue needs sm_90a");
   (void)a, (void)b, (void)c, (void)tid;
 #endif
+}
+
+/** wgmma_issue for operands just written: fences them, synchronizes the block, issues, and waits
+ * for the products (the caller synchronizes before the operands are written again). */
+template <int M, int N, int K, int WARPS, bool BF16, int SA, int SB>
+TRT_INLINE void wgmma_tile(const uint16_t* a, const uint16_t* b, float* c, int tid) {
+  fence_async_shared();
+  __syncthreads();
+  wgmma_issue<M, N, K, WARPS, BF16, SA, SB>(a, b, c, tid);
+  wgmma_wait<0>();
+}
+
+/** In a pipelined loop (the emitter's for_op): issues this iteration's products and waits only
+ * for the previous iteration's, so the tensor cores work while the next tiles are requested; the
+ * loop fences and synchronizes before, and waits for all after. */
+template <int M, int N, int K, int WARPS, bool BF16, int SA, int SB>
+TRT_INLINE void wgmma_tile_async(const uint16_t* a, const uint16_t* b, float* c, int tid) {
+  wgmma_issue<M, N, K, WARPS, BF16, SA, SB>(a, b, c, tid);
+  wgmma_wait<1>();
 }
 
 }  // namespace trt

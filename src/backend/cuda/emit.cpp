@@ -1429,7 +1429,8 @@ class Emitter : ExprPrinter {
     if (wgmma) {
       const int64_t ni = N <= 256 ? N : 256;
       wgmma_ops_.insert({ni, el == DType::BFloat16});
-      line("trt::wgmma_tile<" + std::to_string(M) + ", " + std::to_string(N) + ", " +
+      line(std::string(async_mma_ ? "trt::wgmma_tile_async<" : "trt::wgmma_tile<") +
+           std::to_string(M) + ", " + std::to_string(N) + ", " +
            std::to_string(K) + ", " + std::to_string(m.wm) + ", " + bf16 + ", " +
            std::to_string(swizzle_of(K * 2)) + ", " + std::to_string(swizzle_of(N * 2)) + ">(" +
            a16 + ", " + b16 + ", " + name(out) + ", _tid);");
@@ -1440,7 +1441,8 @@ class Emitter : ExprPrinter {
       line("trt::mma_tile<" + dims + bf16 + ", " + pitches + ">(" + a16 + ", " + b16 + ", " +
            name(out) + ", _tid);");
     }
-    line("__syncthreads();");  // the operand tiles are written again next
+    // The operand tiles are written again next (a pipelined wgmma's loop synchronizes itself).
+    if (!(wgmma && async_mma_)) line("__syncthreads();");
   }
 
   // a @ b + acc: one output element per thread, the k terms in order with one multiply-add each
@@ -1900,6 +1902,11 @@ class Emitter : ExprPrinter {
   };
   struct Pipeline {
     int64_t stages = 0;
+    // wgmma overlapped with the loop: every tensor-core dot of the body is a wgmma on staged
+    // operands accumulating into a carried value; each iteration waits only for the previous
+    // iteration's products, so tiles are requested stages - 2 iterations ahead (a slot is
+    // rewritten once the products that read it are done in every warpgroup).
+    bool async_mma = false;
     std::vector<Staged> loads;
     std::vector<const Op*> slice;  // the loop's ops the loads' addresses need, in order
   };
@@ -1986,6 +1993,18 @@ class Emitter : ExprPrinter {
     for (const Op* o : body.ops) {
       if (slice.count(o)) p.slice.push_back(o);
     }
+    p.async_mma = p.stages >= 3 && knobs().cuda_wgmma_async;
+    for (const Op* o : body.ops) {
+      if (o->kind != OpKind::Dot || !in_registers(o->result())) continue;
+      auto staged = [&](ValueId v) {
+        return std::any_of(p.loads.begin(), p.loads.end(),
+                           [&](const Staged& s) { return s.load == v; });
+      };
+      const bool carried = std::find(body.args.begin() + 1, body.args.end(), o->operands[2]) !=
+                           body.args.end();
+      p.async_mma = p.async_mma && wgmma_registers(*o) && staged(o->operands[0]) &&
+                    staged(o->operands[1]) && carried && only_yielded(o->result());
+    }
     return p;
   }
 
@@ -2027,6 +2046,7 @@ class Emitter : ExprPrinter {
     const Pipeline pipe = pipeline_plan(op);
     const std::string rd = fresh("_rd"), wr = fresh("_wr");
     const std::string lb = expr(op.operands[0], {}), step = expr(op.operands[2], {});
+    const int64_t ahead = pipe.async_mma ? pipe.stages - 2 : pipe.stages - 1;  // tiles requested
     if (!pipe.loads.empty()) {
       for (const Staged& s : pipe.loads) {
         smem_ = (smem_ + s.tile.align() - 1) / s.tile.align() * s.tile.align();
@@ -2034,12 +2054,12 @@ class Emitter : ExprPrinter {
         line(ct + "* const " + s.ring + " = (" + ct + "*)(_smem + " + std::to_string(smem_) + ");");
         smem_ += pipe.stages * s.elems * s.bytes;
       }
-      for (int64_t k = 0; k + 1 < pipe.stages; ++k) {
+      for (int64_t k = 0; k < ahead; ++k) {
         request_stage(op, pipe,
                       "(" + it + ")(" + lb + " + " + std::to_string(k) + " * " + step + ")",
                       std::to_string(k));
       }
-      line("int32_t " + rd + " = 0, " + wr + " = " + std::to_string(pipe.stages - 1) + ";");
+      line("int32_t " + rd + " = 0, " + wr + " = " + std::to_string(ahead) + ";");
     }
     if (const int u = ir::LoopOptions::unpack(op.ival).loop_unroll_factor; u > 1)
       line("#pragma unroll " + std::to_string(u));
@@ -2047,17 +2067,27 @@ class Emitter : ExprPrinter {
          expr(op.operands[1], {}) + "; " + name(iv) + " += " + step + ") {");
     ++indent_;
     ++loop_depth_;
-    if (!pipe.loads.empty()) {
-      request_stage(
-          op, pipe,
-          "(" + it + ")(" + name(iv) + " + " + std::to_string(pipe.stages - 1) + " * " + step + ")",
-          wr);
-      line("trt::cp_async_wait<" + std::to_string(pipe.stages - 1) + ">();");
+    const std::string next =
+        "(" + it + ")(" + name(iv) + " + " + std::to_string(ahead) + " * " + step + ")";
+    if (pipe.async_mma) {
+      // This iteration's tiles landed (this thread's copies), fenced for wgmma's reads, the
+      // block synchronized (so every warpgroup's products from two iterations back are done:
+      // their slot is the one requested next).
+      line("trt::cp_async_wait<" + std::to_string(ahead - 1) + ">();");
+      line("trt::fence_async_shared();");
       line("__syncthreads();");
-      for (const Staged& s : pipe.loads)
-        staged_[s.load] = "(" + s.ring + " + " + rd + " * " + std::to_string(s.elems) + ")";
+      request_stage(op, pipe, next, wr);
+    } else if (!pipe.loads.empty()) {
+      request_stage(op, pipe, next, wr);
+      line("trt::cp_async_wait<" + std::to_string(ahead) + ">();");
+      line("__syncthreads();");
     }
+    for (const Staged& s : pipe.loads)
+      staged_[s.load] = "(" + s.ring + " + " + rd + " * " + std::to_string(s.elems) + ")";
+    const bool outer_async = async_mma_;
+    async_mma_ = pipe.async_mma;
     region(body);
+    async_mma_ = outer_async;
     for (const Staged& s : pipe.loads) staged_.erase(s.load);
     if (!pipe.loads.empty()) {
       const std::string S = std::to_string(pipe.stages);
@@ -2068,6 +2098,7 @@ class Emitter : ExprPrinter {
     --loop_depth_;
     --indent_;
     line("}");
+    if (pipe.async_mma) line("trt::wgmma_wait<0>();");  // the last iteration's products
     if (!pipe.loads.empty()) line("trt::cp_async_wait<0>();");  // (the requests past the end)
     for (size_t k = 0; k < op.results.size(); ++k) alias(op.results[k], carried[k]);
   }
@@ -2132,6 +2163,7 @@ class Emitter : ExprPrinter {
   const int64_t max_shared_;
   const int arch_;  // the target's sm_ number; 0: none in particular (sm_80's instructions)
   std::set<std::pair<int64_t, bool>> wgmma_ops_;  // the wgmma_op<N, BF16> the kernel calls
+  bool async_mma_ = false;  // in a loop whose wgmma overlaps the next iteration (Pipeline)
   int threads_ = 128;
   int64_t smem_ = 0;
   int loop_depth_ = 0;  // enclosing tl::range / tl::while_ loops
