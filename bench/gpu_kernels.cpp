@@ -17,7 +17,8 @@
 //   bench_gpu_kernels matmul        Triton's tutorial matmul (fp16, bf16, tf32; 4096^3; configs
 //                                   in matmul_rows) in TFLOP/s, checked against a float64 product
 //                                   of two corners; impl "tessera <path> <config>": the path is
-//                                   "tensor cores" (wgmma on sm_90), "mma.sync"
+//                                   "tensor cores" (wgmma on sm_90), "wgmma waited in its
+//                                   iteration" (TESSERA_CUDA_WGMMA_ASYNC=0), "mma.sync"
 //                                   (TESSERA_CUDA_WGMMA=0) or "CUDA cores" (TESSERA_CUDA_MMA=0)
 //                                   (JSON lines)
 //   bench_gpu_kernels training      issue 17's MLP block (LayerNorm, Linear, GELU, Linear +
@@ -426,9 +427,10 @@ int matmul_rows() {
   const int64_t n = 4096;
   Tensor flush = empty({64 << 20}, TensorOptions().device(cuda));
   const bool mma = knobs().cuda_mma;
-  const std::string path = !mma                ? "CUDA cores"
-                           : knobs().cuda_wgmma ? "tensor cores"
-                                                : "mma.sync";
+  const std::string path = !mma                       ? "CUDA cores"
+                           : !knobs().cuda_wgmma       ? "mma.sync"
+                           : !knobs().cuda_wgmma_async ? "wgmma waited in its iteration"
+                                                       : "tensor cores";
   struct Config {
     int64_t bm, bn, bk, warps, stages;
   };
