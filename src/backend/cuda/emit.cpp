@@ -1396,9 +1396,27 @@ class Emitter : ExprPrinter {
     staged_[v] = tile;
   }
 
+  // Whether dot `op`, emitted in the body of a tl::range loop, accumulates into the loop's
+  // carried value in place: its accumulator is a carried value read only by it, and its result
+  // is yielded to that same value and read by nothing else. Then the result is the carried
+  // registers themselves (no copies in and out: under wgmma's asynchrony a copy of registers
+  // in flight would wait for the products).
+  bool accumulates_in_place(const Op& op) const {
+    const ValueId out = op.result(), acc = op.operands[2];
+    if (for_body_ == nullptr || for_body_ != region_ || !in_registers(acc) ||
+        uses_.uses(acc).size() != 1 || uses_.uses(out).size() != 1)
+      return false;
+    const Region& body = *for_body_;
+    const Op& yield = *body.ops.back();
+    for (size_t k = 1; k < body.args.size(); ++k) {
+      if (body.args[k] == acc) return yield.operands[k - 1] == out;
+    }
+    return false;
+  }
+
   // Tensor cores with the accumulator in this thread's registers (the Mma layout): the operands
   // as tiles in shared memory (operand_tile), the accumulator copied into the result's registers
-  // (renamed away when it is the loop's carried value), then trt::mma_tile.
+  // (or the loop's carried registers used in place: accumulates_in_place), then trt::mma_tile.
   void mma_registers_dot(const Op& op) {
     const ValueId out = op.result(), acc = op.operands[2];
     const Type& at = f_.type(op.operands[0]);
@@ -1413,14 +1431,19 @@ class Emitter : ExprPrinter {
     const std::string b16 = operand_tile(op.operands[1], tb);
     // (staged: the loop's wait and barrier did it; wgmma_tile fences and synchronizes itself)
     if (!staged && !wgmma) line("__syncthreads();");
-    declare_array(out);
-    loops(
-        ot.shape,
-        [&](const Index& idx) {
-          const std::string value = expr(acc, idx);
-          line(element_of(out, name(out), idx) + " = " + value + ";");
-        },
-        Writes::Registers);
+    if (accumulates_in_place(op)) {
+      alias(out, acc);
+      in_place_[out] = acc;
+    } else {
+      declare_array(out);
+      loops(
+          ot.shape,
+          [&](const Index& idx) {
+            const std::string value = expr(acc, idx);
+            line(element_of(out, name(out), idx) + " = " + value + ";");
+          },
+          Writes::Registers);
+    }
     const std::string dims = std::to_string(M) + ", " + std::to_string(N) + ", " +
                              std::to_string(K) + ", " + std::to_string(m.wm) + ", " +
                              std::to_string(m.wn) + ", ";
@@ -1840,10 +1863,17 @@ class Emitter : ExprPrinter {
   // temporaries into the destinations.
   void parallel_assign(const std::vector<ValueId>& dsts, const std::vector<ValueId>& srcs) {
     std::vector<std::string> temps;
+    // (a dot that accumulated in place already wrote its carried value)
+    auto in_place = [&](size_t i) {
+      auto it = in_place_.find(srcs[i]);
+      return it != in_place_.end() && it->second == dsts[i];
+    };
     for (size_t i = 0; i < dsts.size(); ++i) {
+      temps.emplace_back();
+      if (in_place(i)) continue;
       const Type& t = f_.type(dsts[i]);
       const std::string tmp = fresh("_t");
-      temps.push_back(tmp);
+      temps.back() = tmp;
       if (t.is_scalar()) {
         line(type_str(t) + " const " + tmp + " = " + expr(srcs[i], {}) + ";");
       } else {
@@ -1856,6 +1886,7 @@ class Emitter : ExprPrinter {
       }
     }
     for (size_t i = 0; i < dsts.size(); ++i) {
+      if (in_place(i)) continue;
       const Type& t = f_.type(dsts[i]);
       if (t.is_scalar()) {
         line(name(dsts[i]) + " = " + temps[i] + ";");
@@ -2085,9 +2116,12 @@ class Emitter : ExprPrinter {
     for (const Staged& s : pipe.loads)
       staged_[s.load] = "(" + s.ring + " + " + rd + " * " + std::to_string(s.elems) + ")";
     const bool outer_async = async_mma_;
+    const Region* outer_body = for_body_;
     async_mma_ = pipe.async_mma;
+    for_body_ = &body;
     region(body);
     async_mma_ = outer_async;
+    for_body_ = outer_body;
     for (const Staged& s : pipe.loads) staged_.erase(s.load);
     if (!pipe.loads.empty()) {
       const std::string S = std::to_string(pipe.stages);
@@ -2164,6 +2198,8 @@ class Emitter : ExprPrinter {
   const int arch_;  // the target's sm_ number; 0: none in particular (sm_80's instructions)
   std::set<std::pair<int64_t, bool>> wgmma_ops_;  // the wgmma_op<N, BF16> the kernel calls
   bool async_mma_ = false;  // in a loop whose wgmma overlaps the next iteration (Pipeline)
+  const Region* for_body_ = nullptr;    // the innermost tl::range loop's body being emitted
+  std::map<ValueId, ValueId> in_place_;  // dot result -> the carried value it accumulated into
   int threads_ = 128;
   int64_t smem_ = 0;
   int loop_depth_ = 0;  // enclosing tl::range / tl::while_ loops
