@@ -429,8 +429,9 @@ int matmul_rows() {
   const bool mma = knobs().cuda_mma;
   const std::string path = !mma                       ? "CUDA cores"
                            : !knobs().cuda_wgmma       ? "mma.sync"
-                           : !knobs().cuda_wgmma_async ? "wgmma waited in its iteration"
-                                                       : "tensor cores";
+                           : knobs().cuda_wgmma_async == 0 ? "wgmma waited in its iteration"
+                           : knobs().cuda_wgmma_async == 1 ? "wgmma, one barrier"
+                                                           : "tensor cores";
   struct Config {
     int64_t bm, bn, bk, warps, stages;
   };
@@ -449,6 +450,12 @@ int matmul_rows() {
                                                                                   : 0),
                                           tl::num_warps(cf.warps), tl::num_stages(cf.stages));
       };
+      const std::string cfg = std::to_string(cf.bm) + "x" + std::to_string(cf.bn) + "x" +
+                              std::to_string(cf.bk) + " w" + std::to_string(cf.warps) + " s" +
+                              std::to_string(cf.stages);
+      // BENCH_MATMUL_ONLY: one config and dtype ("128x128x64 w4 s4 bfloat16"; for a profiler)
+      const char* only = std::getenv("BENCH_MATMUL_ONLY");
+      if (only && *only && cfg + " " + dtype_name(dt) != only) continue;
       c.fill_(std::nan(""));
       run();
       const Tensor want = a.cpu()
@@ -471,9 +478,6 @@ int matmul_rows() {
               .abs()
               .max()
               .item<double>();
-      const std::string cfg = std::to_string(cf.bm) + "x" + std::to_string(cf.bn) + "x" +
-                              std::to_string(cf.bk) + " w" + std::to_string(cf.warps) + " s" +
-                              std::to_string(cf.stages);
       if (!(err <= tol) || !(err_end <= tol)) {
         std::printf("matmul %s %s %s: error %g / %g\n", dtype_name(dt), path.c_str(), cfg.c_str(),
                     err, err_end);

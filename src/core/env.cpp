@@ -99,7 +99,7 @@ Knobs read_knobs() {
   if (const char* m = std::getenv("TESSERA_CUDA_MMA"); m && *m) k.cuda_mma = truthy(m);
   if (const char* m = std::getenv("TESSERA_CUDA_WGMMA"); m && *m) k.cuda_wgmma = truthy(m);
   if (const char* m = std::getenv("TESSERA_CUDA_WGMMA_ASYNC"); m && *m)
-    k.cuda_wgmma_async = truthy(m);
+    k.cuda_wgmma_async = std::atoi(m) >= 2 ? 2 : truthy(m) ? 1 : 0;
   if (const char* d = std::getenv("TESSERA_CPU_DOT512"); d && *d)
     k.cpu_dot512 = std::string(d) == "auto" ? -1 : truthy(d) ? 1 : 0;
   if (const char* c = std::getenv("TESSERA_CROSSCHECK"); c && *c) {

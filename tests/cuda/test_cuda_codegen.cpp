@@ -763,8 +763,8 @@ TEST(CudaCodegen, EveryCatalogKernelCompilesWithNvrtcForHopper) {
 
 // For sm_90 the dots whose shapes allow it run on Hopper's wgmma: A and B in swizzled tiles, the
 // kernel compiled for sm_90a (ptxas checks the instructions and their operands); in a pipelined
-// loop the products overlap the next iteration (tiles requested stages - 2 ahead, the last
-// products awaited after the loop); the others keep mma.sync, and TESSERA_CUDA_WGMMA=0 turns it
+// loop the products overlap the next iteration (tiles requested stages - 1 ahead once every
+// warpgroup has the previous iteration's products, the last products awaited after the loop); the others keep mma.sync, and TESSERA_CUDA_WGMMA=0 turns it
 // off.
 TEST(CudaCodegen, DotsOnSm90RunOnWgmmaWhereTheirShapesAllow) {
   if (!runtime::cuda::nvrtc())
@@ -786,10 +786,23 @@ TEST(CudaCodegen, DotsOnSm90RunOnWgmmaWhereTheirShapesAllow) {
       EXPECT_TRUE(has("trt::wgmma_tile_async<128, 128, 32, 8, true, 64, 128>(")) << e.source;
       EXPECT_TRUE(has("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"));
       EXPECT_TRUE(has("trt::cp_async<16>(&(_ring")) << e.source;
-      EXPECT_TRUE(has("trt::cp_async_wait<0>();\n    trt::fence_async_shared();\n    "
+      // (the tiles two iterations ahead: this iteration's waited for with one group pending;
+      // the next request after the barrier that follows the products)
+      EXPECT_TRUE(has("trt::cp_async_wait<1>();\n    trt::fence_async_shared();\n    "
                       "__syncthreads();"))
           << e.source;
+      const size_t products = e.source.find("trt::wgmma_tile_async<");
+      const size_t barrier = e.source.find("__syncthreads();", products);
+      const size_t request = e.source.find("trt::cp_async<16>", products);
+      EXPECT_LT(barrier, request) << e.source;
       EXPECT_TRUE(has("}\n  trt::wgmma_wait<0>();")) << e.source;
+      // TESSERA_CUDA_WGMMA_ASYNC=1: one iteration ahead, requested right after the first barrier
+      ScopedEnv one("TESSERA_CUDA_WGMMA_ASYNC", "1");
+      const std::string early = backend::cuda::emit(f, 227 * 1024, false, 90).source;
+      EXPECT_NE(early.find("trt::cp_async_wait<0>();\n    trt::fence_async_shared();\n    "
+                           "__syncthreads();\n    {"),
+                std::string::npos)
+          << early;
     }
     // 64 x 64 x 32 with 4 warps: one warpgroup; in the loop with one stage, each iteration's
     // products awaited in it.

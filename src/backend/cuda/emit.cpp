@@ -1938,6 +1938,9 @@ class Emitter : ExprPrinter {
     // iteration's products, so tiles are requested stages - 2 iterations ahead (a slot is
     // rewritten once the products that read it are done in every warpgroup).
     bool async_mma = false;
+    // ... and the tiles of iteration i + stages - 1 requested at the end of iteration i, after a
+    // barrier (the slot is iteration i - 1's, whose products every warpgroup has waited for).
+    bool late_request = false;
     std::vector<Staged> loads;
     std::vector<const Op*> slice;  // the loop's ops the loads' addresses need, in order
   };
@@ -2024,7 +2027,8 @@ class Emitter : ExprPrinter {
     for (const Op* o : body.ops) {
       if (slice.count(o)) p.slice.push_back(o);
     }
-    p.async_mma = p.stages >= 3 && knobs().cuda_wgmma_async;
+    p.async_mma = p.stages >= 3 && knobs().cuda_wgmma_async != 0;
+    p.late_request = p.async_mma && knobs().cuda_wgmma_async == 2;
     for (const Op* o : body.ops) {
       if (o->kind != OpKind::Dot || !in_registers(o->result())) continue;
       auto staged = [&](ValueId v) {
@@ -2077,7 +2081,8 @@ class Emitter : ExprPrinter {
     const Pipeline pipe = pipeline_plan(op);
     const std::string rd = fresh("_rd"), wr = fresh("_wr");
     const std::string lb = expr(op.operands[0], {}), step = expr(op.operands[2], {});
-    const int64_t ahead = pipe.async_mma ? pipe.stages - 2 : pipe.stages - 1;  // tiles requested
+    // tiles requested ahead
+    const int64_t ahead = pipe.async_mma && !pipe.late_request ? pipe.stages - 2 : pipe.stages - 1;
     if (!pipe.loads.empty()) {
       for (const Staged& s : pipe.loads) {
         smem_ = (smem_ + s.tile.align() - 1) / s.tile.align() * s.tile.align();
@@ -2103,11 +2108,11 @@ class Emitter : ExprPrinter {
     if (pipe.async_mma) {
       // This iteration's tiles landed (this thread's copies), fenced for wgmma's reads, the
       // block synchronized (so every warpgroup's products from two iterations back are done:
-      // their slot is the one requested next).
+      // their slot is the one requested next, unless the request comes late).
       line("trt::cp_async_wait<" + std::to_string(ahead - 1) + ">();");
       line("trt::fence_async_shared();");
       line("__syncthreads();");
-      request_stage(op, pipe, next, wr);
+      if (!pipe.late_request) request_stage(op, pipe, next, wr);
     } else if (!pipe.loads.empty()) {
       request_stage(op, pipe, next, wr);
       line("trt::cp_async_wait<" + std::to_string(ahead) + ">();");
@@ -2122,6 +2127,10 @@ class Emitter : ExprPrinter {
     region(body);
     async_mma_ = outer_async;
     for_body_ = outer_body;
+    if (pipe.late_request) {  // every warpgroup waited for iteration i - 1's products
+      line("__syncthreads();");
+      request_stage(op, pipe, next, wr);
+    }
     for (const Staged& s : pipe.loads) staged_.erase(s.load);
     if (!pipe.loads.empty()) {
       const std::string S = std::to_string(pipe.stages);
