@@ -427,16 +427,16 @@ int matmul_rows() {
   const int64_t n = 4096;
   Tensor flush = empty({64 << 20}, TensorOptions().device(cuda));
   const bool mma = knobs().cuda_mma;
-  const std::string path = !mma                       ? "CUDA cores"
-                           : !knobs().cuda_wgmma       ? "mma.sync"
+  const std::string path = !mma                            ? "CUDA cores"
+                           : !knobs().cuda_wgmma           ? "mma.sync"
                            : knobs().cuda_wgmma_async == 0 ? "wgmma waited in its iteration"
-                           : knobs().cuda_wgmma_async == 1 ? "wgmma, one barrier"
+                           : knobs().cuda_wgmma_async == 2 ? "wgmma, tiles stages - 1 ahead"
                                                            : "tensor cores";
   struct Config {
     int64_t bm, bn, bk, warps, stages;
   };
-  const Config configs[] = {{128, 128, 32, 8, 3}, {128, 128, 32, 8, 1}, {128, 128, 64, 4, 4},
-                            {128, 256, 64, 8, 3}};
+  const Config configs[] = {
+      {128, 128, 32, 8, 3}, {128, 128, 32, 8, 1}, {128, 128, 64, 4, 4}, {128, 256, 64, 8, 3}};
   for (const Config& cf : configs) {
     if (!mma && &cf != &configs[0]) continue;
     for (DType dt : {DType::Float16, DType::BFloat16, DType::Float32}) {

@@ -56,7 +56,7 @@ run_benchmarks() {
   bstep "bench_gpu_kernels" bench-gpu.jsonl "$B" --json
   bstep "bench compiled" bench-compiled.jsonl "$B" compiled
   bstep "bench launch" bench-launch.jsonl "$B" launch
-  bstep "bench matmul" bench-matmul.jsonl bash -c "'$B' matmul; TESSERA_CUDA_WGMMA_ASYNC=1 '$B' matmul; TESSERA_CUDA_WGMMA_ASYNC=0 '$B' matmul; TESSERA_CUDA_WGMMA=0 '$B' matmul; TESSERA_CUDA_MMA=0 '$B' matmul"
+  bstep "bench matmul" bench-matmul.jsonl bash -c "'$B' matmul; TESSERA_CUDA_WGMMA_ASYNC=2 '$B' matmul; TESSERA_CUDA_WGMMA_ASYNC=0 '$B' matmul; TESSERA_CUDA_WGMMA=0 '$B' matmul; TESSERA_CUDA_MMA=0 '$B' matmul"
   bstep "bench training" bench-training.jsonl "$B" training
   # Each kernel of one MLP step under ncu (only when BENCH names it: ncu replays every kernel).
   if [[ "${BENCH:-}" == *profile* ]] && command -v ncu > /dev/null; then

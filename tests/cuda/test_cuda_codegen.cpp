@@ -763,9 +763,8 @@ TEST(CudaCodegen, EveryCatalogKernelCompilesWithNvrtcForHopper) {
 
 // For sm_90 the dots whose shapes allow it run on Hopper's wgmma: A and B in swizzled tiles, the
 // kernel compiled for sm_90a (ptxas checks the instructions and their operands); in a pipelined
-// loop the products overlap the next iteration (tiles requested stages - 1 ahead once every
-// warpgroup has the previous iteration's products, the last products awaited after the loop); the others keep mma.sync, and TESSERA_CUDA_WGMMA=0 turns it
-// off.
+// loop the products overlap the next iteration (the last products awaited after the loop); the
+// others keep mma.sync, and TESSERA_CUDA_WGMMA=0 turns it off.
 TEST(CudaCodegen, DotsOnSm90RunOnWgmmaWhereTheirShapesAllow) {
   if (!runtime::cuda::nvrtc())
     GTEST_SKIP() << "no NVRTC on this machine (install the CUDA toolkit)";
@@ -786,23 +785,25 @@ TEST(CudaCodegen, DotsOnSm90RunOnWgmmaWhereTheirShapesAllow) {
       EXPECT_TRUE(has("trt::wgmma_tile_async<128, 128, 32, 8, true, 64, 128>(")) << e.source;
       EXPECT_TRUE(has("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"));
       EXPECT_TRUE(has("trt::cp_async<16>(&(_ring")) << e.source;
-      // (the tiles two iterations ahead: this iteration's waited for with one group pending;
-      // the next request after the barrier that follows the products)
-      EXPECT_TRUE(has("trt::cp_async_wait<1>();\n    trt::fence_async_shared();\n    "
-                      "__syncthreads();"))
+      // (one tile ahead: this iteration's waited for with none pending, the next requested
+      // right after the barrier)
+      EXPECT_TRUE(
+          has("trt::cp_async_wait<0>();\n    trt::fence_async_shared();\n    "
+              "__syncthreads();\n    {"))
           << e.source;
-      const size_t products = e.source.find("trt::wgmma_tile_async<");
-      const size_t barrier = e.source.find("__syncthreads();", products);
-      const size_t request = e.source.find("trt::cp_async<16>", products);
-      EXPECT_LT(barrier, request) << e.source;
       EXPECT_TRUE(has("}\n  trt::wgmma_wait<0>();")) << e.source;
-      // TESSERA_CUDA_WGMMA_ASYNC=1: one iteration ahead, requested right after the first barrier
-      ScopedEnv one("TESSERA_CUDA_WGMMA_ASYNC", "1");
-      const std::string early = backend::cuda::emit(f, 227 * 1024, false, 90).source;
-      EXPECT_NE(early.find("trt::cp_async_wait<0>();\n    trt::fence_async_shared();\n    "
-                           "__syncthreads();\n    {"),
+      // TESSERA_CUDA_WGMMA_ASYNC=2: two tiles ahead (one group pending at the wait), the next
+      // request after a barrier that follows the products
+      ScopedEnv two("TESSERA_CUDA_WGMMA_ASYNC", "2");
+      const std::string late = backend::cuda::emit(f, 227 * 1024, false, 90).source;
+      EXPECT_NE(late.find("trt::cp_async_wait<1>();\n    trt::fence_async_shared();\n    "
+                          "__syncthreads();"),
                 std::string::npos)
-          << early;
+          << late;
+      const size_t products = late.find("trt::wgmma_tile_async<");
+      const size_t barrier = late.find("__syncthreads();", products);
+      const size_t request = late.find("trt::cp_async<16>", products);
+      EXPECT_LT(barrier, request) << late;
     }
     // 64 x 64 x 32 with 4 warps: one warpgroup; in the loop with one stage, each iteration's
     // products awaited in it.

@@ -107,8 +107,9 @@ TEST(SpecialValues, NaNInfAndZeroDivision) {
 }
 
 // Float softmax rows compute in float (the tile runtime's exp, a two-sum correction of x - max, a
-// compensated sum): within a few ulp of a double reference however wide the row's range; masked (-inf)
-// entries are exactly 0, an all -inf row NaN (PyTorch's), and narrow floats round the float result.
+// compensated sum): within a few ulp of a double reference however wide the row's range; masked
+// (-inf) entries are exactly 0, an all -inf row NaN (PyTorch's), and narrow floats round the float
+// result.
 TEST(SpecialValues, SoftmaxRowsAreWithinAFewUlpsAndMaskedEntriesAreZero) {
   Tensor x = randn({16, 3000}) * 10;  // x - max down to about -80
   const Tensor sm = softmax(x, 1), ls = log_softmax(x, 1);

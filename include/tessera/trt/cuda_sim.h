@@ -216,7 +216,8 @@ inline void wgmma(float* d, int n, uint64_t da, uint64_t db, bool bf16) {
       std::fprintf(stderr, "trt_sim::wgmma: only swizzled layouts are simulated\n");
       std::abort();
     }
-    return Desc{static_cast<int64_t>(x & 0x3fff) << 4, static_cast<int64_t>((x >> 16) & 0x3fff) << 4,
+    return Desc{static_cast<int64_t>(x & 0x3fff) << 4,
+                static_cast<int64_t>((x >> 16) & 0x3fff) << 4,
                 static_cast<int64_t>((x >> 32) & 0x3fff) << 4, sw};
   };
   const Desc a = decode(da), b = decode(db);
@@ -230,7 +231,9 @@ inline void wgmma(float* d, int n, uint64_t da, uint64_t db, bool bf16) {
   // A K-major: row m of its 8-row group at m % 8 swizzle rows, groups SBO apart; B N-major: row k
   // at k % 8 swizzle rows, groups of 8 k SBO apart, each swizzle row's S / 2 columns, slabs of
   // them LBO apart.
-  auto A = [&](int m, int k) { return value(a.start + m / 8 * a.sbo + m % 8 * a.swizzle + 2 * k, a.swizzle); };
+  auto A = [&](int m, int k) {
+    return value(a.start + m / 8 * a.sbo + m % 8 * a.swizzle + 2 * k, a.swizzle);
+  };
   const int64_t eb = b.swizzle / 2;
   auto B = [&](int k, int c) {
     return value(b.start + c / eb * b.lbo + k / 8 * b.sbo + k % 8 * b.swizzle + 2 * (c % eb),

@@ -1338,9 +1338,7 @@ class Emitter : ExprPrinter {
     const std::string vt = vec_type(t.elem, w);
     const bool masked = op.operands.size() > 1;
     const bool agree = masked && lanes_agree(op.operands[1], w);
-    auto slot = [&](const Index& i) {
-      return tmp + "[" + tile.at(i[0], i[1]) + "]";
-    };
+    auto slot = [&](const Index& i) { return tmp + "[" + tile.at(i[0], i[1]) + "]"; };
     runs(
         t.shape,
         [&](const std::string& run, const Index& idx) {
@@ -1453,10 +1451,10 @@ class Emitter : ExprPrinter {
       const int64_t ni = N <= 256 ? N : 256;
       wgmma_ops_.insert({ni, el == DType::BFloat16});
       line(std::string(async_mma_ ? "trt::wgmma_tile_async<" : "trt::wgmma_tile<") +
-           std::to_string(M) + ", " + std::to_string(N) + ", " +
-           std::to_string(K) + ", " + std::to_string(m.wm) + ", " + bf16 + ", " +
-           std::to_string(swizzle_of(K * 2)) + ", " + std::to_string(swizzle_of(N * 2)) + ">(" +
-           a16 + ", " + b16 + ", " + name(out) + ", _tid);");
+           std::to_string(M) + ", " + std::to_string(N) + ", " + std::to_string(K) + ", " +
+           std::to_string(m.wm) + ", " + bf16 + ", " + std::to_string(swizzle_of(K * 2)) + ", " +
+           std::to_string(swizzle_of(N * 2)) + ">(" + a16 + ", " + b16 + ", " + name(out) +
+           ", _tid);");
     } else if (tf32_dot(op)) {
       line("trt::mma_tile_tf32<" + dims + pitches + ">(" + a16 + ", " + b16 + ", " + name(out) +
            ", _tid);");
@@ -1926,10 +1924,10 @@ class Emitter : ExprPrinter {
 
   struct Staged {
     ValueId load;
-    OperandTile tile;      // one slot's layout
-    int64_t elems;         // elements of one slot
-    int64_t bytes;         // of one element (2, or 4 for tf32)
-    std::string ring;      // the first slot
+    OperandTile tile;  // one slot's layout
+    int64_t elems;     // elements of one slot
+    int64_t bytes;     // of one element (2, or 4 for tf32)
+    std::string ring;  // the first slot
   };
   struct Pipeline {
     int64_t stages = 0;
@@ -2035,8 +2033,8 @@ class Emitter : ExprPrinter {
         return std::any_of(p.loads.begin(), p.loads.end(),
                            [&](const Staged& s) { return s.load == v; });
       };
-      const bool carried = std::find(body.args.begin() + 1, body.args.end(), o->operands[2]) !=
-                           body.args.end();
+      const bool carried =
+          std::find(body.args.begin() + 1, body.args.end(), o->operands[2]) != body.args.end();
       p.async_mma = p.async_mma && wgmma_registers(*o) && staged(o->operands[0]) &&
                     staged(o->operands[1]) && carried && only_yielded(o->result());
     }
@@ -2141,7 +2139,7 @@ class Emitter : ExprPrinter {
     --loop_depth_;
     --indent_;
     line("}");
-    if (pipe.async_mma) line("trt::wgmma_wait<0>();");  // the last iteration's products
+    if (pipe.async_mma) line("trt::wgmma_wait<0>();");          // the last iteration's products
     if (!pipe.loads.empty()) line("trt::cp_async_wait<0>();");  // (the requests past the end)
     for (size_t k = 0; k < op.results.size(); ++k) alias(op.results[k], carried[k]);
   }
@@ -2189,10 +2187,11 @@ class Emitter : ExprPrinter {
       const std::string ty = bf16 ? "bf16" : "f16", N = std::to_string(n);
       const std::string targs = N + ", " + (bf16 ? "true" : "false");
       out += "template <>\nTRT_INLINE void wgmma_op<" + targs +
-             ">(float* d, uint64_t a, uint64_t b) {\n#if defined(TRT_SIM)\n  trt_sim::wgmma(d, " + N +
-             ", a, b, " + (bf16 ? "true" : "false") + ");\n#else\n  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" +
-             std::to_string(n / 2 + 2) + ", 0;\\nwgmma.mma_async.sync.aligned.m64n" + N + "k16.f32." + ty +
-             "." + ty + " {";
+             ">(float* d, uint64_t a, uint64_t b) {\n#if defined(TRT_SIM)\n  trt_sim::wgmma(d, " +
+             N + ", a, b, " + (bf16 ? "true" : "false") +
+             ");\n#else\n  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" +
+             std::to_string(n / 2 + 2) + ", 0;\\nwgmma.mma_async.sync.aligned.m64n" + N +
+             "k16.f32." + ty + "." + ty + " {";
       for (int64_t i = 0; i < n / 2; ++i) out += (i ? ", %" : "%") + std::to_string(i);
       out += "}, %" + std::to_string(n / 2) + ", %" + std::to_string(n / 2 + 1) +
              ", p, 1, 1, 0, 1;\\n}\\n\"\n      : ";
@@ -2207,7 +2206,7 @@ class Emitter : ExprPrinter {
   const int arch_;  // the target's sm_ number; 0: none in particular (sm_80's instructions)
   std::set<std::pair<int64_t, bool>> wgmma_ops_;  // the wgmma_op<N, BF16> the kernel calls
   bool async_mma_ = false;  // in a loop whose wgmma overlaps the next iteration (Pipeline)
-  const Region* for_body_ = nullptr;    // the innermost tl::range loop's body being emitted
+  const Region* for_body_ = nullptr;     // the innermost tl::range loop's body being emitted
   std::map<ValueId, ValueId> in_place_;  // dot result -> the carried value it accumulated into
   int threads_ = 128;
   int64_t smem_ = 0;

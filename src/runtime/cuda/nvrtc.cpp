@@ -222,8 +222,7 @@ CompiledCubin compile_cubin(const std::string& source, const std::string& name, 
 
 CompiledCubin compile_ptx(const std::string& source, const std::string& name, int arch,
                           const std::vector<Header>& headers,
-                          const std::vector<std::string>& options,
-                          const std::string& arch_suffix) {
+                          const std::vector<std::string>& options, const std::string& arch_suffix) {
   return compile_program(source, name, arch, headers, options, arch_suffix, Output::Ptx);
 }
 
