@@ -17,7 +17,8 @@
 //   bench_gpu_kernels matmul        Triton's tutorial matmul (fp16, bf16, tf32; 4096^3; configs
 //                                   in matmul_rows) in TFLOP/s, checked against a float64 product
 //                                   of two corners; impl "tessera <path> <config>": the path is
-//                                   "tensor cores" (wgmma on sm_90), "wgmma waited in its
+//                                   "tensor cores" (wgmma on sm_90), "wgmma, tiles stages - 1
+//                                   ahead" (TESSERA_CUDA_WGMMA_ASYNC=2), "wgmma waited in its
 //                                   iteration" (TESSERA_CUDA_WGMMA_ASYNC=0), "mma.sync"
 //                                   (TESSERA_CUDA_WGMMA=0) or "CUDA cores" (TESSERA_CUDA_MMA=0)
 //                                   (JSON lines)
@@ -418,7 +419,8 @@ int first_launch(const std::string& cache) {
 
 // Triton's tutorial matmul shape at 4096^3 (sizes divisible by the blocks: no masks), fp16, bf16
 // and float32 (tf32 tensor cores, Triton's default precision) in, fp32 accumulation, the same type
-// out; a 64 x 64 corner checked against float64. Configs: the tutorial's 128 x 128 x 32 with 8
+// out; the first and last 64 x 64 corners checked against float64 (a wrong one fails the run).
+// Configs: the tutorial's 128 x 128 x 32 with 8
 // warps (3 stages and 1), and Triton's Hopper configs 128 x 128 x 64 (4 warps, 4 stages) and
 // 128 x 256 x 64 (8 warps, 3 stages). The path is the knobs': wgmma on sm_90 by default,
 // mma.sync with TESSERA_CUDA_WGMMA=0, CUDA cores with TESSERA_CUDA_MMA=0 (first config only).
@@ -437,6 +439,7 @@ int matmul_rows() {
   };
   const Config configs[] = {
       {128, 128, 32, 8, 3}, {128, 128, 32, 8, 1}, {128, 128, 64, 4, 4}, {128, 256, 64, 8, 3}};
+  bool wrong = false;
   for (const Config& cf : configs) {
     if (!mma && &cf != &configs[0]) continue;
     for (DType dt : {DType::Float16, DType::BFloat16, DType::Float32}) {
@@ -481,6 +484,7 @@ int matmul_rows() {
       if (!(err <= tol) || !(err_end <= tol)) {
         std::printf("matmul %s %s %s: error %g / %g\n", dtype_name(dt), path.c_str(), cfg.c_str(),
                     err, err_end);
+        wrong = true;  // (the other configs still run; the run fails)
         continue;
       }
       const double us = median_us(run, flush);
@@ -491,7 +495,7 @@ int matmul_rows() {
       std::fflush(stdout);
     }
   }
-  return 0;
+  return wrong ? 1 : 0;
 }
 
 int main(int argc, char** argv) {

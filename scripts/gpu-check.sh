@@ -56,7 +56,10 @@ run_benchmarks() {
   bstep "bench_gpu_kernels" bench-gpu.jsonl "$B" --json
   bstep "bench compiled" bench-compiled.jsonl "$B" compiled
   bstep "bench launch" bench-launch.jsonl "$B" launch
-  bstep "bench matmul" bench-matmul.jsonl bash -c "'$B' matmul; TESSERA_CUDA_WGMMA_ASYNC=2 '$B' matmul; TESSERA_CUDA_WGMMA_ASYNC=0 '$B' matmul; TESSERA_CUDA_WGMMA=0 '$B' matmul; TESSERA_CUDA_MMA=0 '$B' matmul"
+  # (every path runs; a wrong result in any fails the step)
+  bstep "bench matmul" bench-matmul.jsonl bash -c "rc=0; '$B' matmul || rc=1; \
+    TESSERA_CUDA_WGMMA_ASYNC=2 '$B' matmul || rc=1; TESSERA_CUDA_WGMMA_ASYNC=0 '$B' matmul || rc=1; \
+    TESSERA_CUDA_WGMMA=0 '$B' matmul || rc=1; TESSERA_CUDA_MMA=0 '$B' matmul || rc=1; exit \$rc"
   bstep "bench training" bench-training.jsonl "$B" training
   # Each kernel of one MLP step under ncu (only when BENCH names it: ncu replays every kernel).
   if [[ "${BENCH:-}" == *profile* ]] && command -v ncu > /dev/null; then

@@ -1400,11 +1400,13 @@ class Emitter : ExprPrinter {
   // registers themselves (no copies in and out: under wgmma's asynchrony a copy of registers
   // in flight would wait for the products).
   bool accumulates_in_place(const Op& op) const {
+    return for_body_ != nullptr && for_body_ == region_ && accumulates_into_carried(op, *for_body_);
+  }
+  // The same for dot `op` of the loop body `body` (which the pipeline plans before emitting it).
+  bool accumulates_into_carried(const Op& op, const Region& body) const {
     const ValueId out = op.result(), acc = op.operands[2];
-    if (for_body_ == nullptr || for_body_ != region_ || !in_registers(acc) ||
-        uses_.uses(acc).size() != 1 || uses_.uses(out).size() != 1)
+    if (!in_registers(acc) || uses_.uses(acc).size() != 1 || uses_.uses(out).size() != 1)
       return false;
-    const Region& body = *for_body_;
     const Op& yield = *body.ops.back();
     for (size_t k = 1; k < body.args.size(); ++k) {
       if (body.args[k] == acc) return yield.operands[k - 1] == out;
@@ -1925,15 +1927,14 @@ class Emitter : ExprPrinter {
   struct Staged {
     ValueId load;
     OperandTile tile;  // one slot's layout
-    int64_t elems;     // elements of one slot
     int64_t bytes;     // of one element (2, or 4 for tf32)
     std::string ring;  // the first slot
   };
   struct Pipeline {
     int64_t stages = 0;
     // wgmma overlapped with the loop: every tensor-core dot of the body is a wgmma on staged
-    // operands accumulating into a carried value; each iteration waits only for the previous
-    // iteration's products, so tiles are requested stages - 2 iterations ahead (a slot is
+    // operands accumulating into a carried value in place; each iteration waits only for the
+    // previous iteration's products, so tiles are requested stages - 2 iterations ahead (a slot is
     // rewritten once the products that read it are done in every warpgroup).
     bool async_mma = false;
     // ... and the tiles of iteration i + stages - 1 requested at the end of iteration i, after a
@@ -2005,8 +2006,7 @@ class Emitter : ExprPrinter {
         slice = std::move(s);
         const Type& t = f_.type(v);
         const OperandTile tile = operand_layout(*o, static_cast<size_t>(k));
-        p.loads.push_back(
-            {v, tile, tile.elems(), static_cast<int64_t>(itemsize(t.elem)), fresh("_ring")});
+        p.loads.push_back({v, tile, static_cast<int64_t>(itemsize(t.elem)), fresh("_ring")});
       }
     }
     if (p.loads.empty()) return {};
@@ -2016,7 +2016,7 @@ class Emitter : ExprPrinter {
       int64_t b = 0;
       for (const Staged& s : p.loads) {
         const int64_t a = s.tile.align();
-        b += (stages * s.elems * s.bytes + a - 1) / a * a + (a > 16 ? a - 16 : 0);
+        b += (stages * s.tile.elems() * s.bytes + a - 1) / a * a + (a > 16 ? a - 16 : 0);
       }
       return b;
     };
@@ -2033,10 +2033,8 @@ class Emitter : ExprPrinter {
         return std::any_of(p.loads.begin(), p.loads.end(),
                            [&](const Staged& s) { return s.load == v; });
       };
-      const bool carried =
-          std::find(body.args.begin() + 1, body.args.end(), o->operands[2]) != body.args.end();
       p.async_mma = p.async_mma && wgmma_registers(*o) && staged(o->operands[0]) &&
-                    staged(o->operands[1]) && carried && only_yielded(o->result());
+                    staged(o->operands[1]) && accumulates_into_carried(*o, body);
     }
     return p;
   }
@@ -2057,7 +2055,8 @@ class Emitter : ExprPrinter {
     for (const Op* o : p.slice) this->op(*o);
     for (const Staged& s : p.loads) {
       copy_operand(*f_.def(s.load),
-                   "(" + s.ring + " + (" + slot + ") * " + std::to_string(s.elems) + ")", s.tile,
+                   "(" + s.ring + " + (" + slot + ") * " + std::to_string(s.tile.elems()) + ")",
+                   s.tile,
                    /*async=*/true);
     }
     --indent_;
@@ -2086,7 +2085,7 @@ class Emitter : ExprPrinter {
         smem_ = (smem_ + s.tile.align() - 1) / s.tile.align() * s.tile.align();
         const std::string ct = storage_type(f_.type(s.load).elem);
         line(ct + "* const " + s.ring + " = (" + ct + "*)(_smem + " + std::to_string(smem_) + ");");
-        smem_ += pipe.stages * s.elems * s.bytes;
+        smem_ += pipe.stages * s.tile.elems() * s.bytes;
       }
       for (int64_t k = 0; k < ahead; ++k) {
         request_stage(op, pipe,
@@ -2117,7 +2116,7 @@ class Emitter : ExprPrinter {
       line("__syncthreads();");
     }
     for (const Staged& s : pipe.loads)
-      staged_[s.load] = "(" + s.ring + " + " + rd + " * " + std::to_string(s.elems) + ")";
+      staged_[s.load] = "(" + s.ring + " + " + rd + " * " + std::to_string(s.tile.elems()) + ")";
     const bool outer_async = async_mma_;
     const Region* outer_body = for_body_;
     async_mma_ = pipe.async_mma;
