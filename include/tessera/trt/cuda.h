@@ -648,16 +648,19 @@ TRT_INLINE void wgmma_issue(const uint16_t* a, const uint16_t* b, float* c, int 
                 "wgmma_tile: warpgroups of 64 rows, N by 8 up to 256 per instruction, K by 16");
 #if TRT_SM90A
   const int g = tid >> 7;
+  // One descriptor per operand; each product's is that plus its constant 16-byte offset (the
+  // start field's 14 bits cannot carry: shared memory is below 256 KB).
+  const uint64_t da0 = wgmma_desc(a + g * TM * 64 * EA, M * SA, 8 * SA, SA);
+  const uint64_t db0 = wgmma_desc(b, K * SB, 8 * SB, SB);
   wgmma_fence();
 #pragma unroll
   for (int k0 = 0; k0 < K; k0 += 16) {
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
-      const uint64_t da = wgmma_desc(a + (k0 / EA * (M * EA) + (g * TM + i) * 64 * EA + k0 % EA),
-                                     M * SA, 8 * SA, SA);
+      const uint64_t da = da0 + (uint64_t)((k0 / EA * (M * EA) + i * 64 * EA + k0 % EA) / 8);
 #pragma unroll
       for (int n0 = 0; n0 < N; n0 += NI) {
-        const uint64_t db = wgmma_desc(b + (n0 / EB * (K * EB) + k0 * EB), K * SB, 8 * SB, SB);
+        const uint64_t db = db0 + (uint64_t)((n0 / EB * (K * EB) + k0 * EB) / 8);
         wgmma_op<NI, BF16>(c + (i * (N / 8) + n0 / 8) * 4, da, db);
       }
     }
