@@ -90,6 +90,24 @@ TL_JIT(cg_mm_wrap, tl::Ptr a, tl::Ptr b, tl::Ptr c, tl::Int M, tl::Int N, tl::In
             rm[{tl::_, tl::None}] < M);
 }
 
+// A K window that wraps: iteration k reads columns (k0 + rk) % K of A and rows of B, so the
+// last window (K not a multiple of BK) reads the first columns again. The pointers' dependence on
+// the iteration is not a uniform shift: the pipeline's copies keep their per-iteration addresses.
+TL_JIT(cg_mm_kwrap, tl::Ptr a, tl::Ptr b, tl::Ptr c, tl::Int M, tl::Int N, tl::Int K, tl::Const BM,
+       tl::Const BN, tl::Const BK) {
+  auto rm = tl::program_id(0) * BM + tl::arange(0, BM);
+  auto rn = tl::program_id(1) * BN + tl::arange(0, BN);
+  auto rk = tl::arange(0, BK);
+  tl::Var acc = tl::zeros({BM, BN}, tl::float32);
+  tl::range(0, K, BK, [&](tl::Tile k0) {
+    auto ka = (k0 + rk) % K;
+    auto ta = tl::load(a + rm[{tl::_, tl::None}] * K + ka[{tl::None, tl::_}]);
+    auto tb = tl::load(b + ka[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}]);
+    acc = tl::dot(ta, tb, tl::Operand(acc));
+  });
+  tl::store(c + rm[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}], acc);
+}
+
 // A wrapped gather into registers: out[i] = x[i % n] over whole blocks past n.
 TL_JIT(cg_gather_wrap, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
@@ -472,6 +490,17 @@ std::vector<Case> catalog() {
                  return to_cpu({out});
                },
                1e-5, 1e-4});
+  c.push_back({"matmul bf16 K window % K, 4 warps", &cg_mm_kwrap,
+               [](Device d) {
+                 static const Tensor a = random_tensor({64, 112}, DType::BFloat16),
+                                     b = random_tensor({112, 64}, DType::BFloat16);
+                 Tensor out = poisoned({64, 64}, DType::Float32, d);
+                 cg_mm_kwrap[{1, 1}](on(a, d), on(b, d), out, 64, 64, 112, tl::meta("BM", 64),
+                                     tl::meta("BN", 64), tl::meta("BK", 32), tl::num_warps(4),
+                                     tl::num_stages(3));
+                 return to_cpu({out});
+               },
+               1e-5, 1e-4});
   c.push_back({"gather offsets % n", &cg_gather_wrap, [](Device d) {
                  static const Tensor x = random_tensor({1280}, DType::Float32);
                  Tensor out = poisoned({1536}, DType::Float32, d);
@@ -697,7 +726,7 @@ TEST(CudaCodegen, EveryCatalogKernelCompilesWithNvrtcForHopper) {
       EXPECT_NE(e.source.find("trt::mma_tile<64, 64, 32, 2, 2, false, 40, 72>("), std::string::npos)
           << e.source;
       if (name == "matmul f16 bias relu") {
-        EXPECT_NE(e.source.find("trt::cp_async<16>(&(_ring"), std::string::npos) << e.source;
+        EXPECT_NE(e.source.find("trt::cp_async<16>(&_slot"), std::string::npos) << e.source;
         EXPECT_NE(e.source.find("trt::cp_async_wait<2>();"), std::string::npos) << e.source;
       } else {
         EXPECT_NE(e.source.find("*(trt::Vec<uint16_t, 8>*)&_op"), std::string::npos) << e.source;
@@ -710,7 +739,7 @@ TEST(CudaCodegen, EveryCatalogKernelCompilesWithNvrtcForHopper) {
       bool fast = false;
       std::istringstream lines(e.source);
       for (std::string l; std::getline(lines, l);) {
-        fast = fast || (l.find("trt::cp_async<16>(&(_ring") != std::string::npos &&
+        fast = fast || (l.find("trt::cp_async<16>(&_slot") != std::string::npos &&
                         l.find("irem") == std::string::npos);
       }
       EXPECT_TRUE(fast) << e.source;
@@ -748,7 +777,7 @@ TEST(CudaCodegen, EveryCatalogKernelCompilesWithNvrtcForHopper) {
       EXPECT_NE(e.source.find("trt::mma_tile_tf32<128, 128, 32, 2, 4, 36, 136>("),
                 std::string::npos)
           << e.source;
-      EXPECT_NE(e.source.find("trt::cp_async<16>(&(_ring"), std::string::npos) << e.source;
+      EXPECT_NE(e.source.find("trt::cp_async<16>(&_slot"), std::string::npos) << e.source;
     }
     std::string cubin;
     try {
@@ -784,7 +813,12 @@ TEST(CudaCodegen, DotsOnSm90RunOnWgmmaWhereTheirShapesAllow) {
     if (name == "matmul bf16 128x128x32, 8 warps") {
       EXPECT_TRUE(has("trt::wgmma_tile_async<128, 128, 32, 8, true, 64, 128>(")) << e.source;
       EXPECT_TRUE(has("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"));
-      EXPECT_TRUE(has("trt::cp_async<16>(&(_ring")) << e.source;
+      EXPECT_TRUE(has("trt::cp_async<16>(&_slot")) << e.source;
+      // (each copy's address: its run's, computed once before the loop, plus the iteration's
+      // offset)
+      const size_t bases = e.source.find("uint16_t const* _rb");
+      EXPECT_LT(bases, e.source.find("for (int32_t v")) << e.source;
+      EXPECT_TRUE(has("], (_rb")) << e.source;
       // (one tile ahead: this iteration's waited for with none pending, the next requested
       // right after the barrier)
       EXPECT_TRUE(
@@ -816,6 +850,11 @@ TEST(CudaCodegen, DotsOnSm90RunOnWgmmaWhereTheirShapesAllow) {
     }
     if (name == "matmul bf16 128x128x64, 4 warps") {
       EXPECT_TRUE(has("trt::wgmma_tile_async<128, 128, 64, 4, true, 128, 128>(")) << e.source;
+      EXPECT_TRUE(has("], (_rb")) << e.source;
+    }
+    if (name == "matmul bf16 K window % K, 4 warps") {  // pipelined, addresses per iteration
+      EXPECT_TRUE(has("trt::wgmma_tile_async<64, 64, 32, 4, true, 64, 128>(")) << e.source;
+      EXPECT_FALSE(has("_rb")) << e.source;
     }
     if (name == "matmul f16 128x16x32, 4 warps") {
       EXPECT_TRUE(has("trt::wgmma_tile_async<128, 16, 32, 4, false, 64, 32>(")) << e.source;

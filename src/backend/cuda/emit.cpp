@@ -1324,17 +1324,44 @@ class Emitter : ExprPrinter {
                     bool async = false) {
     versioned_access(op, [&] { copy_runs(op, tmp, tile, async); });
   }
-  void copy_runs(const Op& op, const std::string& tmp, const OperandTile& tile, bool async) {
+  // How copy_runs cuts load `op`'s tile under the forms in effect: runs of `vec` elements
+  // (`blocked`: runs of the pointer's widest access instead of the layout's), `w` per access.
+  struct CopyRuns {
+    int64_t vec = 1, blocked = 0, w = 1;
+    bool operator==(const CopyRuns& o) const {
+      return vec == o.vec && blocked == o.blocked && w == o.w;
+    }
+  };
+  CopyRuns copy_plan(const Op& op) const {
     const Type& t = f_.type(op.result());
-    int64_t vec = vec_of(t.shape), blocked = 0;
+    CopyRuns r;
+    r.vec = vec_of(t.shape);
     if (mma_layout(t.shape) && !checked_ && !shape_in_registers(t.shape)) {
       // The Mma layout's runs are two elements: with no register array of the shape to read,
       // the copy takes the widest runs its pointer allows, each thread at least one.
-      blocked = widest_access(op.operands[0]);
-      while (blocked > 1 && blocked * threads_ > numel(t.shape)) blocked /= 2;
-      vec = blocked;
+      r.blocked = widest_access(op.operands[0]);
+      while (r.blocked > 1 && r.blocked * threads_ > numel(t.shape)) r.blocked /= 2;
+      r.vec = r.blocked;
     }
-    const int64_t w = blocked ? blocked : std::max<int64_t>(1, access_width(op));
+    r.w = r.blocked ? r.blocked : std::max<int64_t>(1, access_width(op));
+    return r;
+  }
+  void copy_runs(const Op& op, const std::string& tmp, const OperandTile& tile, bool async) {
+    const Type& t = f_.type(op.result());
+    const CopyRuns plan = copy_plan(op);
+    const int64_t vec = plan.vec, blocked = plan.blocked, w = plan.w;
+    // A pipelined load's run addresses hoisted out of its loop (hoist_run_bases), where they
+    // were computed for this version of the access.
+    const RunBases* hoisted = nullptr;
+    if (auto it = run_bases_.find(&op);
+        it != run_bases_.end() && it->second.forms == aff_ && it->second.plan == plan)
+      hoisted = &it->second;
+    std::string delta;  // this iteration's addresses less the first iteration's
+    if (hoisted) {
+      delta = fresh("_dp");
+      line("const int64_t " + delta + " = (" + storage_type(t.elem) + " const*)(" +
+           expr(op.operands[0], Index(t.shape.size(), "0")) + ") - " + hoisted->first + ";");
+    }
     const std::string vt = vec_type(t.elem, w);
     const bool masked = op.operands.size() > 1;
     const bool agree = masked && lanes_agree(op.operands[1], w);
@@ -1344,8 +1371,11 @@ class Emitter : ExprPrinter {
         [&](const std::string& run, const Index& idx) {
           for (int64_t c = 0; c < vec; c += w) {
             const std::string all = run_mask(op, t.shape, run, idx, c, w, agree);
-            const std::string ptr = at_run_element(
-                t.shape, run, idx, c, [&](const Index& i) { return expr(op.operands[0], i); });
+            const std::string ptr =
+                hoisted ? "(" + hoisted->name + "[" + run + " * " + std::to_string(vec / w) +
+                              " + " + std::to_string(c / w) + "] + " + delta + ")"
+                        : at_run_element(t.shape, run, idx, c,
+                                         [&](const Index& i) { return expr(op.operands[0], i); });
             const std::string dst = at_run_element(t.shape, run, idx, c, slot);
             const int64_t bytes = w * static_cast<int64_t>(itemsize(t.elem));
             if (async && bytes >= 4 && (agree || !masked)) {  // 4, 8 or 16 bytes: cp.async
@@ -2039,6 +2069,147 @@ class Emitter : ExprPrinter {
     return p;
   }
 
+  // A pipelined load's pointer tile is, in the loops people write, a tile from outside the loop
+  // plus offsets uniform over the tile (`a_ptrs += BK` becomes `a_ptrs0 + k * BK`; `a + rm * K +
+  // (k0 + rk)` is `a + rm * K + rk` plus `k0`). Then each run's address in iteration i is its
+  // address in the loop's first iteration plus one difference, the same for every run: the first
+  // iteration's addresses are computed once before the loop, into registers, and each request
+  // computes the difference once (the pointer at element 0) and adds it to every copy's (a
+  // 128 x 64 wgmma tile: 8 instructions per cp.async -> 3 in the SASS). Offsets are taken not to
+  // wrap int32, as everywhere in Triton's addressing.
+  struct RunBases {
+    std::string name;                       // the array of run addresses (first iteration)
+    std::string first;                      // the address of element 0 in the first iteration
+    const ir::AffineInfo* forms = nullptr;  // the version of the access they are for
+    CopyRuns plan;
+  };
+  // Whether `v` (an integer or pointer tile, or a scalar) is, in every iteration of loop body
+  // `body`, a value that does not depend on the iteration plus one uniform over the tile.
+  bool splits(ValueId v, const Region& body) const {
+    const Op* d = f_.def(v);
+    const Type& t = f_.type(v);
+    const bool inside = d ? std::find(body.ops.begin(), body.ops.end(), d) != body.ops.end()
+                          : std::find(body.args.begin(), body.args.end(), v) != body.args.end();
+    if (!t.is_scalar() && storage(v) == Storage::Array) return false;  // (read per element)
+    if (!inside || t.is_scalar() || invariant(v, body)) return true;
+    if (!d) return false;
+    if (const ir::AffineForm* u = affine_.form(v); u && u->uniform()) return true;
+    switch (d->kind) {
+      case OpKind::AddPtr:
+      case OpKind::Broadcast:
+      case OpKind::ExpandDims:
+      case OpKind::Permute:
+      case OpKind::Splat:
+        for (ValueId o : d->operands)
+          if (!splits(o, body)) return false;
+        return true;
+      case OpKind::Binary: {
+        const auto k = static_cast<ir::BinaryKind>(d->sub);
+        if (k == ir::BinaryKind::Add || k == ir::BinaryKind::Sub)
+          return splits(d->operands[0], body) && splits(d->operands[1], body);
+        if (k == ir::BinaryKind::Mul)  // (x + u) * c with c the same in every iteration
+          return (invariant(d->operands[1], body) && splits(d->operands[0], body)) ||
+                 (invariant(d->operands[0], body) && splits(d->operands[1], body));
+        return false;
+      }
+      default:
+        return false;
+    }
+  }
+  // Whether `v` is the same in every iteration of loop body `body`: defined outside it, or
+  // computed in it by arithmetic and views from such values.
+  bool invariant(ValueId v, const Region& body) const {
+    const Op* d = f_.def(v);
+    if (!d) return std::find(body.args.begin(), body.args.end(), v) == body.args.end();
+    if (std::find(body.ops.begin(), body.ops.end(), d) == body.ops.end()) return true;
+    switch (d->kind) {
+      case OpKind::Constant:
+      case OpKind::Arange:
+      case OpKind::ProgramId:
+      case OpKind::NumPrograms:
+      case OpKind::Splat:
+      case OpKind::Broadcast:
+      case OpKind::ExpandDims:
+      case OpKind::Permute:
+      case OpKind::Binary:
+      case OpKind::Cast:
+        for (ValueId o : d->operands)
+          if (!invariant(o, body)) return false;
+        return true;
+      default:
+        return false;
+    }
+  }
+  void hoist_run_bases(const Op& loop, const Pipeline& pipe) {
+    const Region& body = loop.regions[0];
+    std::vector<std::pair<const Op*, RunBases>> hoisted;
+    for (const Staged& s : pipe.loads) {
+      const Op& load = *f_.def(s.load);
+      if (!splits(load.operands[0], body)) continue;
+      RunBases rb;
+      rb.name = fresh("_rb");
+      rb.first = rb.name + "_0";
+      hoisted.emplace_back(&load, std::move(rb));
+    }
+    if (hoisted.empty()) return;
+    // The arrays, sized for the wider version of a versioned access; then the loop's first
+    // iteration's addresses, in a block that binds the induction variable to the lower bound.
+    std::vector<int64_t> sizes;
+    for (auto& [load, rb] : hoisted) {
+      const Type& t = f_.type(load->result());
+      auto entries = [&](const ir::AffineInfo* forms) {
+        aff_ = forms;
+        const CopyRuns plan = copy_plan(*load);
+        aff_ = &affine_;
+        const int64_t count = (numel(t.shape) + plan.vec * threads_ - 1) / (plan.vec * threads_);
+        return count * (plan.vec / plan.w);
+      };
+      sizes.push_back(std::min(entries(&affine_), entries(&affine_rem_)));
+      if (sizes.back() > 16) continue;  // (registers)
+      const std::string pt = std::string(storage_type(t.elem)) + " const*";
+      line(pt + " " + rb.name + "[" + std::to_string(sizes.back()) + "];");
+      line(pt + " " + rb.first + ";");
+    }
+    const ValueId iv = body.args[0];
+    line("{");
+    ++indent_;
+    line(type_str(f_.type(iv)) + " const " + name(iv) + " = (" + type_str(f_.type(iv)) + ")(" +
+         expr(loop.operands[0], {}) + ");");
+    for (const Op* o : pipe.slice) this->op(*o);
+    for (size_t h = 0; h < hoisted.size(); ++h) {
+      auto& [load, rb] = hoisted[h];
+      if (sizes[h] > 16) continue;
+      const Type& t = f_.type(load->result());
+      const std::string pt = std::string(storage_type(t.elem)) + " const*";
+      const ValueId p = load->operands[0];
+      line(rb.first + " = (" + pt + ")(" + expr(p, Index(t.shape.size(), "0")) + ");");
+      versioned_access(*load, [&] {
+        const CopyRuns plan = copy_plan(*load);
+        const int64_t per_run = plan.vec / plan.w;
+        const int64_t count = (numel(t.shape) + plan.vec * threads_ - 1) / (plan.vec * threads_);
+        if (count * per_run > sizes[h] || rb.forms) return;  // one version at most
+        rb.forms = aff_;
+        rb.plan = plan;
+        runs(
+            t.shape,
+            [&](const std::string& run, const Index& idx) {
+              for (int64_t c = 0; c < plan.vec; c += plan.w) {
+                line(rb.name + "[" + run + " * " + std::to_string(per_run) + " + " +
+                     std::to_string(c / plan.w) + "] = " +
+                     at_run_element(
+                         t.shape, run, idx, c,
+                         [&](const Index& i) { return "(" + pt + ")(" + expr(p, i) + ")"; }) +
+                     ";");
+              }
+            },
+            plan.blocked);
+      });
+      if (rb.forms) run_bases_[load] = std::move(rb);
+    }
+    --indent_;
+    line("}");
+  }
+
   // Requests iteration `iv_value`'s operand tiles into ring slot `slot` (if that iteration runs),
   // then closes the group.
   void request_stage(const Op& loop, const Pipeline& p, const std::string& iv_value,
@@ -2054,10 +2225,12 @@ class Emitter : ExprPrinter {
     line(it + " const " + name(iv) + " = " + next + ";");
     for (const Op* o : p.slice) this->op(*o);
     for (const Staged& s : p.loads) {
-      copy_operand(*f_.def(s.load),
-                   "(" + s.ring + " + (" + slot + ") * " + std::to_string(s.tile.elems()) + ")",
-                   s.tile,
-                   /*async=*/true);
+      // (the slot's address once: each copy's is then one add)
+      const std::string dst = fresh("_slot");
+      const std::string ct = storage_type(f_.type(s.load).elem);
+      line(ct + "* const " + dst + " = " + s.ring + " + (" + slot + ") * " +
+           std::to_string(s.tile.elems()) + ";");
+      copy_operand(*f_.def(s.load), dst, s.tile, /*async=*/true);
     }
     --indent_;
     line("}");
@@ -2087,6 +2260,7 @@ class Emitter : ExprPrinter {
         line(ct + "* const " + s.ring + " = (" + ct + "*)(_smem + " + std::to_string(smem_) + ");");
         smem_ += pipe.stages * s.tile.elems() * s.bytes;
       }
+      hoist_run_bases(op, pipe);
       for (int64_t k = 0; k < ahead; ++k) {
         request_stage(op, pipe,
                       "(" + it + ")(" + lb + " + " + std::to_string(k) + " * " + step + ")",
@@ -2128,7 +2302,10 @@ class Emitter : ExprPrinter {
       line("__syncthreads();");
       request_stage(op, pipe, next, wr);
     }
-    for (const Staged& s : pipe.loads) staged_.erase(s.load);
+    for (const Staged& s : pipe.loads) {
+      staged_.erase(s.load);
+      run_bases_.erase(f_.def(s.load));
+    }
     if (!pipe.loads.empty()) {
       const std::string S = std::to_string(pipe.stages);
       line(rd + " = " + rd + " + 1 == " + S + " ? 0 : " + rd + " + 1;");
@@ -2238,7 +2415,8 @@ class Emitter : ExprPrinter {
   // A dot operand load already in its shared-memory tile -> where (a pipeline's current ring
   // slot, or a tile copied once outside the loop)
   std::map<ValueId, std::string> staged_;
-  const Region* region_ = nullptr;  // the region being emitted
+  std::map<const Op*, RunBases> run_bases_;  // pipelined loads' hoisted run addresses
+  const Region* region_ = nullptr;           // the region being emitted
 };
 
 }  // namespace
