@@ -426,7 +426,6 @@ int first_launch(const std::string& cache) {
 // mma.sync with TESSERA_CUDA_WGMMA=0, CUDA cores with TESSERA_CUDA_MMA=0 (first config only).
 int matmul_rows() {
   const Device cuda("cuda");
-  const int64_t n = 4096;
   Tensor flush = empty({64 << 20}, TensorOptions().device(cuda));
   const bool mma = knobs().cuda_mma;
   const std::string path = !mma                            ? "CUDA cores"
@@ -440,61 +439,70 @@ int matmul_rows() {
   const Config configs[] = {
       {128, 128, 32, 8, 3}, {128, 128, 32, 8, 1}, {128, 128, 64, 4, 4}, {128, 256, 64, 8, 3}};
   bool wrong = false;
-  for (const Config& cf : configs) {
-    if (!mma && &cf != &configs[0]) continue;
-    for (DType dt : {DType::Float16, DType::BFloat16, DType::Float32}) {
-      Tensor a = randn({n, n}).to(dt).to(cuda), b = randn({n, n}).to(dt).to(cuda);
-      Tensor c = empty({n, n}, TensorOptions().dtype(dt).device(cuda));
-      auto run = [&] {
-        mm_kernel[{n / cf.bm, n / cf.bn}](a, b, c, n, n, n, tl::meta("BM", cf.bm),
-                                          tl::meta("BN", cf.bn), tl::meta("BK", cf.bk),
-                                          tl::meta("OUT", dt == DType::Float32    ? 2
-                                                          : dt == DType::BFloat16 ? 1
-                                                                                  : 0),
-                                          tl::num_warps(cf.warps), tl::num_stages(cf.stages));
-      };
-      const std::string cfg = std::to_string(cf.bm) + "x" + std::to_string(cf.bn) + "x" +
-                              std::to_string(cf.bk) + " w" + std::to_string(cf.warps) + " s" +
-                              std::to_string(cf.stages);
-      // BENCH_MATMUL_ONLY: one config and dtype ("128x128x64 w4 s4 bfloat16"; for a profiler)
-      const char* only = std::getenv("BENCH_MATMUL_ONLY");
-      if (only && *only && cfg + " " + dtype_name(dt) != only) continue;
-      c.fill_(std::nan(""));
-      run();
-      const Tensor want = a.cpu()
-                              .narrow(0, 0, 64)
-                              .to(DType::Float64)
-                              .matmul(b.cpu().narrow(1, 0, 64).to(DType::Float64));
-      const double err = (c.cpu().narrow(0, 0, 64).narrow(1, 0, 64).to(DType::Float64) - want)
-                             .abs()
-                             .max()
-                             .item<double>();
-      // one rounding of c (up to ~256), or tf32's inputs (10-bit mantissas, 4096 terms)
-      const double tol = dt == DType::BFloat16 ? 2.0 : dt == DType::Float16 ? 0.25 : 1.0;
-      // (the last rows too: they are the last warpgroup's)
-      const Tensor want_end = a.cpu()
-                                  .narrow(0, n - 64, 64)
-                                  .to(DType::Float64)
-                                  .matmul(b.cpu().narrow(1, n - 64, 64).to(DType::Float64));
-      const double err_end =
-          (c.cpu().narrow(0, n - 64, 64).narrow(1, n - 64, 64).to(DType::Float64) - want_end)
-              .abs()
-              .max()
-              .item<double>();
-      if (!(err <= tol) || !(err_end <= tol)) {
-        std::printf("matmul %s %s %s: error %g / %g\n", dtype_name(dt), path.c_str(), cfg.c_str(),
-                    err, err_end);
-        wrong = true;  // (the other configs still run; the run fails)
-        continue;
+  // 4096^3 in every config and type; 8192^3 (the cuBLAS target) in bfloat16 at the two
+  // Hopper configs
+  for (const int64_t n : {int64_t{4096}, int64_t{8192}})
+    for (const Config& cf : configs) {
+      if (!mma && &cf != &configs[0]) continue;
+      if (n == 8192 && (cf.bk != 64 || !mma)) continue;
+      for (DType dt : {DType::Float16, DType::BFloat16, DType::Float32}) {
+        if (n == 8192 && dt != DType::BFloat16) continue;
+        Tensor a = randn({n, n}).to(dt).to(cuda), b = randn({n, n}).to(dt).to(cuda);
+        Tensor c = empty({n, n}, TensorOptions().dtype(dt).device(cuda));
+        auto run = [&] {
+          mm_kernel[{n / cf.bm, n / cf.bn}](a, b, c, n, n, n, tl::meta("BM", cf.bm),
+                                            tl::meta("BN", cf.bn), tl::meta("BK", cf.bk),
+                                            tl::meta("OUT", dt == DType::Float32    ? 2
+                                                            : dt == DType::BFloat16 ? 1
+                                                                                    : 0),
+                                            tl::num_warps(cf.warps), tl::num_stages(cf.stages));
+        };
+        const std::string cfg = std::to_string(cf.bm) + "x" + std::to_string(cf.bn) + "x" +
+                                std::to_string(cf.bk) + " w" + std::to_string(cf.warps) + " s" +
+                                std::to_string(cf.stages);
+        // BENCH_MATMUL_ONLY: one config and dtype ("128x128x64 w4 s4 bfloat16", "... 8192"; for a
+        // profiler)
+        const char* only = std::getenv("BENCH_MATMUL_ONLY");
+        const std::string which =
+            cfg + " " + dtype_name(dt) + (n == 4096 ? "" : " " + std::to_string(n));
+        if (only && *only && which != only) continue;
+        c.fill_(std::nan(""));
+        run();
+        const Tensor want = a.cpu()
+                                .narrow(0, 0, 64)
+                                .to(DType::Float64)
+                                .matmul(b.cpu().narrow(1, 0, 64).to(DType::Float64));
+        const double err = (c.cpu().narrow(0, 0, 64).narrow(1, 0, 64).to(DType::Float64) - want)
+                               .abs()
+                               .max()
+                               .item<double>();
+        // one rounding of c (up to ~256), or tf32's inputs (10-bit mantissas, 4096 terms)
+        const double tol = dt == DType::BFloat16 ? 2.0 : dt == DType::Float16 ? 0.25 : 1.0;
+        // (the last rows too: they are the last warpgroup's)
+        const Tensor want_end = a.cpu()
+                                    .narrow(0, n - 64, 64)
+                                    .to(DType::Float64)
+                                    .matmul(b.cpu().narrow(1, n - 64, 64).to(DType::Float64));
+        const double err_end =
+            (c.cpu().narrow(0, n - 64, 64).narrow(1, n - 64, 64).to(DType::Float64) - want_end)
+                .abs()
+                .max()
+                .item<double>();
+        if (!(err <= tol) || !(err_end <= tol)) {
+          std::printf("matmul %s %s %s: error %g / %g\n", dtype_name(dt), path.c_str(), cfg.c_str(),
+                      err, err_end);
+          wrong = true;  // (the other configs still run; the run fails)
+          continue;
+        }
+        const double us = median_us(run, flush);
+        std::printf(
+            "{\"kernel\": \"matmul %s\", \"size\": \"%ld^3\", \"impl\": \"tessera %s %s\", "
+            "\"us\": %.1f, \"tflops\": %.1f}\n",
+            dtype_name(dt), static_cast<long>(n), path.c_str(), cfg.c_str(), us,
+            2.0 * n * n * n / us / 1e6);
+        std::fflush(stdout);
       }
-      const double us = median_us(run, flush);
-      std::printf(
-          "{\"kernel\": \"matmul %s\", \"size\": \"4096^3\", \"impl\": \"tessera %s %s\", "
-          "\"us\": %.1f, \"tflops\": %.1f}\n",
-          dtype_name(dt), path.c_str(), cfg.c_str(), us, 2.0 * n * n * n / us / 1e6);
-      std::fflush(stdout);
     }
-  }
   return wrong ? 1 : 0;
 }
 

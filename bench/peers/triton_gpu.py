@@ -321,20 +321,22 @@ def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
 
 def matmul():
     """cuBLAS (PyTorch's a @ b) and Triton (the same kernel and configs as bench_gpu_kernels
-    matmul) at 4096^3: fp16, bf16, and float32 with TF32 tensor cores allowed (tessera's float32
+    matmul) at 4096^3 and 8192^3: fp16, bf16, and float32 with TF32 tensor cores allowed (tessera's float32
     dot is tf32 by default, as Triton's)."""
     dev = torch.device("cuda")
     flush = torch.empty(64 << 20, device=dev)
-    n = 4096
     torch.backends.cuda.matmul.allow_tf32 = True
     configs = ((128, 128, 32, 8, 3), (128, 128, 32, 8, 1), (128, 128, 64, 4, 4),
                (128, 256, 64, 8, 3))
-    for dtype, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16"),
-                        (torch.float32, "float32")):
+    # 4096^3 in every type and config; 8192^3 in bfloat16 at the Hopper configs (as tessera's)
+    rows = [(4096, torch.float16, "float16", configs), (4096, torch.bfloat16, "bfloat16", configs),
+            (4096, torch.float32, "float32", configs),
+            (8192, torch.bfloat16, "bfloat16", configs[2:])]
+    for n, dtype, name, configs in rows:
         a = torch.randn(n, n, device=dev, dtype=dtype)
         b = torch.randn(n, n, device=dev, dtype=dtype)
         us = median_us(lambda: a @ b, flush)
-        print(json.dumps({"kernel": f"matmul {name}", "size": "4096^3", "impl": "cublas",
+        print(json.dumps({"kernel": f"matmul {name}", "size": f"{n}^3", "impl": "cublas",
                           "us": round(us, 1), "tflops": round(2 * n ** 3 / us / 1e6, 1)}),
               flush=True)
         c = torch.empty(n, n, device=dev, dtype=dtype)
@@ -349,7 +351,7 @@ def matmul():
             except Exception as e:  # (a config that does not fit: said, not fatal)
                 print(f"triton matmul {name} {bm}x{bn}x{bk}: {type(e).__name__}", flush=True)
                 continue
-            print(json.dumps({"kernel": f"matmul {name}", "size": "4096^3",
+            print(json.dumps({"kernel": f"matmul {name}", "size": f"{n}^3",
                               "impl": f"triton {bm}x{bn}x{bk} w{warps} s{stages}",
                               "us": round(us, 1), "tflops": round(2 * n ** 3 / us / 1e6, 1)}),
                   flush=True)
