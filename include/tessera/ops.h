@@ -119,6 +119,10 @@ Tensor erf(const Tensor& a, TS_HERE);
 Tensor relu(const Tensor& a, TS_HERE);
 /** approximate: "none" (erf) or "tanh". */
 Tensor gelu(const Tensor& a, std::string_view approximate = "none", TS_HERE);
+/** `grad` times GELU's derivative at `self` (PyTorch's gelu_backward): gelu's backward, one
+ * kernel, computed in float for 16-bit floats and rounded once. */
+Tensor gelu_backward(const Tensor& grad, const Tensor& self, std::string_view approximate = "none",
+                     TS_HERE);
 Tensor silu(const Tensor& a, TS_HERE);
 
 // `_out` variants: write into `out` (resized when its shape differs; cast to its dtype).

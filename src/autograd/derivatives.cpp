@@ -346,16 +346,23 @@ void register_builtin_derivatives() {
   def("aten::relu", keep({}, {0}),
       [](Ctx& c, const Grads& g) -> R { return {where(c.saved(0) > 0, g[0], 0)}; });
   def("aten::gelu", keep({0}), [](Ctx& c, const Grads& g) -> R {
-    const Tensor x = c.saved(0);
-    if (arg(c, 1).to_string() == "tanh") {
-      const double k = std::sqrt(2 / std::numbers::pi);
-      const Tensor t = tanh((x + x * x * x * 0.044715) * k);
-      return {g[0] * ((1 + t) * 0.5 + x * 0.5 * (1 - t * t) * k * (1 + x * x * (3 * 0.044715))),
-              IValue()};
+    return {gelu_backward(g[0], c.saved(0), arg(c, 1).to_string()), IValue()};
+  });
+  // (double backward) d/dg = gelu'(x); d/dx = g gelu''(x): erf form phi(x) (2 - x^2); tanh form,
+  // with u = k (x + c x^3) and t = tanh(u): (1 - t^2) (u' - x t u'^2 + x u'' / 2)
+  def("aten::gelu_backward", keep({0, 1}), [](Ctx& c, const Grads& g) -> R {
+    const Tensor gy = c.saved(0), x = c.saved(1);
+    const std::string approximate = arg(c, 2).to_string();
+    Tensor second;
+    if (approximate == "tanh") {
+      const double k = std::sqrt(2 / std::numbers::pi), cc = 0.044715;
+      const Tensor t = tanh((x + x * x * x * cc) * k);
+      const Tensor du = (1 + x * x * (3 * cc)) * k, ddu = x * (6 * k * cc);
+      second = (1 - t * t) * (du - x * t * du * du + x * ddu * 0.5);
+    } else {
+      second = exp(x * x * -0.5) * (1 / std::sqrt(2 * std::numbers::pi)) * (2 - x * x);
     }
-    const Tensor cdf = (1 + erf(x * std::numbers::sqrt2 * 0.5)) * 0.5;
-    const Tensor pdf = exp(x * x * -0.5) * (1 / std::sqrt(2 * std::numbers::pi));
-    return {g[0] * (cdf + x * pdf), IValue()};
+    return {gelu_backward(g[0], x, approximate), g[0] * gy * second, IValue()};
   });
   def("aten::silu", keep({0}), [](Ctx& c, const Grads& g) -> R {
     const Tensor x = c.saved(0);

@@ -56,6 +56,7 @@ const Lowering* lowering_of(const Node& n) {
       {"aten::erf", {PwOp::Erf, 1, false, true}},
       {"aten::silu", {PwOp::Silu, 1, false, true}},
       {"aten::gelu", {PwOp::Gelu, 1, false, true}},
+      {"aten::gelu_backward", {PwOp::GeluBackward, 2, false, true}},
       {"aten::add.Tensor", {PwOp::Add, 2, true, false}},
       {"aten::sub.Tensor", {PwOp::Sub, 2, true, false}},
       {"aten::mul.Tensor", {PwOp::Mul, 2, false, false}},
@@ -88,6 +89,16 @@ const Lowering* lowering_of(const Node& n) {
   if (n.dead || n.kind != Node::Kind::Op) return nullptr;
   auto it = kTable.find(n.op.name());
   return it == kTable.end() ? nullptr : &it->second;
+}
+
+// The op node `n` computes (its lowering's, with gelu's and gelu_backward's `approximate`).
+PwOp lowered_op(const Node& n, const Lowering& low) {
+  const bool gelu = n.op.name() == "aten::gelu", back = n.op.name() == "aten::gelu_backward";
+  if (!gelu && !back) return low.op;
+  const IValue& approx = n.args[gelu ? 1 : 2].constant;
+  const bool tanh = approx.is_string() && approx.to_string() == "tanh";
+  if (gelu) return tanh ? PwOp::GeluTanh : PwOp::Gelu;
+  return tanh ? PwOp::GeluTanhBackward : PwOp::GeluBackward;
 }
 
 bool is_comparison(PwOp op) {
@@ -228,7 +239,7 @@ class EpilogueFusion {
     // The op's operands: W, or inputs computed before the kernel (rule 5) read at W's index.
     tl::EpilogueSpec spec;
     spec.target = param_of(kernel, ai);
-    spec.op = low->op;
+    spec.op = lowered_op(epi, *low);
     spec.compute = wt.dtype;
     std::vector<int> extra;
     for (int t = 0; t < low->tensors; ++t) {
@@ -258,10 +269,6 @@ class EpilogueFusion {
     }
     if (!scalar_operand(*low, epi, spec)) return refuse("its scalar operand is not a constant");
     if (low->alpha) spec.alpha = epi.args[alpha_index(*low)].constant.to_scalar();
-    if (epi.op.name() == "aten::gelu") {
-      const IValue& approx = epi.args[1].constant;
-      spec.op = approx.is_string() && approx.to_string() == "tanh" ? PwOp::GeluTanh : PwOp::Gelu;
-    }
     if (epi.op.name() == "aten::div.Tensor" && !epi.args[2].constant.is_none())
       return refuse("division with a rounding mode");
     std::string short_name = epi.op.name().substr(epi.op.name().find("::") + 2);
@@ -368,7 +375,7 @@ class EpilogueFusion {
     if (x < 0) return refuse("no operand has its result's shape, dtype and layout");
     tl::EpilogueSpec spec;
     spec.target = param_of(kernel, ai);
-    spec.op = low->op;
+    spec.op = lowered_op(pro, *low);
     spec.compute = rt.dtype;
     std::vector<int> extra;
     for (int t = 0; t < low->tensors; ++t) {
@@ -399,10 +406,6 @@ class EpilogueFusion {
     }
     if (!scalar_operand(*low, pro, spec)) return refuse("its scalar operand is not a constant");
     if (low->alpha) spec.alpha = pro.args[alpha_index(*low)].constant.to_scalar();
-    if (pro.op.name() == "aten::gelu") {
-      const IValue& approx = pro.args[1].constant;
-      spec.op = approx.is_string() && approx.to_string() == "tanh" ? PwOp::GeluTanh : PwOp::Gelu;
-    }
     if (pro.op.name() == "aten::div.Tensor" && !pro.args[2].constant.is_none())
       return refuse("division with a rounding mode");
     std::string short_name = pro.op.name().substr(pro.op.name().find("::") + 2);
@@ -1170,11 +1173,7 @@ class ChainFusion {
       if (composite_of(n) != Composite::None) {
         expand(n, st, spec.steps);
       } else if (low) {
-        st.op = low->op;
-        if (n.op.name() == "aten::gelu") {
-          const IValue& approx = n.args[1].constant;
-          st.op = approx.is_string() && approx.to_string() == "tanh" ? PwOp::GeluTanh : PwOp::Gelu;
-        }
+        st.op = lowered_op(n, *low);
       } else {
         st.compute = accumulator(st.result);
       }

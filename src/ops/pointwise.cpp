@@ -58,6 +58,21 @@ void run_into(const PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor> inputs
                           compute == DType::BFloat16))
       return;
   }
+  if (conv.size() == 2 && out.dtype() == compute && conv[0].dtype() == compute &&
+      conv[1].dtype() == compute && out.is_contiguous() && conv[0].is_contiguous() &&
+      conv[1].is_contiguous()) {
+    const void *a = conv[0].impl()->data(), *b = conv[1].impl()->data();
+    void* o = out.impl()->data();
+    const int64_t n = out.impl()->int_numel();
+    if (compute == DType::Float32 &&
+        fast_binary_f32(d.op, static_cast<const float*>(a), static_cast<const float*>(b),
+                        static_cast<float*>(o), n))
+      return;
+    if ((compute == DType::Float16 || compute == DType::BFloat16) &&
+        fast_binary_narrow(d.op, static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b),
+                           static_cast<uint16_t*>(o), n, compute == DType::BFloat16))
+      return;
+  }
   d.run(out, conv, compute, extra);
 }
 

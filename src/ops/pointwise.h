@@ -68,6 +68,8 @@ enum class PwOp : uint8_t {
   Relu,
   Gelu,
   GeluTanh,
+  GeluBackward,      // two inputs: the gradient, then gelu's input
+  GeluTanhBackward,  // the same for the tanh form
   Silu,
   LogicalNot,
   BitNot,
@@ -91,6 +93,10 @@ bool fast_unary_f32(PwOp op, const float* x, float* o, int64_t n);
 /** The same on float16 (`bf16` false) or bfloat16 bits: computed in float, rounded once, as the
  * library loops compute narrow floats. */
 bool fast_unary_narrow(PwOp op, const uint16_t* x, uint16_t* o, int64_t n, bool bf16);
+/** The same for the binary ops that have such a loop (gelu_backward): `o = op(a, b)`. */
+bool fast_binary_f32(PwOp op, const float* a, const float* b, float* o, int64_t n);
+bool fast_binary_narrow(PwOp op, const uint16_t* a, const uint16_t* b, uint16_t* o, int64_t n,
+                        bool bf16);
 
 /** `extra` of add and sub: alpha (a Scalar). Of clamp: */
 struct ClampArgs {

@@ -99,6 +99,11 @@ const PointwiseDesc kShl{"bitwise_left_shift", ResultRule::Same, kInts,
                          binary_runner<pw::ShiftLeft, kInts>, PwOp::Shl};
 const PointwiseDesc kShr{"bitwise_right_shift", ResultRule::Same, kInts,
                          binary_runner<pw::ShiftRight, kInts>, PwOp::Shr};
+const PointwiseDesc kGeluBackward{"gelu_backward", ResultRule::Same, kFloats,
+                                  binary_runner<pw::GeluBackward, kFloats>, PwOp::GeluBackward};
+const PointwiseDesc kGeluTanhBackward{"gelu_backward", ResultRule::Same, kFloats,
+                                      binary_runner<pw::GeluTanhBackward, kFloats>,
+                                      PwOp::GeluTanhBackward};
 
 // Logical ops compare each input against zero in its own type: promote only for the loop.
 DType logical_promoted(const Tensor& a, const Tensor& b) {
@@ -337,6 +342,8 @@ TS_REGISTER_OPS(pointwise_binary) {
       "Tensor(a!)",
       t);
   lib.def("floor_divide(Tensor self, Tensor other) -> Tensor", t);
+  // GELU's backward in one op (its formula as separate ops: ~10 kernels, each rounding)
+  lib.def("gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none') -> Tensor", t);
   lib.composite("floor_divide",
                 [](const Tensor& a, const Tensor& b) { return div(a, b, "floor"); });
 
@@ -385,6 +392,14 @@ TS_REGISTER_OPS(pointwise_binary) {
     lib.impl("where.self", dev, where_impl);
     lib.impl("where.ScalarOther", dev, where_scalar_impl);
     lib.impl("where.self_out", dev, where_out_impl);
+    lib.impl("gelu_backward", dev,
+             [](const Tensor& g, const Tensor& x, std::string_view approximate) {
+               TS_CHECK(approximate == "none" || approximate == "tanh", ValueError)
+                   << "[gelu_backward] approximate argument must be either 'none' or 'tanh', "
+                   << "got '" << approximate << "'";
+               return pointwise(approximate == "tanh" ? kGeluTanhBackward : kGeluBackward, {g, x},
+                                result_type(g, x));
+             });
   }
 }
 
@@ -461,6 +476,12 @@ TS_BINARY_SCALAR_FN(mul)
 TS_BINARY_FN(remainder)
 TS_BINARY_SCALAR_FN(remainder)
 TS_BINARY_FN(maximum)
+Tensor gelu_backward(const Tensor& grad, const Tensor& self, std::string_view approximate,
+                     SourceLoc loc) {
+  UserLocGuard g(loc);
+  TS_CALL("aten::gelu_backward", Tensor(const Tensor&, const Tensor&, std::string_view), grad, self,
+          approximate);
+}
 TS_BINARY_FN(minimum)
 TS_BINARY_FN(eq)
 TS_BINARY_SCALAR_FN(eq)

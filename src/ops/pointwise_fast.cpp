@@ -57,6 +57,25 @@ TS_ROW_CLONES void unary_f32(PwOp op, const float* x, float* o, int64_t n) {
   }
 }
 
+// gelu_backward over [0, n): o = g * GELU'(x), the functors' formulas with trt's math.
+TS_ROW_CLONES void gelu_backward_f32(bool tanh_form, const float* g, const float* x, float* o,
+                                     int64_t n) {
+  if (tanh_form) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = x[i], k = 0.79788456080286535588f, c = 0.044715f, v2 = v * v;
+      const float t = trt::tanh(k * (v + c * v2 * v));
+      o[i] = g[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * k * (1.0f + 3.0f * c * v2));
+    }
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float cdf = 0.5f * (1.0f + trt::erf(v * 0.70710678118654752440f));
+    const float pdf = trt::exp(-0.5f * v * v) * 0.39894228040143267794f;
+    o[i] = g[i] * (cdf + v * pdf);
+  }
+}
+
 }  // namespace
 
 TS_ROW_CLONES void narrow_row_to_float(const uint16_t* in, float* out, int64_t n, bool bf16) {
@@ -111,6 +130,33 @@ bool fast_unary_narrow(PwOp op, const uint16_t* x, uint16_t* o, int64_t n, bool 
       narrow_row_to_float(x + i, buf, len, bf16);
       unary_f32(op, buf, buf, len);
       float_row_to_narrow(buf, o + i, len, bf16);
+    }
+  });
+  return true;
+}
+
+bool fast_binary_f32(PwOp op, const float* a, const float* b, float* o, int64_t n) {
+  if (op != PwOp::GeluBackward && op != PwOp::GeluTanhBackward) return false;
+  const bool tanh_form = op == PwOp::GeluTanhBackward;
+  runtime::parallel_for(0, n, cpu::kGrain, [&](int64_t s, int64_t e) {
+    gelu_backward_f32(tanh_form, a + s, b + s, o + s, e - s);
+  });
+  return true;
+}
+
+bool fast_binary_narrow(PwOp op, const uint16_t* a, const uint16_t* b, uint16_t* o, int64_t n,
+                        bool bf16) {
+  if (op != PwOp::GeluBackward && op != PwOp::GeluTanhBackward) return false;
+  const bool tanh_form = op == PwOp::GeluTanhBackward;
+  runtime::parallel_for(0, n, cpu::kGrain, [&](int64_t s, int64_t e) {
+    constexpr int64_t kStep = 1024;  // two float buffers in L1
+    float fa[kStep], fb[kStep];
+    for (int64_t i = s; i < e; i += kStep) {
+      const int64_t len = std::min(kStep, e - i);
+      narrow_row_to_float(a + i, fa, len, bf16);
+      narrow_row_to_float(b + i, fb, len, bf16);
+      gelu_backward_f32(tanh_form, fa, fb, fa, len);
+      float_row_to_narrow(fa, o + i, len, bf16);
     }
   });
   return true;

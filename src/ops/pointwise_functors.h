@@ -407,6 +407,25 @@ TS_MATH_FUNCTOR(GeluTanh,
                 V(0.5) * x *
                     (V(1) + tanh(V(0.79788456080286535588) * (x + V(0.044715) * x * x * x))))
 #undef TS_MATH_FUNCTOR
+// GELU's derivative times the gradient g, in one op (PyTorch's gelu_backward): computed in the
+// compute type and rounded once, where its formula as separate ops rounds at every step.
+struct GeluBackward {
+  template <class V>
+  V operator()(V g, V x) const {
+    const V cdf = V(0.5) * (V(1) + erf(x * V(0.70710678118654752440)));
+    const V pdf = exp(V(-0.5) * x * x) * V(0.39894228040143267794);  // 1 / sqrt(2 pi)
+    return g * (cdf + x * pdf);
+  }
+};
+struct GeluTanhBackward {
+  template <class V>
+  V operator()(V g, V x) const {
+    const V k = V(0.79788456080286535588), c = V(0.044715);  // sqrt(2 / pi)
+    const V x2 = x * x;
+    const V t = tanh(k * (x + c * x2 * x));
+    return g * (V(0.5) * (V(1) + t) + V(0.5) * x * (V(1) - t * t) * k * (V(1) + V(3) * c * x2));
+  }
+};
 
 struct Relu {
   template <class V>

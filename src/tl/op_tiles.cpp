@@ -330,6 +330,10 @@ tl::Tile apply(const Traced& c) {
       return unary<pw::Gelu, kFloats>(c);
     case PwOp::GeluTanh:
       return unary<pw::GeluTanh, kFloats>(c);
+    case PwOp::GeluBackward:
+      return binary<pw::GeluBackward, kFloats>(c);
+    case PwOp::GeluTanhBackward:
+      return binary<pw::GeluTanhBackward, kFloats>(c);
     case PwOp::Silu:
       return unary<pw::Silu, kFloats>(c);
     case PwOp::LogicalNot:
@@ -364,7 +368,7 @@ tl::Tile apply(const Traced& c) {
 
 int arity(PwOp op) {
   if (op == PwOp::Where) return 3;
-  if (op == PwOp::IsClose) return 2;
+  if (op == PwOp::IsClose || op == PwOp::GeluBackward || op == PwOp::GeluTanhBackward) return 2;
   return op >= PwOp::Neg ? 1 : 2;
 }
 

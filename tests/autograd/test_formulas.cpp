@@ -82,6 +82,14 @@ std::vector<Case> cases() {
       "gelu", [](const Tensor& x) { return gelu(x); }, in({6})));
   c.push_back(unary(
       "gelu tanh", [](const Tensor& x) { return gelu(x, "tanh"); }, in({6})));
+  // gelu's backward op, differentiated (double backward through gelu)
+  c.push_back(binary(
+      "gelu_backward", [](const Tensor& g, const Tensor& x) { return gelu_backward(g, x); },
+      in({6}), in({6})));
+  c.push_back(binary(
+      "gelu_backward tanh",
+      [](const Tensor& g, const Tensor& x) { return gelu_backward(g, x, "tanh"); }, in({6}),
+      in({6})));
   c.push_back(unary(
       "silu", [](const Tensor& x) { return silu(x); }, in({6})));
   c.push_back(unary(

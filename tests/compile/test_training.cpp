@@ -362,6 +362,13 @@ TEST(CompileTraining, CheapForwardValuesAreRecomputedNotSaved) {
   const CompiledGraph lg = ln.graph();
   ASSERT_TRUE(lg.backward);
   EXPECT_EQ(lg.outputs.size(), 4u) << lg.text;  // the result, then x, w, b
+  // GELU's derivative is one op (gelu_backward), fused into a backward kernel, not a call.
+  bool gelu_fused = false;
+  for (const auto& n : lg.backward->nodes) {
+    for (const auto& f : n.fused_from) gelu_fused = gelu_fused || f.op == "aten::gelu_backward";
+  }
+  EXPECT_TRUE(gelu_fused) << lg.backward->text;
+  EXPECT_TRUE(lg.backward->find("aten::gelu_backward").empty()) << lg.backward->text;
   // Not when both sides need the value in memory anyway: gelu(x) feeds a matmul in the forward
   // and, transposed, in the backward (w's gradient): saved, not computed again.
   auto mm = compile([](const Tensor& x, const Tensor& w) { return matmul(gelu(x), w); },

@@ -162,6 +162,23 @@ TEST(OpHarness, Pow) {
       [](double a) { return a * a; }));
 }
 
+// GELU's backward in one op: g * GELU'(x), both forms, against double formulas.
+TEST(OpHarness, GeluBackward) {
+  run_spec(binary(
+      "gelu_backward", kFloatTypes, [](auto& g, auto& x) { return gelu_backward(g, x); },
+      [](double g, double x) {
+        const double cdf = 0.5 * (1 + std::erf(x / std::sqrt(2.0)));
+        return g * (cdf + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI));
+      }));
+  run_spec(binary(
+      "gelu_backward tanh", kFloatTypes,
+      [](auto& g, auto& x) { return gelu_backward(g, x, "tanh"); },
+      [](double g, double x) {
+        const double k = std::sqrt(2 / M_PI), t = std::tanh(k * (x + 0.044715 * x * x * x));
+        return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x));
+      }));
+}
+
 TEST(OpHarness, MaximumMinimum) {
   run_spec(with_out(
       binary(
