@@ -46,6 +46,15 @@ TS_ROW_CLONES void unary_f32(PwOp op, const float* x, float* o, int64_t n) {
     case PwOp::Silu:
       for (int64_t i = 0; i < n; ++i) o[i] = x[i] / (1.0f + trt::exp(-x[i]));
       return;
+    case PwOp::Erf:
+      for (int64_t i = 0; i < n; ++i) o[i] = trt::erf(x[i]);
+      return;
+    case PwOp::Gelu:
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = x[i];
+        o[i] = 0.5f * v * (1.0f + trt::erf(v * 0.70710678118654752440f));
+      }
+      return;
     case PwOp::GeluTanh:
       for (int64_t i = 0; i < n; ++i) {
         const float v = x[i];
@@ -105,6 +114,8 @@ bool has_fast_unary(PwOp op) {
     case PwOp::Tanh:
     case PwOp::Sigmoid:
     case PwOp::Silu:
+    case PwOp::Erf:
+    case PwOp::Gelu:
     case PwOp::GeluTanh:
       return true;
     default:

@@ -105,7 +105,7 @@ TL_JIT(cg_mm_kwrap, tl::Ptr a, tl::Ptr b, tl::Ptr c, tl::Int M, tl::Int N, tl::I
     auto tb = tl::load(b + ka[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}]);
     acc = tl::dot(ta, tb, tl::Operand(acc));
   });
-  tl::store(c + rm[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}], acc);
+  tl::store(c + rm[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}], acc, rm[{tl::_, tl::None}] < M);
 }
 
 // A wrapped gather into registers: out[i] = x[i % n] over whole blocks past n.

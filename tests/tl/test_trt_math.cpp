@@ -135,6 +135,38 @@ TEST(TrtMath, TanhWithinTwoUlp) {
   EXPECT_TRUE(std::isnan(trt::tanh(NAN)));
 }
 
+// The host's erf polynomial: 1.212 ulp at most over every positive float (checked once, 53 s);
+// here random inputs and every float where its forms hand over (0.921875) and where it reaches 1.
+TEST(TrtMath, ErfWithinOnePointTwoFiveUlp) {
+  float wx = 0;
+  auto f = [](float x) { return trt::erf(x); };
+  auto ref = [](double x) { return std::erf(x); };
+  EXPECT_LE(max_ulp(f, ref, -6, 6, 400000, &wx), 1.25) << "worst at " << wx;
+  EXPECT_LE(max_ulp(f, ref, -1e-3f, 1e-3f, 100000, &wx), 1.25) << "worst at " << wx;
+  for (const auto& [lo, hi] : {std::pair<float, float>{0.85f, 1.0f}, {3.8f, 4.2f}}) {
+    double worst = 0;
+    for (float x = lo; x <= hi; x = std::nextafter(x, INFINITY)) {
+      for (float sx : {x, -x}) {
+        const double e = ulp_error(trt::erf(sx), std::erf(static_cast<double>(sx)));
+        if (e > worst) {
+          worst = e;
+          wx = sx;
+        }
+      }
+    }
+    EXPECT_LE(worst, 1.25) << "[" << lo << ", " << hi << "], worst at " << wx;
+  }
+  for (float tiny : {1e-30f, 1e-40f, -1e-40f})
+    EXPECT_LE(ulp_error(trt::erf(tiny), std::erf(static_cast<double>(tiny))), 1.25) << tiny;
+  EXPECT_EQ(trt::erf(0.0f), 0.0f);
+  EXPECT_TRUE(std::signbit(trt::erf(-0.0f)));
+  EXPECT_EQ(trt::erf(INFINITY), 1.0f);
+  EXPECT_EQ(trt::erf(-INFINITY), -1.0f);
+  EXPECT_EQ(trt::erf(4.5f), 1.0f);
+  EXPECT_EQ(trt::erf(-1e30f), -1.0f);
+  EXPECT_TRUE(std::isnan(trt::erf(NAN)));
+}
+
 TEST(TrtMath, NarrowFloatConversionsMatchTheLibrary) {
   std::mt19937 rng(7);
   std::uniform_int_distribution<uint32_t> bits;
