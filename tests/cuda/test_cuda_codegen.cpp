@@ -108,6 +108,26 @@ TL_JIT(cg_mm_kwrap, tl::Ptr a, tl::Ptr b, tl::Ptr c, tl::Int M, tl::Int N, tl::I
   tl::store(c + rm[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}], acc, rm[{tl::_, tl::None}] < M);
 }
 
+// x @ w.T (a linear layer's weight, stored [N, K]): B's tile read through its transposed
+// strides, K contiguous in memory where the tile's rows are N.
+TL_JIT(cg_mm_bt, tl::Ptr a, tl::Ptr w, tl::Ptr c, tl::Int M, tl::Int N, tl::Int K, tl::Const BM,
+       tl::Const BN, tl::Const BK) {
+  auto rm = tl::program_id(0) * BM + tl::arange(0, BM);
+  auto rn = tl::program_id(1) * BN + tl::arange(0, BN);
+  auto rk = tl::arange(0, BK);
+  tl::Var acc = tl::zeros({BM, BN}, tl::float32);
+  tl::range(0, K, BK, [&](tl::Tile k0) {
+    auto ka = k0 + rk;
+    auto ta = tl::load(a + rm[{tl::_, tl::None}] * K + ka[{tl::None, tl::_}],
+                       (rm[{tl::_, tl::None}] < M) & (ka[{tl::None, tl::_}] < K), 0.0f);
+    auto tb = tl::load(w + rn[{tl::None, tl::_}] * K + ka[{tl::_, tl::None}],
+                       (ka[{tl::_, tl::None}] < K) & (rn[{tl::None, tl::_}] < N), 0.0f);
+    acc = tl::dot(ta, tb, tl::Operand(acc));
+  });
+  tl::store(c + rm[{tl::_, tl::None}] * N + rn[{tl::None, tl::_}], acc,
+            (rm[{tl::_, tl::None}] < M) & (rn[{tl::None, tl::_}] < N));
+}
+
 // A wrapped gather into registers: out[i] = x[i % n] over whole blocks past n.
 TL_JIT(cg_gather_wrap, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
@@ -501,6 +521,18 @@ std::vector<Case> catalog() {
                  return to_cpu({out});
                },
                1e-5, 1e-4});
+  // x @ w.T with M, N and K tails (masks on both operands), 4 warps of one warpgroup
+  c.push_back({"matmul bf16 x @ w.T, tails, 4 warps", &cg_mm_bt,
+               [](Device d) {
+                 static const Tensor a = random_tensor({100, 72}, DType::BFloat16),
+                                     w = random_tensor({90, 72}, DType::BFloat16);
+                 Tensor out = poisoned({100, 90}, DType::Float32, d);
+                 cg_mm_bt[{2, 2}](on(a, d), on(w, d), out, 100, 90, 72, tl::meta("BM", 64),
+                                  tl::meta("BN", 64), tl::meta("BK", 32), tl::num_warps(4),
+                                  tl::num_stages(3));
+                 return to_cpu({out});
+               },
+               1e-5, 1e-4});
   c.push_back({"gather offsets % n", &cg_gather_wrap, [](Device d) {
                  static const Tensor x = random_tensor({1280}, DType::Float32);
                  Tensor out = poisoned({1536}, DType::Float32, d);
@@ -851,6 +883,9 @@ TEST(CudaCodegen, DotsOnSm90RunOnWgmmaWhereTheirShapesAllow) {
     if (name == "matmul bf16 128x128x64, 4 warps") {
       EXPECT_TRUE(has("trt::wgmma_tile_async<128, 128, 64, 4, true, 128, 128>(")) << e.source;
       EXPECT_TRUE(has("], (_rb")) << e.source;
+    }
+    if (name == "matmul bf16 x @ w.T, tails, 4 warps") {  // B's elements copied one by one
+      EXPECT_TRUE(has("trt::wgmma_tile_async<64, 64, 32, 4, true, 64, 128>(")) << e.source;
     }
     if (name == "matmul bf16 K window % K, 4 warps") {  // pipelined, addresses per iteration
       EXPECT_TRUE(has("trt::wgmma_tile_async<64, 64, 32, 4, true, 64, 128>(")) << e.source;
