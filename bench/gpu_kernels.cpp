@@ -17,8 +17,8 @@
 //   bench_gpu_kernels matmul        Triton's tutorial matmul (fp16, bf16, tf32; 4096^3; configs
 //                                   in matmul_rows) in TFLOP/s, checked against a float64 product
 //                                   of two corners; impl "tessera <path> <config>": the path is
-//                                   "tensor cores" (wgmma on sm_90), "wgmma, tiles stages - 1
-//                                   ahead" (TESSERA_CUDA_WGMMA_ASYNC=2), "wgmma waited in its
+//                                   "tensor cores" (wgmma on sm_90), "wgmma, tiles stages - 2
+//                                   ahead" (TESSERA_CUDA_WGMMA_ASYNC=1), "wgmma waited in its
 //                                   iteration" (TESSERA_CUDA_WGMMA_ASYNC=0), "mma.sync"
 //                                   (TESSERA_CUDA_WGMMA=0) or "CUDA cores" (TESSERA_CUDA_MMA=0)
 //                                   (JSON lines)
@@ -431,7 +431,7 @@ int matmul_rows() {
   const std::string path = !mma                            ? "CUDA cores"
                            : !knobs().cuda_wgmma           ? "mma.sync"
                            : knobs().cuda_wgmma_async == 0 ? "wgmma waited in its iteration"
-                           : knobs().cuda_wgmma_async == 2 ? "wgmma, tiles stages - 1 ahead"
+                           : knobs().cuda_wgmma_async == 1 ? "wgmma, tiles stages - 2 ahead"
                                                            : "tensor cores";
   struct Config {
     int64_t bm, bn, bk, warps, stages;

@@ -58,7 +58,7 @@ run_benchmarks() {
   bstep "bench launch" bench-launch.jsonl "$B" launch
   # (every path runs; a wrong result in any fails the step)
   bstep "bench matmul" bench-matmul.jsonl bash -c "rc=0; '$B' matmul || rc=1; \
-    TESSERA_CUDA_WGMMA_ASYNC=2 '$B' matmul || rc=1; TESSERA_CUDA_WGMMA_ASYNC=0 '$B' matmul || rc=1; \
+    TESSERA_CUDA_WGMMA_ASYNC=1 '$B' matmul || rc=1; TESSERA_CUDA_WGMMA_ASYNC=0 '$B' matmul || rc=1; \
     TESSERA_CUDA_WGMMA=0 '$B' matmul || rc=1; TESSERA_CUDA_MMA=0 '$B' matmul || rc=1; exit \$rc"
   bstep "bench training" bench-training.jsonl "$B" training
   # Each kernel of one MLP step under ncu (only when BENCH names it: ncu replays every kernel).

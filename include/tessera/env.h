@@ -57,12 +57,12 @@ struct Knobs {
    * shapes allow it run on Hopper's warpgroup instructions (wgmma, kernels compiled for sm_90a);
    * off, on mma.sync as on sm_80. */
   bool cuda_wgmma = true;
-  /** TESSERA_CUDA_WGMMA_ASYNC (0, 1 or 2; default 1): how a pipelined loop's wgmma overlaps the
-   * next iteration. 1: tiles requested stages - 2 iterations ahead, one barrier an iteration;
-   * 2: stages - 1 ahead, requested after a second barrier once the products of the iteration
-   * before are done in every warpgroup (Triton's order; checked in the simulator and by ptxas,
-   * not yet timed on a GPU); 0: each iteration waits for its own products. */
-  int cuda_wgmma_async = 1;
+  /** TESSERA_CUDA_WGMMA_ASYNC (0, 1 or 2; default 2): how a pipelined loop's wgmma overlaps the
+   * next iteration. 2: tiles requested stages - 1 iterations ahead, after a second barrier once
+   * the products of the iteration before are done in every warpgroup (Triton's order; the fastest
+   * on an H100 at every config: docs/benchmarks.md); 1: stages - 2 ahead, one barrier an
+   * iteration; 0: each iteration waits for its own products. */
+  int cuda_wgmma_async = 2;
   /** TESSERA_CPU_DOT512 (auto, 0 or 1): CPU tl::dot micro-kernels on 64-byte vectors where the
    * kernel compiler has AVX-512. Auto: on Intel CPUs with AVX-512 (two 512-bit FMA units; on
    * AMD's, 512-bit FMAs are two halves and the 32-byte kernel is faster). -1 auto, 0 off, 1 on. */

@@ -851,25 +851,25 @@ TEST(CudaCodegen, DotsOnSm90RunOnWgmmaWhereTheirShapesAllow) {
       const size_t bases = e.source.find("uint16_t const* _rb");
       EXPECT_LT(bases, e.source.find("for (int32_t v")) << e.source;
       EXPECT_TRUE(has("], (_rb")) << e.source;
-      // (one tile ahead: this iteration's waited for with none pending, the next requested
-      // right after the barrier)
+      // (the default, two tiles ahead: one group pending at the wait, the next request after a
+      // barrier that follows the products)
       EXPECT_TRUE(
-          has("trt::cp_async_wait<0>();\n    trt::fence_async_shared();\n    "
-              "__syncthreads();\n    {"))
+          has("trt::cp_async_wait<1>();\n    trt::fence_async_shared();\n    "
+              "__syncthreads();"))
           << e.source;
+      const size_t products = e.source.find("trt::wgmma_tile_async<");
+      const size_t barrier = e.source.find("__syncthreads();", products);
+      const size_t request = e.source.find("trt::cp_async<16>", products);
+      EXPECT_LT(barrier, request) << e.source;
       EXPECT_TRUE(has("}\n  trt::wgmma_wait<0>();")) << e.source;
-      // TESSERA_CUDA_WGMMA_ASYNC=2: two tiles ahead (one group pending at the wait), the next
-      // request after a barrier that follows the products
-      ScopedEnv two("TESSERA_CUDA_WGMMA_ASYNC", "2");
-      const std::string late = backend::cuda::emit(f, 227 * 1024, false, 90).source;
-      EXPECT_NE(late.find("trt::cp_async_wait<1>();\n    trt::fence_async_shared();\n    "
-                          "__syncthreads();"),
+      // TESSERA_CUDA_WGMMA_ASYNC=1: one tile ahead, this iteration's waited for with none
+      // pending, the next requested right after the barrier
+      ScopedEnv one("TESSERA_CUDA_WGMMA_ASYNC", "1");
+      const std::string early = backend::cuda::emit(f, 227 * 1024, false, 90).source;
+      EXPECT_NE(early.find("trt::cp_async_wait<0>();\n    trt::fence_async_shared();\n    "
+                           "__syncthreads();\n    {"),
                 std::string::npos)
-          << late;
-      const size_t products = late.find("trt::wgmma_tile_async<");
-      const size_t barrier = late.find("__syncthreads();", products);
-      const size_t request = late.find("trt::cp_async<16>", products);
-      EXPECT_LT(barrier, request) << late;
+          << early;
     }
     // 64 x 64 x 32 with 4 warps: one warpgroup; in the loop with one stage, each iteration's
     // products awaited in it.
@@ -896,7 +896,9 @@ TEST(CudaCodegen, DotsOnSm90RunOnWgmmaWhereTheirShapesAllow) {
       EXPECT_TRUE(has("m64n16k16.f32.f16.f16"));
     }
     // Too few rows for a warpgroup's 64 per warp column: mma.sync.
-    if (name == "matmul bf16" || name == "dot rowmax bf16") EXPECT_FALSE(uses) << e.source;
+    if (name == "matmul bf16" || name == "dot rowmax bf16") {
+      EXPECT_FALSE(uses) << e.source;
+    }
     if (!uses) continue;
     {
       ScopedEnv off("TESSERA_CUDA_WGMMA", "0");
