@@ -2155,7 +2155,9 @@ class Emitter : ExprPrinter {
     // The arrays, sized for the wider version of a versioned access; then the loop's first
     // iteration's addresses, in a block that binds the induction variable to the lower bound.
     std::vector<int64_t> sizes;
-    for (auto& [load, rb] : hoisted) {
+    for (auto& entry : hoisted) {  // (no structured bindings: lambdas capture these; clang 14)
+      const Op* load = entry.first;
+      RunBases& rb = entry.second;
       const Type& t = f_.type(load->result());
       auto entries = [&](const ir::AffineInfo* forms) {
         aff_ = forms;
@@ -2177,7 +2179,8 @@ class Emitter : ExprPrinter {
          expr(loop.operands[0], {}) + ");");
     for (const Op* o : pipe.slice) this->op(*o);
     for (size_t h = 0; h < hoisted.size(); ++h) {
-      auto& [load, rb] = hoisted[h];
+      const Op* load = hoisted[h].first;
+      RunBases& rb = hoisted[h].second;
       if (sizes[h] > 16) continue;
       const Type& t = f_.type(load->result());
       const std::string pt = std::string(storage_type(t.elem)) + " const*";
