@@ -58,9 +58,9 @@ void run_into(const PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor> inputs
                           compute == DType::BFloat16))
       return;
   }
-  if (conv.size() == 2 && out.dtype() == compute && conv[0].dtype() == compute &&
-      conv[1].dtype() == compute && out.is_contiguous() && conv[0].is_contiguous() &&
-      conv[1].is_contiguous()) {
+  if (conv.size() == 2 && has_fast_binary(d.op) && out.dtype() == compute &&
+      conv[0].dtype() == compute && conv[1].dtype() == compute && out.is_contiguous() &&
+      conv[0].is_contiguous() && conv[1].is_contiguous()) {
     const void *a = conv[0].impl()->data(), *b = conv[1].impl()->data();
     void* o = out.impl()->data();
     const int64_t n = out.impl()->int_numel();

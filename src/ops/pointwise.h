@@ -94,6 +94,7 @@ bool fast_unary_f32(PwOp op, const float* x, float* o, int64_t n);
  * library loops compute narrow floats. */
 bool fast_unary_narrow(PwOp op, const uint16_t* x, uint16_t* o, int64_t n, bool bf16);
 /** The same for the binary ops that have such a loop (gelu_backward): `o = op(a, b)`. */
+bool has_fast_binary(PwOp op);
 bool fast_binary_f32(PwOp op, const float* a, const float* b, float* o, int64_t n);
 bool fast_binary_narrow(PwOp op, const uint16_t* a, const uint16_t* b, uint16_t* o, int64_t n,
                         bool bf16);

@@ -146,8 +146,12 @@ bool fast_unary_narrow(PwOp op, const uint16_t* x, uint16_t* o, int64_t n, bool 
   return true;
 }
 
+bool has_fast_binary(PwOp op) {
+  return op == PwOp::GeluBackward || op == PwOp::GeluTanhBackward;
+}
+
 bool fast_binary_f32(PwOp op, const float* a, const float* b, float* o, int64_t n) {
-  if (op != PwOp::GeluBackward && op != PwOp::GeluTanhBackward) return false;
+  if (!has_fast_binary(op)) return false;
   const bool tanh_form = op == PwOp::GeluTanhBackward;
   runtime::parallel_for(0, n, cpu::kGrain, [&](int64_t s, int64_t e) {
     gelu_backward_f32(tanh_form, a + s, b + s, o + s, e - s);
@@ -157,7 +161,7 @@ bool fast_binary_f32(PwOp op, const float* a, const float* b, float* o, int64_t 
 
 bool fast_binary_narrow(PwOp op, const uint16_t* a, const uint16_t* b, uint16_t* o, int64_t n,
                         bool bf16) {
-  if (op != PwOp::GeluBackward && op != PwOp::GeluTanhBackward) return false;
+  if (!has_fast_binary(op)) return false;
   const bool tanh_form = op == PwOp::GeluTanhBackward;
   runtime::parallel_for(0, n, cpu::kGrain, [&](int64_t s, int64_t e) {
     constexpr int64_t kStep = 1024;  // two float buffers in L1

@@ -1331,6 +1331,10 @@ class Emitter : ExprPrinter {
     bool operator==(const CopyRuns& o) const {
       return vec == o.vec && blocked == o.blocked && w == o.w;
     }
+    // Accesses per thread for a tile of `n` elements over `threads` threads.
+    int64_t accesses(int64_t n, int64_t threads) const {
+      return (n + vec * threads - 1) / (vec * threads) * (vec / w);
+    }
   };
   CopyRuns copy_plan(const Op& op) const {
     const Type& t = f_.type(op.result());
@@ -2088,11 +2092,9 @@ class Emitter : ExprPrinter {
   bool splits(ValueId v, const Region& body) const {
     const Op* d = f_.def(v);
     const Type& t = f_.type(v);
-    const bool inside = d ? std::find(body.ops.begin(), body.ops.end(), d) != body.ops.end()
-                          : std::find(body.args.begin(), body.args.end(), v) != body.args.end();
     if (!t.is_scalar() && storage(v) == Storage::Array) return false;  // (read per element)
-    if (!inside || t.is_scalar() || invariant(v, body)) return true;
-    if (!d) return false;
+    if (t.is_scalar() || invariant(v, body)) return true;
+    if (!d) return false;  // a carried value
     if (const ir::AffineForm* u = affine_.form(v); u && u->uniform()) return true;
     switch (d->kind) {
       case OpKind::AddPtr:
@@ -2163,8 +2165,7 @@ class Emitter : ExprPrinter {
         aff_ = forms;
         const CopyRuns plan = copy_plan(*load);
         aff_ = &affine_;
-        const int64_t count = (numel(t.shape) + plan.vec * threads_ - 1) / (plan.vec * threads_);
-        return count * (plan.vec / plan.w);
+        return plan.accesses(numel(t.shape), threads_);
       };
       sizes.push_back(std::min(entries(&affine_), entries(&affine_rem_)));
       if (sizes.back() > 16) continue;  // (registers)
@@ -2189,8 +2190,8 @@ class Emitter : ExprPrinter {
       versioned_access(*load, [&] {
         const CopyRuns plan = copy_plan(*load);
         const int64_t per_run = plan.vec / plan.w;
-        const int64_t count = (numel(t.shape) + plan.vec * threads_ - 1) / (plan.vec * threads_);
-        if (count * per_run > sizes[h] || rb.forms) return;  // one version at most
+        if (plan.accesses(numel(t.shape), threads_) > sizes[h] || rb.forms)
+          return;  // one version at most
         rb.forms = aff_;
         rb.plan = plan;
         runs(
