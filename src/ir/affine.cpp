@@ -179,7 +179,13 @@ void AffineInfo::op(const Op& o) {
         if (x->base_value && y->base_value) a.base_value = *x->base_value * *y->base_value;
         a.divisibility = std::min(x->divisibility * y->divisibility, kMaxDivisibility);
       } else if (k == BinaryKind::Rem && rem_as_identity_ && y->uniform() && x->coefs_known()) {
+        // (B - B % m is a multiple of m: B % m keeps what divides both)
         a = *x;
+        a.base = add_node({UniformNode::Kind::Rem, 0, kNoValue, x->base, y->base});
+        a.base_value.reset();
+        if (x->base_value && y->base_value && *y->base_value != 0)
+          a.base_value = *x->base_value % *y->base_value;
+        a.divisibility = std::min(x->divisibility, y->divisibility);
       } else {
         break;
       }

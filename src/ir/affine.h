@@ -24,9 +24,10 @@
 namespace tessera::ir {
 
 /** A node of a uniform expression: a constant, a scalar value of the function, or a sum,
- * difference or product of two nodes. Evaluated in 64-bit integers. */
+ * difference, product or remainder (C's `%`, trt::irem's: a % 0 = a) of two nodes. Evaluated in
+ * 64-bit integers. Remainders appear only in the forms of a rem_as_identity AffineInfo. */
 struct UniformNode {
-  enum class Kind : uint8_t { Constant, Value, Add, Sub, Mul } kind;
+  enum class Kind : uint8_t { Constant, Value, Add, Sub, Mul, Rem } kind;
   int64_t constant = 0;
   ValueId value = kNoValue;
   int32_t a = -1, b = -1;  ///< operand nodes
@@ -65,8 +66,9 @@ struct AffineForm {
 
 class AffineInfo {
  public:
-  /** `rem_as_identity`: `x % m` with m uniform takes x's form: the forms of code an emitter
-   * writes under a uniform guard that 0 <= x < m over the whole tile. */
+  /** `rem_as_identity`: `x % m` with m uniform takes x's form with its base B replaced by
+   * B % m: the forms of code an emitter writes under a uniform guard that the tile does not wrap
+   * (x >= 0 and 0 <= B % m + (x - B) < m over the whole tile: then x % m = B % m + (x - B)). */
   explicit AffineInfo(const Function& f, bool rem_as_identity = false);
 
   /** The form of `v`, or null when `v` is not affine (loaded, loop-carried, nonlinear, a float,

@@ -55,10 +55,10 @@ TS_ROW_CLONES void unary_f32(PwOp op, const float* x, float* o, int64_t n) {
         o[i] = 0.5f * v * (1.0f + trt::erf(v * 0.70710678118654752440f));
       }
       return;
-    case PwOp::GeluTanh:
+    case PwOp::GeluTanh:  // (pw::GeluTanh's form)
       for (int64_t i = 0; i < n; ++i) {
         const float v = x[i];
-        o[i] = 0.5f * v * (1.0f + trt::tanh(0.79788456080286535588f * (v + 0.044715f * v * v * v)));
+        o[i] = v / (1.0f + trt::exp(v * (-1.5957691216057308f + -0.07135481627260025f * v * v)));
       }
       return;
     default:
@@ -69,11 +69,12 @@ TS_ROW_CLONES void unary_f32(PwOp op, const float* x, float* o, int64_t n) {
 // gelu_backward over [0, n): o = g * GELU'(x), the functors' formulas with trt's math.
 TS_ROW_CLONES void gelu_backward_f32(bool tanh_form, const float* g, const float* x, float* o,
                                      int64_t n) {
-  if (tanh_form) {
+  if (tanh_form) {  // (pw::GeluTanhBackward's form)
     for (int64_t i = 0; i < n; ++i) {
-      const float v = x[i], k = 0.79788456080286535588f, c = 0.044715f, v2 = v * v;
-      const float t = trt::tanh(k * (v + c * v2 * v));
-      o[i] = g[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * k * (1.0f + 3.0f * c * v2));
+      const float v = x[i], v2 = v * v;
+      const float e = trt::exp(v * (-1.5957691216057308f + -0.07135481627260025f * v2));
+      const float s = 1.0f / (1.0f + e), q = e < 3.0e38f ? e * s : 1.0f;
+      o[i] = g[i] * (s + v * (s * q) * (1.5957691216057308f + 0.21406444881780076f * v2));
     }
     return;
   }

@@ -118,14 +118,17 @@ TEST(OpHarness, Div) {
   s.out_dtype = to_float;
   s.tol_scale = 2;
   run_spec(s);
-  // Rounding modes round the quotient as the kernels compute it (float32 for float32 and the
-  // narrow floats, as PyTorch): a quotient a hair from an integer may round onto it first, and
-  // trunc(-5.9999999) is then -6 in every implementation, not the exact quotient's -5.
-  auto rounded = [](OpSpec s, double (*mode)(double)) {
-    s.ref = [mode](const std::vector<Ref>& in, DType dt) {
+  // "trunc" rounds the quotient as the kernels compute it (float32 for float32 and the narrow
+  // floats, as PyTorch): a quotient a hair from an integer may round onto it first, and
+  // trunc(-5.9999999) is then -6 in every implementation, not the exact quotient's -5. "floor" is
+  // the exact quotient's floor (PyTorch's and Python's algorithm through fmod: 2.99999994 floors
+  // to 2 where the float quotient 3.0 would give 3; the double quotient of two floats is never
+  // rounded onto an integer).
+  auto rounded = [](OpSpec s, double (*mode)(double), bool float_quotient) {
+    s.ref = [mode, float_quotient](const std::vector<Ref>& in, DType dt) {
       return pointwise_ref(in, [&](const V& a) {
         const double q = round_to(dt, a[0]) / round_to(dt, a[1]);
-        const bool narrow = is_floating_point(dt) && dt != DType::Float64;
+        const bool narrow = is_floating_point(dt) && dt != DType::Float64 && float_quotient;
         return mode(narrow ? static_cast<double>(static_cast<float>(q)) : q);
       });
     };
@@ -134,11 +137,11 @@ TEST(OpHarness, Div) {
   run_spec(rounded(
       binary("div trunc", kNumericTypes, [](auto& a, auto& b) { return div(a, b, "trunc"); },
              nullptr, {Domain::Any, Domain::NonZero}),
-      [](double q) { return std::trunc(q); }));
+      [](double q) { return std::trunc(q); }, true));
   run_spec(rounded(
       binary("div floor", kNumericTypes, [](auto& a, auto& b) { return div(a, b, "floor"); },
              nullptr, {Domain::Any, Domain::NonZero}),
-      [](double q) { return std::floor(q); }));
+      [](double q) { return std::floor(q); }, false));
   run_spec(binary(
       "floor_divide", kSignedInts, [](auto& a, auto& b) { return floor_divide(a, b); },
       [](double a, double b) { return std::floor(a / b); }, {Domain::Any, Domain::NonZero}));

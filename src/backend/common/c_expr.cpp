@@ -310,6 +310,8 @@ std::string ExprPrinter::uniform_expr(const ir::AffineInfo& a, int32_t node) con
       return "(" + uniform_expr(a, n.a) + " - " + uniform_expr(a, n.b) + ")";
     case ir::UniformNode::Kind::Mul:
       return "(" + uniform_expr(a, n.a) + " * " + uniform_expr(a, n.b) + ")";
+    case ir::UniformNode::Kind::Rem:
+      return "trt::irem<int64_t>(" + uniform_expr(a, n.a) + ", " + uniform_expr(a, n.b) + ")";
   }
   return "0";
 }
@@ -339,8 +341,11 @@ std::string ExprPrinter::offset_expr(ValueId v, const Index& idx) {
         if (sym)
           return "(" + offset_expr(op->operands[0], idx) + sym + offset_expr(op->operands[1], idx) +
                  ")";
-        if (k == ir::BinaryKind::Rem && rem_is_identity(*op, idx))
-          return offset_expr(op->operands[0], idx);
+        if (k == ir::BinaryKind::Rem && rem_is_identity(*op, idx)) {
+          const std::string shift = rem_shift(*op);
+          const std::string x = offset_expr(op->operands[0], idx);
+          return shift.empty() ? x : "(" + x + " - " + shift + ")";
+        }
         break;
       }
       default:

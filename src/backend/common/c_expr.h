@@ -63,6 +63,12 @@ class ExprPrinter {
     (void)op, (void)idx;
     return false;
   }
+  /** Where rem_is_identity holds, what `x % m` is x minus (a uniform expression, a multiple of
+   * m; empty for 0). */
+  virtual std::string rem_shift(const ir::Op& op) const {
+    (void)op;
+    return {};
+  }
   /** The index into operand `k` of view-like `op` for the result index `idx` (ir/index_map.h). */
   Index source_index(const ir::Op& op, const Index& idx, size_t k = 0) const;
 

@@ -387,12 +387,14 @@ class Emitter : ExprPrinter {
     return std::min(vec_of(shape), widest_access(op.operands[0], forms));
   }
 
-  // Tutorial 03's `offs = (pid * BLOCK + arange(0, BLOCK)) % M`: a remainder in a pointer's
-  // offsets makes each lane's address its own (an integer division, and no vector access). Where
-  // every such `x % m` has m uniform and x affine, versioned_access writes the access twice:
-  // under the block-uniform guard 0 <= x < m over the whole tile (every block but the one that
-  // wraps), with each remainder as x itself, so the address is affine and the access as wide as
-  // its pointer allows; else as it is. The guard is the CPU emitter's (rem_is_identity there).
+  // Tutorial 03's `offs = (pid * BLOCK + arange(0, BLOCK)) % M`, or a broadcast bias's
+  // `b + (pid * BLOCK + arange(0, BLOCK)) % N` in a fused kernel over rows of N: a remainder in a
+  // pointer's offsets makes each lane's address its own (an integer division, and no vector
+  // access). Where every such `x % m` has m uniform and x affine (x = B + offsets, B uniform),
+  // versioned_access writes the access twice: under the block-uniform guard that the tile does
+  // not wrap (x >= 0, and 0 <= B % m + offsets < m: every block but those that straddle a
+  // multiple of m), with each remainder as x - (B - B % m), so the address is affine and the
+  // access as wide as its pointer allows; else as it is.
   //
   // rems_to_version: the remainders on the way to pointer `p` (true when there are some and
   // the fast version would write each of them as its operand: offset_expr's path, inline values,
@@ -470,11 +472,15 @@ class Emitter : ExprPrinter {
         (e < 0 ? lo : hi) += e;
       }
       const std::string base = uniform_expr(affine_, x.base);
+      const std::string mod = uniform_expr(affine_, m.base);
+      const std::string q = "trt::irem<int64_t>(" + base + ", " + mod + ")";
       auto add = [&](std::string c) {
         if (std::find(guard.begin(), guard.end(), c) == guard.end()) guard.push_back(std::move(c));
       };
+      // (m <= 0 fails the last: lo <= 0 <= hi, and B % m >= 0 where B + lo >= 0)
       add("(" + base + " + " + std::to_string(lo) + "LL >= 0)");
-      add("(" + base + " + " + std::to_string(hi) + "LL < " + uniform_expr(affine_, m.base) + ")");
+      if (lo != 0) add("(" + q + " + " + std::to_string(lo) + "LL >= 0)");
+      add("(" + q + " + " + std::to_string(hi) + "LL < " + mod + ")");
       if (!x.exact && f_.type(r->operands[0]).elem != DType::Int64)
         add("trt::fits_i32(" + base + ", " + std::to_string(lo) + ", " + std::to_string(hi) + ")");
     }
@@ -498,6 +504,11 @@ class Emitter : ExprPrinter {
   }
   bool rem_is_identity(const Op& op, const Index&) override {
     return std::find(rem_identity_.begin(), rem_identity_.end(), &op) != rem_identity_.end();
+  }
+  std::string rem_shift(const Op& op) const override {
+    const std::string base = uniform_expr(affine_, affine_.form(op.operands[0])->base);
+    return "(" + base + " - trt::irem<int64_t>(" + base + ", " +
+           uniform_expr(affine_, affine_.loose_form(op.operands[1])->base) + "))";
   }
 
   // Whether register array `v` keeps its 16-bit floats packed, two per 32-bit register, widened
