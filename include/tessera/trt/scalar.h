@@ -301,14 +301,15 @@ TRT_INLINE bool fits_i32(int64_t base, int64_t lo, int64_t hi) {
 // ---- math: float32
 // -------------------------------------------------------------------------------
 
-/** e^x: Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2, then 1 + r + r^2 q(r) with q a
+/** e^x (exp's polynomial, on every backend): Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2,
+ * then 1 + r + r^2 q(r) with q a
  * degree-4 minimax fit (approximation error 0.05 ulp), scaled by 2^k. k is rounded by the
  * 1.5 * 2^23 trick and read from the float's bits (defined for every input, a NaN included,
  * unlike a float-to-int conversion), then clamped as an integer to [-150, 128], where 2^k alone
  * underflows to 0 or overflows to inf; inputs beyond [-104, 89] take 0 or inf by selects, and a
  * NaN passes through the polynomial. (The selects' order and form are what GCC vectorizes best:
  * 20% faster than one nested select.) */
-TRT_INLINE float exp(float x) {
+TRT_INLINE float exp_poly(float x) {
   const float kf = TRT_FMAF(x, 1.44269504088896341f, 12582912.0f);
   int32_t ki = (int32_t)(f2u(kf) - 0x4b400000u);
   ki = ki < -150 ? -150 : ki;
@@ -328,6 +329,17 @@ TRT_INLINE float exp(float x) {
   res = x > 89.0f ? TRT_INFF() : res;
   res = x < -104.0f ? 0.0f : res;
   return res;
+}
+/** e^x within 2 ulp: the polynomial above on the CPU (1 ulp); on GPUs CUDA's expf (2 ulp, as
+ * PyTorch's CUDA kernels: 8 instructions around MUFU.EX2 where the polynomial takes 24, which
+ * made bfloat16 GELU kernels compute-bound; docs/decisions.md). Functions built on e^x (tanh)
+ * call exp_poly and keep their bits on every backend. */
+TRT_INLINE float exp(float x) {
+#if defined(__CUDA_ARCH__)
+  return ::expf(x);
+#else
+  return exp_poly(x);
+#endif
 }
 
 /** ln(x) and log2(x) share one reduction: x = (1 + f) 2^e with 1 + f in [sqrt(1/2), sqrt(2));
@@ -539,7 +551,7 @@ TRT_INLINE float tanh(float x) {
   p = TRT_FMAF(p, s, 1.33314422036e-1f);
   p = TRT_FMAF(p, s, -3.33332819422e-1f);
   const float small = TRT_FMAF(p * s, a, a);
-  const float big = 1.0f - 2.0f / (exp(2.0f * a) + 1.0f);
+  const float big = 1.0f - 2.0f / (exp_poly(2.0f * a) + 1.0f);
   const float r = a < 0.625f ? small : big;
   return u2f(f2u(r) | (f2u(x) & 0x80000000u));
 }
@@ -574,7 +586,7 @@ TRT_INLINE float erf(float x) {
   q = TRT_FMAF(q, t, -3.571142626864488e-01f);
   q = TRT_FMAF(q, t, -1.5429524167934499f);
   q = TRT_FMAF(-c, c, q);
-  const float big = 1.0f - exp(q);
+  const float big = 1.0f - exp_poly(q);
   const float r = u2f(f2u(a < 0.921875f ? small : big) | (f2u(x) & 0x80000000u));
   return x != x ? x : r;
 #endif
