@@ -886,11 +886,6 @@ Split split_of(int64_t programs, int64_t n, int64_t busy, int64_t least, int64_t
 int64_t column_block(int64_t K, DType dt) {
   return least_padding_block(K, 2048 / static_cast<int64_t>(itemsize(dt)), 128);
 }
-// Its warps: as many as give each thread 16 bytes of a row (a 768-wide bfloat16 bias gradient in
-// blocks of 256: one warp, where four read 4 bytes a thread and ran at a third of the bandwidth).
-int64_t column_warps(int64_t block, DType dt) {
-  return std::clamp<int64_t>(block * static_cast<int64_t>(itemsize(dt)) / 512, 1, 4);
-}
 
 // A reduction's kernels: the column kernel where the outputs are the contiguous elements and the
 // reduced ones are not, else a program per output; either split over several programs per output
@@ -909,22 +904,15 @@ void reduce_rows(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& ou
   const bool cols = indices == nullptr && op != ReduceOp::Var && K > 1 &&
                     g.kept.strides[0][g.kept.rank - 1] == 1 &&
                     g.elems.strides[0][g.elems.rank - 1] != 1;
-  // Row programs: up to 16 or 32 elements a thread per step (four warps), the row's length if less.
+  // Row programs: up to 16 elements a thread per step (four warps), the row's length if less.
   // Column programs: ROWS rows a step, each thread loading up to 16 bytes of each.
   constexpr int64_t kRows = 8;
-  // (32 a thread where the accumulator and the elements are 4 bytes or less and there is no
-  // index or second pass: 128 bytes of float32 in flight a thread, and a 3072-element row in one
-  // step instead of two)
-  const bool light = itemsize(acc) <= 4 && itemsize(rows.dtype()) <= 4 && indices == nullptr &&
-                     op != ReduceOp::Var;
-  const int64_t block = std::clamp<int64_t>(
-      static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(n))), 512, light ? 4096 : 2048);
+  const int64_t block =
+      std::clamp<int64_t>(static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(n))), 512, 2048);
   const int64_t width = cols ? column_block(K, rows.dtype()) : block;
-  const int64_t warps = cols ? column_warps(width, rows.dtype()) : 4;
   const int64_t programs = cols ? (K + width - 1) / width : K;
-  // (programs of fewer warps: as many more to keep the device busy, each at least 4 steps)
-  const Split sp = splits ? split_of(programs, n, busy_programs(out.device()) * 4 / warps,
-                                     cols ? 4 * kRows : 4 * block, cols ? kRows : block)
+  const Split sp = splits ? split_of(programs, n, busy_programs(out.device()),
+                                     cols ? 2 * kRows : 4 * block, cols ? kRows : block)
                           : Split{};
   Tensor part;
   if (sp.count > 1) part = detail::make_empty({K * sp.count}, acc, out.device());
@@ -949,7 +937,6 @@ void reduce_rows(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& ou
   if (cols) {
     args.emplace_back(tl::meta("ROWS", kRows));
     args.emplace_back(tl::meta("BK", width));
-    args.emplace_back(tl::num_warps(warps));
     aten_reduce_cols[{programs, sp.count}].run_kernel(
         ArrayRef<tl::KernelArg>(args.data(), args.size()));
   } else {
