@@ -63,10 +63,6 @@ struct Knobs {
    * on an H100 at every config: docs/benchmarks.md); 1: stages - 2 ahead, one barrier an
    * iteration; 0: each iteration waits for its own products. */
   int cuda_wgmma_async = 2;
-  /** TESSERA_CUDA_ROW_WARP_ELEMS (a power of two, default 256): the graph compiler's row kernels
-   * (norms, softmax, persistent reductions) on CUDA take a warp per this many elements of the row
-   * block, 1 to 16 warps. */
-  int64_t cuda_row_warp_elems = 256;
   /** TESSERA_CPU_DOT512 (auto, 0 or 1): CPU tl::dot micro-kernels on 64-byte vectors where the
    * kernel compiler has AVX-512. Auto: on Intel CPUs with AVX-512 (two 512-bit FMA units; on
    * AMD's, 512-bit FMAs are two halves and the 32-byte kernel is faster). -1 auto, 0 off, 1 on. */

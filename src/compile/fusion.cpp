@@ -23,7 +23,6 @@
 #include <string>
 
 #include "compile/graph.h"
-#include "tessera/env.h"
 #include "tl/fused.h"
 
 namespace tessera::compiler {
@@ -1288,11 +1287,11 @@ class ChainFusion {
     meta.name = "BLOCK";
     meta.constant = IValue(block);
     k.args.push_back(std::move(meta));
-    if (rows_) {  // CUDA: a warp per 256 elements of the row (the knob), 1 to 16
+    if (rows_) {  // CUDA: a warp per 256 elements of the row, 1 to 16
       Arg warps;
       warps.role = Arg::Role::Option;
       const tl::LaunchOption opt{tl::LaunchOption::Kind::NumWarps,
-                                 std::clamp<int64_t>(block / knobs().cuda_row_warp_elems, 1, 16)};
+                                 std::clamp<int64_t>(block / 256, 1, 16)};
       warps.option = opt.kind;
       warps.name = opt.name();
       warps.constant = IValue(opt.value);

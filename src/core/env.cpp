@@ -101,15 +101,6 @@ Knobs read_knobs() {
   if (const char* m = std::getenv("TESSERA_CUDA_WGMMA"); m && *m) k.cuda_wgmma = truthy(m);
   if (const char* m = std::getenv("TESSERA_CUDA_WGMMA_ASYNC"); m && *m)
     k.cuda_wgmma_async = std::atoi(m) >= 2 ? 2 : truthy(m) ? 1 : 0;  // ("1", "on": 1)
-  if (const char* m = std::getenv("TESSERA_CUDA_ROW_WARP_ELEMS"); m && *m) {
-    const long long v = std::atoll(m);
-    if (v >= 32 && v <= 65536 && (v & (v - 1)) == 0) {
-      k.cuda_row_warp_elems = v;
-    } else {
-      warn_once("TESSERA_CUDA_ROW_WARP_ELEMS='" + std::string(m) +
-                "' is not a power of two in [32, 65536]; ignored");
-    }
-  }
   if (const char* d = std::getenv("TESSERA_CPU_DOT512"); d && *d)
     k.cpu_dot512 = std::string(d) == "auto" ? -1 : truthy(d) ? 1 : 0;
   if (const char* c = std::getenv("TESSERA_CROSSCHECK"); c && *c) {
