@@ -342,7 +342,7 @@ std::string ExprPrinter::offset_expr(ValueId v, const Index& idx) {
           return "(" + offset_expr(op->operands[0], idx) + sym + offset_expr(op->operands[1], idx) +
                  ")";
         if (k == ir::BinaryKind::Rem && rem_is_identity(*op, idx)) {
-          const std::string shift = rem_shift(*op);
+          const std::string shift = rem_shift(*op, idx);
           const std::string x = offset_expr(op->operands[0], idx);
           return shift.empty() ? x : "(" + x + " - " + shift + ")";
         }

@@ -63,10 +63,10 @@ class ExprPrinter {
     (void)op, (void)idx;
     return false;
   }
-  /** Where rem_is_identity holds, what `x % m` is x minus (a uniform expression, a multiple of
-   * m; empty for 0). */
-  virtual std::string rem_shift(const ir::Op& op) const {
-    (void)op;
+  /** Where rem_is_identity holds, what `x % m` is x minus at `idx` (a uniform expression, a
+   * multiple of m; empty for 0). */
+  virtual std::string rem_shift(const ir::Op& op, const Index& idx) {
+    (void)op, (void)idx;
     return {};
   }
   /** The index into operand `k` of view-like `op` for the result index `idx` (ir/index_map.h). */

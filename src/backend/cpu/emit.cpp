@@ -290,30 +290,51 @@ class Emitter : ExprPrinter {
   // scalar for the whole tile is a multiplication by its reciprocal, about 3x faster than a
   // vector division. That is within 1.5 ulp while the reciprocal is a normal float, so a runtime
   // divisor guards a versioned loop (versioned()); a constant one is checked here.
-  // `x % m` with x affine over the loop nest and m uniform is x itself where 0 <= x < m over the
-  // whole nest: tutorial 03's `(pid_m * BM + arange(0, BM)) % M` in every block but the last.
-  // Under that uniform guard (versioned()), the remainder disappears and the access is affine
-  // (a vector load instead of a division per lane); the other version keeps it.
+  // `x % m` with x affine over the loop nest (x = B + offsets, B uniform) and m uniform is
+  // x - (B - B % m) where the nest does not straddle a multiple of m (x >= 0 and
+  // 0 <= B % m + offsets < m): tutorial 03's `(pid_m * BM + arange(0, BM)) % M` in every block
+  // but the last, a broadcast bias's `(pid * BLOCK + arange(0, BLOCK)) % N` in a fused kernel
+  // over rows of N in every block within a row. Under that uniform guard (versioned()), the
+  // remainder disappears and the access is affine (vector loads instead of a division per
+  // element); the other version keeps it.
   std::optional<std::string> rem_identity(const Op& op, const Index& idx) {
     if (!rem_is_identity(op, idx)) return std::nullopt;
-    return expr(op.operands[0], idx);
+    const std::string shift = rem_shift(op, idx);
+    return "((" + std::string(register_type(f_.type(op.result()).elem)) + ")(" +
+           expr(op.operands[0], idx) + " - " + shift + "))";
+  }
+  // m as an int64 expression: a scalar (splat or broadcast to the tile) or a constant tile.
+  std::optional<std::string> uniform_divisor(ValueId v) {
+    if (const ValueId m = uniform_source(v); m != ir::kNoValue) return "(int64_t)" + expr(m, {});
+    const Op* d = f_.def(v);
+    if (d && d->kind == OpKind::Constant && f_.type(v).is_int())
+      return int_literal(d->ival, DType::Int64);
+    return std::nullopt;
   }
   bool rem_is_identity(const Op& op, const Index& idx) override {
     const Type& t = f_.type(op.result());
     if (fast_ != Fast::On || !t.is_int() || t.elem == DType::Bool || t.ptr) return false;
-    const ValueId m = uniform_source(op.operands[1]);
-    if (m == ir::kNoValue) return false;
+    const auto m = uniform_divisor(op.operands[1]);
+    if (!m) return false;
     std::vector<std::string> checks;
     const auto a = affine(op.operands[0], idx, checks);
     if (!a) return false;
     const int64_t lo = spread(*a, false), hi = spread(*a, true);
+    const std::string q = "trt::irem<int64_t>(" + a->base + ", " + *m + ")";
+    // (m <= 0 fails the last: lo <= 0 <= hi, and B % m >= 0 where B + lo >= 0)
     checks.push_back("(" + a->base + " + " + std::to_string(lo) + "LL >= 0)");
-    checks.push_back("(" + a->base + " + " + std::to_string(hi) + "LL < (int64_t)" + expr(m, {}) +
-                     ")");
+    if (lo != 0) checks.push_back("(" + q + " + " + std::to_string(lo) + "LL >= 0)");
+    checks.push_back("(" + q + " + " + std::to_string(hi) + "LL < " + *m + ")");
     for (const auto& c : checks) {
       if (std::find(guards_.begin(), guards_.end(), c) == guards_.end()) guards_.push_back(c);
     }
     return true;
+  }
+  std::string rem_shift(const Op& op, const Index& idx) override {
+    std::vector<std::string> checks;  // (rem_is_identity added them)
+    const auto a = affine(op.operands[0], idx, checks);
+    return "(" + a->base + " - trt::irem<int64_t>(" + a->base + ", " +
+           *uniform_divisor(op.operands[1]) + "))";
   }
 
   std::optional<std::string> div_by_uniform(const Op& op, const Type& t,

@@ -505,7 +505,7 @@ class Emitter : ExprPrinter {
   bool rem_is_identity(const Op& op, const Index&) override {
     return std::find(rem_identity_.begin(), rem_identity_.end(), &op) != rem_identity_.end();
   }
-  std::string rem_shift(const Op& op) const override {
+  std::string rem_shift(const Op& op, const Index&) override {
     const std::string base = uniform_expr(affine_, affine_.form(op.operands[0])->base);
     return "(" + base + " - trt::irem<int64_t>(" + base + ", " +
            uniform_expr(affine_, affine_.loose_form(op.operands[1])->base) + "))";
