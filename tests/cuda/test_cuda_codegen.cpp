@@ -208,8 +208,8 @@ TL_JIT(cg_math, tl::Ptr x, tl::Ptr h, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
   auto hv = tl::load(h + offs, m, 0.0f).to(tl::float32);  // float16 in
   // tessera's own polynomials (trt/scalar.h), the same code on both backends: bit for bit.
   auto r = tl::log(tl::abs(v) + 1.0f) + tl::sin(v) * tl::cos(hv) + tl::tanh(hv) +
-           tl::sqrt(tl::abs(v)) + tl::floor(v * 3.0f) + tl::exp2(v) +
-           tl::log2(tl::abs(v) + 2.0f) + tl::rsqrt(tl::abs(v) + 1.0f) + tl::ceil(v) / v;
+           tl::sqrt(tl::abs(v)) + tl::floor(v * 3.0f) + tl::exp2(v) + tl::log2(tl::abs(v) + 2.0f) +
+           tl::rsqrt(tl::abs(v) + 1.0f) + tl::ceil(v) / v;
   tl::store(out + offs, r, m);
   tl::store(h + offs, (r * 0.25f).to(tl::float16), m);  // float16 out
 }
@@ -625,8 +625,7 @@ std::vector<Case> catalog() {
   c.push_back({"exp, sigmoid", &cg_math_exp,
                [](Device d) {
                  Tensor out = poisoned({9000}, DType::Float32, d);
-                 cg_math_exp[{tl::cdiv(3000, 512)}](on(xa, d), out, 3000,
-                                                    tl::meta("BLOCK", 512));
+                 cg_math_exp[{tl::cdiv(3000, 512)}](on(xa, d), out, 3000, tl::meta("BLOCK", 512));
                  return to_cpu({out});
                },
                2.5e-7, 1e-44});
