@@ -8,10 +8,12 @@
 //   bench_gpu_kernels --json        the same rows as JSON lines (for bench/gpu_table.py)
 //   bench_gpu_kernels compiled      the seed's add_fn, and add_fn followed by a relu, under
 //                                   tessera::compile at 2^24 (the fill elided, the relu fused),
-//                                   and host time per compiled call at n = 4; then the same
-//                                   add_fn as a CUDA AOT package: its load time, the package at
-//                                   2^24 and per call at n = 4 beside the JIT's (impl "jit")
-//                                   (JSON lines)
+//                                   and host time per compiled call at n = 4; softmax (the op
+//                                   and written with amax/exp/sum) and layer_norm compiled; then
+//                                   the same add_fn as a CUDA AOT package: its load time, the
+//                                   package at 2^24 and per call at n = 4 beside the JIT's (impl
+//                                   "jit") (JSON lines)
+//   bench_gpu_kernels reductions    the built-in reductions' rows of the table only
 //   bench_gpu_kernels launch        host time of one hot launch (n = 1024) beside a bare
 //                                   cuLaunchKernel of the same generated kernel (JSON lines)
 //   bench_gpu_kernels matmul        Triton's tutorial matmul (fp16, bf16, tf32; 4096^3; configs
@@ -221,6 +223,50 @@ int aot_rows(F add_fn, C& jit, const Tensor& x, const Tensor& y, const Tensor& a
 
 // The seed's add_fn under tessera::compile (issue 17): the zeros_like is elided (the kernel
 // stores every element) and a following relu runs inside the kernel's stores.
+// Issue 17's row functions under tessera::compile (bench/peers/triton_gpu.py compiled times the
+// same under torch.compile): softmax as the operator and written with amax, sub, exp, sum and
+// div (float32, 4096 x {1024, 4096}), and the layer_norm operator (bfloat16, 16384 x 4096, with
+// weight and bias); bytes are one read and one write of x.
+int compiled_row_kernels(Tensor& flush) {
+  const Device cuda("cuda");
+  CompileOptions o;
+  o.fullgraph = true;
+  auto softmax_op = compile([](const Tensor& x) { return softmax(x, 1); }, o);
+  auto softmax_ops = compile(
+      [](const Tensor& x) {
+        const Tensor e = exp(x - amax(x, {1}, true));
+        return e / e.sum({1}, true);
+      },
+      o);
+  for (int64_t cols : {1024, 4096}) {
+    const Tensor x = randn({4096, cols}, TensorOptions().device(cuda));
+    const Tensor want = softmax(x.cpu(), 1);
+    const std::string size = "4096x" + std::to_string(cols);
+    const std::pair<const char*, std::function<Tensor(const Tensor&)>> fns[] = {
+        {"softmax compiled f32", [&](const Tensor& t) { return softmax_op(t); }},
+        {"softmax from ops compiled f32", [&](const Tensor& t) { return softmax_ops(t); }}};
+    for (const auto& [what, f] : fns) {
+      if (!allclose(f(x).cpu(), want, 1e-5, 1e-6))
+        return std::printf("%s: wrong result\n", what), 1;
+      row(what, size, median_us([&] { (void)f(x); }, flush), 8.0 * 4096 * static_cast<double>(cols),
+          0);
+    }
+  }
+  const int64_t M = 16384, N = 4096;
+  const TensorOptions bf = TensorOptions().device(cuda).dtype(DType::BFloat16);
+  const Tensor x = randn({M, N}, bf), w = rand({N}, bf), b = randn({N}, bf);
+  auto ln = compile([N](const Tensor& x, const Tensor& w,
+                        const Tensor& b) { return layer_norm(x, {N}, w, b, 1e-5); },
+                    o);
+  const Tensor ref = layer_norm(x.cpu().to(DType::Float32), {N}, w.cpu().to(DType::Float32),
+                                b.cpu().to(DType::Float32), 1e-5);
+  if (!allclose(ln(x, w, b).cpu().to(DType::Float32), ref, 2e-2, 3e-2))
+    return std::printf("layer_norm compiled: wrong result\n"), 1;
+  row("layer_norm compiled bf16", "16384x4096", median_us([&] { (void)ln(x, w, b); }, flush),
+      4.0 * M * N, 0);
+  return 0;
+}
+
 int compiled_rows() {
   g_json = true;
   const Device cuda("cuda");
@@ -254,6 +300,7 @@ int compiled_rows() {
         "\"impl\": \"tessera\", \"us\": %.2f}\n",
         host_us_per_call([&] { (void)c1(a, b); }));
   }
+  if (const int rc = compiled_row_kernels(flush)) return rc;
   return aot_rows(add_fn, c1, x, y, a, b, flush);
 }
 
@@ -519,14 +566,16 @@ int main(int argc, char** argv) {
   if (mode == "matmul") return matmul_rows();
   if (mode == "first-launch") return first_launch(argc > 2 ? argv[2] : "cold");
   g_json = mode == "--json";
+  const bool only_reductions = mode == "reductions";
   const Device cuda("cuda");
   const auto on_gpu = [&](DType dt) { return TensorOptions().device(cuda).dtype(dt); };
   Tensor flush = empty({64 << 20}, on_gpu(DType::Float32));  // 256 MiB > L2
   if (!g_json)
     std::printf("| kernel | size | median us | GB/s | of copy |\n|---|---|---|---|---|\n");
   double copy_gbs = 0;
-  for (int64_t n :
-       {int64_t{1} << 28, int64_t{1} << 20, int64_t{1} << 24}) {  // 2^28 first: the ceiling
+  for (int64_t n : only_reductions ? std::vector<int64_t>{}
+                                   : std::vector<int64_t>{int64_t{1} << 28, int64_t{1} << 20,
+                                                          int64_t{1} << 24}) {  // 2^28 first
     Tensor x = randn({n}, on_gpu(DType::Float32)), y = randn({n}, on_gpu(DType::Float32));
     Tensor out = empty({n}, on_gpu(DType::Float32));
     const auto grid = tl::Grid{tl::cdiv(n, 1024)};
@@ -542,7 +591,8 @@ int main(int argc, char** argv) {
         median_us([&] { add_kernel[grid](x, y, out, n, tl::meta("BLOCK", 1024)); }, flush);
     row("add f32", pow2(n), us, 12.0 * n, copy_gbs);
   }
-  for (int64_t n : {int64_t{1} << 24, int64_t{1} << 28}) {
+  for (int64_t n : only_reductions ? std::vector<int64_t>{}
+                                   : std::vector<int64_t>{int64_t{1} << 24, int64_t{1} << 28}) {
     Tensor x = randn({n}, on_gpu(DType::BFloat16)), y = randn({n}, on_gpu(DType::BFloat16));
     Tensor out = empty({n}, on_gpu(DType::BFloat16));
     const auto grid = tl::Grid{tl::cdiv(n, 1024)};
@@ -552,7 +602,8 @@ int main(int argc, char** argv) {
         median_us([&] { add_kernel[grid](x, y, out, n, tl::meta("BLOCK", 1024)); }, flush);
     row("add bf16", pow2(n), us, 6.0 * n, copy_gbs);
   }
-  for (int64_t cols : {1024, 4096, 16384}) {
+  for (int64_t cols :
+       only_reductions ? std::vector<int64_t>{} : std::vector<int64_t>{1024, 4096, 16384}) {
     const int64_t rows = 4096;
     Tensor x = randn({rows, cols}, on_gpu(DType::Float32));
     Tensor out = empty({rows, cols}, on_gpu(DType::Float32));
@@ -579,7 +630,7 @@ int main(int argc, char** argv) {
     row("softmax f32 fast_exp", "4096x" + std::to_string(cols), fast_us, 8.0 * rows * cols,
         copy_gbs);
   }
-  {
+  if (!only_reductions) {
     // Triton's tutorial 05 forward (examples/layer_norm.h) with the tutorial's launch choices:
     // BLOCK_SIZE = min(64 KiB / element size, next power of two of N), num_warps = 8.
     const int64_t M = 16384, N = 4096;

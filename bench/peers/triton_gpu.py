@@ -8,7 +8,8 @@ joins them with tessera's lines into the ratio table. scripts/gpu-check.sh runs 
 
     python3 bench/peers/triton_gpu.py kernels       # the memory-bound kernels
     python3 bench/peers/triton_gpu.py compiled      # the seed's add_fn (and + relu) under
-                                                    # torch.compile; host time per call at n = 4
+                                                    # torch.compile; host time per call at n = 4;
+                                                    # softmax and layer_norm, compiled and eager
     python3 bench/peers/triton_gpu.py launch        # host time of one hot launch (n = 1024)
     python3 bench/peers/triton_gpu.py first-launch cold|warm  # first launch of a new kernel in
                                                     # this process, to its result (the cache as
@@ -202,6 +203,31 @@ def compiled():
         y = torch.randn_like(x)
         assert torch.equal(c(x, y), ref(x, y))
         emit(name, "2^24", "torch.compile", median_us(lambda: c(x, y), flush), 12 * n)
+    # Issue 17's row functions, as bench/gpu_kernels.cpp's compiled_row_kernels writes them.
+    def softmax_ops(x):
+        e = torch.exp(x - torch.amax(x, 1, keepdim=True))
+        return e / e.sum(1, keepdim=True)
+
+    for cols in (1024, 4096):
+        x = torch.randn(4096, cols, device=dev)
+        want = torch.softmax(x, 1)
+        for name, fn in (("softmax compiled f32", lambda t: torch.softmax(t, 1)),
+                         ("softmax from ops compiled f32", softmax_ops)):
+            for impl, f in (("torch.compile", torch.compile(fn, fullgraph=True)),
+                            ("torch eager", fn)):
+                torch.testing.assert_close(f(x), want)
+                emit(name, f"4096x{cols}", impl, median_us(lambda: f(x), flush), 8 * x.numel())
+    m, n = 16384, 4096
+    x = torch.randn(m, n, device=dev, dtype=torch.bfloat16)
+    w = torch.rand(n, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(n, device=dev, dtype=torch.bfloat16)
+
+    def ln(x, w, b):
+        return torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5)
+
+    for impl, f in (("torch.compile", torch.compile(ln, fullgraph=True)), ("torch eager", ln)):
+        emit("layer_norm compiled bf16", f"{m}x{n}", impl, median_us(lambda: f(x, w, b), flush),
+             4 * m * n)
     c = torch.compile(add_fn, fullgraph=True)
     x = torch.randn(4, device=dev)
     y = torch.randn_like(x)
