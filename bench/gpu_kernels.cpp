@@ -245,7 +245,9 @@ int compiled_row_kernels(Tensor& flush) {
     const std::pair<const char*, std::function<Tensor(const Tensor&)>> fns[] = {
         {"softmax compiled f32", [&](const Tensor& t) { return softmax_op(t); }},
         {"softmax from ops compiled f32", [&](const Tensor& t) { return softmax_ops(t); }}};
-    for (const auto& [what, f] : fns) {
+    for (const auto& fn : fns) {
+      const char* what = fn.first;
+      const auto& f = fn.second;
       if (!allclose(f(x).cpu(), want, 1e-5, 1e-6))
         return std::printf("%s: wrong result\n", what), 1;
       row(what, size, median_us([&] { (void)f(x); }, flush), 8.0 * 4096 * static_cast<double>(cols),
