@@ -93,12 +93,13 @@ class Recompute {
 
   /** Replaces saved values that are cheaper to recompute from other saved values and the inputs
    * (min-cut-like, greedily). Saving v costs reading it in the backward, and writing it in the
-   * forward unless the forward needs it in memory anyway (a result, a matmul's operand): |v| or
-   * 2|v|. Recomputing costs reading what it needs that is not saved yet (|u| for an input, which
-   * the caller holds anyway, 2|u| for another forward value), plus writing and reading v when the
-   * backward needs it in memory (a matmul's operand: the recomputation is a pass of its own).
-   * Returns the forward nodes to run first in the backward, in order; `saved` becomes what the
-   * backward reads instead. */
+   * forward unless the forward has it in memory anyway (a result, a matmul's operand or result):
+   * |v| or 2|v|. Recomputing costs reading what it needs that is not saved yet (|u| for an input,
+   * which the caller holds anyway, or a value the forward has in memory anyway, such as the
+   * matmul's result under a bias add; 2|u| for another forward value), plus writing and reading v
+   * when the backward needs it in memory (a matmul's operand: the recomputation is a pass of its
+   * own). Returns the forward nodes to run first in the backward, in order; `saved` becomes what
+   * the backward reads instead. */
   std::vector<size_t> apply(std::vector<int>& saved) {
     std::set<int> s(saved.begin(), saved.end());
     std::set<size_t> chosen;
@@ -109,12 +110,10 @@ class Recompute {
         std::set<int> leaves;
         if (free_.count(v) || !plan(v, s, nodes, leaves, 0)) continue;
         const double size = static_cast<double>(bytes(v));
-        const bool forward_has_it =
-            std::find(g_.outputs.begin(), g_.outputs.end(), v) != g_.outputs.end() ||
-            needs_in_memory(g_.nodes, v);
         double cost = needs_in_memory(bw_.nodes, v) ? 2 * size : 0;
-        for (int u : leaves) cost += static_cast<double>(bytes(u)) * (free_.count(u) ? 1 : 2);
-        if (cost >= (forward_has_it ? 1 : 2) * size) continue;
+        for (int u : leaves)
+          cost += static_cast<double>(bytes(u)) * (free_.count(u) || in_memory(u) ? 1 : 2);
+        if (cost >= (in_memory(v) ? 1 : 2) * size) continue;
         s.erase(v);
         s.insert(leaves.begin(), leaves.end());
         chosen.insert(nodes.begin(), nodes.end());
@@ -156,6 +155,18 @@ class Recompute {
       }
     }
     return true;
+  }
+
+  // Whether the forward stores v whatever is saved: a result, a value a forward node needs in
+  // memory (a matmul's operand), or one made by a node fusion cannot inline into its readers (a
+  // matmul's result). Saving such a value costs only the backward's read.
+  bool in_memory(int v) const {
+    if (std::find(g_.outputs.begin(), g_.outputs.end(), v) != g_.outputs.end()) return true;
+    const int p = g_.values[static_cast<size_t>(v)].producer;
+    if (p >= 0 && static_cast<size_t>(p) < first_ &&
+        !recomputable(g_.nodes[static_cast<size_t>(p)]))
+      return true;
+    return needs_in_memory(g_.nodes, v);
   }
 
   int64_t bytes(int v) const {

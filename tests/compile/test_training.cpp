@@ -385,6 +385,51 @@ TEST(CompileTraining, CheapForwardValuesAreRecomputedNotSaved) {
   EXPECT_TRUE(gm.backward->find("aten::gelu").empty()) << gm.backward->text;
 }
 
+TEST(CompileTraining, ABiasAddOnAMatmulIsRecomputedFromTheMatmulsResult) {
+  // gelu(x @ w1 + b1) @ w2: the matmul's result is in memory in the forward anyway, so the
+  // backward reads it (and b1) and adds again in GELU's derivative kernel; saving the sum would
+  // cost the forward a write of the whole hidden activation.
+  auto fn = [](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2) {
+    return matmul(gelu(matmul(x, w1) + b1, "tanh"), w2);
+  };
+  auto compiled = compile(fn, fullgraph("mlp_recompute"));
+  Tensor x = leaf({16, 8}), w1 = leaf({8, 32}), b1 = leaf({32}), w2 = leaf({32, 8});
+  Tensor up = randn({16, 8}, TensorOptions().dtype(DType::Float64));
+  const auto got = autograd::grad({compiled(x, w1, b1, w2)}, {x, w1, b1, w2}, {up});
+  Tensor xe = fresh(x), w1e = fresh(w1), b1e = fresh(b1), w2e = fresh(w2);
+  const auto want = autograd::grad({fn(xe, w1e, b1e, w2e)}, {xe, w1e, b1e, w2e}, {up});
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_TRUE(all_close(got[i], want[i], 1e-12, 1e-12)) << i;
+  const CompiledGraph g = compiled.graph();
+  ASSERT_TRUE(g.backward);
+  // The forward's bias + GELU kernel stores GELU's result only (the next matmul's operand).
+  bool fused = false;
+  for (const auto& n : g.nodes) {
+    if (n.target.rfind("fused_", 0) != 0) continue;
+    fused = true;
+    EXPECT_EQ(n.writes.size(), 1u) << g.text;
+  }
+  EXPECT_TRUE(fused) << g.text;
+  // Saved: the inputs, the first matmul's result and GELU's result, nothing else.
+  int saved_intermediates = 0;
+  for (size_t i = static_cast<size_t>(g.user_outputs); i < g.outputs.size(); ++i) {
+    const int p = g.values[static_cast<size_t>(g.outputs[i])].producer;
+    if (p >= 0) ++saved_intermediates;
+  }
+  EXPECT_EQ(saved_intermediates, 2) << g.text;
+  // The backward adds b1 again inside GELU's derivative kernel.
+  bool add_in_derivative = false;
+  for (const auto& n : g.backward->nodes) {
+    bool add = false, derivative = false;
+    for (const auto& f : n.fused_from) {
+      add = add || f.op == "aten::add.Tensor";
+      derivative = derivative || f.op == "aten::gelu_backward";
+    }
+    add_in_derivative = add_in_derivative || (add && derivative);
+  }
+  EXPECT_TRUE(add_in_derivative) << g.backward->text;
+}
+
 TEST(CompileTraining, RandomOpsAreNeverRecomputed) {
   // A dropout mask drawn in the forward must be the one the backward uses.
   auto fn = [](const Tensor& x) { return x * (rand_like(x) > 0.5) * 2; };
