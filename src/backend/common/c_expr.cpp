@@ -12,6 +12,19 @@
 
 namespace tessera::backend::cfamily {
 
+std::vector<std::string> rem_no_straddle_guards(const std::string& base, const std::string& mod,
+                                                int64_t lo, int64_t hi) {
+  const std::string q = "trt::irem<int64_t>(" + base + ", " + mod + ")";
+  std::vector<std::string> g = {"(" + base + " + " + std::to_string(lo) + "LL >= 0)"};
+  if (lo != 0) g.push_back("(" + q + " + " + std::to_string(lo) + "LL >= 0)");
+  g.push_back("(" + q + " + " + std::to_string(hi) + "LL < " + mod + ")");
+  return g;
+}
+
+std::string rem_shift_expr(const std::string& base, const std::string& mod) {
+  return "(" + base + " - trt::irem<int64_t>(" + base + ", " + mod + "))";
+}
+
 using ir::Op;
 using ir::OpKind;
 using ir::Storage;

@@ -28,6 +28,14 @@ using Index = std::vector<std::string>;
 /** Row-major flat index of `idx` into an array of `shape` (size-1 and "0" terms left out). */
 std::string flat(const SmallVector<int64_t, 4>& shape, const Index& idx);
 
+/** The uniform guards under which integer `x % m`, for x = B + offsets with offsets in [lo, hi]
+ * (lo <= 0 <= hi) and B, m uniform 64-bit expressions, is x - (B - B % m): x >= 0 and the
+ * offsets do not carry B % m past a multiple of m (m <= 0 fails the last). */
+std::vector<std::string> rem_no_straddle_guards(const std::string& base, const std::string& mod,
+                                                int64_t lo, int64_t hi);
+/** What `x % m` is x minus under rem_no_straddle_guards: B - B % m. */
+std::string rem_shift_expr(const std::string& base, const std::string& mod);
+
 class ExprPrinter {
  public:
   /** `checked`: the checked mode (TESSERA_DEBUG): loads, stores and atomics check their pointers

@@ -319,12 +319,8 @@ class Emitter : ExprPrinter {
     std::vector<std::string> checks;
     const auto a = affine(op.operands[0], idx, checks);
     if (!a) return false;
-    const int64_t lo = spread(*a, false), hi = spread(*a, true);
-    const std::string q = "trt::irem<int64_t>(" + a->base + ", " + *m + ")";
-    // (m <= 0 fails the last: lo <= 0 <= hi, and B % m >= 0 where B + lo >= 0)
-    checks.push_back("(" + a->base + " + " + std::to_string(lo) + "LL >= 0)");
-    if (lo != 0) checks.push_back("(" + q + " + " + std::to_string(lo) + "LL >= 0)");
-    checks.push_back("(" + q + " + " + std::to_string(hi) + "LL < " + *m + ")");
+    for (std::string& c : rem_no_straddle_guards(a->base, *m, spread(*a, false), spread(*a, true)))
+      checks.push_back(std::move(c));
     for (const auto& c : checks) {
       if (std::find(guards_.begin(), guards_.end(), c) == guards_.end()) guards_.push_back(c);
     }
@@ -333,8 +329,7 @@ class Emitter : ExprPrinter {
   std::string rem_shift(const Op& op, const Index& idx) override {
     std::vector<std::string> checks;  // (rem_is_identity added them)
     const auto a = affine(op.operands[0], idx, checks);
-    return "(" + a->base + " - trt::irem<int64_t>(" + a->base + ", " +
-           *uniform_divisor(op.operands[1]) + "))";
+    return rem_shift_expr(a->base, *uniform_divisor(op.operands[1]));
   }
 
   std::optional<std::string> div_by_uniform(const Op& op, const Type& t,

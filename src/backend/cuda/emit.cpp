@@ -473,14 +473,10 @@ class Emitter : ExprPrinter {
       }
       const std::string base = uniform_expr(affine_, x.base);
       const std::string mod = uniform_expr(affine_, m.base);
-      const std::string q = "trt::irem<int64_t>(" + base + ", " + mod + ")";
       auto add = [&](std::string c) {
         if (std::find(guard.begin(), guard.end(), c) == guard.end()) guard.push_back(std::move(c));
       };
-      // (m <= 0 fails the last: lo <= 0 <= hi, and B % m >= 0 where B + lo >= 0)
-      add("(" + base + " + " + std::to_string(lo) + "LL >= 0)");
-      if (lo != 0) add("(" + q + " + " + std::to_string(lo) + "LL >= 0)");
-      add("(" + q + " + " + std::to_string(hi) + "LL < " + mod + ")");
+      for (std::string& c : rem_no_straddle_guards(base, mod, lo, hi)) add(std::move(c));
       if (!x.exact && f_.type(r->operands[0]).elem != DType::Int64)
         add("trt::fits_i32(" + base + ", " + std::to_string(lo) + ", " + std::to_string(hi) + ")");
     }
@@ -506,9 +502,8 @@ class Emitter : ExprPrinter {
     return std::find(rem_identity_.begin(), rem_identity_.end(), &op) != rem_identity_.end();
   }
   std::string rem_shift(const Op& op, const Index&) override {
-    const std::string base = uniform_expr(affine_, affine_.form(op.operands[0])->base);
-    return "(" + base + " - trt::irem<int64_t>(" + base + ", " +
-           uniform_expr(affine_, affine_.loose_form(op.operands[1])->base) + "))";
+    return rem_shift_expr(uniform_expr(affine_, affine_.form(op.operands[0])->base),
+                          uniform_expr(affine_, affine_.loose_form(op.operands[1])->base));
   }
 
   // Whether register array `v` keeps its 16-bit floats packed, two per 32-bit register, widened
