@@ -8,6 +8,8 @@
 #include <numbers>
 
 #include "autograd/internal.h"
+#include "ops/op_utils.h"
+#include "ops/pointwise.h"
 #include "tessera/ops.h"
 
 namespace tessera::autograd {
@@ -182,10 +184,27 @@ Tensor affine_grad(const Tensor& t, int64_t ndim, size_t k) {
   return d.empty() ? t : t.sum(d);
 }
 
+/** Whether a norm's backward can take the CPU's one-pass kernel: real CPU tensors of one dtype,
+ * and no graph of the backward itself (create_graph needs the differentiable formula; tracing
+ * and the tile path record or run the operators below). */
+bool one_pass_norm_backward(const Tensor& x, const Tensor& w, const Tensor& g) {
+  const auto plain = [&](const Tensor& t) {
+    return t.device().is_cpu() && !t.is_fake() && t.dtype() == x.dtype();
+  };
+  return !grad_enabled() && !ops_detail::through_tiles() && plain(x) && plain(g) &&
+         (!w.defined() || plain(w)) && g.sizes().equals(x.sizes());
+}
+
 R layer_norm_backward(Ctx& c, const Grads& g) {
   const Tensor x = c.saved(0), w = c.saved(1);
   const auto k = arg(c, 1).to_int_list().size();
   const double eps = arg(c, 4).to_double();
+  if (one_pass_norm_backward(x, w, g[0])) {
+    auto r = ops_detail::norm_backward_cpu(
+        false, x, static_cast<int64_t>(k), w.defined() ? &w : nullptr, g[0], eps,
+        c.needs_input_grad(0), c.needs_input_grad(2), c.needs_input_grad(3));
+    return {r.x, IValue(), r.w, r.b, IValue()};
+  }
   const auto dims = norm_dims(x.dim(), k);
   const Tensor mu = x.mean(dims, true);
   const Tensor xc = x - mu;
@@ -211,6 +230,12 @@ R rms_norm_backward(Ctx& c, const Grads& g) {
                                     : x.dtype() == DType::BFloat16 ? 0.0078125
                                                                    : 1.1920928955078125e-07)
                                  : e.to_double();
+  if (one_pass_norm_backward(x, w, g[0])) {
+    auto r = ops_detail::norm_backward_cpu(true, x, static_cast<int64_t>(k),
+                                           w.defined() ? &w : nullptr, g[0], eps,
+                                           c.needs_input_grad(0), c.needs_input_grad(2), false);
+    return {r.x, IValue(), r.w, IValue()};
+  }
   const auto dims = norm_dims(x.dim(), k);
   const Tensor r = rsqrt((x * x).mean(dims, true) + eps);
   const Tensor xhat = x * r;

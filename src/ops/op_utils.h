@@ -71,4 +71,16 @@ inline void bump_version(const Tensor& t) {
 /** rms_norm's eps when none is given: the machine epsilon of `t` (as PyTorch). */
 double default_norm_eps(DType t);
 
+/** The gradients of layer_norm (`rms`: rms_norm) over the last `normalized` dims of CPU tensor
+ * `x` for the upstream gradient `g`, in one pass of rows on the thread pool (statistics and
+ * sums in double, each result rounded once): x's (when `need_x`), the weight's (when `w` and
+ * `need_w`) and the bias's (when `need_b`; layer_norm only); undefined where not asked. The
+ * weight and bias gradients sum fixed blocks of rows, then the blocks in order: the same bits
+ * at any thread count. */
+struct NormGrads {
+  Tensor x, w, b;
+};
+NormGrads norm_backward_cpu(bool rms, const Tensor& x, int64_t normalized, const Tensor* w,
+                            const Tensor& g, double eps, bool need_x, bool need_w, bool need_b);
+
 }  // namespace tessera::ops_detail

@@ -6,6 +6,7 @@
 #include <functional>
 #include <set>
 
+#include "runtime/thread_pool.h"
 #include "tessera/autograd.h"
 #include "tessera/tessera.h"
 #include "testing.h"
@@ -392,6 +393,68 @@ TEST(Derivatives, EveryFormulaPassesGradcheck) {
   EXPECT_TRUE(uncovered.empty()) << "formulas no gradcheck case reaches: "
                                  << ::testing::PrintToString(uncovered);
   EXPECT_GE(seen.names.size(), kMinGradchecked);
+}
+
+// layer_norm's and rms_norm's backward on the CPU run in one pass of rows (statistics and sums
+// in double) unless the backward is itself differentiated (create_graph: the formula of
+// operators). Both against the formula in float64 on the same (upcast) values, for every float
+// dtype, one and two normalized dims, with and without weight and bias; the weight and bias
+// gradients bit for bit at 1 and 2 threads.
+TEST(Derivatives, NormBackwardsInOnePassAgreeWithTheirFormulas) {
+  const DType dtypes[] = {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16};
+  for (const DType dt : dtypes) {
+    for (const bool rms : {false, true}) {
+      for (const int k : {1, 2}) {
+        for (const bool affine : {false, true}) {
+          SCOPED_TRACE(std::string(dtype_name(dt)) + (rms ? " rms_norm" : " layer_norm") +
+                       " k=" + std::to_string(k) + (affine ? " affine" : ""));
+          const std::vector<int64_t> shape =
+              k == 1 ? std::vector<int64_t>{40} : std::vector<int64_t>{5, 40};
+          const std::vector<SymInt> wshape(shape.begin(), shape.end());
+          std::vector<SymInt> xshape = {6, 7};
+          xshape.insert(xshape.end(), wshape.begin(), wshape.end());
+          const Tensor x0 = (randn(xshape, kF64) * 3 + 1).to(dt), up0 = randn(xshape, kF64).to(dt);
+          const Tensor w0 = (randn(wshape, kF64) + 1).to(dt), b0 = randn(wshape, kF64).to(dt);
+          auto grads = [&](DType as, bool create_graph) {
+            Tensor x = x0.to(as).detach().requires_grad_();
+            Tensor w = w0.to(as).detach().requires_grad_(), b = b0.to(as).detach().requires_grad_();
+            const Tensor y =
+                rms ? rms_norm(x, shape, affine ? std::optional<Tensor>(w) : std::nullopt, 1e-5)
+                    : layer_norm(x, shape, affine ? std::optional<Tensor>(w) : std::nullopt,
+                                 affine ? std::optional<Tensor>(b) : std::nullopt, 1e-5);
+            std::vector<Tensor> of = {x};
+            if (affine) of.push_back(w);
+            if (affine && !rms) of.push_back(b);
+            auto g = autograd::grad({y}, of, {up0.to(as)}, false, create_graph);
+            for (Tensor& t : g) t = t.detach();
+            return g;
+          };
+          const auto want = grads(DType::Float64, true);  // the formula, in float64
+          const auto got = grads(dt, false);              // one pass
+          const auto formula = grads(dt, true);           // the formula, in dt
+          const double tol = dt == DType::Float64 ? 1e-10 : dt == DType::Float32 ? 1e-4 : 5e-2;
+          ASSERT_EQ(got.size(), want.size());
+          for (size_t i = 0; i < want.size(); ++i) {
+            EXPECT_EQ(got[i].dtype(), dt) << i;
+            EXPECT_TRUE(got[i].sizes().equals(want[i].sizes())) << i;
+            // Scaled by the gradient's largest magnitude: sums of 240 to 1200 terms.
+            const double scale = want[i].abs().max().item<double>() + 1;
+            EXPECT_TRUE(all_close(got[i].to(DType::Float64), want[i], 0, tol * scale)) << i;
+            EXPECT_TRUE(all_close(formula[i].to(DType::Float64), want[i], 0, 4 * tol * scale)) << i;
+          }
+          if (affine) {
+            const int threads = runtime::num_threads();
+            runtime::set_num_threads(1);
+            const auto one = grads(dt, false);
+            runtime::set_num_threads(std::max(threads, 2));
+            const auto two = grads(dt, false);
+            runtime::set_num_threads(threads);
+            for (size_t i = 1; i < one.size(); ++i) EXPECT_TRUE(equal(one[i], two[i])) << i;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(Derivatives, GradcheckCatchesAWrongFormula) {
