@@ -909,14 +909,15 @@ void reduce_rows(ReduceOp op, const Tensor& rows, int64_t kept, const Tensor& ou
   // programs: eight per SM. (H100, one run, against 16 elements a thread and four programs per
   // SM: bf16 x.sum(1) of 8192 x 3072 35.8 -> 31.1 us, float32 x.sum() of 2^24 54.4 -> 37.2 us;
   // 32 elements a thread was slower still, 46 and 59 us; column programs lost with eight.)
-  // On a GPU, column programs whose threads load under 16 bytes of a row (four warps over a
-  // narrow block) take 16 rows a step, for as many bytes in flight (H100, against 8: bf16
-  // x.sum(0) of 8192 x 768 16.0 -> 14.7 us; 8192 x 3072, 16 bytes a thread, lost: 37.6 -> 38.6).
+  // Column programs whose threads load under 16 bytes of a row (four warps over a narrow block)
+  // take 16 rows a step, for as many bytes in flight (H100, against 8: bf16 x.sum(0) of
+  // 8192 x 768 16.0 -> 14.7 us; 8192 x 3072, 16 bytes a thread, lost: 37.6 -> 38.6). The CPU
+  // takes the same (its tile path: the op tests through tiles run what the GPU runs).
   const int64_t block =
       std::clamp<int64_t>(static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(n))), 512, 1024);
   const int64_t width = cols ? column_block(K, rows.dtype()) : block;
   const bool narrow = width * static_cast<int64_t>(itemsize(rows.dtype())) < 16 * 128;
-  const int64_t rows_step = out.device().is_cuda() && narrow ? 16 : 8;
+  const int64_t rows_step = narrow ? 16 : 8;
   const int64_t programs = cols ? (K + width - 1) / width : K;
   const Split sp = splits ? split_of(programs, n, busy_programs(out.device()) * (cols ? 1 : 2),
                                      cols ? 2 * rows_step : 4 * block, cols ? rows_step : block)
