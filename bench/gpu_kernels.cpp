@@ -221,8 +221,6 @@ int aot_rows(F add_fn, C& jit, const Tensor& x, const Tensor& y, const Tensor& a
   return 0;
 }
 
-// The seed's add_fn under tessera::compile (issue 17): the zeros_like is elided (the kernel
-// stores every element) and a following relu runs inside the kernel's stores.
 // Issue 17's row functions under tessera::compile (bench/peers/triton_gpu.py compiled times the
 // same under torch.compile): softmax as the operator and written with amax, sub, exp, sum and
 // div (float32, 4096 x {1024, 4096}), and the layer_norm operator (bfloat16, 16384 x 4096, with
@@ -269,6 +267,8 @@ int compiled_row_kernels(Tensor& flush) {
   return 0;
 }
 
+// The seed's add_fn under tessera::compile (issue 17): the zeros_like is elided (the kernel
+// stores every element) and a following relu runs inside the kernel's stores.
 int compiled_rows() {
   g_json = true;
   const Device cuda("cuda");

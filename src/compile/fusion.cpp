@@ -1288,8 +1288,8 @@ class ChainFusion {
     meta.constant = IValue(block);
     k.args.push_back(std::move(meta));
     // CUDA: a warp per 512 elements of the row, 1 to 16 (H100, compiled, against a warp per 256:
-    // layer_norm bf16 16384 x 4096 2322 -> 2657 GB/s, softmax f32 4096 x 1024 2101 -> 2150,
-    // 4096 x 4096 2710 -> 2735; a warp per 1024 lost at 1024 columns, 1942).
+    // layer_norm bf16 16384 x 4096 2322 -> 2657 GB/s, softmax f32 4096 x 1024 2101 -> 2153,
+    // 4096 x 4096 2710 -> 2740; a warp per 1024 lost at 1024 columns, 1942).
     if (rows_) {
       Arg warps;
       warps.role = Arg::Role::Option;
