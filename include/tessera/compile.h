@@ -35,7 +35,8 @@
 namespace tessera {
 
 struct CompileOptions {
-  /** Every graph break is a CompileError naming the cause and line (else: run eagerly). */
+  /** Every graph break is a CompileError naming the cause and line (else: the function runs in
+   * segments, compiled graphs between the breaks). */
   bool fullgraph = false;
   /** nullopt: automatic (static first, dynamic after a size changes); true: every dimension of
    * every tensor argument symbolic from the start; false: never (recompile per size). */
@@ -198,7 +199,8 @@ std::vector<IValue> call_compiled(CompiledFunction& f, const std::vector<IValue>
 struct Stats {
   int graphs = 0;
   int recompiles = 0;
-  bool eager = false;      ///< running eagerly (a graph break without fullgraph, or the limit)
+  bool eager = false;  ///< running eagerly (the recompile limit, or a break segments cannot serve)
+  bool segmented = false;  ///< running in segments (a graph break without fullgraph)
   std::string last_graph;  ///< the newest graph, printed
 };
 Stats stats(const CompiledFunction& f);

@@ -321,6 +321,31 @@ Tensor make_fake(SymIntArrayRef sizes, DType dtype, Device device, SymIntArrayRe
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 /** Reads element `linear` (row-major logical order) of a CPU tensor as double. */
 double read_double(const Tensor& t, int64_t linear);
+
+/** What reads a traced (fake) tensor's values in the middle of a trace: the graph compiler's
+ * segmented mode (a graph break without `fullgraph`) installs one on the tracing thread, so that
+ * `item()` and `data_ptr()` on a traced tensor run the graph so far instead of failing. */
+class TracedData {
+ public:
+  virtual ~TracedData() = default;
+  /** The value of a one-element traced tensor. */
+  virtual Scalar item(const Tensor& traced, SourceLoc loc) = 0;
+  /** The data of a traced tensor (alive until the compiled call returns). */
+  virtual void* data_ptr(const Tensor& traced) = 0;
+};
+/** This thread's reader of traced values (null outside a segmented trace). */
+TracedData* traced_data() noexcept;
+/** Installs `d` on this thread for the guard's lifetime. */
+class TracedDataScope {
+ public:
+  explicit TracedDataScope(TracedData* d) noexcept;
+  ~TracedDataScope();
+  TracedDataScope(const TracedDataScope&) = delete;
+  TracedDataScope& operator=(const TracedDataScope&) = delete;
+
+ private:
+  TracedData* saved_;
+};
 }  // namespace detail
 
 }  // namespace tessera

@@ -9,6 +9,7 @@
 #include "ir/coverage.h"
 #include "tessera/autograd.h"
 #include "tessera/detail/boxing.h"
+#include "tessera/detail/local_state.h"
 #include "tessera/env.h"
 #include "tessera/tl.h"
 #include "tl/jit.h"
@@ -27,21 +28,67 @@ namespace {
   throw GraphBreakError(os.str(), loc);
 }
 
+// What a segmented trace (run_segmented) does where a whole-graph trace breaks.
+class BreakHandler {
+ public:
+  virtual ~BreakHandler() = default;
+  /** The real tensor a traced one stands for (an argument, an earlier segment's result), or null
+   * when it is not bound. */
+  virtual const Tensor* bound(const Tensor& traced) = 0;
+  /** A bound tensor became the current graph's next input. */
+  virtual void input_added(const Tensor& real) = 0;
+  /** Runs `op` (its `nargs` arguments on `stack`) on real tensors, the graph so far first; its
+   * results go back on the stack as traced tensors bound to them. */
+  virtual void run_eagerly(const OperatorHandle& op, Stack& stack, size_t nargs) = 0;
+};
+
 class Tracer final : public DispatchMode {
  public:
-  Tracer(Graph& g, bool grad_inputs) : g_(g), grad_inputs_(grad_inputs) {}
+  Tracer(Graph& g, bool grad_inputs) : g_(&g), grad_inputs_(grad_inputs) {}
+
+  /** A segmented trace: data reads and operators that cannot be traced go to `b`, and tensors
+   * bound to real ones (the arguments, earlier segments' results) become the graph's inputs. */
+  void set_breaks(BreakHandler* b) { breaks_ = b; }
+  /** Starts tracing into a new graph (the next segment): the earlier graph's values are gone. */
+  void start(Graph& g) {
+    g_ = &g;
+    by_impl_.clear();
+    storages_.clear();
+    keep_.clear();
+  }
+  /** The values made in this graph that a tensor outside the trace still refers to (the user's
+   * function holds it), each with the traced tensors that are it, by value id. */
+  std::map<int, std::vector<Tensor>> held_values() const {
+    std::unordered_map<const TensorImpl*, uint32_t> own;  // references the tracer holds
+    for (const Tensor& t : keep_) ++own[t.impl()];
+    std::map<int, std::vector<Tensor>> held;
+    for (const Tensor& t : keep_) {
+      const int id = by_impl_.at(t.impl());
+      if (g_->values[static_cast<size_t>(id)].producer < 0) continue;
+      if (t.impl()->use_count() > own[t.impl()]) held[id].push_back(t);
+    }
+    return held;
+  }
+  /** The traced tensors that are value `id`. */
+  std::vector<Tensor> tensors_of(int id) const {
+    std::vector<Tensor> out;
+    for (const Tensor& t : keep_) {
+      if (by_impl_.at(t.impl()) == id) out.push_back(t);
+    }
+    return out;
+  }
 
   int add_tensor(const Tensor& t, int producer) {
     Value v;
     v.kind = Value::Kind::Tensor;
     v.tensor.dtype = t.dtype();
     v.tensor.device = t.device();
-    for (const auto& s : t.sizes()) v.tensor.sizes.push_back(g_.env->expr_of(s));
-    for (const auto& s : t.strides()) v.tensor.strides.push_back(g_.env->expr_of(s));
-    v.tensor.offset = g_.env->expr_of(t.storage_offset());
+    for (const auto& s : t.sizes()) v.tensor.sizes.push_back(g_->env->expr_of(s));
+    for (const auto& s : t.strides()) v.tensor.strides.push_back(g_->env->expr_of(s));
+    v.tensor.offset = g_->env->expr_of(t.storage_offset());
     v.tensor.storage = storage_of(t);
     v.producer = producer;
-    const int id = g_.add_value(std::move(v));
+    const int id = g_->add_value(std::move(v));
     by_impl_[t.impl()] = id;
     keep_.push_back(t);
     return id;
@@ -49,6 +96,14 @@ class Tracer final : public DispatchMode {
 
   int value_of(const Tensor& t) {
     if (auto it = by_impl_.find(t.impl()); it != by_impl_.end()) return it->second;
+    if (breaks_ && !t.has_data()) {
+      if (const Tensor* real = breaks_->bound(t)) {  // a new input of this segment
+        const int id = add_tensor(t, -1);
+        g_->inputs.push_back(id);
+        breaks_->input_added(*real);
+        return id;
+      }
+    }
     if (!t.has_data()) {
       // Autograd hands out aliases of traced tensors (a saved result, an input returned as is):
       // a new TensorImpl with a traced one's storage and geometry is that value.
@@ -60,8 +115,8 @@ class Tracer final : public DispatchMode {
     }
     // A real tensor the function closes over: an implicit input, guarded by identity.
     const int id = add_tensor(t, -1);
-    g_.captured.push_back(t);
-    g_.captured_values.push_back(id);
+    g_->captured.push_back(t);
+    g_->captured_values.push_back(id);
     return id;
   }
 
@@ -84,10 +139,10 @@ class Tracer final : public DispatchMode {
         a.values.push_back(t && t->defined() ? value_of(*t) : -1);
     } else if (v.is_symint() && v.to_symint().is_symbolic()) {
       a.kind = Arg::Kind::Sym;
-      a.expr = g_.env->expr_of(v.to_symint());
+      a.expr = g_->env->expr_of(v.to_symint());
     } else if (v.is_symint_list() && any_symbolic(v.to_symint_list())) {
       a.kind = Arg::Kind::SymList;
-      for (const auto& s : v.to_symint_list()) a.exprs.push_back(g_.env->expr_of(s));
+      for (const auto& s : v.to_symint_list()) a.exprs.push_back(g_->env->expr_of(s));
     } else {
       a.kind = Arg::Kind::Constant;
       a.constant = v;
@@ -99,7 +154,7 @@ class Tracer final : public DispatchMode {
     const auto& schema = op.schema();
     const size_t nargs = schema.arguments().size();
     const SourceLoc loc = UserLocGuard::current();
-    if (loc.known()) g_.env->last_loc = loc;
+    if (loc.known()) g_->env->last_loc = loc;
     IValue* args = &stack[stack.size() - nargs];
     if (tl::is_kernel_launch(op)) {
       // A kernel launch (DESIGN.md D12): recorded as a kernel node instead of run.
@@ -108,7 +163,10 @@ class Tracer final : public DispatchMode {
       stack.resize(stack.size() - nargs);
       return;
     }
-    if (op.has_tag(kTagDataDependent)) graph_break("reading tensor data (" + op.name() + ")", loc);
+    if (op.has_tag(kTagDataDependent)) {
+      if (breaks_) return breaks_->run_eagerly(op, stack, nargs);
+      graph_break("reading tensor data (" + op.name() + ")", loc);
+    }
     if (op.has_tag(kTagTritonOp) && !grad_inputs_) {
       // Trace into the body: its operators and kernel launches become the graph's nodes. The
       // body is the op's fake kernel; run it with this mode visible again.
@@ -129,9 +187,17 @@ class Tracer final : public DispatchMode {
       n.args.push_back(std::move(a));
     }
     // The shape function runs, with this mode hidden: kernels its body launches record nothing.
+    std::vector<IValue> saved;
+    const size_t base = stack.size() - nargs;
+    if (breaks_) saved.assign(args, args + nargs);
     try {
       op.redispatch(stack);
     } catch (const NotImplementedError& e) {
+      if (breaks_) {  // a segmented trace runs it on real tensors between two segments
+        stack.resize(base);
+        for (IValue& v : saved) stack.push_back(std::move(v));
+        return breaks_->run_eagerly(op, stack, nargs);
+      }
       if (op.has_tag(kTagCustomOp)) {
         graph_break("the custom operator " + op.name() +
                         " has no fake kernel to compute its result shapes "
@@ -141,7 +207,7 @@ class Tracer final : public DispatchMode {
       graph_break(std::string("the operator cannot run on fake tensors: ") + e.message(), loc);
     }
     const size_t nret = schema.returns().size();
-    const int index = static_cast<int>(g_.nodes.size());
+    const int index = static_cast<int>(g_->nodes.size());
     for (size_t i = 0; i < nret; ++i) {
       const IValue& r = stack[stack.size() - nret + i];
       if (r.is_tensor() && r.to_tensor().defined()) {
@@ -157,7 +223,7 @@ class Tracer final : public DispatchMode {
         n.constant_outputs.push_back(r);
       }
     }
-    g_.nodes.push_back(std::move(n));
+    g_->nodes.push_back(std::move(n));
   }
 
   // A kernel launch (DESIGN D12): a kernel node with one variant per config, its exact write
@@ -165,7 +231,7 @@ class Tracer final : public DispatchMode {
   void on_launch(const tl::Launcher& launch, ArrayRef<tl::KernelArg> args) {
     const tl::JITFunction& fn = launch.function();
     const SourceLoc loc = launch.location();
-    if (loc.known()) g_.env->last_loc = loc;
+    if (loc.known()) g_->env->last_loc = loc;
     Node n;
     n.kind = Node::Kind::Kernel;
     n.kernel = &fn;
@@ -199,7 +265,7 @@ class Tracer final : public DispatchMode {
       const tl::Grid grid = symbolic_grid(launch, *prepared.kernel(j), args, symbolic, param_of);
       Node::Variant v;
       v.cand = cands[j];
-      for (int d = 0; d < 3; ++d) v.grid[d] = g_.env->expr_of(grid.dims[d]);
+      for (int d = 0; d < 3; ++d) v.grid[d] = g_->env->expr_of(grid.dims[d]);
       mark_coverage(n, fn, prepared, j, args, hinted, param_of, v.grid, n.variants.empty());
       n.variants.push_back(std::move(v));
     }
@@ -216,7 +282,7 @@ class Tracer final : public DispatchMode {
     } else {
       n.variants.clear();
     }
-    g_.nodes.push_back(std::move(n));
+    g_->nodes.push_back(std::move(n));
   }
 
   // One launch argument as a node argument; `hinted` gets symbolic integers' traced values.
@@ -231,8 +297,8 @@ class Tracer final : public DispatchMode {
       case tl::KernelArg::Kind::Int:
         if (k.sym.is_symbolic()) {
           a.kind = Arg::Kind::Sym;
-          a.expr = g_.env->expr_of(k.sym);
-          hinted = tl::KernelArg(g_.env->hint(a.expr), loc);
+          a.expr = g_->env->expr_of(k.sym);
+          hinted = tl::KernelArg(g_->env->hint(a.expr), loc);
         } else {
           a.constant = IValue(k.sym.expect_int());
         }
@@ -322,8 +388,8 @@ class Tracer final : public DispatchMode {
         n.writes.push_back(a.value);
         const Tensor& t = *args[i].tensor;
         for (int64_t d = 0; d < t.dim(); ++d) {
-          const int64_t size = g_.env->hint(g_.env->expr_of(t.sizes()[d]));
-          const int64_t stride = g_.env->hint(g_.env->expr_of(t.strides()[d]));
+          const int64_t size = g_->env->hint(g_->env->expr_of(t.sizes()[d]));
+          const int64_t stride = g_->env->hint(g_->env->expr_of(t.strides()[d]));
           if (size > 1 && stride == 0) {
             TS_ERROR(CompileError)
                 << "[kernel " << fn.name() << "] stores through parameter '" << params[p].name
@@ -372,7 +438,7 @@ class Tracer final : public DispatchMode {
           a.cover_note =
               "kernel " + fn.name() + " stores through '" + params[p].name + "', but " + why;
         }
-        auto& ctx = g_.env->ctx;
+        auto& ctx = g_->env->ctx;
         a.covers = first ? c : (c && a.covers ? ctx.logical_and(a.covers, c) : nullptr);
         a.cover_limit = first || !a.cover_limit ? limit
                         : limit                 ? ctx.logical_and(a.cover_limit, limit)
@@ -392,9 +458,9 @@ class Tracer final : public DispatchMode {
       why = c.why_not;
       return nullptr;
     }
-    auto& ctx = g_.env->ctx;
-    const TensorInfo& t = g_.values[static_cast<size_t>(a.value)].tensor;
-    if (!g_.contiguous(t)) {
+    auto& ctx = g_->env->ctx;
+    const TensorInfo& t = g_->values[static_cast<size_t>(a.value)].tensor;
+    if (!g_->contiguous(t)) {
       why = "the tensor is not contiguous";
       return nullptr;
     }
@@ -461,23 +527,24 @@ class Tracer final : public DispatchMode {
     auto same = [&](const std::vector<sym::ExprPtr>& e, SymIntArrayRef v) {
       if (e.size() != v.size()) return false;
       for (size_t i = 0; i < e.size(); ++i) {
-        if (e[i] != g_.env->expr_of(v[i])) return false;
+        if (e[i] != g_->env->expr_of(v[i])) return false;
       }
       return true;
     };
-    for (size_t v = g_.values.size(); v-- > 0;) {
-      const Value& val = g_.values[v];
+    for (size_t v = g_->values.size(); v-- > 0;) {
+      const Value& val = g_->values[v];
       if (val.kind != Value::Kind::Tensor || val.tensor.storage != st->second) continue;
       if (val.tensor.dtype == t.dtype() && same(val.tensor.sizes, t.sizes()) &&
           same(val.tensor.strides, t.strides()) &&
-          val.tensor.offset == g_.env->expr_of(t.storage_offset()))
+          val.tensor.offset == g_->env->expr_of(t.storage_offset()))
         return static_cast<int>(v);
     }
     return -1;
   }
 
-  Graph& g_;
+  Graph* g_;
   bool grad_inputs_;
+  BreakHandler* breaks_ = nullptr;
   std::unordered_map<const TensorImpl*, int> by_impl_;
   std::unordered_map<const StorageImpl*, int> storages_;
   std::vector<Tensor> keep_;
@@ -788,7 +855,232 @@ Captured capture_once(const Traced& fn, const std::vector<IValue>& args, const C
   return captured;
 }
 
+// A function traced in segments (run_segmented): the trace goes on past a data read. The graph
+// traced so far runs on the real tensors (compiled, from the cache), its results that the
+// function still holds are bound to their traced stand-ins, the read happens on real data, and
+// the next segment starts with those stand-ins as its inputs. Sizes are static in every segment.
+class Segmenter final : public BreakHandler, public detail::TracedData {
+ public:
+  Segmenter(SegmentCache& cache, const CaptureOptions& opts, const std::vector<IValue>& args)
+      : cache_(cache),
+        opts_(opts),
+        outer_(detail::local_state()),
+        graph_(new_graph()),
+        tracer_(*graph_, grad_inputs(args)) {
+    tracer_.set_breaks(this);
+    CaptureOptions fixed = opts_;
+    fixed.dynamic = false;
+    static const std::set<std::pair<int, int>> none;
+    fixed.dynamic_dims = &none;
+    Guards unused;
+    fakes_ = fake_arguments(args, fixed, *graph_, unused, tracer_, false);
+    inputs_ = args;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (fakes_[i].is_tensor() && fakes_[i].to_tensor().defined())
+        bind(fakes_[i].to_tensor(), args[i].to_tensor());
+    }
+  }
+
+  std::vector<IValue> run(const Traced& fn) {
+    std::vector<IValue> outs;
+    {
+      TraceScope scope(tracer_);
+      detail::TracedDataScope data(this);
+      outs = fn(fakes_);
+    }
+    std::vector<Tensor> results;  // the last segment's outputs
+    for (const IValue& o : outs) {
+      if (o.is_tensor() && o.to_tensor().defined() && !o.to_tensor().has_data() &&
+          !bound_.count(o.to_tensor().impl()))
+        results.push_back(o.to_tensor());
+    }
+    flush(results, "the return", /*only=*/true);
+    for (IValue& o : outs) {
+      if (o.is_tensor() && o.to_tensor().defined() && !o.to_tensor().has_data())
+        o = IValue(real_of(o.to_tensor()));
+    }
+    return outs;
+  }
+
+  // ---- BreakHandler ----
+  const Tensor* bound(const Tensor& traced) override {
+    auto it = bound_.find(traced.impl());
+    return it == bound_.end() ? nullptr : &it->second.second;
+  }
+  void input_added(const Tensor& real) override { inputs_.emplace_back(real); }
+  void run_eagerly(const OperatorHandle& op, Stack& stack, size_t nargs) override {
+    const size_t base = stack.size() - nargs;
+    const std::string at = op.name() + where();
+    for (size_t i = base; i < stack.size(); ++i) stack[i] = realize(stack[i], at);
+    {
+      Outside out(*this);
+      op.call(stack);
+    }
+    for (size_t i = base; i < stack.size(); ++i) {
+      IValue& r = stack[i];
+      if (r.is_tensor() && r.to_tensor().defined()) {
+        r = IValue(wrap(r.to_tensor()));
+      } else if (r.is_tensor_list()) {
+        std::vector<Tensor> wrapped;
+        for (const Tensor& t : r.to_tensor_list()) wrapped.push_back(t.defined() ? wrap(t) : t);
+        r = IValue(std::move(wrapped));
+      }
+    }
+  }
+
+  // ---- TracedData ----
+  Scalar item(const Tensor& traced, SourceLoc loc) override {
+    const Tensor real = real_of(traced, "item()" + where(loc));
+    Outside out(*this);
+    return real.item(loc);
+  }
+  void* data_ptr(const Tensor& traced) override {
+    return real_of(traced, "data_ptr()" + where()).data_ptr();
+  }
+
+ private:
+  // The state outside the trace (the tracer hidden, autograd on top), with this grad mode.
+  struct Outside {
+    explicit Outside(const Segmenter& s) : guard(with_grad(s.outer_), UserLocGuard::current()) {}
+    static detail::LocalState with_grad(detail::LocalState st) {
+      st.grad_enabled = grad_enabled();
+      return st;
+    }
+    detail::LocalStateGuard guard;
+  };
+
+  static bool grad_inputs(const std::vector<IValue>& args) {
+    bool any = false;
+    for (const IValue& a : args) any = any || (a.is_tensor() && needs_grad(a.to_tensor()));
+    return any && grad_enabled();
+  }
+
+  std::unique_ptr<Graph> new_graph() const {
+    auto g = std::make_unique<Graph>();
+    g->name = opts_.name;
+    g->env = IntrusivePtr<ShapeEnv>(new ShapeEnv());
+    return g;
+  }
+
+  static std::string where(SourceLoc loc = UserLocGuard::current()) {
+    if (!loc.known()) return "";
+    std::ostringstream os;
+    os << " at " << loc;
+    return os.str();
+  }
+
+  void bind(const Tensor& traced, const Tensor& real) { bound_[traced.impl()] = {traced, real}; }
+
+  // A real tensor made between segments, as a traced stand-in bound to it.
+  Tensor wrap(const Tensor& real) {
+    const auto sizes = real.impl()->int_sizes();
+    const auto strides = real.impl()->int_strides();
+    const int64_t offset = real.impl()->int_offset();
+    int64_t extent = offset + 1;
+    for (size_t d = 0; d < sizes.size(); ++d)
+      extent += std::max<int64_t>(sizes[d] - 1, 0) * strides[d];
+    const Tensor base =
+        detail::make_fake(SymDimVector{SymInt(extent)}, real.dtype(), real.device());
+    SymDimVector sz, st;
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      sz.emplace_back(sizes[d]);
+      st.emplace_back(strides[d]);
+    }
+    Tensor fake = detail::make_view(base, sz, st, offset);
+    if (real.requires_grad()) fake.requires_grad_();
+    bind(fake, real);
+    return fake;
+  }
+
+  IValue realize(const IValue& v, const std::string& at) {
+    if (v.is_tensor() && v.to_tensor().defined() && !v.to_tensor().has_data())
+      return IValue(real_of(v.to_tensor(), at));
+    if (v.is_tensor_list()) {
+      std::vector<Tensor> r;
+      for (const Tensor& t : v.to_tensor_list())
+        r.push_back(t.defined() && !t.has_data() ? real_of(t, at) : t);
+      return IValue(std::move(r));
+    }
+    return v;
+  }
+
+  // The real tensor of a traced one: the graph so far runs when it has not been bound yet.
+  Tensor real_of(const Tensor& traced, const std::string& at = "the return") {
+    if (const Tensor* r = bound(traced)) return *r;
+    tracer_.value_of(traced);  // (a fake from outside the trace is an error here)
+    flush({traced}, at, false);
+    const Tensor* r = bound(traced);
+    TS_INTERNAL_ASSERT(r) << "a segment did not bind a value it computed";
+    return *r;
+  }
+
+  // Ends the current segment: runs it with `extra` among its outputs (`only`: its outputs are
+  // exactly those; else also every value the function still holds), binds the results and
+  // starts the next segment.
+  void flush(const std::vector<Tensor>& extra, const std::string& ends_at, bool only) {
+    Graph& g = *graph_;
+    // Stand-ins the function dropped: their real tensors go (a loop of breaks keeps no history).
+    for (auto it = bound_.begin(); it != bound_.end();) {
+      it = it->second.first.impl()->use_count() == 1 ? bound_.erase(it) : std::next(it);
+    }
+    std::map<int, std::vector<Tensor>> outs;
+    for (const Tensor& t : extra) {
+      const int id = tracer_.value_of(t);
+      const Value& v = g.values[static_cast<size_t>(id)];
+      if (v.producer >= 0) {
+        outs[id] = tracer_.tensors_of(id);
+        continue;
+      }
+      for (size_t i = 0; i < g.inputs.size(); ++i) {  // an input under another stand-in
+        if (g.inputs[i] == id) bind(t, inputs_.at(i).to_tensor());
+      }
+    }
+    if (!g.nodes.empty()) {
+      if (!only) {
+        for (auto& [id, ts] : tracer_.held_values()) outs.emplace(id, std::move(ts));
+      }
+      for (const auto& [id, ts] : outs) {
+        g.outputs.push_back(id);
+        g.constant_outputs.emplace_back();
+      }
+      std::vector<IValue> reals;
+      {
+        Outside out(*this);
+        reals = cache_.run(std::move(graph_), site_++, inputs_, ends_at);
+      }
+      size_t k = 0;
+      for (const auto& [id, ts] : outs) {
+        const IValue& r = reals.at(k++);
+        for (const Tensor& t : ts) bind(t, r.to_tensor());
+      }
+    }
+    graph_ = new_graph();
+    tracer_.start(*graph_);
+    inputs_.clear();
+  }
+
+  SegmentCache& cache_;
+  CaptureOptions opts_;
+  detail::LocalState outer_;
+  std::unique_ptr<Graph> graph_;
+  Tracer tracer_;
+  std::vector<IValue> fakes_, inputs_;
+  /** Traced stand-in -> (the stand-in, kept alive so its address stays unique; its real tensor). */
+  std::unordered_map<const TensorImpl*, std::pair<Tensor, Tensor>> bound_;
+  size_t site_ = 0;
+};
+
 }  // namespace
+
+void optimize_graph(Graph& g, bool fuse, bool fuse_builtins) {
+  optimize(g, fuse, fuse_builtins);
+}
+
+std::vector<IValue> run_segmented(const Traced& fn, const std::vector<IValue>& args,
+                                  SegmentCache& cache, const CaptureOptions& opts) {
+  Segmenter s(cache, opts, args);
+  return s.run(fn);
+}
 
 Captured capture(const Traced& fn, const std::vector<IValue>& args, const CaptureOptions& opts) {
   if (opts.joint && grad_enabled()) {

@@ -63,4 +63,47 @@ struct Captured {
  * where the trace cannot continue. */
 Captured capture(const Traced& fn, const std::vector<IValue>& args, const CaptureOptions& opts);
 
+/** The passes of a traced graph (`fuse_builtins`: built-in ops may become generated kernels). */
+void optimize_graph(compiler::Graph& g, bool fuse, bool fuse_builtins);
+
+/**
+ * The compiled segments of a function that breaks (segmented mode, compile/segments.cpp): graphs
+ * keyed by their traced structure, so that a call whose segment traces to a known graph runs its
+ * compiled form. Thread-safe.
+ */
+class SegmentCache {
+ public:
+  /** `limit`: graphs per segment position (the function's recompile_limit + 1). */
+  SegmentCache(std::string name, bool fuse, int limit);
+  ~SegmentCache();
+  SegmentCache(const SegmentCache&) = delete;
+  SegmentCache& operator=(const SegmentCache&) = delete;
+
+  /** Runs segment `site` (0-based, in call order) of a call: `traced` (as recorded; its outputs
+   * set) on `inputs` (aligned with its inputs). A graph of the same structure compiled before
+   * runs; else this one is optimized and kept, unless the position has `limit` graphs already
+   * (then it runs as recorded and `exhausted()` turns true). `ends_at` names the break. */
+  std::vector<IValue> run(std::unique_ptr<compiler::Graph> traced, size_t site,
+                          const std::vector<IValue>& inputs, const std::string& ends_at);
+  /** A segment position ran out of graphs: later calls should run the function eagerly. */
+  bool exhausted() const;
+  /** The compiled segments, oldest first. */
+  std::vector<CompiledGraph> graphs() const;
+  size_t size() const;
+  /** The newest segment graph, printed ("" when none). */
+  std::string last_graph() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/** One call of a function in segments (a graph break without `fullgraph`): `fn` runs on traced
+ * stand-ins of `args`; where it reads tensor data (`item()`, `data_ptr()`, `equal`) or calls an
+ * operator that cannot be traced, the graph traced so far runs compiled (from `cache`) on the
+ * real tensors, the read or the operator runs on real ones, and tracing goes on into the next
+ * segment. The results are real tensors. */
+std::vector<IValue> run_segmented(const Traced& fn, const std::vector<IValue>& args,
+                                  SegmentCache& cache, const CaptureOptions& opts);
+
 }  // namespace tessera::compile_detail

@@ -128,6 +128,7 @@ class CompiledFunction {
 
   std::vector<IValue> call(const std::vector<IValue>& args) {
     if (eager_.load(std::memory_order_acquire)) return fn_(args);
+    if (segmented_.load(std::memory_order_acquire)) return call_segmented(args);
     ScratchLease lease;  // this call's own sizes and grids (a graph node may call another)
     Scratch& s = lease.scratch;
     const size_t seen = entries_.size();
@@ -175,16 +176,41 @@ class CompiledFunction {
       if (opts_.fullgraph)
         throw CompileError("[" + opts_.name + "] " + e.message() + " (fullgraph=true)",
                            e.user_loc());
-      log("graph_breaks", opts_.name + ": " + e.what() + "; running the function eagerly");
-      eager_.store(true, std::memory_order_release);
+      log("graph_breaks", opts_.name + ": " + e.what() +
+                              "; running it in segments (compiled graphs between the breaks)");
+      segments_ = std::make_unique<SegmentCache>(opts_.name, opts_.fuse, opts_.recompile_limit + 1);
+      segmented_.store(true, std::memory_order_release);
       lock.unlock();
-      return fn_(args);
+      return call_segmented(args);
     }
     TS_INTERNAL_ASSERT(entry->guards.match(args, s, &why))
         << opts_.name << ": a fresh graph fails its own guards: " << why;
     const Entry& e = entries_.push_back(std::move(entry));
     lock.unlock();
     return e.run(args, s, opts_.name);
+  }
+
+  // A function that breaks: traced on every call, its segments compiled once per structure
+  // (capture.h run_segmented). A trace that cannot go on runs the function eagerly.
+  std::vector<IValue> call_segmented(const std::vector<IValue>& args) {
+    CaptureOptions co;
+    co.name = opts_.name;
+    co.fuse = opts_.fuse;
+    std::vector<IValue> out;
+    try {
+      out = run_segmented(fn_, args, *segments_, co);
+    } catch (const DataError& e) {
+      // A read the segments cannot serve (tensor data on another thread, ...): mid-call, what
+      // ran cannot be undone, so this call fails; later calls run eagerly.
+      log("graph_breaks", opts_.name + ": " + e.what() + "; running the function eagerly");
+      eager_.store(true, std::memory_order_release);
+      throw CompileError("[" + opts_.name +
+                             "] a segmented call read tensor data it cannot serve (" + e.message() +
+                             "); the function runs eagerly from its next call",
+                         e.user_loc());
+    }
+    if (segments_->exhausted()) eager_.store(true, std::memory_order_release);
+    return out;
   }
 
   bool guards_pass(const std::vector<IValue>& args) const {
@@ -202,7 +228,12 @@ class CompiledFunction {
     st.graphs = static_cast<int>(entries_.size());
     st.recompiles = recompiles_;
     st.eager = eager_.load();
-    if (entries_.size() > 0) {
+    st.segmented = segmented_.load();
+    if (segments_) {
+      st.graphs += static_cast<int>(segments_->size());
+      st.last_graph = segments_->last_graph();
+    }
+    if (entries_.size() > 0 && !segments_) {
       st.last_graph = entries_.back().graph->str();
       if (entries_.back().backward) st.last_graph += entries_.back().backward->graph().graph->str();
     }
@@ -220,6 +251,9 @@ class CompiledFunction {
         all.back().user_outputs = static_cast<int>(b.user_outputs);
         all.back().backward = std::make_shared<const CompiledGraph>(b.graph->data());
       }
+    }
+    if (segments_) {
+      for (CompiledGraph& g : segments_->graphs()) all.push_back(std::move(g));
     }
     return all;
   }
@@ -275,6 +309,8 @@ class CompiledFunction {
   std::set<std::pair<int, int>> dynamic_;  ///< under miss_mutex_
   int recompiles_ = 0;                     ///< under miss_mutex_
   std::atomic<bool> eager_{false};
+  std::atomic<bool> segmented_{false};
+  std::unique_ptr<SegmentCache> segments_;  ///< set once, under miss_mutex_, before segmented_
 };
 
 std::shared_ptr<CompiledFunction> make_compiled(CompileOptions options, Traced fn, SourceLoc loc) {

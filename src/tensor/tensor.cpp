@@ -32,8 +32,26 @@ SymInt Tensor::stride(int64_t dim) const {
   return impl_->strides()[detail::wrap_dim(dim, this->dim(), "stride")];
 }
 
+namespace detail {
+namespace {
+thread_local TracedData* t_traced_data = nullptr;
+}
+TracedData* traced_data() noexcept {
+  return t_traced_data;
+}
+TracedDataScope::TracedDataScope(TracedData* d) noexcept : saved_(t_traced_data) {
+  t_traced_data = d;
+}
+TracedDataScope::~TracedDataScope() {
+  t_traced_data = saved_;
+}
+}  // namespace detail
+
 void* Tensor::data_ptr() const {
   TS_CHECK(defined(), ValueError) << "[data_ptr] the tensor is undefined";
+  if (!has_data() && is_fake()) {
+    if (detail::TracedData* d = detail::traced_data()) return d->data_ptr(*this);
+  }
   TS_CHECK(has_data(), DataError) << "[data_ptr] a " << (is_fake() ? "fake" : "meta")
                                   << " tensor has no data";
   return impl_->data();
@@ -50,6 +68,9 @@ Scalar Tensor::item(SourceLoc loc) const {
   TS_CHECK(defined(), ValueError) << "[item] the tensor is undefined";
   TS_CHECK(numel() == 1, ValueError)
       << "[item] a tensor with " << numel() << " elements cannot be converted to a scalar";
+  if (!has_data() && is_fake()) {
+    if (detail::TracedData* d = detail::traced_data()) return d->item(*this, loc);
+  }
   TS_CHECK(has_data(), DataError) << "[item] cannot read the value of a "
                                   << (is_fake() ? "fake" : "meta") << " tensor";
   if (device().is_cuda()) return to(kCPU).item(loc);  // synchronizes the device's stream

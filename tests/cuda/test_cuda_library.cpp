@@ -140,4 +140,26 @@ TEST(CudaLibrary, CompiledGraphsRunOnTheGpu) {
   EXPECT_GE(compiled.stats().graphs, 1);
 }
 
+// A function that reads a GPU value (item() copies it to the host) runs in segments: the GPU
+// graphs before and after the read, the branch decided on the real value, results on the GPU.
+TEST(CudaLibrary, SegmentsAroundAnItemReadRunOnTheGpu) {
+  REQUIRE_GPU();
+  auto fn = [](const Tensor& x) -> Tensor {
+    const Tensor e = (x * 0.5).exp();
+    if (e.amax().item<double>() > 2.0) return (e - 1).relu() * 3;
+    return e.neg();
+  };
+  CompileOptions o;
+  o.name = "gpu_segments";
+  auto compiled = compile(fn, o);
+  for (double shift : {4.0, -8.0, 4.0}) {
+    const Tensor x = random_tensor({4, 300}, DType::Float32) + shift;
+    const Tensor got = compiled(x.to(kGpu));
+    ASSERT_TRUE(got.device().is_cuda());
+    EXPECT_TRUE(all_close(got.cpu(), fn(x), 1e-5, 1e-5)) << shift;
+  }
+  EXPECT_TRUE(compiled.stats().segmented);
+  EXPECT_EQ(compiled.graphs().size(), 3u);  // the read's segment, then one per branch
+}
+
 }  // namespace

@@ -1,0 +1,258 @@
+// The compiled segments of a function that breaks (segmented mode; capture.cpp traces them): a
+// segment's traced graph is keyed by its structure (inputs' geometry, every node and constant, the
+// values it returns), so a call whose segment traces the same way runs the graph compiled for it.
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+#include "compile/capture.h"
+#include "compile/executor.h"
+#include "tessera/env.h"
+#include "tl/jit.h"
+
+namespace tessera::compile_detail {
+
+using namespace tessera::compiler;
+
+namespace {
+
+// A constant exactly (doubles by their bits: 0.1 and 0.1000000001 are other graphs).
+void key_constant(std::string& k, const IValue& c) {
+  k += std::to_string(static_cast<int>(c.tag()));
+  k += ':';
+  auto bits = [&](double d) {
+    uint64_t b = 0;
+    std::memcpy(&b, &d, sizeof b);
+    k += std::to_string(b);
+    k += ',';
+  };
+  if (c.is_double()) {
+    bits(c.to_double());
+  } else if (c.is_double_list()) {
+    for (double d : c.to_double_list()) bits(d);
+  } else {
+    k += c.repr();
+  }
+}
+
+// What decides a segment's compiled graph, as text: equal keys trace to the same graph.
+std::string segment_key(const Graph& g, bool fuse_builtins) {
+  std::string k;
+  k.reserve(64 * (g.nodes.size() + g.inputs.size() + 1));
+  auto& ctx = g.env->ctx;
+  auto value = [&](int id) {
+    k += '%';
+    k += std::to_string(id);
+    if (id < 0) return;
+    const Value& v = g.values[static_cast<size_t>(id)];
+    if (v.kind == Value::Kind::Int) {
+      k += ":int " + ctx.str(v.expr);
+      return;
+    }
+    const TensorInfo& t = v.tensor;
+    k += ':';
+    k += dtype_name(t.dtype);
+    k += t.device.str();
+    k += '[';
+    for (auto* e : t.sizes) k += ctx.str(e) + ',';
+    k += "]/[";
+    for (auto* e : t.strides) k += ctx.str(e) + ',';
+    k += "]+" + (t.offset ? ctx.str(t.offset) : std::string("0")) + "@" + std::to_string(t.storage);
+  };
+  k += fuse_builtins ? "F" : "U";
+  k += "\nin";
+  for (int in : g.inputs) value(in);
+  k += "\ncaptured";
+  for (size_t c = 0; c < g.captured.size(); ++c) {
+    std::ostringstream p;
+    p << static_cast<const void*>(g.captured[c].impl());
+    k += p.str();
+    value(g.captured_values[c]);
+  }
+  for (const Node& n : g.nodes) {
+    k += '\n';
+    k += std::to_string(static_cast<int>(n.kind));
+    if (n.kind == Node::Kind::Kernel) {
+      std::ostringstream p;
+      p << n.kernel->name() << '@' << static_cast<const void*>(n.kernel) << '/'
+        << static_cast<const void*>(n.tuned.get());
+      k += p.str();
+      for (const auto& v : n.variants) {
+        for (auto* e : v.grid) k += ctx.str(e) + ',';
+      }
+      for (auto* e : n.grid) k += (e ? ctx.str(e) : std::string("-")) + ',';
+    } else {
+      k += n.op.name();
+    }
+    k += '(';
+    for (const Arg& a : n.args) {
+      k += std::to_string(static_cast<int>(a.kind)) + std::to_string(static_cast<int>(a.role)) +
+           std::to_string(static_cast<int>(a.option)) + a.name + '=';
+      switch (a.kind) {
+        case Arg::Kind::Value:
+          k += std::to_string(a.value);
+          break;
+        case Arg::Kind::ValueList:
+          for (int v : a.values) k += std::to_string(v) + ',';
+          break;
+        case Arg::Kind::Sym:
+          k += ctx.str(a.expr);
+          break;
+        case Arg::Kind::SymList:
+          for (auto* e : a.exprs) k += ctx.str(e) + ',';
+          break;
+        case Arg::Kind::Constant:
+          key_constant(k, a.constant);
+          break;
+      }
+      k += a.written ? "!;" : ";";
+    }
+    k += ")->";
+    for (int o : n.outputs) value(o);
+    for (const IValue& c : n.constant_outputs) key_constant(k, c);
+    k += " w";
+    for (int w : n.writes) k += std::to_string(w) + ',';
+  }
+  k += "\nout";
+  for (int o : g.outputs) k += std::to_string(o) + ',';
+  return k;
+}
+
+// Whether the replay must keep built-in ops as called (autograd records them): grad mode on and a
+// tensor that requires grad among the inputs or closed-over tensors.
+bool records_autograd(const Graph& g, const std::vector<IValue>& inputs) {
+  if (!grad_enabled()) return false;
+  for (const IValue& v : inputs) {
+    if (v.is_tensor() && v.to_tensor().defined() && v.to_tensor().requires_grad()) return true;
+  }
+  for (const Tensor& t : g.captured) {
+    if (t.requires_grad()) return true;
+  }
+  return false;
+}
+
+// The first line where two graph listings differ (a recompile's explanation).
+std::string first_difference(const std::string& was, const std::string& now) {
+  std::istringstream a(was), b(now);
+  std::string la, lb;
+  while (true) {
+    const bool ha = static_cast<bool>(std::getline(a, la));
+    const bool hb = static_cast<bool>(std::getline(b, lb));
+    if (!ha && !hb) return "the values it returns changed";
+    if (!ha || !hb || la != lb) {
+      auto trim = [](std::string s) {
+        const size_t p = s.find_first_not_of(' ');
+        return p == std::string::npos ? s : s.substr(p);
+      };
+      return "`" + trim(ha ? la : std::string("(nothing)")) + "` is now `" +
+             trim(hb ? lb : std::string("(nothing)")) + "`";
+    }
+  }
+}
+
+struct Segment {
+  std::unique_ptr<Graph> graph;
+  Guards guards;
+  std::unique_ptr<Executor> executor;
+
+  std::vector<IValue> run(const std::vector<IValue>& inputs) const {
+    Scratch s;
+    guards.evaluate(s);
+    return executor->run(inputs, s);
+  }
+};
+
+}  // namespace
+
+struct SegmentCache::Impl {
+  std::string name;
+  bool fuse = true;
+  int limit = 9;
+  mutable std::mutex mu;
+  std::unordered_map<std::string, std::unique_ptr<Segment>> by_key;
+  std::vector<const Segment*> order;
+  std::map<size_t, int> per_site;             ///< graphs per segment position
+  std::map<size_t, std::string> last_traced;  ///< per position: the newest traced listing
+  std::atomic<bool> exhausted{false};
+};
+
+SegmentCache::SegmentCache(std::string name, bool fuse, int limit) : impl_(new Impl) {
+  impl_->name = std::move(name);
+  impl_->fuse = fuse;
+  impl_->limit = limit;
+}
+
+SegmentCache::~SegmentCache() = default;
+
+std::vector<IValue> SegmentCache::run(std::unique_ptr<Graph> traced, size_t site,
+                                      const std::vector<IValue>& inputs,
+                                      const std::string& ends_at) {
+  Impl& c = *impl_;
+  const bool fuse_builtins = !records_autograd(*traced, inputs);
+  std::string key = segment_key(*traced, fuse_builtins);
+  std::unique_lock<std::mutex> lock(c.mu);
+  if (auto it = c.by_key.find(key); it != c.by_key.end()) {
+    const Segment& seg = *it->second;
+    lock.unlock();
+    return seg.run(inputs);
+  }
+  const std::string label = "segment " + std::to_string(site + 1) + ", to " + ends_at;
+  traced->name = c.name + " [" + label + "]";
+  const std::string listing = traced->str();
+  int& graphs = c.per_site[site];
+  if (graphs > 0 && knobs().log_enabled("recompiles")) {
+    log("recompiles", c.name + " " + label + ": a new graph (" +
+                          first_difference(c.last_traced[site], listing) + ")");
+  }
+  c.last_traced[site] = listing;
+  auto seg = std::make_unique<Segment>();
+  seg->graph = std::move(traced);
+  if (graphs >= c.limit) {
+    // Past the limit the segment runs as traced (no new kernels to build), and the function
+    // runs eagerly from its next call.
+    if (!c.exhausted.exchange(true)) {
+      warn_once("tessera::compile: " + c.name + " compiled " + std::to_string(graphs) +
+                " graphs for " + label + " (recompile_limit); running it eagerly from now on");
+    }
+    lock.unlock();
+    seg->graph->verify();
+    seg->guards.finish(*seg->graph);
+    seg->executor = std::make_unique<Executor>(*seg->graph, seg->guards);
+    return seg->run(inputs);
+  }
+  ++graphs;
+  optimize_graph(*seg->graph, c.fuse, fuse_builtins);
+  seg->guards.finish(*seg->graph);
+  seg->executor = std::make_unique<Executor>(*seg->graph, seg->guards);
+  if (knobs().log_enabled("graph")) log("graph", seg->graph->str());
+  const Segment& kept = *c.by_key.emplace(std::move(key), std::move(seg)).first->second;
+  c.order.push_back(&kept);
+  lock.unlock();
+  return kept.run(inputs);
+}
+
+bool SegmentCache::exhausted() const {
+  return impl_->exhausted.load(std::memory_order_acquire);
+}
+
+std::vector<CompiledGraph> SegmentCache::graphs() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<CompiledGraph> all;
+  for (const Segment* s : impl_->order) all.push_back(s->graph->data());
+  return all;
+}
+
+size_t SegmentCache::size() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->order.size();
+}
+
+std::string SegmentCache::last_graph() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->order.empty() ? std::string() : impl_->order.back()->graph->str();
+}
+
+}  // namespace tessera::compile_detail

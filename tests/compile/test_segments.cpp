@@ -1,0 +1,215 @@
+// Graph breaks without fullgraph: the function runs in segments, compiled graphs between the
+// breaks (item(), data_ptr(), equal, a custom op without a fake kernel). Results equal eager's
+// (computed in float64) on fresh random inputs; a segment traced the same way runs its compiled
+// graph again; values the function holds across a break are a segment's results, the others
+// stay inside its fused kernels.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "compile_testing.h"
+#include "tessera/library.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+
+namespace {
+
+CompileOptions named(std::string name) {
+  CompileOptions o;
+  o.name = std::move(name);
+  return o;
+}
+
+// Rows of the graphs' nodes, for messages.
+std::string listing(const std::vector<CompiledGraph>& gs) {
+  std::string s;
+  for (const auto& g : gs) s += g.text;
+  return s;
+}
+
+// Operator nodes other than allocations.
+int op_nodes(const CompiledGraph& g) {
+  int n = 0;
+  for (const auto& node : g.nodes)
+    n += node.kind == CompiledGraph::Node::Kind::Op && node.target != "aten::empty";
+  return n;
+}
+
+Tensor scaled_relu(const Tensor& x) {
+  Tensor a = x.exp();
+  Tensor total;
+  {
+    Tensor dropped = a * 2 + 1;  // dropped before the break: stays inside segment 1's kernel
+    total = dropped.sum();
+  }
+  const double s = total.item<double>();
+  TS_CHECK(std::isfinite(s), ValueError) << "scaled_relu: the sum is " << s;
+  return ((a - 1) * 3).relu();
+}
+
+TEST(Segments, AnItemReadSplitsTheFunctionIntoCompiledSegments) {
+  auto fn = compile(scaled_relu, named("scaled_relu"));
+  for (int call = 0; call < 3; ++call) {
+    Tensor x = randn({257});
+    const Tensor x64 = x.to(DType::Float64);
+    const Tensor want = ((x64.exp() - 1) * 3).relu();
+    EXPECT_TRUE(all_close(fn(x), want.to(DType::Float32), 1e-5, 1e-5)) << call;
+  }
+  const auto st = fn.stats();
+  EXPECT_TRUE(st.segmented);
+  EXPECT_FALSE(st.eager);
+  // Two segments, compiled once: the later calls traced to the same graphs.
+  const auto gs = fn.graphs();
+  ASSERT_EQ(gs.size(), 2u) << listing(gs);
+  EXPECT_NE(gs[0].name.find("segment 1, to item()"), std::string::npos) << gs[0].name;
+  EXPECT_NE(gs[0].name.find("test_segments.cpp"), std::string::npos) << gs[0].name;
+  EXPECT_NE(gs[1].name.find("segment 2, to the return"), std::string::npos) << gs[1].name;
+  // Segment 1 returns what the function still holds (a) and what item() reads, not `dropped`
+  // (a temporary of the full expression that reads, or a variable in scope, would be).
+  EXPECT_EQ(gs[0].outputs.size(), 2u) << gs[0].text;
+  // Segment 2's pointwise chain is one generated kernel.
+  EXPECT_EQ(gs[1].kernel_launches(), 1) << gs[1].text;
+  EXPECT_EQ(op_nodes(gs[1]), 0) << gs[1].text;
+}
+
+TEST(Segments, AValueReadIntoAnOperatorIsAConstantOfTheNextSegmentExplained) {
+  auto fn = compile(
+      [](const Tensor& x) {
+        const double s = x.sum().item<double>();
+        return x * s;  // s becomes the next segment's constant
+      },
+      named("scale"));
+  Tensor x = randn({16});
+  EXPECT_TRUE(all_close(fn(x), x * x.sum().item<double>(), 1e-5, 1e-5));
+  setenv("TESSERA_LOGS", "recompiles", 1);
+  reload_knobs();
+  ::testing::internal::CaptureStderr();
+  Tensor x2 = x + 1;
+  const Tensor got = fn(x2);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  unsetenv("TESSERA_LOGS");
+  reload_knobs();
+  EXPECT_TRUE(all_close(got, x2 * x2.sum().item<double>(), 1e-5, 1e-5));
+  EXPECT_NE(log.find("segment 2, to the return: a new graph (`"), std::string::npos) << log;
+  EXPECT_NE(log.find("aten::mul.Scalar"), std::string::npos) << log;
+  EXPECT_EQ(fn.graphs().size(), 3u) << listing(fn.graphs());
+}
+
+TEST(Segments, ABranchOnTheValueReadCompilesEachPathOnce) {
+  auto fn = compile(
+      [](const Tensor& x) {
+        if (x.sum().item<double>() > 0) return (x * 2).abs();
+        return (x * 3).neg();
+      },
+      named("branch"));
+  for (int call = 0; call < 6; ++call) {
+    Tensor x = randn({64}) + (call % 2 ? 5.0 : -5.0);
+    const Tensor x64 = x.to(DType::Float64);
+    const Tensor want = x64.sum().item<double>() > 0 ? (x64 * 2).abs() : (x64 * 3).neg();
+    EXPECT_TRUE(all_close(fn(x), want.to(DType::Float32))) << call;
+  }
+  // One first segment (the sum) and one second per path.
+  EXPECT_EQ(fn.graphs().size(), 3u) << listing(fn.graphs());
+  EXPECT_FALSE(fn.stats().eager);
+}
+
+TEST(Segments, ALoopOfBreaksMutationsAndEqualAgreeWithEager) {
+  auto body = [](const Tensor& x, Tensor acc) {
+    Tensor y = x;
+    int steps = 0;
+    while (y.abs().amax().item<double>() > 0.5 && steps < 10) {  // a break per step
+      y = y * 0.5;
+      acc.add_(y);  // the argument mutated in every segment
+      ++steps;
+    }
+    const bool same = equal(y, x);  // a data-dependent operator between segments
+    return std::make_tuple(y + steps, same);
+  };
+  auto fn = compile(body, named("halving"));
+  for (int call = 0; call < 3; ++call) {
+    Tensor x = randn({33}) * 4;
+    Tensor acc = zeros({33}), acc_eager = zeros({33});
+    auto [got, same] = fn(x, acc);
+    auto [want, same_eager] = body(x, acc_eager);
+    EXPECT_TRUE(all_close(got, want)) << call;
+    EXPECT_TRUE(all_close(acc, acc_eager)) << call;
+    EXPECT_EQ(same, same_eager);
+  }
+  EXPECT_TRUE(fn.stats().segmented);
+}
+
+TEST(Segments, ACustomOpWithoutAFakeKernelRunsBetweenSegments) {
+  static auto nofake =
+      library::custom_op("segmentlib::nofake", [](const Tensor& x) -> Tensor { return x * 3 - 1; });
+  auto fn = compile([](const Tensor& x) -> Tensor { return nofake(x.sin() + 1).cos() * 2; },
+                    named("nofake"));
+  for (int call = 0; call < 2; ++call) {
+    Tensor x = randn({40});
+    const Tensor x64 = x.to(DType::Float64);
+    const Tensor want = ((x64.sin() + 1) * 3 - 1).cos() * 2;
+    EXPECT_TRUE(all_close(fn(x), want.to(DType::Float32), 1e-5, 1e-5)) << call;
+  }
+  const auto gs = fn.graphs();
+  ASSERT_EQ(gs.size(), 2u) << listing(gs);
+  EXPECT_NE(gs[0].name.find("segmentlib::nofake"), std::string::npos) << gs[0].name;
+  EXPECT_EQ(gs[1].kernel_launches(), 1) << gs[1].text;  // cos and mul in one kernel
+}
+
+TEST(Segments, DataPtrReadsTheValuesComputedSoFar) {
+  auto fn = compile(
+      [](const Tensor& x) {
+        Tensor y = (x + 1).contiguous();
+        const float* p = y.data_ptr<float>();
+        return y * static_cast<double>(p[0] + p[1]);
+      },
+      named("data_ptr"));
+  Tensor x = randn({8});
+  const Tensor y = x.to(DType::Float64) + 1;
+  const double s = y[0].item<double>() + y[1].item<double>();
+  EXPECT_TRUE(all_close(fn(x), (y * s).to(DType::Float32), 1e-5, 1e-5));
+  EXPECT_TRUE(fn.stats().segmented);
+}
+
+TEST(Segments, GradientsFlowThroughSegments) {
+  auto fn = compile(
+      [](const Tensor& x) {
+        const double m = x.detach().abs().amax().item<double>();
+        return (x.sin() / m).sum();
+      },
+      named("grad"));
+  Tensor x = randn({16}).requires_grad_();
+  fn(x).backward();
+  Tensor x2 = x.detach().clone().requires_grad_();
+  const double m = x2.detach().abs().amax().item<double>();
+  (x2.sin() / m).sum().backward();
+  EXPECT_TRUE(all_close(x.grad(), x2.grad(), 1e-6, 1e-6));
+}
+
+TEST(Segments, NewSizesCompileNewSegmentsUpToTheLimitThenEager) {
+  CompileOptions o = named("sizes");
+  o.recompile_limit = 2;  // three graphs per segment position
+  auto fn = compile(
+      [](const Tensor& x) {
+        const double s = x.sum().item<double>();
+        return x * s;
+      },
+      o);
+  for (int64_t n : {5, 6, 7, 8, 9}) {
+    Tensor x = randn({n});
+    EXPECT_TRUE(all_close(fn(x), x * x.sum().item<double>(), 1e-5, 1e-5)) << n;
+  }
+  const auto st = fn.stats();
+  EXPECT_TRUE(st.eager) << "past three graphs per position the function runs eagerly";
+  EXPECT_LE(fn.graphs().size(), 6u) << listing(fn.graphs());
+}
+
+TEST(Segments, FullgraphStillRefusesTheBreak) {
+  auto fn = compile(scaled_relu, fullgraph("strict"));
+  const std::string msg = error_of<CompileError>([&] { fn(randn({4})); });
+  EXPECT_NE(msg.find("reading tensor data"), std::string::npos) << msg;
+  EXPECT_FALSE(fn.stats().segmented);
+}
+
+}  // namespace
