@@ -1004,9 +1004,16 @@ class Segmenter final : public BreakHandler, public detail::TracedData {
     return v;
   }
 
-  // The real tensor of a traced one: the graph so far runs when it has not been bound yet.
+  // The real tensor of a traced one: the graph so far runs when it has not been bound yet, or
+  // when it writes some tensor (the bound one may be among them, or share its memory).
   Tensor real_of(const Tensor& traced, const std::string& at = "the return") {
-    if (const Tensor* r = bound(traced)) return *r;
+    if (const Tensor* r = bound(traced)) {
+      const auto& nodes = graph_->nodes;
+      if (std::none_of(nodes.begin(), nodes.end(), [](const Node& n) { return !n.writes.empty(); }))
+        return *r;
+      flush({}, at, false);
+      return *bound(traced);
+    }
     tracer_.value_of(traced);  // (a fake from outside the trace is an error here)
     flush({traced}, at, false);
     const Tensor* r = bound(traced);

@@ -172,6 +172,27 @@ TEST(Segments, DataPtrReadsTheValuesComputedSoFar) {
   EXPECT_TRUE(fn.stats().segmented);
 }
 
+TEST(Segments, AReadAfterAnInPlaceWriteSeesTheWrite) {
+  auto fn = compile(
+      [](Tensor x) {
+        Tensor s = x.sum();
+        const double a = s.item<double>();  // s is bound to its real value here
+        s.add_(1);                          // ... and written in the next segment
+        const double b = s.item<double>();
+        x.mul_(2);
+        const float first = x.data_ptr<float>()[0];  // an argument written in this segment
+        return x * (b - a) + static_cast<double>(first);
+      },
+      named("writes"));
+  for (int call = 0; call < 2; ++call) {
+    Tensor x = randn({12});
+    const Tensor x0 = x.clone();
+    const Tensor got = fn(x);
+    EXPECT_TRUE(all_close(x, x0 * 2)) << call;
+    EXPECT_TRUE(all_close(got, x0 * 2 + x0[0].item<double>() * 2, 1e-5, 1e-5)) << call;
+  }
+}
+
 TEST(Segments, GradientsFlowThroughSegments) {
   auto fn = compile(
       [](const Tensor& x) {
