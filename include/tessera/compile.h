@@ -15,8 +15,10 @@
  * Arguments and results may be tensors, integers, floats and bools, and `std::optional`,
  * `std::vector` and `std::tuple` of them. Sizes are static on the first call; a later call with
  * other sizes recompiles once with those dimensions symbolic, and then no more (as torch.compile's
- * automatic dynamic shapes). `TESSERA_LOGS=recompiles` explains each recompile, `graph` prints
- * each graph, `graph_breaks` each reason to run eagerly.
+ * automatic dynamic shapes). A function that reads tensor data (`item()`) runs in segments,
+ * compiled graphs between the reads, traced on every call (docs/compile.md, "Graph breaks").
+ * `TESSERA_LOGS=recompiles` explains each recompile, `graph` prints each graph, `graph_breaks`
+ * each break.
  */
 #pragma once
 

@@ -5,9 +5,9 @@
  * - `TESSERA_NUM_THREADS`: size of the CPU thread pool (default: all cores).
  * - `TESSERA_LOGS`: comma list of log channels: `cache` (disk cache hits, misses, rebuilds),
  *   `recompiles` (why a compiled function recompiled), `graph` (each compiled graph),
- *   `graph_breaks` (why a function runs eagerly), `crosscheck` (kernels TESSERA_CROSSCHECK did not
- *   compare, and why), `dispatch` (every operator call: the operator,
- *   the kernel's device and the arguments' shapes; slows every call), `all`.
+ *   `graph_breaks` (why a function runs in segments or eagerly), `crosscheck` (kernels
+ * TESSERA_CROSSCHECK did not compare, and why), `dispatch` (every operator call: the operator, the
+ * kernel's device and the arguments' shapes; slows every call), `all`.
  * - `TESSERA_DUMP`: comma list of dumps: `ir` (tile IR as traced and after optimization), `src`
  *   (generated C++ and CUDA, and after a CUDA build its registers, shared memory and spills);
  * written to stderr, or with `TESSERA_DUMP_DIR` set, one file per distinct kernel text in that

@@ -69,6 +69,9 @@ class Tracer final : public DispatchMode {
     }
     return held;
   }
+  /** Whether an operator's shape function is running (its node half built: no segment may end
+   * now, so a read of data fails and the operator runs eagerly instead). */
+  bool in_shape_function() const { return in_shape_function_ > 0; }
   /** The traced tensors that are value `id`. */
   std::vector<Tensor> tensors_of(int id) const {
     std::vector<Tensor> out;
@@ -190,14 +193,22 @@ class Tracer final : public DispatchMode {
     std::vector<IValue> saved;
     const size_t base = stack.size() - nargs;
     if (breaks_) saved.assign(args, args + nargs);
+    auto eagerly = [&] {  // a segmented trace runs it on real tensors between two segments
+      stack.resize(base);
+      for (IValue& v : saved) stack.push_back(std::move(v));
+      breaks_->run_eagerly(op, stack, nargs);
+    };
     try {
+      ++in_shape_function_;
       op.redispatch(stack);
+      --in_shape_function_;
+    } catch (const DataError&) {
+      --in_shape_function_;
+      if (!breaks_) throw;
+      return eagerly();  // a shape function that reads its inputs' values
     } catch (const NotImplementedError& e) {
-      if (breaks_) {  // a segmented trace runs it on real tensors between two segments
-        stack.resize(base);
-        for (IValue& v : saved) stack.push_back(std::move(v));
-        return breaks_->run_eagerly(op, stack, nargs);
-      }
+      --in_shape_function_;
+      if (breaks_) return eagerly();
       if (op.has_tag(kTagCustomOp)) {
         graph_break("the custom operator " + op.name() +
                         " has no fake kernel to compute its result shapes "
@@ -543,6 +554,7 @@ class Tracer final : public DispatchMode {
   }
 
   Graph* g_;
+  int in_shape_function_ = 0;
   bool grad_inputs_;
   BreakHandler* breaks_ = nullptr;
   std::unordered_map<const TensorImpl*, int> by_impl_;
@@ -930,15 +942,22 @@ class Segmenter final : public BreakHandler, public detail::TracedData {
 
   // ---- TracedData ----
   Scalar item(const Tensor& traced, SourceLoc loc) override {
+    check_not_in_shape_function("item");
     const Tensor real = real_of(traced, "item()" + where(loc));
     Outside out(*this);
     return real.item(loc);
   }
   void* data_ptr(const Tensor& traced) override {
+    check_not_in_shape_function("data_ptr");
     return real_of(traced, "data_ptr()" + where()).data_ptr();
   }
 
  private:
+  void check_not_in_shape_function(const char* what) const {
+    TS_CHECK(!tracer_.in_shape_function(), DataError)
+        << "[" << what << "] a shape function read a traced tensor's data";
+  }
+
   // The state outside the trace (the tracer hidden, autograd on top), with this grad mode.
   struct Outside {
     explicit Outside(const Segmenter& s) : guard(with_grad(s.outer_), UserLocGuard::current()) {}

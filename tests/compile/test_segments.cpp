@@ -155,6 +155,19 @@ TEST(Segments, ACustomOpWithoutAFakeKernelRunsBetweenSegments) {
   ASSERT_EQ(gs.size(), 2u) << listing(gs);
   EXPECT_NE(gs[0].name.find("segmentlib::nofake"), std::string::npos) << gs[0].name;
   EXPECT_EQ(gs[1].kernel_launches(), 1) << gs[1].text;  // cos and mul in one kernel
+  // A fake kernel that reads its input's values: the operator runs eagerly the same way.
+  static auto reads = library::custom_op("segmentlib::reads_in_fake",
+                                         [](const Tensor& x) -> Tensor { return x * 2; });
+  reads.register_fake([](const Tensor& x) {
+    TS_CHECK(x.sum().item<double>() == x.sum().item<double>(), ValueError) << "never";
+    return empty_like(x);
+  });
+  auto fn2 =
+      compile([](const Tensor& x) -> Tensor { return reads(x.exp()) + 1; }, named("reads_in_fake"));
+  Tensor x = randn({40});
+  EXPECT_TRUE(all_close(fn2(x), x.exp() * 2 + 1, 1e-5, 1e-5));
+  EXPECT_TRUE(fn2.stats().segmented);
+  EXPECT_NE(fn2.graphs().at(0).name.find("segmentlib::reads_in_fake"), std::string::npos);
 }
 
 TEST(Segments, DataPtrReadsTheValuesComputedSoFar) {
