@@ -11,6 +11,7 @@
 #include "tessera/detail/boxing.h"
 #include "tessera/detail/local_state.h"
 #include "tessera/env.h"
+#include "tessera/ops.h"
 #include "tessera/tl.h"
 #include "tl/jit.h"
 #include "tl/launch_op.h"
@@ -1072,6 +1073,7 @@ class Segmenter final : public BreakHandler, public detail::TracedData {
       std::vector<IValue> reals;
       {
         Outside out(*this);
+        scalars_to_inputs(g);
         reals = cache_.run(std::move(graph_), site_++, inputs_, ends_at);
       }
       size_t k = 0;
@@ -1083,6 +1085,66 @@ class Segmenter final : public BreakHandler, public detail::TracedData {
     graph_ = new_graph();
     tracer_.start(*graph_);
     inputs_.clear();
+  }
+
+  // A 0-dim tensor holding `v`: written directly for float32 and float64 on the CPU (a call's
+  // host time: no dispatch), else by `full`.
+  static Tensor scalar_input(double v, DType dtype, Device device) {
+    if (!device.is_cpu() || (dtype != DType::Float32 && dtype != DType::Float64))
+      return full({}, v, TensorOptions(dtype).device(device));
+    Tensor t = detail::make_empty({}, dtype, device);
+    if (dtype == DType::Float32) {
+      *static_cast<float*>(t.impl()->data()) = static_cast<float>(v);
+    } else {
+      *static_cast<double*>(t.impl()->data()) = v;
+    }
+    return t;
+  }
+
+  // The floating-point scalars of `x + s`, `x - s`, `x * s`, `x / s` on float tensors become
+  // inputs of the segment (0-dim tensors of x's dtype, what eager converts them to), not
+  // constants: a number the function reads (`x * a.sum().item<double>()`) changes from call to
+  // call, and as a constant every new value would compile the segment again.
+  void scalars_to_inputs(Graph& g) {
+    static const std::pair<const char*, const char*> kOps[] = {
+        {"aten::add.Scalar", "aten::add.Tensor"},
+        {"aten::sub.Scalar", "aten::sub.Tensor"},
+        {"aten::mul.Scalar", "aten::mul.Tensor"},
+        {"aten::div.Scalar", "aten::div.Tensor"}};
+    int storages = 0;
+    for (const Value& v : g.values)
+      storages = std::max(storages, v.kind == Value::Kind::Tensor ? v.tensor.storage + 1 : 0);
+    for (Node& n : g.nodes) {
+      if (n.kind != Node::Kind::Op || n.args.size() < 2 || n.outputs.size() != 1 ||
+          n.outputs[0] < 0)
+        continue;
+      const char* tensor_op = nullptr;
+      for (const auto& [scalar, tensor] : kOps) {
+        if (n.op.name() == scalar) tensor_op = tensor;
+      }
+      Arg& x = n.args[0];
+      Arg& c = n.args[1];
+      if (!tensor_op || x.kind != Arg::Kind::Value || x.value < 0 ||
+          c.kind != Arg::Kind::Constant || !c.constant.is_double())
+        continue;
+      const TensorInfo xt = g.values[static_cast<size_t>(x.value)].tensor;
+      if (!is_floating_point(xt.dtype) ||
+          g.values[static_cast<size_t>(n.outputs[0])].tensor.dtype != xt.dtype)
+        continue;
+      Value v;
+      v.kind = Value::Kind::Tensor;
+      v.tensor.dtype = xt.dtype;
+      v.tensor.device = xt.device;
+      v.tensor.offset = g.env->ctx.constant(0);
+      v.tensor.storage = storages++;
+      const int id = g.add_value(std::move(v));
+      g.inputs.push_back(id);
+      inputs_.emplace_back(scalar_input(c.constant.to_double(), xt.dtype, xt.device));
+      c.kind = Arg::Kind::Value;
+      c.value = id;
+      c.constant = IValue();
+      n.op = *find_op(tensor_op);
+    }
   }
 
   SegmentCache& cache_;
