@@ -7,14 +7,31 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <thread>
 
 #include "compile_testing.h"
 #include "tessera/library.h"
 
 using namespace tessera;
 using namespace tessera::testing;
+namespace tl = tessera::tl;
 
 namespace {
+
+TL_JIT(seg_add_kernel, tl::Ptr x_ptr, tl::Ptr y_ptr, tl::Ptr out_ptr, tl::Int n, tl::Const BLOCK) {
+  auto offsets = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto mask = offsets < n;
+  tl::store(out_ptr + offsets, tl::load(x_ptr + offsets, mask) + tl::load(y_ptr + offsets, mask),
+            mask);
+}
+
+// The seed's add_fn: a fill, then a kernel that overwrites it.
+Tensor add_fn(const Tensor& x, const Tensor& y) {
+  Tensor out = zeros_like(x);
+  const int64_t n = out.numel();
+  seg_add_kernel[{tl::cdiv(n, 16)}](x, y, out, n, tl::meta("BLOCK", 16));
+  return out;
+}
 
 CompileOptions named(std::string name) {
   CompileOptions o;
@@ -262,6 +279,53 @@ TEST(Segments, NewSizesCompileNewSegmentsUpToTheLimitThenEager) {
   const auto st = fn.stats();
   EXPECT_TRUE(st.eager) << "past three graphs per position the function runs eagerly";
   EXPECT_LE(fn.graphs().size(), 6u) << listing(fn.graphs());
+}
+
+TEST(Segments, UserKernelsOnBothSidesOfABreak) {
+  auto fn = compile(
+      [](const Tensor& x, const Tensor& y) {
+        Tensor s = add_fn(x, y);  // segment 1: the fill elided, the kernel
+        if (s.amax().item<double>() > 100) return s;
+        return add_fn(s, x).relu();  // segment 2: the kernel with relu at its stores
+      },
+      named("kernels"));
+  for (int call = 0; call < 2; ++call) {
+    Tensor x = randn({100}), y = randn({100});
+    EXPECT_TRUE(all_close(fn(x, y), (x + y + x).relu())) << call;
+  }
+  const auto gs = fn.graphs();
+  ASSERT_EQ(gs.size(), 2u) << listing(gs);
+  EXPECT_EQ(gs[0].kernel_launches(), 1) << gs[0].text;
+  EXPECT_FALSE(gs[0].find("aten::empty_like").empty() && gs[0].find("aten::empty").empty())
+      << gs[0].text;  // the zeros became an allocation
+  EXPECT_EQ(gs[1].find("seg_add_kernel+relu").size(), 1u) << gs[1].text;
+}
+
+TEST(Segments, ConcurrentCallsShareTheCompiledSegments) {
+  auto fn = compile(scaled_relu, named("threads"));
+  fn(randn({64}));
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 20; ++i) {
+        Tensor x = randn({64});
+        if (!allclose(fn(x), ((x.exp() - 1) * 3).relu(), 1e-5, 1e-5)) ++bad;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(fn.graphs().size(), 2u);
+}
+
+TEST(Segments, AnErrorAfterABreakReachesTheCallerAndTheNextCallRuns) {
+  auto fn = compile(scaled_relu, named("throws"));
+  Tensor inf = full({8}, 1000.0);  // exp overflows: the check after the read throws
+  const std::string msg = error_of<ValueError>([&] { fn(inf); });
+  EXPECT_NE(msg.find("scaled_relu: the sum is inf"), std::string::npos) << msg;
+  Tensor x = randn({8});
+  EXPECT_TRUE(all_close(fn(x), ((x.exp() - 1) * 3).relu(), 1e-5, 1e-5));
 }
 
 TEST(Segments, FullgraphStillRefusesTheBreak) {
