@@ -871,22 +871,23 @@ Captured capture_once(const Traced& fn, const std::vector<IValue>& args, const C
 // A function traced in segments (run_segmented): the trace goes on past a data read. The graph
 // traced so far runs on the real tensors (compiled, from the cache), its results that the
 // function still holds are bound to their traced stand-ins, the read happens on real data, and
-// the next segment starts with those stand-ins as its inputs. Sizes are static in every segment.
+// the next segment starts with those stand-ins as its inputs. The segments of a call share one
+// shape environment: the arguments' dimensions that `opts` makes dynamic are symbols in all of
+// them (sizes computed from data are plain numbers).
 class Segmenter final : public BreakHandler, public detail::TracedData {
  public:
   Segmenter(SegmentCache& cache, const CaptureOptions& opts, const std::vector<IValue>& args)
       : cache_(cache),
         opts_(opts),
         outer_(detail::local_state()),
+        env_(new ShapeEnv()),
         graph_(new_graph()),
         tracer_(*graph_, grad_inputs(args)) {
     tracer_.set_breaks(this);
-    CaptureOptions fixed = opts_;
-    fixed.dynamic = false;
     static const std::set<std::pair<int, int>> none;
-    fixed.dynamic_dims = &none;
+    if (!opts_.dynamic_dims) opts_.dynamic_dims = &none;
     Guards unused;
-    fakes_ = fake_arguments(args, fixed, *graph_, unused, tracer_, false);
+    fakes_ = fake_arguments(args, opts_, *graph_, unused, tracer_, false);
     inputs_ = args;
     for (size_t i = 0; i < args.size(); ++i) {
       if (fakes_[i].is_tensor() && fakes_[i].to_tensor().defined())
@@ -978,7 +979,7 @@ class Segmenter final : public BreakHandler, public detail::TracedData {
   std::unique_ptr<Graph> new_graph() const {
     auto g = std::make_unique<Graph>();
     g->name = opts_.name;
-    g->env = IntrusivePtr<ShapeEnv>(new ShapeEnv());
+    g->env = env_;
     return g;
   }
 
@@ -1150,6 +1151,7 @@ class Segmenter final : public BreakHandler, public detail::TracedData {
   SegmentCache& cache_;
   CaptureOptions opts_;
   detail::LocalState outer_;
+  IntrusivePtr<ShapeEnv> env_;
   std::unique_ptr<Graph> graph_;
   Tracer tracer_;
   std::vector<IValue> fakes_, inputs_;

@@ -196,6 +196,14 @@ class CompiledFunction {
     CaptureOptions co;
     co.name = opts_.name;
     co.fuse = opts_.fuse;
+    co.dynamic = opts_.dynamic;
+    std::set<std::pair<int, int>> dims;
+    {
+      std::lock_guard<std::recursive_mutex> lock(miss_mutex_);
+      if (opts_.dynamic != false) learn_segment_sizes(args);
+      dims = dynamic_;
+    }
+    co.dynamic_dims = &dims;
     std::vector<IValue> out;
     try {
       out = run_segmented(fn_, args, *segments_, co);
@@ -285,6 +293,22 @@ class CompiledFunction {
     }
   }
 
+  // Segmented mode's automatic dynamic shapes: a dimension of a tensor argument whose size differs
+  // from the first segmented call's is symbolic from then on (under miss_mutex_).
+  void learn_segment_sizes(const std::vector<IValue>& args) {
+    size_t k = 0;
+    for (const IValue& a : args) {
+      if (!a.is_tensor() || !a.to_tensor().defined()) continue;
+      const auto sizes = a.to_tensor().impl()->int_sizes();
+      if (k == segment_sizes_.size()) segment_sizes_.emplace_back(sizes.begin(), sizes.end());
+      const std::vector<int64_t>& first = segment_sizes_[k];
+      for (size_t d = 0; d < sizes.size() && d < first.size(); ++d) {
+        if (sizes[d] != first[d]) dynamic_.insert({static_cast<int>(k), static_cast<int>(d)});
+      }
+      ++k;
+    }
+  }
+
   std::unique_ptr<Entry> compile_entry(const std::vector<IValue>& args) {
     CaptureOptions co;
     co.name = opts_.name;
@@ -311,6 +335,7 @@ class CompiledFunction {
   std::atomic<bool> eager_{false};
   std::atomic<bool> segmented_{false};
   std::unique_ptr<SegmentCache> segments_;  ///< set once, under miss_mutex_, before segmented_
+  std::vector<std::vector<int64_t>> segment_sizes_;  ///< under miss_mutex_: the first call's
 };
 
 std::shared_ptr<CompiledFunction> make_compiled(CompileOptions options, Traced fn, SourceLoc loc) {

@@ -63,6 +63,7 @@ std::string segment_key(const Graph& g, bool fuse_builtins) {
     k += "]+" + (t.offset ? ctx.str(t.offset) : std::string("0")) + "@" + std::to_string(t.storage);
   };
   k += fuse_builtins ? "F" : "U";
+  for (const auto& sym : g.env->symbols) k += "|" + sym.source;  // (not their values)
   k += "\nin";
   for (int in : g.inputs) value(in);
   k += "\ncaptured";
@@ -158,9 +159,27 @@ struct Segment {
   Guards guards;
   std::unique_ptr<Executor> executor;
 
-  std::vector<IValue> run(const std::vector<IValue>& inputs) const {
+  // This call's sizes from its symbols' values (the trace's hints); false when a guard of the
+  // graph fails for them (a size the graph was specialized away from).
+  bool sizes(const std::vector<int64_t>& symbols, Scratch& s) const {
+    s.symbols = symbols;
+    if (!guards.evaluate(s)) return false;
+    for (size_t k = 0; k < guards.num_guards(); ++k) {
+      if (s.values[k] == 0) return false;
+    }
+    return true;
+  }
+  // The first guard that fails for these symbols, explained.
+  std::string failed_guard(const std::vector<int64_t>& symbols) const {
     Scratch s;
-    guards.evaluate(s);
+    s.symbols = symbols;
+    if (!guards.evaluate(s)) return "a size expression overflows";
+    for (size_t k = 0; k < guards.num_guards(); ++k) {
+      if (s.values[k] == 0) return guards.describe_guard(k);
+    }
+    return "none";
+  }
+  std::vector<IValue> run(const std::vector<IValue>& inputs, const Scratch& s) const {
     return executor->run(inputs, s);
   }
 };
@@ -172,7 +191,8 @@ struct SegmentCache::Impl {
   bool fuse = true;
   int limit = 9;
   mutable std::mutex mu;
-  std::unordered_map<std::string, std::unique_ptr<Segment>> by_key;
+  /** Per traced structure, its graphs (more than one where guards on sizes tell them apart). */
+  std::unordered_map<std::string, std::vector<std::unique_ptr<Segment>>> by_key;
   std::vector<const Segment*> order;
   std::map<size_t, int> per_site;             ///< graphs per segment position
   std::map<size_t, std::string> last_traced;  ///< per position: the newest traced listing
@@ -193,11 +213,14 @@ std::vector<IValue> SegmentCache::run(std::unique_ptr<Graph> traced, size_t site
   Impl& c = *impl_;
   const bool fuse_builtins = !records_autograd(*traced, inputs);
   std::string key = segment_key(*traced, fuse_builtins);
+  const std::vector<int64_t> symbols = traced->env->hints();
+  Scratch s;
   std::unique_lock<std::mutex> lock(c.mu);
-  if (auto it = c.by_key.find(key); it != c.by_key.end()) {
-    const Segment& seg = *it->second;
+  auto& same = c.by_key[key];
+  for (const auto& seg : same) {
+    if (!seg->sizes(symbols, s)) continue;
     lock.unlock();
-    return seg.run(inputs);
+    return seg->run(inputs, s);
   }
   const std::string label = "segment " + std::to_string(site + 1) + ", to " + ends_at;
   traced->name = c.name + " [" + label + "]";
@@ -205,7 +228,9 @@ std::vector<IValue> SegmentCache::run(std::unique_ptr<Graph> traced, size_t site
   int& graphs = c.per_site[site];
   if (graphs > 0 && knobs().log_enabled("recompiles")) {
     log("recompiles", c.name + " " + label + ": a new graph (" +
-                          first_difference(c.last_traced[site], listing) + ")");
+                          (same.empty() ? first_difference(c.last_traced[site], listing)
+                                        : same.back()->failed_guard(symbols)) +
+                          ")");
   }
   c.last_traced[site] = listing;
   auto seg = std::make_unique<Segment>();
@@ -221,17 +246,19 @@ std::vector<IValue> SegmentCache::run(std::unique_ptr<Graph> traced, size_t site
     seg->graph->verify();
     seg->guards.finish(*seg->graph);
     seg->executor = std::make_unique<Executor>(*seg->graph, seg->guards);
-    return seg->run(inputs);
+    TS_INTERNAL_ASSERT(seg->sizes(symbols, s)) << "a traced segment fails its own guards";
+    return seg->run(inputs, s);
   }
   ++graphs;
   optimize_graph(*seg->graph, c.fuse, fuse_builtins);
   seg->guards.finish(*seg->graph);
   seg->executor = std::make_unique<Executor>(*seg->graph, seg->guards);
   if (knobs().log_enabled("graph")) log("graph", seg->graph->str());
-  const Segment& kept = *c.by_key.emplace(std::move(key), std::move(seg)).first->second;
+  TS_INTERNAL_ASSERT(seg->sizes(symbols, s)) << "a compiled segment fails its own guards";
+  const Segment& kept = *same.emplace_back(std::move(seg));
   c.order.push_back(&kept);
   lock.unlock();
-  return kept.run(inputs);
+  return kept.run(inputs, s);
 }
 
 bool SegmentCache::exhausted() const {

@@ -263,8 +263,30 @@ TEST(Segments, GradientsFlowThroughSegments) {
   EXPECT_TRUE(all_close(x.grad(), x2.grad(), 1e-6, 1e-6));
 }
 
+TEST(Segments, ASecondSizeMakesTheSegmentsDynamic) {
+  auto fn = compile(
+      [](const Tensor& x, const Tensor& w) {
+        Tensor h = (x * w).relu();
+        const double m = h.amax().item<double>();
+        return (h * (1.0 / (m + 1.0))).narrow(0, 1, x.size(0) - 1);  // a symbolic size
+      },
+      named("dynamic"));
+  for (int64_t n : {8, 12, 16, 20, 24}) {
+    Tensor x = randn({n, 32}), w = randn({32});
+    const Tensor h = (x * w).relu();
+    const double m = h.amax().item<double>();
+    EXPECT_TRUE(all_close(fn(x, w), (h * (1.0 / (m + 1.0))).narrow(0, 1, n - 1), 1e-5, 1e-5)) << n;
+  }
+  // The first size static (two segments), then one dynamic graph per segment for every other.
+  const auto gs = fn.graphs();
+  ASSERT_EQ(gs.size(), 4u) << listing(gs);
+  EXPECT_NE(gs[2].text.find("s0"), std::string::npos) << gs[2].text;
+  EXPECT_FALSE(fn.stats().eager);
+}
+
 TEST(Segments, NewSizesCompileNewSegmentsUpToTheLimitThenEager) {
   CompileOptions o = named("sizes");
+  o.dynamic = false;      // a graph per size
   o.recompile_limit = 2;  // three graphs per segment position
   auto fn = compile(
       [](const Tensor& x) {
