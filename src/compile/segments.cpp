@@ -2,6 +2,7 @@
 // segment's traced graph is keyed by its structure (inputs' geometry, every node and constant, the
 // values it returns), so a call whose segment traces the same way runs the graph compiled for it.
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -43,24 +44,45 @@ std::string segment_key(const Graph& g, bool fuse_builtins) {
   std::string k;
   k.reserve(64 * (g.nodes.size() + g.inputs.size() + 1));
   auto& ctx = g.env->ctx;
+  // (The key is built on every segmented call: integers are appended as such, and only symbolic
+  // expressions are printed.)
+  auto num = [&](int64_t v) {
+    char buf[24];
+    const int n = std::snprintf(buf, sizeof buf, "%lld,", static_cast<long long>(v));
+    k.append(buf, static_cast<size_t>(n));
+  };
+  auto expr = [&](sym::ExprPtr e) {
+    if (!e) {
+      k += "-,";
+    } else if (auto c = e->constant()) {
+      num(*c);
+    } else {
+      k += ctx.str(e);
+      k += ',';
+    }
+  };
   auto value = [&](int id) {
     k += '%';
-    k += std::to_string(id);
+    num(id);
     if (id < 0) return;
     const Value& v = g.values[static_cast<size_t>(id)];
     if (v.kind == Value::Kind::Int) {
-      k += ":int " + ctx.str(v.expr);
+      k += "int ";
+      expr(v.expr);
       return;
     }
     const TensorInfo& t = v.tensor;
-    k += ':';
-    k += dtype_name(t.dtype);
-    k += t.device.str();
+    num(static_cast<int64_t>(t.dtype));
+    num(static_cast<int64_t>(t.device.type()));
+    num(t.device.index());
     k += '[';
-    for (auto* e : t.sizes) k += ctx.str(e) + ',';
+    for (auto* e : t.sizes) expr(e);
     k += "]/[";
-    for (auto* e : t.strides) k += ctx.str(e) + ',';
-    k += "]+" + (t.offset ? ctx.str(t.offset) : std::string("0")) + "@" + std::to_string(t.storage);
+    for (auto* e : t.strides) expr(e);
+    k += "]+";
+    expr(t.offset);
+    k += '@';
+    num(t.storage);
   };
   k += fuse_builtins ? "F" : "U";
   for (const auto& sym : g.env->symbols) k += "|" + sym.source;  // (not their values)
@@ -68,42 +90,41 @@ std::string segment_key(const Graph& g, bool fuse_builtins) {
   for (int in : g.inputs) value(in);
   k += "\ncaptured";
   for (size_t c = 0; c < g.captured.size(); ++c) {
-    std::ostringstream p;
-    p << static_cast<const void*>(g.captured[c].impl());
-    k += p.str();
+    num(static_cast<int64_t>(reinterpret_cast<uintptr_t>(g.captured[c].impl())));
     value(g.captured_values[c]);
   }
   for (const Node& n : g.nodes) {
     k += '\n';
-    k += std::to_string(static_cast<int>(n.kind));
+    num(static_cast<int64_t>(n.kind));
     if (n.kind == Node::Kind::Kernel) {
-      std::ostringstream p;
-      p << n.kernel->name() << '@' << static_cast<const void*>(n.kernel) << '/'
-        << static_cast<const void*>(n.tuned.get());
-      k += p.str();
+      k += n.kernel->name();
+      num(static_cast<int64_t>(reinterpret_cast<uintptr_t>(n.kernel)));
+      num(static_cast<int64_t>(reinterpret_cast<uintptr_t>(n.tuned.get())));
       for (const auto& v : n.variants) {
-        for (auto* e : v.grid) k += ctx.str(e) + ',';
+        for (auto* e : v.grid) expr(e);
       }
-      for (auto* e : n.grid) k += (e ? ctx.str(e) : std::string("-")) + ',';
+      for (auto* e : n.grid) expr(e);
     } else {
       k += n.op.name();
     }
     k += '(';
     for (const Arg& a : n.args) {
-      k += std::to_string(static_cast<int>(a.kind)) + std::to_string(static_cast<int>(a.role)) +
-           std::to_string(static_cast<int>(a.option)) + a.name + '=';
+      num(static_cast<int64_t>(a.kind) * 100 + static_cast<int64_t>(a.role) * 10 +
+          static_cast<int64_t>(a.option));
+      k += a.name;
+      k += '=';
       switch (a.kind) {
         case Arg::Kind::Value:
-          k += std::to_string(a.value);
+          num(a.value);
           break;
         case Arg::Kind::ValueList:
-          for (int v : a.values) k += std::to_string(v) + ',';
+          for (int v : a.values) num(v);
           break;
         case Arg::Kind::Sym:
-          k += ctx.str(a.expr);
+          expr(a.expr);
           break;
         case Arg::Kind::SymList:
-          for (auto* e : a.exprs) k += ctx.str(e) + ',';
+          for (auto* e : a.exprs) expr(e);
           break;
         case Arg::Kind::Constant:
           key_constant(k, a.constant);
@@ -115,10 +136,10 @@ std::string segment_key(const Graph& g, bool fuse_builtins) {
     for (int o : n.outputs) value(o);
     for (const IValue& c : n.constant_outputs) key_constant(k, c);
     k += " w";
-    for (int w : n.writes) k += std::to_string(w) + ',';
+    for (int w : n.writes) num(w);
   }
   k += "\nout";
-  for (int o : g.outputs) k += std::to_string(o) + ',';
+  for (int o : g.outputs) num(o);
   return k;
 }
 
