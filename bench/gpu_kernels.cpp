@@ -412,7 +412,7 @@ int launch_overhead() {
   const std::string cubin =
       backend::cuda::compile_for_arch(e.source, "add_kernel", props.major * 10 + props.minor);
   rc::Module module(cubin, 0, "bare add_kernel");
-  rc::CUfunction f = module.function("tessera_kernel");
+  rc::CUfunction f = module.function(backend::cuda::entry_symbol(fn.name));
   trt::Grid grid{1, 1, 1};
   trt::Arg slots[4];
   slots[0].p = x.data_ptr();

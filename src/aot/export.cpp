@@ -395,9 +395,13 @@ class Exporter {
   // or its CUDA module.
   std::string entry(const tl::detail::CompiledKernel& k) {
     TS_INTERNAL_ASSERT(!k.code.source.empty()) << "kernel " << k.name << " has no source";
-    auto [it, fresh] = source_index_.emplace(k.code.source, sources_.size());
+    // (every module's entry is `tessera_kernel`: the JIT's source names the kernel after itself)
+    const std::string source =
+        cuda() ? backend::cuda::with_extern_entry(k.code.source, k.name, "tessera_kernel")
+               : k.code.source;
+    auto [it, fresh] = source_index_.emplace(source, sources_.size());
     if (fresh) {
-      sources_.push_back(k.code.source);
+      sources_.push_back(source);
       source_names_.push_back(k.name);
       ad::CudaModule mod;
       mod.threads = static_cast<uint32_t>(k.code.launch_threads);

@@ -763,7 +763,9 @@ TEST(CudaCodegen, EveryCatalogKernelCompilesWithNvrtcForHopper) {
     const auto& last = c.kernel->state().last;
     ASSERT_TRUE(last) << c.name;
     const backend::cuda::Emitted e = backend::cuda::emit(*last->function, 227 * 1024);
-    EXPECT_NE(e.source.find("tessera_kernel"), std::string::npos);
+    // The kernel is named after itself (profilers show it), in namespace tessera.
+    EXPECT_NE(e.source.find(") " + backend::cuda::entry_name(last->function->name) + "("),
+              std::string::npos);
     // Tensor cores: the accumulator in registers, 2 x 2 warps of one 16 x 8 tile each, operand
     // rows padded to K + 8 and N + 8; ...
     const std::string name = c.name;
@@ -1053,7 +1055,22 @@ TEST(CudaCodegen, TilesReadAtTheirOwnElementLiveInRegisters) {
   ASSERT_FALSE(ptx.empty());
   EXPECT_EQ(ptx.back(), '\0');
   EXPECT_NE(ptx.find(".target sm_80"), std::string::npos) << ptx.substr(0, 400);
-  EXPECT_NE(ptx.find(".entry tessera_kernel"), std::string::npos) << ptx.substr(0, 400);
+  // The module's entry: the kernel's own name, mangled as entry_symbol says (what the JIT asks
+  // cuModuleGetFunction for); an AOT package's source renames it `tessera_kernel`.
+  EXPECT_EQ(backend::cuda::entry_symbol("cg_add"), "_ZN7tessera6cg_addEN3trt4GridE6_Slots");
+  EXPECT_NE(ptx.find(".entry " + backend::cuda::entry_symbol(cg_add.state().last->function->name)),
+            std::string::npos)
+      << ptx.substr(0, 1200);
+  const std::string aot_ptx = backend::cuda::compile_ptx_for_arch(
+      backend::cuda::with_extern_entry(add.source, cg_add.state().last->function->name,
+                                       "tessera_kernel"),
+      "cg_add", 80);
+  EXPECT_NE(aot_ptx.find(".entry tessera_kernel("), std::string::npos) << aot_ptx.substr(0, 1200);
+  // Names that are not C++ identifiers, or are keywords, still make one.
+  EXPECT_EQ(backend::cuda::entry_name("add_kernel+relu"), "add_kernel_relu");
+  EXPECT_EQ(backend::cuda::entry_name("new"), "new_kernel");
+  EXPECT_EQ(backend::cuda::entry_name("_k"), "k_k");
+  EXPECT_EQ(backend::cuda::entry_name("2d"), "k2d");
   EXPECT_EQ(r.spill_stores, 0);
 
   // Each thread keeps runs of 4 consecutive floats: its loads and stores are 16-byte vectors

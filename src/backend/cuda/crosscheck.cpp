@@ -152,7 +152,6 @@ std::string sim_source(const Kernel& k) {
     src.replace(at, from.size(), to);
   };
   replace("#include \"tessera/trt/cuda.h\"", "#include \"tessera/trt/cuda_sim.h\"");
-  replace("tessera_kernel(", "tessera_sim_kernel(");
   // (aligned to 1024 bytes where wgmma reads swizzled tiles, as the simulator's buffer is)
   replace(src.find("__align__(1024) unsigned char _smem[]") != std::string::npos
               ? "extern __shared__ __align__(1024) unsigned char _smem[];"
@@ -171,7 +170,9 @@ std::string sim_source(const Kernel& k) {
       "    blockIdx.x = (unsigned)(_p % _grid.x);\n"
       "    blockIdx.y = (unsigned)(_p / _grid.x % _grid.y);\n"
       "    blockIdx.z = (unsigned)(_p / (_grid.x * _grid.y));\n"
-      "    tessera_sim_kernel(_grid, _s);\n"
+      "    tessera::" +
+      entry_name(k.name) +
+      "(_grid, _s);\n"
       "  });\n"
       "}\n";
   return src;

@@ -358,7 +358,7 @@ class CudaBackend final : public Backend {
   void load(Kernel& k, const std::string& cubin) const {
     auto l = std::make_shared<Loaded>();
     l->module = std::make_unique<rc::Module>(cubin, device_, "kernel " + k.name);
-    l->fn = l->module->function("tessera_kernel");
+    l->fn = l->module->function(entry_symbol(k.name));
     // ptxas's log did not say (it is kept only from a compile): the loaded function does.
     if (k.registers < 0) k.registers = l->module->resources(l->fn).registers;
     l->threads = k.launch_threads;

@@ -93,6 +93,7 @@ class Emitter : ExprPrinter {
     }
     --indent_;
     line("}");
+    line("}  // namespace tessera");
     if (smem_ > max_shared_) {
       TS_ERROR(CompileError) << "[kernel " << f_.name << "] its tiles need " << smem_
                              << " bytes of shared memory on the CUDA backend, above the device's "
@@ -121,8 +122,10 @@ class Emitter : ExprPrinter {
     preamble(" (CUDA, stage 2)", "tessera/trt/cuda.h", /*cuda=*/true);
     const size_t slots = std::max<size_t>(1, f_.params.size() + (checked_ ? 1 : 0));
     out_ << "struct _Slots { trt::Arg a[" << slots << "]; };\n\n";
-    out_ << "extern \"C\" __global__ void __launch_bounds__(" << threads_
-         << ") tessera_kernel(const trt::Grid _gv, const _Slots _s) {\n";
+    // The kernel's own name in a namespace of its own (profilers show
+    // `tessera::add_kernel(trt::Grid, _Slots)`); the module's entry is entry_symbol(name).
+    out_ << "namespace tessera {\n__global__ void __launch_bounds__(" << threads_ << ") "
+         << entry_name(f_.name) << "(const trt::Grid _gv, const _Slots _s) {\n";
     indent_ = 1;
     line("extern __shared__ __align__(16) unsigned char _smem[];");
     line("const trt::Grid* const _g = &_gv;");
@@ -2433,6 +2436,53 @@ class Emitter : ExprPrinter {
 
 Emitted emit(const ir::Function& f, int64_t max_shared_bytes, bool checked, int arch) {
   return Emitter(f, max_shared_bytes, checked, arch).run();
+}
+
+std::string entry_name(const std::string& kernel_name) {
+  // C++ keywords a kernel defined from Python could be named (C++ TL_JIT names cannot be), and
+  // the names the kernel body calls unqualified.
+  static const std::string kKeywords =
+      " alignas alignof and asm auto bool break case catch char class const consteval constexpr"
+      " constinit const_cast continue decltype default delete do double else enum explicit"
+      " export extern false float for friend goto if inline int long mutable namespace new"
+      " noexcept not nullptr operator or private protected public register requires return"
+      " short signed sizeof static struct switch template this throw true try typedef typeid"
+      " typename union unsigned using virtual void volatile while xor static_assert static_cast"
+      " dynamic_cast reinterpret_cast thread_local wchar_t char8_t char16_t char32_t co_await"
+      " co_return co_yield concept bitand bitor compl not_eq or_eq xor_eq and_eq trt tessera"
+      " printf main"
+      " ";
+  std::string n;
+  for (char c : kernel_name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    n += ok ? c : '_';
+  }
+  if (n.empty() || (n[0] >= '0' && n[0] <= '9') || n[0] == '_') n = "k" + n;
+  if (kKeywords.find(" " + n + " ") != std::string::npos) return n + "_kernel";
+  return n;
+}
+
+std::string entry_symbol(const std::string& kernel_name) {
+  // Itanium C++ ABI: `void tessera::NAME(trt::Grid, _Slots)` (top-level const is not part of
+  // the signature).
+  const std::string n = entry_name(kernel_name);
+  return "_ZN7tessera" + std::to_string(n.size()) + n + "EN3trt4GridE6_Slots";
+}
+
+std::string with_extern_entry(const std::string& source, const std::string& kernel_name,
+                              const std::string& symbol) {
+  std::string src = source;
+  auto replace = [&](const std::string& from, const std::string& to) {
+    const size_t at = src.find(from);
+    TS_INTERNAL_ASSERT(at != std::string::npos)
+        << "[kernel " << kernel_name << "] no '" << from << "' in its CUDA code";
+    src.replace(at, from.size(), to);
+  };
+  replace("namespace tessera {\n__global__ void", "extern \"C\" __global__ void");
+  replace(") " + entry_name(kernel_name) + "(const trt::Grid _gv",
+          ") " + symbol + "(const trt::Grid _gv");
+  replace("}  // namespace tessera\n", "");
+  return src;
 }
 
 }  // namespace tessera::backend::cuda

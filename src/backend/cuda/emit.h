@@ -34,7 +34,18 @@ struct Emitted {
   std::vector<CheckSite> sites;  ///< checked: what each reported site number is
 };
 
-/** CUDA C++ for `f` (an `extern "C" __global__ tessera_kernel(trt::Grid, slots)`). A kernel
+/** The kernel function's name in generated CUDA (`namespace tessera { __global__ void NAME(...)
+ * }`): the kernel's name made an identifier (other characters become '_'; a C++ keyword gets a
+ * suffix), so profilers show it. */
+std::string entry_name(const std::string& kernel_name);
+/** Its symbol in the module (the mangled name a cuModuleGetFunction finds). */
+std::string entry_symbol(const std::string& kernel_name);
+/** `source` (emitted for `kernel_name`) with the kernel an `extern "C"` function named `symbol`
+ * (AOT packages: every module's entry is `tessera_kernel`). */
+std::string with_extern_entry(const std::string& source, const std::string& kernel_name,
+                              const std::string& symbol);
+
+/** CUDA C++ for `f` (a `__global__ tessera::NAME(trt::Grid, slots)`: entry_name). A kernel
  * whose tiles need more than `max_shared_bytes` of shared memory is a CompileError naming it.
  * `checked`: TESSERA_DEBUG's checks, recorded in a trt::GpuDebug passed after the parameters.
  * `arch`: the target's sm_ number (90: Hopper's wgmma where a dot allows it, and the source then
