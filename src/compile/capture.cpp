@@ -994,20 +994,10 @@ class Segmenter final : public BreakHandler, public detail::TracedData {
 
   // A real tensor made between segments, as a traced stand-in bound to it.
   Tensor wrap(const Tensor& real) {
-    const auto sizes = real.impl()->int_sizes();
-    const auto strides = real.impl()->int_strides();
-    const int64_t offset = real.impl()->int_offset();
-    int64_t extent = offset + 1;
-    for (size_t d = 0; d < sizes.size(); ++d)
-      extent += std::max<int64_t>(sizes[d] - 1, 0) * strides[d];
-    const Tensor base =
-        detail::make_fake(SymDimVector{SymInt(extent)}, real.dtype(), real.device());
-    SymDimVector sz, st;
-    for (size_t d = 0; d < sizes.size(); ++d) {
-      sz.emplace_back(sizes[d]);
-      st.emplace_back(strides[d]);
-    }
-    Tensor fake = detail::make_view(base, sz, st, offset);
+    // (as fake_arguments makes an argument's stand-in)
+    Tensor fake = detail::make_fake(real.sizes(), real.dtype(), real.device(), real.strides());
+    if (real.impl()->int_offset() != 0)
+      fake = detail::make_view(fake, fake.sizes(), fake.strides(), real.storage_offset());
     if (real.requires_grad()) fake.requires_grad_();
     bind(fake, real);
     return fake;

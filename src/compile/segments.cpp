@@ -181,24 +181,19 @@ struct Segment {
   std::unique_ptr<Executor> executor;
 
   // This call's sizes from its symbols' values (the trace's hints); false when a guard of the
-  // graph fails for them (a size the graph was specialized away from).
-  bool sizes(const std::vector<int64_t>& symbols, Scratch& s) const {
+  // graph fails for them (a size the graph was specialized away from), explained in `why`.
+  bool sizes(const std::vector<int64_t>& symbols, Scratch& s, std::string* why = nullptr) const {
     s.symbols = symbols;
-    if (!guards.evaluate(s)) return false;
+    if (!guards.evaluate(s)) {
+      if (why) *why = "a size expression overflows";
+      return false;
+    }
     for (size_t k = 0; k < guards.num_guards(); ++k) {
-      if (s.values[k] == 0) return false;
+      if (s.values[k] != 0) continue;
+      if (why) *why = guards.describe_guard(k);
+      return false;
     }
     return true;
-  }
-  // The first guard that fails for these symbols, explained.
-  std::string failed_guard(const std::vector<int64_t>& symbols) const {
-    Scratch s;
-    s.symbols = symbols;
-    if (!guards.evaluate(s)) return "a size expression overflows";
-    for (size_t k = 0; k < guards.num_guards(); ++k) {
-      if (s.values[k] == 0) return guards.describe_guard(k);
-    }
-    return "none";
   }
   std::vector<IValue> run(const std::vector<IValue>& inputs, const Scratch& s) const {
     return executor->run(inputs, s);
@@ -248,10 +243,13 @@ std::vector<IValue> SegmentCache::run(std::unique_ptr<Graph> traced, size_t site
   const std::string listing = traced->str();
   int& graphs = c.per_site[site];
   if (graphs > 0 && knobs().log_enabled("recompiles")) {
-    log("recompiles", c.name + " " + label + ": a new graph (" +
-                          (same.empty() ? first_difference(c.last_traced[site], listing)
-                                        : same.back()->failed_guard(symbols)) +
-                          ")");
+    std::string why;
+    if (same.empty()) {
+      why = first_difference(c.last_traced[site], listing);
+    } else {
+      same.back()->sizes(symbols, s, &why);
+    }
+    log("recompiles", c.name + " " + label + ": a new graph (" + why + ")");
   }
   c.last_traced[site] = listing;
   auto seg = std::make_unique<Segment>();
