@@ -52,6 +52,11 @@ struct CompileOptions {
   /** Fuse: runs of built-in pointwise ops become generated kernels, and pointwise ops after a
    * user's kernel run inside it (its epilogue). False replays every op as called. */
   bool fuse = true;
+  /** Memory planning: a call's intermediates share one block per device, planned once per graph
+   * (values whose lives do not overlap share bytes), instead of one allocation each. False
+   * allocates each one as eager does. (Graphs that autograd records as they replay are never
+   * planned: a saved tensor keeps its own bytes.) */
+  bool plan_memory = true;
 };
 
 /** A compiled graph as data (`compiled.graph()`): what `TESSERA_LOGS=graph` prints, for tools and
@@ -84,6 +89,14 @@ struct CompiledGraph {
     int variants = 0;               ///< autotuned kernels: how many candidates it chooses among
     /** A fill the dead-fill pass elides when this condition holds (else empty). */
     std::string elided_when;
+    /** An allocation the memory plan placed: its arena (an index into `arenas`) and byte offset
+     * there; -1 and "" for any other node. */
+    int arena = -1;
+    std::string arena_offset;
+    /** An operator the memory plan runs as its `.out` overload (`target`, e.g.
+     * "aten::matmul.out", writing an allocation of the plan): the operator called
+     * ("aten::matmul"); else "". */
+    std::string planned_from;
     SourceLoc loc;     ///< where the user's function called it
     std::string note;  ///< what the passes did or declined to do
   };
@@ -93,7 +106,15 @@ struct CompiledGraph {
   std::vector<int> inputs;          ///< tensor arguments (value ids; -1: not a tensor)
   std::vector<int> outputs;         ///< tensor results (value ids; -1: a constant)
   std::vector<std::string> guards;  ///< symbolic-size guards, printed
-  std::string text;                 ///< the printed listing
+  /** The memory plan: one block per device and call holding the planned intermediates. */
+  struct Arena {
+    Device device;
+    std::string bytes;            ///< its size (an expression of the symbols where dynamic)
+    std::string unplanned_bytes;  ///< the same allocations' sizes summed
+    int values = 0;               ///< how many allocations it holds
+  };
+  std::vector<Arena> arenas;
+  std::string text;  ///< the printed listing
   /** Training under compile (a call with grad enabled and an input that requires grad): the
    * compiled backward, whose inputs are the tensors the forward saves, then one gradient per
    * differentiable result, and whose outputs are the inputs' gradients. The forward's `outputs`
@@ -101,13 +122,19 @@ struct CompiledGraph {
   std::shared_ptr<const CompiledGraph> backward;
   int user_outputs = -1;  ///< with `backward`: how many of `outputs` are the function's results
 
-  /** The nodes whose target is `target` (an operator or kernel name). */
+  /** The nodes whose target is `target` (an operator or kernel name; an operator the memory
+   * plan runs as its `.out` overload is found by the name called, too). */
   std::vector<const Node*> find(const std::string& target) const;
   /** How many kernel launches (user kernels and generated ones) one call runs. */
   int kernel_launches() const;
 };
 
 namespace compile_detail {
+
+/** Called with each tensor a compiled call places in its memory plan's arena, before any node
+ * writes it; null (the default) for none. For tests and debugging: `testing::poison` there makes
+ * an element a kernel skips visible, where the arena would hold what an earlier value left. */
+void set_planned_allocation_hook(void (*hook)(Tensor&));
 
 /** Flattens arguments and results to leaves (tensors and scalars as IValues) and back. */
 template <class T, class = void>

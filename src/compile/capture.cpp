@@ -724,7 +724,7 @@ std::vector<IValue> fake_arguments(const std::vector<IValue>& args, const Captur
 }
 
 // The passes of a traced graph (also each half of a joint one), then its guards' program.
-void optimize(Graph& g, bool fuse, bool fuse_builtins) {
+void optimize(Graph& g, bool fuse, bool fuse_builtins, bool plan_memory) {
   g.verify();
   g.eliminate_dead_code();
   g.eliminate_common_subexpressions();
@@ -739,6 +739,7 @@ void optimize(Graph& g, bool fuse, bool fuse_builtins) {
   }
   g.eliminate_dead_code();
   g.reuse_inputs_in_place();
+  if (plan_memory) g.plan_memory();
   g.verify();
 }
 
@@ -848,9 +849,9 @@ Captured capture_once(const Traced& fn, const std::vector<IValue>& args, const C
     // The graph is the forward (returning what the backward reads after its results) and a
     // backward graph of its own; each is optimized alone, and both replay without autograd.
     bw->graph = split_backward(g, first_backward, grad_inputs_v, grads);
-    optimize(*bw->graph, opts.fuse, true);
+    optimize(*bw->graph, opts.fuse, true, opts.plan_memory);
     bw->guards.finish(*bw->graph);
-    optimize(g, opts.fuse, true);
+    optimize(g, opts.fuse, true, opts.plan_memory);
     captured.backward = std::move(bw);
   } else {
     // Without a backward graph the replay is what autograd records: with grad, built-in ops stay
@@ -858,7 +859,9 @@ Captured capture_once(const Traced& fn, const std::vector<IValue>& args, const C
     bool differentiable = !joint;  // a trace without autograd cannot tell
     for (const IValue& o : outs)
       differentiable = differentiable || (o.is_tensor() && needs_grad(o.to_tensor()));
-    optimize(g, opts.fuse, !(grad && grad_enabled() && differentiable));
+    // (Memory planning neither: the tensors autograd saves must keep their bytes.)
+    const bool records = grad && grad_enabled() && differentiable;
+    optimize(g, opts.fuse, !records, opts.plan_memory && !records);
   }
   guards.finish(g);
   if (knobs().log_enabled("graph")) {
@@ -1152,8 +1155,8 @@ class Segmenter final : public BreakHandler, public detail::TracedData {
 
 }  // namespace
 
-void optimize_graph(Graph& g, bool fuse, bool fuse_builtins) {
-  optimize(g, fuse, fuse_builtins);
+void optimize_graph(Graph& g, bool fuse, bool fuse_builtins, bool plan_memory) {
+  optimize(g, fuse, fuse_builtins, plan_memory);
 }
 
 std::vector<IValue> run_segmented(const Traced& fn, const std::vector<IValue>& args,

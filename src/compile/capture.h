@@ -30,6 +30,7 @@ struct CaptureOptions {
   std::optional<bool> dynamic;                                  ///< as CompileOptions::dynamic
   const std::set<std::pair<int, int>>* dynamic_dims = nullptr;  ///< (tensor argument, dim)
   bool fuse = true;                                             ///< as CompileOptions::fuse
+  bool plan_memory = true;                                      ///< as CompileOptions::plan_memory
   /** With grad enabled and a tensor that requires grad: trace the backward too (one joint
    * graph below autograd), split into a forward that also returns what the backward reads and
    * a backward graph (training under compile). Without it, operators stay as called so that
@@ -63,8 +64,9 @@ struct Captured {
  * where the trace cannot continue. */
 Captured capture(const Traced& fn, const std::vector<IValue>& args, const CaptureOptions& opts);
 
-/** The passes of a traced graph (`fuse_builtins`: built-in ops may become generated kernels). */
-void optimize_graph(compiler::Graph& g, bool fuse, bool fuse_builtins);
+/** The passes of a traced graph (`fuse_builtins`: built-in ops may become generated kernels;
+ * `plan_memory`: its intermediates are placed in arenas). */
+void optimize_graph(compiler::Graph& g, bool fuse, bool fuse_builtins, bool plan_memory);
 
 /**
  * The compiled segments of a function that breaks (segmented mode, compile/segments.cpp): graphs
@@ -74,7 +76,7 @@ void optimize_graph(compiler::Graph& g, bool fuse, bool fuse_builtins);
 class SegmentCache {
  public:
   /** `limit`: graphs per segment position (the function's recompile_limit + 1). */
-  SegmentCache(std::string name, bool fuse, int limit);
+  SegmentCache(std::string name, bool fuse, bool plan_memory, int limit);
   ~SegmentCache();
   SegmentCache(const SegmentCache&) = delete;
   SegmentCache& operator=(const SegmentCache&) = delete;

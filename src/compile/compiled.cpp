@@ -178,7 +178,8 @@ class CompiledFunction {
                            e.user_loc());
       log("graph_breaks", opts_.name + ": " + e.what() +
                               "; running it in segments (compiled graphs between the breaks)");
-      segments_ = std::make_unique<SegmentCache>(opts_.name, opts_.fuse, opts_.recompile_limit + 1);
+      segments_ = std::make_unique<SegmentCache>(opts_.name, opts_.fuse, opts_.plan_memory,
+                                                 opts_.recompile_limit + 1);
       segmented_.store(true, std::memory_order_release);
       lock.unlock();
       return call_segmented(args);
@@ -196,6 +197,7 @@ class CompiledFunction {
     CaptureOptions co;
     co.name = opts_.name;
     co.fuse = opts_.fuse;
+    co.plan_memory = opts_.plan_memory;
     co.dynamic = opts_.dynamic;
     std::set<std::pair<int, int>> dims;
     {
@@ -315,6 +317,7 @@ class CompiledFunction {
     co.dynamic = opts_.dynamic;
     co.dynamic_dims = &dynamic_;
     co.fuse = opts_.fuse;
+    co.plan_memory = opts_.plan_memory;
     co.joint = true;
     Captured c = capture(fn_, args, co);
     auto e = std::make_unique<Entry>();
@@ -369,7 +372,7 @@ namespace tessera {
 std::vector<const CompiledGraph::Node*> CompiledGraph::find(const std::string& target) const {
   std::vector<const Node*> found;
   for (const Node& n : nodes) {
-    if (n.target == target) found.push_back(&n);
+    if (n.target == target || n.planned_from == target) found.push_back(&n);
   }
   return found;
 }

@@ -1,5 +1,6 @@
 #include "compile/executor.h"
 
+#include <atomic>
 #include <optional>
 
 #include "tessera/detail/boxing.h"
@@ -12,6 +13,51 @@ using namespace tessera::compiler;
 Executor::Executor(const Graph& g, const Guards& guards) : graph_(g), guards_(guards) {
   plan_kernels();
   plan_lifetimes();
+  for (const compiler::Arena& a : g.arenas) arena_bytes_.push_back(guards.ref_of(a.bytes));
+  arena_offset_.resize(g.nodes.size());
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    if (!g.nodes[k].dead && g.nodes[k].arena >= 0)
+      arena_offset_[k] = guards.ref_of(g.nodes[k].arena_offset);
+  }
+}
+
+namespace {
+// A planned tensor's storage holds a reference to its arena, dropped when the tensor dies.
+void release_arena(void* arena, void*) {
+  static_cast<StorageImpl*>(arena)->decref();
+}
+
+std::atomic<void (*)(Tensor&)> g_planned_hook{nullptr};
+}  // namespace
+
+void set_planned_allocation_hook(void (*hook)(Tensor&)) {
+  g_planned_hook.store(hook, std::memory_order_release);
+}
+
+Tensor Executor::arena_tensor(const Node& n, const Scratch& s,
+                              ArrayRef<IntrusivePtr<StorageImpl>> arenas) const {
+  const compiler::TensorInfo& t = graph_.values[static_cast<size_t>(n.outputs[0])].tensor;
+  const auto& exprs = n.args[0].exprs;  // aten::empty(size, dtype, device)
+  SymDimVector sizes(exprs.size()), strides(exprs.size());
+  int64_t numel = 1;
+  for (size_t d = exprs.size(); d-- > 0;) {
+    const int64_t size = guards_.value_of(exprs[d], s);
+    sizes[d] = SymInt(size);
+    strides[d] = SymInt(numel);
+    numel *= size;
+  }
+  StorageImpl* arena = arenas[static_cast<size_t>(n.arena)].get();
+  const int64_t offset = arena_offset_[static_cast<size_t>(&n - graph_.nodes.data())].get(s);
+  arena->incref();
+  auto storage = StorageImpl::wrap(static_cast<char*>(arena->data()) + offset,
+                                   static_cast<size_t>(numel) * itemsize(t.dtype), t.device,
+                                   release_arena, arena);
+  IntrusivePtr<TensorImpl> impl(new TensorImpl(std::move(storage), t.dtype, t.device));
+  impl->set_geometry(SymIntArrayRef(sizes.data(), sizes.size()),
+                     SymIntArrayRef(strides.data(), strides.size()), 0);
+  Tensor out(std::move(impl));
+  if (auto hook = g_planned_hook.load(std::memory_order_acquire)) hook(out);
+  return out;
 }
 
 void Executor::plan_lifetimes() {
@@ -182,6 +228,13 @@ std::vector<IValue> Executor::run(const std::vector<IValue>& args, const Scratch
   for (size_t c = 0; c < g.captured.size(); ++c)
     vals[static_cast<size_t>(g.captured_values[c])] = g.captured[c];
   auto sym_value = [&](sym::ExprPtr e) { return guards_.value_of(e, s); };
+  // The memory plan's arenas for this call (each allocated once; planned tensors view them).
+  SmallVector<IntrusivePtr<StorageImpl>, 2> arenas(g.arenas.size());
+  for (size_t i = 0; i < g.arenas.size(); ++i) {
+    const int64_t bytes = arena_bytes_[i].get(s);
+    if (bytes > 0)
+      arenas[i] = StorageImpl::allocate(static_cast<size_t>(bytes), g.arenas[i].device);
+  }
   // Values no later node uses go back to the allocator now (later nodes reuse their memory).
   auto drop = [&](const Node* n) {
     for (int v : drop_after_[static_cast<size_t>(n - g.nodes.data())])
@@ -211,6 +264,12 @@ std::vector<IValue> Executor::run(const std::vector<IValue>& args, const Scratch
           n.loc);
       tl::Launcher(*n.kernel, tl::LaunchGrid(grid, n.loc))
           .run(ArrayRef<tl::KernelArg>(kargs.data(), kargs.size()));
+      drop(&n);
+      continue;
+    }
+    if (n.arena >= 0) {
+      vals[static_cast<size_t>(n.outputs[0])] =
+          arena_tensor(n, s, ArrayRef<IntrusivePtr<StorageImpl>>(arenas.data(), arenas.size()));
       drop(&n);
       continue;
     }

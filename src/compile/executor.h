@@ -69,6 +69,9 @@ class Executor {
                  const Scratch& s, const Observer* observe) const;
 
   void plan_lifetimes();
+  /** A planned allocation (Node::arena): the tensor at its offset in this call's arena. */
+  Tensor arena_tensor(const compiler::Node& n, const Scratch& s,
+                      ArrayRef<IntrusivePtr<StorageImpl>> arenas) const;
 
   const compiler::Graph& graph_;
   const Guards& guards_;
@@ -76,6 +79,8 @@ class Executor {
   /** Per node: the values no later node uses (not the graph's inputs or results), dropped as
    * soon as it ran, so that their memory goes back to the allocator and serves later nodes. */
   std::vector<std::vector<int>> drop_after_;
+  std::vector<SymRef> arena_bytes_;   ///< per arena of the graph's memory plan
+  std::vector<SymRef> arena_offset_;  ///< per node (planned allocations)
 };
 
 }  // namespace tessera::compile_detail

@@ -169,6 +169,11 @@ std::string Graph::str() const {
     }
   }
   os << "\n}\n";
+  for (size_t i = 0; i < arenas.size(); ++i) {
+    const Arena& a = arenas[i];
+    os << "arena " << i << " on " << a.device.str() << ": " << ctx.str(a.bytes) << " bytes for "
+       << a.values << " allocations (" << ctx.str(a.unplanned_bytes) << " one by one)\n";
+  }
   // Guards on symbolic sizes.
   for (const auto& g : env->guards)
     os << "guard " << ctx.str(g.condition) << "  # " << g.why << ", " << g.loc << "\n";
@@ -230,6 +235,11 @@ CompiledGraph Graph::data() const {
       out.variants = static_cast<int>(n.variants.size());
     }
     if (n.elide_when) out.elided_when = ctx.str(n.elide_when);
+    if (n.out_variant) out.planned_from = n.op.schema().base_name();
+    if (n.arena >= 0) {
+      out.arena = n.arena;
+      out.arena_offset = ctx.str(n.arena_offset);
+    }
     out.loc = n.loc;
     out.note = n.note;
     g.nodes.push_back(std::move(out));
@@ -239,6 +249,8 @@ CompiledGraph Graph::data() const {
     v.producer = p >= 0 ? index[static_cast<size_t>(p)] : -1;
   }
   for (const auto& guard : env->guards) g.guards.push_back(ctx.str(guard.condition));
+  for (const Arena& a : arenas)
+    g.arenas.push_back({a.device, ctx.str(a.bytes), ctx.str(a.unplanned_bytes), a.values});
   return g;
 }
 

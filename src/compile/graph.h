@@ -101,6 +101,22 @@ struct Node {
    * before storing the output's same element: an output may take a dying input's memory. */
   bool in_place_ok = false;
   bool dead = false;
+  /** An `aten::empty` the memory plan placed (plan_memory): its tensor is `arena_offset` bytes
+   * into this call's arena `arena` (an index into Graph::arenas), not an allocation of its own. */
+  int arena = -1;
+  sym::ExprPtr arena_offset = nullptr;
+  /** The memory plan runs this operator as its `.out` overload (its last argument, an
+   * allocation of the graph's); `op` is the overload. */
+  bool out_variant = false;
+};
+
+/** One call's block of memory for the planned intermediates of a device (plan_memory). */
+struct Arena {
+  Device device;
+  sym::ExprPtr bytes = nullptr;  ///< in this call's sizes
+  int values = 0;                ///< how many planned allocations it holds
+  /** What the same allocations would take one by one (their sizes summed), for the listing. */
+  sym::ExprPtr unplanned_bytes = nullptr;
 };
 
 struct Graph {
@@ -115,6 +131,7 @@ struct Graph {
   /** Kernels the passes derived (fused epilogues); kernel nodes point at them. */
   std::vector<std::shared_ptr<const tl::JITFunction>> derived;
   std::vector<int> captured_values;
+  std::vector<Arena> arenas;  ///< plan_memory's, one per device with planned allocations
 
   int add_value(Value v);
   /** A readable listing (`TESSERA_LOGS=graph`). */
@@ -143,6 +160,15 @@ struct Graph {
    * same dtype and dense shape that no later node uses (its allocation goes): fewer allocations,
    * and the stores write cache lines the loads just brought in. Returns how many moved. */
   int reuse_inputs_in_place();
+  /** Memory planning (DESIGN.md D7), the last pass: operator results that an `.out` overload
+   * can write (`aten::matmul` -> `aten::matmul.out` into an `aten::empty`) are allocated by the
+   * graph; then every `aten::empty` of an intermediate (not a result, an input or a closed-over
+   * tensor, and no view of one) gets an offset in one arena per device and call, reusing the
+   * bytes of values whose last use has passed: static sizes by greedy placement in size order,
+   * symbolic ones in slots that each hold one value at a time and grow to the largest (`max`).
+   * Only for graphs that replay without autograd recording (a saved tensor must keep its
+   * bytes). Returns how many allocations were placed. */
+  int plan_memory();
   /** Inserts nodes before position `at` (value producers after it move along). */
   void insert_nodes(size_t at, std::vector<Node> added);
   /** Merges repeated pure operator calls on the same (unchanged) values. */

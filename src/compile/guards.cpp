@@ -32,10 +32,12 @@ void Guards::finish(const Graph& g) {
     }
     for (auto* e : n.grid) need(e);
     need(n.elide_when);
+    need(n.arena_offset);
     for (const auto& v : n.variants) {
       for (auto* e : v.grid) need(e);
     }
   }
+  for (const auto& a : g.arenas) need(a.bytes);
   program_ = std::make_unique<sym::Program>(g.env->ctx, roots);
 }
 

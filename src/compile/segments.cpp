@@ -205,6 +205,7 @@ struct Segment {
 struct SegmentCache::Impl {
   std::string name;
   bool fuse = true;
+  bool plan_memory = true;
   int limit = 9;
   mutable std::mutex mu;
   /** Per traced structure, its graphs (more than one where guards on sizes tell them apart). */
@@ -215,9 +216,11 @@ struct SegmentCache::Impl {
   std::atomic<bool> exhausted{false};
 };
 
-SegmentCache::SegmentCache(std::string name, bool fuse, int limit) : impl_(new Impl) {
+SegmentCache::SegmentCache(std::string name, bool fuse, bool plan_memory, int limit)
+    : impl_(new Impl) {
   impl_->name = std::move(name);
   impl_->fuse = fuse;
+  impl_->plan_memory = plan_memory;
   impl_->limit = limit;
 }
 
@@ -269,7 +272,8 @@ std::vector<IValue> SegmentCache::run(std::unique_ptr<Graph> traced, size_t site
     return seg->run(inputs, s);
   }
   ++graphs;
-  optimize_graph(*seg->graph, c.fuse, fuse_builtins);
+  // (A segment autograd records as it replays keeps its ops as called and its own allocations.)
+  optimize_graph(*seg->graph, c.fuse, fuse_builtins, c.plan_memory && fuse_builtins);
   seg->guards.finish(*seg->graph);
   seg->executor = std::make_unique<Executor>(*seg->graph, seg->guards);
   if (knobs().log_enabled("graph")) log("graph", seg->graph->str());

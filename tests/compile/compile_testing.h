@@ -10,6 +10,7 @@
 
 #include "tessera/compile.h"
 #include "tessera/tessera.h"
+#include "tessera/testing.h"
 #include "testing.h"
 
 namespace tessera::testing {
@@ -28,9 +29,21 @@ struct PoisonAndCount : DispatchMode {
   }
 };
 
-/** Runs `call` under PoisonAndCount; returns the operators' counts. */
+/** Poisons the tensors a compiled call places in its memory plan's arena while alive. */
+struct PoisonPlanned {
+  PoisonPlanned() {
+    compile_detail::set_planned_allocation_hook([](Tensor& t) { tessera::testing::poison(t); });
+  }
+  ~PoisonPlanned() { compile_detail::set_planned_allocation_hook(nullptr); }
+  PoisonPlanned(const PoisonPlanned&) = delete;
+  PoisonPlanned& operator=(const PoisonPlanned&) = delete;
+};
+
+/** Runs `call` under PoisonAndCount, with planned allocations poisoned too; returns the
+ * operators' counts (a planned allocation is no operator call: it is not counted). */
 inline std::map<std::string, int> run_poisoned(const std::function<void()>& call) {
   PoisonAndCount mode;
+  PoisonPlanned planned;
   ModeGuard guard(&mode, ModeKind::Dispatch);
   call();
   return mode.calls;
