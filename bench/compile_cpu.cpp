@@ -299,6 +299,63 @@ BENCHMARK(BM_Train<2, 0>)->Name("BM_EagerSoftmaxTrain")->UseRealTime();
 BENCHMARK(BM_Train<2, 1>)->Name("BM_UnfusedSoftmaxTrain")->UseRealTime();
 BENCHMARK(BM_Train<2, 2>)->Name("BM_CompiledSoftmaxTrain")->UseRealTime();
 
+// Issue 17, memory planning: the MLP block (LayerNorm -> Linear -> GELU -> Linear + residual) of
+// the issue's targets at d = 256, hidden 1024, inference (no grad) and a training step (gradients
+// of x and the four weights), compiled with plan_memory on (kPlan) and off. Counters: the plan's
+// arena bytes per call beside the same allocations one by one (forward and backward graphs
+// summed). In training most intermediates are saved for the backward (results of the forward
+// graph, never planned).
+struct Mlp {
+  Tensor lw = randn({256}), lb = randn({256}), w1 = (randn({1024, 256}) * 0.05).requires_grad_(),
+         b1 = randn({1024}).requires_grad_(), w2 = (randn({256, 1024}) * 0.05).requires_grad_(),
+         b2 = randn({256}).requires_grad_();
+  Tensor operator()(const Tensor& x) const {
+    const Tensor h = gelu(linear(layer_norm(x, {256}, lw, lb, 1e-5), w1, b1), "tanh");
+    return linear(h, w2, b2) + x;
+  }
+};
+template <bool kTrain, bool kPlan>
+void BM_MlpPlan(benchmark::State& s) {
+  const Mlp mlp;
+  Tensor x = randn({s.range(0), 256}).requires_grad_(kTrain);
+  CompileOptions o = options();
+  o.name = "mlp";
+  o.plan_memory = kPlan;
+  auto compiled = compile([&](const Tensor& x) { return mlp(x); }, o);
+  const std::vector<Tensor> wrt = {x, mlp.w1, mlp.b1, mlp.w2, mlp.b2};
+  const Tensor up = randn({s.range(0), 256});
+  auto step = [&] {
+    if (!kTrain) {
+      NoGradGuard no_grad;
+      return std::vector<Tensor>{compiled(x)};
+    }
+    return autograd::grad({compiled(x)}, wrt, {up});
+  };
+  const std::vector<Tensor> want =
+      kTrain ? autograd::grad({mlp(x)}, wrt, {up}) : std::vector<Tensor>{mlp(x)};
+  const std::vector<Tensor> got = step();
+  bool ok = got.size() == want.size();
+  for (size_t i = 0; ok && i < got.size(); ++i) ok = allclose(got[i], want[i], 1e-3, 1e-4);
+  const CompiledGraph g = compiled.graph();
+  ok = ok && (kTrain == (g.backward != nullptr)) && (kTrain || g.arenas.empty() != kPlan);
+  if (!verified(s, ok)) return;
+  double arena = 0, one_by_one = 0;
+  for (const CompiledGraph* cg : {&g, g.backward.get()}) {
+    if (!cg) continue;
+    for (const auto& a : cg->arenas) {
+      arena += std::stod(a.bytes);
+      one_by_one += std::stod(a.unplanned_bytes);
+    }
+  }
+  for (auto _ : s) benchmark::DoNotOptimize(step());
+  s.counters["arena_KiB"] = arena / 1024;
+  s.counters["one_by_one_KiB"] = one_by_one / 1024;
+}
+BENCHMARK(BM_MlpPlan<false, false>)->Name("BM_MlpForwardUnplanned")->Arg(16)->Arg(512)->UseRealTime();
+BENCHMARK(BM_MlpPlan<false, true>)->Name("BM_MlpForwardPlanned")->Arg(16)->Arg(512)->UseRealTime();
+BENCHMARK(BM_MlpPlan<true, false>)->Name("BM_MlpTrainUnplanned")->Arg(16)->Arg(512)->UseRealTime();
+BENCHMARK(BM_MlpPlan<true, true>)->Name("BM_MlpTrainPlanned")->Arg(16)->Arg(512)->UseRealTime();
+
 // The MLP block (LayerNorm -> Linear -> GELU -> Linear + residual), 2048 tokens x 768, hidden
 // 3072, float32, its parameters closed over: forward and backward of the parameters' gradients.
 // Matmuls are most of the time; the rest is what fusion and recomputation save.

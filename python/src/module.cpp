@@ -496,6 +496,9 @@ class CompiledOp {
       d["grid"] = strs(n.grid);
       d["variants"] = n.variants;
       d["elided_when"] = n.elided_when;
+      d["arena"] = n.arena;
+      d["arena_offset"] = n.arena_offset;
+      d["planned_from"] = n.planned_from;
       d["loc"] = where(n.loc);
       d["note"] = n.note;
       nodes.append(d);
@@ -507,6 +510,16 @@ class CompiledOp {
     d["inputs"] = ids(g.inputs);
     d["outputs"] = ids(g.outputs);
     d["guards"] = strs(g.guards);
+    nb::list arenas;
+    for (const auto& a : g.arenas) {
+      nb::dict ad;
+      ad["device"] = a.device.str();
+      ad["bytes"] = a.bytes;
+      ad["unplanned_bytes"] = a.unplanned_bytes;
+      ad["values"] = a.values;
+      arenas.append(ad);
+    }
+    d["arenas"] = arenas;
     return d;
   }
 

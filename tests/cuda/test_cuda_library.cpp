@@ -162,4 +162,42 @@ TEST(CudaLibrary, SegmentsAroundAnItemReadRunOnTheGpu) {
   EXPECT_EQ(compiled.graphs().size(), 3u);  // the read's segment, then one per branch
 }
 
+// Memory planning on the GPU: a compiled call's intermediates (matmul results through
+// matmul.out, fused kernels' outputs, an unfused chain's .out results) in one cuda:0 arena at
+// 256-byte offsets, poisoned when placed; results equal the unplanned graph's and the CPU's.
+TEST(CudaLibrary, PlannedIntermediatesShareOneGpuArena) {
+  REQUIRE_GPU();
+  const Tensor w = random_tensor({64, 64}, DType::Float32) * 0.1;
+  const Tensor wg = w.to(kGpu);
+  auto fn = [](const Tensor& x, const Tensor& w) {
+    Tensor h = (matmul(x, w) + 1.0).relu();
+    Tensor a = h.sin();
+    Tensor b = a.cos() * a;
+    return matmul((b + h).exp(), w);
+  };
+  for (bool fuse : {true, false}) {
+    CompileOptions o;
+    o.fullgraph = true;
+    o.fuse = fuse;
+    o.name = fuse ? "gpu_plan" : "gpu_plan_unfused";
+    auto planned = compile(fn, o);
+    o.plan_memory = false;
+    auto unplanned = compile(fn, o);
+    const Tensor x = random_tensor({48, 64}, DType::Float32);
+    compile_detail::set_planned_allocation_hook([](Tensor& t) { poison(t); });
+    const Tensor got = planned(x.to(kGpu), wg);
+    compile_detail::set_planned_allocation_hook(nullptr);
+    ASSERT_TRUE(got.device().is_cuda());
+    EXPECT_TRUE(equal(got.cpu(), unplanned(x.to(kGpu), wg).cpu())) << fuse;
+    EXPECT_TRUE(all_close(got.cpu(), fn(x, w), 1e-4, 1e-5)) << fuse;
+    const CompiledGraph g = planned.graph();
+    ASSERT_EQ(g.arenas.size(), 1u) << g.text;
+    EXPECT_TRUE(g.arenas[0].device.is_cuda());
+    EXPECT_GE(g.arenas[0].values, fuse ? 2 : 5) << g.text;
+    for (const auto& n : g.nodes) {
+      if (n.arena >= 0) EXPECT_EQ(std::stoll(n.arena_offset) % 256, 0) << g.text;
+    }
+  }
+}
+
 }  // namespace
