@@ -473,6 +473,14 @@ class Exporter {
         out.args.push_back(std::move(na));
       }
       out.outputs = n.outputs;
+      if (n.arena >= 0 && g.arenas[static_cast<size_t>(n.arena)].device.type() ==
+                              (cuda() ? DeviceType::CUDA : DeviceType::CPU)) {
+        // The memory plan's place, in the package's one arena (its device's).
+        out.planned = true;
+        out.arena_offset = ref(guards.ref_of(n.arena_offset));
+        m_.has_arena = true;
+        m_.arena_bytes = ref(guards.ref_of(g.arenas[static_cast<size_t>(n.arena)].bytes));
+      }
       if (n.elide_when) {
         out.elide = true;
         out.elide_when = ref(guards.ref_of(n.elide_when));

@@ -330,6 +330,8 @@ std::string encode_schedule(const Model& m) {
         w.str(n.elided_hash);
         w.i32(n.elided_drop);
       }
+      w.u8(n.planned);
+      if (n.planned) w.sym(n.arena_offset);
       return;
     }
     w.str(n.kernel);
@@ -349,6 +351,8 @@ std::string encode_schedule(const Model& m) {
       for (uint8_t a : v.assume) w.u8(a);
     });
   });
+  w.u8(m.has_arena);
+  if (m.has_arena) w.sym(m.arena_bytes);
   return w.buf;
 }
 
@@ -654,6 +658,17 @@ Model decode(const Container& c, const std::string& origin) {
         s.check(n.elided_drop >= 0 && static_cast<size_t>(n.elided_drop) < n.args.size(),
                 "an elided argument out of range");
       }
+      if (c.minor >= 2) {
+        n.planned = s.flag();
+        if (n.planned) {
+          n.arena_offset = s.sym(slots);
+          // aten::empty(size, dtype, device) with one result: what the runtime places itself.
+          s.check(n.op == "aten::empty" && !n.elide && n.outputs.size() == 1 && n.outputs[0] >= 0 &&
+                      n.args.size() == 3 && n.args[0].kind == NodeArg::SymList &&
+                      n.args[1].kind == NodeArg::Constant && n.args[1].constant.is_dtype(),
+                  "a planned allocation that is not aten::empty(size, dtype, device)");
+        }
+      }
       continue;
     }
     n.kernel = s.str();
@@ -696,6 +711,12 @@ Model decode(const Container& c, const std::string& origin) {
                 n.variants.size() == 1,
             "a kernel whose last variant assumes something");
   }
+  if (c.minor >= 2) {
+    m.has_arena = s.flag();
+    if (m.has_arena) m.arena_bytes = s.sym(slots);
+  }
+  for (const Node& n : m.nodes)
+    s.check(!n.planned || m.has_arena, "a planned allocation without an arena");
   for (const Output& o : m.outputs) s.check(value_ok(o.value, true), "a result's value id");
   s.done();
   // Data flow: every value is defined (an input, a constant or an earlier node's output) before

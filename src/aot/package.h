@@ -21,8 +21,10 @@
 namespace tessera::aot_detail {
 
 inline constexpr char kMagic[8] = {'T', 'S', 'P', 'K', 'G', '\r', '\n', '\x1a'};
-/** 1.1: CUDA packages (the cuda-objects section). Readers refuse sections they do not know. */
-inline constexpr uint32_t kFormatMajor = 1, kFormatMinor = 1;
+/** 1.1: CUDA packages (the cuda-objects section). 1.2: the memory plan (an arena in the
+ * schedule; planned allocations). Readers refuse sections they do not know and read every
+ * earlier minor version. */
+inline constexpr uint32_t kFormatMajor = 1, kFormatMinor = 2;
 /** The calling convention of the packaged kernels (trt::KernelFn, trt::Arg, trt::Grid): a
  * change there bumps it, and older packages are refused rather than run. */
 inline constexpr uint32_t kRuntimeAbi = 1;
@@ -107,6 +109,10 @@ struct Node {
   SymRef elide_when;
   std::string elided_op, elided_hash;
   int32_t elided_drop = -1;
+  /** An `aten::empty(size, dtype, device)` of the memory plan: its tensor lies `arena_offset`
+   * bytes into the call's arena (format 1.2). */
+  bool planned = false;
+  SymRef arena_offset;
   // Kernel
   std::string kernel;
   std::vector<Param> params;
@@ -161,6 +167,10 @@ struct Model {
   std::vector<int32_t> inputs;  ///< per leaf: its value id, -1 for non-tensors
   std::vector<Constant> constants;
   std::vector<Node> nodes;
+  /** The memory plan: one block per call on the package's device for the planned allocations
+   * (format 1.2). */
+  bool has_arena = false;
+  SymRef arena_bytes;
   // cuda-objects (a CUDA package: its tensors live on a GPU, its kernels are cubins)
   bool cuda = false;
   CudaCode cuda_code;

@@ -46,6 +46,9 @@ class LoadedPackage {
   std::vector<runtime::cuda::CUfunction> cu_fns;  ///< per module
   std::vector<std::vector<uint32_t>> module_of;   ///< per node, per variant
   std::vector<std::string> launch_what;           ///< per node: what a failed launch names
+  /** Per node: the values no later node or result uses, dropped once it ran (their memory
+   * serves later nodes). */
+  std::vector<std::vector<int32_t>> drop_after;
 
   LoadedPackage() = default;
   LoadedPackage(const LoadedPackage&) = delete;
@@ -65,6 +68,8 @@ class LoadedPackage {
   std::vector<IValue> run(const std::vector<IValue>& args) const;
 
  private:
+  Tensor planned_tensor(const ad::Node& n, const std::vector<int64_t>& values,
+                        const IntrusivePtr<StorageImpl>& arena, int64_t arena_bytes) const;
   void check_arguments(const std::vector<IValue>& args, std::vector<int64_t>& symbols) const;
   [[noreturn]] void input_error(size_t i, const std::string& what, int kind) const;
 };
@@ -133,7 +138,8 @@ PackageInfo make_info(const ad::Container& c, const ad::Model& m) {
   for (const auto& g : m.guards) info.guards.push_back(g);
   for (const ad::Node& n : m.nodes) {
     if (n.kind == ad::Node::Op) {
-      info.nodes.push_back("op " + n.op + (n.elide ? " (elided when its fill is dead)" : ""));
+      info.nodes.push_back("op " + n.op + (n.elide ? " (elided when its fill is dead)" : "") +
+                           (n.planned ? " (in the memory plan's arena)" : ""));
     } else {
       info.nodes.push_back("kernel " + n.kernel + " (" + std::to_string(n.variants.size()) +
                            (n.variants.size() == 1 ? " variant)" : " variants)"));
@@ -359,6 +365,48 @@ void LoadedPackage::check_arguments(const std::vector<IValue>& args,
   }
 }
 
+namespace {
+// A planned tensor's storage holds a reference to the call's arena.
+void release_arena(void* arena, void*) {
+  static_cast<StorageImpl*>(arena)->decref();
+}
+}  // namespace
+
+// A planned allocation: a contiguous tensor at its offset in the arena, checked to lie inside it
+// (the offsets come from the package, untrusted).
+Tensor LoadedPackage::planned_tensor(const ad::Node& n, const std::vector<int64_t>& values,
+                                     const IntrusivePtr<StorageImpl>& arena,
+                                     int64_t arena_bytes) const {
+  const DType dtype = n.args[1].constant.to_dtype();
+  const auto& syms = n.args[0].syms;
+  SymDimVector sizes(syms.size()), strides(syms.size());
+  int64_t numel = 1;
+  bool overflow = false;
+  for (size_t d = syms.size(); d-- > 0;) {
+    const int64_t size = value_of(syms[d], values);
+    overflow = overflow || size < 0;
+    sizes[d] = SymInt(size);
+    strides[d] = SymInt(numel);
+    overflow = overflow || __builtin_mul_overflow(numel, size, &numel);
+  }
+  int64_t nbytes = 0, end = 0;
+  const int64_t offset = value_of(n.arena_offset, values);
+  overflow = overflow ||
+             __builtin_mul_overflow(numel, static_cast<int64_t>(itemsize(dtype)), &nbytes) ||
+             __builtin_add_overflow(offset, nbytes, &end);
+  TS_CHECK(!overflow && offset >= 0 && offset % 64 == 0 && end <= arena_bytes && arena,
+           PackageError)
+      << "package '" << m.name << "': the planned allocation at " << n.loc << " (offset " << offset
+      << ", " << nbytes << " bytes) lies outside its arena of " << arena_bytes << " bytes";
+  arena->incref();
+  auto storage = StorageImpl::wrap(static_cast<char*>(arena->data()) + offset,
+                                   static_cast<size_t>(nbytes), device, release_arena, arena.get());
+  IntrusivePtr<TensorImpl> impl(new TensorImpl(std::move(storage), dtype, device));
+  impl->set_geometry(SymIntArrayRef(sizes.data(), sizes.size()),
+                     SymIntArrayRef(strides.data(), strides.size()), 0);
+  return Tensor(std::move(impl));
+}
+
 std::vector<IValue> LoadedPackage::run(const std::vector<IValue>& args) const {
   std::vector<int64_t> symbols, values(program->num_outputs());
   check_arguments(args, symbols);
@@ -373,9 +421,25 @@ std::vector<IValue> LoadedPackage::run(const std::vector<IValue>& args) const {
     if (m.inputs[i] >= 0) vals[static_cast<size_t>(m.inputs[i])] = args[i].to_tensor();
   for (const ad::Constant& c : m.constants)
     vals[static_cast<size_t>(c.value)] = constant_values[static_cast<size_t>(c.value)];
+  // The memory plan's arena: one block for the call's planned allocations (format 1.2).
+  IntrusivePtr<StorageImpl> arena;
+  int64_t arena_bytes = 0;
+  if (m.has_arena) {
+    arena_bytes = value_of(m.arena_bytes, values);
+    TS_CHECK(arena_bytes >= 0, ValueError)
+        << "package '" << m.name << "': its memory plan is " << arena_bytes << " bytes";
+    if (arena_bytes > 0) arena = StorageImpl::allocate(static_cast<size_t>(arena_bytes), device);
+  }
   Stack st;
   for (size_t k = 0; k < m.nodes.size(); ++k) {
     const ad::Node& n = m.nodes[k];
+    if (k > 0) {
+      for (int32_t v : drop_after[k - 1]) vals[static_cast<size_t>(v)] = Tensor();
+    }
+    if (n.planned) {
+      vals[static_cast<size_t>(n.outputs[0])] = planned_tensor(n, values, arena, arena_bytes);
+      continue;
+    }
     if (n.kind == ad::Node::Kernel) {
       trt::Arg slots[64];
       for (size_t p = 0; p < n.params.size(); ++p) {
@@ -628,6 +692,34 @@ Package load(const std::string& path, const LoadOptions& options) {
             << " in the package's code";
         p->fns[k].push_back(fn);
       }
+    }
+  }
+  // Lifetimes: a value no later node reads, writes or returns is dropped after its last use.
+  {
+    std::vector<int64_t> last(m.num_values, -1);
+    std::vector<bool> keep(m.num_values, false);
+    for (int32_t v : m.inputs)
+      if (v >= 0) keep[static_cast<size_t>(v)] = true;
+    for (const ad::Output& o : m.outputs)
+      if (o.value >= 0) keep[static_cast<size_t>(o.value)] = true;
+    for (const ad::Constant& c2 : m.constants) keep[static_cast<size_t>(c2.value)] = true;
+    for (size_t k = 0; k < m.nodes.size(); ++k) {
+      const ad::Node& n = m.nodes[k];
+      auto use = [&](int32_t v) {
+        if (v >= 0) last[static_cast<size_t>(v)] = static_cast<int64_t>(k);
+      };
+      for (const ad::NodeArg& a : n.args) {
+        if (a.kind == ad::NodeArg::Value) use(a.value);
+        for (int32_t v : a.values) use(v);
+      }
+      for (const ad::Param& q : n.params)
+        if (q.source == ad::Param::FromValue) use(q.value);
+      for (int32_t v : n.outputs) use(v);
+    }
+    p->drop_after.assign(m.nodes.size(), {});
+    for (size_t v = 0; v < last.size(); ++v) {
+      if (last[v] >= 0 && !keep[v])
+        p->drop_after[static_cast<size_t>(last[v])].push_back(static_cast<int32_t>(v));
     }
   }
   size_t counters = 0;

@@ -640,6 +640,72 @@ TEST(Aot, HostileModelsAreRefusedWhereTheyPointOutside) {
   EXPECT_NE(write(m).find("has the range [1,"), std::string::npos);
 }
 
+// The memory plan ships in the package (format 1.2): matmul results and a fused kernel's output
+// are planned allocations in one arena per call, at every size in the range; offsets read from
+// the file are checked against the arena at run time.
+TEST(Aot, TheMemoryPlanShipsAndItsOffsetsAreCheckedAtRunTime) {
+  namespace ad = tessera::aot_detail;
+  const Tensor w = randn({32, 32}) * 0.2;
+  auto fn = [&](const Tensor& x) {
+    const Tensor h = (matmul(x, w) + 1.0).tanh();
+    return matmul(h * h, w).sum(1);
+  };
+  aot::ExportOptions o;
+  o.name = "planned";
+  o.dynamic_shapes = {{0, 0, aot::Dim("rows", 2, 1 << 12)}};
+  const std::string path = temp_path("planned.tspkg");
+  aot::compile(path, fn, o, randn({8, 32}));
+  aot::Package p = aot::load(path);
+  const auto& nodes = p.info().nodes;
+  const auto planned = std::count_if(nodes.begin(), nodes.end(), [](const std::string& n) {
+    return n.find("in the memory plan's arena") != std::string::npos;
+  });
+  EXPECT_GE(planned, 2) << ::testing::PrintToString(
+      nodes);  // the fused kernel stores in place of the first matmul's result
+  EXPECT_EQ(p.info().format_minor, 2u);
+  for (int64_t rows : {2, 37, 1000}) {
+    const Tensor x = randn({rows, 32});
+    EXPECT_TRUE(tessera::testing::all_close(p(x)[0].to_tensor(), fn(x), 1e-4, 1e-5)) << rows;
+  }
+  // Hostile offsets: past the arena, or not aligned, fail the call naming the allocation.
+  const ad::Container c = ad::read_container(slurp(path), "planned");
+  const ad::Model good = ad::decode(c, "planned");
+  ASSERT_TRUE(good.has_arena);
+  size_t k = 0;
+  while (k < good.nodes.size() && !good.nodes[k].planned) ++k;
+  ASSERT_LT(k, good.nodes.size());
+  const std::string bad_path = temp_path("planned-bad.tspkg");
+  auto run_with = [&](const ad::Model& m) {
+    spit(bad_path,
+         ad::write_container(
+             {{ad::SectionId::Manifest, ad::encode_manifest(m)},
+              {ad::SectionId::Schedule, ad::encode_schedule(m)},
+              {ad::SectionId::CpuObject, std::string(c.section(ad::SectionId::CpuObject))},
+              {ad::SectionId::Constants, std::string(c.section(ad::SectionId::Constants))}}));
+    return error_of<aot::PackageError>([&] { aot::load(bad_path)(randn({16, 32})); });
+  };
+  ad::Model m = good;
+  m.nodes[k].arena_offset = ad::SymRef{int64_t{1} << 40, -1};
+  EXPECT_NE(run_with(m).find("lies outside its arena"), std::string::npos);
+  m = good;
+  m.nodes[k].arena_offset = ad::SymRef{8, -1};
+  EXPECT_NE(run_with(m).find("lies outside its arena"), std::string::npos);
+  m = good;
+  m.nodes[k].arena_offset = ad::SymRef{-64, -1};
+  EXPECT_NE(run_with(m).find("lies outside its arena"), std::string::npos);
+  m = good;
+  size_t other = 0;  // a node that is not an allocation, marked planned
+  while (other < good.nodes.size() &&
+         (good.nodes[other].kind != ad::Node::Op || good.nodes[other].op == "aten::empty"))
+    ++other;
+  ASSERT_LT(other, good.nodes.size());
+  m.nodes[other].planned = true;
+  EXPECT_NE(run_with(m).find("a planned allocation that is not aten::empty"), std::string::npos);
+  m = good;
+  m.has_arena = false;
+  EXPECT_NE(run_with(m).find("a planned allocation without an arena"), std::string::npos);
+}
+
 // Which architecture's cubins a device runs: its major version, the highest minor not above its
 // own; an arch-specific target ("a") only on exactly its own.
 TEST(Aot, ACudaDeviceTakesTheCubinsOfItsMajorWithTheHighestMinorNotAboveItsOwn) {
@@ -705,7 +771,7 @@ TEST(Aot, ACudaPackageIsCheckedAndInspectedAnywhereAndLoadsOnlyOnItsGpu) {
   EXPECT_EQ(info.device, "cuda");
   EXPECT_EQ(info.cuda_archs, (std::vector<std::string>{"sm_80", "sm_90"}));
   EXPECT_EQ(info.format_major, 1u);
-  EXPECT_EQ(info.format_minor, 1u);
+  EXPECT_EQ(info.format_minor, ad::kFormatMinor);
   bool listed = false;
   for (const auto& [name, bytes] : info.sections) listed |= name == "cuda-objects";
   EXPECT_TRUE(listed);
@@ -769,9 +835,9 @@ TEST(Aot, ACudaPackageIsCheckedAndInspectedAnywhereAndLoadsOnlyOnItsGpu) {
   spit(path, ad::write_container({{ad::SectionId::Manifest, ad::encode_manifest(good)},
                                   {ad::SectionId::Schedule, ad::encode_schedule(good)},
                                   {static_cast<ad::SectionId>(9), "future"}}));
-  EXPECT_NE(error_of<aot::PackageError>([&] {
-              aot::inspect(path);
-            }).find("section 9 is unknown to this tessera (format 1.1)"),
+  EXPECT_NE(error_of<aot::PackageError>([&] { aot::inspect(path); })
+                .find("section 9 is unknown to this tessera (format 1." +
+                      std::to_string(ad::kFormatMinor) + ")"),
             std::string::npos);
 }
 
