@@ -313,6 +313,10 @@ Tensor make_empty(SymIntArrayRef sizes, DType dtype, Device device, SymIntArrayR
 /** A new tensor like `like` (device, fake-ness) but with the given sizes and dtype. */
 Tensor make_empty_like(const Tensor& like, SymIntArrayRef sizes, DType dtype,
                        SymIntArrayRef strides = {});
+/** A contiguous tensor of `sizes` at byte `offset` of `block` (a memory plan's arena): its own
+ * storage (version counter, alias identity, bounds of `nbytes`), holding a reference to the
+ * block until it dies. The caller checks that it lies inside the block. */
+Tensor make_in_block(StorageImpl& block, size_t offset, IntArrayRef sizes, DType dtype);
 /** A view of `base`'s storage with new geometry. */
 Tensor make_view(const Tensor& base, SymIntArrayRef sizes, SymIntArrayRef strides, SymInt offset);
 /** A fake tensor (no data, reports `device`) for tracing. */

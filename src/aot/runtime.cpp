@@ -365,13 +365,6 @@ void LoadedPackage::check_arguments(const std::vector<IValue>& args,
   }
 }
 
-namespace {
-// A planned tensor's storage holds a reference to the call's arena.
-void release_arena(void* arena, void*) {
-  static_cast<StorageImpl*>(arena)->decref();
-}
-}  // namespace
-
 // A planned allocation: a contiguous tensor at its offset in the arena, checked to lie inside it
 // (the offsets come from the package, untrusted).
 Tensor LoadedPackage::planned_tensor(const ad::Node& n, const std::vector<int64_t>& values,
@@ -379,15 +372,12 @@ Tensor LoadedPackage::planned_tensor(const ad::Node& n, const std::vector<int64_
                                      int64_t arena_bytes) const {
   const DType dtype = n.args[1].constant.to_dtype();
   const auto& syms = n.args[0].syms;
-  SymDimVector sizes(syms.size()), strides(syms.size());
+  DimVector sizes(syms.size());
   int64_t numel = 1;
   bool overflow = false;
-  for (size_t d = syms.size(); d-- > 0;) {
-    const int64_t size = value_of(syms[d], values);
-    overflow = overflow || size < 0;
-    sizes[d] = SymInt(size);
-    strides[d] = SymInt(numel);
-    overflow = overflow || __builtin_mul_overflow(numel, size, &numel);
+  for (size_t d = 0; d < syms.size(); ++d) {
+    sizes[d] = value_of(syms[d], values);
+    overflow = overflow || sizes[d] < 0 || __builtin_mul_overflow(numel, sizes[d], &numel);
   }
   int64_t nbytes = 0, end = 0;
   const int64_t offset = value_of(n.arena_offset, values);
@@ -396,15 +386,10 @@ Tensor LoadedPackage::planned_tensor(const ad::Node& n, const std::vector<int64_
              __builtin_add_overflow(offset, nbytes, &end);
   TS_CHECK(!overflow && offset >= 0 && offset % 64 == 0 && end <= arena_bytes && arena,
            PackageError)
-      << "package '" << m.name << "': the planned allocation at " << n.loc << " (offset " << offset
-      << ", " << nbytes << " bytes) lies outside its arena of " << arena_bytes << " bytes";
-  arena->incref();
-  auto storage = StorageImpl::wrap(static_cast<char*>(arena->data()) + offset,
-                                   static_cast<size_t>(nbytes), device, release_arena, arena.get());
-  IntrusivePtr<TensorImpl> impl(new TensorImpl(std::move(storage), dtype, device));
-  impl->set_geometry(SymIntArrayRef(sizes.data(), sizes.size()),
-                     SymIntArrayRef(strides.data(), strides.size()), 0);
-  return Tensor(std::move(impl));
+      << "package '" << m.name << "': the planned allocation at " << n.loc << " (offset "
+      << offset << ", " << nbytes << " bytes) lies outside its arena of " << arena_bytes
+      << " bytes";
+  return tessera::detail::make_in_block(*arena, static_cast<size_t>(offset), sizes, dtype);
 }
 
 std::vector<IValue> LoadedPackage::run(const std::vector<IValue>& args) const {

@@ -22,11 +22,6 @@ Executor::Executor(const Graph& g, const Guards& guards) : graph_(g), guards_(gu
 }
 
 namespace {
-// A planned tensor's storage holds a reference to its arena, dropped when the tensor dies.
-void release_arena(void* arena, void*) {
-  static_cast<StorageImpl*>(arena)->decref();
-}
-
 std::atomic<void (*)(Tensor&)> g_planned_hook{nullptr};
 }  // namespace
 
@@ -38,24 +33,11 @@ Tensor Executor::arena_tensor(const Node& n, const Scratch& s,
                               ArrayRef<IntrusivePtr<StorageImpl>> arenas) const {
   const compiler::TensorInfo& t = graph_.values[static_cast<size_t>(n.outputs[0])].tensor;
   const auto& exprs = n.args[0].exprs;  // aten::empty(size, dtype, device)
-  SymDimVector sizes(exprs.size()), strides(exprs.size());
-  int64_t numel = 1;
-  for (size_t d = exprs.size(); d-- > 0;) {
-    const int64_t size = guards_.value_of(exprs[d], s);
-    sizes[d] = SymInt(size);
-    strides[d] = SymInt(numel);
-    numel *= size;
-  }
-  StorageImpl* arena = arenas[static_cast<size_t>(n.arena)].get();
+  DimVector sizes(exprs.size());
+  for (size_t d = 0; d < exprs.size(); ++d) sizes[d] = guards_.value_of(exprs[d], s);
   const int64_t offset = arena_offset_[static_cast<size_t>(&n - graph_.nodes.data())].get(s);
-  arena->incref();
-  auto storage = StorageImpl::wrap(static_cast<char*>(arena->data()) + offset,
-                                   static_cast<size_t>(numel) * itemsize(t.dtype), t.device,
-                                   release_arena, arena);
-  IntrusivePtr<TensorImpl> impl(new TensorImpl(std::move(storage), t.dtype, t.device));
-  impl->set_geometry(SymIntArrayRef(sizes.data(), sizes.size()),
-                     SymIntArrayRef(strides.data(), strides.size()), 0);
-  Tensor out(std::move(impl));
+  Tensor out = detail::make_in_block(*arenas[static_cast<size_t>(n.arena)],
+                                     static_cast<size_t>(offset), sizes, t.dtype);
   if (auto hook = g_planned_hook.load(std::memory_order_acquire)) hook(out);
   return out;
 }

@@ -201,6 +201,30 @@ Tensor make_fake(SymIntArrayRef sizes, DType dtype, Device device, SymIntArrayRe
   return Tensor(std::move(impl));
 }
 
+namespace {
+void release_block(void* block, void*) {
+  static_cast<StorageImpl*>(block)->decref();
+}
+}  // namespace
+
+Tensor make_in_block(StorageImpl& block, size_t offset, IntArrayRef sizes, DType dtype) {
+  SymDimVector sym_sizes(sizes.size()), strides(sizes.size());
+  int64_t numel = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    sym_sizes[d] = SymInt(sizes[d]);
+    strides[d] = SymInt(numel);
+    numel *= sizes[d];
+  }
+  block.incref();
+  auto storage = StorageImpl::wrap(static_cast<char*>(block.data()) + offset,
+                                   static_cast<size_t>(numel) * itemsize(dtype), block.device(),
+                                   release_block, &block);
+  IntrusivePtr<TensorImpl> impl(new TensorImpl(std::move(storage), dtype, block.device()));
+  impl->set_geometry(SymIntArrayRef(sym_sizes.data(), sym_sizes.size()),
+                     SymIntArrayRef(strides.data(), strides.size()), 0);
+  return Tensor(std::move(impl));
+}
+
 Tensor make_empty_like(const Tensor& like, SymIntArrayRef sizes, DType dtype,
                        SymIntArrayRef strides) {
   if (like.is_fake()) return make_fake(sizes, dtype, like.device(), strides);
