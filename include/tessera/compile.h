@@ -131,7 +131,8 @@ struct CompiledGraph {
 
 namespace compile_detail {
 
-/** Called with each tensor a compiled call places in its memory plan's arena, before any node
+/** Called with each tensor a compiled call places in its memory plan's arena (but those stored
+ * over a dying input of a pointwise operator, whose bytes are that input), before any node
  * writes it; null (the default) for none. For tests and debugging: `testing::poison` there makes
  * an element a kernel skips visible, where the arena would hold what an earlier value left. */
 void set_planned_allocation_hook(void (*hook)(Tensor&));

@@ -38,7 +38,9 @@ Tensor Executor::arena_tensor(const Node& n, const Scratch& s,
   const int64_t offset = arena_offset_[static_cast<size_t>(&n - graph_.nodes.data())].get(s);
   Tensor out = detail::make_in_block(*arenas[static_cast<size_t>(n.arena)],
                                      static_cast<size_t>(offset), sizes, t.dtype);
-  if (auto hook = g_planned_hook.load(std::memory_order_acquire)) hook(out);
+  // (Not one stored over an input: its bytes are that input until the operator reads them.)
+  if (auto hook = g_planned_hook.load(std::memory_order_acquire); hook && n.arena_over < 0)
+    hook(out);
   return out;
 }
 

@@ -105,6 +105,9 @@ struct Node {
    * into this call's arena `arena` (an index into Graph::arenas), not an allocation of its own. */
   int arena = -1;
   sym::ExprPtr arena_offset = nullptr;
+  /** A planned allocation in place of a dying input of the pointwise operator after it (the
+   * value it is stored over), or -1: its bytes still hold that input when it is made. */
+  int arena_over = -1;
   /** The memory plan runs this operator as its `.out` overload (its last argument, an
    * allocation of the graph's); `op` is the overload. */
   bool out_variant = false;

@@ -98,6 +98,7 @@ struct Block {
   sym::ExprPtr bytes;  // rounded up to the arena's alignment
   int64_t static_bytes = -1;
   int64_t offset = 0;  // static plans
+  int into = -1;       // in place of this (earlier) block: its bytes, its offset
 };
 
 }  // namespace
@@ -189,6 +190,7 @@ int Graph::plan_memory() {
     Node& n = nodes[k];
     n.arena = -1;
     n.arena_offset = nullptr;
+    n.arena_over = -1;
     if (n.dead || !is_empty_factory(n) || n.elide_when || n.outputs.size() != 1 || n.outputs[0] < 0)
       continue;
     const int v = n.outputs[0];
@@ -218,6 +220,50 @@ int Graph::plan_memory() {
   }
   if (blocks.empty()) return 0;
 
+  // In place: a pointwise operator writing a planned allocation of the same sizes and dtype as a
+  // planned input whose last use it is stores its result over that input (each element is read
+  // right before the same element is written: what `add(a, b, out=a)` does eagerly). The two
+  // blocks become one.
+  std::map<int, size_t> block_of;  // storage -> its block
+  for (size_t b = 0; b < blocks.size(); ++b)
+    block_of[storage_of(nodes[blocks[b].node].outputs[0])] = b;
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    const size_t k = blocks[b].node + 1;  // the operator an `.out` allocation is made for
+    if (k >= nodes.size()) continue;
+    const Node& op = nodes[k];
+    const int out = nodes[blocks[b].node].outputs[0];
+    if (op.dead || !op.out_variant || !(op.op.entry().tags() & kTagPointwise) ||
+        op.args.back().value != out)
+      continue;
+    const TensorInfo& ot = values[static_cast<size_t>(out)].tensor;
+    for (const Arg& a : op.args) {
+      if (a.kind != Arg::Kind::Value || a.value < 0 || a.value == out) continue;
+      const TensorInfo& it = values[static_cast<size_t>(a.value)].tensor;
+      auto found = block_of.find(it.storage);
+      if (found == block_of.end()) continue;
+      size_t root = found->second;
+      while (blocks[root].into >= 0) root = static_cast<size_t>(blocks[root].into);
+      const Block& in = blocks[root];
+      bool alone = true;  // no other argument reads that memory (another view of it)
+      for (const Arg& other : op.args) {
+        if (other.kind == Arg::Kind::Value && other.value >= 0 && other.value != a.value &&
+            storage_of(other.value) == it.storage)
+          alone = false;
+        for (int x : other.values) alone = alone && (x < 0 || storage_of(x) != it.storage);
+      }
+      if (!alone || blocks[found->second].last != k || in.device != blocks[b].device ||
+          it.dtype != ot.dtype || it.sizes != ot.sizes || !contiguous(it) || !it.offset ||
+          it.offset->constant() != 0 || in.bytes != blocks[b].bytes)
+        continue;
+      blocks[b].into = static_cast<int>(root);
+      nodes[blocks[b].node].arena_over = a.value;
+      blocks[root].last = std::max(blocks[root].last, blocks[b].last);
+      Node& n = nodes[k];
+      n.note += "; stored over %" + std::to_string(a.value) + " (its last use)";
+      break;
+    }
+  }
+
   std::vector<Device> devices;
   for (const Block& b : blocks) {
     if (std::find(devices.begin(), devices.end(), b.device) == devices.end())
@@ -227,15 +273,18 @@ int Graph::plan_memory() {
     return a.node <= b.last && b.node <= a.last;
   };
   for (const Device& d : devices) {
-    std::vector<Block*> mine;
+    std::vector<Block*> mine;  // the blocks placed (not those in place of another)
     for (Block& b : blocks) {
-      if (b.device == d) mine.push_back(&b);
+      if (b.device == d && b.into < 0) mine.push_back(&b);
     }
     Arena arena;
     arena.device = d;
-    arena.values = static_cast<int>(mine.size());
     arena.unplanned_bytes = ctx.constant(0);
-    for (const Block* b : mine) arena.unplanned_bytes = ctx.add(arena.unplanned_bytes, b->bytes);
+    for (const Block& b : blocks) {
+      if (b.device != d) continue;
+      ++arena.values;
+      arena.unplanned_bytes = ctx.add(arena.unplanned_bytes, b.bytes);
+    }
     const int index = static_cast<int>(arenas.size());
     const bool all_static =
         std::all_of(mine.begin(), mine.end(), [](const Block* b) { return b->static_bytes >= 0; });
@@ -326,6 +375,11 @@ int Graph::plan_memory() {
   }
   for (const Block& b : blocks) {
     Node& n = nodes[b.node];
+    if (b.into >= 0) {  // (roots come first: an input is allocated before its consumer's output)
+      const Node& root = nodes[blocks[static_cast<size_t>(b.into)].node];
+      n.arena = root.arena;
+      n.arena_offset = root.arena_offset;
+    }
     n.note += (n.note.empty() ? "" : "; ") + std::string("arena ") + std::to_string(n.arena) +
               " + " + ctx.str(n.arena_offset);
   }
