@@ -155,6 +155,8 @@ def the_graph_compiler_over_an_operator():
     out = data["values"][kernels[0]["writes"][0]]
     assert out["sizes"] == ["s0"] and out["dtype"] == "float32", out
     assert out["storage"] == data["values"][data["outputs"][0]]["storage"], data
+    # the result is the caller's: nothing of this graph is in the memory plan's arena
+    assert data["arenas"] == [] and all(n["arena"] == -1 for n in data["nodes"]), data
     try:
         f(np.ones(3, np.float32))
         raise AssertionError("no error")
