@@ -57,6 +57,11 @@ struct CompileOptions {
    * allocates each one as eager does. (Graphs that autograd records as they replay are never
    * planned: a saved tensor keeps its own bytes.) */
   bool plan_memory = true;
+  /** CUDA graphs: a graph on one GPU is captured on the second call of each size and replayed
+   * from then on with one `cuGraphLaunch` (the arguments copied into its static inputs, the
+   * results copied out). Graphs it cannot replay run as before (`TESSERA_LOGS=cuda_graphs` says
+   * why). Off by default: the copies cost bandwidth, worth it where launches dominate. */
+  bool cuda_graphs = false;
 };
 
 /** A compiled graph as data (`compiled.graph()`): what `TESSERA_LOGS=graph` prints, for tools and
@@ -231,6 +236,7 @@ struct Stats {
   int recompiles = 0;
   bool eager = false;  ///< running eagerly (the recompile limit, or a break segments cannot serve)
   bool segmented = false;  ///< running in segments (a graph break without fullgraph)
+  int cuda_graphs = 0;     ///< sizes replayed from a captured CUDA graph (`cuda_graphs`)
   std::string last_graph;  ///< the newest graph, printed
 };
 Stats stats(const CompiledFunction& f);

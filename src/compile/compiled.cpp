@@ -8,6 +8,7 @@
 #include <string>
 
 #include "compile/capture.h"
+#include "compile/cuda_graphs.h"
 #include "compile/executor.h"
 #include "compile/graph.h"
 #include "compile/guards.h"
@@ -27,11 +28,15 @@ struct Entry {
   Guards guards;
   std::unique_ptr<Executor> executor;
   std::shared_ptr<const BackwardRunner> backward;  ///< a joint trace's (training under compile)
+  std::unique_ptr<CudaGraphs> cuda_graphs;          ///< CompileOptions::cuda_graphs
   mutable std::atomic<bool> prebuilt{false};
 
   std::vector<IValue> run(const std::vector<IValue>& args, const Scratch& s,
                           const std::string& name) const {
     if (!prebuilt.exchange(true, std::memory_order_relaxed)) prebuild(args, s);
+    if (cuda_graphs) {
+      if (auto out = cuda_graphs->run(args, s)) return std::move(*out);
+    }
     if (!backward) return executor->run(args, s);
     return run_with_backward(backward, *executor, *graph, args, s, name);
   }
@@ -239,6 +244,9 @@ class CompiledFunction {
     st.recompiles = recompiles_;
     st.eager = eager_.load();
     st.segmented = segmented_.load();
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      if (entries_[i].cuda_graphs) st.cuda_graphs += entries_[i].cuda_graphs->captured();
+    }
     if (segments_) {
       st.graphs += static_cast<int>(segments_->size());
       st.last_graph = segments_->last_graph();
@@ -325,6 +333,15 @@ class CompiledFunction {
     e->guards = std::move(c.guards);
     e->executor = std::make_unique<Executor>(*e->graph, e->guards);
     if (c.backward) e->backward = std::make_shared<const BackwardRunner>(std::move(c.backward));
+    if (opts_.cuda_graphs) {
+      const std::string why =
+          e->backward ? "it is a training graph (its backward runs apart)" : CudaGraphs::refusal(*e->graph);
+      if (why.empty()) {
+        e->cuda_graphs = std::make_unique<CudaGraphs>(*e->graph, *e->executor, opts_.name);
+      } else {
+        log("cuda_graphs", opts_.name + ": not replayed from CUDA graphs: " + why);
+      }
+    }
     return e;
   }
 

@@ -272,3 +272,17 @@ TEST(MemoryPlan, ConcurrentCallsEachHaveTheirOwnArena) {
   for (int t = 0; t < 4; ++t) EXPECT_TRUE(ok[static_cast<size_t>(t)]) << t;
   EXPECT_GE(planned_allocations(c.graph()), 3);
 }
+
+// CompileOptions::cuda_graphs on CPU tensors changes nothing: the graph runs as before.
+TEST(CudaGraphsOption, OnCpuTensorsTheGraphRunsAsBefore) {
+  auto fn = [](const Tensor& x) { return (x.sin() * 2.0).exp().sum(1); };
+  CompileOptions o = named("cpu_graphs");
+  o.cuda_graphs = true;
+  auto c = compile(fn, o);
+  for (int i = 0; i < 3; ++i) {
+    const Tensor x = randn({8, 16});
+    EXPECT_TRUE(all_close(c(x), fn(x), 1e-5, 1e-5)) << i;
+  }
+  EXPECT_EQ(c.stats().cuda_graphs, 0);
+  EXPECT_EQ(c.stats().graphs, 1);
+}

@@ -200,4 +200,66 @@ TEST(CudaLibrary, PlannedIntermediatesShareOneGpuArena) {
   }
 }
 
+// CUDA graphs: the second call of a size captures the graph's work (a user kernel, a fused
+// pointwise kernel, a reduction), later calls replay it with new arguments; every result equals
+// the CPU's, and an earlier call's results are not overwritten by later replays.
+TEST(CudaLibrary, CudaGraphsReplayAGraphWithNewArgumentsEachCall) {
+  REQUIRE_GPU();
+  const Tensor w = random_tensor({64}, DType::Float32);
+  const Tensor wg = w.to(kGpu);
+  auto body = [](const Tensor& x, const Tensor& y, const Tensor& w) {
+    const Tensor a = launch(gpu_sin_kernel, x);
+    const Tensor h = (a * y + w).relu();
+    return std::make_tuple(h, h.sum(1));
+  };
+  CompileOptions o;
+  o.fullgraph = true;
+  o.cuda_graphs = true;
+  o.name = "gpu_graphs";
+  auto compiled = compile([&](const Tensor& x, const Tensor& y) { return body(x, y, wg); }, o);
+  std::vector<std::tuple<Tensor, Tensor>> got, want;
+  for (int i = 0; i < 5; ++i) {
+    const Tensor x = random_tensor({32, 64}, DType::Float32) + i;
+    const Tensor y = random_tensor({32, 64}, DType::Float32);
+    got.push_back(compiled(x.to(kGpu), y.to(kGpu)));
+    want.push_back(body(x, y, w));
+  }
+  EXPECT_EQ(compiled.stats().cuda_graphs, 1);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_TRUE(all_close(std::get<0>(got[i]).cpu(), std::get<0>(want[i]), 1e-5, 1e-5)) << i;
+    EXPECT_TRUE(all_close(std::get<1>(got[i]).cpu(), std::get<1>(want[i]), 1e-4, 1e-4)) << i;
+  }
+  // Another size: its first call warms, its second captures a second graph.
+  for (int i = 0; i < 3; ++i) {
+    const Tensor x = random_tensor({7, 64}, DType::Float32), y = random_tensor({7, 64}, DType::Float32);
+    const auto [h, sums] = compiled(x.to(kGpu), y.to(kGpu));
+    EXPECT_TRUE(all_close(h.cpu(), std::get<0>(body(x, y, w)), 1e-5, 1e-5)) << i;
+  }
+  EXPECT_EQ(compiled.stats().cuda_graphs, 2);
+}
+
+// What a replay would get wrong is refused and runs as before: a function that writes its
+// argument (a replay would write the static copy).
+TEST(CudaLibrary, CudaGraphsRefuseAFunctionThatWritesItsArgument) {
+  REQUIRE_GPU();
+  CompileOptions o;
+  o.fullgraph = true;
+  o.cuda_graphs = true;
+  o.name = "gpu_graphs_refused";
+  auto compiled = compile(
+      [](const Tensor& x) {
+        Tensor t = x;
+        t.add_(1.0);
+        return t * 2.0;
+      },
+      o);
+  const Tensor x = random_tensor({16}, DType::Float32);
+  Tensor xg = x.to(kGpu);
+  Tensor last;
+  for (int i = 0; i < 3; ++i) last = compiled(xg);
+  EXPECT_TRUE(all_close(xg.cpu(), x + 3.0, 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(last.cpu(), (x + 3.0) * 2.0, 1e-6, 1e-6));
+  EXPECT_EQ(compiled.stats().cuda_graphs, 0);
+}
+
 }  // namespace

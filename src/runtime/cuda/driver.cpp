@@ -87,6 +87,14 @@ Loaded load() {
   ok &= resolve(lib, "cuFuncSetAttribute", d.cuFuncSetAttribute, w);
   ok &= resolve(lib, "cuLaunchKernel", d.cuLaunchKernel, w);
   if (!ok) return l;
+  // Optional: CUDA graphs (a driver without them refuses capture, nothing else).
+  std::string optional;
+  resolve(lib, "cuStreamBeginCapture_v2", d.cuStreamBeginCapture, optional);
+  resolve(lib, "cuStreamEndCapture", d.cuStreamEndCapture, optional);
+  resolve(lib, "cuGraphInstantiateWithFlags", d.cuGraphInstantiateWithFlags, optional);
+  resolve(lib, "cuGraphLaunch", d.cuGraphLaunch, optional);
+  resolve(lib, "cuGraphExecDestroy", d.cuGraphExecDestroy, optional);
+  resolve(lib, "cuGraphDestroy", d.cuGraphDestroy, optional);
   if (const CUresult r = d.cuInit(0); r != kSuccess) {
     const char* name = nullptr;
     d.cuGetErrorName(r, &name);

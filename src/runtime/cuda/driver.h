@@ -25,6 +25,10 @@ struct CUmod_st;
 using CUmodule = CUmod_st*;
 struct CUfunc_st;
 using CUfunction = CUfunc_st*;
+struct CUgraph_st;
+using CUgraph = CUgraph_st*;
+struct CUgraphExec_st;
+using CUgraphExec = CUgraphExec_st*;
 
 inline constexpr CUresult kSuccess = 0;
 inline constexpr CUresult kNotReady = 600;   ///< CUDA_ERROR_NOT_READY (a query, not a failure)
@@ -32,6 +36,7 @@ inline constexpr CUresult kOutOfMemory = 2;  ///< CUDA_ERROR_OUT_OF_MEMORY
 inline constexpr CUresult kNoDevice = 100;   ///< CUDA_ERROR_NO_DEVICE
 inline constexpr unsigned kEventDisableTiming = 2;  ///< CU_EVENT_DISABLE_TIMING
 inline constexpr unsigned kStreamNonBlocking = 1;   ///< CU_STREAM_NON_BLOCKING
+inline constexpr int kCaptureModeRelaxed = 2;       ///< CU_STREAM_CAPTURE_MODE_RELAXED
 
 /** Device attributes (CUdevice_attribute values). */
 enum class Attr : int {
@@ -99,6 +104,13 @@ struct Driver {
   CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void**, void**);
+  // CUDA graphs (stream capture): optional, null where the driver lacks them.
+  CUresult (*cuStreamBeginCapture)(CUstream, int) = nullptr;
+  CUresult (*cuStreamEndCapture)(CUstream, CUgraph*) = nullptr;
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long) = nullptr;
+  CUresult (*cuGraphLaunch)(CUgraphExec, CUstream) = nullptr;
+  CUresult (*cuGraphExecDestroy)(CUgraphExec) = nullptr;
+  CUresult (*cuGraphDestroy)(CUgraph) = nullptr;
   int version = 0;   ///< e.g. 13000 for CUDA 13.0
   std::string path;  ///< the library that was loaded
 };
