@@ -28,7 +28,7 @@ struct Entry {
   Guards guards;
   std::unique_ptr<Executor> executor;
   std::shared_ptr<const BackwardRunner> backward;  ///< a joint trace's (training under compile)
-  std::unique_ptr<CudaGraphs> cuda_graphs;          ///< CompileOptions::cuda_graphs
+  std::unique_ptr<CudaGraphs> cuda_graphs;         ///< CompileOptions::cuda_graphs
   mutable std::atomic<bool> prebuilt{false};
 
   std::vector<IValue> run(const std::vector<IValue>& args, const Scratch& s,
@@ -334,8 +334,8 @@ class CompiledFunction {
     e->executor = std::make_unique<Executor>(*e->graph, e->guards);
     if (c.backward) e->backward = std::make_shared<const BackwardRunner>(std::move(c.backward));
     if (opts_.cuda_graphs) {
-      const std::string why =
-          e->backward ? "it is a training graph (its backward runs apart)" : CudaGraphs::refusal(*e->graph);
+      const std::string why = e->backward ? "it is a training graph (its backward runs apart)"
+                                          : CudaGraphs::refusal(*e->graph);
       if (why.empty()) {
         e->cuda_graphs = std::make_unique<CudaGraphs>(*e->graph, *e->executor, opts_.name);
       } else {

@@ -14,9 +14,9 @@ using namespace tessera::compiler;
 namespace rc = tessera::runtime::cuda;
 
 struct CudaGraphs::Captured {
-  rc::Stream stream;               ///< its own: the allocations of the capture are on it
-  std::vector<Tensor> inputs;      ///< static copies of the tensor arguments (per argument)
-  std::vector<IValue> outputs;     ///< the results as the captured work writes them
+  rc::Stream stream;            ///< its own: the allocations of the capture are on it
+  std::vector<Tensor> inputs;   ///< static copies of the tensor arguments (per argument)
+  std::vector<IValue> outputs;  ///< the results as the captured work writes them
   rc::Graph graph;
   std::unique_ptr<rc::Event> done;  ///< recorded after each replay
   rc::CUstream last = nullptr;      ///< the stream of the last replay
@@ -40,8 +40,8 @@ std::string CudaGraphs::refusal(const Graph& g) {
   }
   for (const Node& n : g.nodes) {
     if (n.dead) continue;
-    const std::string what = n.kind == Node::Kind::Kernel ? "kernel " + n.kernel->name()
-                                                          : "operator " + n.op.name();
+    const std::string what =
+        n.kind == Node::Kind::Kernel ? "kernel " + n.kernel->name() : "operator " + n.op.name();
     if (n.kind == Node::Kind::Extern)
       return what + " is a custom operator (host code a replay would skip)";
     if (n.kind == Node::Kind::Op && (n.op.entry().tags() & (kTagRandom | kTagDataDependent)))
@@ -52,7 +52,8 @@ std::string CudaGraphs::refusal(const Graph& g) {
     }
   }
   std::set<int> closed_over, results;
-  for (int v : g.captured_values) closed_over.insert(g.values[static_cast<size_t>(v)].tensor.storage);
+  for (int v : g.captured_values)
+    closed_over.insert(g.values[static_cast<size_t>(v)].tensor.storage);
   for (int v : g.outputs) {
     if (v < 0) continue;
     const int storage = g.values[static_cast<size_t>(v)].tensor.storage;
@@ -104,8 +105,7 @@ std::unique_ptr<CudaGraphs::Captured> CudaGraphs::capture(const std::vector<IVal
   }
   c->stream.synchronize();
   c->graph = rc::Graph::capture(
-      c->stream, [&] { c->outputs = executor_.run(static_args, s); },
-      "the CUDA graph of " + name_);
+      c->stream, [&] { c->outputs = executor_.run(static_args, s); }, "the CUDA graph of " + name_);
   c->done = std::make_unique<rc::Event>(device_, false);
   return c;
 }
@@ -122,7 +122,8 @@ std::optional<std::vector<IValue>> CudaGraphs::run(const std::vector<IValue>& ar
       log("cuda_graphs", name_ + ": captured a CUDA graph for these sizes");
     } catch (const Error& e) {
       refused_[key] = e.message();
-      log("cuda_graphs", name_ + ": not replayed from a CUDA graph for these sizes: " + e.message());
+      log("cuda_graphs",
+          name_ + ": not replayed from a CUDA graph for these sizes: " + e.message());
       return std::nullopt;
     }
   }

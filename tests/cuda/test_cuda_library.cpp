@@ -231,7 +231,8 @@ TEST(CudaLibrary, CudaGraphsReplayAGraphWithNewArgumentsEachCall) {
   }
   // Another size: its first call warms, its second captures a second graph.
   for (int i = 0; i < 3; ++i) {
-    const Tensor x = random_tensor({7, 64}, DType::Float32), y = random_tensor({7, 64}, DType::Float32);
+    const Tensor x = random_tensor({7, 64}, DType::Float32),
+                 y = random_tensor({7, 64}, DType::Float32);
     const auto [h, sums] = compiled(x.to(kGpu), y.to(kGpu));
     EXPECT_TRUE(all_close(h.cpu(), std::get<0>(body(x, y, w)), 1e-5, 1e-5)) << i;
   }

@@ -23,8 +23,7 @@ Graph Graph::capture(const Stream& stream, const std::function<void()>& body,
   TS_CHECK(missing.empty(), RuntimeError) << what << ": cannot capture a CUDA graph: " << missing;
   const Driver& d = require_driver(what.c_str());
   set_device(stream.device());
-  check(d.cuStreamBeginCapture(stream.handle(), kCaptureModeRelaxed), "cuStreamBeginCapture",
-        what);
+  check(d.cuStreamBeginCapture(stream.handle(), kCaptureModeRelaxed), "cuStreamBeginCapture", what);
   Graph g;
   g.device_ = stream.device();
   g.what_ = what;
@@ -37,13 +36,16 @@ Graph Graph::capture(const Stream& stream, const std::function<void()>& body,
     throw;
   }
   check(d.cuStreamEndCapture(stream.handle(), &g.graph_), "cuStreamEndCapture",
-        what + " (the capture was invalidated: something in it synchronized with the host or "
-               "another stream)");
+        what +
+            " (the capture was invalidated: something in it synchronized with the host or "
+            "another stream)");
   check(d.cuGraphInstantiateWithFlags(&g.exec_, g.graph_, 0), "cuGraphInstantiateWithFlags", what);
   return g;
 }
 
-Graph::Graph(Graph&& o) noexcept { *this = std::move(o); }
+Graph::Graph(Graph&& o) noexcept {
+  *this = std::move(o);
+}
 
 Graph& Graph::operator=(Graph&& o) noexcept {
   if (this != &o) {
@@ -56,7 +58,9 @@ Graph& Graph::operator=(Graph&& o) noexcept {
   return *this;
 }
 
-Graph::~Graph() { reset(); }
+Graph::~Graph() {
+  reset();
+}
 
 void Graph::reset() {
   const Driver* d = driver();
