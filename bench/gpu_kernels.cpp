@@ -493,18 +493,25 @@ int launch_overhead() {
     chain_plain(x);
     chain_graphs(x);
   }
-  if (chain_graphs.stats().cuda_graphs != 1 ||
-      !allclose(chain_graphs(x).cpu(), chain(x.cpu()), 1e-5, 1e-5))
-    return std::printf("chain24 with CUDA graphs: not captured or wrong\n"), 1;
+  if (!allclose(chain_graphs(x).cpu(), chain(x.cpu()), 1e-5, 1e-5))
+    return std::printf("chain24 with CUDA graphs: wrong (max diff %g)\n",
+                       (chain_graphs(x).cpu() - chain(x.cpu())).abs().max().item<double>()),
+           1;
+  // (A graph the capture refuses runs as before: its rows then say so; TESSERA_LOGS=cuda_graphs
+  // gives the reason.)
+  const bool captured = chain_graphs.stats().cuda_graphs == 1;
+  if (!captured)
+    std::printf("chain24: no CUDA graph captured (TESSERA_LOGS=cuda_graphs says why)\n");
   for (int round = 0; round < 3; ++round) {
-    for (auto [impl, fn_] :
-         {std::pair<const char*, std::function<void()>>{"tessera", launch},
-          {"bare cuLaunchKernel", bare},
-          {"compiled chain of 24 ops, per call", [&] { chain_plain(x); }},
-          {"compiled chain of 24 ops, CUDA graphs, per call", [&] { chain_graphs(x); }},
-          {"step: the runtime's launch call", runtime_call},
-          {"step: the backend's launch, arguments bound once", backend_launch},
-          {"step: bind and specialization lookup, no launch", host_only}}) {
+    for (auto [impl, fn_] : {std::pair<const char*, std::function<void()>>{"tessera", launch},
+                             {"bare cuLaunchKernel", bare},
+                             {"compiled chain of 24 ops, per call", [&] { chain_plain(x); }},
+                             {captured ? "compiled chain of 24 ops, CUDA graphs, per call"
+                                       : "compiled chain of 24 ops, CUDA graphs refused, per call",
+                              [&] { chain_graphs(x); }},
+                             {"step: the runtime's launch call", runtime_call},
+                             {"step: the backend's launch, arguments bound once", backend_launch},
+                             {"step: bind and specialization lookup, no launch", host_only}}) {
       std::printf(
           "{\"kernel\": \"hot launch host time\", \"size\": \"n=1024\", \"impl\": "
           "\"%s\", \"us\": %.2f}\n",
