@@ -351,7 +351,11 @@ void BM_MlpPlan(benchmark::State& s) {
   s.counters["arena_KiB"] = arena / 1024;
   s.counters["one_by_one_KiB"] = one_by_one / 1024;
 }
-BENCHMARK(BM_MlpPlan<false, false>)->Name("BM_MlpForwardUnplanned")->Arg(16)->Arg(512)->UseRealTime();
+BENCHMARK(BM_MlpPlan<false, false>)
+    ->Name("BM_MlpForwardUnplanned")
+    ->Arg(16)
+    ->Arg(512)
+    ->UseRealTime();
 BENCHMARK(BM_MlpPlan<false, true>)->Name("BM_MlpForwardPlanned")->Arg(16)->Arg(512)->UseRealTime();
 BENCHMARK(BM_MlpPlan<true, false>)->Name("BM_MlpTrainUnplanned")->Arg(16)->Arg(512)->UseRealTime();
 BENCHMARK(BM_MlpPlan<true, true>)->Name("BM_MlpTrainPlanned")->Arg(16)->Arg(512)->UseRealTime();

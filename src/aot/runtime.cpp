@@ -386,9 +386,8 @@ Tensor LoadedPackage::planned_tensor(const ad::Node& n, const std::vector<int64_
              __builtin_add_overflow(offset, nbytes, &end);
   TS_CHECK(!overflow && offset >= 0 && offset % 64 == 0 && end <= arena_bytes && arena,
            PackageError)
-      << "package '" << m.name << "': the planned allocation at " << n.loc << " (offset "
-      << offset << ", " << nbytes << " bytes) lies outside its arena of " << arena_bytes
-      << " bytes";
+      << "package '" << m.name << "': the planned allocation at " << n.loc << " (offset " << offset
+      << ", " << nbytes << " bytes) lies outside its arena of " << arena_bytes << " bytes";
   return tessera::detail::make_in_block(*arena, static_cast<size_t>(offset), sizes, dtype);
 }
 

@@ -3,7 +3,6 @@
 // values it returns), so a call whose segment traces the same way runs the graph compiled for it.
 #include <atomic>
 #include <charconv>
-#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -22,7 +21,7 @@ using namespace tessera::compiler;
 namespace {
 
 // An integer and a comma (std::to_chars: the key is built on every segmented call, and
-// snprintf's format parsing was a fifth of a small call's time).
+// snprintf's format parsing showed in its profile).
 void append_int(std::string& k, int64_t v) {
   char buf[24];
   const auto r = std::to_chars(buf, buf + sizeof buf, v);

@@ -208,13 +208,10 @@ void release_block(void* block, void*) {
 }  // namespace
 
 Tensor make_in_block(StorageImpl& block, size_t offset, IntArrayRef sizes, DType dtype) {
-  SymDimVector sym_sizes(sizes.size()), strides(sizes.size());
+  const SymDimVector sym_sizes = to_sym(sizes);
+  const SymDimVector strides = contiguous_strides(sym_sizes);
   int64_t numel = 1;
-  for (size_t d = sizes.size(); d-- > 0;) {
-    sym_sizes[d] = SymInt(sizes[d]);
-    strides[d] = SymInt(numel);
-    numel *= sizes[d];
-  }
+  for (int64_t n : sizes) numel *= n;
   block.incref();
   auto storage = StorageImpl::wrap(static_cast<char*>(block.data()) + offset,
                                    static_cast<size_t>(numel) * itemsize(dtype), block.device(),
