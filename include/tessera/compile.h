@@ -99,8 +99,8 @@ struct CompiledGraph {
     int arena = -1;
     std::string arena_offset;
     /** An operator the memory plan runs as its `.out` overload (`target`, e.g.
-     * "aten::matmul.out", writing an allocation of the plan): the operator called
-     * ("aten::matmul"); else "". */
+     * "aten::add.out", writing an allocation of the plan): the operator called
+     * ("aten::add.Tensor"); else "". */
     std::string planned_from;
     SourceLoc loc;     ///< where the user's function called it
     std::string note;  ///< what the passes did or declined to do
@@ -128,7 +128,8 @@ struct CompiledGraph {
   int user_outputs = -1;  ///< with `backward`: how many of `outputs` are the function's results
 
   /** The nodes whose target is `target` (an operator or kernel name; an operator the memory
-   * plan runs as its `.out` overload is found by the name called, too). */
+   * plan runs as its `.out` overload is found by the name called, with or without its overload:
+   * "aten::add.Tensor" and "aten::add" find the node running "aten::add.out"). */
   std::vector<const Node*> find(const std::string& target) const;
   /** How many kernel launches (user kernels and generated ones) one call runs. */
   int kernel_launches() const;

@@ -389,7 +389,13 @@ namespace tessera {
 std::vector<const CompiledGraph::Node*> CompiledGraph::find(const std::string& target) const {
   std::vector<const Node*> found;
   for (const Node& n : nodes) {
-    if (n.target == target || n.planned_from == target) found.push_back(&n);
+    // (an operator run as its .out overload by its name with or without the overload called)
+    const bool called =
+        !n.planned_from.empty() &&
+        (n.planned_from == target || (n.planned_from.size() > target.size() &&
+                                      n.planned_from.compare(0, target.size(), target) == 0 &&
+                                      n.planned_from[target.size()] == '.'));
+    if (n.target == target || called) found.push_back(&n);
   }
   return found;
 }

@@ -235,7 +235,7 @@ CompiledGraph Graph::data() const {
       out.variants = static_cast<int>(n.variants.size());
     }
     if (n.elide_when) out.elided_when = ctx.str(n.elide_when);
-    if (n.out_variant) out.planned_from = n.op.schema().base_name();
+    if (n.out_variant) out.planned_from = n.planned_from;
     if (n.arena >= 0) {
       out.arena = n.arena;
       out.arena_offset = ctx.str(n.arena_offset);

@@ -109,8 +109,9 @@ struct Node {
    * value it is stored over), or -1: its bytes still hold that input when it is made. */
   int arena_over = -1;
   /** The memory plan runs this operator as its `.out` overload (its last argument, an
-   * allocation of the graph's); `op` is the overload. */
+   * allocation of the graph's); `op` is the overload, `planned_from` the operator called. */
   bool out_variant = false;
+  std::string planned_from;
 };
 
 /** One call's block of memory for the planned intermediates of a device (plan_memory). */

@@ -157,6 +157,7 @@ int Graph::plan_memory() {
     n.writes = {e};
     n.note += (n.note.empty() ? "" : "; ") + std::string("as ") + out->name() +
               " into a planned allocation";
+    n.planned_from = n.op.name();
     n.op = *out;
     n.out_variant = true;
     added.emplace_back(k, empty_node(t, e, n.loc));

@@ -139,6 +139,9 @@ void def_alpha_op(Library& lib, const std::string& n, const PointwiseDesc* d) {
   lib.def(n + ".Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor", t);
   lib.def(n + ".out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)",
           t);
+  lib.def(n + ".Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out) -> "
+              "Tensor(a!)",
+          t);
   lib.def(n + "_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)",
           t | kTagInplace);
   lib.def(n + "_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)",
@@ -162,6 +165,13 @@ void def_alpha_op(Library& lib, const std::string& n, const PointwiseDesc* d) {
     check_alpha(*d, p, alpha);
     return pointwise_out(*d, {a, b}, p, o, &alpha);
   };
+  auto scalar_out = [d, is_sub](const Tensor& a, const Scalar& b, const Scalar& alpha,
+                                Tensor& o) -> Tensor& {
+    if (is_sub) check_sub(a.dtype(), b.dtype());
+    const DType p = result_type(a, b);
+    check_alpha(*d, p, alpha);
+    return pointwise_out(*d, {a, scalar_tensor(b, p)}, p, o, &alpha);
+  };
   auto inplace = [d, is_sub](Tensor& self, const Tensor& b, const Scalar& alpha) -> Tensor& {
     if (is_sub) check_sub(self.dtype(), b.dtype());
     const DType p = result_type(self, b);
@@ -180,6 +190,7 @@ void def_alpha_op(Library& lib, const std::string& n, const PointwiseDesc* d) {
     lib.impl(n + ".Tensor", dev, tensor);
     lib.impl(n + ".Scalar", dev, scalar);
     lib.impl(n + ".out", dev, out);
+    lib.impl(n + ".Scalar_out", dev, scalar_out);
     lib.impl(n + "_.Tensor", dev, inplace);
     lib.impl(n + "_.Scalar", dev, inplace_scalar);
   }
@@ -193,6 +204,7 @@ void def_binary_op(Library& lib, const std::string& n, const PointwiseDesc* d,
   lib.def(n + ".Tensor(Tensor self, Tensor other) -> Tensor", t);
   lib.def(n + ".Scalar(Tensor self, Scalar other) -> Tensor", t);
   lib.def(n + ".out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)", t);
+  lib.def(n + ".Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)", t);
   auto promote = [logical](const Tensor& a, const Tensor& b) {
     return logical ? logical_promoted(a, b) : result_type(a, b);
   };
@@ -206,10 +218,15 @@ void def_binary_op(Library& lib, const std::string& n, const PointwiseDesc* d,
   auto out = [d, promote](const Tensor& a, const Tensor& b, Tensor& o) -> Tensor& {
     return pointwise_out(*d, {a, b}, promote(a, b), o);
   };
+  auto scalar_out = [d](const Tensor& a, const Scalar& b, Tensor& o) -> Tensor& {
+    const DType p = result_type(a, b);
+    return pointwise_out(*d, {a, scalar_tensor(b, p)}, p, o);
+  };
   for (auto dev : {DeviceType::CPU, DeviceType::CUDA, DeviceType::Meta}) {
     lib.impl(n + ".Tensor", dev, tensor);
     lib.impl(n + ".Scalar", dev, scalar);
     lib.impl(n + ".out", dev, out);
+    lib.impl(n + ".Scalar_out", dev, scalar_out);
   }
   if (!inplace_variants) return;
   lib.def(n + "_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)", t | kTagInplace);
@@ -326,6 +343,10 @@ TS_REGISTER_OPS(pointwise_binary) {
       "div.out(Tensor self, Tensor other, *, str? rounding_mode=None, Tensor(a!) out) -> "
       "Tensor(a!)",
       t);
+  lib.def(
+      "div.Scalar_out(Tensor self, Scalar other, *, str? rounding_mode=None, Tensor(a!) out) -> "
+      "Tensor(a!)",
+      t);
   lib.def("div_.Tensor(Tensor(a!) self, Tensor other, *, str? rounding_mode=None) -> Tensor(a!)",
           t | kTagInplace);
   lib.def("div_.Scalar(Tensor(a!) self, Scalar other, *, str? rounding_mode=None) -> Tensor(a!)",
@@ -335,6 +356,9 @@ TS_REGISTER_OPS(pointwise_binary) {
   lib.def("pow.Scalar(Scalar self, Tensor exponent) -> Tensor", t);
   lib.def("pow.Tensor_Tensor_out(Tensor self, Tensor exponent, *, Tensor(a!) out) -> Tensor(a!)",
           t);
+  lib.def("pow.Tensor_Scalar_out(Tensor self, Scalar exponent, *, Tensor(a!) out) -> Tensor(a!)",
+          t);
+  lib.def("pow.Scalar_out(Scalar self, Tensor exponent, *, Tensor(a!) out) -> Tensor(a!)", t);
   lib.def("where.self(Tensor condition, Tensor self, Tensor other) -> Tensor", t);
   lib.def("where.ScalarOther(Tensor condition, Tensor self, Scalar other) -> Tensor", t);
   lib.def(
@@ -361,6 +385,12 @@ TS_REGISTER_OPS(pointwise_binary) {
              [](const Tensor& a, const Tensor& b, std::optional<std::string_view> m,
                 Tensor& o) -> Tensor& {
                return pointwise_out(div_desc(m), {a, b}, result_type(a, b), o);
+             });
+    lib.impl("div.Scalar_out", dev,
+             [](const Tensor& a, const Scalar& b, std::optional<std::string_view> m,
+                Tensor& o) -> Tensor& {
+               const DType p = result_type(a, b);
+               return pointwise_out(div_desc(m), {a, scalar_tensor(b, p)}, p, o);
              });
     lib.impl("div_.Tensor", dev,
              [](Tensor& self, const Tensor& b, std::optional<std::string_view> m) -> Tensor& {
@@ -389,6 +419,16 @@ TS_REGISTER_OPS(pointwise_binary) {
              [](const Tensor& a, const Tensor& b, Tensor& o) -> Tensor& {
                return pointwise_out(kPow, {a, b}, result_type(a, b), o);
              });
+    lib.impl("pow.Tensor_Scalar_out", dev,
+             [](const Tensor& a, const Scalar& b, Tensor& o) -> Tensor& {
+               check_int_pow(a, b);
+               const DType p = result_type(a, b);
+               return pointwise_out(kPow, {a, scalar_tensor(b, p)}, p, o);
+             });
+    lib.impl("pow.Scalar_out", dev, [](const Scalar& a, const Tensor& b, Tensor& o) -> Tensor& {
+      const DType p = result_type(b, a);
+      return pointwise_out(kPow, {scalar_tensor(a, p), b}, p, o);
+    });
     lib.impl("where.self", dev, where_impl);
     lib.impl("where.ScalarOther", dev, where_scalar_impl);
     lib.impl("where.self_out", dev, where_out_impl);

@@ -110,9 +110,8 @@ int planned_allocations(const CompiledGraph& g) {
 }  // namespace
 
 TEST(MemoryPlan, AChainOfIntermediatesSharesBytesAndMatchesTheUnplannedCall) {
-  // Unfused, every op's result is an allocation (but `x * 2.0`'s: mul.Scalar has no .out
-  // overload); none lives long. Planned and unplanned run the same kernels: bit-identical
-  // results.
+  // Unfused, every op's result is an allocation (`x * 2.0` too, as mul.Scalar_out); none lives
+  // long. Planned and unplanned run the same kernels: bit-identical results.
   auto fn = [](const Tensor& x) {
     Tensor a = x.sin();
     Tensor b = a.cos() * 2.0;
@@ -125,21 +124,57 @@ TEST(MemoryPlan, AChainOfIntermediatesSharesBytesAndMatchesTheUnplannedCall) {
       run_planned_and_unplanned(fn, "chain", /*fuse=*/false, randn({32, 48}), 1e-5);
   ASSERT_EQ(g.arenas.size(), 1u) << g.text;
   EXPECT_EQ(g.arenas[0].device, Device(DeviceType::CPU));
-  EXPECT_GE(g.arenas[0].values, 9) << g.text;
+  EXPECT_GE(g.arenas[0].values, 10) << g.text;
   EXPECT_EQ(check_plan(g), g.arenas[0].values);
   // 32 x 48 floats = 6144 bytes each; a pointwise op whose input dies there stores its result
-  // over it (in place), so two blocks serve the nine values.
-  EXPECT_EQ(std::stoll(g.arenas[0].bytes), 2 * 6144) << g.text;
+  // over it (in place), so three blocks serve the ten values (at most three are alive at once:
+  // a, b and b + a; then b, c and tanh(c)).
+  EXPECT_EQ(std::stoll(g.arenas[0].bytes), 3 * 6144) << g.text;
+  EXPECT_EQ(g.find("aten::mul.Scalar").size(), 1u) << g.text;
+  EXPECT_EQ(g.find("aten::mul.Scalar")[0]->target, "aten::mul.Scalar_out") << g.text;
   EXPECT_NE(g.find("aten::exp")[0]->note.find("stored over"), std::string::npos) << g.text;
   EXPECT_GT(std::stoll(g.arenas[0].unplanned_bytes), 8 * 6144) << g.text;
   // The ops run as their .out overloads, found by the name called.
   ASSERT_EQ(g.find("aten::sin").size(), 1u) << g.text;
   EXPECT_EQ(g.find("aten::sin")[0]->target, "aten::sin.out");
   EXPECT_EQ(g.find("aten::sin")[0]->planned_from, "aten::sin");
+  // with or without the overload called (as unplanned graphs' targets name it)
+  EXPECT_EQ(g.find("aten::add.Tensor").size(), 2u) << g.text;
+  EXPECT_EQ(g.find("aten::add").size(), 2u) << g.text;
+  EXPECT_EQ(g.find("aten::add")[0]->planned_from, "aten::add.Tensor");
+  EXPECT_EQ(g.find("aten::ad").size(), 0u) << g.text;
+  EXPECT_EQ(g.find("aten::add.Scalar").size(), 0u) << g.text;
   // The result is a reduction's, allocated on its own (the caller keeps it).
   const auto sums = g.find("aten::sum.dim_IntList");
   ASSERT_EQ(sums.size(), 1u) << g.text;
   EXPECT_TRUE(sums[0]->planned_from.empty());
+}
+
+TEST(MemoryPlan, ScalarOperatorsRunAsTheirScalarOutOverloads) {
+  // Each op with a Scalar operand has a `.Scalar_out` (`pow(2, x)`: `pow.Scalar_out`) that the
+  // plan runs into the arena; the results are bit-identical to the allocating overloads'.
+  auto fn = [](const Tensor& x) {
+    Tensor a = add(x, 1.5, 2.0);
+    Tensor b = sub(a, 0.25);
+    Tensor c = mul(b, 3.0);
+    Tensor d = div(c, 2.0, "floor") + div(c, 7.0) + div(c, -2.0, "trunc");
+    Tensor e = pow(d, 2.0) * 0.01;
+    Tensor f = pow(2.0, e.tanh());
+    Tensor g = where(gt(b, 0.0), f, remainder(d, 3.0));
+    return maximum(g, b) - minimum(eq(c, 0.0).to(DType::Float32), f);
+  };
+  const CompiledGraph g =
+      run_planned_and_unplanned(fn, "scalars", /*fuse=*/false, randn({16, 40}), 1e-5);
+  ASSERT_EQ(g.arenas.size(), 1u) << g.text;
+  EXPECT_EQ(check_plan(g), g.arenas[0].values);
+  for (const char* op : {"aten::add.Scalar", "aten::sub.Scalar", "aten::mul.Scalar",
+                         "aten::div.Scalar", "aten::pow.Tensor_Scalar", "aten::pow.Scalar",
+                         "aten::gt.Scalar", "aten::eq.Scalar", "aten::remainder.Scalar"}) {
+    const auto found = g.find(op);
+    ASSERT_FALSE(found.empty()) << op << "\n" << g.text;
+    for (const auto* n : found)
+      EXPECT_EQ(n->target, std::string(op) + "_out") << op << "\n" << g.text;
+  }
 }
 
 TEST(MemoryPlan, FusedKernelsAndMatmulsBetweenThemArePlanned) {
