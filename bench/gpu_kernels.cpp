@@ -13,6 +13,10 @@
 //                                   the same add_fn as a CUDA AOT package: its load time, the
 //                                   package at 2^24 and per call at n = 4 beside the JIT's (impl
 //                                   "jit") (JSON lines)
+//   bench_gpu_kernels compiled-first cold|warm   the compiled add_fn's first call in this
+//                                   process (n = 4) and its recompile to a dynamic size (n = 5),
+//                                   the cache as TESSERA_CACHE_DIR has it; the CUDA context's
+//                                   creation apart (JSON lines)
 //   bench_gpu_kernels reductions    the built-in reductions' rows of the table only
 //   bench_gpu_kernels launch        host time of one hot launch (n = 1024) beside a bare
 //                                   cuLaunchKernel of the same generated kernel (JSON lines)
@@ -267,6 +271,52 @@ int compiled_row_kernels(Tensor& flush) {
   return 0;
 }
 
+// The seed's add_fn: a zeros_like, then the user kernel over it.
+Tensor seed_add_fn(const Tensor& x, const Tensor& y) {
+  Tensor output = zeros_like(x);
+  auto n = output.numel();
+  auto grid = [&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; };
+  add_kernel[grid](x, y, output, n, tl::meta("BLOCK", 1024));
+  return output;
+}
+
+// The first call of the compiled add_fn in this process (n = 4: trace, guards, the kernel's
+// code generation and NVRTC with a cold TESSERA_CACHE_DIR, or its disk-cache hit with a warm
+// one), to its result; then the call at n = 5 that recompiles it with a dynamic size. The CUDA
+// context's creation (and the inputs') is timed apart, before both.
+int compiled_first(const std::string& cache) {
+  const double t_ctx = host_seconds();
+  const TensorOptions f32 = TensorOptions().device(Device("cuda"));
+  Tensor x = randn({4}, f32), y = randn({4}, f32), x5 = randn({5}, f32), y5 = randn({5}, f32);
+  rc::current_stream(0).synchronize();
+  const double ctx_us = (host_seconds() - t_ctx) * 1e6;
+  CompileOptions o;
+  o.fullgraph = true;
+  const double t0 = host_seconds();
+  auto c = compile(seed_add_fn, o);
+  Tensor out = c(x, y);
+  rc::current_stream(0).synchronize();
+  const double first_us = (host_seconds() - t0) * 1e6;
+  if (!equal(out.cpu(), x.cpu() + y.cpu())) return std::printf("add_fn first call: wrong\n"), 1;
+  const double t1 = host_seconds();
+  Tensor out5 = c(x5, y5);
+  rc::current_stream(0).synchronize();
+  const double recompile_us = (host_seconds() - t1) * 1e6;
+  if (!equal(out5.cpu(), x5.cpu() + y5.cpu()) || c.stats().graphs != 2)
+    return std::printf("add_fn recompile: wrong result or no recompile\n"), 1;
+  const char* rows[][2] = {{"add_fn compiled, first call", "n=4"},
+                           {"add_fn compiled, recompile to a dynamic size", "n=5 after n=4"},
+                           {"CUDA context and inputs (not in the first call)", "-"}};
+  const double us[] = {first_us, recompile_us, ctx_us};
+  for (int i = 0; i < 3; ++i) {
+    std::printf(
+        "{\"kernel\": \"%s, %s caches\", \"size\": \"%s\", \"impl\": \"tessera\", "
+        "\"us\": %.1f}\n",
+        rows[i][0], cache.c_str(), rows[i][1], us[i]);
+  }
+  return 0;
+}
+
 // The seed's add_fn under tessera::compile (issue 17): the zeros_like is elided (the kernel
 // stores every element) and a following relu runs inside the kernel's stores.
 int compiled_rows() {
@@ -274,13 +324,7 @@ int compiled_rows() {
   const Device cuda("cuda");
   const TensorOptions f32 = TensorOptions().device(cuda);
   Tensor flush = empty({64 << 20}, f32);
-  auto add_fn = [](const Tensor& x, const Tensor& y) {
-    Tensor output = zeros_like(x);
-    auto n = output.numel();
-    auto grid = [&](const tl::Meta& m) { return tl::Grid{tl::cdiv(n, m["BLOCK"])}; };
-    add_kernel[grid](x, y, output, n, tl::meta("BLOCK", 1024));
-    return output;
-  };
+  auto add_fn = seed_add_fn;
   auto add_relu = [&](const Tensor& x, const Tensor& y) { return add_fn(x, y).relu(); };
   const int64_t n = int64_t{1} << 24;
   Tensor x = randn({n}, f32), y = randn({n}, f32);
@@ -644,6 +688,7 @@ int main(int argc, char** argv) {
   if (mode == "training-profile") return training_profile();
   if (mode == "matmul") return matmul_rows();
   if (mode == "first-launch") return first_launch(argc > 2 ? argv[2] : "cold");
+  if (mode == "compiled-first") return compiled_first(argc > 2 ? argv[2] : "cold");
   g_json = mode == "--json";
   const bool only_reductions = mode == "reductions";
   const Device cuda("cuda");

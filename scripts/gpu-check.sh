@@ -79,6 +79,9 @@ PY
   tcold=$(mktemp -d)
   bstep "bench first launch" bench-first.jsonl bash -c "TESSERA_CACHE_DIR=$tcold '$B' first-launch cold && \
     TESSERA_CACHE_DIR=$tcold '$B' first-launch warm"
+  tcold2=$(mktemp -d)
+  bstep "bench compiled first" bench-compiled-first.jsonl bash -c "TESSERA_CACHE_DIR=$tcold2 '$B' \
+    compiled-first cold && TESSERA_CACHE_DIR=$tcold2 '$B' compiled-first warm"
   if python3 -c "import triton, torch" 2> /dev/null; then
     bstep "peers: kernels" peers-kernels.jsonl python3 "$P" kernels
     bstep "peers: compiled" peers-compiled.jsonl python3 "$P" compiled
@@ -88,8 +91,20 @@ PY
     pcold=$(mktemp -d)
     bstep "peers: first launch" peers-first.jsonl bash -c "TRITON_CACHE_DIR=$pcold python3 $P first-launch cold \
       && TRITON_CACHE_DIR=$pcold python3 $P first-launch warm"
+    pcold2=$(mktemp -d)
+    bstep "peers: compiled first" peers-compiled-first.jsonl bash -c "export TRITON_CACHE_DIR=$pcold2/triton \
+      TORCHINDUCTOR_CACHE_DIR=$pcold2/inductor; python3 $P compiled-first cold && python3 $P compiled-first warm"
   else
     say "no Triton/PyTorch in python3: the table has tessera's figures only"
+  fi
+  # JAX Pallas inside jax.jit: the seed's add_fn (bench/peers/pallas_gpu.py)
+  if python3 -c "import jax.experimental.pallas" 2> /dev/null; then
+    jcold=$(mktemp -d)
+    bstep "peers: pallas" peers-pallas.jsonl bash -c "export PALLAS_CACHE_DIR=$jcold; \
+      python3 bench/peers/pallas_gpu.py first cold && python3 bench/peers/pallas_gpu.py first warm \
+      && python3 bench/peers/pallas_gpu.py compiled"
+  else
+    say "no JAX Pallas in python3: no Pallas column"
   fi
   # Triton's tutorials' own benchmarks (examples/tutorial_bench.h): the kernel beside the eager
   # composition, on this machine's CPU cores and on the GPU.

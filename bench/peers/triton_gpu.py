@@ -10,6 +10,8 @@ joins them with tessera's lines into the ratio table. scripts/gpu-check.sh runs 
     python3 bench/peers/triton_gpu.py compiled      # the seed's add_fn (and + relu) under
                                                     # torch.compile; host time per call at n = 4;
                                                     # softmax and layer_norm, compiled and eager
+    python3 bench/peers/triton_gpu.py compiled-first cold|warm  # add_fn's first compiled call
+                                                    # and its recompile to a dynamic size
     python3 bench/peers/triton_gpu.py launch        # host time of one hot launch (n = 1024)
     python3 bench/peers/triton_gpu.py first-launch cold|warm  # first launch of a new kernel in
                                                     # this process, to its result (the cache as
@@ -179,6 +181,46 @@ def kernels():
         emit(name, size, "torch", median_us(f, flush), x.numel() * x.element_size())
 
 
+def seed_add_fn(x, y):
+    """The seed's add_fn: a zeros_like, then the user kernel over it."""
+    output = torch.zeros_like(x)
+    n = output.numel()
+    add_kernel[(triton.cdiv(n, 1024),)](x, y, output, n, BLOCK_SIZE=1024)
+    return output
+
+
+def compiled_first():
+    """torch.compile's first call of the seed's add_fn in this process (n = 4: Dynamo, Inductor,
+    Triton's compile of the user kernel, with the caches TORCHINDUCTOR_CACHE_DIR and
+    TRITON_CACHE_DIR name, cold or warm), then the call at n = 5 that recompiles it with a dynamic
+    size; the CUDA context's creation apart (beside bench_gpu_kernels compiled-first)."""
+    cache = sys.argv[2] if len(sys.argv) > 2 else "cold"
+    t = time.perf_counter()
+    dev = torch.device("cuda")
+    x, y = torch.randn(4, device=dev), torch.randn(4, device=dev)
+    x5, y5 = torch.randn(5, device=dev), torch.randn(5, device=dev)
+    torch.cuda.synchronize()
+    ctx_us = (time.perf_counter() - t) * 1e6
+    t0 = time.perf_counter()
+    c = torch.compile(seed_add_fn, fullgraph=True)
+    out = c(x, y)
+    torch.cuda.synchronize()
+    first_us = (time.perf_counter() - t0) * 1e6
+    assert torch.equal(out, x + y)
+    t1 = time.perf_counter()
+    out5 = c(x5, y5)
+    torch.cuda.synchronize()
+    recompile_us = (time.perf_counter() - t1) * 1e6
+    assert torch.equal(out5, x5 + y5)
+    for kernel, size, us in (("add_fn compiled, first call", "n=4", first_us),
+                             ("add_fn compiled, recompile to a dynamic size", "n=5 after n=4",
+                              recompile_us),
+                             ("CUDA context and inputs (not in the first call)", "-", ctx_us)):
+        print(json.dumps({"kernel": f"{kernel}, {cache} caches", "size": size,
+                          "impl": "torch.compile", "us": round(us, 1),
+                          "import_s": round(t - t_start, 2)}), flush=True)
+
+
 def compiled():
     """The seed's add_fn (zeros_like, then the Triton kernel) and add_fn followed by a relu under
     torch.compile (Inductor's defaults: no user-kernel epilogue fusion), beside tessera::compile's
@@ -186,11 +228,7 @@ def compiled():
     dev = torch.device("cuda")
     flush = torch.empty(64 << 20, device=dev)
 
-    def add_fn(x, y):
-        output = torch.zeros_like(x)
-        n = output.numel()
-        add_kernel[(triton.cdiv(n, 1024),)](x, y, output, n, BLOCK_SIZE=1024)
-        return output
+    add_fn = seed_add_fn
 
     def add_relu(x, y):
         return add_fn(x, y).relu()
@@ -385,4 +423,5 @@ def matmul():
 
 if __name__ == "__main__":
     {"kernels": kernels, "compiled": compiled, "launch": launch, "matmul": matmul,
-     "training": training, "first-launch": first_launch}[sys.argv[1]]()
+     "training": training, "first-launch": first_launch,
+     "compiled-first": compiled_first}[sys.argv[1]]()
