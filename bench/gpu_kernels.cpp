@@ -17,6 +17,9 @@
 //                                   process (n = 4) and its recompile to a dynamic size (n = 5),
 //                                   the cache as TESSERA_CACHE_DIR has it; the CUDA context's
 //                                   creation apart (JSON lines)
+//   bench_gpu_kernels autotune cold|warm   the first tuned launch of the seed's four add
+//                                   configs and of an eight-config softmax, cold or warm as
+//                                   TESSERA_CACHE_DIR has it (JSON lines)
 //   bench_gpu_kernels reductions    the built-in reductions' rows of the table only
 //   bench_gpu_kernels launch        host time of one hot launch (n = 1024) beside a bare
 //                                   cuLaunchKernel of the same generated kernel (JSON lines)
@@ -53,6 +56,7 @@
 #include <unistd.h>
 
 #include "../examples/layer_norm.h"
+#include "../examples/seed_autotune.h"
 #include "backend/cuda/cuda_backend.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/driver.h"
@@ -268,6 +272,50 @@ int compiled_row_kernels(Tensor& flush) {
     return std::printf("layer_norm compiled: wrong result\n"), 1;
   row("layer_norm compiled bf16", "16384x4096", median_us([&] { (void)ln(x, w, b); }, flush),
       4.0 * M * N, 0);
+  return 0;
+}
+
+// Autotuning on the GPU (issue 15), the first tuned launch in this process to its result: the
+// seed's four add configs (BLOCK_SIZE 4 and 2, num_warps 8 and 4, num_stages 3 and 4; n = 4, as
+// the seed) and a softmax over eight block sizes (1024 x 4096 float32, key n_cols); cold (an
+// empty TESSERA_CACHE_DIR: every config compiled and timed) or warm (a new process: the tuning
+// database's hit, the chosen kernel from the disk cache). Beside Triton's triton.autotune of the
+// same kernels and configs (bench/peers/triton_gpu.py autotune).
+int autotune_rows(const std::string& cache) {
+  const TensorOptions f32 = TensorOptions().device(Device("cuda"));
+  Tensor x = randn({4}, f32), y = randn({4}, f32), out = empty({4}, f32);
+  Tensor a = randn({1024, 4096}, f32);
+  rc::current_stream(0).synchronize();
+  auto add_tuned =
+      tl::autotune(seed_autotune::add_kernel_autotuned,
+                   {tl::Config({{"BLOCK_SIZE", 4}}, 8, 3), tl::Config({{"BLOCK_SIZE", 4}}, 4, 4),
+                    tl::Config({{"BLOCK_SIZE", 2}}, 8, 3), tl::Config({{"BLOCK_SIZE", 2}}, 4, 4)},
+                   {});
+  const double t0 = host_seconds();
+  auto grid = [](const tl::Meta& m) { return tl::Grid{tl::cdiv(int64_t{4}, m["BLOCK_SIZE"])}; };
+  add_tuned[grid](x, y, out, int64_t{4});
+  rc::current_stream(0).synchronize();
+  const double add_us = (host_seconds() - t0) * 1e6;
+  if (!equal(out.cpu(), x.cpu() + y.cpu())) return std::printf("autotuned add: wrong\n"), 1;
+  const int add_timed = add_tuned.last_round_timed();
+  auto tuned = tl::autotune(
+      seed_autotune::softmax_looped,
+      seed_autotune::softmax_configs({32, 64, 128, 256, 512, 1024, 2048, 4096}), {"n_cols"});
+  const double t1 = host_seconds();
+  Tensor s = seed_autotune::softmax_with(tuned, a);
+  rc::current_stream(0).synchronize();
+  const double softmax_us = (host_seconds() - t1) * 1e6;
+  if (!allclose(s.cpu(), softmax(a.cpu(), 1), 1e-5, 1e-7))
+    return std::printf("autotuned softmax: wrong\n"), 1;
+  const std::pair<const char*, std::pair<double, int>> rows[] = {
+      {"seed add, 4 configs, n=4", {add_us, add_timed}},
+      {"softmax, 8 configs, 1024x4096 f32", {softmax_us, tuned.last_round_timed()}}};
+  for (const auto& [size, r] : rows) {
+    std::printf(
+        "{\"kernel\": \"autotune, first tuned launch, %s cache\", \"size\": \"%s\", "
+        "\"impl\": \"tessera\", \"us\": %.1f, \"timed\": %d}\n",
+        cache.c_str(), size, r.first, r.second);
+  }
   return 0;
 }
 
@@ -689,6 +737,7 @@ int main(int argc, char** argv) {
   if (mode == "matmul") return matmul_rows();
   if (mode == "first-launch") return first_launch(argc > 2 ? argv[2] : "cold");
   if (mode == "compiled-first") return compiled_first(argc > 2 ? argv[2] : "cold");
+  if (mode == "autotune") return autotune_rows(argc > 2 ? argv[2] : "cold");
   g_json = mode == "--json";
   const bool only_reductions = mode == "reductions";
   const Device cuda("cuda");

@@ -79,6 +79,9 @@ PY
   tcold=$(mktemp -d)
   bstep "bench first launch" bench-first.jsonl bash -c "TESSERA_CACHE_DIR=$tcold '$B' first-launch cold && \
     TESSERA_CACHE_DIR=$tcold '$B' first-launch warm"
+  tcold3=$(mktemp -d)
+  bstep "bench autotune" bench-autotune.jsonl bash -c "TESSERA_CACHE_DIR=$tcold3 '$B' autotune cold \
+    && TESSERA_CACHE_DIR=$tcold3 '$B' autotune warm"
   tcold2=$(mktemp -d)
   bstep "bench compiled first" bench-compiled-first.jsonl bash -c "TESSERA_CACHE_DIR=$tcold2 '$B' \
     compiled-first cold && TESSERA_CACHE_DIR=$tcold2 '$B' compiled-first warm"
@@ -91,6 +94,9 @@ PY
     pcold=$(mktemp -d)
     bstep "peers: first launch" peers-first.jsonl bash -c "TRITON_CACHE_DIR=$pcold python3 $P first-launch cold \
       && TRITON_CACHE_DIR=$pcold python3 $P first-launch warm"
+    pcold3=$(mktemp -d)
+    bstep "peers: autotune" peers-autotune.jsonl bash -c "export TRITON_CACHE_DIR=$pcold3; \
+      python3 $P autotune cold && python3 $P autotune warm"
     pcold2=$(mktemp -d)
     bstep "peers: compiled first" peers-compiled-first.jsonl bash -c "export TRITON_CACHE_DIR=$pcold2/triton \
       TORCHINDUCTOR_CACHE_DIR=$pcold2/inductor; python3 $P compiled-first cold && python3 $P compiled-first warm"

@@ -12,6 +12,8 @@ joins them with tessera's lines into the ratio table. scripts/gpu-check.sh runs 
                                                     # softmax and layer_norm, compiled and eager
     python3 bench/peers/triton_gpu.py compiled-first cold|warm  # add_fn's first compiled call
                                                     # and its recompile to a dynamic size
+    python3 bench/peers/triton_gpu.py autotune cold|warm  # triton.autotune's first tuned launch
+                                                    # (the seed's 4 add configs; 8 softmax ones)
     python3 bench/peers/triton_gpu.py launch        # host time of one hot launch (n = 1024)
     python3 bench/peers/triton_gpu.py first-launch cold|warm  # first launch of a new kernel in
                                                     # this process, to its result (the cache as
@@ -179,6 +181,74 @@ def kernels():
         x = torch.randn(shape, device=dev, dtype=dtype)
         f = (lambda x=x, dims=dims: x.sum(dims)) if dims else (lambda x=x: x.sum())
         emit(name, size, "torch", median_us(f, flush), x.numel() * x.element_size())
+
+
+def autotune():
+    """triton.autotune's first tuned launch in this process, to its result, beside
+    bench_gpu_kernels autotune: the seed's four add configs (n = 4) and a softmax looped over its
+    row in blocks, tuned over eight block sizes (1024 x 4096 float32, key n_cols). Cold: empty
+    TRITON_CACHE_DIR; warm: a new process with it filled, Triton's disk cache of autotuning
+    results on (cache_results, where this Triton has it)."""
+    import inspect
+    cache = sys.argv[2] if len(sys.argv) > 2 else "cold"
+    kw = {"cache_results": True} if "cache_results" in inspect.signature(triton.autotune).parameters else {}
+    dev = torch.device("cuda")
+    x, y = torch.randn(4, device=dev), torch.randn(4, device=dev)
+    out = torch.empty_like(x)
+    a = torch.randn(1024, 4096, device=dev)
+    torch.cuda.synchronize()
+
+    @triton.autotune(configs=[triton.Config({"BLOCK_SIZE": 4}, num_warps=8, num_stages=3),
+                              triton.Config({"BLOCK_SIZE": 4}, num_warps=4, num_stages=4),
+                              triton.Config({"BLOCK_SIZE": 2}, num_warps=8, num_stages=3),
+                              triton.Config({"BLOCK_SIZE": 2}, num_warps=4, num_stages=4)],
+                     key=[], **kw)
+    @triton.jit
+    def add_kernel_autotuned(in_ptr0, in_ptr1, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        mask = offsets < n_elements
+        tl.store(out_ptr + offsets, tl.load(in_ptr0 + offsets, mask=mask) +
+                 tl.load(in_ptr1 + offsets, mask=mask), mask=mask)
+
+    @triton.autotune(configs=[triton.Config({"BLOCK_SIZE": b}) for b in
+                              (32, 64, 128, 256, 512, 1024, 2048, 4096)], key=["n_cols"], **kw)
+    @triton.jit
+    def softmax_looped(out_ptr, in_ptr, in_stride, out_stride, n_cols, BLOCK_SIZE: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK_SIZE)
+        in_row = in_ptr + row * in_stride
+        m = tl.full([BLOCK_SIZE], float("-inf"), tl.float32)
+        for start in range(0, n_cols, BLOCK_SIZE):
+            offs = start + cols
+            m = tl.maximum(m, tl.load(in_row + offs, mask=offs < n_cols, other=float("-inf")))
+        row_max = tl.max(m, 0)
+        d = tl.zeros([BLOCK_SIZE], tl.float32)
+        for start in range(0, n_cols, BLOCK_SIZE):
+            offs = start + cols
+            d += tl.exp(tl.load(in_row + offs, mask=offs < n_cols, other=float("-inf")) - row_max)
+        inv = 1.0 / tl.sum(d, 0)
+        for start in range(0, n_cols, BLOCK_SIZE):
+            offs = start + cols
+            mask = offs < n_cols
+            e = tl.exp(tl.load(in_row + offs, mask=mask, other=float("-inf")) - row_max)
+            tl.store(out_ptr + row * out_stride + offs, e * inv, mask=mask)
+
+    t0 = time.perf_counter()
+    add_kernel_autotuned[lambda m: (triton.cdiv(4, m["BLOCK_SIZE"]),)](x, y, out, 4)
+    torch.cuda.synchronize()
+    add_us = (time.perf_counter() - t0) * 1e6
+    assert torch.equal(out, x + y)
+    s = torch.empty_like(a)
+    t1 = time.perf_counter()
+    softmax_looped[(a.shape[0],)](s, a, a.stride(0), s.stride(0), a.shape[1])
+    torch.cuda.synchronize()
+    softmax_us = (time.perf_counter() - t1) * 1e6
+    torch.testing.assert_close(s, torch.softmax(a, 1))
+    for size, us in (("seed add, 4 configs, n=4", add_us),
+                     ("softmax, 8 configs, 1024x4096 f32", softmax_us)):
+        print(json.dumps({"kernel": f"autotune, first tuned launch, {cache} cache", "size": size,
+                          "impl": "triton", "us": round(us, 1), "cache_results": bool(kw)}),
+              flush=True)
 
 
 def seed_add_fn(x, y):
@@ -424,4 +494,4 @@ def matmul():
 if __name__ == "__main__":
     {"kernels": kernels, "compiled": compiled, "launch": launch, "matmul": matmul,
      "training": training, "first-launch": first_launch,
-     "compiled-first": compiled_first}[sys.argv[1]]()
+     "compiled-first": compiled_first, "autotune": autotune}[sys.argv[1]]()
