@@ -72,7 +72,13 @@ sanitize: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_BUILD_BENCH=OFF \
 	  -DTESSERA_SANITIZE=address,undefined
 	cmake --build build-asan -j $(JOBS)
-	$(SAN_ENV) ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE 'gpu|sim'
+	@# LeakSanitizer's own tracer has crashed at a test's exit ("Tracer caught signal 11", once in
+	@# about 30 runs, never reproduced): only then the failed tests run once more, and a real
+	@# failure fails again.
+	$(SAN_ENV) ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE 'gpu|sim' \
+	  --output-log build-asan/ctest-last.log || { grep -q "Tracer caught signal" build-asan/ctest-last.log && \
+	  echo "sanitize: LeakSanitizer's tracer crashed (a sanitizer fault, not a finding); the failed tests again:" && \
+	  $(SAN_ENV) ctest --test-dir build-asan --output-on-failure --rerun-failed; }
 
 sanitize-thread: deps
 	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_BUILD_BENCH=OFF \
