@@ -1095,35 +1095,48 @@ class Segmenter final : public BreakHandler, public detail::TracedData {
     return t;
   }
 
-  // The floating-point scalars of `x + s`, `x - s`, `x * s`, `x / s` on float tensors become
-  // inputs of the segment (0-dim tensors of x's dtype, what eager converts them to), not
-  // constants: a number the function reads (`x * a.sum().item<double>()`) changes from call to
-  // call, and as a constant every new value would compile the segment again.
+  // The floating-point scalars of `x + s`, `x - s`, `x * s`, `x / s`, the comparisons
+  // (`x > s`, ...) and `where(c, x, s)` on float tensors become inputs of the segment (0-dim
+  // tensors of x's dtype, what eager converts them to: the Tensor overload then computes the same
+  // values), not constants: a number the function reads (`x * a.sum().item<double>()`,
+  // `x > threshold`) changes from call to call, and as a constant every new value would compile
+  // the segment again.
   void scalars_to_inputs(Graph& g) {
-    static const std::pair<const char*, const char*> kOps[] = {
-        {"aten::add.Scalar", "aten::add.Tensor"},
-        {"aten::sub.Scalar", "aten::sub.Tensor"},
-        {"aten::mul.Scalar", "aten::mul.Tensor"},
-        {"aten::div.Scalar", "aten::div.Tensor"}};
+    struct Lift {
+      const char* scalar_op;
+      const char* tensor_op;
+      size_t x, s;   // the float tensor's argument, the scalar's
+      bool to_bool;  // a comparison: the result is bool, not x's dtype
+    };
+    static const Lift kOps[] = {{"aten::add.Scalar", "aten::add.Tensor", 0, 1, false},
+                                {"aten::sub.Scalar", "aten::sub.Tensor", 0, 1, false},
+                                {"aten::mul.Scalar", "aten::mul.Tensor", 0, 1, false},
+                                {"aten::div.Scalar", "aten::div.Tensor", 0, 1, false},
+                                {"aten::eq.Scalar", "aten::eq.Tensor", 0, 1, true},
+                                {"aten::ne.Scalar", "aten::ne.Tensor", 0, 1, true},
+                                {"aten::lt.Scalar", "aten::lt.Tensor", 0, 1, true},
+                                {"aten::le.Scalar", "aten::le.Tensor", 0, 1, true},
+                                {"aten::gt.Scalar", "aten::gt.Tensor", 0, 1, true},
+                                {"aten::ge.Scalar", "aten::ge.Tensor", 0, 1, true},
+                                {"aten::where.ScalarOther", "aten::where.self", 1, 2, false}};
     int storages = 0;
     for (const Value& v : g.values)
       storages = std::max(storages, v.kind == Value::Kind::Tensor ? v.tensor.storage + 1 : 0);
     for (Node& n : g.nodes) {
-      if (n.kind != Node::Kind::Op || n.args.size() < 2 || n.outputs.size() != 1 ||
-          n.outputs[0] < 0)
-        continue;
-      const char* tensor_op = nullptr;
-      for (const auto& [scalar, tensor] : kOps) {
-        if (n.op.name() == scalar) tensor_op = tensor;
+      if (n.kind != Node::Kind::Op || n.outputs.size() != 1 || n.outputs[0] < 0) continue;
+      const Lift* lift = nullptr;
+      for (const Lift& l : kOps) {
+        if (n.op.name() == l.scalar_op) lift = &l;
       }
-      Arg& x = n.args[0];
-      Arg& c = n.args[1];
-      if (!tensor_op || x.kind != Arg::Kind::Value || x.value < 0 ||
-          c.kind != Arg::Kind::Constant || !c.constant.is_double())
+      if (!lift || n.args.size() <= std::max(lift->x, lift->s)) continue;
+      Arg& x = n.args[lift->x];
+      Arg& c = n.args[lift->s];
+      if (x.kind != Arg::Kind::Value || x.value < 0 || c.kind != Arg::Kind::Constant ||
+          !c.constant.is_double())
         continue;
       const TensorInfo xt = g.values[static_cast<size_t>(x.value)].tensor;
-      if (!is_floating_point(xt.dtype) ||
-          g.values[static_cast<size_t>(n.outputs[0])].tensor.dtype != xt.dtype)
+      const DType result = g.values[static_cast<size_t>(n.outputs[0])].tensor.dtype;
+      if (!is_floating_point(xt.dtype) || result != (lift->to_bool ? DType::Bool : xt.dtype))
         continue;
       Value v;
       v.kind = Value::Kind::Tensor;
@@ -1137,7 +1150,7 @@ class Segmenter final : public BreakHandler, public detail::TracedData {
       c.kind = Arg::Kind::Value;
       c.value = id;
       c.constant = IValue();
-      n.op = *find_op(tensor_op);
+      n.op = *find_op(lift->tensor_op);
     }
   }
 

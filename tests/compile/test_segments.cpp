@@ -115,6 +115,34 @@ TEST(Segments, ANumberReadIntoArithmeticIsAnInputOfTheNextSegment) {
   EXPECT_EQ(gs[1].inputs.size(), 4u) << gs[1].text;  // g and the three scalars
 }
 
+TEST(Segments, ANumberReadIntoAComparisonOrWhereIsAnInputOfTheNextSegment) {
+  // Magnitude pruning's shape: a threshold read from the data, the tensor compared with it and
+  // the small elements replaced by a number that changes too.
+  auto fn = compile(
+      [](const Tensor& w) {
+        const double t = w.abs().amax().item<double>() * 0.5;
+        const Tensor keep = w.abs() >= t;
+        return std::make_tuple(where(keep, w, t * 0.01), (w > t).to(DType::Float32) + (w < -t),
+                               eq(w, t));
+      },
+      named("prune"));
+  for (int call = 0; call < 4; ++call) {
+    Tensor w = randn({64}) * (call + 1);
+    w[3].fill_(w.abs().amax().item<double>() * 0.5);  // equal to the threshold: kept, eq true
+    const double t = w.abs().amax().item<double>() * 0.5;
+    const auto [pruned, sign, at] = fn(w);
+    EXPECT_TRUE(equal(pruned, where(w.abs() >= t, w, t * 0.01))) << call;
+    EXPECT_TRUE(equal(sign, (w > t).to(DType::Float32) + (w < -t))) << call;
+    EXPECT_TRUE(equal(at, eq(w, t))) << call;
+    EXPECT_TRUE(at[3].item<bool>()) << call;
+  }
+  const auto gs = fn.graphs();
+  ASSERT_EQ(gs.size(), 2u) << listing(gs);  // no recompile for new thresholds
+  for (const char* op : {"aten::ge.Scalar", "aten::gt.Scalar", "aten::lt.Scalar", "aten::eq.Scalar",
+                         "aten::where.ScalarOther"})
+    EXPECT_EQ(gs[1].text.find(op), std::string::npos) << op << "\n" << gs[1].text;
+}
+
 TEST(Segments, ANumberReadIntoASizeRecompilesTheNextSegmentExplained) {
   auto fn = compile(
       [](const Tensor& x) {
