@@ -85,6 +85,8 @@ const Lowering* lowering_of(const Node& n) {
       {"aten::ne.Scalar", {PwOp::Ne, 1, false, false, true}},
       {"aten::where.self", {PwOp::Where, 3, false, false}},
       {"aten::where.ScalarOther", {PwOp::Where, 2, false, false, true}},
+      // Bounds as numbers (a step's ClampArgs, as eager's kernel takes them).
+      {"aten::clamp", {PwOp::Clamp, 1, false, false}},
   };
   if (n.dead || n.kind != Node::Kind::Op) return nullptr;
   auto it = kTable.find(n.op.name());
@@ -194,7 +196,7 @@ class EpilogueFusion {
     if (e == g_.nodes.size()) return false;
     Node& epi = g_.nodes[e];
     const Lowering* low = lowering_of(epi);
-    if (!low || low->op == PwOp::Pow) return false;
+    if (!low || low->op == PwOp::Pow || low->op == PwOp::Clamp) return false;
     const std::string kname = kernel.kernel->name();
     auto refuse = [&](const std::string& why) {
       epi.note = "not fused into kernel " + kname + ": " + why;
@@ -324,8 +326,8 @@ class EpilogueFusion {
     const size_t pi = static_cast<size_t>(rv.producer);
     Node& pro = g_.nodes[pi];
     const Lowering* low = lowering_of(pro);
-    if (!low || low->op == PwOp::Pow || pro.outputs.size() != 1 || pro.outputs[0] != r ||
-        !pro.writes.empty())
+    if (!low || low->op == PwOp::Pow || low->op == PwOp::Clamp || pro.outputs.size() != 1 ||
+        pro.outputs[0] != r || !pro.writes.empty())
       return false;
     const std::string kname = kernel.kernel->name();
     auto refuse = [&](const std::string& why) {
@@ -675,6 +677,17 @@ class ChainFusion {
     if (low->scalar) {
       const Arg& a = n.args[static_cast<size_t>(low->tensors)];
       if (a.kind != Arg::Kind::Constant || !a.constant.is_scalar()) return false;
+    }
+    if (low->op == PwOp::Clamp) {
+      // Numbers or None (one at least), the result of the input's dtype (no promotion to repeat).
+      bool any = false;
+      for (size_t a = 1; a < 3; ++a) {
+        const Arg& b = n.args[a];
+        if (b.kind != Arg::Kind::Constant || !(b.constant.is_none() || b.constant.is_scalar()))
+          return false;
+        any = any || !b.constant.is_none();
+      }
+      if (!any || info(n.args[0].value).dtype != r) return false;
     }
     if (is_comparison(low->op)) {
       // Float operands of one dtype (the compute dtype, without a promotion rule to repeat).
@@ -1183,6 +1196,13 @@ class ChainFusion {
         o.value = n.args[static_cast<size_t>(low->tensors)].constant.to_scalar();
         o.dtype = st.compute;  // as eager's scalar_tensor(b, promoted)
         st.operands.push_back(o);
+      }
+      if (low && low->op == PwOp::Clamp) {
+        for (size_t a = 1; a < 3; ++a) {
+          const IValue& b = n.args[a].constant;
+          (a == 1 ? st.clamp.lo : st.clamp.hi) =
+              b.is_none() ? std::nullopt : std::optional<Scalar>(b.to_scalar());
+        }
       }
       if (low && low->alpha)
         st.alpha =

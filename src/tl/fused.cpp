@@ -264,6 +264,7 @@ Tile reduce_row(PointwiseSpec::Reduce op, const Tile& v, const Tile& mask, const
 Tile apply_step(const PointwiseSpec::Step& st, const std::vector<Tile>& operands) {
   const void* extra = nullptr;
   if (st.op == ops_detail::PwOp::Add || st.op == ops_detail::PwOp::Sub) extra = &st.alpha;
+  if (st.op == ops_detail::PwOp::Clamp) extra = &st.clamp;
   return op_tiles::pointwise_tile(st.op, st.compute,
                                   ArrayRef<Tile>(operands.data(), operands.size()), extra)
       .to(st.result);

@@ -93,6 +93,7 @@ struct PointwiseSpec {
     DType result = DType::Float32;   ///< the eager op's result dtype
     std::vector<Operand> operands;
     Scalar alpha = Scalar(int64_t{1});  ///< add/sub
+    ops_detail::ClampArgs clamp;        ///< clamp's bounds
     bool row = false;                   ///< one value per row
   };
   struct Input : EpilogueSpec::Input {

@@ -61,6 +61,44 @@ TEST(CompilePointwise, ComparisonsAndWhereFuseAMaskedChain) {
   EXPECT_TRUE(fused_kernels(ints.graph()).empty()) << ints.graph().text;
 }
 
+TEST(CompilePointwise, ClampJoinsAChainWithItsBoundsAsEager) {
+  // Both bounds, one of them, bounds crossed (min > max gives max, as eager), NaN through, and
+  // integers: each as eager computes it, in the chain's one kernel.
+  auto fn = [](const Tensor& x, const Tensor& b) {
+    const Tensor h = (x + b) * 2;
+    return std::make_tuple(clamp(h, -1.0, 1.0).exp(), clamp(h, std::nullopt, 0.5) - x,
+                           clamp(h.sin(), 0.25, -0.25), clamp(h, 0.0, std::nullopt).sqrt());
+  };
+  auto compiled = compile(fn, fullgraph("clamps"));
+  for (DType dt : {DType::Float32, DType::BFloat16}) {
+    Tensor x = randn({33, 20}).to(dt), b = randn({20}).to(dt);
+    x[3][4].fill_(NAN);
+    std::tuple<Tensor, Tensor, Tensor, Tensor> got;
+    run_poisoned([&] { got = compiled(x, b); });
+    const auto want = fn(x, b);
+    EXPECT_TRUE(all_close(std::get<0>(got), std::get<0>(want), 0, 0, true)) << dtype_name(dt);
+    EXPECT_TRUE(all_close(std::get<1>(got), std::get<1>(want), 0, 0, true)) << dtype_name(dt);
+    EXPECT_TRUE(all_close(std::get<2>(got), std::get<2>(want), 0, 0, true)) << dtype_name(dt);
+    EXPECT_TRUE(all_close(std::get<3>(got), std::get<3>(want), 0, 0, true)) << dtype_name(dt);
+    EXPECT_TRUE(std::isnan(std::get<0>(got)[3][4].item<double>()));
+    // (crossed bounds: every element is the max, -0.25, but NaN)
+    EXPECT_EQ(std::get<2>(got)[0][0].item<double>(), -0.25);
+  }
+  const CompiledGraph g = compiled.graph();
+  EXPECT_EQ(fused_kernels(g).size(), 1u) << g.text;
+  EXPECT_TRUE(g.find("aten::clamp").empty()) << g.text;
+  // Integers clamp in their dtype; a float bound on an integer tensor promotes: left as called.
+  auto ints = compile(
+      [](const Tensor& i) { return std::make_tuple(clamp(i * 3, 2, 20), clamp(i + 1, 0.5, 4.5)); },
+      fullgraph("int_clamps"));
+  Tensor i = arange(-5, 10, 1, TensorOptions().dtype(DType::Int32));
+  const auto [ci, cf] = ints(i);
+  EXPECT_TRUE(equal(ci, clamp(i * 3, 2, 20)));
+  EXPECT_TRUE(equal(cf, clamp(i + 1, 0.5, 4.5)));
+  EXPECT_EQ(cf.dtype(), DType::Float32);
+  EXPECT_EQ(ints.graph().find("aten::clamp").size(), 1u) << ints.graph().text;
+}
+
 TEST(CompilePointwise, Float64ScalarsAreExact) {
   // A scalar operand is the op's value in its compute type: in a float64 chain, 0.1 as a double
   // (a tile-language float literal is float32, which would be off by about 1e-9).
