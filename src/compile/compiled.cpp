@@ -389,12 +389,9 @@ namespace tessera {
 std::vector<const CompiledGraph::Node*> CompiledGraph::find(const std::string& target) const {
   std::vector<const Node*> found;
   for (const Node& n : nodes) {
-    // (an operator run as its .out overload by its name with or without the overload called)
-    const bool called =
-        !n.planned_from.empty() &&
-        (n.planned_from == target || (n.planned_from.size() > target.size() &&
-                                      n.planned_from.compare(0, target.size(), target) == 0 &&
-                                      n.planned_from[target.size()] == '.'));
+    // (an operator run as its .out overload: by the name called, with or without its overload)
+    const bool called = !n.planned_from.empty() &&
+                        (n.planned_from == target || n.planned_from.rfind(target + ".", 0) == 0);
     if (n.target == target || called) found.push_back(&n);
   }
   return found;

@@ -103,6 +103,12 @@ PwOp lowered_op(const Node& n, const Lowering& low) {
   return tanh ? PwOp::GeluTanhBackward : PwOp::GeluBackward;
 }
 
+// Whether an op may run inside a user kernel as an epilogue or prologue (tl::EpilogueSpec holds
+// operands and alpha): not pow (kept out of user kernels), nor clamp (its bounds are not there).
+bool lowers_into_kernel(const Lowering* low) {
+  return low && low->op != PwOp::Pow && low->op != PwOp::Clamp;
+}
+
 bool is_comparison(PwOp op) {
   return op == PwOp::Gt || op == PwOp::Ge || op == PwOp::Lt || op == PwOp::Le || op == PwOp::Eq ||
          op == PwOp::Ne;
@@ -196,7 +202,7 @@ class EpilogueFusion {
     if (e == g_.nodes.size()) return false;
     Node& epi = g_.nodes[e];
     const Lowering* low = lowering_of(epi);
-    if (!low || low->op == PwOp::Pow || low->op == PwOp::Clamp) return false;
+    if (!lowers_into_kernel(low)) return false;
     const std::string kname = kernel.kernel->name();
     auto refuse = [&](const std::string& why) {
       epi.note = "not fused into kernel " + kname + ": " + why;
@@ -326,8 +332,8 @@ class EpilogueFusion {
     const size_t pi = static_cast<size_t>(rv.producer);
     Node& pro = g_.nodes[pi];
     const Lowering* low = lowering_of(pro);
-    if (!low || low->op == PwOp::Pow || low->op == PwOp::Clamp || pro.outputs.size() != 1 ||
-        pro.outputs[0] != r || !pro.writes.empty())
+    if (!lowers_into_kernel(low) || pro.outputs.size() != 1 || pro.outputs[0] != r ||
+        !pro.writes.empty())
       return false;
     const std::string kname = kernel.kernel->name();
     auto refuse = [&](const std::string& why) {
