@@ -96,6 +96,15 @@ namespace detail {
 std::vector<double> bench_runs(const std::function<void()>& fn, const std::function<void()>& setup,
                                const std::function<void()>& teardown, double warmup, double rep,
                                bool flush);
+/** The same loop for work queued on CUDA device `device`'s current stream (Triton's do_bench):
+ * each run between two CUDA events, the device's L2 cache overwritten before it (untimed), no
+ * host synchronization between runs. It stops before `rep` once the median is known to 1% (a 95%
+ * interval from the runs' order statistics, after 20 runs at least), or once the runs show this
+ * work cannot be within 5% of `beat` ms (the best time so far: a racing autotuner). */
+std::vector<double> gpu_bench_runs(const std::function<void()>& fn,
+                                   const std::function<void()>& setup,
+                                   const std::function<void()>& teardown, double warmup, double rep,
+                                   bool flush, int device, double beat);
 double summarize(std::vector<double> runs, const std::string& mode);
 double quantile(std::vector<double> sorted, double q);
 }  // namespace detail

@@ -1,6 +1,8 @@
 // CUDA graphs of a compiled graph (cuda_graphs.h).
 #include "compile/cuda_graphs.h"
 
+#include <array>
+#include <cstring>
 #include <set>
 
 #include "runtime/cuda/context.h"
@@ -21,12 +23,36 @@ struct CudaGraphs::Captured {
   std::unique_ptr<rc::Event> done;  ///< recorded after each replay
   rc::CUstream last = nullptr;      ///< the stream of the last replay
   bool replayed = false;
+  /** The closed-over CPU numbers (0-dim CPU tensors: kernel parameters, so their values are in
+   * the graph) and their bytes at the capture. */
+  std::vector<std::pair<Tensor, std::array<unsigned char, 8>>> numbers;
 };
 
+namespace {
+
+// A closed-over 0-dim CPU tensor (`2.0 / t`'s number as a tensor): a GPU operator takes its value
+// as a kernel parameter, so a graph holds the value it had at the capture.
+bool host_number(const Tensor& t) {
+  return t.defined() && t.device().is_cpu() && t.dim() == 0 && t.itemsize() <= 8;
+}
+
+std::array<unsigned char, 8> bytes_of(const Tensor& t) {
+  std::array<unsigned char, 8> b{};
+  std::memcpy(b.data(), t.data_ptr(), t.itemsize());
+  return b;
+}
+
+}  // namespace
+
 std::string CudaGraphs::refusal(const Graph& g) {
+  std::set<int> numbers;  // closed-over CPU numbers: checked at each replay (`numbers`)
+  for (size_t c = 0; c < g.captured.size(); ++c) {
+    if (host_number(g.captured[c])) numbers.insert(g.captured_values[c]);
+  }
   int device = -2;
   for (const Value& v : g.values) {
-    if (v.kind != Value::Kind::Tensor) continue;
+    if (v.kind != Value::Kind::Tensor || numbers.count(static_cast<int>(&v - g.values.data())))
+      continue;
     if (!v.tensor.device.is_cuda())
       return "it has a tensor on " + v.tensor.device.str() + " (work a CUDA graph cannot replay)";
     const int d = v.tensor.device.index() < 0 ? 0 : v.tensor.device.index();
@@ -107,6 +133,9 @@ std::unique_ptr<CudaGraphs::Captured> CudaGraphs::capture(const std::vector<IVal
   c->graph = rc::Graph::capture(
       c->stream, [&] { c->outputs = executor_.run(static_args, s); }, "the CUDA graph of " + name_);
   c->done = std::make_unique<rc::Event>(device_, false);
+  for (const Tensor& t : graph_.captured) {
+    if (host_number(t)) c->numbers.emplace_back(t, bytes_of(t));
+  }
   return c;
 }
 
@@ -126,6 +155,23 @@ std::optional<std::vector<IValue>> CudaGraphs::run(const std::vector<IValue>& ar
           name_ + ": not replayed from a CUDA graph for these sizes: " + e.message());
       return std::nullopt;
     }
+  }
+  for (const auto& [t, bytes] : it->second->numbers) {
+    if (bytes_of(t) == bytes) continue;
+    // A closed-over number changed since the capture (the graph holds the old one): this size
+    // is captured again, once the last replay no longer uses the old graph's buffers.
+    log("cuda_graphs", name_ + ": a closed-over number changed: the CUDA graph is captured again");
+    if (it->second->replayed) it->second->done->synchronize();
+    try {
+      it->second = capture(args, s);
+    } catch (const Error& e) {
+      graphs_.erase(it);
+      refused_[key] = e.message();
+      log("cuda_graphs",
+          name_ + ": not replayed from a CUDA graph for these sizes: " + e.message());
+      return std::nullopt;
+    }
+    break;
   }
   Captured& c = *it->second;
   const rc::Stream stream = rc::current_stream(device_);

@@ -184,7 +184,8 @@ void run_on_device(const PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor> i
   const auto run = registered(g_pointwise_runner, d.op != PwOp::None, d.name, out.device());
   SmallVector<Tensor, 4> views;
   for (const auto& t : inputs) {
-    views.push_back(t.dim() == 0 && t.device() != out.device() ? t : broadcast_to(t, out.sizes()));
+    // (a CPU scalar stays one: the kernel takes its value as a parameter)
+    views.push_back(t.dim() == 0 && t.device().is_cpu() ? t : broadcast_to(t, out.sizes()));
   }
   run(d, out, views, compute, extra);
 }

@@ -684,7 +684,7 @@ Tensor operator/(const Tensor& a, const Scalar& b) {
 }
 Tensor operator/(const Scalar& a, const Tensor& b) {
   const DType p = ops_detail::result_type(b, a);
-  return div(ops_detail::scalar_tensor(a, p).to(b.device()), b);
+  return div(ops_detail::scalar_tensor(a, p), b);  // (a CPU scalar joins any device)
 }
 Tensor operator%(const Tensor& a, const Tensor& b) {
   return remainder(a, b);

@@ -409,6 +409,43 @@ void scalar_bits(PwOp op, DType compute, const void* extra, const char* name, in
   });
 }
 
+// A CPU scalar operand of a GPU op (`x * 2.0`'s 0-dim tensor) travels as a kernel parameter, not as
+// a copy to the device (a host-to-device copy per op, and one a CUDA graph cannot replay): its
+// value in a type that holds it exactly (double; float for the narrower floats; int64 for integers
+// and bools, unsigned ones by their bits), converted to its dtype in the kernel.
+DType scalar_carrier(DType d) {
+  if (d == DType::Float64) return DType::Float64;
+  return is_floating_point(d) ? DType::Float32 : DType::Int64;
+}
+int64_t scalar_operand_bits(const Tensor& t) {
+  int64_t bits = 0;
+  visit_dtype<kAllDTypes>(t.dtype(), "pointwise", [&]<class T>() {
+    const T v = *static_cast<const T*>(t.data_ptr());
+    switch (scalar_carrier(t.dtype())) {
+      case DType::Float64:
+        bits = to_bits(static_cast<double>(v));
+        break;
+      case DType::Float32:
+        bits = to_bits(static_cast<float>(v));
+        break;
+      default:
+        if constexpr (std::is_integral_v<T>) bits = static_cast<int64_t>(v);
+        break;
+    }
+  });
+  return bits;
+}
+tl::Tile scalar_operand(const tl::Tile* half, DType dtype) {
+  switch (scalar_carrier(dtype)) {
+    case DType::Float64:
+      return from_bits<double>(half).t.to(dtype);
+    case DType::Float32:
+      return from_bits<float>(half).t.to(dtype);
+    default:
+      return from_bits<int64_t>(half).t.to(dtype);
+  }
+}
+
 // The widest power-of-two block in [lo, hi] that covers n elements with as few idle lanes as the
 // narrowest (768 takes 256, 3072 takes 1024).
 int64_t least_padding_block(int64_t n, int64_t hi, int64_t lo) {
@@ -427,9 +464,10 @@ TL_JIT(aten_pointwise, tl::Ptr out, tl::Ptr x0, tl::Ptr x1, tl::Ptr x2, tl::Int 
        tl::Int o3, tl::Int o4, tl::Int o5, tl::Int a0, tl::Int a1, tl::Int a2, tl::Int a3,
        tl::Int a4, tl::Int a5, tl::Int b0, tl::Int b1, tl::Int b2, tl::Int b3, tl::Int b4,
        tl::Int b5, tl::Int c0, tl::Int c1, tl::Int c2, tl::Int c3, tl::Int c4, tl::Int c5,
-       tl::Int p0, tl::Int p1, tl::Int p2, tl::Int p3, tl::Const OP, tl::Const COMPUTE,
-       tl::Const RANK, tl::Const CONTIG, tl::Const WIDE, tl::Const HAS_LO, tl::Const HAS_HI,
-       tl::Const INNER, tl::Const BLOCK) {
+       tl::Int p0, tl::Int p1, tl::Int p2, tl::Int p3, tl::Int s0, tl::Int s1, tl::Int s2,
+       tl::Int s3, tl::Int s4, tl::Int s5, tl::Const OP, tl::Const COMPUTE, tl::Const RANK,
+       tl::Const CONTIG, tl::Const WIDE, tl::Const HAS_LO, tl::Const HAS_HI, tl::Const INNER,
+       tl::Const SCALARS, tl::Const BLOCK) {
   const auto op = static_cast<PwOp>(OP.int_value());
   const int rank = static_cast<int>(RANK.int_value());
   const tl::Tile sizes[kMaxRank] = {n, d1, d2, d3, d4, d5};
@@ -467,8 +505,15 @@ TL_JIT(aten_pointwise, tl::Ptr out, tl::Ptr x0, tl::Ptr x1, tl::Ptr x2, tl::Int 
       at[t] = CONTIG ? offs : offset_of(offs, rank, sizes, strides[t]);
   }
   const tl::Tile ptrs[3] = {x0, x1, x2};
+  const tl::Tile scalar_bits[6] = {s0, s1, s2, s3, s4, s5};
   tl::Tile x[3];
-  for (int t = 1; t < operands; ++t) x[t - 1] = tl::load(ptrs[t - 1] + at[t], mask);
+  for (int t = 1; t < operands; ++t) {
+    const int64_t scalar = SCALARS.int_value() >> (8 * (t - 1)) & 0xff;
+    x[t - 1] = scalar ? tl::broadcast_to(scalar_operand(&scalar_bits[2 * (t - 1)],
+                                                        static_cast<DType>(scalar - 1)),
+                                         {BLOCK})
+                      : tl::load(ptrs[t - 1] + at[t], mask);
+  }
   const tl::Tile p[4] = {p0, p1, p2, p3};
   const Traced c{op, COMPUTE.dtype_value(),     x,
                  p,  static_cast<bool>(HAS_LO), static_cast<bool>(HAS_HI)};
@@ -548,10 +593,22 @@ bool needs_wide(const Space& s) {
 
 void run(const ops_detail::PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor> inputs,
          DType compute, const void* extra) {
-  // A CPU scalar operand of a GPU op: the kernel reads it from the op's device.
+  // A CPU scalar operand (of a GPU op, or of a CPU op through tiles): a kernel parameter
+  // (scalar_operand), its slot's pointer unused. (CPU work before this call is done: the value is
+  // the one a load would read.)
   SmallVector<Tensor, 3> in;
-  for (const auto& t : inputs) {
-    in.push_back(t.device() == out.device() ? t : t.to(out.device()).expand(out.sizes()));
+  int64_t scalars = 0, operand_bits[3] = {0, 0, 0};
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor& t = inputs[k];
+    if (!(t.dim() == 0 && t.device().is_cpu())) {
+      TS_INTERNAL_ASSERT(t.device() == out.device())
+          << d.name << ": an operand on " << t.device() << " of an op on " << out.device();
+      in.push_back(t);
+      continue;
+    }
+    scalars |= (static_cast<int64_t>(t.dtype()) + 1) << (8 * k);
+    operand_bits[k] = scalar_operand_bits(t);
+    in.push_back(out);
   }
   Space s;
   const Tensor* ts[kOperands] = {&out, in.size() > 0 ? &in[0] : &out, in.size() > 1 ? &in[1] : &out,
@@ -592,11 +649,12 @@ void run(const ops_detail::PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor>
   }
   append_bits(args, bits[0]);
   append_bits(args, bits[1]);
+  for (const int64_t b : operand_bits) append_bits(args, b);
   for (const tl::MetaArg m :
        {tl::meta("OP", static_cast<int64_t>(d.op)), tl::meta("COMPUTE", compute),
         tl::meta("RANK", s.rank), tl::meta("CONTIG", contig), tl::meta("WIDE", needs_wide(s)),
         tl::meta("HAS_LO", has_lo), tl::meta("HAS_HI", has_hi), tl::meta("INNER", inner),
-        tl::meta("BLOCK", inner >= 0 ? row_block : block)})
+        tl::meta("SCALARS", scalars), tl::meta("BLOCK", inner >= 0 ? row_block : block)})
     args.emplace_back(m);
   // Straight to the kernel: the op itself already went through the dispatcher's modes.
   const tl::Grid grid = inner >= 0 ? tl::Grid{outer_n, (inner_n + row_block - 1) / row_block}

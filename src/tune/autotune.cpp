@@ -632,8 +632,20 @@ class TuneRound {
     tune::put(r);
   }
 
-  // Times candidate j (its setup, hooks and teardown around every run); records the time.
-  void time_one(size_t j) {
+  // The device the kernels run on: a CUDA device's index, or -1 (the CPU).
+  int cuda_device() const {
+    for (const auto& e : named_.entries()) {
+      if (e.kind == Args::Entry::Kind::Tensor && e.tensor->has_data() &&
+          e.tensor->device().is_cuda())
+        return std::max(e.tensor->device().index(), 0);
+    }
+    return -1;
+  }
+
+  // Times candidate j (its setup, hooks and teardown around every run); records the time. On a
+  // GPU, CUDA events time each run, and a candidate that cannot come within 5% of `beat` (the
+  // best time so far) stops early.
+  void time_one(size_t j, double beat) {
     const Candidate& c = cands_[ok_[j]];
     const Config& cfg = cfg_of(ok_[j]);
     const Args view = with_meta(named_, c.meta);
@@ -661,8 +673,12 @@ class TuneRound {
         });
       } else {
         try {
+          const int device = cuda_device();
           const auto runs =
-              testing::detail::bench_runs(call, setup, teardown, o_.warmup, o_.rep, true);
+              device >= 0
+                  ? testing::detail::gpu_bench_runs(call, setup, teardown, o_.warmup, o_.rep, true,
+                                                    device, beat)
+                  : testing::detail::bench_runs(call, setup, teardown, o_.warmup, o_.rep, true);
           ms_[j] = testing::detail::quantile(runs, 0.5);
         } catch (...) {
           if (o_.post_hook) o_.post_hook(view, std::current_exception());
@@ -697,7 +713,7 @@ class TuneRound {
     std::optional<size_t> best;
     for (size_t j : to_time_) {
       if (same_as[j] != j) continue;
-      time_one(j);
+      time_one(j, best ? ms_[*best] : std::numeric_limits<double>::infinity());
       if (std::isfinite(ms_[j]) && (!best || ms_[j] < ms_[*best])) best = j;
       if (!progress.enabled()) continue;
       const double per = ms_since(t_timing) / static_cast<double>(timed_ ? timed_ : 1);

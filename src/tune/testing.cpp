@@ -14,10 +14,13 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <sstream>
+#include <vector>
 
 #include "runtime/cuda/context.h"
+#include "runtime/cuda/memory.h"
 #include "tessera/error.h"
 
 namespace tessera::testing {
@@ -115,6 +118,89 @@ std::vector<double> bench_runs(const std::function<void()>& fn, const std::funct
   std::vector<double> runs;
   runs.reserve(static_cast<size_t>(n_repeat));
   for (int64_t i = 0; i < n_repeat; ++i) runs.push_back(one(nullptr));
+  return runs;
+}
+
+namespace {
+
+namespace rc = runtime::cuda;
+
+// A buffer twice the device's L2 cache (256 MB where the size is unknown), allocated once; a
+// flush fills it on the current stream.
+void flush_gpu_cache(int device) {
+  static std::mutex mutex;
+  static std::vector<std::pair<void*, size_t>> buffers;
+  std::pair<void*, size_t> b;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (buffers.size() <= static_cast<size_t>(device)) buffers.resize(device + 1, {nullptr, 0});
+    b = buffers[static_cast<size_t>(device)];
+    if (!b.first) {
+      const size_t l2 = rc::device_info(device).l2_bytes;
+      b.second = l2 ? 2 * l2 : size_t{256} << 20;
+      b.first = rc::allocate(b.second, device);
+      buffers[static_cast<size_t>(device)] = b;
+    }
+  }
+  static uint32_t tick = 0;
+  rc::fill(b.first, ++tick, 4, b.second / 4, device);
+}
+
+// The 95% interval of the median of `n` sorted runs: order statistics n/2 -+ 0.98 sqrt(n).
+std::pair<double, double> median_interval(const std::vector<double>& sorted) {
+  const double n = static_cast<double>(sorted.size());
+  const double half = 0.98 * std::sqrt(n);
+  const auto at = [&](double i) { return sorted[static_cast<size_t>(std::clamp(i, 0.0, n - 1))]; };
+  return {at(std::floor(n / 2 - half)), at(std::ceil(n / 2 + half))};
+}
+
+}  // namespace
+
+std::vector<double> gpu_bench_runs(const std::function<void()>& fn,
+                                   const std::function<void()>& setup,
+                                   const std::function<void()>& teardown, double warmup, double rep,
+                                   bool flush, int device, double beat) {
+  TS_CHECK(warmup >= 0 && rep > 0, ValueError)
+      << "do_bench: warmup must be >= 0 and rep > 0 (ms), got " << warmup << " and " << rep;
+  const rc::Stream stream = rc::current_stream(device);
+  auto queue = [&](rc::Event* start, rc::Event* end) {
+    if (setup) setup();
+    if (flush) flush_gpu_cache(device);
+    if (start) start->record(stream);
+    fn();
+    if (end) end->record(stream);
+    if (teardown) teardown();
+  };
+  // One run's wall time (host and GPU together, flush included) from 5 runs.
+  stream.synchronize();
+  auto t0 = Clock::now();
+  for (int i = 0; i < 5; ++i) queue(nullptr, nullptr);
+  stream.synchronize();
+  const double per_call = std::max(ms_since(t0) / 5, 1e-4);
+  const int64_t n_warmup = std::max<int64_t>(1, static_cast<int64_t>(warmup / per_call));
+  const int64_t n_repeat =
+      std::clamp<int64_t>(static_cast<int64_t>(rep / per_call), 1, int64_t{1} << 14);
+  for (int64_t i = 0; i < n_warmup; ++i) queue(nullptr, nullptr);
+  // Timed runs in batches; after each, the stopping rules.
+  std::vector<double> runs;
+  std::vector<std::unique_ptr<rc::Event>> events;
+  const int64_t batch = std::clamp<int64_t>(n_repeat / 8, 10, 200);
+  while (static_cast<int64_t>(runs.size()) < n_repeat) {
+    const int64_t k = std::min<int64_t>(batch, n_repeat - static_cast<int64_t>(runs.size()));
+    while (static_cast<int64_t>(events.size()) < 2 * k)
+      events.push_back(std::make_unique<rc::Event>(device));
+    for (int64_t i = 0; i < k; ++i) queue(events[2 * i].get(), events[2 * i + 1].get());
+    events[2 * k - 1]->synchronize();
+    for (int64_t i = 0; i < k; ++i)
+      runs.push_back(rc::Event::elapsed_ms(*events[2 * i], *events[2 * i + 1]));
+    if (runs.size() < 20) continue;
+    std::vector<double> sorted = runs;
+    std::sort(sorted.begin(), sorted.end());
+    const auto [lo, hi] = median_interval(sorted);
+    const double median = quantile(sorted, 0.5);
+    if (hi - lo <= 0.01 * median) break;                 // the median is known to 1%
+    if (std::isfinite(beat) && lo > 1.05 * beat) break;  // it cannot win
+  }
   return runs;
 }
 

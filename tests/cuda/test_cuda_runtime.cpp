@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "runtime/cuda/context.h"
+#include "runtime/cuda/graph.h"
 #include "runtime/cuda/memory.h"
 #include "runtime/cuda/module.h"
 #include "runtime/cuda/nvrtc.h"
@@ -196,6 +197,28 @@ TEST(CudaRuntime, TheAllocatorReusesBlocksPerStreamAndCountsThem) {
   { Tensor t = empty({1 << 20}, TensorOptions().device("cuda")); }
   { Tensor t = empty({1 << 20}, TensorOptions().device("cuda")); }
   EXPECT_EQ(cuda::memory_stats(0).cache_hits, 1);
+}
+
+// A copy from host memory inside a capture would be replayed from the same host address long
+// after the buffer is gone: the capture fails with the reason instead, and leaves no capture open.
+TEST(CudaRuntime, ACopyFromTheHostInsideAGraphCaptureFailsTheCapture) {
+  REQUIRE_GPU();
+  cuda::Stream s = cuda::Stream::create(0);
+  cuda::StreamGuard g(s);
+  Tensor dst = empty({4}, TensorOptions().device("cuda"));
+  const float host[4] = {1, 2, 3, 4};
+  try {
+    cuda::Graph::capture(
+        s, [&] { cuda::copy_to_device(dst.data_ptr(), host, sizeof host, 0); }, "the test graph");
+    ADD_FAILURE() << "captured a copy from the host";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("inside a CUDA graph capture"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(cuda::capturing(s.handle()));
+  // The stream works as before: the same copy outside a capture.
+  cuda::copy_to_device(dst.data_ptr(), host, sizeof host, 0);
+  EXPECT_EQ(dst.cpu().sum().item<double>(), 10.0);
 }
 
 TEST(CudaTensors, FactoriesMatchTheCpuBitForBit) {

@@ -248,6 +248,69 @@ TEST(PointwiseTiles, LayoutsBroadcastsScalarsAndMixedDtypes) {
   EXPECT_TRUE(bitwise_equal(y, x));
 }
 
+// A CPU scalar operand (`x * 2.5`'s 0-dim tensor, a user's 0-dim CPU tensor) is a kernel
+// parameter, not a loaded operand (on a GPU: no copy to the device, and nothing a CUDA graph
+// would read again from freed host memory): its value in a carrier type, converted to its dtype in
+// the kernel. Every dtype of tensor and of scalar, the scalar first or second, edge values.
+TEST(PointwiseTiles, CpuScalarOperandsAreKernelParametersOfTheirOwnDtype) {
+  const auto same = [](const Tensor& got, const Tensor& want) -> bool {
+    if (!got.sizes().equals(want.sizes()) || got.dtype() != want.dtype()) return false;
+    return is_floating_point(want.dtype())
+               ? bool(all_close(got.to(DType::Float64), want.to(DType::Float64), 0, 0, true))
+               : bool(bitwise_equal(got, want));
+  };
+  const auto both = [&](const std::function<Tensor()>& f, const std::string& what) {
+    const Tensor want = f();
+    Tensor got;
+    {
+      ops_detail::ScopedThroughTiles tiles;
+      got = f();
+    }
+    EXPECT_TRUE(same(got, want)) << what;
+  };
+  const double nan = std::nan(""), inf = INFINITY;
+  // (each dtype pair is a specialization of its own; the values are launch arguments)
+  for (DType d : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int8,
+                  DType::Int64, DType::UInt8, DType::Bool}) {
+    const std::string dn = dtype_name(d);
+    const Tensor x = edgy({5, 40}, d, Domain::Any);
+    if (d != DType::Bool) {
+      both([&] { return add(x, 7, 2); }, dn + " + 7 alpha 2");
+      both([&] { return 2.5 / x; }, "2.5 / " + dn + " (the scalar first, promotes integers)");
+    }
+    both([&] { return where(x > 0, x, 1); }, "where(" + dn + " > 0, x, 1)");
+  }
+  // A 0-dim CPU tensor of another dtype: its own dtype's value, then promotion as eager.
+  for (DType d : {DType::Float32, DType::Int32, DType::BFloat16}) {
+    const Tensor x = edgy({5, 40}, d, Domain::Any);
+    for (DType sd : {DType::Float64, DType::Float16, DType::Int64, DType::UInt8}) {
+      for (double v : {0.0, -0.0, 1.5, -3.0, 255.0, nan, inf, -inf}) {
+        if (!is_floating_point(sd) && (std::isnan(v) || std::isinf(v) || v != std::trunc(v)))
+          continue;
+        if (sd == DType::UInt8 && v < 0) continue;
+        const Tensor s = ops_detail::scalar_tensor(v, sd);
+        both([&] { return x - s; },
+             dtype_name(d) + std::string(" - 0-dim ") + dtype_name(sd) + " " + std::to_string(v));
+      }
+    }
+  }
+  // Values a float64 or float32 carrier would round: int64 beyond 2^53, uint8 255.
+  const Tensor big = full({8}, int64_t{1} << 62, TensorOptions().dtype(DType::Int64));
+  both([&] { return big + ops_detail::scalar_tensor(int64_t{(1LL << 53) + 1}, DType::Int64); },
+       "int64 + 2^53 + 1");
+  both([&] { return big - 9007199254740993LL; }, "int64 - (2^53 + 1)");
+  const Tensor u8 = full({8}, 3, TensorOptions().dtype(DType::UInt8));
+  both([&] { return u8 * ops_detail::scalar_tensor(255, DType::UInt8); }, "uint8 * 255 (wraps)");
+  // Three CPU scalars at once: where(c, a, b) with every operand 0-dim on the CPU.
+  both(
+      [] {
+        return where(ops_detail::scalar_tensor(true, DType::Bool),
+                     ops_detail::scalar_tensor(1.25, DType::Float32),
+                     ops_detail::scalar_tensor(-2, DType::Int32));
+      },
+      "where of three 0-dim tensors");
+}
+
 // Rows long enough for the by-rows kernel (a program per block of the innermost dimension, outer
 // offsets computed once): a bias broadcast along rows, a column broadcast, a transposed operand (a
 // strided innermost dimension), three dimensions, an output of a transposed layout, a row that

@@ -17,6 +17,14 @@ std::string graphs_unsupported() {
   return "";
 }
 
+namespace {
+thread_local CUstream t_capturing = nullptr;  ///< the stream this thread captures, if any
+}  // namespace
+
+bool capturing(CUstream stream) {
+  return t_capturing != nullptr && t_capturing == stream;
+}
+
 Graph Graph::capture(const Stream& stream, const std::function<void()>& body,
                      const std::string& what) {
   const std::string missing = graphs_unsupported();
@@ -27,9 +35,12 @@ Graph Graph::capture(const Stream& stream, const std::function<void()>& body,
   Graph g;
   g.device_ = stream.device();
   g.what_ = what;
+  t_capturing = stream.handle();
   try {
     body();
+    t_capturing = nullptr;
   } catch (...) {
+    t_capturing = nullptr;
     CUgraph partial = nullptr;
     d.cuStreamEndCapture(stream.handle(), &partial);  // ends the capture whatever happened
     if (partial) d.cuGraphDestroy(partial);

@@ -16,6 +16,9 @@ namespace tessera::runtime::cuda {
 /** Whether this driver can capture and launch graphs ("" when it can, else why not). */
 std::string graphs_unsupported();
 
+/** Whether this thread is capturing work queued on `stream` into a graph (`Graph::capture`). */
+bool capturing(CUstream stream);
+
 /** An instantiated graph (owning). */
 class Graph {
  public:
