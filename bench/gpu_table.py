@@ -54,11 +54,11 @@ def main(paths):
         t, unit = figure("tessera")
         cells = [key[0], key[1], f"{t:.1f} {unit}" if t is not None else "-"]
         for p in peers:
-            v, _ = figure(p)
+            v, peer_unit = figure(p)
             if v is None:
                 cells += ["-", "-"]
                 continue
-            cells.append(f"{v:.1f} {unit}")
+            cells.append(f"{v:.1f} {peer_unit}")
             if t is None:
                 cells.append("-")
             else:
