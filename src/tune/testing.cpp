@@ -14,8 +14,8 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <mutex>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -125,26 +125,27 @@ namespace {
 
 namespace rc = runtime::cuda;
 
-// A buffer twice the device's L2 cache (256 MB where the size is unknown), allocated once; a
-// flush fills it on the current stream.
-void flush_gpu_cache(int device) {
-  static std::mutex mutex;
-  static std::vector<std::pair<void*, size_t>> buffers;
-  std::pair<void*, size_t> b;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (buffers.size() <= static_cast<size_t>(device)) buffers.resize(device + 1, {nullptr, 0});
-    b = buffers[static_cast<size_t>(device)];
-    if (!b.first) {
-      const size_t l2 = rc::device_info(device).l2_bytes;
-      b.second = l2 ? 2 * l2 : size_t{256} << 20;
-      b.first = rc::allocate(b.second, device);
-      buffers[static_cast<size_t>(device)] = b;
-    }
+// A buffer twice the device's L2 cache (256 MB where the size is unknown), from the caching
+// allocator for one timing loop; a flush fills it on the current stream. Released when the loop
+// ends (its block then serves later tensors on the stream).
+class GpuFlush {
+ public:
+  explicit GpuFlush(int device) : device_(device) {
+    const size_t l2 = rc::device_info(device).l2_bytes;
+    bytes_ = l2 ? 2 * l2 : size_t{256} << 20;
+    buf_ = rc::allocate(bytes_, device);
   }
-  static uint32_t tick = 0;
-  rc::fill(b.first, ++tick, 4, b.second / 4, device);
-}
+  ~GpuFlush() { rc::release(buf_, device_); }
+  GpuFlush(const GpuFlush&) = delete;
+  GpuFlush& operator=(const GpuFlush&) = delete;
+  void operator()() { rc::fill(buf_, ++tick_, 4, bytes_ / 4, device_); }
+
+ private:
+  int device_;
+  size_t bytes_ = 0;
+  void* buf_ = nullptr;
+  uint32_t tick_ = 0;
+};
 
 // The 95% interval of the median of `n` sorted runs: order statistics n/2 -+ 0.98 sqrt(n).
 std::pair<double, double> median_interval(const std::vector<double>& sorted) {
@@ -163,9 +164,11 @@ std::vector<double> gpu_bench_runs(const std::function<void()>& fn,
   TS_CHECK(warmup >= 0 && rep > 0, ValueError)
       << "do_bench: warmup must be >= 0 and rep > 0 (ms), got " << warmup << " and " << rep;
   const rc::Stream stream = rc::current_stream(device);
+  std::optional<GpuFlush> flush_l2;
+  if (flush) flush_l2.emplace(device);
   auto queue = [&](rc::Event* start, rc::Event* end) {
     if (setup) setup();
-    if (flush) flush_gpu_cache(device);
+    if (flush_l2) (*flush_l2)();
     if (start) start->record(stream);
     fn();
     if (end) end->record(stream);

@@ -58,6 +58,13 @@ std::string headers_digest() {
   return d;
 }
 
+// The options of every compile (the backend's key holds them; the one that depends on NVRTC's
+// version follows from the library, which the key names).
+const std::vector<std::string>& base_options() {
+  static const std::vector<std::string> o = {"-lineinfo", "--fmad=false", "-Xptxas=-v"};
+  return o;
+}
+
 const std::vector<std::string>& nvrtc_options() {
   // No contraction of a * b + c into one multiply-add: the CPU's code does not contract either,
   // so elementwise results agree bit for bit (DESIGN D4).
@@ -65,7 +72,7 @@ const std::vector<std::string>& nvrtc_options() {
   // NVRTC's own cache (12.9 on) would skip ptxas and its report on a hit, and tessera's disk cache
   // already keeps every cubin, so it is off.
   static const std::vector<std::string> o = [] {
-    std::vector<std::string> v = {"-lineinfo", "--fmad=false", "-Xptxas=-v"};
+    std::vector<std::string> v = base_options();
     const rc::NvrtcInfo* n = rc::nvrtc();
     if (n && (n->major > 12 || (n->major == 12 && n->minor >= 9))) v.emplace_back("--no-cache");
     return v;
@@ -120,11 +127,6 @@ std::string resources_of(const rc::PtxasReport& r) {
   return (r.registers >= 0 ? std::to_string(r.registers) : std::string("?")) +
          " registers, spills " + std::to_string(r.spill_stores) + "/" +
          std::to_string(r.spill_loads) + " bytes";
-}
-
-std::string nvrtc_version() {
-  const rc::NvrtcInfo* n = rc::nvrtc();
-  return n ? std::to_string(n->major) + "." + std::to_string(n->minor) : std::string("none");
 }
 
 class CudaBackend final : public Backend {
@@ -280,8 +282,9 @@ class CudaBackend final : public Backend {
  private:
   void make_key() {
     Sha256 h;
-    h.field(nvrtc_version()).field(headers_digest());
-    for (const auto& o : nvrtc_options()) h.field(o);
+    // (NVRTC named, not loaded: a warm process's first kernel loads a cached cubin, no NVRTC)
+    h.field(rc::nvrtc_identity()).field(headers_digest());
+    for (const auto& o : base_options()) h.field(o);
     key_ = "cuda:sm_" + std::to_string(arch_) + ":" + h.hex().substr(0, 16);
   }
 

@@ -2,10 +2,12 @@
 #include "runtime/cuda/nvrtc.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <string>
 
 #include "runtime/cuda/dl.h"
 #include "tessera/error.h"
@@ -42,10 +44,12 @@ struct Loaded {
   std::string why;
 };
 
+constexpr std::initializer_list<const char*> kNames = {"libnvrtc.so.13", "libnvrtc.alt.so.13",
+                                                       "libnvrtc.so.12", "libnvrtc.so"};
+
 Loaded load() {
   Loaded l;
-  void* lib = open_toolkit_library(
-      {"libnvrtc.so.13", "libnvrtc.alt.so.13", "libnvrtc.so.12", "libnvrtc.so"}, l.info.path);
+  void* lib = open_toolkit_library(kNames, l.info.path);
   if (!lib) {
     l.why =
         "no NVRTC (looked for libnvrtc.so.13 and libnvrtc.alt.so.13 under $CUDA_HOME/lib64, "
@@ -105,6 +109,27 @@ const NvrtcInfo* nvrtc(std::string* why) {
   const Loaded& l = loaded();
   if (!l.ok && why) *why = l.why;
   return l.ok ? &l.info : nullptr;
+}
+
+std::string nvrtc_identity() {
+  static const std::string id = [] {
+    for (const std::string& d : toolkit_dirs()) {
+      if (d.empty()) break;  // the loader's own path: only a load says which file
+      for (const char* n : kNames) {
+        struct stat st;
+        if (::stat((d + n).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        char* real = ::realpath((d + n).c_str(), nullptr);
+        const std::string path = real ? real : d + n;
+        std::free(real);
+        return path + ":" + std::to_string(st.st_size) + ":" +
+               std::to_string(static_cast<int64_t>(st.st_mtime));
+      }
+    }
+    const NvrtcInfo* n = nvrtc();
+    return n ? n->path + ":" + std::to_string(n->major) + "." + std::to_string(n->minor)
+             : std::string("none");
+  }();
+  return id;
 }
 
 PtxasReport parse_ptxas_log(const std::string& log) {

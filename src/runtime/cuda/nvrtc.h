@@ -19,6 +19,11 @@ struct NvrtcInfo {
 /** NVRTC, found under $CUDA_HOME/lib64, /usr/local/cuda/lib64 or by soname (libnvrtc.so.13,
  * libnvrtc.alt.so.13, ...); null when absent (`why` says where it looked). Thread-safe. */
 const NvrtcInfo* nvrtc(std::string* why = nullptr);
+/** Which NVRTC a compile would load, without loading it (a load takes 6-7 ms, more than a warm
+ * process's first kernel otherwise costs): the first candidate file that exists, by its resolved
+ * path, size and modification time; the loaded library's path and version when only the
+ * loader's search path finds one; "none" without NVRTC. A key for compiled code. */
+std::string nvrtc_identity();
 
 /** What ptxas reports for a kernel (compiled with `-Xptxas=-v`). */
 struct PtxasReport {
