@@ -284,7 +284,9 @@ TEST(Surface, MathWithinItsContract) {
       {"log2", 1, 2, [](double a, double, double) { return std::log2(a); }, 0, 1e30},
       {"floor", 2, 0, [](double a, double, double) { return std::floor(a); }, -1e6, 1e6},
       {"ceil", 3, 0, [](double a, double, double) { return std::ceil(a); }, -1e6, 1e6},
-      {"erf", 4, 1, [](double a, double, double) { return std::erf(a); }, -5, 5},
+      // (erf's contract, docs/kernels.md: 1.25 ulp; 1.212 at most over every float, and a CI run's
+      // fresh inputs met 1.0026 at x = -0.948)
+      {"erf", 4, 1.25, [](double a, double, double) { return std::erf(a); }, -5, 5},
       {"sigmoid", 5, 4, [](double a, double, double) { return 1 / (1 + std::exp(-a)); }, -30, 30},
       {"fma", 6, 0,
        [](double a, double b, double c) {
