@@ -237,14 +237,14 @@ void copy_to_device(void* dst, const void* src, size_t nbytes, int device) {
   if (nbytes == 0) return;
   const Driver& d = require_driver("copy to device");
   set_device(device);
+  const CUstream stream = current_stream(device).handle();
   // A graph would keep the host address and read it again at every replay, long after `src`
   // is gone: the capture fails instead (and its graph runs as before).
-  TS_CHECK(!capturing(current_stream(device).handle()), RuntimeError)
+  TS_CHECK(!capturing(stream), RuntimeError)
       << "copy of " << nbytes << " bytes from host memory to cuda:" << device
       << " inside a CUDA graph capture (a replay would read the host buffer again after it is "
          "gone)";
-  check(d.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src, nbytes,
-                            current_stream(device).handle()),
+  check(d.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src, nbytes, stream),
         "cuMemcpyHtoDAsync",
         "copy of " + std::to_string(nbytes) + " bytes to cuda:" + std::to_string(device));
 }
