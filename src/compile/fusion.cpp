@@ -515,7 +515,10 @@ class EpilogueFusion {
 // Rows: reductions along the last dimension of a shape F = [..., N] (sum, mean, amax, amin), the
 // pointwise ops of shape F around them and the pointwise ops on their per-row results (shape
 // [..., 1] or [...]) become one kernel holding each row whole (a persistent reduction): softmax,
-// layer norm or a normalization written with built-in ops run in one pass over memory.
+// layer norm or a normalization written with built-in ops run in one pass over memory. On the CPU,
+// sums of the group's values over every dimension but the last (a norm's weight and bias
+// gradients) join too: each program then holds ROWS rows and adds them into partial sums, and a
+// small sum over the partials follows the kernel (column_sum).
 //
 // A group grows from a seed: rows, forward from a reduction through the ops that consume the
 // group's values (the last one becomes the sink), then in both modes back from the sink through
@@ -822,6 +825,7 @@ class ChainFusion {
   // spaces it may read: a row value broadcasts along the row only kept as [..., 1]) and inputs
   // from outside that broadcast to its space.
   bool fits(Group& grp, const Node& n, const std::vector<bool>& member) const {
+    if (rows_ && column_sum(grp, n, member)) return true;
     Space sp;
     std::vector<Space> allowed;
     if (rows_ &&
@@ -839,6 +843,7 @@ class ChainFusion {
     for (int v : operands(n)) {
       const int p = g_.values[static_cast<size_t>(v)].producer;
       if (p >= 0 && member[static_cast<size_t>(p)]) {
+        if (column_sum_node(g_.nodes[static_cast<size_t>(p)])) return false;  // only after it
         if (std::find(allowed.begin(), allowed.end(), space_of(grp, v)) == allowed.end())
           return false;
         continue;
@@ -852,6 +857,47 @@ class ChainFusion {
         return false;
     }
     return true;
+  }
+
+  // Column sums (rows only, on the CPU): `sum(v, dims)` over every dimension but the last, of a
+  // member's value v of the whole space, float32 or float64 into its own dtype, when rows are held
+  // whole. The kernel adds each program's rows into an accumulator and stores a partial sum per
+  // program; a sum over the partials (a small tensor) follows it. The bias and weight gradients of
+  // a layer norm or a linear layer then never store their [R, N] operand (docs/decisions.md).
+  bool column_sum_node(const Node& n) const {
+    if (n.dead || n.kind != Node::Kind::Op || n.op.name() != "aten::sum.dim_IntList" ||
+        n.outputs.size() != 1 || n.outputs[0] < 0 || !n.writes.empty() ||
+        n.args[0].kind != Arg::Kind::Value || n.args[0].value < 0 ||
+        n.args[1].kind != Arg::Kind::Constant || !n.args[1].constant.is_int_list() ||
+        n.args[2].kind != Arg::Kind::Constant || !n.args[2].constant.is_bool() ||
+        n.args[2].constant.to_bool() || (n.args.size() > 3 && !n.args[3].constant.is_none()))
+      return false;
+    const TensorInfo& x = info(n.args[0].value);
+    const TensorInfo& r = info(n.outputs[0]);
+    const int64_t rank = static_cast<int64_t>(x.sizes.size());
+    if (rank < 2 || r.dtype != x.dtype || r.device != x.device ||
+        (x.dtype != DType::Float32 && x.dtype != DType::Float64) || r.sizes.size() != 1 ||
+        r.sizes[0] != x.sizes.back())
+      return false;
+    std::vector<bool> seen(static_cast<size_t>(rank), false);
+    for (int64_t d : n.args[1].constant.to_int_list()) {
+      if (d < 0) d += rank;
+      if (d < 0 || d >= rank - 1 || seen[static_cast<size_t>(d)]) return false;
+      seen[static_cast<size_t>(d)] = true;
+    }
+    for (int64_t d = 0; d + 1 < rank; ++d) {
+      if (!seen[static_cast<size_t>(d)]) return false;
+    }
+    return true;
+  }
+  bool column_sum(const Group& grp, const Node& n, const std::vector<bool>& member) const {
+    if (!grp.device.is_cpu() || !column_sum_node(n) || info(n.args[0].value).sizes != grp.shape)
+      return false;
+    const int p = g_.values[static_cast<size_t>(n.args[0].value)].producer;
+    if (p < 0 || !member[static_cast<size_t>(p)] ||
+        column_sum_node(g_.nodes[static_cast<size_t>(p)]))
+      return false;
+    return ctx_.evaluate(grp.shape.back(), g_.env->hints()) <= kMaxRow;  // held whole
   }
 
   // Whether node p may join a group whose kernel runs at `sink` (see the class comment).
@@ -1112,12 +1158,40 @@ class ChainFusion {
     return sp == Space::Full ? Space::Full : sp;
   }
 
+  // An `aten::empty` node that allocates value v (dense).
+  Node empty_of(int v, const SourceLoc& loc) const {
+    Node e;
+    e.kind = Node::Kind::Op;
+    e.op = get_op("aten::empty");
+    e.loc = loc;
+    Arg size;
+    size.kind = Arg::Kind::SymList;
+    size.exprs = info(v).sizes;
+    size.name = "size";
+    Arg dtype;
+    dtype.constant = IValue(info(v).dtype);
+    dtype.name = "dtype";
+    Arg device;
+    device.constant = IValue(info(v).device);
+    device.name = "device";
+    e.args = {std::move(size), std::move(dtype), std::move(device)};
+    e.outputs = {v};
+    return e;
+  }
+
   bool apply(Group& grp) {
     using Operand = tl::PointwiseSpec::Operand;
     // The outputs: values used after the group; each is stored densely.
     std::vector<size_t> out_steps;
+    // Column sums: members that sum a member's value over the rows (after it: see fits).
+    std::vector<bool> col(grp.members.size(), false);
+    bool any_col = false;
+    for (size_t k = 0; k < grp.members.size(); ++k) {
+      col[k] = column_sum_node(g_.nodes[grp.members[k]]);
+      any_col = any_col || col[k];
+    }
     for (size_t k = 0; k < grp.values.size(); ++k) {
-      if (!escapes(grp, grp.values[k])) continue;
+      if (col[k] || !escapes(grp, grp.values[k])) continue;
       if (!g_.contiguous(info(grp.values[k]))) return false;
       out_steps.push_back(k);
     }
@@ -1161,8 +1235,18 @@ class ChainFusion {
          << (rows_ ? ctx_.str(grp.shape.back()) : "") << ":";
     std::vector<std::pair<std::string, SourceLoc>> fused_from;
     std::vector<size_t> step_of(grp.members.size());  // each member's (last) step
+    std::vector<size_t> col_members;  // the column sums' members, as spec.column_sums
     for (size_t k = 0; k < grp.members.size(); ++k) {
       const Node& n = g_.nodes[grp.members[k]];
+      if (col[k]) {
+        const auto at = std::find(grp.values.begin(), grp.values.end(), n.args[0].value);
+        spec.column_sums.push_back(step_of[static_cast<size_t>(at - grp.values.begin())]);
+        col_members.push_back(k);
+        note << (k ? ", " : " ") << n.op.name() << " over the rows";
+        if (n.loc.known()) note << " (" << n.loc << ")";
+        fused_from.emplace_back(n.op.name(), n.loc);
+        continue;
+      }
       const Space reads = read_space(grp, n);
       std::vector<Operand> ops;
       for (int v : operands(n)) {
@@ -1252,29 +1336,46 @@ class ChainFusion {
     const int64_t block = rows_ ? spec.row_block : kBlock;
     if (rows_ && relax_row_maxima(spec) > 0)
       note << "; amax without its NaN pass (every output is NaN across a row with a NaN anyway)";
+    sym::ExprPtr rows = ctx_.constant(1);
+    for (sym::ExprPtr d : grp.drop) rows = ctx_.mul(rows, d);
+    // Column sums: ROWS rows a program, at most 256 programs of at least 8 rows (the partial sums,
+    // 256 x N, stay small beside the [R, N] operand they replace).
+    int64_t rows_per_program = 0;
+    if (any_col) {
+      const int64_t r_now = std::max<int64_t>(ctx_.evaluate(rows, g_.env->hints()), 1);
+      const int64_t programs = std::clamp<int64_t>((r_now + 7) / 8, 1, 256);
+      rows_per_program = (r_now + programs - 1) / programs;
+    }
+    const DType col_dtype =
+        any_col ? info(g_.nodes[grp.members[col_members[0]]].outputs[0]).dtype : DType::Float32;
     std::shared_ptr<const tl::JITFunction> kernel = tl::make_pointwise_kernel(std::move(spec));
     g_.derived.push_back(kernel);
     // The outputs' allocations, then the kernel.
     std::vector<Node> added;
     for (size_t k : out_steps) {
-      const int v = grp.values[k];
-      Node e;
-      e.kind = Node::Kind::Op;
-      e.op = get_op("aten::empty");
-      e.loc = g_.nodes[grp.members[k]].loc;
-      Arg size;
-      size.kind = Arg::Kind::SymList;
-      size.exprs = info(v).sizes;
-      size.name = "size";
-      Arg dtype;
-      dtype.constant = IValue(info(v).dtype);
-      dtype.name = "dtype";
-      Arg device;
-      device.constant = IValue(info(v).device);
-      device.name = "device";
-      e.args = {std::move(size), std::move(dtype), std::move(device)};
-      e.outputs = {v};
+      Node e = empty_of(grp.values[k], g_.nodes[grp.members[k]].loc);
       e.note = "the output of " + name;
+      added.push_back(std::move(e));
+    }
+    // Each column sum's partials: [programs, N] in its dtype, a storage of their own.
+    const sym::ExprPtr programs =
+        any_col ? ctx_.ceildiv(rows, ctx_.constant(rows_per_program)) : nullptr;
+    std::vector<int> partials;
+    for (size_t c : col_members) {
+      int fresh = 0;
+      for (const Value& v : g_.values) fresh = std::max(fresh, v.tensor.storage + 1);
+      Value p;
+      p.kind = Value::Kind::Tensor;
+      p.tensor.dtype = col_dtype;
+      p.tensor.device = grp.device;
+      p.tensor.sizes = {programs, row_len};
+      p.tensor.strides = {row_len, ctx_.constant(1)};
+      p.tensor.offset = ctx_.constant(0);
+      p.tensor.storage = fresh;
+      const int v = g_.add_value(std::move(p));
+      partials.push_back(v);
+      Node e = empty_of(v, g_.nodes[grp.members[c]].loc);
+      e.note = "the partial column sums of " + name;
       added.push_back(std::move(e));
     }
     Node k;
@@ -1289,6 +1390,15 @@ class ChainFusion {
       a.direct = true;
       k.args.push_back(std::move(a));
       k.writes.push_back(grp.values[o]);
+    }
+    for (int v : partials) {
+      Arg a;
+      a.kind = Arg::Kind::Value;
+      a.value = v;
+      a.written = true;
+      a.direct = true;
+      k.args.push_back(std::move(a));
+      k.writes.push_back(v);
     }
     for (const auto& in : inputs) {
       Arg a;
@@ -1305,6 +1415,7 @@ class ChainFusion {
     };
     k.args.push_back(sym_arg(numel));
     if (rows_) k.args.push_back(sym_arg(row_len));
+    if (any_col) k.args.push_back(sym_arg(rows));
     for (const auto& ps : params) {
       for (sym::ExprPtr e : ps) k.args.push_back(sym_arg(e));
     }
@@ -1313,6 +1424,13 @@ class ChainFusion {
     meta.name = "BLOCK";
     meta.constant = IValue(block);
     k.args.push_back(std::move(meta));
+    if (any_col) {
+      Arg r;
+      r.role = Arg::Role::Meta;
+      r.name = "ROWS";
+      r.constant = IValue(rows_per_program);
+      k.args.push_back(std::move(r));
+    }
     // CUDA: a warp per 512 elements of the row, 1 to 16 (H100, compiled, against a warp per 256:
     // layer_norm bf16 16384 x 4096 2322 -> 2657 GB/s, softmax f32 4096 x 1024 2101 -> 2153,
     // 4096 x 4096 2710 -> 2740; a warp per 1024 lost at 1024 columns, 1942).
@@ -1326,9 +1444,7 @@ class ChainFusion {
       warps.constant = IValue(opt.value);
       k.args.push_back(std::move(warps));
     }
-    sym::ExprPtr rows = ctx_.constant(1);
-    for (sym::ExprPtr d : grp.drop) rows = ctx_.mul(rows, d);
-    k.grid[0] = rows_ ? rows : ctx_.ceildiv(numel, ctx_.constant(kBlock));
+    k.grid[0] = any_col ? programs : rows_ ? rows : ctx_.ceildiv(numel, ctx_.constant(kBlock));
     k.grid[1] = k.grid[2] = ctx_.constant(1);
     for (size_t m : grp.members) {
       if (!g_.nodes[m].note.empty()) note << "; " << g_.nodes[m].note;
@@ -1337,11 +1453,27 @@ class ChainFusion {
     k.fused_from = std::move(fused_from);
     k.in_place_ok = true;  // tl::make_pointwise_kernel loads a program's elements, then stores
     added.push_back(std::move(k));
+    // The column sums: the original sums, over the partials' first dimension.
+    for (size_t c = 0; c < col_members.size(); ++c) {
+      Node sum = g_.nodes[grp.members[col_members[c]]];
+      sum.args[0].value = partials[c];
+      sum.args[1].constant = IValue(std::vector<int64_t>{0});
+      sum.note = "the sum of " + name + "'s partial column sums";
+      added.push_back(std::move(sum));
+    }
     for (size_t m : grp.members) g_.nodes[m].dead = true;
     const size_t at = grp.members.back() + 1;
     g_.insert_nodes(at, std::move(added));
     for (size_t o = 0; o < out_steps.size(); ++o)
       g_.values[static_cast<size_t>(grp.values[out_steps[o]])].producer = static_cast<int>(at + o);
+    for (size_t c = 0; c < partials.size(); ++c)
+      g_.values[static_cast<size_t>(partials[c])].producer =
+          static_cast<int>(at + out_steps.size() + c);
+    const size_t sums = at + out_steps.size() + partials.size() + 1;
+    for (size_t c = 0; c < col_members.size(); ++c) {
+      const int r = g_.nodes[sums + c].outputs[0];
+      g_.values[static_cast<size_t>(r)].producer = static_cast<int>(sums + c);
+    }
     return true;
   }
 

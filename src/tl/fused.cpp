@@ -434,83 +434,126 @@ std::unique_ptr<JITFunction> make_pointwise_kernel(PointwiseSpec spec) {
   using Kind = JITFunction::ParamSpec::Kind;
   auto s = std::make_unique<detail::KernelState>();
   s->name = spec.name;
+  const size_t ncols = spec.column_sums.size();
+  TS_INTERNAL_ASSERT(ncols == 0 || (spec.row_block > 0 && !spec.looped))
+      << "make_pointwise_kernel: column sums need rows held whole";
   for (size_t k = 0; k < spec.outputs.size(); ++k)
     s->params.push_back({"out" + std::to_string(k), Kind::Pointer});
+  for (size_t k = 0; k < ncols; ++k)
+    s->params.push_back({"col" + std::to_string(k), Kind::Pointer});
   for (size_t k = 0; k < spec.inputs.size(); ++k)
     s->params.push_back({"in" + std::to_string(k), Kind::Pointer});
   s->params.push_back({"n", Kind::Int});
   const bool rows = spec.row_block > 0;
   if (rows) s->params.push_back({"N", Kind::Int});
+  if (ncols) s->params.push_back({"R", Kind::Int});
   size_t nints = 0;  // as the closure reads them: each input's sizes, strides, last stride
   for (const auto& in : spec.inputs) {
     for (size_t k = int_params(in); k > 0; --k)
       s->params.push_back({"i" + std::to_string(nints++), Kind::Int});
   }
   s->params.push_back({"BLOCK", Kind::Constexpr});
+  if (ncols) s->params.push_back({"ROWS", Kind::Constexpr});
   s->no_specialize.assign(s->params.size(), false);
-  s->closure = [spec = std::move(spec), nints, rows](const Tile* params) {
+  s->closure = [spec = std::move(spec), nints, rows, ncols](const Tile* params) {
     const Tile* outs = params;
-    const Tile* ins = outs + spec.outputs.size();
+    const Tile* cols = outs + spec.outputs.size();
+    const Tile* ins = cols + ncols;
     const Tile& n = ins[spec.inputs.size()];
     const Tile* row_len = rows ? &n + 1 : nullptr;
-    const Tile* ints = &n + (rows ? 2 : 1);
+    const Tile* row_count = ncols ? &n + 2 : nullptr;
+    const Tile* ints = &n + (rows ? 2 : 1) + (ncols ? 1 : 0);
     const Tile& block = ints[nints];
     Tile pid = program_id(0);
     if (spec.wide) pid = pid.to(DType::Int64);
     if (rows && spec.looped) return looped_rows(spec, outs, ins, *row_len, ints, block, pid);
-    Tile offs, mask, j;  // the elements' indices in the space, which exist, the index in the row
-    if (rows) {
-      j = arange(0, block);
-      mask = j < *row_len;
-      offs = pid * *row_len + j;
-    } else {
-      offs = pid * block + arange(0, block);
-      mask = offs < n;
-    }
-    std::vector<Tile> loaded;
-    size_t next = 0;
-    for (size_t k = 0; k < spec.inputs.size(); ++k) {
-      const auto& in = spec.inputs[k];
-      if (in.split) {
-        const Tile at = index_map(pid, in, ints, next);
-        loaded.push_back(load(ins[k] + (at + j * fused_int(in.last_stride, ints, next)), mask));
-        continue;
+    // One row (rows) or block (flat) of the space: loads, steps, stores. `live`: the row exists
+    // (column sums: a program's last rows may not).
+    auto one = [&](const Tile& pid, const std::optional<Tile>& live) {
+      Tile offs, mask, j;  // the elements' indices in the space, which exist, the index in the row
+      if (rows) {
+        j = arange(0, block);
+        mask = j < *row_len;
+        if (live) mask = mask & *live;
+        offs = pid * *row_len + j;
+      } else {
+        offs = pid * block + arange(0, block);
+        mask = offs < n;
       }
-      loaded.push_back(in.row ? load(ins[k] + index_map(pid, in, ints, next))
-                              : load(ins[k] + index_map(offs, in, ints, next), mask));
-    }
-    std::vector<Tile> steps;
-    for (const auto& st : spec.steps) {
-      std::vector<Tile> operands;
-      for (const auto& o : st.operands) {
-        switch (o.kind) {
-          case PointwiseSpec::Operand::Kind::Input:
-            operands.push_back(loaded[o.index]);
-            break;
-          case PointwiseSpec::Operand::Kind::Step:
-            operands.push_back(steps[o.index]);
-            break;
-          case PointwiseSpec::Operand::Kind::Constant:
-            operands.push_back(scalar_tile(o.value, o.dtype));
-            break;
+      std::vector<Tile> loaded;
+      size_t next = 0;
+      for (size_t k = 0; k < spec.inputs.size(); ++k) {
+        const auto& in = spec.inputs[k];
+        if (in.split) {
+          const Tile at = index_map(pid, in, ints, next);
+          loaded.push_back(load(ins[k] + (at + j * fused_int(in.last_stride, ints, next)), mask));
+          continue;
+        }
+        if (in.row) {
+          const Tile at = ins[k] + index_map(pid, in, ints, next);
+          loaded.push_back(live ? load(at, *live) : load(at));
+          continue;
+        }
+        loaded.push_back(load(ins[k] + index_map(offs, in, ints, next), mask));
+      }
+      std::vector<Tile> steps;
+      for (const auto& st : spec.steps) {
+        std::vector<Tile> operands;
+        for (const auto& o : st.operands) {
+          switch (o.kind) {
+            case PointwiseSpec::Operand::Kind::Input:
+              operands.push_back(loaded[o.index]);
+              break;
+            case PointwiseSpec::Operand::Kind::Step:
+              operands.push_back(steps[o.index]);
+              break;
+            case PointwiseSpec::Operand::Kind::Constant:
+              operands.push_back(scalar_tile(o.value, o.dtype));
+              break;
+          }
+        }
+        if (st.reduce != PointwiseSpec::Reduce::None) {
+          steps.push_back(
+              reduce_row(st.reduce, operands[0], mask, *row_len, st.compute).to(st.result));
+          continue;
+        }
+        steps.push_back(apply_step(st, operands));
+      }
+      for (size_t k = 0; k < spec.outputs.size(); ++k) {
+        const auto& st = spec.steps[spec.outputs[k]];
+        const Tile v = steps[spec.outputs[k]].to(outs[k].dtype());
+        if (!st.row) {
+          store(outs[k] + offs, v, mask);
+        } else if (live) {
+          store(outs[k] + pid, v, *live);
+        } else {
+          store(outs[k] + pid, v);
         }
       }
-      if (st.reduce != PointwiseSpec::Reduce::None) {
-        steps.push_back(
-            reduce_row(st.reduce, operands[0], mask, *row_len, st.compute).to(st.result));
-        continue;
-      }
-      steps.push_back(apply_step(st, operands));
+      return std::make_pair(std::move(steps), mask);
+    };
+    if (ncols == 0) {
+      one(pid, std::nullopt);
+      return;
     }
-    for (size_t k = 0; k < spec.outputs.size(); ++k) {
-      const auto& st = spec.steps[spec.outputs[k]];
-      const Tile v = steps[spec.outputs[k]].to(outs[k].dtype());
-      if (st.row) {
-        store(outs[k] + pid, v);
-      } else {
-        store(outs[k] + offs, v, mask);
+    // Column sums: program p holds rows [p * ROWS, (p + 1) * ROWS), adds each column-summed
+    // step's row into an accumulator, and stores the sums at cols[k] + p * N (a second pass adds
+    // the programs' partial sums).
+    const Tile& rows_per_program = (&block)[1];  // ROWS, after BLOCK
+    const Tile j = arange(0, block);
+    std::vector<std::unique_ptr<Var>> acc;
+    for (size_t k = 0; k < ncols; ++k)
+      acc.push_back(std::make_unique<Var>(zeros({block}, cols[k].dtype())));
+    range(0, rows_per_program, 1, [&](Tile r) {
+      const Tile row = pid * rows_per_program + (spec.wide ? r.to(DType::Int64) : r);
+      auto [steps, mask] = one(row, row < *row_count);
+      for (size_t k = 0; k < ncols; ++k) {
+        const Tile v = steps[spec.column_sums[k]].to(cols[k].dtype());
+        *acc[k] = *acc[k] + where(mask, v, zeros({}, cols[k].dtype()));
       }
-    }
+    });
+    for (size_t k = 0; k < ncols; ++k)
+      store(cols[k] + (pid * *row_len + j), Tile(*acc[k]), j < *row_len);
   };
   return detail::JITAccess::make(std::move(s));
 }

@@ -71,9 +71,10 @@ std::unique_ptr<JITFunction> make_prologue_kernel(const JITFunction& base, Epilo
  * it stores; outputs are dense (`row` steps store one value per row). Intermediate steps never
  * reach memory.
  *
- * Parameters: the outputs' pointers, the inputs' pointers, `n` (the number of elements), `N` (rows
- * only), the index maps' parameters (each input's sizes, then strides), then the constexpr
- * `BLOCK`.
+ * Parameters: the outputs' pointers, the column sums' partials (`column_sums`), the inputs'
+ * pointers, `n` (the number of elements), `N` (rows only), `R` (with column sums), the index maps'
+ * parameters (each input's sizes, then strides), then the constexpr `BLOCK` (and `ROWS` with
+ * column sums).
  */
 struct PointwiseSpec {
   std::string name;  ///< the kernel's ("fused_mul_exp_add")
@@ -106,8 +107,13 @@ struct PointwiseSpec {
   std::vector<Step> steps;
   std::vector<Input> inputs;    ///< where element i (row r) of the space is in each input
   std::vector<size_t> outputs;  ///< the step each output stores
-  bool wide = false;            ///< 64-bit indices
-  int64_t row_block = 0;        ///< rows: BLOCK, a power of two >= N (looped: any power of two)
+  /** Rows held whole: steps of the whole space summed over the rows (a bias or norm weight's
+   * gradient). The kernel then takes the row count R and a constexpr ROWS after BLOCK; program p
+   * holds rows [p * ROWS, (p + 1) * ROWS) and stores each sum's partial, in the output's dtype, at
+   * `col_k + p * N + j` (params `col0...` after the outputs); the caller adds the partials. */
+  std::vector<size_t> column_sums;
+  bool wide = false;      ///< 64-bit indices
+  int64_t row_block = 0;  ///< rows: BLOCK, a power of two >= N (looped: any power of two)
   /** Rows longer than a block: each pass over the row walks it in blocks (fused.cpp,
    * looped_rows); a softmax reads its row three times instead of holding it. */
   bool looped = false;

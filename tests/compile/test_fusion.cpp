@@ -555,6 +555,71 @@ TEST(CompileRows, RowsLongerThanABlockArePassesOverTheRow) {
 
 // The built-in row operators compile to the same row kernels, alone or with the ops around them:
 // `softmax(x * scale + mask)` is one pass.
+// Sums over the rows of a row kernel's values (a norm's weight and bias gradients) are added in
+// its programs, ROWS rows each, into partial sums per program that a small sum adds: the [R, N]
+// operands never reach memory. Row counts that ROWS does not divide (the last program's rows past
+// R add nothing), one row, dynamic row counts other than the one ROWS was chosen for, 3-d inputs
+// summed over both leading dims in any order; what stays a sum of its own.
+TEST(CompileRows, ColumnSumsOfARowKernelAreAddedInItsPrograms) {
+  auto fn = [](const Tensor& x, const Tensor& w) {
+    const Tensor y = (x - x.mean({-1}, true)) * w;
+    return std::make_tuple(y.exp().sum({0}), (y * y).sum({0}), y.sum({-1}));
+  };
+  auto compiled = compile(fn, fullgraph("column_sums"));
+  for (int64_t rows : {1, 2053, 9, 8, 1000, 3}) {  // static, then dynamic rows
+    for (DType dt : {DType::Float32, DType::Float64}) {
+      Tensor x = randn({rows, 37}).to(dt), w = randn({37}).to(dt);
+      std::tuple<Tensor, Tensor, Tensor> got;
+      run_poisoned([&] { got = compiled(x, w); });
+      const auto [a, b, c] = fn(f64(x), f64(w));
+      const double tol = dt == DType::Float32 ? 1e-5 : 1e-12;
+      EXPECT_TRUE(all_close(f64(std::get<0>(got)), a, tol, tol)) << rows << dtype_name(dt);
+      EXPECT_TRUE(all_close(f64(std::get<1>(got)), b, tol, tol)) << rows << dtype_name(dt);
+      EXPECT_TRUE(all_close(f64(std::get<2>(got)), c, tol, 1e-4)) << rows << dtype_name(dt);
+      EXPECT_EQ(std::get<0>(got).dtype(), dt);
+      const CompiledGraph g = compiled.graph();
+      ASSERT_EQ(fused_kernels(g).size(), 1u) << g.text;
+      // The per-row sum and two partial sums: no [R, 37] value is stored.
+      EXPECT_EQ(fused_kernels(g)[0]->writes.size(), 3u) << g.text;
+      EXPECT_NE(g.text.find("ROWS="), std::string::npos) << g.text;
+      EXPECT_EQ(g.find("aten::sum.dim_IntList").size(), 2u) << g.text;
+    }
+  }
+  // 3-d, the leading dims in either order, negative or not.
+  auto three = compile(
+      [](const Tensor& x) {
+        const Tensor y = x.softmax(-1);
+        return std::make_tuple(y.sum({0, 1}), (y * x).sum({-2, 0}), y);
+      },
+      fullgraph("column_sums_3d"));
+  Tensor x3 = randn({5, 67, 24});
+  std::tuple<Tensor, Tensor, Tensor> r3;
+  run_poisoned([&] { r3 = three(x3); });
+  const Tensor y3 = f64(x3).softmax(-1);
+  EXPECT_TRUE(all_close(f64(std::get<0>(r3)), y3.sum({0, 1}), 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(f64(std::get<1>(r3)), (y3 * f64(x3)).sum({-2, 0}), 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(f64(std::get<2>(r3)), y3, 1e-5, 1e-7));
+  ASSERT_EQ(fused_kernels(three.graph()).size(), 1u) << three.graph().text;
+  EXPECT_EQ(fused_kernels(three.graph())[0]->writes.size(), 3u) << three.graph().text;
+  // Stay sums of their own: keepdim, one leading dim of three, a narrow float, an input's sum.
+  auto stay = compile(
+      [](const Tensor& x, const Tensor& xb) {
+        const Tensor y = x.softmax(-1);
+        return std::make_tuple(y.sum({0, 1}, true), y.sum({0}), xb.softmax(-1).sum({0, 1}),
+                               x.sum({0, 1}));
+      },
+      fullgraph("column_sums_stay"));
+  Tensor xb = randn({5, 67, 24}).to(DType::BFloat16);
+  std::tuple<Tensor, Tensor, Tensor, Tensor> rs;
+  run_poisoned([&] { rs = stay(x3, xb); });
+  EXPECT_TRUE(all_close(std::get<0>(rs), x3.softmax(-1).sum({0, 1}, true), 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(std::get<1>(rs), x3.softmax(-1).sum({0}), 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(std::get<2>(rs), xb.softmax(-1).sum({0, 1}), 1e-2, 1e-2));
+  EXPECT_TRUE(all_close(std::get<3>(rs), x3.sum({0, 1}), 1e-5, 1e-5));
+  EXPECT_EQ(stay.graph().text.find("ROWS="), std::string::npos) << stay.graph().text;
+  EXPECT_EQ(stay.graph().find("aten::sum.dim_IntList").size(), 4u) << stay.graph().text;
+}
+
 TEST(CompileRows, SoftmaxAndNormOperatorsBecomeRowKernelsWithTheirNeighbours) {
   auto attn =
       compile([](const Tensor& s, const Tensor& mask) { return softmax(s * 0.125 + mask, -1); },
