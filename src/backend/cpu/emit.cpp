@@ -12,6 +12,7 @@
 
 #include "backend/common/c_expr.h"
 #include "backend/common/c_family.h"
+#include "backend/cpu/toolchain.h"
 #include "ir/access.h"
 #include "ir/affine.h"
 #include "ir/index_map.h"
@@ -509,12 +510,7 @@ class Emitter : ExprPrinter {
   // bytes); AMD's split a 512-bit FMA into halves, and there it measured 0.72x the 32-byte kernel.
   static bool dot512() {
     if (knobs().cpu_dot512 >= 0) return knobs().cpu_dot512 == 1;
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    static const bool intel = __builtin_cpu_is("intel") && __builtin_cpu_supports("avx512f");
-    return intel;
-#else
-    return false;
-#endif
+    return intel_avx512();
   }
 
   void dot_blocked(const Op& op, const std::string& packed_a, const std::string& packed_b,

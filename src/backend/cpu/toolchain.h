@@ -62,6 +62,9 @@ struct CompilerInfo {
   std::string target;  ///< a digest of the CPU's feature flags
 };
 const CompilerInfo& compiler();
+/** Whether this is an Intel CPU with AVX-512: two full 512-bit FMA units, and GCC's tuning for it
+ * prefers 256-bit loops (AMD's AVX-512 splits 512-bit operations into halves). */
+bool intel_avx512();
 
 /** The disk cache, for `tessera cache`. */
 struct CacheEntry {
