@@ -67,6 +67,11 @@ struct Knobs {
    * kernel compiler has AVX-512. Auto: on Intel CPUs with AVX-512 (two 512-bit FMA units; on
    * AMD's, 512-bit FMAs are two halves and the 32-byte kernel is faster). -1 auto, 0 off, 1 on. */
   int cpu_dot512 = -1;
+  /** TESSERA_COLUMN_SUMS (auto, 0 or 1): sums over the rows of a generated row kernel's values
+   * (a norm's weight and bias gradients) added in the kernel's programs instead of a kernel of
+   * their own. Auto: on the CPU (measured there; docs/decisions.md). -1 auto, 0 off, 1 on every
+   * device. */
+  int column_sums = -1;
 
   bool log_enabled(const std::string& channel) const;
   bool dump_enabled(const std::string& what) const;

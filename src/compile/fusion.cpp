@@ -23,6 +23,8 @@
 #include <string>
 
 #include "compile/graph.h"
+#include "runtime/cuda/context.h"
+#include "tessera/env.h"
 #include "tl/fused.h"
 
 namespace tessera::compiler {
@@ -875,9 +877,8 @@ class ChainFusion {
     const TensorInfo& x = info(n.args[0].value);
     const TensorInfo& r = info(n.outputs[0]);
     const int64_t rank = static_cast<int64_t>(x.sizes.size());
-    if (rank < 2 || r.dtype != x.dtype || r.device != x.device ||
-        (x.dtype != DType::Float32 && x.dtype != DType::Float64) || r.sizes.size() != 1 ||
-        r.sizes[0] != x.sizes.back())
+    if (rank < 2 || r.dtype != x.dtype || r.device != x.device || !is_floating_point(x.dtype) ||
+        r.sizes.size() != 1 || r.sizes[0] != x.sizes.back())
       return false;
     std::vector<bool> seen(static_cast<size_t>(rank), false);
     for (int64_t d : n.args[1].constant.to_int_list()) {
@@ -891,7 +892,9 @@ class ChainFusion {
     return true;
   }
   bool column_sum(const Group& grp, const Node& n, const std::vector<bool>& member) const {
-    if (!grp.device.is_cpu() || !column_sum_node(n) || info(n.args[0].value).sizes != grp.shape)
+    const int on = knobs().column_sums;
+    if (on == 0 || (on < 0 && !grp.device.is_cpu()) || !column_sum_node(n) ||
+        info(n.args[0].value).sizes != grp.shape)
       return false;
     const int p = g_.values[static_cast<size_t>(n.args[0].value)].producer;
     if (p < 0 || !member[static_cast<size_t>(p)] ||
@@ -1158,6 +1161,13 @@ class ChainFusion {
     return sp == Space::Full ? Space::Full : sp;
   }
 
+  // A storage no value has yet.
+  int fresh_storage() const {
+    int s = 0;
+    for (const Value& v : g_.values) s = std::max(s, v.tensor.storage + 1);
+    return s;
+  }
+
   // An `aten::empty` node that allocates value v (dense).
   Node empty_of(int v, const SourceLoc& loc) const {
     Node e;
@@ -1338,16 +1348,21 @@ class ChainFusion {
       note << "; amax without its NaN pass (every output is NaN across a row with a NaN anyway)";
     sym::ExprPtr rows = ctx_.constant(1);
     for (sym::ExprPtr d : grp.drop) rows = ctx_.mul(rows, d);
-    // Column sums: ROWS rows a program, at most 256 programs of at least 8 rows (the partial sums,
-    // 256 x N, stay small beside the [R, N] operand they replace).
+    // Column sums: ROWS rows a program. CPU: at most 256 programs of at least 8 rows (the partial
+    // sums, 256 x N, stay small beside the [R, N] operand they replace). GPU: at most 16 programs
+    // per multiprocessor of at least 4 rows (each program's rows run one after the other).
     int64_t rows_per_program = 0;
     if (any_col) {
       const int64_t r_now = std::max<int64_t>(ctx_.evaluate(rows, g_.env->hints()), 1);
-      const int64_t programs = std::clamp<int64_t>((r_now + 7) / 8, 1, 256);
+      const bool gpu = grp.device.is_cuda();
+      const int64_t most =
+          gpu ? 16 * int64_t{std::max(1, runtime::cuda::device_info(std::max(0, grp.device.index()))
+                                             .multiprocessors)}
+              : 256;
+      const int64_t least = gpu ? 4 : 8;
+      const int64_t programs = std::clamp<int64_t>((r_now + least - 1) / least, 1, most);
       rows_per_program = (r_now + programs - 1) / programs;
     }
-    const DType col_dtype =
-        any_col ? info(g_.nodes[grp.members[col_members[0]]].outputs[0]).dtype : DType::Float32;
     std::shared_ptr<const tl::JITFunction> kernel = tl::make_pointwise_kernel(std::move(spec));
     g_.derived.push_back(kernel);
     // The outputs' allocations, then the kernel.
@@ -1362,16 +1377,14 @@ class ChainFusion {
         any_col ? ctx_.ceildiv(rows, ctx_.constant(rows_per_program)) : nullptr;
     std::vector<int> partials;
     for (size_t c : col_members) {
-      int fresh = 0;
-      for (const Value& v : g_.values) fresh = std::max(fresh, v.tensor.storage + 1);
       Value p;
       p.kind = Value::Kind::Tensor;
-      p.tensor.dtype = col_dtype;
+      p.tensor.dtype = accumulator(info(g_.nodes[grp.members[c]].outputs[0]).dtype);
       p.tensor.device = grp.device;
       p.tensor.sizes = {programs, row_len};
       p.tensor.strides = {row_len, ctx_.constant(1)};
       p.tensor.offset = ctx_.constant(0);
-      p.tensor.storage = fresh;
+      p.tensor.storage = fresh_storage();
       const int v = g_.add_value(std::move(p));
       partials.push_back(v);
       Node e = empty_of(v, g_.nodes[grp.members[c]].loc);
@@ -1453,27 +1466,52 @@ class ChainFusion {
     k.fused_from = std::move(fused_from);
     k.in_place_ok = true;  // tl::make_pointwise_kernel loads a program's elements, then stores
     added.push_back(std::move(k));
-    // The column sums: the original sums, over the partials' first dimension.
+    // The column sums: the original sums, over the partials' first dimension (float32 partials
+    // of a narrower float: summed in float32, then rounded once, as eager's sum rounds).
     for (size_t c = 0; c < col_members.size(); ++c) {
       Node sum = g_.nodes[grp.members[col_members[c]]];
+      const int result = sum.outputs[0];
       sum.args[0].value = partials[c];
       sum.args[1].constant = IValue(std::vector<int64_t>{0});
       sum.note = "the sum of " + name + "'s partial column sums";
+      const DType dt = info(result).dtype, acc = info(partials[c]).dtype;
+      if (dt == acc) {
+        added.push_back(std::move(sum));
+        continue;
+      }
+      Value wide;
+      wide.kind = Value::Kind::Tensor;
+      wide.tensor = info(result);
+      wide.tensor.dtype = acc;
+      wide.tensor.storage = fresh_storage();
+      sum.outputs[0] = g_.add_value(std::move(wide));
+      Node to;
+      to.kind = Node::Kind::Op;
+      to.op = get_op("aten::_to_copy");
+      to.loc = sum.loc;
+      Arg self, dtype, device;
+      self.kind = Arg::Kind::Value;
+      self.value = sum.outputs[0];
+      self.name = "self";
+      dtype.constant = IValue(dt);
+      dtype.name = "dtype";
+      device.name = "device";
+      to.args = {std::move(self), std::move(dtype), std::move(device)};
+      to.outputs = {result};
+      to.note = "the column sum rounded once";
       added.push_back(std::move(sum));
+      added.push_back(std::move(to));
     }
     for (size_t m : grp.members) g_.nodes[m].dead = true;
-    const size_t at = grp.members.back() + 1;
+    const size_t at = grp.members.back() + 1, added_count = added.size();
     g_.insert_nodes(at, std::move(added));
     for (size_t o = 0; o < out_steps.size(); ++o)
       g_.values[static_cast<size_t>(grp.values[out_steps[o]])].producer = static_cast<int>(at + o);
     for (size_t c = 0; c < partials.size(); ++c)
       g_.values[static_cast<size_t>(partials[c])].producer =
           static_cast<int>(at + out_steps.size() + c);
-    const size_t sums = at + out_steps.size() + partials.size() + 1;
-    for (size_t c = 0; c < col_members.size(); ++c) {
-      const int r = g_.nodes[sums + c].outputs[0];
-      g_.values[static_cast<size_t>(r)].producer = static_cast<int>(sums + c);
-    }
+    for (size_t i = at + out_steps.size() + partials.size() + 1; i < at + added_count; ++i)
+      g_.values[static_cast<size_t>(g_.nodes[i].outputs[0])].producer = static_cast<int>(i);
     return true;
   }
 
