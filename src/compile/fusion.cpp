@@ -1168,27 +1168,6 @@ class ChainFusion {
     return s;
   }
 
-  // An `aten::empty` node that allocates value v (dense).
-  Node empty_of(int v, const SourceLoc& loc) const {
-    Node e;
-    e.kind = Node::Kind::Op;
-    e.op = get_op("aten::empty");
-    e.loc = loc;
-    Arg size;
-    size.kind = Arg::Kind::SymList;
-    size.exprs = info(v).sizes;
-    size.name = "size";
-    Arg dtype;
-    dtype.constant = IValue(info(v).dtype);
-    dtype.name = "dtype";
-    Arg device;
-    device.constant = IValue(info(v).device);
-    device.name = "device";
-    e.args = {std::move(size), std::move(dtype), std::move(device)};
-    e.outputs = {v};
-    return e;
-  }
-
   bool apply(Group& grp) {
     using Operand = tl::PointwiseSpec::Operand;
     // The outputs: values used after the group; each is stored densely.
@@ -1368,7 +1347,7 @@ class ChainFusion {
     // The outputs' allocations, then the kernel.
     std::vector<Node> added;
     for (size_t k : out_steps) {
-      Node e = empty_of(grp.values[k], g_.nodes[grp.members[k]].loc);
+      Node e = empty_node(info(grp.values[k]), grp.values[k], g_.nodes[grp.members[k]].loc);
       e.note = "the output of " + name;
       added.push_back(std::move(e));
     }
@@ -1387,7 +1366,7 @@ class ChainFusion {
       p.tensor.storage = fresh_storage();
       const int v = g_.add_value(std::move(p));
       partials.push_back(v);
-      Node e = empty_of(v, g_.nodes[grp.members[c]].loc);
+      Node e = empty_node(info(v), v, g_.nodes[grp.members[c]].loc);
       e.note = "the partial column sums of " + name;
       added.push_back(std::move(e));
     }

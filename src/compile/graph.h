@@ -114,6 +114,9 @@ struct Node {
   std::string planned_from;
 };
 
+/** An `aten::empty` node that allocates `value` (of geometry `t`, dense). */
+Node empty_node(const TensorInfo& t, int value, const SourceLoc& loc);
+
 /** One call's block of memory for the planned intermediates of a device (plan_memory). */
 struct Arena {
   Device device;

@@ -21,6 +21,27 @@
 #include "tessera/error.h"
 
 namespace tessera::compiler {
+
+Node empty_node(const TensorInfo& t, int value, const SourceLoc& loc) {
+  Node e;
+  e.kind = Node::Kind::Op;
+  e.op = get_op("aten::empty");
+  e.loc = loc;
+  Arg size;
+  size.kind = Arg::Kind::SymList;
+  size.exprs = t.sizes;
+  size.name = "size";
+  Arg dtype;
+  dtype.constant = IValue(t.dtype);
+  dtype.name = "dtype";
+  Arg device;
+  device.constant = IValue(t.device);
+  device.name = "device";
+  e.args = {std::move(size), std::move(dtype), std::move(device)};
+  e.outputs = {value};
+  return e;
+}
+
 namespace {
 
 // Arena offsets are multiples of this: the CPU allocator's alignment (a cache line, every
@@ -69,26 +90,6 @@ std::optional<OperatorHandle> out_overload(const OperatorHandle& op) {
     if (out && matches_out(f, out->schema())) return out;
   }
   return std::nullopt;
-}
-
-Node empty_node(const TensorInfo& t, int value, const SourceLoc& loc) {
-  Node e;
-  e.kind = Node::Kind::Op;
-  e.op = get_op("aten::empty");
-  e.loc = loc;
-  Arg size;
-  size.kind = Arg::Kind::SymList;
-  size.exprs = t.sizes;
-  size.name = "size";
-  Arg dtype;
-  dtype.constant = IValue(t.dtype);
-  dtype.name = "dtype";
-  Arg device;
-  device.constant = IValue(t.device);
-  device.name = "device";
-  e.args = {std::move(size), std::move(dtype), std::move(device)};
-  e.outputs = {value};
-  return e;
 }
 
 struct Block {
