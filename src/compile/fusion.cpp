@@ -861,10 +861,11 @@ class ChainFusion {
     return true;
   }
 
-  // Column sums (rows only, on the CPU): `sum(v, dims)` over every dimension but the last, of a
-  // member's value v of the whole space, float32 or float64 into its own dtype, when rows are held
-  // whole. The kernel adds each program's rows into an accumulator and stores a partial sum per
-  // program; a sum over the partials (a small tensor) follows it. The bias and weight gradients of
+  // Column sums (rows only; on the CPU unless TESSERA_COLUMN_SUMS says otherwise): `sum(v, dims)`
+  // over every dimension but the last, of a member's value v of the whole space, a float into its
+  // own dtype, when rows are held whole. The kernel adds each program's rows into an accumulator
+  // and stores a partial sum per program (float32 for narrower floats); a sum over the partials (a
+  // small tensor) follows it. The bias and weight gradients of
   // a layer norm or a linear layer then never store their [R, N] operand (docs/decisions.md).
   bool column_sum_node(const Node& n) const {
     if (n.dead || n.kind != Node::Kind::Op || n.op.name() != "aten::sum.dim_IntList" ||
@@ -1352,7 +1353,7 @@ class ChainFusion {
       e.note = "the output of " + name;
       added.push_back(std::move(e));
     }
-    // Each column sum's partials: [programs, N] in its dtype, a storage of their own.
+    // Each column sum's partials: [programs, N] in its accumulator's dtype, a storage of their own.
     const sym::ExprPtr programs =
         any_col ? ctx_.ceildiv(rows, ctx_.constant(rows_per_program)) : nullptr;
     std::vector<int> partials;
