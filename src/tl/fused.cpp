@@ -539,7 +539,7 @@ std::unique_ptr<JITFunction> make_pointwise_kernel(PointwiseSpec spec) {
     // Column sums: program p holds rows [p * ROWS, (p + 1) * ROWS), adds each column-summed
     // step's row into an accumulator, and stores the sums at cols[k] + p * N (a second pass adds
     // the programs' partial sums).
-    const Tile& rows_per_program = (&block)[1];  // ROWS, after BLOCK
+    const Tile& rows_per_program = ints[nints + 1];  // ROWS, after BLOCK
     const Tile j = arange(0, block);
     std::vector<std::unique_ptr<Var>> acc;
     for (size_t k = 0; k < ncols; ++k)

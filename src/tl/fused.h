@@ -109,8 +109,9 @@ struct PointwiseSpec {
   std::vector<size_t> outputs;  ///< the step each output stores
   /** Rows held whole: steps of the whole space summed over the rows (a bias or norm weight's
    * gradient). The kernel then takes the row count R and a constexpr ROWS after BLOCK; program p
-   * holds rows [p * ROWS, (p + 1) * ROWS) and stores each sum's partial, in the output's dtype, at
-   * `col_k + p * N + j` (params `col0...` after the outputs); the caller adds the partials. */
+   * holds rows [p * ROWS, (p + 1) * ROWS) and stores each sum's partial, in col_k's dtype (the
+   * caller's accumulator), at `col_k + p * N + j` (params `col0...` after the outputs); the caller
+   * adds the partials. */
   std::vector<size_t> column_sums;
   bool wide = false;      ///< 64-bit indices
   int64_t row_block = 0;  ///< rows: BLOCK, a power of two >= N (looped: any power of two)
