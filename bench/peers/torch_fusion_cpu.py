@@ -16,7 +16,7 @@ benchmarks, on CPU tensors, beside `bench_compile_cpu`'s rows of the same names:
 x is 4096 x 1024 float32. Prints one line per function: name, eager ms, torch.compile ms (medians
 of --runs calls after warm-up), and torch.compile's first-call seconds.
 
-    python3 bench/peers/torch_fusion_cpu.py [--threads 2] [--runs 30]
+    python3 bench/peers/torch_fusion_cpu.py [--threads 2] [--runs 30] [--only MlpTrain]
 """
 import argparse
 import statistics
@@ -30,6 +30,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--only", default="", help="run only the functions whose names contain this")
     args = ap.parse_args()
     import torch  # noqa: E402
     import torch.nn.functional as F  # noqa: E402
@@ -81,6 +82,8 @@ def main():
         return statistics.median(times)
 
     for name, fn, a in cases:
+        if args.only not in name:
+            continue
         compiled = torch.compile(fn, fullgraph=True)
         t0 = time.perf_counter()
         out = compiled(*a)
@@ -116,6 +119,8 @@ def main():
     xm = torch.randn(T, D)
     train.append(("MlpTrain", mlp, (xm, None, None)))
     for name, fn, a in train:
+        if args.only not in name:
+            continue
         wrt = [t for t in a if t is not None and t.requires_grad]
         if name == "MlpTrain":
             wrt = [lw, lb, w1, b1, w2, b2]

@@ -142,6 +142,44 @@ std::optional<runtime::cuda::GemmOperand> gemm_operand(const Tensor& x, int64_t 
   return g;
 }
 
+// CPU float32/float64 products through OpenBLAS reading the operands where they lie, as cuBLAS
+// does on the GPU: a transposed weight or activation (a backward's `w.t()`, `x.t()`) is passed
+// as BLAS's transpose flag instead of copied (copying them was a tenth of the CPU MLP block's
+// training step: docs/benchmarks.md). False where BLAS is absent or forced off, or an operand's
+// layout needs a copy; `out` is contiguous of the operands' dtype.
+bool blas_gemm_strided(const Tensor& out, const Tensor& A, const Tensor& B, int64_t batches,
+                       int64_t M, int64_t N, int64_t K) {
+#if defined(TESSERA_HAVE_OPENBLAS)
+  const DType dt = out.dtype();
+  if (g_force_builtin.load(std::memory_order_relaxed) || K == 0 ||
+      (dt != DType::Float32 && dt != DType::Float64) || std::max({M, N, K}) > 0x7fffffff)
+    return false;
+  const auto ga = gemm_operand(A, M, K), gb = gemm_operand(B, K, N);
+  if (!ga || !gb) return false;
+  const auto ta = ga->transposed ? CblasTrans : CblasNoTrans;
+  const auto tb = gb->transposed ? CblasTrans : CblasNoTrans;
+  const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
+  const int lda = static_cast<int>(ga->ld), ldb = static_cast<int>(gb->ld);
+  for (int64_t i = 0; i < batches; ++i) {
+    if (dt == DType::Float32) {
+      const float* pa = static_cast<const float*>(ga->data) + i * ga->batch_stride;
+      const float* pb = static_cast<const float*>(gb->data) + i * gb->batch_stride;
+      float* pc = static_cast<float*>(out.impl()->data()) + i * M * N;
+      cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, pa, lda, pb, ldb, 0.0f, pc, n);
+    } else {
+      const double* pa = static_cast<const double*>(ga->data) + i * ga->batch_stride;
+      const double* pb = static_cast<const double*>(gb->data) + i * gb->batch_stride;
+      double* pc = static_cast<double*>(out.impl()->data()) + i * M * N;
+      cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, pa, lda, pb, ldb, 0.0, pc, n);
+    }
+  }
+  return true;
+#else
+  (void)out, (void)A, (void)B, (void)batches, (void)M, (void)N, (void)K;
+  return false;
+#endif
+}
+
 // GPU tensors (and CPU ones under ScopedThroughTiles): cuBLAS for floats on CUDA where it loads
 // (unless the built-in kernel is forced), reading the operands where they lie when their
 // matrices are row- or column-major (a transposed view needs no copy); else the tile lowering's
@@ -198,10 +236,13 @@ void matmul_into(const Tensor& out, const Tensor& a, const Tensor& b, const Matm
   Tensor a2 = cpu_to_dtype(a, compute), b2 = cpu_to_dtype(b, compute);
   if (s.a_vec) a2 = detail::make_view(a2, {1, s.K}, {0, a2.strides()[0]}, a2.storage_offset());
   if (s.b_vec) b2 = detail::make_view(b2, {s.K, 1}, {b2.strides()[0], 0}, b2.storage_offset());
-  const Tensor A = cpu_contiguous(broadcast_to(a2, a_full));
-  const Tensor B = cpu_contiguous(broadcast_to(b2, b_full));
   int64_t batches = 1;
   for (const auto& d : s.batch) batches *= d.expect_int();
+  if (compute == dt &&
+      blas_gemm_strided(out, broadcast_to(a2, a_full), broadcast_to(b2, b_full), batches, M, N, K))
+    return;
+  const Tensor A = cpu_contiguous(broadcast_to(a2, a_full));
+  const Tensor B = cpu_contiguous(broadcast_to(b2, b_full));
   Tensor C = compute == dt ? out : detail::make_empty(out.sizes(), compute, out.device());
   visit_dtype<kNumeric>(compute, "matmul", [&]<class T>() {
     if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
