@@ -4,6 +4,7 @@
 // own behaviour is checked instead (clear errors); NVRTC cases need only the toolkit (label nvrtc).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -66,6 +67,27 @@ TEST(Nvrtc, CompilesToACubinForHopperWithoutAGpu) {
             0)
       << "a cubin is an ELF file";
   EXPECT_GT(c.ms, 0);
+}
+
+// The prefetch reads what a load opens: the library dlopen resolved (same file, through links)
+// and its builtins beside it; asking twice starts nothing new and neither call loads anything.
+TEST(Nvrtc, ThePrefetchNamesTheLibraryALoadOpensAndItsBuiltins) {
+  REQUIRE_NVRTC();
+  const std::vector<std::string> files = cuda::nvrtc_files();
+  ASSERT_FALSE(files.empty()) << "NVRTC loaded from " << cuda::nvrtc()->path;
+  char* real = ::realpath(cuda::nvrtc()->path.c_str(), nullptr);
+  ASSERT_NE(real, nullptr) << cuda::nvrtc()->path;
+  EXPECT_EQ(files[0], std::string(real));
+  std::free(real);
+  bool builtins = false;
+  for (size_t i = 1; i < files.size(); ++i) {
+    EXPECT_EQ(files[i].rfind(files[0].substr(0, files[0].rfind('/') + 1), 0), 0u) << files[i];
+    builtins = builtins || files[i].find("/libnvrtc-builtins") != std::string::npos;
+  }
+  EXPECT_TRUE(builtins) << "no libnvrtc-builtins beside " << files[0];
+  cuda::prefetch_nvrtc();
+  cuda::prefetch_nvrtc();
+  EXPECT_EQ(cuda::nvrtc_files(), files);
 }
 
 TEST(Nvrtc, OurHeadersAreTheOnlyIncludes) {

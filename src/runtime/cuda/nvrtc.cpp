@@ -1,13 +1,19 @@
 // NVRTC loaded with dlopen: the entry points tessera uses, declared here.
 #include "runtime/cuda/nvrtc.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <system_error>
+#include <thread>
 
 #include "runtime/cuda/dl.h"
 #include "tessera/error.h"
@@ -111,25 +117,75 @@ const NvrtcInfo* nvrtc(std::string* why) {
   return l.ok ? &l.info : nullptr;
 }
 
+namespace {
+// The first candidate NVRTC file that exists, in load()'s order, with its stat; nothing when only
+// the loader's search path could find one.
+bool first_nvrtc_file(std::string& path, struct stat& st) {
+  for (const std::string& d : toolkit_dirs()) {
+    if (d.empty()) break;  // the loader's own path: only a load says which file
+    for (const char* n : kNames) {
+      if (::stat((d + n).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      char* real = ::realpath((d + n).c_str(), nullptr);
+      path = real ? real : d + n;
+      std::free(real);
+      return true;
+    }
+  }
+  return false;
+}
+}  // namespace
+
 std::string nvrtc_identity() {
   static const std::string id = [] {
-    for (const std::string& d : toolkit_dirs()) {
-      if (d.empty()) break;  // the loader's own path: only a load says which file
-      for (const char* n : kNames) {
-        struct stat st;
-        if (::stat((d + n).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-        char* real = ::realpath((d + n).c_str(), nullptr);
-        const std::string path = real ? real : d + n;
-        std::free(real);
-        return path + ":" + std::to_string(st.st_size) + ":" +
-               std::to_string(static_cast<int64_t>(st.st_mtime));
-      }
-    }
+    std::string path;
+    struct stat st;
+    if (first_nvrtc_file(path, st))
+      return path + ":" + std::to_string(st.st_size) + ":" +
+             std::to_string(static_cast<int64_t>(st.st_mtime));
     const NvrtcInfo* n = nvrtc();
     return n ? n->path + ":" + std::to_string(n->major) + "." + std::to_string(n->minor)
              : std::string("none");
   }();
   return id;
+}
+
+std::vector<std::string> nvrtc_files() {
+  std::vector<std::string> files;
+  std::string path;
+  struct stat st;
+  if (!first_nvrtc_file(path, st)) return files;
+  files.push_back(path);
+  const std::string dir = path.substr(0, path.rfind('/') + 1);
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.rfind("libnvrtc-builtins", 0) != 0 || n.find(".so") == std::string::npos) continue;
+      struct stat bs;
+      if (::lstat((dir + n).c_str(), &bs) == 0 && S_ISREG(bs.st_mode)) files.push_back(dir + n);
+    }
+    ::closedir(d);
+  }
+  return files;
+}
+
+void prefetch_nvrtc() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    try {
+      // The thread only opens, advises and closes: nothing it touches outlives a process that
+      // exits while it runs.
+      std::thread([] {
+        for (const std::string& f : nvrtc_files()) {
+          const int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);
+          if (fd < 0) continue;
+          ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);  // advice: a failure changes nothing
+          ::close(fd);
+        }
+      }).detach();
+    } catch (const std::system_error&) {
+      // no thread to spare: the first compile reads the library itself, as before
+    }
+  });
 }
 
 PtxasReport parse_ptxas_log(const std::string& log) {

@@ -24,6 +24,15 @@ const NvrtcInfo* nvrtc(std::string* why = nullptr);
  * path, size and modification time; the loaded library's path and version when only the
  * loader's search path finds one; "none" without NVRTC. A key for compiled code. */
 std::string nvrtc_identity();
+/** The files a first compile reads: the NVRTC library a load would open (the first candidate
+ * that exists, resolved) and the `libnvrtc-builtins` libraries beside it. Empty when no
+ * candidate file exists (the loader's search path alone is not looked through). */
+std::vector<std::string> nvrtc_files();
+/** Asks the kernel to read `nvrtc_files()` into the page cache, from a background thread, and
+ * returns at once; the first call only (later ones do nothing). Called as a device's context is
+ * made: NVRTC's ~110 MB, cold on a fresh machine, then arrive while the context is created
+ * instead of during the first kernel's compile (docs/decisions.md). Never loads the library. */
+void prefetch_nvrtc();
 
 /** What ptxas reports for a kernel (compiled with `-Xptxas=-v`). */
 struct PtxasReport {
