@@ -85,6 +85,9 @@ PY
   tcold2=$(mktemp -d)
   bstep "bench compiled first" bench-compiled-first.jsonl bash -c "TESSERA_CACHE_DIR=$tcold2 '$B' \
     compiled-first cold && TESSERA_CACHE_DIR=$tcold2 '$B' compiled-first warm"
+  # The first compiled call with NVRTC's files out of the page cache (as on a fresh machine), with
+  # the background read-ahead (docs/decisions.md) and without it, alternating, two rounds each.
+  bstep "bench nvrtc cold" bench-nvrtc-cold.jsonl python3 bench/nvrtc_cold.py "$B"
   if python3 -c "import triton, torch" 2> /dev/null; then
     bstep "peers: kernels" peers-kernels.jsonl python3 "$P" kernels
     bstep "peers: compiled" peers-compiled.jsonl python3 "$P" compiled

@@ -49,7 +49,7 @@ constexpr const char* kKnown[] = {
     "TESSERA_DEVICE",     "TESSERA_CXX",         "TESSERA_PRINT_AUTOTUNING",
     "TESSERA_DUMP_DIR",   "TESSERA_CROSSCHECK",  "TESSERA_PROGRESS",
     "TESSERA_CUDA_MMA",   "TESSERA_CUDA_WGMMA",  "TESSERA_CUDA_WGMMA_ASYNC",
-    "TESSERA_CPU_DOT512", "TESSERA_COLUMN_SUMS",
+    "TESSERA_CPU_DOT512", "TESSERA_COLUMN_SUMS", "TESSERA_NVRTC_PREFETCH",
 };
 
 Knobs read_knobs() {
@@ -105,6 +105,7 @@ Knobs read_knobs() {
     k.cpu_dot512 = std::string(d) == "auto" ? -1 : truthy(d) ? 1 : 0;
   if (const char* d = std::getenv("TESSERA_COLUMN_SUMS"); d && *d)
     k.column_sums = std::string(d) == "auto" ? -1 : truthy(d) ? 1 : 0;
+  if (const char* d = std::getenv("TESSERA_NVRTC_PREFETCH"); d && *d) k.nvrtc_prefetch = truthy(d);
   if (const char* c = std::getenv("TESSERA_CROSSCHECK"); c && *c) {
     const std::string v = c;
     if (v == "cuda" || v == "nvrtc" || v == "sim") {

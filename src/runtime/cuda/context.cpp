@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/cuda/nvrtc.h"
+#include "tessera/env.h"
 #include "tessera/error.h"
 
 namespace tessera::runtime::cuda {
@@ -28,7 +29,7 @@ const Devices& devices() {
     }
     // NVRTC's library read into the page cache while the contexts are made (a fresh machine's
     // first compile otherwise reads ~110 MB itself).
-    if (out.count > 0) prefetch_nvrtc();
+    if (out.count > 0 && knobs().nvrtc_prefetch) prefetch_nvrtc();
     for (int i = 0; i < out.count; ++i) {
       CUdevice dev = 0;
       check(drv->cuDeviceGet(&dev, i), "cuDeviceGet", "cuda:" + std::to_string(i));

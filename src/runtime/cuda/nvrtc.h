@@ -28,10 +28,11 @@ std::string nvrtc_identity();
  * that exists, resolved) and the `libnvrtc-builtins` libraries beside it. Empty when no
  * candidate file exists (the loader's search path alone is not looked through). */
 std::vector<std::string> nvrtc_files();
-/** Asks the kernel to read `nvrtc_files()` into the page cache, from a background thread, and
- * returns at once; the first call only (later ones do nothing). Called as a device's context is
- * made: NVRTC's ~110 MB, cold on a fresh machine, then arrive while the context is created
- * instead of during the first kernel's compile (docs/decisions.md). Never loads the library. */
+/** Reads `nvrtc_files()` into the page cache from a background thread (plain reads: the
+ * kernel's advice to read ahead covers one readahead window) and returns at once; the first call
+ * only (later ones do nothing). Called as a device's context is made: NVRTC's ~110 MB, cold on a
+ * fresh machine, then arrive while the context is created instead of during the first kernel's
+ * compile (docs/decisions.md). Never loads the library. */
 void prefetch_nvrtc();
 
 /** What ptxas reports for a kernel (compiled with `-Xptxas=-v`). */
