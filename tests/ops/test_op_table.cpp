@@ -1,11 +1,15 @@
 // Every built-in operator declared once for the harness: inputs, double reference, result dtype.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 
 #include "op_harness.h"
 #include "ops/linalg.h"
+#include "runtime/allocator.h"
+#include "tessera/version.h"
 
 using namespace tessera;
 using namespace tessera::testing;
@@ -668,6 +672,48 @@ TEST(OpHarness, Matmul) {
   };
   l.tol_scale = 10;
   run_spec(l);
+}
+
+// Counts CPU allocations while installed; forwards to the allocator it replaced.
+struct AllocationCounter {
+  static inline runtime::Allocator inner;
+  static inline std::atomic<int> count{0};
+  static void* allocate(size_t n, Device d) {
+    ++count;
+    return inner.allocate(n, d);
+  }
+  static void release(void* p, Device d) { inner.release(p, d); }
+};
+
+// With OpenBLAS, float products read transposed and broadcast operands where they lie: the only
+// CPU allocation is the result's (a copy of a transposed weight or activation was a tenth of a
+// training step's time: docs/benchmarks.md). Values are OpHarness.Matmul's concern.
+TEST(Matmul, FloatOperandsInAnyMajorOrderAreNotCopied) {
+  if (std::string(matmul_backend()) != "OpenBLAS")
+    GTEST_SKIP() << "built without OpenBLAS: the built-in kernel copies its operands";
+  for (DType dt : {float32, float64}) {
+    const Tensor a = randn({70, 33}).to(dt), w = randn({45, 33}).to(dt), b = randn({70, 45}).to(dt);
+    const Tensor q = randn({2, 3, 17, 8}).to(dt), k = randn({2, 3, 19, 8}).to(dt);
+    const Tensor x3 = randn({4, 17, 33}).to(dt);
+    const std::vector<std::pair<const char*, std::function<Tensor()>>> cases = {
+        {"a @ w.t()", [&] { return matmul(a, w.t()); }},
+        {"a.t() @ b", [&] { return matmul(a.t(), b); }},
+        {"b.t() @ a", [&] { return matmul(b.t(), a); }},
+        {"q @ k^T, batched", [&] { return matmul(q, k.transpose(-1, -2)); }},
+        {"batched @ a broadcast transposed weight", [&] { return matmul(x3, w.t()); }},
+        {"a row slice @ w.t()", [&] { return matmul(a.slice(0, 3, 60), w.t()); }},
+    };
+    for (const auto& [what, run] : cases) {
+      AllocationCounter::inner = runtime::allocator_for(DeviceType::CPU);
+      AllocationCounter::count = 0;
+      runtime::register_allocator(DeviceType::CPU,
+                                  {&AllocationCounter::allocate, &AllocationCounter::release});
+      const Tensor got = run();
+      runtime::register_allocator(DeviceType::CPU, AllocationCounter::inner);
+      EXPECT_EQ(AllocationCounter::count.load(), 1) << what << " " << dtype_name(dt);
+      EXPECT_TRUE(allclose(got, run(), 0, 0)) << what;  // the same bits with the copies
+    }
+  }
 }
 
 TEST(OpHarness, Norms) {
