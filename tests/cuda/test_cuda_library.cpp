@@ -218,7 +218,9 @@ TEST(CudaLibrary, PlannedIntermediatesShareOneGpuArena) {
     EXPECT_TRUE(g.arenas[0].device.is_cuda());
     EXPECT_GE(g.arenas[0].values, fuse ? 1 : 5) << g.text;
     for (const auto& n : g.nodes) {
-      if (n.arena >= 0) EXPECT_EQ(std::stoll(n.arena_offset) % 256, 0) << g.text;
+      if (n.arena >= 0) {
+        EXPECT_EQ(std::stoll(n.arena_offset) % 256, 0) << g.text;
+      }
     }
   }
 }
