@@ -72,9 +72,9 @@ struct Knobs {
    * their own. Auto: on the CPU (on an H100 it made the MLP block's training step 3% slower;
    * docs/decisions.md). -1 auto, 0 off, 1 on every device. */
   int column_sums = -1;
-  /** TESSERA_NVRTC_PREFETCH (default on; 0 turns it off): when the CUDA runtime finds a device, it
-   * asks the kernel to read NVRTC's library into the page cache in the background, so that a
-   * fresh machine's first compile does not wait for the disk (docs/decisions.md). */
+  /** TESSERA_NVRTC_PREFETCH (default on; 0 turns it off): when the CUDA runtime finds a device, a
+   * background thread reads NVRTC's library into the page cache, so that a fresh machine's first
+   * compile does not wait for the disk (docs/decisions.md). */
   bool nvrtc_prefetch = true;
 
   bool log_enabled(const std::string& channel) const;

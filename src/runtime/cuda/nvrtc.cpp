@@ -155,11 +155,15 @@ std::vector<std::string> nvrtc_files() {
   struct stat st;
   if (!first_nvrtc_file(path, st)) return files;
   files.push_back(path);
-  const std::string dir = path.substr(0, path.rfind('/') + 1);
+  const size_t slash = path.rfind('/') + 1;
+  const std::string dir = path.substr(0, slash);
+  // libnvrtc.alt.so.13 loads libnvrtc-builtins.alt.so.13.x, libnvrtc.so.13 the other.
+  const bool alt = path.find(".alt.", slash) != std::string::npos;
+  const std::string prefix = alt ? "libnvrtc-builtins.alt.so" : "libnvrtc-builtins.so";
   if (DIR* d = ::opendir(dir.c_str())) {
     while (const dirent* e = ::readdir(d)) {
       const std::string n = e->d_name;
-      if (n.rfind("libnvrtc-builtins", 0) != 0 || n.find(".so") == std::string::npos) continue;
+      if (n.rfind(prefix, 0) != 0) continue;
       struct stat bs;
       if (::lstat((dir + n).c_str(), &bs) == 0 && S_ISREG(bs.st_mode)) files.push_back(dir + n);
     }

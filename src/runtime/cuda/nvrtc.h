@@ -25,8 +25,8 @@ const NvrtcInfo* nvrtc(std::string* why = nullptr);
  * loader's search path finds one; "none" without NVRTC. A key for compiled code. */
 std::string nvrtc_identity();
 /** The files a first compile reads: the NVRTC library a load would open (the first candidate
- * that exists, resolved) and the `libnvrtc-builtins` libraries beside it. Empty when no
- * candidate file exists (the loader's search path alone is not looked through). */
+ * that exists, resolved) and its `libnvrtc-builtins` beside it (`.alt` for the `.alt` library).
+ * Empty when no candidate file exists (the loader's search path alone is not looked through). */
 std::vector<std::string> nvrtc_files();
 /** Reads `nvrtc_files()` into the page cache from a background thread (plain reads: the
  * kernel's advice to read ahead covers one readahead window) and returns at once; the first call
