@@ -2069,7 +2069,6 @@ class Emitter : ExprPrinter {
       if (slice.count(o)) p.slice.push_back(o);
     }
     p.async_mma = p.stages >= 3 && knobs().cuda_wgmma_async != 0;
-    p.late_request = p.async_mma && knobs().cuda_wgmma_async == 2;
     for (const Op* o : body.ops) {
       if (o->kind != OpKind::Dot || !in_registers(o->result())) continue;
       auto staged = [&](ValueId v) {
@@ -2079,6 +2078,11 @@ class Emitter : ExprPrinter {
       p.async_mma = p.async_mma && wgmma_registers(*o) && staged(o->operands[0]) &&
                     staged(o->operands[1]) && accumulates_into_carried(*o, body);
     }
+    // Only once async_mma is final: a loop it turned off (mma.sync, sm_80) requests its tiles
+    // before the wait alone. (Set before the check, the mma.sync ring requested every tile twice,
+    // before the wait and again after the products: 179-221 TFLOP/s instead of 270-302 on an
+    // H100, docs/benchmarks.md.)
+    p.late_request = p.async_mma && knobs().cuda_wgmma_async == 2;
     return p;
   }
 
