@@ -865,8 +865,8 @@ class ChainFusion {
   // over every dimension but the last, of a member's value v of the whole space, a float into its
   // own dtype, when rows are held whole. The kernel adds each program's rows into an accumulator
   // and stores a partial sum per program (float32 for narrower floats); a sum over the partials (a
-  // small tensor) follows it. The bias and weight gradients of
-  // a layer norm or a linear layer then never store their [R, N] operand (docs/decisions.md).
+  // small tensor) follows it. The bias and weight gradients of a layer norm or a linear layer
+  // then never store their [R, N] operand (docs/decisions.md).
   bool column_sum_node(const Node& n) const {
     if (n.dead || n.kind != Node::Kind::Op || n.op.name() != "aten::sum.dim_IntList" ||
         n.outputs.size() != 1 || n.outputs[0] < 0 || !n.writes.empty() ||

@@ -106,9 +106,10 @@ MatmulShape matmul_shape(const Tensor& a, const Tensor& b) {
   return s;
 }
 
-// How cuBLAS reads `x` ([batch..., R, C]) where it lies: its matrices row-major (unit stride
-// along C) or column-major (unit stride along R, a transposed weight or activation), its batch
-// dimensions one stride apart or all broadcast. Nothing when it cannot (the caller copies).
+// How a BLAS (cuBLAS on the GPU, OpenBLAS on the CPU) reads `x` ([batch..., R, C]) where it lies:
+// its matrices row-major (unit stride along C) or column-major (unit stride along R, a transposed
+// weight or activation), its batch dimensions one stride apart or all broadcast. Nothing when it
+// cannot (the caller copies).
 std::optional<runtime::cuda::GemmOperand> gemm_operand(const Tensor& x, int64_t R, int64_t C) {
   constexpr int64_t kMax = 0x7fffffff;
   const int64_t nd = x.dim();
