@@ -96,15 +96,27 @@ namespace detail {
 std::vector<double> bench_runs(const std::function<void()>& fn, const std::function<void()>& setup,
                                const std::function<void()>& teardown, double warmup, double rep,
                                bool flush);
-/** The same loop for work queued on CUDA device `device`'s current stream (Triton's do_bench):
+/** Why a timing loop stopped, or whether it goes on. */
+enum class BenchStopReason { More, CannotWin, MedianKnown, Budget };
+struct BenchStop {
+  BenchStopReason reason = BenchStopReason::More;
+  size_t runs = 0;  ///< the runs timed when it stopped
+};
+/** gpu_bench_runs' stopping rules on the runs so far (any order): `More` under 20 runs; then
+ * `CannotWin` once the median's 95% interval lies above 1.05 `beat`, `MedianKnown` once the
+ * interval is within 1% of the median, else `More`. */
+BenchStopReason bench_stop(std::vector<double> runs, double beat);
+/** bench_runs' loop for work queued on CUDA device `device`'s current stream (Triton's do_bench):
  * each run between two CUDA events, the device's L2 cache overwritten before it (untimed), no
  * host synchronization between runs. It stops before `rep` once the median is known to 1% (a 95%
  * interval from the runs' order statistics, after 20 runs at least), or once the runs show this
- * work cannot be within 5% of `beat` ms (the best time so far: a racing autotuner). */
+ * work cannot be within 5% of `beat` ms (the best time so far: a racing autotuner); `why`, when
+ * given, receives the reason and the count. */
 std::vector<double> gpu_bench_runs(const std::function<void()>& fn,
                                    const std::function<void()>& setup,
                                    const std::function<void()>& teardown, double warmup, double rep,
-                                   bool flush, int device, double beat);
+                                   bool flush, int device, double beat,
+                                   BenchStop* why = nullptr);
 double summarize(std::vector<double> runs, const std::string& mode);
 double quantile(std::vector<double> sorted, double q);
 }  // namespace detail

@@ -157,10 +157,21 @@ std::pair<double, double> median_interval(const std::vector<double>& sorted) {
 
 }  // namespace
 
+BenchStopReason bench_stop(std::vector<double> runs, double beat) {
+  if (runs.size() < 20) return BenchStopReason::More;
+  std::sort(runs.begin(), runs.end());
+  const auto [lo, hi] = median_interval(runs);
+  const size_t m = runs.size() / 2;
+  const double median = runs.size() % 2 ? runs[m] : (runs[m - 1] + runs[m]) / 2;
+  if (std::isfinite(beat) && lo > 1.05 * beat) return BenchStopReason::CannotWin;
+  if (hi - lo <= 0.01 * median) return BenchStopReason::MedianKnown;
+  return BenchStopReason::More;
+}
+
 std::vector<double> gpu_bench_runs(const std::function<void()>& fn,
                                    const std::function<void()>& setup,
                                    const std::function<void()>& teardown, double warmup, double rep,
-                                   bool flush, int device, double beat) {
+                                   bool flush, int device, double beat, BenchStop* why) {
   TS_CHECK(warmup >= 0 && rep > 0, ValueError)
       << "do_bench: warmup must be >= 0 and rep > 0 (ms), got " << warmup << " and " << rep;
   const rc::Stream stream = rc::current_stream(device);
@@ -188,6 +199,7 @@ std::vector<double> gpu_bench_runs(const std::function<void()>& fn,
   std::vector<double> runs;
   std::vector<std::unique_ptr<rc::Event>> events;
   const int64_t batch = std::clamp<int64_t>(n_repeat / 8, 10, 200);
+  BenchStopReason stop = BenchStopReason::More;
   while (static_cast<int64_t>(runs.size()) < n_repeat) {
     const int64_t k = std::min<int64_t>(batch, n_repeat - static_cast<int64_t>(runs.size()));
     while (static_cast<int64_t>(events.size()) < 2 * k)
@@ -196,15 +208,10 @@ std::vector<double> gpu_bench_runs(const std::function<void()>& fn,
     events[2 * k - 1]->synchronize();
     for (int64_t i = 0; i < k; ++i)
       runs.push_back(rc::Event::elapsed_ms(*events[2 * i], *events[2 * i + 1]));
-    if (runs.size() < 20) continue;
-    std::vector<double> sorted = runs;
-    std::sort(sorted.begin(), sorted.end());
-    const auto [lo, hi] = median_interval(sorted);
-    const size_t m = sorted.size() / 2;  // (sorted already: not quantile's sort again)
-    const double median = sorted.size() % 2 ? sorted[m] : (sorted[m - 1] + sorted[m]) / 2;
-    if (hi - lo <= 0.01 * median) break;                 // the median is known to 1%
-    if (std::isfinite(beat) && lo > 1.05 * beat) break;  // it cannot win
+    stop = bench_stop(runs, beat);
+    if (stop != BenchStopReason::More) break;
   }
+  if (why) *why = {stop == BenchStopReason::More ? BenchStopReason::Budget : stop, runs.size()};
   return runs;
 }
 

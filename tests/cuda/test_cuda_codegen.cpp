@@ -1259,9 +1259,11 @@ TEST(CudaCodegen, GpuTimingStopsOnceTheMedianIsKnownOrTheKernelCannotWin) {
   Tensor x = randn({n}, on_gpu), y = randn({n}, on_gpu), out = empty({n}, on_gpu);
   auto run = [&] { cg_add[{tl::cdiv(n, 1024)}](x, y, out, n, tl::meta("BLOCK", 1024)); };
   run();
+  namespace td = tessera::testing::detail;
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<double> runs = tessera::testing::detail::gpu_bench_runs(
-      run, nullptr, nullptr, 25, 100, true, 0, std::numeric_limits<double>::infinity());
+  td::BenchStop why;
+  const std::vector<double> runs = td::gpu_bench_runs(
+      run, nullptr, nullptr, 25, 100, true, 0, std::numeric_limits<double>::infinity(), &why);
   const double wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const double median = tessera::testing::detail::quantile(runs, 0.5);
@@ -1270,10 +1272,16 @@ TEST(CudaCodegen, GpuTimingStopsOnceTheMedianIsKnownOrTheKernelCannotWin) {
   EXPECT_GT(median, 0.038);
   EXPECT_LT(median, 1.0);
   EXPECT_LT(wall_ms, 100.0);  // stopped early: the warm-up's 25 ms and far fewer than 100 ms
+  EXPECT_EQ(why.reason, td::BenchStopReason::MedianKnown);
+  EXPECT_EQ(why.runs, runs.size());
+  // Racing a time twice as fast: it stops at its first check (one batch of at most 200 runs,
+  // sized from its own estimate of a run, so not necessarily the count above), cannot win.
+  td::BenchStop raced_why;
   const std::vector<double> raced =
-      tessera::testing::detail::gpu_bench_runs(run, nullptr, nullptr, 25, 100, true, 0, median / 2);
-  EXPECT_LE(raced.size(), runs.size());
-  EXPECT_GT(tessera::testing::detail::quantile(raced, 0.5), 1.05 * median / 2);
+      td::gpu_bench_runs(run, nullptr, nullptr, 25, 100, true, 0, median / 2, &raced_why);
+  EXPECT_EQ(raced_why.reason, td::BenchStopReason::CannotWin);
+  EXPECT_LE(raced.size(), 200u);
+  EXPECT_GT(td::quantile(raced, 0.5), 1.05 * median / 2);
 }
 
 // ---- the checked mode on the GPU (TESSERA_DEBUG=1)

@@ -895,6 +895,29 @@ TEST(DoBench, TimesAndQuantiles) {
             std::string::npos);
 }
 
+// The GPU timing loop's stopping rules, on made-up runs: at least 20; a median known to 1% (its
+// 95% interval from the order statistics n/2 -+ 0.98 sqrt(n)); a racer that cannot come within 5%
+// of the best time stops even while its median is still uncertain.
+TEST(DoBench, TheGpuLoopStopsOnAKnownMedianOrALostRace) {
+  namespace td = tessera::testing::detail;
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> steady(19, 1.0);
+  EXPECT_EQ(td::bench_stop(steady, inf), td::BenchStopReason::More);  // too few
+  steady.push_back(1.0);
+  EXPECT_EQ(td::bench_stop(steady, inf), td::BenchStopReason::MedianKnown);
+  // 100 runs spread evenly over [1, 2): the interval covers ranks 40..60, 0.2 wide: uncertain.
+  std::vector<double> spread;
+  for (int i = 99; i >= 0; --i) spread.push_back(1.0 + i / 100.0);  // (unsorted on purpose)
+  EXPECT_EQ(td::bench_stop(spread, inf), td::BenchStopReason::More);
+  EXPECT_EQ(td::bench_stop(spread, 1.5), td::BenchStopReason::More);  // could still win
+  EXPECT_EQ(td::bench_stop(spread, 1.35), td::BenchStopReason::More);  // lo 1.40 <= 1.05 x 1.35
+  EXPECT_EQ(td::bench_stop(spread, 1.3), td::BenchStopReason::CannotWin);  // 1.40 > 1.365
+  // Ranks 40..60 of 100 within 1% of the median, the tails anywhere: known.
+  std::vector<double> tails(100, 1.0);
+  for (int i = 0; i < 30; ++i) tails[i] = 0.5, tails[99 - i] = 3.0;
+  EXPECT_EQ(td::bench_stop(tails, inf), td::BenchStopReason::MedianKnown);
+}
+
 TEST(PerfReport, WritesTableCsvAndSvg) {
   Benchmark b;
   b.x_names = {"n"};
