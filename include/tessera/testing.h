@@ -115,8 +115,7 @@ BenchStopReason bench_stop(std::vector<double> runs, double beat);
 std::vector<double> gpu_bench_runs(const std::function<void()>& fn,
                                    const std::function<void()>& setup,
                                    const std::function<void()>& teardown, double warmup, double rep,
-                                   bool flush, int device, double beat,
-                                   BenchStop* why = nullptr);
+                                   bool flush, int device, double beat, BenchStop* why = nullptr);
 double summarize(std::vector<double> runs, const std::string& mode);
 double quantile(std::vector<double> sorted, double q);
 }  // namespace detail

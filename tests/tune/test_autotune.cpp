@@ -909,8 +909,8 @@ TEST(DoBench, TheGpuLoopStopsOnAKnownMedianOrALostRace) {
   std::vector<double> spread;
   for (int i = 99; i >= 0; --i) spread.push_back(1.0 + i / 100.0);  // (unsorted on purpose)
   EXPECT_EQ(td::bench_stop(spread, inf), td::BenchStopReason::More);
-  EXPECT_EQ(td::bench_stop(spread, 1.5), td::BenchStopReason::More);  // could still win
-  EXPECT_EQ(td::bench_stop(spread, 1.35), td::BenchStopReason::More);  // lo 1.40 <= 1.05 x 1.35
+  EXPECT_EQ(td::bench_stop(spread, 1.5), td::BenchStopReason::More);       // could still win
+  EXPECT_EQ(td::bench_stop(spread, 1.35), td::BenchStopReason::More);      // lo 1.40 <= 1.05 x 1.35
   EXPECT_EQ(td::bench_stop(spread, 1.3), td::BenchStopReason::CannotWin);  // 1.40 > 1.365
   // Ranks 40..60 of 100 within 1% of the median, the tails anywhere: known.
   std::vector<double> tails(100, 1.0);
