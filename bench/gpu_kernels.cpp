@@ -105,19 +105,25 @@ TL_JIT(copy_kernel, tl::Ptr x, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
   tl::store(out + offs, tl::load(x + offs, mask), mask);
 }
 
+// TB: b is stored [N, K] (a linear layer's weight: c = a @ b.T), K contiguous in b's tile.
 TL_JIT(mm_kernel, tl::Ptr a_ptr, tl::Ptr b_ptr, tl::Ptr c_ptr, tl::Int M, tl::Int N, tl::Int K,
-       tl::Const BM, tl::Const BN, tl::Const BK, tl::Const OUT) {
+       tl::Const BM, tl::Const BN, tl::Const BK, tl::Const OUT, tl::Const TB) {
   auto pid_m = tl::program_id(0), pid_n = tl::program_id(1);
   auto offs_m = pid_m * BM + tl::arange(0, BM);
   auto offs_n = pid_n * BN + tl::arange(0, BN);
   auto offs_k = tl::arange(0, BK);
+  const bool tb = TB.int_value() != 0;
   tl::Var a_ptrs = a_ptr + (offs_m[{tl::_, tl::None}] * K + offs_k[{tl::None, tl::_}]);
-  tl::Var b_ptrs = b_ptr + (offs_k[{tl::_, tl::None}] * N + offs_n[{tl::None, tl::_}]);
+  tl::Var b_ptrs = tb ? b_ptr + (offs_n[{tl::None, tl::_}] * K + offs_k[{tl::_, tl::None}])
+                      : b_ptr + (offs_k[{tl::_, tl::None}] * N + offs_n[{tl::None, tl::_}]);
   tl::Var acc = tl::zeros({BM, BN}, tl::float32);
   tl::range(0, tl::cdiv(K, BK), [&](tl::Tile) {
     acc = tl::dot(tl::load(a_ptrs), tl::load(b_ptrs), tl::Operand(acc));
     a_ptrs += BK;
-    b_ptrs += BK * N;
+    if (tb)
+      b_ptrs += BK;
+    else
+      b_ptrs += BK * N;
   });
   tl::Tile out = acc;
   auto c_ptrs = c_ptr + offs_m[{tl::_, tl::None}] * N + offs_n[{tl::None, tl::_}];
@@ -640,7 +646,8 @@ int first_launch(const std::string& cache) {
 // out; the first and last 64 x 64 corners checked against float64 (a wrong one fails the run).
 // Configs: the tutorial's 128 x 128 x 32 with 8
 // warps (3 stages and 1), and Triton's Hopper configs 128 x 128 x 64 (4 warps, 4 stages) and
-// 128 x 256 x 64 (8 warps, 3 stages). The path is the knobs': wgmma on sm_90 by default,
+// 128 x 256 x 64 (8 warps, 3 stages); and bfloat16 x @ w.T (b stored [N, K]) at the Hopper
+// configs, 4096^3 and 8192^3. The path is the knobs': wgmma on sm_90 by default,
 // mma.sync with TESSERA_CUDA_WGMMA=0, CUDA cores with TESSERA_CUDA_MMA=0 (first config only).
 int matmul_rows() {
   const Device cuda("cuda");
@@ -663,17 +670,22 @@ int matmul_rows() {
     for (const Config& cf : configs) {
       if (!mma && &cf != &configs[0]) continue;
       if (n == 8192 && (cf.bk != 64 || !mma)) continue;
-      for (DType dt : {DType::Float16, DType::BFloat16, DType::Float32}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        const bool tb = variant == 3;  // (bfloat16 x @ w.T)
+        const DType dt = variant == 0   ? DType::Float16
+                         : variant == 2 ? DType::Float32
+                                        : DType::BFloat16;
         if (n == 8192 && dt != DType::BFloat16) continue;
+        if (tb && (cf.bk != 64 || !mma)) continue;
         Tensor a = randn({n, n}).to(dt).to(cuda), b = randn({n, n}).to(dt).to(cuda);
         Tensor c = empty({n, n}, TensorOptions().dtype(dt).device(cuda));
         auto run = [&] {
-          mm_kernel[{n / cf.bm, n / cf.bn}](a, b, c, n, n, n, tl::meta("BM", cf.bm),
-                                            tl::meta("BN", cf.bn), tl::meta("BK", cf.bk),
-                                            tl::meta("OUT", dt == DType::Float32    ? 2
-                                                            : dt == DType::BFloat16 ? 1
-                                                                                    : 0),
-                                            tl::num_warps(cf.warps), tl::num_stages(cf.stages));
+          mm_kernel[{n / cf.bm, n / cf.bn}](
+              a, b, c, n, n, n, tl::meta("BM", cf.bm), tl::meta("BN", cf.bn), tl::meta("BK", cf.bk),
+              tl::meta("OUT", dt == DType::Float32    ? 2
+                              : dt == DType::BFloat16 ? 1
+                                                      : 0),
+              tl::meta("TB", tb), tl::num_warps(cf.warps), tl::num_stages(cf.stages));
         };
         const std::string cfg = std::to_string(cf.bm) + "x" + std::to_string(cf.bn) + "x" +
                                 std::to_string(cf.bk) + " w" + std::to_string(cf.warps) + " s" +
@@ -681,15 +693,17 @@ int matmul_rows() {
         // BENCH_MATMUL_ONLY: one config and dtype ("128x128x64 w4 s4 bfloat16", "... 8192"; for a
         // profiler)
         const char* only = std::getenv("BENCH_MATMUL_ONLY");
-        const std::string which =
-            cfg + " " + dtype_name(dt) + (n == 4096 ? "" : " " + std::to_string(n));
+        const std::string kind = std::string(dtype_name(dt)) + (tb ? " x @ w.T" : "");
+        const std::string which = cfg + " " + kind + (n == 4096 ? "" : " " + std::to_string(n));
         if (only && *only && which != only) continue;
         c.fill_(std::nan(""));
         run();
-        const Tensor want = a.cpu()
-                                .narrow(0, 0, 64)
-                                .to(DType::Float64)
-                                .matmul(b.cpu().narrow(1, 0, 64).to(DType::Float64));
+        // (b's first or last 64 columns of the product: of b.T when tb)
+        auto b_cols = [&](int64_t at) {
+          const Tensor hb = b.cpu();
+          return (tb ? hb.narrow(0, at, 64).t() : hb.narrow(1, at, 64)).to(DType::Float64);
+        };
+        const Tensor want = a.cpu().narrow(0, 0, 64).to(DType::Float64).matmul(b_cols(0));
         const double err = (c.cpu().narrow(0, 0, 64).narrow(1, 0, 64).to(DType::Float64) - want)
                                .abs()
                                .max()
@@ -697,17 +711,15 @@ int matmul_rows() {
         // one rounding of c (up to ~256), or tf32's inputs (10-bit mantissas, 4096 terms)
         const double tol = dt == DType::BFloat16 ? 2.0 : dt == DType::Float16 ? 0.25 : 1.0;
         // (the last rows too: they are the last warpgroup's)
-        const Tensor want_end = a.cpu()
-                                    .narrow(0, n - 64, 64)
-                                    .to(DType::Float64)
-                                    .matmul(b.cpu().narrow(1, n - 64, 64).to(DType::Float64));
+        const Tensor want_end =
+            a.cpu().narrow(0, n - 64, 64).to(DType::Float64).matmul(b_cols(n - 64));
         const double err_end =
             (c.cpu().narrow(0, n - 64, 64).narrow(1, n - 64, 64).to(DType::Float64) - want_end)
                 .abs()
                 .max()
                 .item<double>();
         if (!(err <= tol) || !(err_end <= tol)) {
-          std::printf("matmul %s %s %s: error %g / %g\n", dtype_name(dt), path.c_str(), cfg.c_str(),
+          std::printf("matmul %s %s %s: error %g / %g\n", kind.c_str(), path.c_str(), cfg.c_str(),
                       err, err_end);
           wrong = true;  // (the other configs still run; the run fails)
           continue;
@@ -716,7 +728,7 @@ int matmul_rows() {
         std::printf(
             "{\"kernel\": \"matmul %s\", \"size\": \"%ld^3\", \"impl\": \"tessera %s %s\", "
             "\"us\": %.1f, \"tflops\": %.1f}\n",
-            dtype_name(dt), static_cast<long>(n), path.c_str(), cfg.c_str(), us,
+            kind.c_str(), static_cast<long>(n), path.c_str(), cfg.c_str(), us,
             2.0 * n * n * n / us / 1e6);
         std::fflush(stdout);
       }

@@ -435,20 +435,27 @@ def training():
 
 @triton.jit
 def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
-              BK: tl.constexpr):
-    # bench_gpu_kernels' mm_kernel: Triton's tutorial matmul without grouping or masks.
+              BK: tl.constexpr, TB: tl.constexpr = False):
+    # bench_gpu_kernels' mm_kernel: Triton's tutorial matmul without grouping or masks (TB: b
+    # stored [N, K], c = a @ b.T).
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     offs_m = pid_m * BM + tl.arange(0, BM)
     offs_n = pid_n * BN + tl.arange(0, BN)
     offs_k = tl.arange(0, BK)
     a_ptrs = a_ptr + offs_m[:, None] * K + offs_k[None, :]
-    b_ptrs = b_ptr + offs_k[:, None] * N + offs_n[None, :]
+    if TB:
+        b_ptrs = b_ptr + offs_n[None, :] * K + offs_k[:, None]
+    else:
+        b_ptrs = b_ptr + offs_k[:, None] * N + offs_n[None, :]
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for _ in range(0, tl.cdiv(K, BK)):
         acc = tl.dot(tl.load(a_ptrs), tl.load(b_ptrs), acc)
         a_ptrs += BK
-        b_ptrs += BK * N
+        if TB:
+            b_ptrs += BK
+        else:
+            b_ptrs += BK * N
     c_ptrs = c_ptr + offs_m[:, None] * N + offs_n[None, :]
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty))
 
@@ -463,13 +470,17 @@ def matmul():
     configs = ((128, 128, 32, 8, 3), (128, 128, 32, 8, 1), (128, 128, 64, 4, 4),
                (128, 256, 64, 8, 3))
     # 4096^3 in every type and config; 8192^3 in bfloat16 at the Hopper configs (as tessera's)
-    rows = [(4096, torch.float16, "float16", configs), (4096, torch.bfloat16, "bfloat16", configs),
-            (4096, torch.float32, "float32", configs),
-            (8192, torch.bfloat16, "bfloat16", configs[2:])]
-    for n, dtype, name, configs in rows:
+    # and bfloat16 x @ w.T (b stored [N, K]) at the Hopper configs
+    rows = [(4096, torch.float16, "float16", configs, False),
+            (4096, torch.bfloat16, "bfloat16", configs, False),
+            (4096, torch.float32, "float32", configs, False),
+            (8192, torch.bfloat16, "bfloat16", configs[2:], False),
+            (4096, torch.bfloat16, "bfloat16 x @ w.T", configs[2:], True),
+            (8192, torch.bfloat16, "bfloat16 x @ w.T", configs[2:], True)]
+    for n, dtype, name, configs, tb in rows:
         a = torch.randn(n, n, device=dev, dtype=dtype)
         b = torch.randn(n, n, device=dev, dtype=dtype)
-        us = median_us(lambda: a @ b, flush)
+        us = median_us((lambda: a @ b.t()) if tb else (lambda: a @ b), flush)
         print(json.dumps({"kernel": f"matmul {name}", "size": f"{n}^3", "impl": "cublas",
                           "us": round(us, 1), "tflops": round(2 * n ** 3 / us / 1e6, 1)}),
               flush=True)
@@ -478,7 +489,7 @@ def matmul():
             grid = (n // bm, n // bn)
 
             def run():
-                mm_kernel[grid](a, b, c, n, n, n, BM=bm, BN=bn, BK=bk, num_warps=warps,
+                mm_kernel[grid](a, b, c, n, n, n, BM=bm, BN=bn, BK=bk, TB=tb, num_warps=warps,
                                 num_stages=stages)
             try:
                 us = median_us(run, flush)

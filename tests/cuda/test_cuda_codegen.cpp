@@ -551,6 +551,25 @@ std::vector<Case> catalog() {
                  return to_cpu({out});
                },
                1e-5, 1e-4});
+  // x @ w.T aligned (K by 16): w's tile copied down its columns in 16-byte runs into a K-major
+  // tile, on wgmma (64 x 64 x 64, 4 warps) and on mma.sync with one 8-column tile per warp
+  // (ldmatrix.x2 without .trans; 32 x 16 x 32 over 2 x 2 warps).
+  for (const bool wide : {true, false}) {
+    c.push_back(
+        {wide ? "matmul f16 x @ w.T 64x64x64, 4 warps" : "matmul f16 x @ w.T 32x16x32, 4 warps",
+         &cg_mm_bt,
+         [wide](Device d) {
+           static const Tensor a = random_tensor({128, 192}, DType::Float16),
+                               w = random_tensor({136, 192}, DType::Float16);
+           Tensor out = poisoned({128, 136}, DType::Float32, d);
+           const int64_t bm = wide ? 64 : 32, bn = wide ? 64 : 16;
+           cg_mm_bt[{128 / bm, tl::cdiv(136, bn)}](
+               on(a, d), on(w, d), out, 128, 136, 192, tl::meta("BM", bm), tl::meta("BN", bn),
+               tl::meta("BK", wide ? 64 : 32), tl::num_warps(4), tl::num_stages(3));
+           return to_cpu({out});
+         },
+         1e-5, 1e-4});
+  }
   c.push_back({"gather offsets % n", &cg_gather_wrap, [](Device d) {
                  static const Tensor x = random_tensor({1280}, DType::Float32);
                  Tensor out = poisoned({4096}, DType::Float32, d);
@@ -919,8 +938,27 @@ TEST(CudaCodegen, DotsOnSm90RunOnWgmmaWhereTheirShapesAllow) {
       EXPECT_TRUE(has("trt::wgmma_tile_async<128, 128, 64, 4, true, 128, 128>(")) << e.source;
       EXPECT_TRUE(has("], (_rb")) << e.source;
     }
-    if (name == "matmul bf16 x @ w.T, tails, 4 warps") {  // B's elements copied one by one
-      EXPECT_TRUE(has("trt::wgmma_tile_async<64, 64, 32, 4, true, 64, 128>(")) << e.source;
+    // x @ w.T: w's tile K-major (wgmma's B without imm-trans-b), copied down its columns; with
+    // K = 72 (no 16-byte rows) an element at a time, else in 16-byte runs.
+    if (name == "matmul bf16 x @ w.T, tails, 4 warps") {
+      EXPECT_TRUE(has("trt::wgmma_tile_async<64, 64, 32, 4, true, 64, 64, true>(")) << e.source;
+      EXPECT_TRUE(has("p, 1, 1, 0, 0;")) << e.source;
+      EXPECT_TRUE(has("[trt::wgmma_bk_index<64, 64>(")) << e.source;
+    }
+    if (name == "matmul f16 x @ w.T 64x64x64, 4 warps") {
+      EXPECT_TRUE(has("trt::wgmma_tile_async<64, 64, 64, 4, false, 128, 128, true>(")) << e.source;
+      EXPECT_TRUE(has("trt::cp_async<16>(&_slot")) << e.source;
+      EXPECT_FALSE(has("Vec<uint16_t, 1>")) << e.source;
+    }
+    if (name == "flash attention bf16") {  // (32 rows: mma.sync; k^T K-major, v N-major)
+      EXPECT_FALSE(uses) << e.source;
+      EXPECT_TRUE(has("trt::mma_tile<32, 32, 32, 2, 2, true, 40, 40, true>(")) << e.source;
+      EXPECT_TRUE(has("trt::mma_tile<32, 32, 32, 2, 2, true, 40, 40>(")) << e.source;
+    }
+    if (name == "matmul f16 x @ w.T 32x16x32, 4 warps") {
+      EXPECT_FALSE(uses) << e.source;
+      EXPECT_TRUE(has("trt::mma_tile<32, 16, 32, 2, 2, false, 40, 40, true>(")) << e.source;
+      EXPECT_TRUE(has("trt::cp_async<16>(&_slot")) << e.source;
     }
     if (name == "matmul bf16 K window % K, 4 warps") {  // pipelined, addresses per iteration
       EXPECT_TRUE(has("trt::wgmma_tile_async<64, 64, 32, 4, true, 64, 128>(")) << e.source;
@@ -956,6 +994,8 @@ TEST(CudaCodegen, DotsOnSm90RunOnWgmmaWhereTheirShapesAllow) {
       const std::string mma = backend::cuda::emit(f, 227 * 1024, false, 90).source;
       EXPECT_EQ(mma.find("wgmma"), std::string::npos);
       EXPECT_NE(mma.find("trt::mma_tile<"), std::string::npos);
+      if (name.find("x @ w.T") != std::string::npos)  // (B K-major: ldmatrix without .trans)
+        EXPECT_NE(mma.find(", true>((_ring"), std::string::npos) << mma;
       if (mma.find("trt::cp_async_commit();") != std::string::npos)
         EXPECT_EQ(requests_in_loop(mma), 1) << mma;
     }

@@ -407,16 +407,23 @@ TRT_INLINE void ldmatrix_x4(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& 
   r0 = r1 = r2 = r3 = 0;
 #endif
 }
-/** Two 8 x 8 tiles transposed (lanes 0-15 give the row addresses). */
-TRT_INLINE void ldmatrix_x2_trans(uint32_t& r0, uint32_t& r1, const uint16_t* p) {
+/** Two 8 x 8 tiles (lanes 0-15 give the row addresses), transposed when `TRANS`. */
+template <bool TRANS>
+TRT_INLINE void ldmatrix_x2(uint32_t& r0, uint32_t& r1, const uint16_t* p) {
 #if defined(TRT_SIM)
   uint32_t r[2];
-  trt_sim::ldmatrix<true>(r, 2, p);
+  trt_sim::ldmatrix<TRANS>(r, 2, p);
   r0 = r[0], r1 = r[1];
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
-               : "=r"(r0), "=r"(r1)
-               : "r"(shared_address(p)));
+  if (TRANS) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
+                 : "=r"(r0), "=r"(r1)
+                 : "r"(shared_address(p)));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+                 : "=r"(r0), "=r"(r1)
+                 : "r"(shared_address(p)));
+  }
 #else
   (void)p;
   r0 = r1 = 0;
@@ -430,11 +437,13 @@ TRT_INLINE void ldmatrix_x2_trans(uint32_t& r0, uint32_t& r1, const uint16_t* p)
  * m16n8k16 order (row g, columns 2t and 2t + 1; then row g + 8), which is the emitter's Mma
  * layout of c's elements. `a` (M x K) and `b` (K x N) are 16-bit values (float16, or bfloat16 when
  * `BF16`) in shared memory, row-major with rows of PA and PB elements (padded so that ldmatrix's
- * eight rows fall in distinct banks). Per 16 of K each warp loads its A fragments (ldmatrix.x4)
- * and B fragments (ldmatrix.x4.trans, two tiles of N at a time) once and runs TM x TN mma.sync.
- * The caller synchronizes before (the operands written) and after (before they are overwritten).
+ * eight rows fall in distinct banks); with `KB`, b is stored K-major instead: column n of b is
+ * row n of the tile, K elements in a row of PB (x @ w.T's w as it lies in memory). Per 16 of K
+ * each warp loads its A fragments (ldmatrix.x4) and B fragments (ldmatrix.x4.trans, or without
+ * .trans from a K-major b; two tiles of N at a time) once and runs TM x TN mma.sync. The caller
+ * synchronizes before (the operands written) and after (before they are overwritten).
  */
-template <int M, int N, int K, int WM, int WN, bool BF16, int PA, int PB>
+template <int M, int N, int K, int WM, int WN, bool BF16, int PA, int PB, bool KB = false>
 TRT_INLINE void mma_tile(const uint16_t* a, const uint16_t* b, float* c, int tid) {
   constexpr int TM = M / WM / 16, TN = N / WN / 8;
   static_assert(TM >= 1 && TN >= 1 && M == WM * TM * 16 && N == WN * TN * 8 && K % 16 == 0,
@@ -453,11 +462,21 @@ TRT_INLINE void mma_tile(const uint16_t* a, const uint16_t* b, float* c, int tid
     }
 #pragma unroll
     for (int j = 0; j < TN; j += 2) {
+      if (KB) {  // lanes 8q + i: row i of tile q, q = 2 (n half) + (k half)
+        const uint16_t* p = b + (n0 + j * 8 + (lane & 7)) * PB + k0 + ((lane >> 3) & 1) * 8;
+        if (j + 1 < TN) {
+          ldmatrix_x4<false>(bf[j][0], bf[j][1], bf[j + 1][0], bf[j + 1][1],
+                             p + (lane >> 4) * 8 * PB);
+        } else {
+          ldmatrix_x2<false>(bf[j][0], bf[j][1], p);
+        }
+        continue;
+      }
       const uint16_t* p = b + (k0 + (lane & 15)) * PB + n0 + j * 8;
       if (j + 1 < TN) {
         ldmatrix_x4<true>(bf[j][0], bf[j][1], bf[j + 1][0], bf[j + 1][1], p + (lane >> 4) * 8);
       } else {
-        ldmatrix_x2_trans(bf[j][0], bf[j][1], p);
+        ldmatrix_x2<true>(bf[j][0], bf[j][1], p);
       }
     }
 #pragma unroll
@@ -474,7 +493,7 @@ TRT_INLINE void mma_tile(const uint16_t* a, const uint16_t* b, float* c, int tid
         const int row = m0 + i * 16 + g + (e >> 1) * 8, col = n0 + j * 8 + 2 * t + (e & 1);
         float acc = c[(i * TN + j) * 4 + e];
         for (int k = 0; k < K; ++k) {
-          const uint16_t x = a[row * PA + k], y = b[k * PB + col];
+          const uint16_t x = a[row * PA + k], y = KB ? b[col * PB + k] : b[k * PB + col];
           acc = BF16 ? fma(bf16_to_float(x), bf16_to_float(y), acc)
                      : fma(half_to_float(x), half_to_float(y), acc);
         }
@@ -567,10 +586,12 @@ TRT_INLINE void mma_tile_tf32(const float* a, const float* b, float* c, int tid)
 // 1024 bytes the 16-byte chunk c of byte offset o moves to c ^ ((o >> 7) & (S / 16 - 1)) (the
 // swizzle the descriptor's mode names; tiles start 1024-byte aligned). A (M x K) is K-major, its
 // 8-row groups SBO = 8 S apart; B (K x N) is N-major (wgmma's transposed B), 8 rows of K SBO =
-// 8 S apart, slabs of N LBO = K S apart. The accumulator of wgmma is, per warp of the warpgroup,
-// 16 rows in mma.sync's m16n8 C layout across N: the emitter's Mma layout with the warps in one
-// column (each warp TM row tiles of 16, TN column tiles of 8), once A's rows are stored in the
-// order wgmma_a_index gives so that each wgmma's 64 rows are the warpgroup's.
+// 8 S apart, slabs of N LBO = K S apart; or, for a B whose K is contiguous in memory, K-major as
+// A is (wgmma's own B: 8-column groups SBO = 8 S apart, slabs of K LBO = N S apart). The
+// accumulator of wgmma is, per warp of the warpgroup, 16 rows in mma.sync's m16n8 C layout across
+// N: the emitter's Mma layout with the warps in one column (each warp TM row tiles of 16, TN
+// column tiles of 8), once A's rows are stored in the order wgmma_a_index gives so that each
+// wgmma's 64 rows are the warpgroup's.
 
 /** Element offset of (r, k) in a wgmma A tile (M x K 16-bit values, K-major, swizzle rows of S
  * bytes) for a block of WARPS warps whose warp w holds rows [w TM 16, (w + 1) TM 16): row r of
@@ -589,6 +610,16 @@ template <int K, int S>
 TRT_INLINE int wgmma_b_index(int k, int n) {
   constexpr int E = S / 2;
   const int e = n / E * (K * E) + k * E + n % E;
+  return e ^ (((e >> 6) & (S / 16 - 1)) << 3);
+}
+
+/** Element offset of (k, n) in a K-major wgmma B tile (K x N 16-bit values stored as wgmma's
+ * non-transposed B: column n of B is row n of the tile, K elements long in swizzle rows of S
+ * bytes; x @ w.T's w as it lies in memory). */
+template <int N, int S>
+TRT_INLINE int wgmma_bk_index(int k, int n) {
+  constexpr int E = S / 2;
+  const int e = k / E * (N * E) + n * E + k % E;
   return e ^ (((e >> 6) & (S / 16 - 1)) << 3);
 }
 
@@ -623,10 +654,10 @@ TRT_INLINE void wgmma_wait() {
 #endif
 }
 
-/** One `wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}` with A K-major and B N-major from
- * descriptors: d (N / 2 floats of this thread) += A B. The kernel source defines the
- * specializations it uses (the instruction's operand list has N / 2 registers). */
-template <int N, bool BF16>
+/** One `wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}` with A K-major and B N-major (or
+ * K-major when `KB`) from descriptors: d (N / 2 floats of this thread) += A B. The kernel source
+ * defines the specializations it uses (the instruction's operand list has N / 2 registers). */
+template <int N, bool BF16, bool KB>
 TRT_INLINE void wgmma_op(float* d, uint64_t a, uint64_t b);
 
 /**
@@ -634,24 +665,26 @@ TRT_INLINE void wgmma_op(float* d, uint64_t a, uint64_t b);
  * in the Mma layout with the block's WARPS warps in one column (warp w: rows [w TM 16,
  * (w + 1) TM 16), all N columns; `c` is this thread's TM * N / 2 accumulators, tile (i, j) at
  * 4 (i N / 8 + j)). `a` is an M x K tile stored by wgmma_a_index, `b` a K x N tile stored by
- * wgmma_b_index, 16-bit values (float16, or bfloat16 when `BF16`), swizzle rows of SA and SB
- * bytes. Per 16 of K, warpgroup g issues one wgmma per row tile i (rows [(g TM + i) 64, + 64) of
- * the stored A) and per 256 columns. The operands must be visible to the async proxy (fenced,
- * then a barrier); `c` and the operands may not be touched until a wgmma_wait covers the group.
+ * wgmma_b_index (or wgmma_bk_index when `KB`), 16-bit values (float16, or bfloat16 when `BF16`),
+ * swizzle rows of SA and SB bytes. Per 16 of K, warpgroup g issues one wgmma per row tile i (rows
+ * [(g TM + i) 64, + 64) of the stored A) and per 256 columns. The operands must be visible to the
+ * async proxy (fenced, then a barrier); `c` and the operands may not be touched until a wgmma_wait
+ * covers the group.
  */
-template <int M, int N, int K, int WARPS, bool BF16, int SA, int SB>
+template <int M, int N, int K, int WARPS, bool BF16, int SA, int SB, bool KB>
 TRT_INLINE void wgmma_issue(const uint16_t* a, const uint16_t* b, float* c, int tid) {
   constexpr int TM = M / (16 * WARPS), NI = N <= 256 ? N : 256;
   constexpr int EA = SA / 2, EB = SB / 2;
   static_assert(WARPS % 4 == 0 && TM >= 1 && M == TM * 16 * WARPS && N % 8 == 0 && N % NI == 0 &&
-                    K % 16 == 0 && K % EA == 0 && N % EB == 0 && EA % 16 == 0,
+                    K % 16 == 0 && K % EA == 0 && (KB ? K : N) % EB == 0 && EA % 16 == 0 &&
+                    (!KB || EB % 16 == 0),
                 "wgmma_tile: warpgroups of 64 rows, N by 8 up to 256 per instruction, K by 16");
 #if TRT_SM90A
   const int g = tid >> 7;
   // One descriptor per operand; each product's is that plus its constant 16-byte offset (the
   // start field's 14 bits cannot carry: shared memory is below 256 KB).
   const uint64_t da0 = wgmma_desc(a + g * TM * 64 * EA, M * SA, 8 * SA, SA);
-  const uint64_t db0 = wgmma_desc(b, K * SB, 8 * SB, SB);
+  const uint64_t db0 = KB ? wgmma_desc(b, N * SB, 8 * SB, SB) : wgmma_desc(b, K * SB, 8 * SB, SB);
   wgmma_fence();
 #pragma unroll
   for (int k0 = 0; k0 < K; k0 += 16) {
@@ -660,8 +693,8 @@ TRT_INLINE void wgmma_issue(const uint16_t* a, const uint16_t* b, float* c, int 
       const uint64_t da = da0 + (uint64_t)((k0 / EA * (M * EA) + i * 64 * EA + k0 % EA) / 8);
 #pragma unroll
       for (int n0 = 0; n0 < N; n0 += NI) {
-        const uint64_t db = db0 + (uint64_t)((n0 / EB * (K * EB) + k0 * EB) / 8);
-        wgmma_op<NI, BF16>(c + (i * (N / 8) + n0 / 8) * 4, da, db);
+        const int eb = KB ? k0 / EB * (N * EB) + n0 * EB + k0 % EB : n0 / EB * (K * EB) + k0 * EB;
+        wgmma_op<NI, BF16, KB>(c + (i * (N / 8) + n0 / 8) * 4, da, db0 + (uint64_t)(eb / 8));
       }
     }
   }
@@ -674,20 +707,20 @@ TRT_INLINE void wgmma_issue(const uint16_t* a, const uint16_t* b, float* c, int 
 
 /** wgmma_issue for operands just written: fences them, synchronizes the block, issues, and waits
  * for the products (the caller synchronizes before the operands are written again). */
-template <int M, int N, int K, int WARPS, bool BF16, int SA, int SB>
+template <int M, int N, int K, int WARPS, bool BF16, int SA, int SB, bool KB = false>
 TRT_INLINE void wgmma_tile(const uint16_t* a, const uint16_t* b, float* c, int tid) {
   fence_async_shared();
   __syncthreads();
-  wgmma_issue<M, N, K, WARPS, BF16, SA, SB>(a, b, c, tid);
+  wgmma_issue<M, N, K, WARPS, BF16, SA, SB, KB>(a, b, c, tid);
   wgmma_wait<0>();
 }
 
 /** In a pipelined loop (the emitter's for_op): issues this iteration's products and waits only
  * for the previous iteration's, so the tensor cores work while the next tiles are requested; the
  * loop fences and synchronizes before, and waits for all after. */
-template <int M, int N, int K, int WARPS, bool BF16, int SA, int SB>
+template <int M, int N, int K, int WARPS, bool BF16, int SA, int SB, bool KB = false>
 TRT_INLINE void wgmma_tile_async(const uint16_t* a, const uint16_t* b, float* c, int tid) {
-  wgmma_issue<M, N, K, WARPS, BF16, SA, SB>(a, b, c, tid);
+  wgmma_issue<M, N, K, WARPS, BF16, SA, SB, KB>(a, b, c, tid);
   wgmma_wait<1>();
 }
 

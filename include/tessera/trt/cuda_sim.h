@@ -199,13 +199,13 @@ inline void mma_1688_tf32(float* d, const uint32_t* a, const uint32_t* b) {
   warp_sync();
 }
 
-/** wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16} with A K-major and B N-major in shared
- * memory, found through their descriptors (start address, LBO, SBO, swizzle mode: the PTX ISA's
- * canonical layouts): this thread's N / 2 accumulators d[i] (row 16 q + g + 8 ((i >> 1) & 1),
- * column 8 (i >> 2) + 2t + (i & 1) for warp q of the warpgroup and lane 4g + t) += the sum over
- * k of A[row][k] B[k][col]. Reads happen at the call: the caller's fence and barrier came first,
- * and the wait that follows needs no work here. */
-inline void wgmma(float* d, int n, uint64_t da, uint64_t db, bool bf16) {
+/** wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16} with A K-major and B N-major (K-major
+ * when `kb`: imm-trans-b 0) in shared memory, found through their descriptors (start address, LBO,
+ * SBO, swizzle mode: the PTX ISA's canonical layouts): this thread's N / 2 accumulators d[i] (row
+ * 16 q + g + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2t + (i & 1) for warp q of the warpgroup and
+ * lane 4g + t) += the sum over k of A[row][k] B[k][col]. Reads happen at the call: the caller's
+ * fence and barrier came first, and the wait that follows needs no work here. */
+inline void wgmma(float* d, int n, uint64_t da, uint64_t db, bool bf16, bool kb) {
   struct Desc {
     int64_t start, lbo, sbo, swizzle;
   };
@@ -228,14 +228,16 @@ inline void wgmma(float* d, int n, uint64_t da, uint64_t db, bool bf16) {
     std::memcpy(&h, smem + o, 2);
     return bf16 ? trt::bf16_to_float(h) : trt::half_to_float(h);
   };
-  // A K-major: row m of its 8-row group at m % 8 swizzle rows, groups SBO apart; B N-major: row k
-  // at k % 8 swizzle rows, groups of 8 k SBO apart, each swizzle row's S / 2 columns, slabs of
-  // them LBO apart.
+  // A K-major: row m of its 8-row group at m % 8 swizzle rows, groups SBO apart (the 16 k of one
+  // instruction lie in one swizzle row); B N-major: row k at k % 8 swizzle rows, groups of 8 k
+  // SBO apart, each swizzle row's S / 2 columns, slabs of them LBO apart; B K-major: as A, its
+  // columns for A's rows.
   auto A = [&](int m, int k) {
     return value(a.start + m / 8 * a.sbo + m % 8 * a.swizzle + 2 * k, a.swizzle);
   };
   const int64_t eb = b.swizzle / 2;
   auto B = [&](int k, int c) {
+    if (kb) return value(b.start + c / 8 * b.sbo + c % 8 * b.swizzle + 2 * k, b.swizzle);
     return value(b.start + c / eb * b.lbo + k / 8 * b.sbo + k % 8 * b.swizzle + 2 * (c % eb),
                  b.swizzle);
   };

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "backend/common/c_expr.h"
 #include "backend/common/c_family.h"
@@ -231,33 +232,84 @@ class Emitter : ExprPrinter {
   // ldmatrix), or for wgmma the swizzled layouts of trt::wgmma_a_index / wgmma_b_index.
   struct OperandTile {
     int64_t rows = 0, cols = 0, pitch = 0;
-    std::string index;  // wgmma: the index function ("trt::wgmma_a_index<M, TM, S>"); else ""
-    int64_t elems() const { return index.empty() ? rows * pitch : rows * cols; }
+    std::string index;    // wgmma: the index function ("trt::wgmma_a_index<M, TM, S>"); else ""
+    bool kmajor = false;  // B stored by columns (rows of `pitch` K elements): k_major_b
+    int64_t elems() const { return !index.empty() ? rows * cols : (kmajor ? cols : rows) * pitch; }
     int64_t align() const { return index.empty() ? 16 : 1024; }  // (a swizzle pattern's bytes)
     std::string at(const std::string& r, const std::string& c) const {
-      if (index.empty()) return r + " * " + std::to_string(pitch) + " + " + c;
-      return index + "(" + r + ", " + c + ")";
+      if (!index.empty()) return index + "(" + r + ", " + c + ")";
+      if (kmajor) return c + " * " + std::to_string(pitch) + " + " + r;
+      return r + " * " + std::to_string(pitch) + " + " + c;
     }
   };
   // Dot operand `k` (0: A, 1: B) in shared memory. mma.sync: rows padded by 16 bytes (ldmatrix's
   // eight rows in distinct banks); tf32's A by 4 floats (its fragment's 32 lanes). wgmma: A
-  // K-major with its rows in warpgroup order, B N-major, both in swizzle rows.
+  // K-major with its rows in warpgroup order, B N-major, both in swizzle rows. A B whose K is
+  // contiguous in memory (k_major_b) is stored K-major on either path.
   OperandTile operand_layout(const Op& dot, size_t k) const {
     const auto& shape = f_.type(dot.operands[k]).shape;
     OperandTile t;
     t.rows = shape[0];
     t.cols = shape[1];
-    t.pitch = t.cols + (tf32_dot(dot) ? (k == 0 ? 4 : 8) : 8);
+    t.kmajor = k == 1 && k_major_b(dot);
+    t.pitch = t.kmajor ? t.rows + 8 : t.cols + (tf32_dot(dot) ? (k == 0 ? 4 : 8) : 8);
     if (wgmma_registers(dot)) {
       t.pitch = t.cols;
       const int64_t warps = threads_ / 32;
-      t.index = k == 0 ? "trt::wgmma_a_index<" + std::to_string(t.rows) + ", " +
-                             std::to_string(t.rows / (16 * warps)) + ", " +
-                             std::to_string(swizzle_of(t.cols * 2)) + ">"
-                       : "trt::wgmma_b_index<" + std::to_string(t.rows) + ", " +
-                             std::to_string(swizzle_of(t.cols * 2)) + ">";
+      const std::string r = std::to_string(t.rows), c = std::to_string(t.cols);
+      if (k == 0)
+        t.index = "trt::wgmma_a_index<" + r + ", " + std::to_string(t.rows / (16 * warps)) + ", " +
+                  std::to_string(swizzle_of(t.cols * 2)) + ">";
+      else if (t.kmajor)
+        t.index = "trt::wgmma_bk_index<" + c + ", " + std::to_string(swizzle_of(t.rows * 2)) + ">";
+      else
+        t.index = "trt::wgmma_b_index<" + r + ", " + std::to_string(swizzle_of(t.cols * 2)) + ">";
     }
     return t;
+  }
+
+  // Whether dot `op`'s B tile is stored K-major (column n of B a row of the tile: wgmma's own B,
+  // and mma.sync's ldmatrix without .trans): a 16-bit load used only by the dot and copied from
+  // global memory, whose pointer is contiguous along K and not along N in either version of the
+  // access (x @ w.T's w, attention's k loaded transposed), and whose pointer, mask and other
+  // read no register array (the copy runs down the tile's columns, in no register layout). Copied
+  // as a row-major tile, such a B is read an element at a time, two bytes a request.
+  bool k_major_b(const Op& op) const {
+    const ValueId v = op.operands[1];
+    const Op* d = f_.def(v);
+    if (checked_ || tf32_dot(op) || !mma_dot_types(op) || op.operands[0] == v || !d ||
+        d->kind != OpKind::Load || storage(v) != Storage::Inline || uses_.uses(v).size() != 1)
+      return false;
+    bool along_k = false;
+    for (const ir::AffineInfo* forms : {&affine_, &affine_rem_}) {
+      const ir::AffineForm* form = forms->loose_form(d->operands[0]);
+      if (!form || form->coef.size() != 2 || (form->coef_known(1) && form->coef[1] == 1)) continue;
+      along_k = along_k || (form->coef_known(0) && form->coef[0] == 1);
+    }
+    if (!along_k) return false;
+    std::set<ValueId> seen;
+    for (ValueId o : d->operands)
+      if (reads_registers(o, seen)) return false;
+    return true;
+  }
+  // Whether computing `v` inline reads a register array.
+  bool reads_registers(ValueId v, std::set<ValueId>& seen) const {
+    if (!seen.insert(v).second) return false;
+    if (in_registers(v)) return true;
+    const Op* d = f_.def(v);
+    if (!d || f_.type(v).is_scalar() || storage(v) != Storage::Inline) return false;
+    for (ValueId o : d->operands)
+      if (reads_registers(o, seen)) return true;
+    return false;
+  }
+  // The dot whose K-major B load `op` is, if it is one (copied down its columns: copy_plan).
+  bool k_major_load(const Op& op) const {
+    if (op.kind != OpKind::Load || op.results.size() != 1) return false;
+    const auto& us = uses_.uses(op.result());
+    if (us.size() != 1) return false;
+    const Op& d = *us.front().user;
+    return d.kind == OpKind::Dot && d.operands[1] == op.result() && in_registers(d.result()) &&
+           k_major_b(d);
   }
 
   // The swizzle row (bytes) of a wgmma operand tile whose rows hold `bytes`: the widest of 128,
@@ -362,14 +414,14 @@ class Emitter : ExprPrinter {
   }
 
   // The widest vector (elements, a power of two, at most 16 bytes) for an access through the
-  // pointer tile `p`: contiguous along the last dimension, each run's first address aligned.
-  // `forms`: the affine forms to go by (else those of the code being written).
-  int64_t widest_access(ValueId p, const ir::AffineInfo* forms = nullptr) const {
+  // pointer tile `p`: contiguous along the last dimension (or dimension `dim`), each run's first
+  // address aligned. `forms`: the affine forms to go by (else those of the code being written).
+  int64_t widest_access(ValueId p, const ir::AffineInfo* forms = nullptr, int dim = -1) const {
     const Type& pt = f_.type(p);
     if (pt.is_scalar()) return 1;
     const ir::AffineForm* form = (forms ? forms : aff_)->loose_form(p);
     const int64_t b = static_cast<int64_t>(itemsize(pt.elem));
-    const size_t last = pt.shape.size() - 1;
+    const size_t last = dim < 0 ? pt.shape.size() - 1 : static_cast<size_t>(dim);
     // (A pointer's coefficients count elements; its base's divisibility, bytes. The other
     // dimensions' strides need only be multiples of w: `rows * K` with K divisible by 16 is.)
     if (!form || form->coef.size() != pt.shape.size() || !form->coef_known(last) ||
@@ -377,7 +429,8 @@ class Emitter : ExprPrinter {
       return 1;
     for (int64_t w = 16 / b; w > 1; w /= 2) {
       bool ok = pt.shape[last] % w == 0 && form->divisibility % (w * b) == 0;
-      for (size_t d = 0; d < last; ++d) ok = ok && form->coef_divisibility(d) % w == 0;
+      for (size_t d = 0; d < pt.shape.size(); ++d)
+        ok = ok && (d == last || form->coef_divisibility(d) % w == 0);
       if (ok) return w;
     }
     return 1;
@@ -536,12 +589,13 @@ class Emitter : ExprPrinter {
   // the run and both sides' bases multiples of `w` (n an argument divisible by 16) is; masks of
   // other dimensions and their conjunctions are. (Offsets are assumed not to wrap int32, as by
   // Triton; the checked mode, which reports a wrap, keeps scalar accesses.)
-  bool lanes_agree(ValueId m, int64_t w) const {
+  // (`dim`: runs along that dimension instead of the last.)
+  bool lanes_agree(ValueId m, int64_t w, int dim = -1) const {
     const Type& t = f_.type(m);
     if (t.is_scalar()) return true;
     const Op* op = f_.def(m);
     if (!op) return false;
-    const size_t last = t.shape.size() - 1;
+    const size_t last = dim < 0 ? t.shape.size() - 1 : static_cast<size_t>(dim);
     switch (op->kind) {
       case OpKind::Constant:
       case OpKind::Splat:
@@ -549,12 +603,12 @@ class Emitter : ExprPrinter {
       case OpKind::Broadcast: {
         const Type& st = f_.type(op->operands[0]);
         if (st.shape.size() != t.shape.size()) return false;
-        return st.shape.back() == 1 || lanes_agree(op->operands[0], w);
+        return st.shape[last] == 1 || lanes_agree(op->operands[0], w, dim);
       }
       case OpKind::Binary: {
         const auto k = static_cast<ir::BinaryKind>(op->sub);
         if (k != ir::BinaryKind::And && k != ir::BinaryKind::Or) return false;
-        return lanes_agree(op->operands[0], w) && lanes_agree(op->operands[1], w);
+        return lanes_agree(op->operands[0], w, dim) && lanes_agree(op->operands[1], w, dim);
       }
       case OpKind::Compare: {
         const ir::AffineForm* a = affine_.loose_form(op->operands[0]);
@@ -571,7 +625,8 @@ class Emitter : ExprPrinter {
             (slope == 1 && (k == ir::CmpKind::LT || k == ir::CmpKind::GE)) ||
             (slope == -1 && (k == ir::CmpKind::GT || k == ir::CmpKind::LE));
         if (!aligned_change || a->divisibility % w != 0 || b->divisibility % w != 0) return false;
-        for (size_t d = 0; d < last; ++d) {
+        for (size_t d = 0; d < t.shape.size(); ++d) {
+          if (d == last) continue;
           if (a->coef_known(d) && b->coef_known(d)
                   ? (a->coef[d] - b->coef[d]) % w != 0
                   : a->coef_divisibility(d) % w != 0 || b->coef_divisibility(d) % w != 0)
@@ -587,10 +642,11 @@ class Emitter : ExprPrinter {
   // An unrolled loop over the runs of `shape` (see above): `body(run, idx)` with the run's number
   // (an expression) and its first element's index variables.
   // `blocked`: runs of that many elements in the blocked order whatever the shape's layout (for a
-  // loop that reads no register array of the shape).
+  // loop that reads no register array of the shape); with `axis` 0 (a 2-D shape), the runs lie
+  // down its columns instead (the blocked order of the transposed shape).
   void runs(const SmallVector<int64_t, 4>& shape,
-            const std::function<void(const std::string&, const Index&)>& body,
-            int64_t blocked = 0) {
+            const std::function<void(const std::string&, const Index&)>& body, int64_t blocked = 0,
+            int axis = -1) {
     const int64_t n = numel(shape);
     const int64_t vec = blocked ? blocked : vec_of(shape);
     const int64_t count = (n + vec * threads_ - 1) / (vec * threads_);
@@ -608,24 +664,30 @@ class Emitter : ExprPrinter {
     line("const int32_t " + e + " = (" + g + " * " + std::to_string(threads_) + " + _tid) * " +
          std::to_string(vec) + ";");
     if (n % (threads_ * vec) != 0) line("if (" + e + " >= " + std::to_string(n) + ") break;");
-    body(g, decode(shape, e));
+    if (axis == 0 && blocked && shape.size() == 2) {
+      const Index t = decode({shape[1], shape[0]}, e);
+      body(g, {t[1], t[0]});
+    } else {
+      body(g, decode(shape, e));
+    }
     --indent_;
     line("}");
   }
-  // Element j of the run starting at `idx` (runs lie along the last dimension).
-  static Index run_element(const Index& idx, int64_t j) {
+  // Element j of the run starting at `idx` (runs lie along the last dimension, or `axis`).
+  static Index run_element(const Index& idx, int64_t j, int axis = -1) {
     Index r = idx;
-    if (j) r.back() = "(" + r.back() + " + " + std::to_string(j) + ")";
+    std::string& i = axis < 0 ? r.back() : r[static_cast<size_t>(axis)];
+    if (j) i = "(" + i + " + " + std::to_string(j) + ")";
     return r;
   }
   // Generates `f(idx_j)` with element j of the run as the current element (register arrays read
   // there give slot `run * V + j`).
   std::string at_run_element(const SmallVector<int64_t, 4>& shape, const std::string& run,
                              const Index& idx, int64_t j,
-                             const std::function<std::string(const Index&)>& f) {
+                             const std::function<std::string(const Index&)>& f, int axis = -1) {
     const std::string slot =
         "(" + run + " * " + std::to_string(vec_of(shape)) + " + " + std::to_string(j) + ")";
-    elem_loops_.push_back({shape, run_element(idx, j), slot});
+    elem_loops_.push_back({shape, run_element(idx, j, axis), slot});
     std::string r = f(elem_loops_.back().idx);
     elem_loops_.pop_back();
     return r;
@@ -634,13 +696,14 @@ class Emitter : ExprPrinter {
   // The condition that load `op`'s lanes [c, c + w) of a run all hold their masks ("" for an
   // unmasked load; with `agree`, the first lane's mask stands for all).
   std::string run_mask(const Op& op, const SmallVector<int64_t, 4>& shape, const std::string& run,
-                       const Index& idx, int64_t c, int64_t w, bool agree) {
+                       const Index& idx, int64_t c, int64_t w, bool agree, int axis = -1) {
     std::string all;
     if (op.operands.size() < 2) return all;
     for (int64_t j = c; j < (agree ? c + 1 : c + w); ++j) {
-      all += (all.empty() ? "" : " && ") + at_run_element(shape, run, idx, j, [&](const Index& i) {
-               return "(" + expr(op.operands[1], i) + ")";
-             });
+      all += (all.empty() ? "" : " && ") +
+             at_run_element(
+                 shape, run, idx, j,
+                 [&](const Index& i) { return "(" + expr(op.operands[1], i) + ")"; }, axis);
     }
     return all;
   }
@@ -1334,11 +1397,13 @@ class Emitter : ExprPrinter {
     versioned_access(op, [&] { copy_runs(op, tmp, tile, async); });
   }
   // How copy_runs cuts load `op`'s tile under the forms in effect: runs of `vec` elements
-  // (`blocked`: runs of the pointer's widest access instead of the layout's), `w` per access.
+  // (`blocked`: runs of the pointer's widest access instead of the layout's), `w` per access,
+  // along the last dimension or (`axis` 0) down the columns of a K-major B.
   struct CopyRuns {
     int64_t vec = 1, blocked = 0, w = 1;
+    int axis = -1;
     bool operator==(const CopyRuns& o) const {
-      return vec == o.vec && blocked == o.blocked && w == o.w;
+      return vec == o.vec && blocked == o.blocked && w == o.w && axis == o.axis;
     }
     // Accesses per thread for a tile of `n` elements over `threads` threads.
     int64_t accesses(int64_t n, int64_t threads) const {
@@ -1348,6 +1413,13 @@ class Emitter : ExprPrinter {
   CopyRuns copy_plan(const Op& op) const {
     const Type& t = f_.type(op.result());
     CopyRuns r;
+    if (k_major_load(op)) {  // K-major B: runs down the columns, as wide as the pointer allows
+      r.axis = 0;
+      r.blocked = widest_access(op.operands[0], nullptr, 0);
+      while (r.blocked > 1 && r.blocked * threads_ > numel(t.shape)) r.blocked /= 2;
+      r.vec = r.w = r.blocked;
+      return r;
+    }
     r.vec = vec_of(t.shape);
     if (mma_layout(t.shape) && !checked_ && !shape_in_registers(t.shape)) {
       // The Mma layout's runs are two elements: with no register array of the shape to read,
@@ -1375,21 +1447,23 @@ class Emitter : ExprPrinter {
       line("const int64_t " + delta + " = (" + storage_type(t.elem) + " const*)(" +
            expr(op.operands[0], Index(t.shape.size(), "0")) + ") - " + hoisted->first + ";");
     }
+    const int axis = plan.axis;
     const std::string vt = vec_type(t.elem, w);
     const bool masked = op.operands.size() > 1;
-    const bool agree = masked && lanes_agree(op.operands[1], w);
+    const bool agree = masked && lanes_agree(op.operands[1], w, axis);
     auto slot = [&](const Index& i) { return tmp + "[" + tile.at(i[0], i[1]) + "]"; };
     runs(
         t.shape,
         [&](const std::string& run, const Index& idx) {
           for (int64_t c = 0; c < vec; c += w) {
-            const std::string all = run_mask(op, t.shape, run, idx, c, w, agree);
+            const std::string all = run_mask(op, t.shape, run, idx, c, w, agree, axis);
             const std::string ptr =
                 hoisted ? "(" + hoisted->name + "[" + run + " * " + std::to_string(vec / w) +
                               " + " + std::to_string(c / w) + "] + " + delta + ")"
-                        : at_run_element(t.shape, run, idx, c,
-                                         [&](const Index& i) { return expr(op.operands[0], i); });
-            const std::string dst = at_run_element(t.shape, run, idx, c, slot);
+                        : at_run_element(
+                              t.shape, run, idx, c,
+                              [&](const Index& i) { return expr(op.operands[0], i); }, axis);
+            const std::string dst = at_run_element(t.shape, run, idx, c, slot, axis);
             const int64_t bytes = w * static_cast<int64_t>(itemsize(t.elem));
             if (async && bytes >= 4 && (agree || !masked)) {  // 4, 8 or 16 bytes: cp.async
               if (!all.empty()) line("if (" + all + ") {");
@@ -1401,19 +1475,22 @@ class Emitter : ExprPrinter {
             if (all.empty()) continue;
             line("} else {");
             for (int64_t j = c; j < c + w; ++j) {
-              line("  " + at_run_element(t.shape, run, idx, j, [&](const Index& i) {
-                     const std::string other =
-                         store_conv(t.elem, op.operands.size() > 2 ? expr(op.operands[2], i)
+              line("  " + at_run_element(
+                              t.shape, run, idx, j,
+                              [&](const Index& i) {
+                                const std::string other = store_conv(
+                                    t.elem, op.operands.size() > 2 ? expr(op.operands[2], i)
                                                                    : std::string("0.0f"));
-                     if (agree) return slot(i) + " = " + other + ";";
-                     return slot(i) + " = (" + expr(op.operands[1], i) + ") ? *(" +
-                            expr(op.operands[0], i) + ") : " + other + ";";
-                   }));
+                                if (agree) return slot(i) + " = " + other + ";";
+                                return slot(i) + " = (" + expr(op.operands[1], i) + ") ? *(" +
+                                       expr(op.operands[0], i) + ") : " + other + ";";
+                              },
+                              axis));
             }
             line("}");
           }
         },
-        blocked);
+        blocked, axis);
   }
 
   // Whether `op`'s result is read only as an operand of a tensor-core dot (its accumulator in
@@ -1494,18 +1571,18 @@ class Emitter : ExprPrinter {
     const std::string bf16 = el == DType::BFloat16 ? "true" : "false";
     if (wgmma) {
       const int64_t ni = N <= 256 ? N : 256;
-      wgmma_ops_.insert({ni, el == DType::BFloat16});
+      wgmma_ops_.insert({ni, el == DType::BFloat16, tb.kmajor});
       line(std::string(async_mma_ ? "trt::wgmma_tile_async<" : "trt::wgmma_tile<") +
            std::to_string(M) + ", " + std::to_string(N) + ", " + std::to_string(K) + ", " +
            std::to_string(m.wm) + ", " + bf16 + ", " + std::to_string(swizzle_of(K * 2)) + ", " +
-           std::to_string(swizzle_of(N * 2)) + ">(" + a16 + ", " + b16 + ", " + name(out) +
-           ", _tid);");
+           std::to_string(swizzle_of((tb.kmajor ? K : N) * 2)) + (tb.kmajor ? ", true" : "") +
+           ">(" + a16 + ", " + b16 + ", " + name(out) + ", _tid);");
     } else if (tf32_dot(op)) {
       line("trt::mma_tile_tf32<" + dims + pitches + ">(" + a16 + ", " + b16 + ", " + name(out) +
            ", _tid);");
     } else {
-      line("trt::mma_tile<" + dims + bf16 + ", " + pitches + ">(" + a16 + ", " + b16 + ", " +
-           name(out) + ", _tid);");
+      line("trt::mma_tile<" + dims + bf16 + ", " + pitches + (tb.kmajor ? ", true" : "") + ">(" +
+           a16 + ", " + b16 + ", " + name(out) + ", _tid);");
     }
     // The operand tiles are written again next (a pipelined wgmma's loop synchronizes itself).
     if (!(wgmma && async_mma_)) line("__syncthreads();");
@@ -2215,11 +2292,12 @@ class Emitter : ExprPrinter {
                      std::to_string(c / plan.w) + "] = " +
                      at_run_element(
                          t.shape, run, idx, c,
-                         [&](const Index& i) { return "(" + pt + ")(" + expr(p, i) + ")"; }) +
+                         [&](const Index& i) { return "(" + pt + ")(" + expr(p, i) + ")"; },
+                         plan.axis) +
                      ";");
               }
             },
-            plan.blocked);
+            plan.blocked, plan.axis);
       });
       if (rb.forms) run_bases_[load] = std::move(rb);
     }
@@ -2373,21 +2451,23 @@ class Emitter : ExprPrinter {
   }
 
   // The specializations of trt::wgmma_op the kernel calls: the instruction with its N / 2
-  // accumulator registers (A K-major, B N-major: imm-trans-b 1), or the simulator's.
+  // accumulator registers (A K-major, B N-major: imm-trans-b 1; or B K-major: 0), or the
+  // simulator's.
   std::string wgmma_definitions() const {
     std::string out = "namespace trt {\n";
-    for (const auto& [n, bf16] : wgmma_ops_) {
+    for (const auto& [n, bf16, kb] : wgmma_ops_) {
       const std::string ty = bf16 ? "bf16" : "f16", N = std::to_string(n);
-      const std::string targs = N + ", " + (bf16 ? "true" : "false");
-      out += "template <>\nTRT_INLINE void wgmma_op<" + targs +
+      const std::string flags =
+          std::string(bf16 ? "true" : "false") + ", " + (kb ? "true" : "false");
+      out += "template <>\nTRT_INLINE void wgmma_op<" + N + ", " + flags +
              ">(float* d, uint64_t a, uint64_t b) {\n#if defined(TRT_SIM)\n  trt_sim::wgmma(d, " +
-             N + ", a, b, " + (bf16 ? "true" : "false") +
+             N + ", a, b, " + flags +
              ");\n#else\n  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" +
              std::to_string(n / 2 + 2) + ", 0;\\nwgmma.mma_async.sync.aligned.m64n" + N +
              "k16.f32." + ty + "." + ty + " {";
       for (int64_t i = 0; i < n / 2; ++i) out += (i ? ", %" : "%") + std::to_string(i);
-      out += "}, %" + std::to_string(n / 2) + ", %" + std::to_string(n / 2 + 1) +
-             ", p, 1, 1, 0, 1;\\n}\\n\"\n      : ";
+      out += "}, %" + std::to_string(n / 2) + ", %" + std::to_string(n / 2 + 1) + ", p, 1, 1, 0, " +
+             (kb ? "0" : "1") + ";\\n}\\n\"\n      : ";
       for (int64_t i = 0; i < n / 2; ++i)
         out += (i ? ", " : "") + std::string("\"+f\"(d[") + std::to_string(i) + "])";
       out += "\n      : \"l\"(a), \"l\"(b), \"r\"(1));\n#endif\n}\n";
@@ -2397,7 +2477,7 @@ class Emitter : ExprPrinter {
 
   const int64_t max_shared_;
   const int arch_;  // the target's sm_ number; 0: none in particular (sm_80's instructions)
-  std::set<std::pair<int64_t, bool>> wgmma_ops_;  // the wgmma_op<N, BF16> the kernel calls
+  std::set<std::tuple<int64_t, bool, bool>> wgmma_ops_;  // the wgmma_op<N, BF16, KB> it calls
   bool async_mma_ = false;  // in a loop whose wgmma overlaps the next iteration (Pipeline)
   const Region* for_body_ = nullptr;     // the innermost tl::range loop's body being emitted
   std::map<ValueId, ValueId> in_place_;  // dot result -> the carried value it accumulated into
