@@ -31,6 +31,9 @@
 //                                   iteration" (TESSERA_CUDA_WGMMA_ASYNC=0), "mma.sync"
 //                                   (TESSERA_CUDA_WGMMA=0) or "CUDA cores" (TESSERA_CUDA_MMA=0)
 //                                   (JSON lines)
+//   bench_gpu_kernels attention     Triton's tutorial 06 forward (examples/attention.h), bf16,
+//                                   4 x 32 heads x 4096 x {64, 128}, causal and not, autotuned
+//                                   (JSON lines; the peers: triton_gpu.py attention)
 //   bench_gpu_kernels training      issue 17's MLP block (LayerNorm, Linear, GELU, Linear +
 //                                   residual; bf16, 8 x 1024 tokens x 768, hidden 3072) forward
 //                                   and forward + backward (the six parameters' gradients):
@@ -55,6 +58,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include "../examples/attention.h"
 #include "../examples/layer_norm.h"
 #include "../examples/seed_autotune.h"
 #include "backend/cuda/cuda_backend.h"
@@ -736,6 +740,75 @@ int matmul_rows() {
   return wrong ? 1 : 0;
 }
 
+// Issue 16's attention forward: Triton's tutorial 06 kernel as tessera writes it
+// (examples/attention.h) at the issue's shape, bfloat16, 4 x 32 heads of 4096 x D (D 64 and 128),
+// causal and not, autotuned over BLOCK_M {64, 128} x BLOCK_N {32, 64, 128} x {4, 8} warps with 3
+// stages (the peers' Triton kernel over the same configs); TFLOP/s of 4 Z H N^2 D, half of it when
+// causal. The last 128 query rows of the first and last head are checked against float64 (a
+// wrong result fails the run).
+int attention_rows() {
+  const Device cuda("cuda");
+  Tensor flush = empty({64 << 20}, TensorOptions().device(cuda));
+  std::vector<tl::Config> configs;
+  for (int64_t bm : {64, 128})
+    for (int64_t bn : {32, 64, 128})
+      for (int warps : {4, 8})
+        configs.push_back(tl::Config({{"BLOCK_M", bm}, {"BLOCK_N", bn}}, warps, 3));
+  auto tuned = tl::autotune(attention_example::attn_fwd_kernel, configs,
+                            {"N_CTX", "BLOCK_DMODEL", "IS_CAUSAL"});
+  const int64_t Z = 4, H = 32, N = 4096, ZH = Z * H;
+  const TensorOptions gpu = TensorOptions().device(cuda);
+  const TensorOptions opt = TensorOptions().dtype(DType::BFloat16).device(cuda);
+  bool wrong = false;
+  for (const int64_t D : {int64_t{64}, int64_t{128}}) {
+    Tensor q = (randn({ZH, N, D}, gpu) * 0.5).to(DType::BFloat16);
+    Tensor k = (randn({ZH, N, D}, gpu) * 0.5).to(DType::BFloat16);
+    Tensor v = randn({ZH, N, D}, gpu).to(DType::BFloat16);
+    Tensor o = empty({ZH, N, D}, opt), lse = empty({ZH, N}, gpu);
+    const double sm_scale = 1.0 / std::sqrt(static_cast<double>(D));
+    for (const int causal : {0, 1}) {
+      auto grid = [&](const tl::Meta& m) { return tl::Grid{tl::cdiv(N, m["BLOCK_M"]), ZH}; };
+      auto run = [&] {
+        tuned[grid](q, k, v, sm_scale, lse, o, q.stride(0), q.stride(1), k.stride(0), k.stride(1),
+                    v.stride(0), v.stride(1), o.stride(0), o.stride(1), N,
+                    tl::meta("BLOCK_DMODEL", D), tl::meta("IS_CAUSAL", causal));
+      };
+      o.fill_(std::nan(""));
+      run();
+      const std::string what =
+          "attention fwd bf16 D=" + std::to_string(D) + (causal ? " causal" : "");
+      double err = 0;
+      for (const int64_t h : {int64_t{0}, ZH - 1}) {
+        auto f64 = [&](const Tensor& t, int64_t from, int64_t rows) {
+          return t.select(0, h).narrow(0, from, rows).cpu().to(DType::Float64);
+        };
+        const Tensor qh = f64(q, N - 128, 128), kh = f64(k, 0, N), vh = f64(v, 0, N);
+        Tensor sc = qh.matmul(kh.t()) * sm_scale;
+        if (causal) {
+          const Tensor rows = arange(N - 128, N).view({128, 1}), cols = arange(N).view({1, N});
+          sc = where(rows >= cols, sc, -INFINITY);
+        }
+        const Tensor want = softmax(sc, 1).matmul(vh);
+        err = std::max(err, (f64(o, N - 128, 128) - want).abs().max().item<double>());
+      }
+      if (!(err <= 0.05)) {  // (bf16 q, p and output roundings: about 1e-2 here)
+        std::printf("%s: error %g\n", what.c_str(), err);
+        wrong = true;
+        continue;
+      }
+      const double us = median_us(run, flush);
+      const double flops = 4.0 * ZH * N * N * D * (causal ? 0.5 : 1.0);
+      const auto best = tuned.best_config();
+      std::printf(
+          "{\"kernel\": \"%s\", \"size\": \"4x32x4096\", \"impl\": \"tessera\", \"us\": %.1f, "
+          "\"tflops\": %.1f, \"config\": \"%s\", \"error\": %.3g}\n",
+          what.c_str(), us, flops / us / 1e6, best ? best->str().c_str() : "?", err);
+      std::fflush(stdout);
+    }
+  }
+  return wrong ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
   if (!cuda_is_available()) {
     std::printf("no CUDA GPU on this machine\n");
@@ -747,6 +820,7 @@ int main(int argc, char** argv) {
   if (mode == "training") return training_rows();
   if (mode == "training-profile") return training_profile();
   if (mode == "matmul") return matmul_rows();
+  if (mode == "attention") return attention_rows();
   if (mode == "first-launch") return first_launch(argc > 2 ? argv[2] : "cold");
   if (mode == "compiled-first") return compiled_first(argc > 2 ? argv[2] : "cold");
   if (mode == "autotune") return autotune_rows(argc > 2 ? argv[2] : "cold");

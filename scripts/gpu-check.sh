@@ -60,6 +60,7 @@ run_benchmarks() {
   bstep "bench matmul" bench-matmul.jsonl bash -c "rc=0; '$B' matmul || rc=1; \
     TESSERA_CUDA_WGMMA_ASYNC=1 '$B' matmul || rc=1; TESSERA_CUDA_WGMMA_ASYNC=0 '$B' matmul || rc=1; \
     TESSERA_CUDA_WGMMA=0 '$B' matmul || rc=1; TESSERA_CUDA_MMA=0 '$B' matmul || rc=1; exit \$rc"
+  bstep "bench attention" bench-attention.jsonl "$B" attention
   bstep "bench training" bench-training.jsonl "$B" training
   # Each kernel of one MLP step under ncu (only when BENCH names it: ncu replays every kernel).
   if [[ "${BENCH:-}" == *profile* ]] && command -v ncu > /dev/null; then
@@ -93,6 +94,7 @@ PY
     bstep "peers: compiled" peers-compiled.jsonl python3 "$P" compiled
     bstep "peers: launch" peers-launch.jsonl python3 "$P" launch
     bstep "peers: matmul" peers-matmul.jsonl python3 "$P" matmul
+    bstep "peers: attention" peers-attention.jsonl python3 "$P" attention
     bstep "peers: training" peers-training.jsonl python3 "$P" training
     pcold=$(mktemp -d)
     bstep "peers: first launch" peers-first.jsonl bash -c "TRITON_CACHE_DIR=$pcold python3 $P first-launch cold \
