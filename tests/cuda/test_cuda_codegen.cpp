@@ -1099,6 +1099,22 @@ TEST(CudaCodegen, TilesReadAtTheirOwnElementLiveInRegisters) {
   EXPECT_GT(r.registers, 0);
   EXPECT_LE(r.registers, 128);  // 512 threads: at most 128 each
 
+  // Attention's p = exp(s - m) feeds p @ v (converted into the dot's A tile by the loops of its
+  // shape) and sum(p, 1) (read where it lies): both read p at the thread's own elements of the
+  // scores' Mma layout, so p stays in registers (in shared memory it took 32 x 32 floats, a
+  // store and a load each, and barriers around them).
+  {
+    const Tensor q = random_tensor({64, 32}, DType::BFloat16),
+                 k = random_tensor({96, 32}, DType::BFloat16),
+                 v = random_tensor({96, 32}, DType::BFloat16);
+    Tensor o = empty({64, 32});
+    cg_attn[{2}](q, k, v, o, 96, tl::meta("BM", 32), tl::meta("BN", 32), tl::meta("D", 32));
+    const backend::cuda::Emitted attn =
+        backend::cuda::emit(*cg_attn.state().last->function, 227 * 1024, false, 90);
+    // (the operand tiles and rings, 21888 bytes; p in shared memory added 4096)
+    EXPECT_LE(attn.shared_bytes, 21888) << attn.source;
+  }
+
   const Tensor a = random_tensor({4096}, DType::Float32), b = random_tensor({4096}, DType::Float32);
   Tensor sum = empty({4096});
   cg_add[{4}](a, b, sum, 4096, tl::meta("BLOCK", 1024));

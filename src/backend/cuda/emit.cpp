@@ -1013,7 +1013,15 @@ class Emitter : ExprPrinter {
           if (!block_reduction(o) && !mma_row_reduction(o)) return false;
           continue;
         case OpKind::Dot:  // the accumulator, read at each result element (dot())
-          if (o.operands[0] == v || o.operands[1] == v) return false;
+          if (o.operands[0] == v || o.operands[1] == v) {
+            // An operand that operand_tile converts into its tile element by element (not a
+            // load it copies) is read by the loops of its shape: at its own elements where the
+            // shape has the Mma layout (attention's p, the scores' shape, as p @ v's A).
+            const Op* d = f_.def(v);
+            if (!mma_in_registers(o) || !mma_layout(shape) || o.operands[0] == o.operands[1] ||
+                (d && d->kind == OpKind::Load))
+              return false;
+          }
           continue;
         default:
           break;
