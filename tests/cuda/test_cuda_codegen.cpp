@@ -629,6 +629,21 @@ std::vector<Case> catalog() {
          return to_cpu({out});
        },
        1e-5, 1e-5});
+  // The same on wgmma (64 rows, 4 warps: one warp column), so the row vectors (the running max
+  // and sum, the rescale factor) take the row-slice layout: each thread's rows in registers.
+  c.push_back(
+      {"flash attention bf16, 64 rows", &cg_attn,
+       [](Device d) {
+         auto ints = [](std::initializer_list<int64_t> shape) {
+           return (random_tensor(shape, DType::Float32) * 1.5).to(DType::Int32).to(DType::BFloat16);
+         };
+         static const Tensor q = ints({128, 32}), k = ints({160, 32}), v = ints({160, 32});
+         Tensor out = poisoned({128, 32}, DType::Float32, d);
+         cg_attn[{2}](on(q, d), on(k, d), on(v, d), out, 160, tl::meta("BM", 64),
+                      tl::meta("BN", 32), tl::meta("D", 32));
+         return to_cpu({out});
+       },
+       1e-5, 1e-5});
   for (const int64_t axis : {1, 0}) {
     c.push_back({axis == 1 ? "dot rowmax bf16" : "dot colmax bf16", &cg_dot_max,
                  [axis](Device d) {
@@ -954,6 +969,20 @@ TEST(CudaCodegen, DotsOnSm90RunOnWgmmaWhereTheirShapesAllow) {
       EXPECT_FALSE(uses) << e.source;
       EXPECT_TRUE(has("trt::mma_tile<32, 32, 32, 2, 2, true, 40, 40, true>(")) << e.source;
       EXPECT_TRUE(has("trt::mma_tile<32, 32, 32, 2, 2, true, 40, 40>(")) << e.source;
+    }
+    // The row vectors in registers: the row reductions leave their totals in every lane of the
+    // quad (no shared slot), and the loop keeps only the ring's, the products' and the p tile's
+    // barriers.
+    if (name == "flash attention bf16, 64 rows") {
+      EXPECT_TRUE(uses) << e.source;
+      EXPECT_FALSE(has("if ((_tid & 3) == 0) {")) << e.source;
+      const size_t loop = e.source.find("for (int32_t v");
+      const size_t end = e.source.find("trt::cp_async_wait<0>();", loop);
+      int barriers = 0;
+      for (size_t at = e.source.find("__syncthreads();", loop); at < end;
+           at = e.source.find("__syncthreads();", at + 1))
+        ++barriers;
+      EXPECT_LE(barriers, 4) << e.source;  // (15 with the row vectors in shared memory)
     }
     if (name == "matmul f16 x @ w.T 32x16x32, 4 warps") {
       EXPECT_FALSE(uses) << e.source;

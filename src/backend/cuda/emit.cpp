@@ -76,8 +76,10 @@ class Emitter : ExprPrinter {
     plan_mma(f_.body);
     if (!checked) plan_vectors(f_.body);
     for (const MmaLayout& m : mma_) set_vec(m.shape, 2);  // runs of two columns
+    if (!checked) plan_slices();
     plan_mma_operands(f_.body);
-    plan_registers(f_.body);
+    plan_registers(f_.body);                      // the loops' arrays first
+    plan_registers(f_.body, 0, /*loops=*/false);  // then the others
   }
 
   Emitted run() {
@@ -158,6 +160,7 @@ class Emitter : ExprPrinter {
 
   // Elements per thread of an unrolled loop over `shape` (runs of vec_of(shape)).
   int64_t per_thread(const SmallVector<int64_t, 4>& shape) const {
+    if (const MmaLayout* m = slice_of(shape)) return 2 * slice_tm(*m);
     const int64_t run = vec_of(shape) * threads_;
     return (numel(shape) + run - 1) / run * vec_of(shape);
   }
@@ -207,6 +210,130 @@ class Emitter : ExprPrinter {
       if (m.shape == shape) return &m;
     }
     return nullptr;
+  }
+
+  // ---- the row-slice layout -------------------------------------------------------------------
+  //
+  // A 1-D shape [M] whose values are rows of Mma-layout tiles [M, N] (attention's running max and
+  // sum, `max(qk, 1)`, the rescale factor) gives each thread the rows it holds in those tiles:
+  // rows `mma_row(m, q / 2, q & 1)` for q in [0, 2 TM), the same in each lane of a row's quad (so
+  // the layout is not a partition: four lanes compute each element). Then a row reduction leaves
+  // its result in the registers of every lane that reduced (the quad's shuffles give all four the
+  // total), the row vectors' arithmetic is each thread's own, and a tile's broadcast of a row
+  // vector (`m[:, None]`) reads the thread's own register: no shared memory and no barrier. Only
+  // for shapes whose every value is used so (plan_slices); stores from the layout are made by the
+  // quad's first lane.
+  const MmaLayout* slice_of(const SmallVector<int64_t, 4>& shape) const {
+    if (shape.size() != 1) return nullptr;
+    for (const auto& [rows, m] : slices_) {
+      if (rows == shape[0]) return &mma_[m];
+    }
+    return nullptr;
+  }
+  int64_t slice_tm(const MmaLayout& m) const { return m.shape[0] / m.wm / 16; }
+  // The row of slot `q` (an expression) of a row-slice array.
+  std::string slice_row(const MmaLayout& m, const std::string& q) const {
+    return mma_row(m, "((" + q + ") >> 1)", "((" + q + ") & 1)");
+  }
+  // The row-slice slot of the row of run `run` (an expression) of a loop over an Mma shape
+  // [M, N]: run 2 (i TN + j) + h holds row tile i, half h.
+  static std::string slice_slot_of_run(const MmaLayout& m, const std::string& run) {
+    const int64_t tn = m.shape[1] / m.wn / 8;
+    return "((" + run + ") / " + std::to_string(2 * tn) + " * 2 + ((" + run + ") & 1))";
+  }
+  // The Mma layout whose rows shape [M] would slice: every Mma layout of M rows has one warp
+  // column and the same warp rows (the same rows per thread); nullptr if none or they differ.
+  const MmaLayout* slice_source(int64_t M) const {
+    const MmaLayout* found = nullptr;
+    for (const MmaLayout& m : mma_) {
+      if (m.shape[0] != M) continue;
+      if (m.wn != 1 || (found && found->wm != m.wm)) return nullptr;
+      if (!found) found = &m;
+    }
+    return found;
+  }
+  // Whether `v` (a value of shape [M], or a [M, 1] expansion of one) is used only in ways the
+  // row-slice layout serves: elementwise ops of its shape, stores of it, loop-carried
+  // assignments, and broadcasts of its expansion to Mma-layout tiles of M rows.
+  bool slice_uses_ok(ValueId v, int64_t M) {
+    const auto& shape = f_.type(v).shape;
+    for (const ir::Use& u : uses_.uses(v)) {
+      const Op& o = *u.user;
+      switch (o.kind) {
+        case OpKind::Yield:
+        case OpKind::For:
+        case OpKind::While:
+        case OpKind::If:
+          if (shape.size() != 1) return false;
+          continue;
+        case OpKind::Store:
+          if (shape.size() != 1 || f_.type(o.operands[0]).shape != shape) return false;
+          continue;
+        case OpKind::ExpandDims:
+          if (shape.size() != 1 || f_.type(o.result()).shape != SmallVector<int64_t, 4>{M, 1} ||
+              !slice_uses_ok(o.result(), M))
+            return false;
+          continue;
+        case OpKind::Broadcast: {  // (read by the tile's loops at their own rows)
+          const auto& to = f_.type(o.result()).shape;
+          if (shape.size() != 2 || to.size() != 2 || to[0] != M || !mma_layout(to) ||
+              plan_.storage(o.result()) != Storage::Inline || !same_element(o.result()))
+            return false;
+          continue;
+        }
+        default:
+          break;
+      }
+      if (!ir::traits(o.kind).has(ir::kElementwise) || f_.type(o.result()).shape != shape)
+        return false;
+    }
+    return true;
+  }
+  // Which 1-D shapes take the row-slice layout: [M] for an Mma layout of M rows (one warp
+  // column) when every value of that shape is a row reduction of such a tile or elementwise
+  // (constants, ranges, loads, arithmetic, loop-carried values), and each that is materialized is
+  // used as slice_uses_ok says (one computed where it is used, attention's `offs_d` when
+  // BLOCK_DMODEL is BLOCK_M, may be used anyhow but by a reduction, an atomic or a print).
+  void plan_slices() {
+    std::map<int64_t, size_t> candidates;
+    for (size_t i = 0; i < mma_.size(); ++i) {
+      const int64_t M = mma_[i].shape[0];
+      if (slice_source(M) == &mma_[i] && M / mma_[i].wm >= 16) candidates.emplace(M, i);
+    }
+    for (const auto& [M, m] : candidates) {
+      bool ok = true, reduced = false;
+      for (size_t v = 0; v < f_.num_values() && ok; ++v) {
+        const ValueId id = static_cast<ValueId>(v);
+        const Type& t = f_.type(id);
+        if (t.shape.size() != 1 || t.shape[0] != M) continue;
+        const Op* d = f_.def(id);
+        if (d && d->kind == OpKind::Reduce) {
+          ok = mma_row_reduction(*d) && mma_layout(f_.type(d->operands[0]).shape)->wn == 1;
+          reduced = true;
+        } else if (d && !ir::traits(d->kind).has(ir::kElementwise) && d->kind != OpKind::Load &&
+                   d->kind != OpKind::Constant && d->kind != OpKind::Splat &&
+                   d->kind != OpKind::Arange && d->kind != OpKind::For &&
+                   d->kind != OpKind::While && d->kind != OpKind::If) {
+          ok = false;
+        }
+        // A value computed where it is used (not a load: loads are materialized) has no
+        // layout of its own: only its users that loop over [M] themselves matter.
+        if (plan_.storage(id) == Storage::Inline && !(d && d->kind == OpKind::Load)) {
+          for (const ir::Use& u : uses_.uses(id)) {
+            const OpKind k = u.user->kind;
+            ok = ok && k != OpKind::Reduce && k != OpKind::ReduceFn && k != OpKind::ScanFn &&
+                 k != OpKind::Atomic && k != OpKind::AtomicCas && k != OpKind::Print &&
+                 k != OpKind::Assert;
+          }
+          continue;
+        }
+        ok = ok && slice_uses_ok(id, M);
+      }
+      if (ok && reduced) {
+        slices_.emplace_back(M, m);
+        set_vec({M}, 1);
+      }
+    }
   }
 
   // Whether dot `op` can run on tensor cores: float16 or bfloat16 operands (mma.sync.m16n8k16),
@@ -649,11 +776,20 @@ class Emitter : ExprPrinter {
             int axis = -1) {
     const int64_t n = numel(shape);
     const int64_t vec = blocked ? blocked : vec_of(shape);
-    const int64_t count = (n + vec * threads_ - 1) / (vec * threads_);
+    const MmaLayout* slice = blocked ? nullptr : slice_of(shape);
+    const int64_t count = slice ? per_thread(shape) : (n + vec * threads_ - 1) / (vec * threads_);
     const std::string g = fresh("_g"), e = fresh("_e");
     line("#pragma unroll");
     line("for (int32_t " + g + " = 0; " + g + " < " + std::to_string(count) + "; ++" + g + ") {");
     ++indent_;
+    if (slice) {  // one row per run
+      const std::string r = fresh("_i");
+      line("const int32_t " + r + " = " + slice_row(*slice, g) + ";");
+      body(g, {r});
+      --indent_;
+      line("}");
+      return;
+    }
     const MmaLayout* m = mma_layout(shape);
     if (m && !blocked) {
       body(g, mma_index(*m, g, "0"));
@@ -1012,6 +1148,9 @@ class Emitter : ExprPrinter {
         case OpKind::Reduce:
           if (!block_reduction(o) && !mma_row_reduction(o)) return false;
           continue;
+        case OpKind::ExpandDims:  // a row-slice vector's `[:, None]` (plan_slices checked it)
+          if (!slice_of(shape)) return false;
+          continue;
         case OpKind::Dot:  // the accumulator, read at each result element (dot())
           if (o.operands[0] == v || o.operands[1] == v) {
             // An operand that operand_tile converts into its tile element by element (not a
@@ -1064,19 +1203,26 @@ class Emitter : ExprPrinter {
     return mma_dot_types(op) && mma_layout(f_.type(op.result()).shape) != nullptr;
   }
 
-  // Chooses the register arrays in program order, within kRegisterBudget words per thread.
-  void plan_registers(const Region& r) {
+  // Chooses the register arrays within kRegisterBudget words per thread: first the loops' (their
+  // carried values, then their bodies' arrays, in program order), then the rest in program order.
+  // The loops are where an array is read again and again (an attention loop's accumulator, its
+  // scores and row vectors); a tile outside every loop (a loop-invariant operand on its way to
+  // shared memory, an epilogue's bias) is read once.
+  void plan_registers(const Region& r, int depth = 0, bool loops = true) {
     for (const Op* op : r.ops) {
-      for (const Region& sub : op->regions) plan_registers(sub);
-      switch (op->kind) {
-        case OpKind::For:
+      const bool loop = op->kind == OpKind::For || op->kind == OpKind::While;
+      if (loop && loops) {
+        if (op->kind == OpKind::For) {
           for (size_t k = 0; k < op->results.size(); ++k)
             take_registers({op->regions[0].args[1 + k], op->results[k]});
-          continue;
-        case OpKind::While:
+        } else {
           for (size_t k = 0; k < op->results.size(); ++k)
             take_registers({op->regions[1].args[k], op->regions[0].args[k], op->results[k]});
-          continue;
+        }
+      }
+      for (const Region& sub : op->regions) plan_registers(sub, depth + (loop ? 1 : 0), loops);
+      if (loop || (depth > 0) != loops) continue;
+      switch (op->kind) {
         case OpKind::If:
           for (ValueId v : op->results) take_registers({v});
           continue;
@@ -1086,7 +1232,10 @@ class Emitter : ExprPrinter {
           // between them is renamed away), so it costs nothing more.
           if (mma_in_registers(*op)) take_registers({op->result()}, only_yielded(op->result()));
           continue;
-        case OpKind::Reduce:
+        case OpKind::Reduce:  // a row reduction into the row-slice layout: its registers
+          if (mma_row_reduction(*op) && slice_of(f_.type(op->result()).shape))
+            take_registers({op->result()});
+          continue;
         case OpKind::Atomic:
         case OpKind::AtomicCas:
         case OpKind::ReduceFn:
@@ -1121,6 +1270,16 @@ class Emitter : ExprPrinter {
   // own element.
   std::string register_slot(const std::string& arr, const SmallVector<int64_t, 4>& shape,
                             const Index& idx) {
+    // A row-slice array read in a loop over an Mma tile of its rows (a broadcast `m[:, None]`):
+    // the slot of the loop's row.
+    if (slice_of(shape) && !elem_loops_.empty() && idx.size() == 1) {
+      const ElementLoop& l = elem_loops_.back();
+      const MmaLayout* m = l.shape.size() == 2 ? mma_layout(l.shape) : nullptr;
+      if (m && l.shape[0] == shape[0] && l.idx[0] == idx[0]) {
+        touched_registers_ = true;
+        return slice_slot_of_run(*m, "(" + l.slot + ") >> 1");
+      }
+    }
     TS_INTERNAL_ASSERT(!elem_loops_.empty() && elem_loops_.back().shape == shape &&
                        elem_loops_.back().idx == idx)
         << "[kernel " << f_.name << "] register array " << arr
@@ -1205,10 +1364,17 @@ class Emitter : ExprPrinter {
     const bool touched0 = touched_registers_, read0 = read_shared_;
     touched_registers_ = read_shared_ = false;
     ++indent_;
-    const MmaLayout* mma = mma_layout(shape);
+    const MmaLayout* slice = slice_of(shape);
+    const MmaLayout* mma = slice ? slice : mma_layout(shape);
     elem_loops_.push_back({shape, {}, k});
-    elem_loops_.back().idx =
-        mma ? mma_index(*mma, k + " >> 1", "(" + k + " & 1)") : decode(shape, e);
+    if (slice) {
+      const std::string r = fresh("_i");
+      line("const int32_t " + r + " = " + slice_row(*slice, k) + ";");
+      elem_loops_.back().idx = {r};
+    } else {
+      elem_loops_.back().idx =
+          mma ? mma_index(*mma, k + " >> 1", "(" + k + " & 1)") : decode(shape, e);
+    }
     body(elem_loops_.back().idx);
     elem_loops_.pop_back();
     --indent_;
@@ -1347,6 +1513,14 @@ class Emitter : ExprPrinter {
     versioned_access(op, [&] {
       const Type& pt = f_.type(op.operands[0]);
       if (const int64_t w = access_width(op); w > 1) return vector_store(op, w);
+      if (slice_of(pt.shape)) {  // the row-slice layout: each row by its quad's first lane
+        loops(pt.shape, [&](const Index& idx) {
+          line("if ((_tid & 3) == 0) {");
+          line("  " + store_stmt(op, idx));
+          line("}");
+        });
+        return;
+      }
       loops(pt.shape, [&](const Index& idx) { line(store_stmt(op, idx)); });
     });
   }
@@ -1719,6 +1893,12 @@ class Emitter : ExprPrinter {
     --indent_;
     line("}");
     declare_array(out);
+    if (in_registers(out)) {  // the row-slice layout: every lane of the quad holds its rows' totals
+      line("#pragma unroll");
+      line("for (int " + q + " = 0; " + q + " < " + rows + "; ++" + q + ") " + name(out) + "[" + q +
+           "] = " + round_to(ot.elem, acc + "[" + q + "]") + ";");
+      return;
+    }
     const std::string row = mma_row(m, q + " / 2", "(" + q + " & 1)");
     const std::string dest = m.wn == 1 ? name(out) : fresh("_part");
     if (m.wn > 1) smem_array(dest, ot, m.wn * M);
@@ -2516,7 +2696,8 @@ class Emitter : ExprPrinter {
   const ir::AffineInfo* aff_ = &affine_;  // the forms of the code being written
   std::vector<const Op*> rem_identity_;   // ... and the `%` it writes as their left operand
   std::vector<std::pair<SmallVector<int64_t, 4>, int64_t>> vec_;  // shape -> run length
-  std::vector<MmaLayout> mma_;  // shapes in the Mma layout (see plan_mma)
+  std::vector<MmaLayout> mma_;                      // shapes in the Mma layout (see plan_mma)
+  std::vector<std::pair<int64_t, size_t>> slices_;  // [M] in the row-slice layout of mma_[i]
   // A dot operand load already in its shared-memory tile -> where (a pipeline's current ring
   // slot, or a tile copied once outside the loop)
   std::map<ValueId, std::string> staged_;
