@@ -785,14 +785,20 @@ class Emitter : ExprPrinter {
     if (slice) {  // one row per run
       const std::string r = fresh("_i");
       line("const int32_t " + r + " = " + slice_row(*slice, g) + ";");
+      const bool mma0 = runs_mma_;
+      runs_mma_ = false;
       body(g, {r});
+      runs_mma_ = mma0;
       --indent_;
       line("}");
       return;
     }
     const MmaLayout* m = mma_layout(shape);
     if (m && !blocked) {
+      const bool mma0 = runs_mma_;
+      runs_mma_ = true;
       body(g, mma_index(*m, g, "0"));
+      runs_mma_ = mma0;
       --indent_;
       line("}");
       return;
@@ -800,12 +806,15 @@ class Emitter : ExprPrinter {
     line("const int32_t " + e + " = (" + g + " * " + std::to_string(threads_) + " + _tid) * " +
          std::to_string(vec) + ";");
     if (n % (threads_ * vec) != 0) line("if (" + e + " >= " + std::to_string(n) + ") break;");
+    const bool mma0 = runs_mma_;
+    runs_mma_ = false;
     if (axis == 0 && blocked && shape.size() == 2) {
       const Index t = decode({shape[1], shape[0]}, e);
       body(g, {t[1], t[0]});
     } else {
       body(g, decode(shape, e));
     }
+    runs_mma_ = mma0;
     --indent_;
     line("}");
   }
@@ -823,7 +832,7 @@ class Emitter : ExprPrinter {
                              const std::function<std::string(const Index&)>& f, int axis = -1) {
     const std::string slot =
         "(" + run + " * " + std::to_string(vec_of(shape)) + " + " + std::to_string(j) + ")";
-    elem_loops_.push_back({shape, run_element(idx, j, axis), slot});
+    elem_loops_.push_back({shape, run_element(idx, j, axis), slot, runs_mma_ && axis < 0});
     std::string r = f(elem_loops_.back().idx);
     elem_loops_.pop_back();
     return r;
@@ -877,7 +886,7 @@ class Emitter : ExprPrinter {
       const int64_t vec = vec_of(t.shape);
       const std::string vt = vec_type(t.elem, w);
       const bool agree = lanes_agree(op.operands[1], w);
-      const int64_t count = (numel(t.shape) + vec * threads_ - 1) / (vec * threads_);
+      const int64_t count = per_thread(t.shape) / vec;  // runs per thread
       load.raw = {fresh("_vr"), fresh("_vk"), (vec + w - 1) / w};
       line(vt + " " + load.raw.data + "[" + std::to_string(count * load.raw.per_run) + "];");
       line("bool " + load.raw.ok + "[" + std::to_string(count * load.raw.per_run) + "];");
@@ -1274,7 +1283,7 @@ class Emitter : ExprPrinter {
     // the slot of the loop's row.
     if (slice_of(shape) && !elem_loops_.empty() && idx.size() == 1) {
       const ElementLoop& l = elem_loops_.back();
-      const MmaLayout* m = l.shape.size() == 2 ? mma_layout(l.shape) : nullptr;
+      const MmaLayout* m = l.mma && l.shape.size() == 2 ? mma_layout(l.shape) : nullptr;
       if (m && l.shape[0] == shape[0] && l.idx[0] == idx[0]) {
         touched_registers_ = true;
         return slice_slot_of_run(*m, "(" + l.slot + ") >> 1");
@@ -1366,7 +1375,7 @@ class Emitter : ExprPrinter {
     ++indent_;
     const MmaLayout* slice = slice_of(shape);
     const MmaLayout* mma = slice ? slice : mma_layout(shape);
-    elem_loops_.push_back({shape, {}, k});
+    elem_loops_.push_back({shape, {}, k, mma != nullptr && slice == nullptr});
     if (slice) {
       const std::string r = fresh("_i");
       line("const int32_t " + r + " = " + slice_row(*slice, k) + ";");
@@ -2684,7 +2693,9 @@ class Emitter : ExprPrinter {
     SmallVector<int64_t, 4> shape;
     Index idx;         // the element's index variables
     std::string slot;  // the element's position in a register array (the unrolled counter)
+    bool mma = false;  // the shape's Mma layout gives the elements (a row-slice array's rows)
   };
+  bool runs_mma_ = false;  // runs() is giving an Mma-layout shape's elements in that layout
   std::vector<ElementLoop> elem_loops_;
   bool touched_registers_ = false;    // the loop being generated read or wrote a register array
   bool read_shared_ = false;          // ... read an array in shared memory
