@@ -284,7 +284,9 @@ class Emitter : ExprPrinter {
         default:
           break;
       }
-      if (!ir::traits(o.kind).has(ir::kElementwise) || f_.type(o.result()).shape != shape)
+      // (an expansion [M, 1] goes straight to its broadcasts: a loop over [M, 1] has no slice)
+      if (shape.size() != 1 || !ir::traits(o.kind).has(ir::kElementwise) ||
+          f_.type(o.result()).shape != shape)
         return false;
     }
     return true;
