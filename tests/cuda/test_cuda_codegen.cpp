@@ -205,6 +205,11 @@ TL_JIT(cg_attn, tl::Ptr q, tl::Ptr k, tl::Ptr v, tl::Ptr out, tl::Int n, tl::Con
             tl::Tile(acc) / tl::Tile(li)[{tl::_, tl::None}]);
 }
 
+// Small integers (normal x 1.5, truncated) in bfloat16: products and sums exact in float32.
+Tensor small_ints(std::initializer_list<int64_t> shape) {
+  return (random_tensor(shape, DType::Float32) * 1.5).to(DType::Int32).to(DType::BFloat16);
+}
+
 TL_JIT(cg_math, tl::Ptr x, tl::Ptr h, tl::Ptr out, tl::Int n, tl::Const BLOCK) {
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
   auto m = offs < n;
@@ -614,36 +619,30 @@ std::vector<Case> catalog() {
                  return to_cpu({out});
                },
                1e-5, 1e-4});
-  // Small integers in bfloat16: every score and product is exact in float32, so both backends
-  // compute the same p bit for bit and the outputs agree to float32 rounding.
-  c.push_back(
-      {"flash attention bf16", &cg_attn,
-       [](Device d) {
-         auto ints = [](std::initializer_list<int64_t> shape) {
-           return (random_tensor(shape, DType::Float32) * 1.5).to(DType::Int32).to(DType::BFloat16);
-         };
-         static const Tensor q = ints({64, 32}), k = ints({96, 32}), v = ints({96, 32});
-         Tensor out = poisoned({64, 32}, DType::Float32, d);
-         cg_attn[{2}](on(q, d), on(k, d), on(v, d), out, 96, tl::meta("BM", 32), tl::meta("BN", 32),
-                      tl::meta("D", 32));
-         return to_cpu({out});
-       },
-       1e-5, 1e-5});
+  // Small integers in bfloat16 (small_ints): every score and product is exact in float32, so both
+  // backends compute the same p bit for bit and the outputs agree to float32 rounding.
+  c.push_back({"flash attention bf16", &cg_attn,
+               [](Device d) {
+                 static const Tensor q = small_ints({64, 32}), k = small_ints({96, 32}),
+                                     v = small_ints({96, 32});
+                 Tensor out = poisoned({64, 32}, DType::Float32, d);
+                 cg_attn[{2}](on(q, d), on(k, d), on(v, d), out, 96, tl::meta("BM", 32),
+                              tl::meta("BN", 32), tl::meta("D", 32));
+                 return to_cpu({out});
+               },
+               1e-5, 1e-5});
   // The same on wgmma (64 rows, 4 warps: one warp column), so the row vectors (the running max
   // and sum, the rescale factor) take the row-slice layout: each thread's rows in registers.
-  c.push_back(
-      {"flash attention bf16, 64 rows", &cg_attn,
-       [](Device d) {
-         auto ints = [](std::initializer_list<int64_t> shape) {
-           return (random_tensor(shape, DType::Float32) * 1.5).to(DType::Int32).to(DType::BFloat16);
-         };
-         static const Tensor q = ints({128, 32}), k = ints({160, 32}), v = ints({160, 32});
-         Tensor out = poisoned({128, 32}, DType::Float32, d);
-         cg_attn[{2}](on(q, d), on(k, d), on(v, d), out, 160, tl::meta("BM", 64),
-                      tl::meta("BN", 32), tl::meta("D", 32));
-         return to_cpu({out});
-       },
-       1e-5, 1e-5});
+  c.push_back({"flash attention bf16, 64 rows", &cg_attn,
+               [](Device d) {
+                 static const Tensor q = small_ints({128, 32}), k = small_ints({160, 32}),
+                                     v = small_ints({160, 32});
+                 Tensor out = poisoned({128, 32}, DType::Float32, d);
+                 cg_attn[{2}](on(q, d), on(k, d), on(v, d), out, 160, tl::meta("BM", 64),
+                              tl::meta("BN", 32), tl::meta("D", 32));
+                 return to_cpu({out});
+               },
+               1e-5, 1e-5});
   for (const int64_t axis : {1, 0}) {
     c.push_back({axis == 1 ? "dot rowmax bf16" : "dot colmax bf16", &cg_dot_max,
                  [axis](Device d) {

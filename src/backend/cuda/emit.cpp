@@ -310,7 +310,7 @@ class Emitter : ExprPrinter {
         if (t.shape.size() != 1 || t.shape[0] != M) continue;
         const Op* d = f_.def(id);
         if (d && d->kind == OpKind::Reduce) {
-          ok = mma_row_reduction(*d) && mma_layout(f_.type(d->operands[0]).shape)->wn == 1;
+          ok = mma_row_reduction(*d);  // (its tile has M rows: one warp column, slice_source)
           reduced = true;
         } else if (d && !ir::traits(d->kind).has(ir::kElementwise) && d->kind != OpKind::Load &&
                    d->kind != OpKind::Constant && d->kind != OpKind::Splat &&
@@ -784,37 +784,25 @@ class Emitter : ExprPrinter {
     line("#pragma unroll");
     line("for (int32_t " + g + " = 0; " + g + " < " + std::to_string(count) + "; ++" + g + ") {");
     ++indent_;
-    if (slice) {  // one row per run
+    const MmaLayout* m = blocked || slice ? nullptr : mma_layout(shape);
+    const bool mma0 = runs_mma_;
+    runs_mma_ = m != nullptr;  // (at_run_element: the elements are in the Mma layout)
+    if (slice) {               // one row per run
       const std::string r = fresh("_i");
       line("const int32_t " + r + " = " + slice_row(*slice, g) + ";");
-      const bool mma0 = runs_mma_;
-      runs_mma_ = false;
       body(g, {r});
-      runs_mma_ = mma0;
-      --indent_;
-      line("}");
-      return;
-    }
-    const MmaLayout* m = mma_layout(shape);
-    if (m && !blocked) {
-      const bool mma0 = runs_mma_;
-      runs_mma_ = true;
+    } else if (m) {
       body(g, mma_index(*m, g, "0"));
-      runs_mma_ = mma0;
-      --indent_;
-      line("}");
-      return;
-    }
-    line("const int32_t " + e + " = (" + g + " * " + std::to_string(threads_) + " + _tid) * " +
-         std::to_string(vec) + ";");
-    if (n % (threads_ * vec) != 0) line("if (" + e + " >= " + std::to_string(n) + ") break;");
-    const bool mma0 = runs_mma_;
-    runs_mma_ = false;
-    if (axis == 0 && blocked && shape.size() == 2) {
-      const Index t = decode({shape[1], shape[0]}, e);
-      body(g, {t[1], t[0]});
     } else {
-      body(g, decode(shape, e));
+      line("const int32_t " + e + " = (" + g + " * " + std::to_string(threads_) + " + _tid) * " +
+           std::to_string(vec) + ";");
+      if (n % (threads_ * vec) != 0) line("if (" + e + " >= " + std::to_string(n) + ") break;");
+      if (axis == 0 && blocked && shape.size() == 2) {
+        const Index t = decode({shape[1], shape[0]}, e);
+        body(g, {t[1], t[0]});
+      } else {
+        body(g, decode(shape, e));
+      }
     }
     runs_mma_ = mma0;
     --indent_;
