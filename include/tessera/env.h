@@ -63,6 +63,10 @@ struct Knobs {
    * on an H100 at every config: docs/benchmarks.md); 1: stages - 2 ahead, one barrier an
    * iteration; 0: each iteration waits for its own products. */
   int cuda_wgmma_async = 2;
+  /** TESSERA_CUDA_WGMMA_RS (default on; 0 turns it off): a wgmma whose A is computed in registers
+   * in its accumulator's layout (attention's `p`) reads A from those registers; off, A goes
+   * through a tile in shared memory. */
+  bool cuda_wgmma_rs = true;
   /** TESSERA_CPU_DOT512 (auto, 0 or 1): CPU tl::dot micro-kernels on 64-byte vectors where the
    * kernel compiler has AVX-512. Auto: on Intel CPUs with AVX-512 (two 512-bit FMA units; on
    * AMD's, 512-bit FMAs are two halves and the 32-byte kernel is faster). -1 auto, 0 off, 1 on. */

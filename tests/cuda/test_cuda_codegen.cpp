@@ -643,6 +643,18 @@ std::vector<Case> catalog() {
                  return to_cpu({out});
                },
                1e-5, 1e-5});
+  // Two row tiles per warp and four steps of K in `p @ v` (p's A fragments from registers at
+  // both strides).
+  c.push_back({"flash attention bf16, 128 rows x 64, 4 warps", &cg_attn,
+               [](Device d) {
+                 static const Tensor q = small_ints({256, 32}), k = small_ints({192, 32}),
+                                     v = small_ints({192, 32});
+                 Tensor out = poisoned({256, 32}, DType::Float32, d);
+                 cg_attn[{2}](on(q, d), on(k, d), on(v, d), out, 192, tl::meta("BM", 128),
+                              tl::meta("BN", 64), tl::meta("D", 32), tl::num_warps(4));
+                 return to_cpu({out});
+               },
+               1e-5, 1e-5});
   for (const int64_t axis : {1, 0}) {
     c.push_back({axis == 1 ? "dot rowmax bf16" : "dot colmax bf16", &cg_dot_max,
                  [axis](Device d) {
@@ -905,7 +917,7 @@ TEST(CudaCodegen, DotsOnSm90RunOnWgmmaWhereTheirShapesAllow) {
     const backend::cuda::Emitted e = backend::cuda::emit(f, 227 * 1024, false, 90);
     const std::string name = c.name;
     auto has = [&](const std::string& text) { return e.source.find(text) != std::string::npos; };
-    const bool uses = has("trt::wgmma_tile");
+    const bool uses = has("trt::wgmma_tile") || has("trt::wgmma_now");
     EXPECT_EQ(uses, backend::cuda::needs_sm90a(e.source)) << e.source;
     wgmma += uses;
     // 128 x 128 x 32 with 8 warps: two warpgroups of 64 rows, A's rows of 64 bytes (64-byte
@@ -970,18 +982,33 @@ TEST(CudaCodegen, DotsOnSm90RunOnWgmmaWhereTheirShapesAllow) {
       EXPECT_TRUE(has("trt::mma_tile<32, 32, 32, 2, 2, true, 40, 40>(")) << e.source;
     }
     // The row vectors in registers: the row reductions leave their totals in every lane of the
-    // quad (no shared slot), and the loop keeps only the ring's, the products' and the p tile's
-    // barriers.
+    // quad (no shared slot); p is `p @ v`'s A from registers; q (hoisted) and the ring's tiles
+    // are fenced for wgmma once, so the loop keeps only the ring's two barriers (the landed
+    // tiles, the slot read last).
     if (name == "flash attention bf16, 64 rows") {
       EXPECT_TRUE(uses) << e.source;
       EXPECT_FALSE(has("if ((_tid & 3) == 0) {")) << e.source;
+      EXPECT_TRUE(has("trt::wgmma_now<64, 32, 32, 4, true, 64, 64, true>(_op")) << e.source;
+      EXPECT_TRUE(has("trt::wgmma_now_rs<64, 32, 32, 4, true, 64>(_ra")) << e.source;
+      EXPECT_TRUE(has("}, {%16, %17, %18, %19}, %20, p, 1, 1, 1;")) << e.source;
+      {
+        ScopedEnv smem("TESSERA_CUDA_WGMMA_RS", "0");
+        const std::string off = backend::cuda::emit(f, 227 * 1024, false, 90).source;
+        EXPECT_EQ(off.find("wgmma_now_rs"), std::string::npos) << off;
+        EXPECT_NE(off.find("trt::wgmma_tile<64, 32, 32, 4, true, 64, 64>(_op"), std::string::npos)
+            << off;
+      }
       const size_t loop = e.source.find("for (int32_t v");
       const size_t end = e.source.find("trt::cp_async_wait<0>();", loop);
       int barriers = 0;
       for (size_t at = e.source.find("__syncthreads();", loop); at < end;
            at = e.source.find("__syncthreads();", at + 1))
         ++barriers;
-      EXPECT_LE(barriers, 4) << e.source;  // (15 with the row vectors in shared memory)
+      EXPECT_LE(barriers, 2) << e.source;  // (15 with the row vectors in shared memory, 4 with
+                                           // p's tile in it)
+    }
+    if (name == "flash attention bf16, 128 rows x 64, 4 warps") {
+      EXPECT_TRUE(has("trt::wgmma_now_rs<128, 32, 64, 4, true, 64>(_ra")) << e.source;
     }
     if (name == "matmul f16 x @ w.T 32x16x32, 4 warps") {
       EXPECT_FALSE(uses) << e.source;
@@ -1036,7 +1063,9 @@ TEST(CudaCodegen, DotsOnSm90RunOnWgmmaWhereTheirShapesAllow) {
       ScopedEnv sync("TESSERA_CUDA_WGMMA_ASYNC", "0");
       const std::string each = backend::cuda::emit(f, 227 * 1024, false, 90).source;
       EXPECT_EQ(each.find("wgmma_tile_async"), std::string::npos);
-      EXPECT_NE(each.find("trt::wgmma_tile<"), std::string::npos);
+      EXPECT_TRUE(each.find("trt::wgmma_tile<") != std::string::npos ||
+                  each.find("trt::wgmma_now<") != std::string::npos)
+          << each;
     }
     EXPECT_EQ(backend::cuda::emit(f, 227 * 1024, false, 80).source.find("wgmma"),
               std::string::npos);

@@ -705,6 +705,53 @@ TRT_INLINE void wgmma_issue(const uint16_t* a, const uint16_t* b, float* c, int 
 #endif
 }
 
+/** One `wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}` with A from registers: `a` is this
+ * thread's four 32-bit registers of A's 64 x 16 block (mma.sync's m16n8k16 A fragment for its
+ * warp's 16 rows: two 16-bit values each, row g, g + 8, g, g + 8 and columns 2t, 2t, 8 + 2t,
+ * 8 + 2t for lane 4g + t), B from its descriptor (N-major, or K-major when `KB`). The kernel
+ * source defines the specializations it uses. */
+template <int N, bool BF16, bool KB>
+TRT_INLINE void wgmma_op_rs(float* d, const uint32_t* a, uint64_t b);
+
+/**
+ * wgmma_issue with A in registers: `a` is this thread's A (M x K) in the Mma layout of the
+ * accumulator's warps (warp w: rows [w TM 16, (w + 1) TM 16)), its 16-bit values packed two to a
+ * register: word 2 (i K / 8 + j) + h holds row tile i, column tile j, row half h (the columns 2t
+ * and 2t + 1 of lane 4g + t) -- the layout a dot's accumulator of the same rows has, so that a
+ * tile computed from one (attention's p) is A without a trip through shared memory. Per 16 of K
+ * and row tile i, words 2 (i K / 8 + k0 / 8) .. + 3 are the instruction's A fragment. B and the
+ * rest as wgmma_issue.
+ */
+template <int M, int N, int K, int WARPS, bool BF16, int SB, bool KB>
+TRT_INLINE void wgmma_issue_rs(const uint32_t* a, const uint16_t* b, float* c, int tid) {
+  constexpr int TM = M / (16 * WARPS), NI = N <= 256 ? N : 256;
+  constexpr int EB = SB / 2;
+  static_assert(WARPS % 4 == 0 && TM >= 1 && M == TM * 16 * WARPS && N % 8 == 0 && N % NI == 0 &&
+                    K % 16 == 0 && (KB ? K : N) % EB == 0 && (!KB || EB % 16 == 0),
+                "wgmma_issue_rs: warpgroups of 64 rows, N by 8 up to 256 per instruction, K by 16");
+#if TRT_SM90A
+  (void)tid;
+  const uint64_t db0 = KB ? wgmma_desc(b, N * SB, 8 * SB, SB) : wgmma_desc(b, K * SB, 8 * SB, SB);
+  wgmma_fence();
+#pragma unroll
+  for (int k0 = 0; k0 < K; k0 += 16) {
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+#pragma unroll
+      for (int n0 = 0; n0 < N; n0 += NI) {
+        const int eb = KB ? k0 / EB * (N * EB) + n0 * EB + k0 % EB : n0 / EB * (K * EB) + k0 * EB;
+        wgmma_op_rs<NI, BF16, KB>(c + (i * (N / 8) + n0 / 8) * 4, a + (i * (K / 8) + k0 / 8) * 2,
+                                  db0 + (uint64_t)(eb / 8));
+      }
+    }
+  }
+  wgmma_commit();
+#else
+  static_assert(M < 0, "wgmma_issue_rs needs sm_90a");
+  (void)a, (void)b, (void)c, (void)tid;
+#endif
+}
+
 /** wgmma_issue for operands just written: fences them, synchronizes the block, issues, and waits
  * for the products (the caller synchronizes before the operands are written again). */
 template <int M, int N, int K, int WARPS, bool BF16, int SA, int SB, bool KB = false>
@@ -712,6 +759,21 @@ TRT_INLINE void wgmma_tile(const uint16_t* a, const uint16_t* b, float* c, int t
   fence_async_shared();
   __syncthreads();
   wgmma_issue<M, N, K, WARPS, BF16, SA, SB, KB>(a, b, c, tid);
+  wgmma_wait<0>();
+}
+
+/** wgmma_issue for operands already visible to the async proxy (a pipelined loop's tiles, fenced
+ * with the block synchronized after they landed; a loop-invariant tile fenced where it was
+ * written): issues and waits for the products. */
+template <int M, int N, int K, int WARPS, bool BF16, int SA, int SB, bool KB = false>
+TRT_INLINE void wgmma_now(const uint16_t* a, const uint16_t* b, float* c, int tid) {
+  wgmma_issue<M, N, K, WARPS, BF16, SA, SB, KB>(a, b, c, tid);
+  wgmma_wait<0>();
+}
+/** wgmma_issue_rs with B visible to the async proxy: issues and waits for the products. */
+template <int M, int N, int K, int WARPS, bool BF16, int SB, bool KB = false>
+TRT_INLINE void wgmma_now_rs(const uint32_t* a, const uint16_t* b, float* c, int tid) {
+  wgmma_issue_rs<M, N, K, WARPS, BF16, SB, KB>(a, b, c, tid);
   wgmma_wait<0>();
 }
 

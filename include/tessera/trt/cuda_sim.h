@@ -199,47 +199,42 @@ inline void mma_1688_tf32(float* d, const uint32_t* a, const uint32_t* b) {
   warp_sync();
 }
 
-/** wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16} with A K-major and B N-major (K-major
- * when `kb`: imm-trans-b 0) in shared memory, found through their descriptors (start address, LBO,
- * SBO, swizzle mode: the PTX ISA's canonical layouts): this thread's N / 2 accumulators d[i] (row
- * 16 q + g + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2t + (i & 1) for warp q of the warpgroup and
- * lane 4g + t) += the sum over k of A[row][k] B[k][col]. Reads happen at the call: the caller's
- * fence and barrier came first, and the wait that follows needs no work here. */
-inline void wgmma(float* d, int n, uint64_t da, uint64_t db, bool bf16, bool kb) {
-  struct Desc {
-    int64_t start, lbo, sbo, swizzle;
-  };
-  auto decode = [](uint64_t x) {
-    const int mode = static_cast<int>(x >> 62);
-    const int64_t sw = mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0;
-    if (sw == 0) {
-      std::fprintf(stderr, "trt_sim::wgmma: only swizzled layouts are simulated\n");
-      std::abort();
-    }
-    return Desc{static_cast<int64_t>(x & 0x3fff) << 4,
-                static_cast<int64_t>((x >> 16) & 0x3fff) << 4,
-                static_cast<int64_t>((x >> 32) & 0x3fff) << 4, sw};
-  };
-  const Desc a = decode(da), b = decode(db);
-  const unsigned char* smem = shared_memory();
-  auto value = [&](int64_t o, int64_t sw) {
-    o ^= ((o >> 7) & (sw / 16 - 1)) << 4;  // the 16-byte chunk moves within its swizzle row
-    uint16_t h;
-    std::memcpy(&h, smem + o, 2);
-    return bf16 ? trt::bf16_to_float(h) : trt::half_to_float(h);
-  };
-  // A K-major: row m of its 8-row group at m % 8 swizzle rows, groups SBO apart (the 16 k of one
-  // instruction lie in one swizzle row); B N-major: row k at k % 8 swizzle rows, groups of 8 k
-  // SBO apart, each swizzle row's S / 2 columns, slabs of them LBO apart; B K-major: as A, its
-  // columns for A's rows.
-  auto A = [&](int m, int k) {
-    return value(a.start + m / 8 * a.sbo + m % 8 * a.swizzle + 2 * k, a.swizzle);
-  };
+/** A wgmma descriptor's fields (start address, LBO, SBO in bytes; the swizzle row's bytes). */
+struct WgmmaDesc {
+  int64_t start, lbo, sbo, swizzle;
+};
+inline WgmmaDesc wgmma_decode(uint64_t x) {
+  const int mode = static_cast<int>(x >> 62);
+  const int64_t sw = mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0;
+  if (sw == 0) {
+    std::fprintf(stderr, "trt_sim::wgmma: only swizzled layouts are simulated\n");
+    std::abort();
+  }
+  return WgmmaDesc{static_cast<int64_t>(x & 0x3fff) << 4,
+                   static_cast<int64_t>((x >> 16) & 0x3fff) << 4,
+                   static_cast<int64_t>((x >> 32) & 0x3fff) << 4, sw};
+}
+/** The 16-bit value at byte offset `o` of a swizzled tile (swizzle rows of `sw` bytes). */
+inline float wgmma_value(int64_t o, int64_t sw, bool bf16) {
+  o ^= ((o >> 7) & (sw / 16 - 1)) << 4;  // the 16-byte chunk moves within its swizzle row
+  uint16_t h;
+  std::memcpy(&h, shared_memory() + o, 2);
+  return bf16 ? trt::bf16_to_float(h) : trt::half_to_float(h);
+}
+/** This thread's N / 2 accumulators d[i] (row 16 q + g + 8 ((i >> 1) & 1), column 8 (i >> 2) +
+ * 2t + (i & 1) for warp q of the warpgroup and lane 4g + t) += the sum over k < 16 of
+ * A(row, k) B[k][col], B found through its descriptor: N-major (row k at k % 8 swizzle rows,
+ * groups of 8 k SBO apart, each swizzle row's S / 2 columns, slabs of them LBO apart) or, when
+ * `kb`, K-major (as A is: column c at c % 8 swizzle rows, groups of 8 columns SBO apart). */
+template <class FA>
+void wgmma_products(float* d, int n, FA A, uint64_t db, bool bf16, bool kb) {
+  const WgmmaDesc b = wgmma_decode(db);
   const int64_t eb = b.swizzle / 2;
   auto B = [&](int k, int c) {
-    if (kb) return value(b.start + c / 8 * b.sbo + c % 8 * b.swizzle + 2 * k, b.swizzle);
-    return value(b.start + c / eb * b.lbo + k / 8 * b.sbo + k % 8 * b.swizzle + 2 * (c % eb),
-                 b.swizzle);
+    if (kb)
+      return wgmma_value(b.start + c / 8 * b.sbo + c % 8 * b.swizzle + 2 * k, b.swizzle, bf16);
+    return wgmma_value(b.start + c / eb * b.lbo + k / 8 * b.sbo + k % 8 * b.swizzle + 2 * (c % eb),
+                       b.swizzle, bf16);
   };
   const int q = (t_tid >> 5) & 3, g = lane() >> 2, t = lane() & 3;
   for (int i = 0; i < n / 2; ++i) {
@@ -248,6 +243,36 @@ inline void wgmma(float* d, int n, uint64_t da, uint64_t db, bool bf16, bool kb)
     for (int k = 0; k < 16; ++k) sum = __builtin_fmaf(A(row, k), B(k, col), sum);
     d[i] = sum;
   }
+}
+
+/** wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16} with A K-major and B N-major (K-major
+ * when `kb`: imm-trans-b 0) in shared memory, found through their descriptors (the PTX ISA's
+ * canonical layouts; A: row m of its 8-row group at m % 8 swizzle rows, groups SBO apart, the 16 k
+ * of one instruction in one swizzle row). Reads happen at the call: the caller's fence and
+ * barrier came first, and the wait that follows needs no work here. */
+inline void wgmma(float* d, int n, uint64_t da, uint64_t db, bool bf16, bool kb) {
+  const WgmmaDesc a = wgmma_decode(da);
+  auto A = [&](int m, int k) {
+    return wgmma_value(a.start + m / 8 * a.sbo + m % 8 * a.swizzle + 2 * k, a.swizzle, bf16);
+  };
+  wgmma_products(d, n, A, db, bf16, kb);
+}
+
+/** The same with A from registers: `a` is this thread's four registers of its warp's 16 rows of A
+ * (mma.sync's m16n8k16 A fragment: register r of lane 4g + t holds row g + 8 (r & 1), columns
+ * 2t + 8 (r >> 1) and the next, low half first). The warp's lanes exchange their fragments. */
+inline void wgmma_rs(float* d, int n, const uint32_t* a, uint64_t db, bool bf16, bool kb) {
+  uint64_t* s = warp_slots();
+  for (int r = 0; r < 4; ++r) s[lane() * 8 + r] = a[r];
+  warp_sync();
+  auto A = [&](int m, int k) {
+    const int r = m % 16;  // (the warp's own 16 rows)
+    const auto w = static_cast<uint32_t>(s[(4 * (r % 8) + (k % 8) / 2) * 8 + r / 8 + 2 * (k / 8)]);
+    const auto h = static_cast<uint16_t>(k % 2 ? w >> 16 : w & 0xffffu);
+    return bf16 ? trt::bf16_to_float(h) : trt::half_to_float(h);
+  };
+  wgmma_products(d, n, A, db, bf16, kb);
+  warp_sync();
 }
 
 inline void cp_async(void* dst, const void* src, int bytes) {

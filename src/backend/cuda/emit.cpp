@@ -470,6 +470,28 @@ class Emitter : ExprPrinter {
     return m && m->wn == 1 && m->wm == threads_ / 32 && in_registers(op.result());
   }
 
+  // Whether wgmma dot `op` reads A from registers (trt::wgmma_issue_rs): A is computed in the
+  // block (not a load the dot copies, not a tile staged or hoisted into shared memory) over a
+  // shape whose layout is the accumulator's (the Mma layout with the warps in one column), so
+  // that each thread computes exactly the A fragments of its own rows (attention's `p @ v`).
+  bool wgmma_a_registers(const Op& op) const {
+    if (!knobs().cuda_wgmma_rs || !wgmma_registers(op)) return false;
+    const ValueId a = op.operands[0];
+    const Op* d = f_.def(a);
+    if (!d || staged_.count(a) || (d->kind == OpKind::Load && storage(a) == Storage::Inline))
+      return false;
+    const MmaLayout* m = mma_layout(f_.type(a).shape);
+    return m && m->wn == 1 && m->wm == threads_ / 32;
+  }
+  // Whether dot `op` is the last tensor-core dot (accumulator in registers) of loop body `body`'s
+  // own ops.
+  bool last_mma_of(const Op& op, const Region& body) const {
+    for (auto it = body.ops.rbegin(); it != body.ops.rend(); ++it) {
+      if ((*it)->kind == OpKind::Dot && in_registers((*it)->result())) return *it == &op;
+    }
+    return false;
+  }
+
   // The warps' grid for an M x N accumulator: every warp whole 16 x 8 tiles, the rectangle with
   // the fewest rows plus columns (a warp loads fragments for each of its rows and columns).
   static bool warp_grid(int64_t M, int64_t N, int64_t warps, MmaLayout& out) {
@@ -1568,6 +1590,25 @@ class Emitter : ExprPrinter {
     return tmp;
   }
 
+  // A wgmma's A computed in registers (wgmma_a_registers): its 16-bit values packed two to a
+  // word, a word per run of its Mma layout (a run is two adjacent columns of one row: the word
+  // trt::wgmma_issue_rs takes).
+  std::string operand_registers(ValueId v) {
+    const Type& t = f_.type(v);
+    const std::string tmp = fresh("_ra");
+    line("uint32_t " + tmp + "[" + std::to_string(per_thread(t.shape) / 2) + "];");
+    runs(t.shape, [&](const std::string& run, const Index& idx) {
+      std::string half[2];
+      for (int64_t j = 0; j < 2; ++j) {
+        half[j] = at_run_element(t.shape, run, idx, j, [&](const Index& i) {
+          return "(uint32_t)" + store_conv(t.elem, expr(v, i));
+        });
+      }
+      line(tmp + "[" + run + "] = " + half[0] + " | (" + half[1] + " << 16);");
+    });
+    return tmp;
+  }
+
   // Load `op` (an operand tile) into `tmp` (laid out as `tile`) by the shape's runs: one access of
   // up to 16 bytes per run where the pointer allows and the lanes' masks all hold (with `async`,
   // a cp.async of 4 to 16 bytes), else each lane its own (a masked-off lane takes `other`).
@@ -1691,6 +1732,10 @@ class Emitter : ExprPrinter {
     const ValueId v = op.result();
     const Op& d = *uses_.uses(v).front().user;
     const std::string tile = operand_tile(v, operand_layout(d, d.operands[0] == v ? 0 : 1));
+    if (wgmma_registers(d)) {  // (fenced for wgmma's reads once, here)
+      line("trt::fence_async_shared();");
+      visible_.insert(v);
+    }
     line("__syncthreads();");
     staged_[v] = tile;
   }
@@ -1728,7 +1773,12 @@ class Emitter : ExprPrinter {
     const OperandTile ta = operand_layout(op, 0), tb = operand_layout(op, 1);
     const bool wgmma = wgmma_registers(op);
     const bool staged = staged_.count(op.operands[0]) && staged_.count(op.operands[1]);
-    const std::string a16 = operand_tile(op.operands[0], ta);
+    const bool ra = wgmma && !async_mma_ && wgmma_a_registers(op);
+    // (operands already fenced for wgmma with the block synchronized after: no barrier here)
+    const bool visible =
+        (ra || visible_.count(op.operands[0])) && visible_.count(op.operands[1]) != 0;
+    const std::string a16 =
+        ra ? operand_registers(op.operands[0]) : operand_tile(op.operands[0], ta);
     const std::string b16 = operand_tile(op.operands[1], tb);
     // (staged: the loop's wait and barrier did it; wgmma_tile fences and synchronizes itself)
     if (!staged && !wgmma) line("__syncthreads();");
@@ -1752,12 +1802,24 @@ class Emitter : ExprPrinter {
     const std::string bf16 = el == DType::BFloat16 ? "true" : "false";
     if (wgmma) {
       const int64_t ni = N <= 256 ? N : 256;
-      wgmma_ops_.insert({ni, el == DType::BFloat16, tb.kmajor});
-      line(std::string(async_mma_ ? "trt::wgmma_tile_async<" : "trt::wgmma_tile<") +
-           std::to_string(M) + ", " + std::to_string(N) + ", " + std::to_string(K) + ", " +
-           std::to_string(m.wm) + ", " + bf16 + ", " + std::to_string(swizzle_of(K * 2)) + ", " +
-           std::to_string(swizzle_of((tb.kmajor ? K : N) * 2)) + (tb.kmajor ? ", true" : "") +
-           ">(" + a16 + ", " + b16 + ", " + name(out) + ", _tid);");
+      wgmma_ops_.insert({ni, el == DType::BFloat16, tb.kmajor, ra});
+      const std::string sb = std::to_string(swizzle_of((tb.kmajor ? K : N) * 2)) +
+                             (tb.kmajor ? ", true" : "") + ">(" + a16 + ", " + b16 + ", " +
+                             name(out) + ", _tid);";
+      const std::string mnk = std::to_string(M) + ", " + std::to_string(N) + ", " +
+                              std::to_string(K) + ", " + std::to_string(m.wm) + ", " + bf16 + ", ";
+      if (ra) {
+        if (!visible) {
+          line("trt::fence_async_shared();");
+          line("__syncthreads();");
+        }
+        line("trt::wgmma_now_rs<" + mnk + sb);
+      } else {
+        line(std::string(async_mma_ ? "trt::wgmma_tile_async<"
+                         : visible  ? "trt::wgmma_now<"
+                                    : "trt::wgmma_tile<") +
+             mnk + std::to_string(swizzle_of(K * 2)) + ", " + sb);
+      }
     } else if (tf32_dot(op)) {
       line("trt::mma_tile_tf32<" + dims + pitches + ">(" + a16 + ", " + b16 + ", " + name(out) +
            ", _tid);");
@@ -1765,8 +1827,12 @@ class Emitter : ExprPrinter {
       line("trt::mma_tile<" + dims + bf16 + ", " + pitches + (tb.kmajor ? ", true" : "") + ">(" +
            a16 + ", " + b16 + ", " + name(out) + ", _tid);");
     }
-    // The operand tiles are written again next (a pipelined wgmma's loop synchronizes itself).
-    if (!(wgmma && async_mma_)) line("__syncthreads();");
+    // The operand tiles are written again next (a pipelined wgmma's loop synchronizes itself; in
+    // a loop body, the last dot's barrier covers the tiles of those before it, which are written
+    // again only in the next iteration).
+    const bool later_dot =
+        for_body_ != nullptr && for_body_ == region_ && !last_mma_of(op, *region_);
+    if (!(wgmma && async_mma_) && !later_dot) line("__syncthreads();");
   }
 
   // a @ b + acc: one output element per thread, the k terms in order with one multiply-add each
@@ -2247,6 +2313,7 @@ class Emitter : ExprPrinter {
     // ... and the tiles of iteration i + stages - 1 requested at the end of iteration i, after a
     // barrier (the slot is iteration i - 1's, whose products every warpgroup has waited for).
     bool late_request = false;
+    bool wgmma = false;  // some dot of the body reading a staged tile runs on wgmma
     std::vector<Staged> loads;
     std::vector<const Op*> slice;  // the loop's ops the loads' addresses need, in order
   };
@@ -2314,6 +2381,7 @@ class Emitter : ExprPrinter {
         const Type& t = f_.type(v);
         const OperandTile tile = operand_layout(*o, static_cast<size_t>(k));
         p.loads.push_back({v, tile, static_cast<int64_t>(itemsize(t.elem)), fresh("_ring")});
+        p.wgmma = p.wgmma || wgmma_registers(*o);
       }
     }
     if (p.loads.empty()) return {};
@@ -2569,10 +2637,14 @@ class Emitter : ExprPrinter {
     } else if (!pipe.loads.empty()) {
       request_stage(op, pipe, next, wr);
       line("trt::cp_async_wait<" + std::to_string(ahead) + ">();");
+      // Tiles a wgmma reads: fenced here once, so that the dots need no barrier of their own.
+      if (pipe.wgmma) line("trt::fence_async_shared();");
       line("__syncthreads();");
     }
-    for (const Staged& s : pipe.loads)
+    for (const Staged& s : pipe.loads) {
       staged_[s.load] = "(" + s.ring + " + " + rd + " * " + std::to_string(s.tile.elems()) + ")";
+      if (pipe.async_mma || pipe.wgmma) visible_.insert(s.load);
+    }
     const bool outer_async = async_mma_;
     const Region* outer_body = for_body_;
     async_mma_ = pipe.async_mma;
@@ -2586,6 +2658,7 @@ class Emitter : ExprPrinter {
     }
     for (const Staged& s : pipe.loads) {
       staged_.erase(s.load);
+      visible_.erase(s.load);
       run_bases_.erase(f_.def(s.load));
     }
     if (!pipe.loads.empty()) {
@@ -2642,29 +2715,45 @@ class Emitter : ExprPrinter {
   // simulator's.
   std::string wgmma_definitions() const {
     std::string out = "namespace trt {\n";
-    for (const auto& [n, bf16, kb] : wgmma_ops_) {
+    for (const auto& [n, bf16, kb, rs] : wgmma_ops_) {
       const std::string ty = bf16 ? "bf16" : "f16", N = std::to_string(n);
       const std::string flags =
           std::string(bf16 ? "true" : "false") + ", " + (kb ? "true" : "false");
-      out += "template <>\nTRT_INLINE void wgmma_op<" + N + ", " + flags +
-             ">(float* d, uint64_t a, uint64_t b) {\n#if defined(TRT_SIM)\n  trt_sim::wgmma(d, " +
-             N + ", a, b, " + flags +
+      // Operands: the n / 2 accumulators, A (four registers or a descriptor), B's descriptor,
+      // the scale-d predicate.
+      const int64_t a = n / 2, b = a + (rs ? 4 : 1), pred = b + 1;
+      out += "template <>\nTRT_INLINE void " + std::string(rs ? "wgmma_op_rs<" : "wgmma_op<") + N +
+             ", " + flags + ">(float* d, " + (rs ? "const uint32_t* a" : "uint64_t a") +
+             ", uint64_t b) {\n#if defined(TRT_SIM)\n  trt_sim::" + (rs ? "wgmma_rs" : "wgmma") +
+             "(d, " + N + ", a, b, " + flags +
              ");\n#else\n  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" +
-             std::to_string(n / 2 + 2) + ", 0;\\nwgmma.mma_async.sync.aligned.m64n" + N +
-             "k16.f32." + ty + "." + ty + " {";
+             std::to_string(pred) + ", 0;\\nwgmma.mma_async.sync.aligned.m64n" + N + "k16.f32." +
+             ty + "." + ty + " {";
       for (int64_t i = 0; i < n / 2; ++i) out += (i ? ", %" : "%") + std::to_string(i);
-      out += "}, %" + std::to_string(n / 2) + ", %" + std::to_string(n / 2 + 1) + ", p, 1, 1, 0, " +
-             (kb ? "0" : "1") + ";\\n}\\n\"\n      : ";
+      out += "}, ";
+      if (rs) {  // (no transpose flag for A in registers)
+        out += "{%" + std::to_string(a) + ", %" + std::to_string(a + 1) + ", %" +
+               std::to_string(a + 2) + ", %" + std::to_string(a + 3) + "}, %" + std::to_string(b) +
+               ", p, 1, 1, " + (kb ? "0" : "1");
+      } else {
+        out += "%" + std::to_string(a) + ", %" + std::to_string(b) + ", p, 1, 1, 0, " +
+               (kb ? "0" : "1");
+      }
+      out += ";\\n}\\n\"\n      : ";
       for (int64_t i = 0; i < n / 2; ++i)
         out += (i ? ", " : "") + std::string("\"+f\"(d[") + std::to_string(i) + "])";
-      out += "\n      : \"l\"(a), \"l\"(b), \"r\"(1));\n#endif\n}\n";
+      out +=
+          rs ? "\n      : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(b), \"r\"(1));"
+             : "\n      : \"l\"(a), \"l\"(b), \"r\"(1));";
+      out += "\n#endif\n}\n";
     }
     return out + "}  // namespace trt\n\n";
   }
 
   const int64_t max_shared_;
   const int arch_;  // the target's sm_ number; 0: none in particular (sm_80's instructions)
-  std::set<std::tuple<int64_t, bool, bool>> wgmma_ops_;  // the wgmma_op<N, BF16, KB> it calls
+  // The wgmma_op<N, BF16, KB> (or, A from registers, wgmma_op_rs) it calls: N, BF16, KB, rs.
+  std::set<std::tuple<int64_t, bool, bool, bool>> wgmma_ops_;
   bool async_mma_ = false;  // in a loop whose wgmma overlaps the next iteration (Pipeline)
   const Region* for_body_ = nullptr;     // the innermost tl::range loop's body being emitted
   std::map<ValueId, ValueId> in_place_;  // dot result -> the carried value it accumulated into
@@ -2702,6 +2791,9 @@ class Emitter : ExprPrinter {
   // A dot operand load already in its shared-memory tile -> where (a pipeline's current ring
   // slot, or a tile copied once outside the loop)
   std::map<ValueId, std::string> staged_;
+  // Staged operand tiles fenced for wgmma's reads (the async proxy) with the block synchronized
+  // after: a hoisted loop-invariant tile, a pipelined loop's ring in its body.
+  std::set<ValueId> visible_;
   std::map<const Op*, RunBases> run_bases_;  // pipelined loads' hoisted run addresses
   const Region* region_ = nullptr;           // the region being emitted
 };
