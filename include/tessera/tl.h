@@ -425,6 +425,9 @@ std::pair<Tile, Tile> frexp(Operand x, TS_HERE);
  * GPUs (`__expf`, `__sinf`, ..., with their documented, larger errors), the accurate functions on
  * the CPU, in the interpreter and for float64. */
 Tile fast_exp(Operand x, TS_HERE);
+/** 2^x as Triton's float32 `exp2` computes it on GPUs (`ex2.approx.f32`, about 2 ulp; attention
+ * kernels' exponential); the accurate `exp2` elsewhere. */
+Tile fast_exp2(Operand x, TS_HERE);
 Tile fast_exp10(Operand x, TS_HERE);
 Tile fast_log(Operand x, TS_HERE);
 Tile fast_log2(Operand x, TS_HERE);

@@ -199,7 +199,8 @@ enum class CmpKind : uint8_t { EQ, NE, LT, LE, GT, GE };
   X(FastLog10, fast_log10)           \
   X(FastSin, fast_sin)               \
   X(FastCos, fast_cos)               \
-  X(FastTan, fast_tan)
+  X(FastTan, fast_tan)               \
+  X(FastExp2, fast_exp2)
 
 /** Neg, Not and Abs apply to integers too; the rest are TESSERA_IR_MATH_FUNCTIONS (floats). */
 enum class UnaryKind : uint8_t {

@@ -286,7 +286,7 @@ TL_JIT(cg_libm2, tl::Ptr x, tl::Ptr out, tl::Ptr big, tl::Ptr ints, tl::Int n, t
   auto r = tl::tan(s) + tl::lgamma(tl::abs(v) + 0.5f) + tl::tgamma(s + 2.0f) +
            tl::nearbyint(v * 3.0f) + tl::exp10(s) + tl::erfinv(s * 0.99f) + tl::remainder(v, 0.7f) +
            tl::nextafter(v, s) + tl::ldexp(v, tl::ilogb(s + 3.0f)) + fm +
-           fe.to(tl::float32) * 0.125f + tl::fast_exp(s) + tl::fast_exp10(s) +
+           fe.to(tl::float32) * 0.125f + tl::fast_exp(s) + tl::fast_exp10(s) + tl::fast_exp2(s) +
            tl::fast_log(tl::abs(v) + 1.0f) + tl::fast_log2(tl::abs(v) + 1.0f) +
            tl::fast_log10(tl::abs(v) + 1.0f) + tl::fast_sin(s) + tl::fast_cos(s) + tl::fast_tan(s) +
            tl::fast_pow(tl::abs(v) + 1.0f, s) + tl::fast_dividef(v, s + 2.0f);

@@ -250,6 +250,9 @@ TL_JIT(math_kernel, tl::Ptr x, tl::Ptr y, tl::Ptr z, tl::Ptr out, tl::Int n, tl:
     case 50:
       r = tl::cos(a);
       break;
+    case 51:
+      r = tl::fast_exp2(a);
+      break;
     default:
       r = tl::clamp(a, b, c, true);
       break;
@@ -352,6 +355,7 @@ TEST(Surface, MathWithinItsContract) {
       // fast intrinsics on GPUs, which the GPU pass compares within its tolerance).
       {"fast_exp", 39, 1, [](double a, double, double) { return std::exp(a); }, -80, 80},
       {"fast_exp10", 40, 2, [](double a, double, double) { return std::pow(10.0, a); }, -30, 30},
+      {"fast_exp2", 51, 2, [](double a, double, double) { return std::exp2(a); }, -140, 128},
       {"fast_log", 41, 1, [](double a, double, double) { return std::log(a); }, 0, 1e30},
       {"fast_log2", 42, 2, [](double a, double, double) { return std::log2(a); }, 0, 1e30},
       {"fast_log10", 43, 2, [](double a, double, double) { return std::log10(a); }, 0, 1e30},
