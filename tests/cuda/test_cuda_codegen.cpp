@@ -185,7 +185,10 @@ TL_JIT(cg_attn, tl::Ptr q, tl::Ptr k, tl::Ptr v, tl::Ptr out, tl::Int n, tl::Con
        tl::Const D) {
   auto rm = tl::program_id(0) * BM + tl::arange(0, BM);
   auto rd = tl::arange(0, D);
-  auto tq = tl::load(q + rm[{tl::_, tl::None}] * D + rd[{tl::None, tl::_}]);
+  // (scaled as the tutorial scales q, exactly: the loop-invariant operand converted straight
+  // from global memory into its tile)
+  auto tq =
+      (tl::load(q + rm[{tl::_, tl::None}] * D + rd[{tl::None, tl::_}]) * 0.5f).to(tl::bfloat16);
   tl::Var acc = tl::zeros({BM, D}, tl::float32);
   tl::Var mi = tl::full({BM}, -INFINITY, tl::float32);
   tl::Var li = tl::zeros({BM}, tl::float32);
@@ -1170,6 +1173,21 @@ TEST(CudaCodegen, TilesReadAtTheirOwnElementLiveInRegisters) {
         backend::cuda::emit(*cg_attn.state().last->function, 227 * 1024, false, 90);
     // (the operand tiles and rings, 21888 bytes; p in shared memory added 4096)
     EXPECT_LE(attn.shared_bytes, 21888) << attn.source;
+  }
+  // At the tutorial's size (128 x 64 tiles) the scaled q does not fit the registers beside the
+  // loop's arrays: it goes from global memory straight into its wgmma tile (16 KB) with no copy
+  // of the load in shared memory (32 KB more as floats).
+  {
+    const Tensor q = random_tensor({128, 64}, DType::BFloat16),
+                 k = random_tensor({128, 64}, DType::BFloat16),
+                 v = random_tensor({128, 64}, DType::BFloat16);
+    Tensor o = empty({128, 64});
+    cg_attn[{1}](q, k, v, o, 128, tl::meta("BM", 128), tl::meta("BN", 64), tl::meta("D", 64),
+                 tl::num_warps(8));
+    const backend::cuda::Emitted attn =
+        backend::cuda::emit(*cg_attn.state().last->function, 227 * 1024, false, 90);
+    // (q's tile 16384 bytes, the rings of k and v 3 x 2 x 8192)
+    EXPECT_LE(attn.shared_bytes, 16384 + 6 * 8192) << attn.source;
   }
 
   const Tensor a = random_tensor({4096}, DType::Float32), b = random_tensor({4096}, DType::Float32);

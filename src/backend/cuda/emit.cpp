@@ -530,6 +530,11 @@ class Emitter : ExprPrinter {
   // A load used only as an operand of a tensor-core dot stays inline whatever the materialization
   // plan says (it stores gathers once for the CPU's loops): the dot copies it once, bits
   // unchanged, into shared memory (operand_tile), the copy the pipeline makes asynchronous.
+  // So is a load that reaches a dot operand from outside the dot's region (a loop-invariant
+  // operand, converted into its tile once before the loop: hoist_operand) only through
+  // single-use elementwise ops whose other operands are scalars or splats of them (attention's
+  // `(q * scale).to(bf16)`): the conversion reads global memory directly instead of a copy of
+  // the load in shared memory (32 KB of floats for attention's 128 x 64 q).
   void plan_mma_operands(const Region& r) {
     for (const Op* op : r.ops) {
       for (const Region& sub : op->regions) plan_mma_operands(sub);
@@ -537,9 +542,35 @@ class Emitter : ExprPrinter {
       for (size_t k = 0; k < 2; ++k) {
         const ValueId v = op->operands[k];
         const Op* d = f_.def(v);
-        if (d && d->kind == OpKind::Load && uses_.uses(v).size() == 1 &&
-            op->operands[0] != op->operands[1])
+        if (!d || uses_.uses(v).size() != 1 || op->operands[0] == op->operands[1]) continue;
+        if (d->kind == OpKind::Load) {
           mma_operand_[static_cast<size_t>(v)] = 1;
+          continue;
+        }
+        if (std::find(r.ops.begin(), r.ops.end(), d) != r.ops.end()) continue;  // (not hoisted)
+        for (ValueId x = v; d && uses_.uses(x).size() == 1;) {
+          if (d->kind == OpKind::Load) {
+            mma_operand_[static_cast<size_t>(x)] = 1;
+            break;
+          }
+          if (d->kind != OpKind::Binary && d->kind != OpKind::Unary && d->kind != OpKind::Cast)
+            break;
+          ValueId next = ir::kNoValue;
+          int tiles = 0;
+          for (ValueId o : d->operands) {
+            const Op* od = f_.def(o);
+            const bool uniform =
+                f_.type(o).is_scalar() ||
+                (od && (od->kind == OpKind::Splat || od->kind == OpKind::Constant));
+            if (!uniform) {
+              next = o;
+              ++tiles;
+            }
+          }
+          if (tiles != 1) break;
+          x = next;
+          d = f_.def(x);
+        }
       }
     }
   }
