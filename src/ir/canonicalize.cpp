@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <unordered_map>
 
 #include "ir/builder.h"
@@ -10,7 +11,10 @@ class Canonicalizer {
  public:
   explicit Canonicalizer(Function& f) : f_(f) {}
 
-  void run() { region(f_.body); }
+  void run() {
+    count_uses(f_.body);
+    region(f_.body);
+  }
 
  private:
   ValueId map(ValueId v) const {
@@ -24,12 +28,45 @@ class Canonicalizer {
     return f_.type(v).is_float() ? c->fval == want : static_cast<double>(c->ival) == want;
   }
 
+  void count_uses(const Region& r) {
+    for (const Op* op : r.ops) {
+      for (ValueId v : op->operands) ++uses_[v];
+      for (const Region& sub : op->regions) count_uses(sub);
+    }
+  }
+
+  // `x + dot(a, b, 0)` (either order) with the dot's result used only there and the dot in the
+  // same region: `dot(a, b, x)`, the sum accumulated by the dot (Triton's combine pass does the
+  // same; flash attention's `acc += dot(p, v)` then needs no second accumulator). The dot it
+  // replaces is dropped from `out`.
+  ValueId dot_add(const Op& add, std::vector<Op*>& out, Builder& b) {
+    for (size_t s = 0; s < 2; ++s) {
+      const ValueId d = add.operands[s], x = add.operands[1 - s];
+      Op* dot = f_.def(d);
+      if (!dot || dot->kind != OpKind::Dot || uses_[d] != 1 || !is_const(dot->operands[2], 0) ||
+          f_.type(d) != f_.type(add.result()) || f_.type(x) != f_.type(d))
+        continue;
+      auto at = std::find(out.begin(), out.end(), dot);
+      if (at == out.end()) continue;
+      const ValueId r =
+          b.dot(dot->operands[0], dot->operands[1], x, static_cast<DotPrecision>(dot->sub));
+      Op* fresh = f_.def(r);
+      fresh->ival = dot->ival;
+      fresh->fval = dot->fval;
+      out.erase(at);
+      return r;
+    }
+    return kNoValue;
+  }
+
   void region(Region& r) {
     std::vector<Op*> out;
+    out_ = &out;
     Region scratch;  // constants created while rewriting land here first
     for (Op* op : r.ops) {
       for (auto& v : op->operands) v = map(v);
       for (auto& sub : op->regions) region(sub);
+      out_ = &out;
       const ValueId simpler = simplify(*op, scratch);
       for (Op* created : scratch.ops) out.push_back(created);
       scratch.ops.clear();
@@ -60,6 +97,7 @@ class Canonicalizer {
             // Only for integers: -0.0 + 0.0 is +0.0, so x + 0.0 is not x for floats.
             if (is_int && is_const(y, 0)) return x;
             if (is_int && is_const(x, 0)) return y;
+            if (t.shape.size() == 2) return dot_add(op, *out_, b);
             break;
           case BinaryKind::Sub:
             if (is_const(y, 0)) return x;
@@ -78,13 +116,15 @@ class Canonicalizer {
           case BinaryKind::Or:
             if (x == y) return x;
             break;
-          default: break;
+          default:
+            break;
         }
         break;
       }
       case OpKind::Select:
         if (op.operands[1] == op.operands[2]) return op.operands[1];
-        if (f_.constant(op.operands[0])) return b.select(op.operands[0], op.operands[1], op.operands[2]);
+        if (f_.constant(op.operands[0]))
+          return b.select(op.operands[0], op.operands[1], op.operands[2]);
         break;
       case OpKind::Cast:
         if (f_.type(op.operands[0]) == t) return op.operands[0];
@@ -103,7 +143,8 @@ class Canonicalizer {
         if (f_.type(src) == t) return src;
         if (f_.constant(src)) return b.broadcast(src, t.shape);
         // broadcast(splat(s)) == splat(s)
-        if (const Op* d = f_.def(src); d && d->kind == OpKind::Splat) return b.splat(d->operands[0], t.shape);
+        if (const Op* d = f_.def(src); d && d->kind == OpKind::Splat)
+          return b.splat(d->operands[0], t.shape);
         break;
       }
       case OpKind::Unary:
@@ -113,17 +154,22 @@ class Canonicalizer {
           scratch.ops.clear();  // not foldable: drop the duplicate the builder made
         }
         break;
-      default: break;
+      default:
+        break;
     }
     return kNoValue;
   }
 
   Function& f_;
   std::unordered_map<ValueId, ValueId> repl_;
+  std::unordered_map<ValueId, int> uses_;  // operand uses of each value (before rewriting)
+  std::vector<Op*>* out_ = nullptr;        // the ops kept so far in the region being rewritten
 };
 
 }  // namespace
 
-void canonicalize(Function& f) { Canonicalizer(f).run(); }
+void canonicalize(Function& f) {
+  Canonicalizer(f).run();
+}
 
 }  // namespace tessera::ir

@@ -280,6 +280,36 @@ TEST(IrPasses, CanonicalizeFoldsConstants) {
   EXPECT_EQ(out.find(" mul "), std::string::npos) << out;
 }
 
+// x + dot(a, b, 0) is dot(a, b, x) (Triton's combine: flash attention's `acc += dot(p, v)` then
+// accumulates in the dot); not where the product is read again or its accumulator is not zero.
+TEST(IrPasses, CanonicalizeAccumulatesAnAddIntoADotFromZero) {
+  auto program = [](const char* acc, bool reread) {
+    return std::string("kernel @k(%0: *fp32 x) {\n  %1 = const 1.0 : <16x16 x bf16>\n") +
+           "  %2 = const " + acc + " : <16x16 x fp32>\n  %3 = const 2.0 : <16x16 x fp32>\n" +
+           "  %4 = dot.ieee %1, %1, %2 : <16x16 x fp32>\n  %5 = add %3, %4 : <16x16 x fp32>\n" +
+           "  %6 = splat %0 : <16x16 x *fp32>\n  store %6, %5\n" +
+           (reread ? "  store %6, %4\n" : "") + "}\n";
+  };
+  auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  auto canon_dce = [](ir::Function& f) {
+    ir::canonicalize(f);
+    ir::dce(f);
+  };
+  const std::string fused = run(program("0.0", false), canon_dce);
+  EXPECT_EQ(count(fused, " dot.ieee "), 1u) << fused;
+  EXPECT_EQ(count(fused, " add "), 0u) << fused;
+  EXPECT_EQ(fused.find("const 0.0"), std::string::npos) << fused;  // (the dot's acc is 2.0's)
+  for (const auto& [acc, reread] : {std::pair{"0.0", true}, std::pair{"1.0", false}}) {
+    const std::string kept = run(program(acc, reread), canon_dce);
+    EXPECT_EQ(count(kept, " add "), 1u) << kept;
+    EXPECT_EQ(count(kept, " dot.ieee "), 1u) << kept;
+  }
+}
+
 TEST(IrPasses, NarrowIntegerProductsWrapWithoutOverflowingInt) {
   // -3 * -3 in int16 and 65533 * 65533 in uint16 (both 9 after wrapping): computed naively, the
   // 16-bit operands are promoted to int and 65533 * 65533 overflows it (UBSan's first finding,
