@@ -1236,7 +1236,7 @@ class Emitter : ExprPrinter {
       if (f_.type(v).is_scalar() || !same_element(v)) return false;
     }
     const int64_t words = free ? 0 : register_words(*vs.begin());  // the values share one array
-    if (register_words_ + words > kRegisterBudget) return false;
+    if (register_words_ + words > register_budget()) return false;
     register_words_ += words;
     for (ValueId v : vs) reg_[static_cast<size_t>(v)] = 1;
     return true;
@@ -1255,7 +1255,7 @@ class Emitter : ExprPrinter {
     return mma_dot_types(op) && mma_layout(f_.type(op.result()).shape) != nullptr;
   }
 
-  // Chooses the register arrays within kRegisterBudget words per thread: first the loops' (their
+  // Chooses the register arrays within register_budget() words per thread: first the loops' (their
   // carried values, then their bodies' arrays, in program order), then the rest in program order.
   // The loops are where an array is read again and again (an attention loop's accumulator, its
   // scores and row vectors); a tile outside every loop (a loop-invariant operand on its way to
@@ -2793,7 +2793,11 @@ class Emitter : ExprPrinter {
   int loop_depth_ = 0;  // enclosing tl::range / tl::while_ loops
 
   // Register arrays (see plan_registers).
-  static constexpr int64_t kRegisterBudget = 128;  // words per thread
+  // Words per thread for register arrays: 160 in blocks of up to 8 warps (255 registers a
+  // thread are the hardware's limit: the rest for addresses, indices and scalars; attention at
+  // D = 128 holds a 128-word accumulator beside its scores), 128 above (a block of 16 warps
+  // has 128 registers a thread).
+  int64_t register_budget() const { return threads_ <= 256 ? 160 : 128; }
   std::vector<char> reg_;                          // per value: kept in registers
   std::vector<int8_t> packed_memo_;                // packed(v), -1 for not yet known
   std::vector<int8_t> same_elem_memo_;             // same_element, -1 for not yet known
