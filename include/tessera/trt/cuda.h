@@ -660,6 +660,20 @@ TRT_INLINE void wgmma_wait() {
 template <int N, bool BF16, bool KB>
 TRT_INLINE void wgmma_op(float* d, uint64_t a, uint64_t b);
 
+/** B's descriptor for wgmma_issue(_rs): a K x N tile N-major (or K-major when `KB`) in swizzle
+ * rows of SB bytes. */
+template <int N, int K, int SB, bool KB>
+TRT_INLINE uint64_t wgmma_b_desc(const uint16_t* b) {
+  return KB ? wgmma_desc(b, N * SB, 8 * SB, SB) : wgmma_desc(b, K * SB, 8 * SB, SB);
+}
+/** The 16-byte offset, from B's descriptor, of the product at k0 (of 16) and columns n0. */
+template <int N, int K, int SB, bool KB>
+TRT_INLINE uint64_t wgmma_b_offset(int k0, int n0) {
+  constexpr int EB = SB / 2;
+  return (uint64_t)((KB ? k0 / EB * (N * EB) + n0 * EB + k0 % EB : n0 / EB * (K * EB) + k0 * EB) /
+                    8);
+}
+
 /**
  * Issues c += a @ b on Hopper's tensor cores as one committed group, the accumulator in registers
  * in the Mma layout with the block's WARPS warps in one column (warp w: rows [w TM 16,
@@ -684,7 +698,7 @@ TRT_INLINE void wgmma_issue(const uint16_t* a, const uint16_t* b, float* c, int 
   // One descriptor per operand; each product's is that plus its constant 16-byte offset (the
   // start field's 14 bits cannot carry: shared memory is below 256 KB).
   const uint64_t da0 = wgmma_desc(a + g * TM * 64 * EA, M * SA, 8 * SA, SA);
-  const uint64_t db0 = KB ? wgmma_desc(b, N * SB, 8 * SB, SB) : wgmma_desc(b, K * SB, 8 * SB, SB);
+  const uint64_t db0 = wgmma_b_desc<N, K, SB, KB>(b);
   wgmma_fence();
 #pragma unroll
   for (int k0 = 0; k0 < K; k0 += 16) {
@@ -692,10 +706,9 @@ TRT_INLINE void wgmma_issue(const uint16_t* a, const uint16_t* b, float* c, int 
     for (int i = 0; i < TM; ++i) {
       const uint64_t da = da0 + (uint64_t)((k0 / EA * (M * EA) + i * 64 * EA + k0 % EA) / 8);
 #pragma unroll
-      for (int n0 = 0; n0 < N; n0 += NI) {
-        const int eb = KB ? k0 / EB * (N * EB) + n0 * EB + k0 % EB : n0 / EB * (K * EB) + k0 * EB;
-        wgmma_op<NI, BF16, KB>(c + (i * (N / 8) + n0 / 8) * 4, da, db0 + (uint64_t)(eb / 8));
-      }
+      for (int n0 = 0; n0 < N; n0 += NI)
+        wgmma_op<NI, BF16, KB>(c + (i * (N / 8) + n0 / 8) * 4, da,
+                               db0 + wgmma_b_offset<N, K, SB, KB>(k0, n0));
     }
   }
   wgmma_commit();
@@ -731,18 +744,16 @@ TRT_INLINE void wgmma_issue_rs(const uint32_t* a, const uint16_t* b, float* c, i
                 "wgmma_issue_rs: warpgroups of 64 rows, N by 8 up to 256 per instruction, K by 16");
 #if TRT_SM90A
   (void)tid;
-  const uint64_t db0 = KB ? wgmma_desc(b, N * SB, 8 * SB, SB) : wgmma_desc(b, K * SB, 8 * SB, SB);
+  const uint64_t db0 = wgmma_b_desc<N, K, SB, KB>(b);
   wgmma_fence();
 #pragma unroll
   for (int k0 = 0; k0 < K; k0 += 16) {
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
 #pragma unroll
-      for (int n0 = 0; n0 < N; n0 += NI) {
-        const int eb = KB ? k0 / EB * (N * EB) + n0 * EB + k0 % EB : n0 / EB * (K * EB) + k0 * EB;
+      for (int n0 = 0; n0 < N; n0 += NI)
         wgmma_op_rs<NI, BF16, KB>(c + (i * (N / 8) + n0 / 8) * 4, a + (i * (K / 8) + k0 / 8) * 2,
-                                  db0 + (uint64_t)(eb / 8));
-      }
+                                  db0 + wgmma_b_offset<N, K, SB, KB>(k0, n0));
     }
   }
   wgmma_commit();
