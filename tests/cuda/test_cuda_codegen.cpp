@@ -1191,6 +1191,21 @@ TEST(CudaCodegen, TilesReadAtTheirOwnElementLiveInRegisters) {
     // (q's tile 16384 bytes, the rings of k and v 3 x 2 x 8192)
     EXPECT_LE(attn.shared_bytes, 16384 + 6 * 8192) << attn.source;
   }
+  // The register budget counts the arrays live at once: with 128 keys a block, the scores (64
+  // words a thread), p (64) and the accumulator (32) exceed it together, but the scores die
+  // where p is made; all stay in registers (counted for the whole kernel, p went to shared memory).
+  {
+    const Tensor q = random_tensor({64, 64}, DType::BFloat16),
+                 k = random_tensor({128, 64}, DType::BFloat16),
+                 v = random_tensor({128, 64}, DType::BFloat16);
+    Tensor o = empty({64, 64});
+    cg_attn[{1}](q, k, v, o, 128, tl::meta("BM", 64), tl::meta("BN", 128), tl::meta("D", 64),
+                 tl::num_warps(4));
+    const backend::cuda::Emitted attn =
+        backend::cuda::emit(*cg_attn.state().last->function, 227 * 1024, false, 90);
+    // (q's tile 8192 bytes, the rings of k and v 3 x 2 x 16384)
+    EXPECT_LE(attn.shared_bytes, 8192 + 6 * 16384) << attn.source;
+  }
 
   const Tensor a = random_tensor({4096}, DType::Float32), b = random_tensor({4096}, DType::Float32);
   Tensor sum = empty({4096});

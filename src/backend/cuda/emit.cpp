@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
 #include <tuple>
+#include <unordered_map>
 
 #include "backend/common/c_expr.h"
 #include "backend/common/c_family.h"
@@ -78,6 +80,8 @@ class Emitter : ExprPrinter {
     for (const MmaLayout& m : mma_) set_vec(m.shape, 2);  // runs of two columns
     if (!checked) plan_slices();
     plan_mma_operands(f_.body);
+    number_ops(f_.body);
+    live_words_.assign(static_cast<size_t>(positions_) + 1, 0);
     plan_registers(f_.body);                      // the loops' arrays first
     plan_registers(f_.body, 0, /*loops=*/false);  // then the others
   }
@@ -1236,10 +1240,69 @@ class Emitter : ExprPrinter {
       if (f_.type(v).is_scalar() || !same_element(v)) return false;
     }
     const int64_t words = free ? 0 : register_words(*vs.begin());  // the values share one array
-    if (register_words_ + words > register_budget()) return false;
-    register_words_ += words;
+    if (words > 0 && mma_.empty()) {
+      // Without tensor-core tiles (memory-bound kernels) every array counts for the whole kernel,
+      // the accounting their measured occupancy comes from (by live ranges, tutorial 05's layer
+      // norm forward took 192 registers instead of 96; not measured on a GPU yet).
+      if (total_words_ + words > register_budget()) return false;
+      total_words_ += words;
+    } else if (words > 0) {
+      int lo = std::numeric_limits<int>::max(), hi = -1;
+      for (ValueId v : vs) {
+        const auto [from, to] = live_range(v);
+        lo = std::min(lo, from);
+        hi = std::max(hi, to);
+      }
+      int64_t peak = 0;
+      for (int p = lo; p <= hi; ++p) peak = std::max(peak, live_words_[static_cast<size_t>(p)]);
+      if (peak + words > register_budget()) return false;
+      for (int p = lo; p <= hi; ++p) live_words_[static_cast<size_t>(p)] += words;
+    }
     for (ValueId v : vs) reg_[static_cast<size_t>(v)] = 1;
     return true;
+  }
+
+  // Program positions for the register budget, which counts the arrays live at once: each op
+  // has a first and a last position, its regions' ops between them.
+  void number_ops(const Region& r) {
+    for (const Op* op : r.ops) {
+      const int first = positions_++;
+      parent_[op] = &r;
+      for (const Region& sub : op->regions) {
+        owner_[&sub] = op;
+        number_ops(sub);
+      }
+      span_[op] = {first, positions_++};
+    }
+  }
+  // The positions where `v`'s array is live: from its definition (a region argument's: its
+  // loop's start) to its last use, where a use in a loop that `v` is defined outside of (and a
+  // loop's own carried value) lasts to the loop's end.
+  std::pair<int, int> live_range(ValueId v) const {
+    const Region* home = uses_.def_region(v);
+    const Op* d = f_.def(v);
+    const auto owner = home ? owner_.find(home) : owner_.end();
+    int from = 0;
+    if (d) {
+      from = span_.at(d).first;
+    } else if (owner != owner_.end()) {
+      from = span_.at(owner->second).first;
+    }
+    int to = from;
+    if (!d && owner != owner_.end()) to = span_.at(owner->second).second;  // carried
+    for (const ir::Use& u : uses_.uses(v)) {
+      int at = span_.at(u.user).first;
+      for (const Region* r = u.region; r && r != home;) {
+        const auto it = owner_.find(r);
+        if (it == owner_.end()) break;
+        const Op* o = it->second;
+        if (o->kind == OpKind::For || o->kind == OpKind::While)
+          at = std::max(at, span_.at(o).second);
+        r = parent_.at(o);
+      }
+      to = std::max(to, at);
+    }
+    return {from, to};
   }
 
   // Whether every use of `v` is a yield (to a loop-carried value, or an if's result).
@@ -1255,8 +1318,9 @@ class Emitter : ExprPrinter {
     return mma_dot_types(op) && mma_layout(f_.type(op.result()).shape) != nullptr;
   }
 
-  // Chooses the register arrays within register_budget() words per thread: first the loops' (their
-  // carried values, then their bodies' arrays, in program order), then the rest in program order.
+  // Chooses the register arrays within register_budget() words per thread live at once: first
+  // the loops' (their carried values, then their bodies' arrays, in program order), then the
+  // rest in program order.
   // The loops are where an array is read again and again (an attention loop's accumulator, its
   // scores and row vectors); a tile outside every loop (a loop-invariant operand on its way to
   // shared memory, an epilogue's bias) is read once.
@@ -2798,11 +2862,17 @@ class Emitter : ExprPrinter {
   // D = 128 holds a 128-word accumulator beside its scores), 128 above (a block of 16 warps
   // has 128 registers a thread).
   int64_t register_budget() const { return threads_ <= 256 ? 160 : 128; }
-  std::vector<char> reg_;                          // per value: kept in registers
-  std::vector<int8_t> packed_memo_;                // packed(v), -1 for not yet known
-  std::vector<int8_t> same_elem_memo_;             // same_element, -1 for not yet known
-  std::vector<char> mma_operand_;  // per value: a load only a tensor-core dot reads (inline)
-  int64_t register_words_ = 0;
+  std::vector<char> reg_;               // per value: kept in registers
+  std::vector<int8_t> packed_memo_;     // packed(v), -1 for not yet known
+  std::vector<int8_t> same_elem_memo_;  // same_element, -1 for not yet known
+  std::vector<char> mma_operand_;       // per value: a load only a tensor-core dot reads (inline)
+  // The register budget's program positions (number_ops) and the words live at each.
+  int positions_ = 0;
+  std::unordered_map<const Op*, std::pair<int, int>> span_;
+  std::unordered_map<const Op*, const Region*> parent_;
+  std::unordered_map<const Region*, const Op*> owner_;
+  std::vector<int64_t> live_words_;
+  int64_t total_words_ = 0;  // (kernels without tensor-core tiles: every array counted)
   struct ElementLoop {
     SmallVector<int64_t, 4> shape;
     Index idx;         // the element's index variables
