@@ -2857,11 +2857,12 @@ class Emitter : ExprPrinter {
   int loop_depth_ = 0;  // enclosing tl::range / tl::while_ loops
 
   // Register arrays (see plan_registers).
-  // Words per thread for register arrays: 160 in blocks of up to 8 warps (255 registers a
-  // thread are the hardware's limit: the rest for addresses, indices and scalars; attention at
-  // D = 128 holds a 128-word accumulator beside its scores), 128 above (a block of 16 warps
-  // has 128 registers a thread).
-  int64_t register_budget() const { return threads_ <= 256 ? 160 : 128; }
+  // Words per thread for register arrays: 160 in kernels with tensor-core tiles and blocks of up
+  // to 8 warps (255 registers a thread are the hardware's limit: the rest for addresses, indices
+  // and scalars; attention at D = 128 holds a 128-word accumulator beside its scores), else 128
+  // (a block of 16 warps has 128 registers a thread; memory-bound kernels keep the budget their
+  // measured occupancy comes from).
+  int64_t register_budget() const { return !mma_.empty() && threads_ <= 256 ? 160 : 128; }
   std::vector<char> reg_;               // per value: kept in registers
   std::vector<int8_t> packed_memo_;     // packed(v), -1 for not yet known
   std::vector<int8_t> same_elem_memo_;  // same_element, -1 for not yet known
