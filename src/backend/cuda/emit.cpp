@@ -2805,9 +2805,9 @@ class Emitter : ExprPrinter {
     line("}");
   }
 
-  // The specializations of trt::wgmma_op the kernel calls: the instruction with its N / 2
-  // accumulator registers (A K-major, B N-major: imm-trans-b 1; or B K-major: 0), or the
-  // simulator's.
+  // The specializations of trt::wgmma_op (and wgmma_op_rs) the kernel calls: the instruction with
+  // its N / 2 accumulator registers, A from a descriptor (K-major) or four registers, B N-major
+  // (imm-trans-b 1) or K-major (0); or the simulator's.
   std::string wgmma_definitions() const {
     std::string out = "namespace trt {\n";
     for (const auto& [n, bf16, kb, rs] : wgmma_ops_) {
