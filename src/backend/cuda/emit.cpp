@@ -1924,10 +1924,12 @@ class Emitter : ExprPrinter {
     }
     // The operand tiles are written again next (a pipelined wgmma's loop synchronizes itself; in
     // a loop body, the last dot's barrier covers the tiles of those before it, which are written
-    // again only in the next iteration).
+    // again only in the next iteration; in a loop with a ring of tiles, the barrier that starts
+    // each iteration covers them all, the ring's slots and the tiles the dots wrote).
     const bool later_dot =
         for_body_ != nullptr && for_body_ == region_ && !last_mma_of(op, *region_);
-    if (!(wgmma && async_mma_) && !later_dot) line("__syncthreads();");
+    const bool ring_loop = ring_body_ != nullptr && ring_body_ == region_;
+    if (!(wgmma && async_mma_) && !later_dot && !ring_loop) line("__syncthreads();");
   }
 
   // a @ b + acc: one output element per thread, the k terms in order with one multiply-add each
@@ -2730,11 +2732,17 @@ class Emitter : ExprPrinter {
       line("__syncthreads();");
       if (!pipe.late_request) request_stage(op, pipe, next, wr);
     } else if (!pipe.loads.empty()) {
-      request_stage(op, pipe, next, wr);
-      line("trt::cp_async_wait<" + std::to_string(ahead) + ">();");
+      // This iteration's tiles landed (this thread's copies: the groups of the next ahead - 1
+      // iterations may still be in flight), the block synchronized, then the next request: its
+      // slot is iteration i - 1's, whose products every warp finished before the barrier
+      // (mma.sync reads its tiles synchronously, wgmma_now waits for its products). So this one
+      // barrier also stands for the one a loop body's last dot would need before the slot is
+      // rewritten: one barrier an iteration.
+      line("trt::cp_async_wait<" + std::to_string(ahead - 1) + ">();");
       // Tiles a wgmma reads: fenced here once, so that the dots need no barrier of their own.
       if (pipe.wgmma) line("trt::fence_async_shared();");
       line("__syncthreads();");
+      request_stage(op, pipe, next, wr);
     }
     for (const Staged& s : pipe.loads) {
       staged_[s.load] = "(" + s.ring + " + " + rd + " * " + std::to_string(s.tile.elems()) + ")";
@@ -2742,11 +2750,14 @@ class Emitter : ExprPrinter {
     }
     const bool outer_async = async_mma_;
     const Region* outer_body = for_body_;
+    const Region* outer_ring = ring_body_;
     async_mma_ = pipe.async_mma;
     for_body_ = &body;
+    ring_body_ = !pipe.loads.empty() && !pipe.async_mma ? &body : nullptr;
     region(body);
     async_mma_ = outer_async;
     for_body_ = outer_body;
+    ring_body_ = outer_ring;
     if (pipe.late_request) {  // every warpgroup waited for iteration i - 1's products
       line("__syncthreads();");
       request_stage(op, pipe, next, wr);
@@ -2767,6 +2778,9 @@ class Emitter : ExprPrinter {
     line("}");
     if (pipe.async_mma) line("trt::wgmma_wait<0>();");          // the last iteration's products
     if (!pipe.loads.empty()) line("trt::cp_async_wait<0>();");  // (the requests past the end)
+    // (the last iteration's dots kept no trailing barrier: the tiles they read are done with
+    // before shared memory is used after the loop)
+    if (!pipe.loads.empty() && !pipe.async_mma) line("__syncthreads();");
     for (size_t k = 0; k < op.results.size(); ++k) alias(op.results[k], carried[k]);
   }
 
@@ -2849,6 +2863,9 @@ class Emitter : ExprPrinter {
   const int arch_;  // the target's sm_ number; 0: none in particular (sm_80's instructions)
   // The wgmma_op<N, BF16, KB> (or, A from registers, wgmma_op_rs) it calls: N, BF16, KB, rs.
   std::set<std::tuple<int64_t, bool, bool, bool>> wgmma_ops_;
+  // the body of the innermost loop with a ring of tiles not overlapping its wgmma (Pipeline): its
+  // iterations start with a barrier
+  const Region* ring_body_ = nullptr;
   bool async_mma_ = false;  // in a loop whose wgmma overlaps the next iteration (Pipeline)
   const Region* for_body_ = nullptr;     // the innermost tl::range loop's body being emitted
   std::map<ValueId, ValueId> in_place_;  // dot result -> the carried value it accumulated into
