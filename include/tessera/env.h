@@ -67,6 +67,11 @@ struct Knobs {
    * in its accumulator's layout (attention's `p`) reads A from those registers; off, A goes
    * through a tile in shared memory. */
   bool cuda_wgmma_rs = true;
+  /** TESSERA_CUDA_RING_REQUEST_FIRST (default off; 1 turns it on): a pipelined loop whose dots
+   * are not overlapped with the next iteration requests its next tiles before waiting for its
+   * own, and its last dot keeps a trailing barrier (two barriers an iteration; the order before
+   * 2026-12-07, kept for A/B measurements). Off: wait, barrier, then request (one barrier). */
+  bool cuda_ring_request_first = false;
   /** TESSERA_CPU_DOT512 (auto, 0 or 1): CPU tl::dot micro-kernels on 64-byte vectors where the
    * kernel compiler has AVX-512. Auto: on Intel CPUs with AVX-512 (two 512-bit FMA units; on
    * AMD's, 512-bit FMAs are two halves and the 32-byte kernel is faster). -1 auto, 0 off, 1 on. */

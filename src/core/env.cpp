@@ -44,13 +44,26 @@ bool truthy(const char* v) {
 }
 
 constexpr const char* kKnown[] = {
-    "TESSERA_CACHE_DIR",      "TESSERA_NUM_THREADS", "TESSERA_LOGS",
-    "TESSERA_DUMP",           "TESSERA_DEBUG",       "TESSERA_INTERPRET",
-    "TESSERA_DEVICE",         "TESSERA_CXX",         "TESSERA_PRINT_AUTOTUNING",
-    "TESSERA_DUMP_DIR",       "TESSERA_CROSSCHECK",  "TESSERA_PROGRESS",
-    "TESSERA_CUDA_MMA",       "TESSERA_CUDA_WGMMA",  "TESSERA_CUDA_WGMMA_ASYNC",
-    "TESSERA_CUDA_WGMMA_RS",  "TESSERA_CPU_DOT512",  "TESSERA_COLUMN_SUMS",
+    "TESSERA_CACHE_DIR",
+    "TESSERA_NUM_THREADS",
+    "TESSERA_LOGS",
+    "TESSERA_DUMP",
+    "TESSERA_DEBUG",
+    "TESSERA_INTERPRET",
+    "TESSERA_DEVICE",
+    "TESSERA_CXX",
+    "TESSERA_PRINT_AUTOTUNING",
+    "TESSERA_DUMP_DIR",
+    "TESSERA_CROSSCHECK",
+    "TESSERA_PROGRESS",
+    "TESSERA_CUDA_MMA",
+    "TESSERA_CUDA_WGMMA",
+    "TESSERA_CUDA_WGMMA_ASYNC",
+    "TESSERA_CUDA_WGMMA_RS",
+    "TESSERA_CPU_DOT512",
+    "TESSERA_COLUMN_SUMS",
     "TESSERA_NVRTC_PREFETCH",
+    "TESSERA_CUDA_RING_REQUEST_FIRST",
 };
 
 Knobs read_knobs() {
@@ -103,6 +116,8 @@ Knobs read_knobs() {
   if (const char* m = std::getenv("TESSERA_CUDA_WGMMA_ASYNC"); m && *m)
     k.cuda_wgmma_async = std::atoi(m) >= 2 ? 2 : truthy(m) ? 1 : 0;  // ("1", "on": 1)
   if (const char* m = std::getenv("TESSERA_CUDA_WGMMA_RS"); m && *m) k.cuda_wgmma_rs = truthy(m);
+  if (const char* m = std::getenv("TESSERA_CUDA_RING_REQUEST_FIRST"); m && *m)
+    k.cuda_ring_request_first = truthy(m);
   if (const char* d = std::getenv("TESSERA_CPU_DOT512"); d && *d)
     k.cpu_dot512 = std::string(d) == "auto" ? -1 : truthy(d) ? 1 : 0;
   if (const char* d = std::getenv("TESSERA_COLUMN_SUMS"); d && *d)

@@ -2731,6 +2731,11 @@ class Emitter : ExprPrinter {
       line("trt::fence_async_shared();");
       line("__syncthreads();");
       if (!pipe.late_request) request_stage(op, pipe, next, wr);
+    } else if (!pipe.loads.empty() && knobs().cuda_ring_request_first) {
+      request_stage(op, pipe, next, wr);
+      line("trt::cp_async_wait<" + std::to_string(ahead) + ">();");
+      if (pipe.wgmma) line("trt::fence_async_shared();");
+      line("__syncthreads();");
     } else if (!pipe.loads.empty()) {
       // This iteration's tiles landed (this thread's copies: the groups of the next ahead - 1
       // iterations may still be in flight), the block synchronized, then the next request: its
@@ -2753,7 +2758,8 @@ class Emitter : ExprPrinter {
     const Region* outer_ring = ring_body_;
     async_mma_ = pipe.async_mma;
     for_body_ = &body;
-    ring_body_ = !pipe.loads.empty() && !pipe.async_mma ? &body : nullptr;
+    const bool ring = !pipe.loads.empty() && !pipe.async_mma && !knobs().cuda_ring_request_first;
+    ring_body_ = ring ? &body : nullptr;
     region(body);
     async_mma_ = outer_async;
     for_body_ = outer_body;
@@ -2780,7 +2786,7 @@ class Emitter : ExprPrinter {
     if (!pipe.loads.empty()) line("trt::cp_async_wait<0>();");  // (the requests past the end)
     // (the last iteration's dots kept no trailing barrier: the tiles they read are done with
     // before shared memory is used after the loop)
-    if (!pipe.loads.empty() && !pipe.async_mma) line("__syncthreads();");
+    if (ring) line("__syncthreads();");
     for (size_t k = 0; k < op.results.size(); ++k) alias(op.results[k], carried[k]);
   }
 
