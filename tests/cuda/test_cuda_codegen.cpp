@@ -838,12 +838,12 @@ TEST(CudaCodegen, EveryCatalogKernelCompilesWithNvrtcForHopper) {
         EXPECT_NE(e.source.find("trt::cp_async<16>(&_slot"), std::string::npos) << e.source;
         // (each iteration: its tiles awaited with one group in flight, one barrier, then the
         // request into the slot the last iteration read; no barrier after the products)
+        const std::string wait = "trt::cp_async_wait<1>();\n    __syncthreads();\n    {";
         const size_t loop = e.source.find("for (int32_t v");
-        const size_t top =
-            e.source.find("trt::cp_async_wait<1>();\n    __syncthreads();\n    {", loop);
+        const size_t top = e.source.find(wait, loop);
         EXPECT_NE(top, std::string::npos) << e.source;
         const size_t end = e.source.find("trt::cp_async_wait<0>();", loop);
-        EXPECT_EQ(e.source.find("__syncthreads();", top + 30),
+        EXPECT_EQ(e.source.find("__syncthreads();", top + wait.size()),
                   e.source.find("__syncthreads();", end))
             << e.source;
       } else {

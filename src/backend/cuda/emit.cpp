@@ -2731,23 +2731,21 @@ class Emitter : ExprPrinter {
       line("trt::fence_async_shared();");
       line("__syncthreads();");
       if (!pipe.late_request) request_stage(op, pipe, next, wr);
-    } else if (!pipe.loads.empty() && knobs().cuda_ring_request_first) {
-      request_stage(op, pipe, next, wr);
-      line("trt::cp_async_wait<" + std::to_string(ahead) + ">();");
-      if (pipe.wgmma) line("trt::fence_async_shared();");
-      line("__syncthreads();");
     } else if (!pipe.loads.empty()) {
       // This iteration's tiles landed (this thread's copies: the groups of the next ahead - 1
       // iterations may still be in flight), the block synchronized, then the next request: its
       // slot is iteration i - 1's, whose products every warp finished before the barrier
       // (mma.sync reads its tiles synchronously, wgmma_now waits for its products). So this one
       // barrier also stands for the one a loop body's last dot would need before the slot is
-      // rewritten: one barrier an iteration.
-      line("trt::cp_async_wait<" + std::to_string(ahead - 1) + ">();");
+      // rewritten: one barrier an iteration. (TESSERA_CUDA_RING_REQUEST_FIRST: the request
+      // first, one more group in flight at the wait, and the last dot's barrier kept.)
+      const bool first = knobs().cuda_ring_request_first;
+      if (first) request_stage(op, pipe, next, wr);
+      line("trt::cp_async_wait<" + std::to_string(first ? ahead : ahead - 1) + ">();");
       // Tiles a wgmma reads: fenced here once, so that the dots need no barrier of their own.
       if (pipe.wgmma) line("trt::fence_async_shared();");
       line("__syncthreads();");
-      request_stage(op, pipe, next, wr);
+      if (!first) request_stage(op, pipe, next, wr);
     }
     for (const Staged& s : pipe.loads) {
       staged_[s.load] = "(" + s.ring + " + " + rd + " * " + std::to_string(s.tile.elems()) + ")";
