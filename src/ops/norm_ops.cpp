@@ -160,8 +160,9 @@ Tensor norm_impl(const Tensor& x, IntArrayRef shape, const std::optional<Tensor>
         }
         return;
       }
-      thread_local std::vector<float> row;
-      row.resize(static_cast<size_t>(N));
+      // One buffer per chunk of rows (a thread_local would grow the library's TLS segment past
+      // what a late dlopen allows: LibraryTls.StaticTlsSegmentFitsTheDlopenSurplus).
+      std::vector<float> row(static_cast<size_t>(N));
       for (int64_t r = r0; r < r1; ++r) {
         narrow_row_to_float(static_cast<const uint16_t*>(in) + r * N, row.data(), N, bf16);
         norm_row_f32(row.data(), w, b, row.data(), N, eps, Rms);  // in place: o[k] after x[k]
