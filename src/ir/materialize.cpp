@@ -14,12 +14,13 @@ bool cheap(const Op& op) {
 
 }  // namespace
 
-MaterializationPlan::MaterializationPlan(const Function& f, const UseInfo& uses)
+MaterializationPlan::MaterializationPlan(const Function& f, const UseInfo& uses, bool reread_loads)
     : f_(f),
       uses_(uses),
       storage_(f.num_values(), Storage::Inline),
       fused_(f.num_values(), false),
-      inline_size_(f.num_values(), 1) {
+      inline_size_(f.num_values(), 1),
+      reread_loads_(reread_loads) {
   for (const auto& p : f_.params) {
     if (p.value != kNoValue) storage_[static_cast<size_t>(p.value)] = Storage::Scalar;
   }
@@ -99,19 +100,36 @@ void MaterializationPlan::store_dot_operands(const Region& r) {
   }
 }
 
-// A load stays inline only if the one place it is evaluated (the first non-inline consumer up
-// a chain of single uses) comes before any op that may write memory.
+// Whether inline value `v`'s expression reads memory (a gather's index load): such an address is
+// not read again per use.
+bool MaterializationPlan::reads_memory_inline(ValueId v, int depth) const {
+  if (storage_[static_cast<size_t>(v)] != Storage::Inline || depth > 32) return depth > 32;
+  const Op* d = f_.def(v);
+  if (!d) return false;
+  if (d->kind == OpKind::Load) return true;
+  for (ValueId u : d->operands) {
+    if (reads_memory_inline(u, depth + 1)) return true;
+  }
+  return false;
+}
+
+// A load stays inline only if the places it is evaluated (the first non-inline consumers up
+// chains of uses: one op, or with reread_loads up to kMaxRereads of them) come before any op that
+// may write memory.
 void MaterializationPlan::place_loads(const Region& r) {
   for (size_t i = 0; i < r.ops.size(); ++i) {
     const Op* op = r.ops[i];
     for (const auto& sub : op->regions) place_loads(sub);
     if (op->kind != OpKind::Load || op->results.empty()) continue;
     const ValueId v0 = op->result();
-    if (storage_[static_cast<size_t>(v0)] != Storage::Inline) continue;
-    // Every use, through inline values, must end in one root op of this region: the load is then
-    // evaluated inside that op's element loop only (twice in one expression, `d * d` with d from
+    if (storage_[static_cast<size_t>(v0)] != Storage::Inline &&
+        !(reread_loads_ && storage_[static_cast<size_t>(v0)] == Storage::Array)) {
+      continue;
+    }
+    // Every use, through inline values, must end in a root op of this region: the load is then
+    // evaluated inside those ops' element loops only (twice in one expression, `d * d` with d from
     // the load, is one load for the C++ compiler: no store in between).
-    const Op* root = nullptr;
+    std::vector<const Op*> roots;
     bool ok = true;
     std::vector<ValueId> work{v0};
     for (size_t w = 0; ok && w < work.size() && w < 64; ++w) {
@@ -130,17 +148,28 @@ void MaterializationPlan::place_loads(const Region& r) {
             work.push_back(user->result());
           continue;
         }
-        if (root && root != user) ok = false;
-        root = user;
+        if (std::find(roots.begin(), roots.end(), user) == roots.end()) roots.push_back(user);
       }
     }
-    ok = ok && root != nullptr && work.size() < 64;
-    if (ok) {
-      for (size_t j = i + 1; j < r.ops.size() && r.ops[j] != root; ++j) {
+    ok = ok && !roots.empty() && work.size() < 64;
+    if (ok && roots.size() > 1) {
+      // Read again per root: only a cheap, direct address, and a bounded number of times.
+      ok = reread_loads_ && roots.size() <= kMaxRereads;
+      int budget = 16;
+      for (ValueId o : op->operands) {
+        ok = ok && !expensive_inline(o, budget) && !reads_memory_inline(o, 0);
+      }
+    }
+    if (ok) {  // nothing writes memory before the last root (an earlier root included)
+      size_t left = roots.size();
+      for (size_t j = i + 1; ok && j < r.ops.size(); ++j) {
+        const bool is_root = std::find(roots.begin(), roots.end(), r.ops[j]) != roots.end();
+        if (is_root && --left == 0) break;
         if (r.ops[j]->has_side_effects()) ok = false;
       }
+      ok = ok && left == 0;
     }
-    if (!ok) storage_[static_cast<size_t>(v0)] = Storage::Array;
+    storage_[static_cast<size_t>(v0)] = ok ? Storage::Inline : Storage::Array;
   }
 }
 

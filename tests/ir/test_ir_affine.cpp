@@ -1,7 +1,9 @@
 // The affine analysis (ir/affine.h) on IR text: forms, contiguity, constancy and divisibility,
-// where forms stop, and the exactness flag the emitters' 32-bit checks rely on.
+// where forms stop, and the exactness flag the emitters' 32-bit checks rely on; the
+// materialization plan built on them, and what the CPU emitter makes of both.
 #include <gtest/gtest.h>
 
+#include "backend/cpu/emit.h"
 #include "ir/affine.h"
 #include "ir/materialize.h"
 #include "ir/text.h"
@@ -159,9 +161,11 @@ TEST(IrAffine, LooseFormsKnowRuntimeStridesAndRemaindersByTheirDivisors) {
 
 // The materialization plan keeps a load inline when every use ends, through inline values, in one
 // op (`d * d`, d = x - 1 from the load, stored: one loop, no array), and stores it when its uses
-// end in two ops (each would evaluate it in a loop of its own).
+// end in two ops (each would evaluate it in a loop of its own), unless the emitter reads loads
+// again (the CPU's `reread_loads`): then up to four ops each read it, where its address is direct
+// and nothing writes memory before the last of them.
 TEST(IrMaterialize, ALoadUsedTwiceByOneStoreStaysInline) {
-  auto plan_of = [](const std::string& tail) {
+  auto plan_of = [](const std::string& tail, bool reread = false) {
     const auto f = ir::parse(R"(kernel @k(%0: *fp32 x, %1: *fp32 out) {
   %2 = arange {start = 0, end = 8} : <8x i32>
   %3 = splat %0 : <8x *fp32>
@@ -175,10 +179,92 @@ TEST(IrMaterialize, ALoadUsedTwiceByOneStoreStaysInline) {
   %11 = mul %10, %10 : <8x fp32>
 )" + tail + "}\n");
     const ir::UseInfo uses(*f);
-    return ir::MaterializationPlan(*f, uses).storage(5);
+    return ir::MaterializationPlan(*f, uses, reread).storage(5);
   };
   EXPECT_EQ(plan_of("  store %7, %11\n"), ir::Storage::Inline);
   EXPECT_EQ(plan_of("  store %7, %11\n  store %4, %10\n"), ir::Storage::Array);
+  // A row's max and its use after: two reads (reread) or one array.
+  const std::string max_then_store =
+      "  %12 = reduce.max %5 {axis = 0} : fp32\n  %13 = splat %12 : <8x fp32>\n"
+      "  %14 = sub %11, %13 : <8x fp32>\n  store %7, %14\n";
+  EXPECT_EQ(plan_of(max_then_store, true), ir::Storage::Inline);
+  EXPECT_EQ(plan_of(max_then_store, false), ir::Storage::Array);
+  // A store between the two readers: the second would read what the store wrote.
+  EXPECT_EQ(plan_of("  store %7, %11\n  store %4, %10\n", true), ir::Storage::Array);
+  // Five readers (four sums and the store): more than kMaxRereads; four are read again.
+  auto sums = [](int count) {
+    std::string r;
+    for (int k = 0; k < count; ++k)
+      r += "  %" + std::to_string(20 + k) + " = reduce.sum %5 {axis = 0} : fp32\n";
+    return r + "  store %7, %11\n";
+  };
+  EXPECT_EQ(plan_of(sums(4), true), ir::Storage::Array);
+  EXPECT_EQ(plan_of(sums(3), true), ir::Storage::Inline);
+}
+
+// A gather (its address from another load) is not read again per use: the index load would be
+// too.
+TEST(IrMaterialize, AGatheredLoadUsedTwiceIsStored) {
+  const auto f = ir::parse(R"(kernel @k(%0: *fp32 x, %1: *i32 idx, %2: *fp32 out) {
+  %3 = arange {start = 0, end = 8} : <8x i32>
+  %4 = splat %1 : <8x *i32>
+  %5 = addptr %4, %3 : <8x *i32>
+  %6 = load %5 : <8x i32>
+  %7 = splat %0 : <8x *fp32>
+  %8 = addptr %7, %6 : <8x *fp32>
+  %9 = load %8 : <8x fp32>
+  %10 = reduce.max %9 {axis = 0} : fp32
+  %11 = splat %10 : <8x fp32>
+  %12 = sub %9, %11 : <8x fp32>
+  %13 = splat %2 : <8x *fp32>
+  %14 = addptr %13, %3 : <8x *fp32>
+  store %14, %12
+}
+)");
+  const ir::UseInfo uses(*f);
+  EXPECT_EQ(ir::MaterializationPlan(*f, uses, true).storage(9), ir::Storage::Array);
+}
+
+// Triton's tutorial 02 softmax row on the CPU: the row is loaded once and read by the max and by
+// the exp (no array for it: each reads memory, the second from the cache), and the max's
+// vector loop, where the mask is proven true, loads the row in place (`trt::load16(` of the
+// address) instead of staging it through a buffer first. A store before the max keeps the
+// array (the exp must not read what the store wrote).
+TEST(CpuEmit, ASoftmaxRowIsReadInPlaceByItsMaxAndItsExp) {
+  auto source = [](const std::string& before_max) {
+    const auto f = ir::parse(R"(kernel @k(%0: *fp32 out {div16}, %1: *fp32 x {div16}, %2: i32 n) {
+  %3 = program_id {axis = 0} : i32
+  %4 = arange {start = 0, end = 1024} : <1024x i32>
+  %5 = mul %3, %2 : i32
+  %6 = addptr %1, %5 : *fp32
+  %7 = splat %6 : <1024x *fp32>
+  %8 = addptr %7, %4 : <1024x *fp32>
+  %9 = splat %2 : <1024x i32>
+  %10 = cmp.lt %4, %9 : <1024x i1>
+  %11 = const -inf : <1024x fp32>
+  %12 = load %8, %10, %11 : <1024x fp32>
+  %13 = addptr %0, %5 : *fp32
+  %14 = splat %13 : <1024x *fp32>
+  %15 = addptr %14, %4 : <1024x *fp32>
+)" + before_max + R"(  %16 = reduce.max %12 {axis = 0} : fp32
+  %17 = splat %16 : <1024x fp32>
+  %18 = sub %12, %17 : <1024x fp32>
+  %19 = exp %18 : <1024x fp32>
+  %20 = reduce.sum %19 {axis = 0} : fp32
+  %21 = splat %20 : <1024x fp32>
+  %22 = div %19, %21 : <1024x fp32>
+  store %15, %22, %10
+}
+)");
+    return backend::cpu::emit(*f).source;
+  };
+  const std::string row = source("");
+  EXPECT_EQ(row.find("v12["), std::string::npos) << row;
+  EXPECT_NE(row.find("trt::fmax_num(_acc"), std::string::npos) << row;
+  EXPECT_NE(row.find("trt::load16((v"), std::string::npos) << row;
+  const std::string stored = source("  store %15, %12, %10\n");
+  EXPECT_NE(stored.find("float v12[1024]"), std::string::npos) << stored;
+  EXPECT_EQ(stored.find("trt::load16((v"), std::string::npos) << stored;
 }
 
 }  // namespace

@@ -282,12 +282,14 @@ TEST(KernelDiagnostics, AFailedTraceLeavesTheKernelUsable) {
   EXPECT_EQ(x.sum().item<float>(), 4.0f);
 }
 
-// A 2048x1024 fp32 tile reused twice (8 MiB of arrays): on the CPU a program's tiles live on its
+// A 2048x1024 fp32 tile read again after a store (8 MiB of arrays: the store may have changed
+// what a second load would read, so the tile is kept): on the CPU a program's tiles live on its
 // thread's stack, so the kernel is a CompileError naming the tile and its line, not a crash
 // (issue 19); smaller tiles run, and the interpreter (heap tiles) runs the large one.
 TL_JIT(big_tile_kernel, tl::Ptr x, tl::Ptr y, tl::Const R, tl::Const C) {
   auto offs = tl::expand_dims(tl::arange(0, R), 1) * C + tl::expand_dims(tl::arange(0, C), 0);
   auto a = tl::load(x + offs);
+  tl::store(y + offs, a * 2.0f);
   tl::store(y + offs, a * 2.0f + a);
 }
 

@@ -45,8 +45,8 @@ std::string flat(const SmallVector<int64_t, 4>& shape, const Index& idx) {
   return s.empty() ? "0" : s;
 }
 
-ExprPrinter::ExprPrinter(const ir::Function& f, bool checked)
-    : f_(f), uses_(f), plan_(f, uses_), checked_(checked) {
+ExprPrinter::ExprPrinter(const ir::Function& f, bool checked, bool reread_loads)
+    : f_(f), uses_(f), plan_(f, uses_, reread_loads), checked_(checked) {
   if (checked_) prov_ = ir::pointer_provenance(f_);
 }
 

@@ -42,7 +42,8 @@ class ExprPrinter {
    * against the bounds of the tensors they derive from, int32 `+ - *` report wrapping, asserts
    * report; the generated code calls the runtime's `trt::dbg_*` through `_dbg`, which each
    * emitter declares (the CPU's callbacks, the GPU's record buffer: the same calls). */
-  ExprPrinter(const ir::Function& f, bool checked);
+  /** `reread_loads`: the materialization plan's (ir/materialize.h); the CPU emitter's choice. */
+  ExprPrinter(const ir::Function& f, bool checked, bool reread_loads = false);
   virtual ~ExprPrinter() = default;
 
  protected:

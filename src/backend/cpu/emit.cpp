@@ -38,7 +38,7 @@ using ir::Storage;
 class Emitter : ExprPrinter {
  public:
   explicit Emitter(const ir::Function& f, bool checked = false)
-      : ExprPrinter(f, checked), affine_(f) {}
+      : ExprPrinter(f, checked, /*reread_loads=*/true), affine_(f) {}
 
   Emitted run() {
     header();
@@ -713,13 +713,23 @@ class Emitter : ExprPrinter {
     // row a program loaded, exponentials a later step reads again): its vectors are loaded where
     // they are, not staged through a buffer first.
     const std::string direct = contiguous_array_read(in, ix, ot);
-    if (direct.empty())
+    // Or a load of consecutive elements read in place (its mask proven true over the row): a
+    // copy into the buffer became 256-bit moves that the 512-bit loads after it could not
+    // forward from (a softmax's row max, read again by its exp: 32% of the kernel's samples).
+    const ValueId ld = direct.empty() ? contiguous_load(in, ix, ot) : ir::kNoValue;
+    const bool direct_load = ld != ir::kNoValue;
+    auto load_at = [&](const std::string& at) {
+      std::vector<std::string> e = ix;
+      e.back() = "(" + j + " + " + at + ")";
+      return "trt::load16(" + expr(f_.def(ld)->operands[0], e) + ")";
+    };
+    if (direct.empty() && !direct_load)
       line("alignas(64) " + rt + " " + x + "[" + std::to_string(16 * blocks) + "];");
     auto step = [&](int width) {
       line("for (; " + j + " + " + std::to_string(width) + " <= " + std::to_string(n) + "; " + j +
            " += " + std::to_string(width) + ") {");
       ++indent_;
-      if (direct.empty()) {
+      if (direct.empty() && !direct_load) {
         line("#pragma omp simd");
         line("for (int32_t " + l + " = 0; " + l + " < " + std::to_string(width) + "; ++" + l +
              ") {");
@@ -731,7 +741,8 @@ class Emitter : ExprPrinter {
       for (int b = 0; b < width / 16; ++b) {
         const std::string a = acc + "_" + std::to_string(b);
         const std::string at = std::to_string(16 * b);
-        const std::string v = direct.empty()
+        const std::string v = direct_load ? load_at(at)
+                              : direct.empty()
                                   ? "trt::load16(" + x + " + " + at + ")"
                                   : "trt::load16(" + direct + " + " + j + " + " + at + ")";
         line(a + " = " + reduce_combine(k, ot, a, v, true) + ";");
@@ -766,6 +777,44 @@ class Emitter : ExprPrinter {
       if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_') return "";
     }
     return arr;
+  }
+
+  // The load `in` is (through selects proven true) when it is an inline load whose elements along
+  // the row (the last index of `ix`, `(j + l)`) are consecutive in memory, of the accumulator's
+  // type without conversion, its mask (if any) proven true over the loop nest: then 16 lanes from
+  // element j + at are one vector load (else kNoValue). The pointer must be a uniform base plus
+  // integer offsets whose affine forms sum to coefficient 1 along the row (32-bit offsets under the
+  // guard that they do not wrap, as for masks).
+  ValueId contiguous_load(ValueId in, const std::vector<std::string>& ix, const Type& ot) {
+    if (checked_ || fast_ != Fast::On) return ir::kNoValue;
+    // Through selects whose condition is proven here (a max's `where(mask, x, -inf)`).
+    while (plan_.storage(in) == Storage::Inline && f_.def(in) &&
+           f_.def(in)->kind == OpKind::Select && expr(f_.def(in)->operands[0], ix) == "true")
+      in = f_.def(in)->operands[1];
+    if (plan_.storage(in) != Storage::Inline) return ir::kNoValue;
+    const Op* ld = f_.def(in);
+    const DType e = f_.type(in).elem;
+    if (!ld || ld->kind != OpKind::Load || e != ot.elem ||
+        !(e == DType::Float32 || e == DType::Float64 || e == DType::Int32 || e == DType::Int64))
+      return ir::kNoValue;
+    std::vector<std::string> checks;
+    int64_t coef = 0;
+    ValueId p = ld->operands[0];
+    for (const Op* d = f_.def(p); d && d->kind == OpKind::AddPtr; d = f_.def(p)) {
+      if (!f_.type(d->operands[1]).is_scalar()) {
+        const auto a = affine(d->operands[1], ix, checks);
+        if (!a) return ir::kNoValue;
+        const auto c = a->coef.find(ix.back());
+        coef += c == a->coef.end() ? 0 : c->second;
+      }
+      p = d->operands[0];
+    }
+    if (coef != 1 || uniform_source(p) == ir::kNoValue) return ir::kNoValue;
+    if (ld->operands.size() > 1 && expr(ld->operands[1], ix) != "true") return ir::kNoValue;
+    for (const auto& c : checks) {
+      if (std::find(guards_.begin(), guards_.end(), c) == guards_.end()) guards_.push_back(c);
+    }
+    return in;
   }
 
   // Declares mutable storage for a carried or branch result value.
