@@ -5,8 +5,11 @@
  * arrays unless they must: index, pointer and mask arithmetic and single-use loads are inlined
  * into the loop of their consumer (a store, a reduction, or a value that is materialized), so
  * `store(out + offs, load(x + offs, m) + load(y + offs, m), m)` is one vectorizable masked loop.
- * Values that are reused, expensive (exp, log, ...), loaded before a store, reduced, or carried
- * across a loop become 64-byte-aligned local arrays.
+ * A load read by a few ops with no store between them (a softmax row's max and its exp) is read
+ * again by each (the second read hits the cache; a copy would be one more pass), and a reduction
+ * loads such a row in place, 16 lanes at a time, where its mask is proven true. Values that are
+ * reused, expensive (exp, log, ...), loaded before a store, reduced, or carried across a loop
+ * become 64-byte-aligned local arrays.
  */
 #pragma once
 
