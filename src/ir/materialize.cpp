@@ -122,10 +122,12 @@ void MaterializationPlan::place_loads(const Region& r) {
     for (const auto& sub : op->regions) place_loads(sub);
     if (op->kind != OpKind::Load || op->results.empty()) continue;
     const ValueId v0 = op->result();
-    if (storage_[static_cast<size_t>(v0)] != Storage::Inline &&
-        !(reread_loads_ && storage_[static_cast<size_t>(v0)] == Storage::Array)) {
-      continue;
-    }
+    // With reread_loads, a load stored for having several uses is reconsidered; one that
+    // store_dot_operands stored for an expensive address stays stored (a reconsidered load must
+    // have a cheap one, below).
+    const bool reconsider = reread_loads_ && storage_[static_cast<size_t>(v0)] == Storage::Array &&
+                            !uses_.single_local_use(v0);
+    if (storage_[static_cast<size_t>(v0)] != Storage::Inline && !reconsider) continue;
     // Every use, through inline values, must end in a root op of this region: the load is then
     // evaluated inside those ops' element loops only (twice in one expression, `d * d` with d from
     // the load, is one load for the C++ compiler: no store in between).
@@ -152,7 +154,7 @@ void MaterializationPlan::place_loads(const Region& r) {
       }
     }
     ok = ok && !roots.empty() && work.size() < 64;
-    if (ok && roots.size() > 1) {
+    if (ok && (roots.size() > 1 || reconsider)) {
       // Read again per root: only a cheap, direct address, and a bounded number of times.
       ok = reread_loads_ && roots.size() <= kMaxRereads;
       int budget = 16;
