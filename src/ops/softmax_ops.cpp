@@ -88,9 +88,22 @@ TS_ROW_CLONES void softmax_row_f32(const float* x, float* o, int64_t n, bool log
   // registers; written as arrays, it did this pass one scalar at a time).
   typedef float F __attribute__((vector_size(L * sizeof(float))));
   typedef int32_t I __attribute__((vector_size(L * sizeof(float))));
-  F vm = F{} - INFINITY;
-  I vn = I{};
+  // Two independent chains of a compare and a blend (one chain was 5 cycles a vector, a fifth of
+  // the row's time); the max is exact in any order.
+  F vm = F{} - INFINITY, vm1 = vm;
+  I vn = I{}, vn1 = I{};
   int64_t i = 0;
+  for (; i + 2 * L <= n; i += 2 * L) {
+    F v, v1;
+    std::memcpy(&v, x + i, sizeof v);
+    std::memcpy(&v1, x + i + L, sizeof v1);
+    vn |= v != v;
+    vn1 |= v1 != v1;
+    vm = v > vm ? v : vm;
+    vm1 = v1 > vm1 ? v1 : vm1;
+  }
+  vn |= vn1;
+  vm = vm1 > vm ? vm1 : vm;
   for (; i + L <= n; i += L) {
     F v;
     std::memcpy(&v, x + i, sizeof v);
