@@ -58,6 +58,17 @@ void run_into(const PointwiseDesc& d, const Tensor& out, ArrayRef<Tensor> inputs
                           compute == DType::BFloat16))
       return;
   }
+  // Narrow-float arithmetic: add and sub only without alpha (extra: the alpha Scalar).
+  const bool plain = !(d.op == PwOp::Add || d.op == PwOp::Sub) ||
+                     (extra && *static_cast<const Scalar*>(extra) == Scalar(1));
+  if (conv.size() == 2 && (compute == DType::Float16 || compute == DType::BFloat16) && plain &&
+      out.dtype() == compute && conv[0].dtype() == compute && conv[1].dtype() == compute &&
+      out.is_contiguous() && conv[0].is_contiguous() && conv[1].is_contiguous() &&
+      fast_arith_narrow(d.op, static_cast<const uint16_t*>(conv[0].impl()->data()),
+                        static_cast<const uint16_t*>(conv[1].impl()->data()),
+                        static_cast<uint16_t*>(out.impl()->data()), out.impl()->int_numel(),
+                        compute == DType::BFloat16))
+    return;
   if (conv.size() == 2 && has_fast_binary(d.op) && out.dtype() == compute &&
       conv[0].dtype() == compute && conv[1].dtype() == compute && out.is_contiguous() &&
       conv[0].is_contiguous() && conv[1].is_contiguous()) {

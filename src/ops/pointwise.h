@@ -98,6 +98,11 @@ bool has_fast_binary(PwOp op);
 bool fast_binary_f32(PwOp op, const float* a, const float* b, float* o, int64_t n);
 bool fast_binary_narrow(PwOp op, const uint16_t* a, const uint16_t* b, uint16_t* o, int64_t n,
                         bool bf16);
+/** Contiguous float16 / bfloat16 `a + b`, `a - b`, `a * b`, `a / b` (no alpha) through float rows
+ * converted 1024 at a time (vectorized; the library's loop converts one element at a time in
+ * baseline x86-64): the same bits. False (nothing done) for other ops. */
+bool fast_arith_narrow(PwOp op, const uint16_t* a, const uint16_t* b, uint16_t* o, int64_t n,
+                       bool bf16);
 
 /** `extra` of add and sub: alpha (a Scalar). Of clamp: */
 struct ClampArgs {

@@ -10,6 +10,7 @@
 #include "ops/cpu_loops.h"
 #include "ops/cpu_rows.h"
 #include "ops/pointwise.h"
+#include "ops/pointwise_functors.h"
 #include "runtime/thread_pool.h"
 #include "tessera/trt/scalar.h"
 
@@ -172,6 +173,44 @@ bool fast_binary_narrow(PwOp op, const uint16_t* a, const uint16_t* b, uint16_t*
       narrow_row_to_float(a + i, fa, len, bf16);
       narrow_row_to_float(b + i, fb, len, bf16);
       gelu_backward_f32(tanh_form, fa, fb, fa, len);
+      float_row_to_narrow(fa, o + i, len, bf16);
+    }
+  });
+  return true;
+}
+
+namespace {
+// a op b on float rows with the functors' arithmetic (what the library's loops compute for
+// float16 / bfloat16 in float), a switch outside the loop.
+TS_ROW_CLONES void arith_f32(PwOp op, const float* a, const float* b, float* o, int64_t n) {
+  switch (op) {
+    case PwOp::Add:
+      for (int64_t i = 0; i < n; ++i) o[i] = pw::Add()(a[i], b[i]);
+      return;
+    case PwOp::Sub:
+      for (int64_t i = 0; i < n; ++i) o[i] = pw::Sub()(a[i], b[i]);
+      return;
+    case PwOp::Mul:
+      for (int64_t i = 0; i < n; ++i) o[i] = pw::Mul()(a[i], b[i]);
+      return;
+    default:
+      for (int64_t i = 0; i < n; ++i) o[i] = pw::Div()(a[i], b[i]);
+      return;
+  }
+}
+}  // namespace
+
+bool fast_arith_narrow(PwOp op, const uint16_t* a, const uint16_t* b, uint16_t* o, int64_t n,
+                       bool bf16) {
+  if (op != PwOp::Add && op != PwOp::Sub && op != PwOp::Mul && op != PwOp::Div) return false;
+  runtime::parallel_for(0, n, cpu::kGrain, [&](int64_t s, int64_t e) {
+    constexpr int64_t kStep = 1024;  // two float buffers in L1
+    float fa[kStep], fb[kStep];
+    for (int64_t i = s; i < e; i += kStep) {
+      const int64_t len = std::min(kStep, e - i);
+      narrow_row_to_float(a + i, fa, len, bf16);
+      narrow_row_to_float(b + i, fb, len, bf16);
+      arith_f32(op, fa, fb, fa, len);
       float_row_to_narrow(fa, o + i, len, bf16);
     }
   });
