@@ -208,6 +208,34 @@ TEST(SpecialValues, FastFloatMathAgreesWithTheLibraryLoops) {
   }
 }
 
+// Contiguous float16 / bfloat16 <-> float32 copies take the vectorized rows (cpu_rows.h); strided
+// ones the element loop. Every float16 and bfloat16 bit pattern to float, and a sweep of float bit
+// patterns (every 4093rd, all exponents, NaNs, infinities and subnormals among them) back: the
+// same bits both ways.
+TEST(SpecialValues, NarrowFloatConversionsOfContiguousTensorsMatchTheElementLoop) {
+  Tensor bits = empty({65536}, int32);
+  for (int32_t i = 0; i < 65536; ++i) bits.data_ptr<int32_t>()[i] = i;
+  const Tensor u16 = bits.to(int16);  // the patterns 0..65535 (wrapping to int16)
+  for (DType dt : {float16, bfloat16}) {
+    const Tensor narrow = u16.view(dt);
+    const Tensor fast = narrow.to(float32);
+    const Tensor strided = narrow.view({256, 256}).t().contiguous().t();
+    ASSERT_FALSE(strided.is_contiguous());
+    const Tensor slow = strided.to(float32).contiguous().view({65536});
+    EXPECT_TRUE(equal(fast.view(int32), slow.view(int32))) << dtype_name(dt) << " to float32";
+  }
+  const int64_t n = int64_t{1} << 20;
+  Tensor fbits = empty({n}, int32);
+  for (int64_t i = 0; i < n; ++i)
+    fbits.data_ptr<int32_t>()[i] = static_cast<int32_t>(static_cast<uint32_t>(i) * 4093u);
+  const Tensor f = fbits.view(float32);
+  const Tensor fs = f.view({1024, 1024}).t().contiguous().t();
+  for (DType dt : {float16, bfloat16}) {
+    const Tensor fast = f.to(dt), slow = fs.to(dt).contiguous().view({n});
+    EXPECT_TRUE(equal(fast.view(int16), slow.view(int16))) << "float32 to " << dtype_name(dt);
+  }
+}
+
 // float16 / bfloat16 add, sub, mul, div on contiguous tensors go through float rows converted
 // in blocks (fast_arith_narrow); strided operands take the library's element loop. Both give the
 // float result rounded once: the same bits on specials (NaN, inf, zeros of both signs,
