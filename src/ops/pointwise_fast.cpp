@@ -7,6 +7,10 @@
 #include <algorithm>
 #include <cstdint>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include "ops/cpu_loops.h"
 #include "ops/cpu_rows.h"
 #include "ops/pointwise.h"
@@ -89,7 +93,59 @@ TS_ROW_CLONES void gelu_backward_f32(bool tanh_form, const float* g, const float
 
 }  // namespace
 
+#if defined(__x86_64__) && defined(__GNUC__)
+namespace {
+// float16 rows by F16C's vcvtph2ps / vcvtps2ph (x86-64-v3 and later; 8 lanes), with every NaN
+// given the library's bits: to float the hardware quiets a signalling NaN where the library keeps
+// the payload as it is; to float16 it keeps the payload where the library makes every NaN 0x7e00
+// with its sign. Everything else (rounding to nearest even, subnormals, overflow to infinity) is
+// the same conversion (NarrowFloatConversionsOfContiguousTensorsMatchTheElementLoop checks every
+// pattern). The software forms took a dozen integer operations an element.
+bool have_f16c() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return ok;
+}
+__attribute__((target("avx2,f16c"))) void half_row_to_float_f16c(const uint16_t* in, float* out,
+                                                                 int64_t n) {
+  const __m256i mag_mask = _mm256_set1_epi32(0x7fff), inf = _mm256_set1_epi32(0x7c00);
+  const __m256i sign_mask = _mm256_set1_epi32(0x8000), man_mask = _mm256_set1_epi32(0x3ff);
+  const __m256i exp_all = _mm256_set1_epi32(0x7f800000);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    const __m256 f = _mm256_cvtph_ps(h);
+    const __m256i w = _mm256_cvtepu16_epi32(h);
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(w, mag_mask), inf);
+    const __m256i special = _mm256_or_si256(
+        _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(w, sign_mask), 16), exp_all),
+        _mm256_slli_epi32(_mm256_and_si256(w, man_mask), 13));
+    _mm256_storeu_ps(out + i,
+                     _mm256_blendv_ps(f, _mm256_castsi256_ps(special), _mm256_castsi256_ps(nan)));
+  }
+  for (; i < n; ++i) out[i] = trt::half_to_float(in[i]);
+}
+__attribute__((target("avx2,f16c"))) void float_row_to_half_f16c(const float* in, uint16_t* out,
+                                                                 int64_t n) {
+  const __m128i mag_mask = _mm_set1_epi16(0x7fff), inf = _mm_set1_epi16(0x7c00);
+  const __m128i sign_mask = _mm_set1_epi16(static_cast<int16_t>(0x8000));
+  const __m128i qnan = _mm_set1_epi16(0x7e00);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h =
+        _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m128i nan = _mm_cmpgt_epi16(_mm_and_si128(h, mag_mask), inf);
+    const __m128i canon = _mm_or_si128(_mm_and_si128(h, sign_mask), qnan);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm_blendv_epi8(h, canon, nan));
+  }
+  for (; i < n; ++i) out[i] = trt::float_to_half(in[i]);
+}
+}  // namespace
+#endif
+
 TS_ROW_CLONES void narrow_row_to_float(const uint16_t* in, float* out, int64_t n, bool bf16) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (!bf16 && have_f16c()) return half_row_to_float_f16c(in, out, n);
+#endif
   if (bf16) {
     for (int64_t i = 0; i < n; ++i) out[i] = trt::bf16_to_float(in[i]);
   } else {
@@ -97,6 +153,9 @@ TS_ROW_CLONES void narrow_row_to_float(const uint16_t* in, float* out, int64_t n
   }
 }
 TS_ROW_CLONES void float_row_to_narrow(const float* in, uint16_t* out, int64_t n, bool bf16) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (!bf16 && have_f16c()) return float_row_to_half_f16c(in, out, n);
+#endif
   if (bf16) {
     for (int64_t i = 0; i < n; ++i) out[i] = trt::float_to_bf16(in[i]);
   } else {
