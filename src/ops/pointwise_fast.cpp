@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)  // as TS_ROW_CLONES
 #include <immintrin.h>
 #endif
 
@@ -93,7 +93,7 @@ TS_ROW_CLONES void gelu_backward_f32(bool tanh_form, const float* g, const float
 
 }  // namespace
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 namespace {
 // float16 rows by F16C's vcvtph2ps / vcvtps2ph (x86-64-v3 and later; 8 lanes), with every NaN
 // given the library's bits: to float the hardware quiets a signalling NaN where the library keeps
@@ -143,7 +143,7 @@ __attribute__((target("avx2,f16c"))) void float_row_to_half_f16c(const float* in
 #endif
 
 TS_ROW_CLONES void narrow_row_to_float(const uint16_t* in, float* out, int64_t n, bool bf16) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
   if (!bf16 && have_f16c()) return half_row_to_float_f16c(in, out, n);
 #endif
   if (bf16) {
@@ -153,7 +153,7 @@ TS_ROW_CLONES void narrow_row_to_float(const uint16_t* in, float* out, int64_t n
   }
 }
 TS_ROW_CLONES void float_row_to_narrow(const float* in, uint16_t* out, int64_t n, bool bf16) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
   if (!bf16 && have_f16c()) return float_row_to_half_f16c(in, out, n);
 #endif
   if (bf16) {
