@@ -220,10 +220,12 @@ bool fast_binary_f32(PwOp op, const float* a, const float* b, float* o, int64_t 
   return true;
 }
 
-bool fast_binary_narrow(PwOp op, const uint16_t* a, const uint16_t* b, uint16_t* o, int64_t n,
-                        bool bf16) {
-  if (!has_fast_binary(op)) return false;
-  const bool tanh_form = op == PwOp::GeluTanhBackward;
+namespace {
+// `o = f(a, b)` on float16 / bfloat16 bits through float rows: blocks of 1024 converted, computed
+// by `f(fa, fb, fo, len)` (fo may be fa), rounded back, over the thread pool.
+template <class F>
+void through_float_rows(const uint16_t* a, const uint16_t* b, uint16_t* o, int64_t n, bool bf16,
+                        const F& f) {
   runtime::parallel_for(0, n, cpu::kGrain, [&](int64_t s, int64_t e) {
     constexpr int64_t kStep = 1024;  // two float buffers in L1
     float fa[kStep], fb[kStep];
@@ -231,10 +233,21 @@ bool fast_binary_narrow(PwOp op, const uint16_t* a, const uint16_t* b, uint16_t*
       const int64_t len = std::min(kStep, e - i);
       narrow_row_to_float(a + i, fa, len, bf16);
       narrow_row_to_float(b + i, fb, len, bf16);
-      gelu_backward_f32(tanh_form, fa, fb, fa, len);
+      f(fa, fb, fa, len);
       float_row_to_narrow(fa, o + i, len, bf16);
     }
   });
+}
+}  // namespace
+
+bool fast_binary_narrow(PwOp op, const uint16_t* a, const uint16_t* b, uint16_t* o, int64_t n,
+                        bool bf16) {
+  if (!has_fast_binary(op)) return false;
+  const bool tanh_form = op == PwOp::GeluTanhBackward;
+  through_float_rows(a, b, o, n, bf16,
+                     [&](const float* fa, const float* fb, float* fo, int64_t len) {
+                       gelu_backward_f32(tanh_form, fa, fb, fo, len);
+                     });
   return true;
 }
 
@@ -262,17 +275,10 @@ TS_ROW_CLONES void arith_f32(PwOp op, const float* a, const float* b, float* o, 
 bool fast_arith_narrow(PwOp op, const uint16_t* a, const uint16_t* b, uint16_t* o, int64_t n,
                        bool bf16) {
   if (op != PwOp::Add && op != PwOp::Sub && op != PwOp::Mul && op != PwOp::Div) return false;
-  runtime::parallel_for(0, n, cpu::kGrain, [&](int64_t s, int64_t e) {
-    constexpr int64_t kStep = 1024;  // two float buffers in L1
-    float fa[kStep], fb[kStep];
-    for (int64_t i = s; i < e; i += kStep) {
-      const int64_t len = std::min(kStep, e - i);
-      narrow_row_to_float(a + i, fa, len, bf16);
-      narrow_row_to_float(b + i, fb, len, bf16);
-      arith_f32(op, fa, fb, fa, len);
-      float_row_to_narrow(fa, o + i, len, bf16);
-    }
-  });
+  through_float_rows(a, b, o, n, bf16,
+                     [&](const float* fa, const float* fb, float* fo, int64_t len) {
+                       arith_f32(op, fa, fb, fo, len);
+                     });
   return true;
 }
 

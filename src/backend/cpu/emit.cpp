@@ -217,6 +217,13 @@ class Emitter : ExprPrinter {
 
   std::string uniform(int32_t node) const { return uniform_expr(affine_, node); }
 
+  // Adds uniform conditions to the versioned loop nest's guard (versioned()), each once.
+  void add_guards(const std::vector<std::string>& conds) {
+    for (const auto& c : conds) {
+      if (std::find(guards_.begin(), guards_.end(), c) == guards_.end()) guards_.push_back(c);
+    }
+  }
+
   // "true" when the comparison `op` holds over the whole loop nest: at once if that is known at
   // compile time, else under a guard added for versioned(). nullopt when it cannot be shown.
   std::optional<std::string> mask_always_true(const Op& op, const std::vector<std::string>& idx) {
@@ -239,9 +246,7 @@ class Emitter : ExprPrinter {
     }
     if (fast_ != Fast::On) return std::nullopt;
     checks.push_back("(" + d.base + " + " + std::to_string(far) + "LL" + rel + ")");
-    for (const auto& c : checks) {
-      if (std::find(guards_.begin(), guards_.end(), c) == guards_.end()) guards_.push_back(c);
-    }
+    add_guards(checks);
     return std::string("true");
   }
 
@@ -322,9 +327,7 @@ class Emitter : ExprPrinter {
     if (!a) return false;
     for (std::string& c : rem_no_straddle_guards(a->base, *m, spread(*a, false), spread(*a, true)))
       checks.push_back(std::move(c));
-    for (const auto& c : checks) {
-      if (std::find(guards_.begin(), guards_.end(), c) == guards_.end()) guards_.push_back(c);
-    }
+    add_guards(checks);
     return true;
   }
   std::string rem_shift(const Op& op, const Index& idx) override {
@@ -354,7 +357,7 @@ class Emitter : ExprPrinter {
     const std::string dv = expr(d, {});
     if (fast_ == Fast::Off) return std::nullopt;
     const std::string guard = "trt::recip_ok(" + dv + ")";
-    if (std::find(guards_.begin(), guards_.end(), guard) == guards_.end()) guards_.push_back(guard);
+    add_guards({guard});
     return round_to(t.elem, "(" + a + " * (1.0f / " + dv + "))");
   }
 
@@ -811,9 +814,7 @@ class Emitter : ExprPrinter {
     }
     if (coef != 1 || uniform_source(p) == ir::kNoValue) return ir::kNoValue;
     if (ld->operands.size() > 1 && expr(ld->operands[1], ix) != "true") return ir::kNoValue;
-    for (const auto& c : checks) {
-      if (std::find(guards_.begin(), guards_.end(), c) == guards_.end()) guards_.push_back(c);
-    }
+    add_guards(checks);
     return in;
   }
 
