@@ -77,10 +77,10 @@ Tensor dim_last(const Tensor& t, int64_t dim) {
 
 // The float row of softmax / log_softmax, `o` may be `x`: the max (a NaN anywhere: the row is
 // NaN), exp(x - max) once per element with trt::exp (within 1 ulp; the compiled row kernels use
-// the same), summed in 16 compensated float lanes, then scaled by the float 1 / sum (or
-// log_softmax: x - max - log(sum)): within 3 ulp of a double softmax (2.8 worst over 20 seeds of
-// SpecialValues.SoftmaxRows...'s rows; 2.5 with double lanes and a double scale, which took
-// 1.9 ms against 1.48 for a 4096 x 1024 softmax on 2 cores, torch eager 1.34).
+// the same bits), summed in pairs of float vectors into double lanes, then scaled by the float
+// 1 / sum (or log_softmax: x - max - log(sum)): within 3 ulp of a double softmax (2.8 worst over
+// 20 seeds of SpecialValues.SoftmaxRows...'s rows; 2.5 with double lanes and a double scale, which
+// took 1.9 ms against 1.48 for a 4096 x 1024 softmax on 2 cores, torch eager 1.34).
 // Eager used to take two double exps per element: 17x torch's time for a 4096 x 1024 softmax.
 TS_ROW_CLONES void softmax_row_f32(const float* x, float* o, int64_t n, bool log) {
   constexpr int L = 16;
@@ -125,46 +125,66 @@ TS_ROW_CLONES void softmax_row_f32(const float* x, float* o, int64_t n, bool log
     return;
   }
   if (std::isinf(m) && m < 0) m = 0;  // all -inf: exp(-inf - 0) = 0, then 0 / 0 = NaN (PyTorch's)
-  // exp(x - max) to within ~2 ulp however far x is from the max: x - max rounded to float (d)
-  // goes through trt::exp and its rounding error r (exact, by Knuth's two-sum) multiplies the
-  // result by 1 + r. (x - max rounded alone put |x - max| / 2 ulp into the result: 17 ulp at
-  // x - max = -30.)
-  // x below max - 104 (a -inf included) becomes max - 104: exp gives 0 there either way, and the
-  // two-sum stays finite (a -inf made r NaN).
+  // Entries below max - 104 (a -inf included) become max - 104 = lo: exp gives 0 there either
+  // way, and the two-sum below stays finite (a -inf made it NaN). Far from 0 (|max| >= 2^26 or
+  // so) max - 104 rounds to within 104 of the max, or to the max itself, where exp(lo - max) is
+  // not 0: those rows (and +inf's) take double, one element at a time.
   const float lo = m - 104.0f;
+  if (!(lo - m <= -104.0f)) {
+    double s = 0;
+    const double md = m;
+    for (int64_t i = 0; i < n; ++i) s += std::exp(static_cast<double>(x[i]) - md);
+    const double ls = std::log(s), inv = 1.0 / s;
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = static_cast<double>(x[i]) - md;
+      o[i] = static_cast<float>(log ? d - ls : std::exp(d) * inv);
+    }
+    return;
+  }
+  // exp(x - max) to within ~2 ulp however far x is from the max: x - max rounded to float (d)
+  // goes through exp and its rounding error r (exact, by Knuth's two-sum) multiplies the result
+  // by 1 + r. (x - max rounded alone put |x - max| / 2 ulp into the result: 17 ulp at x - max =
+  // -30.) d lies in [lo - max, 0], within [-128, 0]: exp's polynomial without its clamps and
+  // selects (the same bits; 7% of the row's time).
   auto exp_shifted = [m, lo](float v) {
     v = v > lo ? v : lo;
     const float d = v - m, vv = d + m, mm = d - vv;
     const float r = (v - vv) + (-m - mm);
-    const float e = trt::exp(d);
+    const float e = trt::exp_poly_bounded(d);
     return TRT_FMAF(e, r, e);
   };
   // The sum's rounding must not grow with the row (a plain float sum of 50000 exponentials was
-  // off by ~100 ulp): float lanes carry their errors, and the lanes add in double.
-  double acc[L] = {};
+  // off by ~100 ulp): pairs of float vectors (one rounding each, within 2^-24 of their sum) add
+  // into double lanes, log_softmax's values one by one. (A compensated float sum was as accurate
+  // and 10% slower; vector types, as the max: with arrays the compiler kept the lanes in memory.)
+  typedef double D __attribute__((vector_size(L / 2 * sizeof(double))));
+  D acc0 = D{}, acc1 = D{};
   double s = 0;
   i = 0;
-  if (log) {
-    for (; i + L <= n; i += L)
-      for (int l = 0; l < L; ++l) acc[l] += static_cast<double>(exp_shifted(x[i + l]));
-    for (; i < n; ++i) s += static_cast<double>(exp_shifted(x[i]));
-  } else {
-    // Float lanes with their rounding errors carried (Knuth's two-sum), added in double at the
-    // end: as accurate as double lanes, half the vector width's cost.
-    // (Vector types, as the max: written with arrays the compiler kept the lanes in memory.)
-    F fs = F{}, fc = F{};
-    for (; i + L <= n; i += L) {
-      F e;
-      for (int l = 0; l < L; ++l) e[l] = exp_shifted(x[i + l]);
+  for (; i + 2 * L <= n; i += 2 * L) {
+    F e, e1;
+    for (int l = 0; l < L; ++l) e[l] = exp_shifted(x[i + l]);
+    for (int l = 0; l < L; ++l) e1[l] = exp_shifted(x[i + L + l]);
+    const auto add = [&](F t) {
+      acc0 += __builtin_convertvector(__builtin_shufflevector(t, t, 0, 1, 2, 3, 4, 5, 6, 7), D);
+      acc1 +=
+          __builtin_convertvector(__builtin_shufflevector(t, t, 8, 9, 10, 11, 12, 13, 14, 15), D);
+    };
+    if (log) {  // log(sum) near 0 needs the sum to the last bit: each value into double
+      add(e);
+      add(e1);
+    } else {
       std::memcpy(o + i, &e, sizeof e);
-      const F t = fs + e, bp = t - fs;
-      fc += (fs - (t - bp)) + (e - bp);
-      fs = t;
+      std::memcpy(o + i + L, &e1, sizeof e1);
+      add(e + e1);
     }
-    for (int l = 0; l < L; ++l) acc[l] = static_cast<double>(fs[l]) + static_cast<double>(fc[l]);
-    for (; i < n; ++i) s += static_cast<double>(o[i] = exp_shifted(x[i]));
   }
-  for (int l = 0; l < L; ++l) s += acc[l];
+  for (; i < n; ++i) {
+    const float e = exp_shifted(x[i]);
+    if (!log) o[i] = e;
+    s += static_cast<double>(e);
+  }
+  for (int l = 0; l < L / 2; ++l) s += acc0[l] + acc1[l];
   if (log) {  // within ~1 ulp: the log of the double sum is what keeps results near 0 exact
     const float ls = static_cast<float>(std::log(s));
     for (i = 0; i < n; ++i) o[i] = (x[i] - m) - ls;

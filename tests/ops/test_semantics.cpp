@@ -127,6 +127,25 @@ TEST(SpecialValues, SoftmaxRowsAreWithinAFewUlpsAndMaskedEntriesAreZero) {
   };
   EXPECT_LE(worst_ulps(sm, rs), 4.0);
   EXPECT_LE(worst_ulps(ls, rl), 1.5);
+  // Rows whose max is far from 0, where max - 104 rounds to the max or near it: entries far below
+  // the max still vanish (they once came out as exp(0) = 1), the rest within the same ulps.
+  const float big = 3.4028235e38f;
+  for (const std::vector<float>& r :
+       std::vector<std::vector<float>>{{1e30f, 0.0f, -1e30f, 1e30f, 5e29f},
+                                       {3e8f, 3e8f - 64, 1.0f, -INFINITY, 3e8f - 2048},
+                                       {-1e9f, -1e9f + 64, -2e9f, -1e9f - 32},
+                                       {-big, -INFINITY, -big},
+                                       {big, -big, 0.0f, big}}) {
+    const Tensor row = fvec(r).reshape({1, -1});
+    const Tensor got = softmax(row, 1), ref = softmax(row.to(float64), 1);
+    const Tensor got_log = log_softmax(row, 1), ref_log = log_softmax(row.to(float64), 1);
+    EXPECT_LE(worst_ulps(got, ref), 4.0) << r[0];
+    EXPECT_LE(worst_ulps(got_log, ref_log), 1.5) << r[0];
+    for (int64_t j = 0; j < row.numel(); ++j) {
+      const double want = ref.data_ptr<double>()[j];
+      if (want < 1e-45) EXPECT_EQ(got.data_ptr<float>()[j], 0.0f) << r[0] << " [" << j << "]";
+    }
+  }
   Tensor masked = randn({3, 40});
   masked.select(0, 0).narrow(0, 5, 20).fill_(-INFINITY);
   masked.select(0, 2).fill_(-INFINITY);

@@ -301,19 +301,11 @@ TRT_INLINE bool fits_i32(int64_t base, int64_t lo, int64_t hi) {
 // ---- math: float32
 // -------------------------------------------------------------------------------
 
-/** e^x (exp's polynomial, on every backend): Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2,
- * then 1 + r + r^2 q(r) with q a
- * degree-4 minimax fit (approximation error 0.05 ulp), scaled by 2^k. k is rounded by the
- * 1.5 * 2^23 trick and read from the float's bits (defined for every input, a NaN included,
- * unlike a float-to-int conversion), then clamped as an integer to [-150, 128], where 2^k alone
- * underflows to 0 or overflows to inf; inputs beyond [-104, 89] take 0 or inf by selects, and a
- * NaN passes through the polynomial. (The selects' order and form are what GCC vectorizes best:
- * 20% faster than one nested select.) */
-TRT_INLINE float exp_poly(float x) {
-  const float kf = TRT_FMAF(x, 1.44269504088896341f, 12582912.0f);
-  int32_t ki = (int32_t)(f2u(kf) - 0x4b400000u);
-  ki = ki < -150 ? -150 : ki;
-  ki = ki > 128 ? 128 : ki;
+/** e^x given k = ki, the rounded x / ln2 (exp's polynomial, on every backend): Cody-Waite
+ * reduction x = k ln2 + r, |r| <= ln2/2, then 1 + r + r^2 q(r) with q a degree-4 minimax fit
+ * (approximation error 0.05 ulp), scaled by 2^k in two steps so that subnormal results round once
+ * and 2^128 overflows only at the end. ki must lie in [-252, 128] (both steps normal). */
+TRT_INLINE float exp_poly_scaled(float x, int32_t ki) {
   const float k = (float)ki;
   const float r = TRT_FMAF(-k, 1.42860682030941723212e-6f, TRT_FMAF(-k, 0.693145751953125f, x));
   float p = 1.381461275741458e-3f;
@@ -322,13 +314,32 @@ TRT_INLINE float exp_poly(float x) {
   p = TRT_FMAF(p, r, 1.666652113199234e-1f);
   p = TRT_FMAF(p, r, 4.999999403953552e-1f);
   p = TRT_FMAF(p * r, r, r) + 1.0f;
-  // 2^k in two steps so that subnormal results round once and 2^128 overflows only at the end.
-  const int32_t k1 = ki >> 1, k2 = ki - k1;  // both in [-75, 64]
+  const int32_t k1 = ki >> 1, k2 = ki - k1;
   const float s1 = u2f((uint32_t)(k1 + 127) << 23), s2 = u2f((uint32_t)(k2 + 127) << 23);
-  float res = p * s1 * s2;
+  return p * s1 * s2;
+}
+/** The rounded x / ln2 as an integer: the 1.5 * 2^23 trick, read from the float's bits (defined
+ * for every input, a NaN included, unlike a float-to-int conversion). */
+TRT_INLINE int32_t exp_poly_k(float x) {
+  return (int32_t)(f2u(TRT_FMAF(x, 1.44269504088896341f, 12582912.0f)) - 0x4b400000u);
+}
+/** e^x (exp's polynomial, on every backend): k clamped as an integer to [-150, 128], where 2^k
+ * alone underflows to 0 or overflows to inf; inputs beyond [-104, 89] take 0 or inf by selects,
+ * and a NaN passes through the polynomial. (The selects' order and form are what GCC vectorizes
+ * best: 20% faster than one nested select.) */
+TRT_INLINE float exp_poly(float x) {
+  int32_t ki = exp_poly_k(x);
+  ki = ki < -150 ? -150 : ki;
+  ki = ki > 128 ? 128 : ki;
+  float res = exp_poly_scaled(x, ki);
   res = x > 89.0f ? TRT_INFF() : res;
   res = x < -104.0f ? 0.0f : res;
   return res;
+}
+/** e^x for x in [-170, 89], the bits of exp_poly, without its clamps and selects: for callers
+ * that bound x themselves (softmax rows, where x - max lies in [-128, 0]). */
+TRT_INLINE float exp_poly_bounded(float x) {
+  return exp_poly_scaled(x, exp_poly_k(x));
 }
 /** e^x within 2 ulp: the polynomial above on the CPU (1 ulp); on GPUs CUDA's expf (2 ulp, as
  * PyTorch's CUDA kernels: 8 instructions around MUFU.EX2 where the polynomial takes 24, which
