@@ -643,13 +643,17 @@ TRT_INLINE void wgmma_fence() {
 #endif
 }
 TRT_INLINE void wgmma_commit() {
-#if !defined(TRT_SIM) && TRT_SM90A
+#if defined(TRT_SIM)
+  trt_sim::wgmma_commit();
+#elif TRT_SM90A
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 #endif
 }
 template <int N>
 TRT_INLINE void wgmma_wait() {
-#if !defined(TRT_SIM) && TRT_SM90A
+#if defined(TRT_SIM)
+  trt_sim::wgmma_wait(N);
+#elif TRT_SM90A
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 #endif
 }

@@ -6,11 +6,13 @@
  * and the warp-collective instructions the tile runtime uses are computed from their definitions in
  * the PTX ISA across the warp's 32 threads: shuffles, `ldmatrix` (x2 and x4, transposed or not),
  * `mma.sync.m16n8k16` with float16/bfloat16 inputs and float32 accumulators, Hopper's
- * `wgmma.mma_async` from swizzled shared-memory descriptors, and `cp.async` groups,
- * whose copies happen only at the `wait_group` that completes them (a read before the wait sees the
- * old bytes, as a race on a GPU could). So machines without a GPU check the CUDA emitter's layouts,
- * fragments and pipelines against the CPU backend. Not a performance model, and not the whole of
- * CUDA: what generated kernels use.
+ * `wgmma.mma_async` from swizzled shared-memory descriptors, whose products land only at the
+ * `wgmma.wait_group` that completes them (the accumulator is NaN in flight; operands rewritten in
+ * flight stop the run), and `cp.async` groups, whose destinations are poisoned at the issue and
+ * written at the `wait_group` that completes them (a read before the wait, or a tile rewritten
+ * while still read, sees the poison, as a race on a GPU could). So machines
+ * without a GPU check the CUDA emitter's layouts, fragments and pipelines against the CPU backend.
+ * Not a performance model, and not the whole of CUDA: what generated kernels use.
  */
 #pragma once
 
@@ -51,6 +53,19 @@ struct Copy {
   int bytes;
 };
 
+/** One wgmma of a thread, from its issue to the wait that completes its group: the accumulator
+ * it updates, its operands (A's descriptor, or the warp's A values from registers, copied at the
+ * issue as the hardware reads them), and the accumulator's values before and after, computed at
+ * the issue. */
+struct WgmmaOp {
+  float* d;
+  int n;
+  bool rs, bf16, kb;
+  uint64_t da, db;
+  std::vector<float> a;  // rs: the warp's 16 x 16 A, row-major
+  std::vector<float> in, out;
+};
+
 /** What the threads of one launch share. A block's threads are fibers on the launching OS
  * thread, switched only where one waits (a barrier, a warp instruction): a barrier costs a couple
  * of context switches per thread, and a run is deterministic. */
@@ -68,6 +83,8 @@ struct Launch {
   std::vector<uint64_t> xchg;                        // per warp: 32 lanes of 8 words
   std::vector<std::vector<Copy>> open;               // per thread: cp.async since the last commit
   std::vector<std::vector<std::vector<Copy>>> wait;  // per thread: committed groups in flight
+  std::vector<std::vector<WgmmaOp>> wg_open;         // per thread: wgmma since the last commit
+  std::vector<std::vector<std::vector<WgmmaOp>>> wg_wait;  // per thread: groups in flight
 };
 
 static thread_local Launch* t_launch = nullptr;
@@ -245,17 +262,67 @@ void wgmma_products(float* d, int n, FA A, uint64_t db, bool bf16, bool kb) {
   }
 }
 
+// wgmma's products complete at the wait_group that covers their group, not at the issue: from the
+// issue to that wait the accumulator holds NaN (a read of it in flight spoils the result), and at
+// the wait the products are computed again from shared memory as it is then: operands rewritten
+// in flight (a ring slot refilled too early) stop the run with a message. So the simulator checks
+// the ordering of asynchronous products that the hardware leaves undefined.
+
+[[noreturn]] inline void wgmma_fail(const char* what) {
+  std::fprintf(stderr, "trt_sim::wgmma: %s (thread %d)\n", what, t_tid);
+  std::abort();
+}
+
+/** The products of `op` added to `acc` (op.n / 2 floats), its operands read now. */
+inline void wgmma_compute(const WgmmaOp& op, float* acc) {
+  if (op.rs) {
+    auto A = [&](int m, int k) { return op.a[static_cast<size_t>((m % 16) * 16 + k)]; };
+    wgmma_products(acc, op.n, A, op.db, op.bf16, op.kb);
+  } else {
+    const WgmmaDesc a = wgmma_decode(op.da);
+    auto A = [&](int m, int k) {
+      return wgmma_value(a.start + m / 8 * a.sbo + m % 8 * a.swizzle + 2 * k, a.swizzle, op.bf16);
+    };
+    wgmma_products(acc, op.n, A, op.db, op.bf16, op.kb);
+  }
+}
+
+/** Whether a wgmma of this thread still in flight (committed or not) updates `d`; its latest
+ * values in `*out` when so. */
+inline bool wgmma_in_flight(const float* d, const std::vector<float>** out = nullptr) {
+  const Launch& l = *t_launch;
+  const auto& open = l.wg_open[static_cast<size_t>(t_tid)];
+  const auto& groups = l.wg_wait[static_cast<size_t>(t_tid)];
+  for (auto o = open.rbegin(); o != open.rend(); ++o) {
+    if (o->d == d) return out && (*out = &o->out), true;
+  }
+  for (auto g = groups.rbegin(); g != groups.rend(); ++g) {
+    for (auto o = g->rbegin(); o != g->rend(); ++o) {
+      if (o->d == d) return out && (*out = &o->out), true;
+    }
+  }
+  return false;
+}
+
+inline void wgmma_issue(WgmmaOp op) {
+  const std::vector<float>* prev = nullptr;
+  if (wgmma_in_flight(op.d, &prev)) {
+    op.in = *prev;  // (the products it adds to are still in flight: chained, as the hardware's)
+  } else {
+    op.in.assign(op.d, op.d + op.n / 2);
+  }
+  op.out = op.in;
+  wgmma_compute(op, op.out.data());
+  for (int i = 0; i < op.n / 2; ++i) op.d[i] = __builtin_nanf("");
+  t_launch->wg_open[static_cast<size_t>(t_tid)].push_back(std::move(op));
+}
+
 /** wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16} with A K-major and B N-major (K-major
  * when `kb`: imm-trans-b 0) in shared memory, found through their descriptors (the PTX ISA's
  * canonical layouts; A: row m of its 8-row group at m % 8 swizzle rows, groups SBO apart, the 16 k
- * of one instruction in one swizzle row). Reads happen at the call: the caller's fence and
- * barrier came first, and the wait that follows needs no work here. */
+ * of one instruction in one swizzle row). The products land at the wait (above). */
 inline void wgmma(float* d, int n, uint64_t da, uint64_t db, bool bf16, bool kb) {
-  const WgmmaDesc a = wgmma_decode(da);
-  auto A = [&](int m, int k) {
-    return wgmma_value(a.start + m / 8 * a.sbo + m % 8 * a.swizzle + 2 * k, a.swizzle, bf16);
-  };
-  wgmma_products(d, n, A, db, bf16, kb);
+  wgmma_issue(WgmmaOp{d, n, false, bf16, kb, da, db, {}, {}, {}});
 }
 
 /** The same with A from registers: `a` is this thread's four registers of its warp's 16 rows of A
@@ -265,17 +332,52 @@ inline void wgmma_rs(float* d, int n, const uint32_t* a, uint64_t db, bool bf16,
   uint64_t* s = warp_slots();
   for (int r = 0; r < 4; ++r) s[lane() * 8 + r] = a[r];
   warp_sync();
-  auto A = [&](int m, int k) {
-    const int r = m % 16;  // (the warp's own 16 rows)
-    const auto w = static_cast<uint32_t>(s[(4 * (r % 8) + (k % 8) / 2) * 8 + r / 8 + 2 * (k / 8)]);
-    const auto h = static_cast<uint16_t>(k % 2 ? w >> 16 : w & 0xffffu);
-    return bf16 ? trt::bf16_to_float(h) : trt::half_to_float(h);
-  };
-  wgmma_products(d, n, A, db, bf16, kb);
+  WgmmaOp op{d, n, true, bf16, kb, 0, db, std::vector<float>(256), {}, {}};
+  for (int r = 0; r < 16; ++r) {
+    for (int k = 0; k < 16; ++k) {
+      const auto w =
+          static_cast<uint32_t>(s[(4 * (r % 8) + (k % 8) / 2) * 8 + r / 8 + 2 * (k / 8)]);
+      const auto h = static_cast<uint16_t>(k % 2 ? w >> 16 : w & 0xffffu);
+      op.a[static_cast<size_t>(r * 16 + k)] = bf16 ? trt::bf16_to_float(h) : trt::half_to_float(h);
+    }
+  }
   warp_sync();
+  wgmma_issue(std::move(op));
 }
 
+/** wgmma.commit_group: this thread's wgmma since the last commit become one group. */
+inline void wgmma_commit() {
+  Launch& l = *t_launch;
+  auto& open = l.wg_open[static_cast<size_t>(t_tid)];
+  l.wg_wait[static_cast<size_t>(t_tid)].push_back(std::move(open));
+  open.clear();
+}
+
+/** wgmma.wait_group N: completes all but the `pending` newest groups, oldest first. */
+inline void wgmma_wait(size_t pending) {
+  auto& groups = t_launch->wg_wait[static_cast<size_t>(t_tid)];
+  while (groups.size() > pending) {
+    std::vector<WgmmaOp> done = std::move(groups.front());
+    groups.erase(groups.begin());
+    for (const WgmmaOp& op : done) {
+      std::vector<float> again = op.in;
+      wgmma_compute(op, again.data());
+      if (std::memcmp(again.data(), op.out.data(), again.size() * sizeof(float)) != 0)
+        wgmma_fail(
+            "shared memory a wgmma reads changed between its issue and its wait (a tile "
+            "rewritten while its products were in flight)");
+    }
+    for (const WgmmaOp& op : done) {
+      if (!wgmma_in_flight(op.d)) std::memcpy(op.d, op.out.data(), op.out.size() * sizeof(float));
+    }
+  }
+}
+
+/** cp.async: the destination is poisoned at the issue (the earliest the hardware may write it:
+ * a tile still read there, by a wgmma in flight included, sees the change) and written at the
+ * wait_group that completes the group (the latest: a read before the wait sees the poison). */
 inline void cp_async(void* dst, const void* src, int bytes) {
+  std::memset(dst, 0xa5, static_cast<size_t>(bytes));
   t_launch->open[static_cast<size_t>(t_tid)].push_back({dst, src, bytes});
 }
 inline void cp_async_commit() {
@@ -302,6 +404,9 @@ void fiber_main(unsigned lo, unsigned hi, int t) {
   const auto* s = reinterpret_cast<const FiberStart<F>*>((static_cast<uintptr_t>(hi) << 32) |
                                                          static_cast<uintptr_t>(lo));
   (*s->body)(static_cast<unsigned>(t), s->program);
+  if (!t_launch->wg_open[static_cast<size_t>(t)].empty() ||
+      !t_launch->wg_wait[static_cast<size_t>(t)].empty())
+    wgmma_fail("a thread ended with wgmma products in flight (no wait_group covered them)");
   t_launch->done[static_cast<size_t>(t)] = 1;
 }
 
@@ -322,6 +427,8 @@ void run(const trt::Grid& g, int64_t pb, int64_t pe, int threads, int64_t smem_b
   l.stacks.resize(n);
   l.open.resize(n);
   l.wait.resize(n);
+  l.wg_open.resize(n);
+  l.wg_wait.resize(n);
   // (1024-byte aligned, as kernels using wgmma's swizzled tiles align their dynamic shared memory)
   std::vector<unsigned char> smem(static_cast<size_t>(smem_bytes) + 1024);
   l.smem = smem.data() + (1024 - reinterpret_cast<uintptr_t>(smem.data()) % 1024) % 1024;
@@ -336,6 +443,8 @@ void run(const trt::Grid& g, int64_t pb, int64_t pe, int threads, int64_t smem_b
     for (size_t t = 0; t < n; ++t) {
       l.open[t].clear();
       l.wait[t].clear();
+      l.wg_open[t].clear();
+      l.wg_wait[t].clear();
       if (!l.stacks[t]) l.stacks[t].reset(new char[kStack]);
       ucontext_t& c = l.fiber[t];
       getcontext(&c);
