@@ -64,6 +64,7 @@ constexpr const char* kKnown[] = {
     "TESSERA_COLUMN_SUMS",
     "TESSERA_NVRTC_PREFETCH",
     "TESSERA_CUDA_RING_REQUEST_FIRST",
+    "TESSERA_CUDA_WGMMA_DEFER",
 };
 
 Knobs read_knobs() {
@@ -118,6 +119,8 @@ Knobs read_knobs() {
   if (const char* m = std::getenv("TESSERA_CUDA_WGMMA_RS"); m && *m) k.cuda_wgmma_rs = truthy(m);
   if (const char* m = std::getenv("TESSERA_CUDA_RING_REQUEST_FIRST"); m && *m)
     k.cuda_ring_request_first = truthy(m);
+  if (const char* m = std::getenv("TESSERA_CUDA_WGMMA_DEFER"); m && *m)
+    k.cuda_wgmma_defer = truthy(m);
   if (const char* d = std::getenv("TESSERA_CPU_DOT512"); d && *d)
     k.cpu_dot512 = std::string(d) == "auto" ? -1 : truthy(d) ? 1 : 0;
   if (const char* d = std::getenv("TESSERA_COLUMN_SUMS"); d && *d)

@@ -658,6 +658,19 @@ TRT_INLINE void wgmma_wait() {
 #endif
 }
 
+/** Pins `r` (N registers a wgmma in flight updated) after the wait that completed it: each is an
+ * input and output of an empty volatile asm, so no read of them moves above the wait (CUTLASS's
+ * warpgroup_fence_operand). */
+template <int N>
+TRT_INLINE void wgmma_fence_operands(float* r) {
+#if !defined(TRT_SIM) && TRT_SM90A
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+#else
+  (void)r;
+#endif
+}
+
 /** One `wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}` with A K-major and B N-major (or
  * K-major when `KB`) from descriptors: d (N / 2 floats of this thread) += A B. The kernel source
  * defines the specializations it uses (the instruction's operand list has N / 2 registers). */
@@ -739,7 +752,7 @@ TRT_INLINE void wgmma_op_rs(float* d, const uint32_t* a, uint64_t b);
  * and row tile i, words 2 (i K / 8 + k0 / 8) .. + 3 are the instruction's A fragment. B and the
  * rest as wgmma_issue.
  */
-template <int M, int N, int K, int WARPS, bool BF16, int SB, bool KB>
+template <int M, int N, int K, int WARPS, bool BF16, int SB, bool KB = false>
 TRT_INLINE void wgmma_issue_rs(const uint32_t* a, const uint16_t* b, float* c, int tid) {
   constexpr int TM = M / (16 * WARPS), NI = N <= 256 ? N : 256;
   constexpr int EB = SB / 2;

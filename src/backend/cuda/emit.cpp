@@ -1427,6 +1427,8 @@ class Emitter : ExprPrinter {
     line(ty + "* const " + var + " = (" + ty + "*)(_smem + " + std::to_string(smem_) + ");");
     smem_ += count * element_bytes(t);
   }
+  // The registers of this thread's part of register array `v`.
+  int64_t regs_of(ValueId v) const { return per_thread(f_.type(v).shape); }
   void declare_array(ValueId v) {
     const Type& t = f_.type(v);
     if (packed(v)) {
@@ -1591,6 +1593,20 @@ class Emitter : ExprPrinter {
         return print(op);
       default:
         break;
+    }
+    if (&op == defer_mul_) {
+      // The carried accumulator times x, in place, once the products the previous iteration
+      // left in flight into it are done (fenced: no read of it moves above the wait).
+      const ValueId c = defer_acc_;
+      line("trt::wgmma_wait<0>();");
+      line("trt::wgmma_fence_operands<" + std::to_string(regs_of(c)) + ">(" + name(c) + ");");
+      loops(
+          f_.type(c).shape,
+          [&](const Index& idx) {
+            line(element_of(c, name(c), idx) + " = " + op_expr(op, idx) + ";");
+          },
+          Writes::Registers);
+      return;  // (its one reader, the deferred dot, accumulates into c itself)
     }
     if (op.kind == OpKind::Load && mma_operand_[static_cast<size_t>(op.result())] &&
         nested_mma_operand(op)) {
@@ -1877,7 +1893,10 @@ class Emitter : ExprPrinter {
     const std::string b16 = operand_tile(op.operands[1], tb);
     // (staged: the loop's wait and barrier did it; wgmma_tile fences and synchronizes itself)
     if (!staged && !wgmma) line("__syncthreads();");
-    if (accumulates_in_place(op)) {
+    if (&op == defer_dot_) {  // (acc is the multiply, aliased to the carried registers)
+      alias(out, defer_acc_);
+      in_place_[out] = defer_acc_;
+    } else if (accumulates_in_place(op)) {
       alias(out, acc);
       in_place_[out] = acc;
     } else {
@@ -1908,7 +1927,8 @@ class Emitter : ExprPrinter {
           line("trt::fence_async_shared();");
           line("__syncthreads();");
         }
-        line("trt::wgmma_now_rs<" + mnk + sb);
+        line(std::string(&op == defer_dot_ ? "trt::wgmma_issue_rs<" : "trt::wgmma_now_rs<") + mnk +
+             sb);
       } else {
         line(std::string(async_mma_ ? "trt::wgmma_tile_async<"
                          : visible  ? "trt::wgmma_now<"
@@ -2411,6 +2431,14 @@ class Emitter : ExprPrinter {
     // barrier (the slot is iteration i - 1's, whose products every warpgroup has waited for).
     bool late_request = false;
     bool wgmma = false;  // some dot of the body reading a staged tile runs on wgmma
+    // The last dot's wait deferred (TESSERA_CUDA_WGMMA_DEFER): `acc * alpha + p @ v` with p in
+    // registers, v staged, acc carried, issued without a wait; the multiply (in place in the
+    // carried registers) waits first, in the next iteration. The ring has stages + 1 slots so that
+    // the slot the products in flight read is refilled only two iterations later.
+    const Op* defer_dot = nullptr;
+    const Op* defer_mul = nullptr;
+    ValueId defer_acc = 0;
+    int64_t slots() const { return stages + (defer_dot ? 1 : 0); }
     std::vector<Staged> loads;
     std::vector<const Op*> slice;  // the loop's ops the loads' addresses need, in order
   };
@@ -2492,7 +2520,8 @@ class Emitter : ExprPrinter {
       }
       return b;
     };
-    while (p.stages >= 2 && smem_ + ring_bytes(p.stages) > max_shared_) --p.stages;
+    plan_defer(loop, p);
+    while (p.stages >= 2 && smem_ + ring_bytes(p.slots()) > max_shared_) --p.stages;
     if (p.stages < 2) return {};
     for (const Op* o : body.ops) {
       if (slice.count(o)) p.slice.push_back(o);
@@ -2512,7 +2541,46 @@ class Emitter : ExprPrinter {
     // before the wait and again after the products: 179-221 TFLOP/s instead of 270-302 on an
     // H100, docs/benchmarks.md.)
     p.late_request = p.async_mma && knobs().cuda_wgmma_async == 2;
+    if (p.async_mma) p.defer_dot = p.defer_mul = nullptr;
     return p;
+  }
+
+  // The deferred last dot of a pipelined loop (Pipeline::defer_dot): the body's last
+  // tensor-core dot runs on wgmma with A in registers and B a staged tile, and accumulates into
+  // `carried * x` (or `x * carried`; computed inline or into registers), a multiply read by
+  // nothing else, of a carried value read by nothing else, the dot's result yielded to that carried
+  // value and read by nothing else.
+  void plan_defer(const Op& loop, Pipeline& p) const {
+    if (!knobs().cuda_wgmma_defer || checked_) return;
+    const Region& body = loop.regions[0];
+    const Op* dot = nullptr;
+    for (auto it = body.ops.rbegin(); it != body.ops.rend() && !dot; ++it) {
+      if ((*it)->kind == OpKind::Dot && in_registers((*it)->result())) dot = *it;
+    }
+    if (!dot || !wgmma_a_registers(*dot) ||
+        std::none_of(p.loads.begin(), p.loads.end(),
+                     [&](const Staged& st) { return st.load == dot->operands[1]; }))
+      return;
+    const ValueId acc = dot->operands[2], out = dot->result();
+    const Op* mul = f_.def(acc);
+    if (!mul || mul->kind != OpKind::Binary ||
+        static_cast<ir::BinaryKind>(mul->sub) != ir::BinaryKind::Mul ||
+        std::find(body.ops.begin(), body.ops.end(), mul) == body.ops.end() ||
+        uses_.uses(acc).size() != 1 || uses_.uses(out).size() != 1)
+      return;
+    const Op& yield = *body.ops.back();
+    for (size_t k = 1; k < body.args.size(); ++k) {
+      const ValueId c = body.args[k];
+      if (yield.operands[k - 1] != out || uses_.uses(c).size() != 1 || !in_registers(c) ||
+          f_.type(c).shape != f_.type(acc).shape || f_.type(c).elem != f_.type(acc).elem)
+        continue;
+      if (mul->operands[0] == c || mul->operands[1] == c) {
+        p.defer_dot = dot;
+        p.defer_mul = mul;
+        p.defer_acc = c;
+        return;
+      }
+    }
   }
 
   // A pipelined load's pointer tile is, in the loops people write, a tile from outside the loop
@@ -2705,7 +2773,7 @@ class Emitter : ExprPrinter {
         smem_ = (smem_ + s.tile.align() - 1) / s.tile.align() * s.tile.align();
         const std::string ct = storage_type(f_.type(s.load).elem);
         line(ct + "* const " + s.ring + " = (" + ct + "*)(_smem + " + std::to_string(smem_) + ");");
-        smem_ += pipe.stages * s.tile.elems() * s.bytes;
+        smem_ += pipe.slots() * s.tile.elems() * s.bytes;
       }
       hoist_run_bases(op, pipe);
       for (int64_t k = 0; k < ahead; ++k) {
@@ -2755,11 +2823,18 @@ class Emitter : ExprPrinter {
     const Region* outer_body = for_body_;
     const Region* outer_ring = ring_body_;
     async_mma_ = pipe.async_mma;
+    const Op* outer_defer = defer_dot_;
+    const Op* outer_defer_mul = defer_mul_;
+    defer_dot_ = pipe.defer_dot;
+    defer_mul_ = pipe.defer_mul;
+    defer_acc_ = pipe.defer_acc;
     for_body_ = &body;
     const bool ring = !pipe.loads.empty() && !pipe.async_mma && !knobs().cuda_ring_request_first;
     ring_body_ = ring ? &body : nullptr;
     region(body);
     async_mma_ = outer_async;
+    defer_dot_ = outer_defer;
+    defer_mul_ = outer_defer_mul;
     for_body_ = outer_body;
     ring_body_ = outer_ring;
     if (pipe.late_request) {  // every warpgroup waited for iteration i - 1's products
@@ -2772,7 +2847,7 @@ class Emitter : ExprPrinter {
       run_bases_.erase(f_.def(s.load));
     }
     if (!pipe.loads.empty()) {
-      const std::string S = std::to_string(pipe.stages);
+      const std::string S = std::to_string(pipe.slots());
       line(rd + " = " + rd + " + 1 == " + S + " ? 0 : " + rd + " + 1;");
       line(wr + " = " + wr + " + 1 == " + S + " ? 0 : " + wr + " + 1;");
     }
@@ -2780,7 +2855,12 @@ class Emitter : ExprPrinter {
     --loop_depth_;
     --indent_;
     line("}");
-    if (pipe.async_mma) line("trt::wgmma_wait<0>();");          // the last iteration's products
+    if (pipe.async_mma) line("trt::wgmma_wait<0>();");  // the last iteration's products
+    if (pipe.defer_dot) {  // the last iteration's deferred products, pinned before any read
+      line("trt::wgmma_wait<0>();");
+      line("trt::wgmma_fence_operands<" + std::to_string(regs_of(pipe.defer_acc)) + ">(" +
+           name(pipe.defer_acc) + ");");
+    }
     if (!pipe.loads.empty()) line("trt::cp_async_wait<0>();");  // (the requests past the end)
     // (the last iteration's dots kept no trailing barrier: the tiles they read are done with
     // before shared memory is used after the loop)
@@ -2873,6 +2953,10 @@ class Emitter : ExprPrinter {
   bool async_mma_ = false;  // in a loop whose wgmma overlaps the next iteration (Pipeline)
   const Region* for_body_ = nullptr;     // the innermost tl::range loop's body being emitted
   std::map<ValueId, ValueId> in_place_;  // dot result -> the carried value it accumulated into
+  // The loop being emitted's deferred dot, its multiply and carried accumulator (Pipeline).
+  const Op* defer_dot_ = nullptr;
+  const Op* defer_mul_ = nullptr;
+  ValueId defer_acc_ = 0;
   int threads_ = 128;
   int64_t smem_ = 0;
   int loop_depth_ = 0;  // enclosing tl::range / tl::while_ loops
