@@ -72,12 +72,13 @@ struct Knobs {
    * own, and its last dot keeps a trailing barrier (two barriers an iteration; the order before
    * 2026-12-07, kept for A/B measurements). Off: wait, barrier, then request (one barrier). */
   bool cuda_ring_request_first = false;
-  /** TESSERA_CUDA_WGMMA_DEFER (default off; 1 turns it on): in a pipelined loop of two dots
-   * (attention's), the last one, `acc * alpha + p @ v` with p in registers, is issued without
-   * waiting: its products overlap the rest of the iteration and the next one's requests, and are
-   * waited for where the next iteration first reads the accumulator. Its ring keeps one more
-   * slot (the one the products in flight read). Off until measured on a GPU. */
-  bool cuda_wgmma_defer = false;
+  /** TESSERA_CUDA_WGMMA_DEFER (auto, 0 or 1): in a pipelined loop of two dots (attention's),
+   * the last one, `acc * alpha + p @ v` with p in registers, is issued without waiting: its
+   * products overlap the rest of the iteration and the next one's requests, and are waited for
+   * where the next iteration first reads the accumulator; its ring keeps one more slot (the one
+   * the products in flight read). Auto: in blocks of two or more warpgroups (measured faster
+   * there, slower in 4-warp blocks: docs/benchmarks.md). -1 auto, 0 off, 1 every block. */
+  int cuda_wgmma_defer = -1;
   /** TESSERA_CPU_DOT512 (auto, 0 or 1): CPU tl::dot micro-kernels on 64-byte vectors where the
    * kernel compiler has AVX-512. Auto: on Intel CPUs with AVX-512 (two 512-bit FMA units; on
    * AMD's, 512-bit FMAs are two halves and the 32-byte kernel is faster). -1 auto, 0 off, 1 on. */

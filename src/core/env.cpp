@@ -120,7 +120,7 @@ Knobs read_knobs() {
   if (const char* m = std::getenv("TESSERA_CUDA_RING_REQUEST_FIRST"); m && *m)
     k.cuda_ring_request_first = truthy(m);
   if (const char* m = std::getenv("TESSERA_CUDA_WGMMA_DEFER"); m && *m)
-    k.cuda_wgmma_defer = truthy(m);
+    k.cuda_wgmma_defer = std::string(m) == "auto" ? -1 : truthy(m) ? 1 : 0;
   if (const char* d = std::getenv("TESSERA_CPU_DOT512"); d && *d)
     k.cpu_dot512 = std::string(d) == "auto" ? -1 : truthy(d) ? 1 : 0;
   if (const char* d = std::getenv("TESSERA_COLUMN_SUMS"); d && *d)

@@ -2550,8 +2550,13 @@ class Emitter : ExprPrinter {
   // `carried * x` (or `x * carried`; computed inline or into registers), a multiply read by
   // nothing else, of a carried value read by nothing else, the dot's result yielded to that carried
   // value and read by nothing else.
+  // By default (TESSERA_CUDA_WGMMA_DEFER unset) only in blocks of two or more warpgroups: on an
+  // H100 it sped up every 8-warp attention config at D = 128 (128 x 64: 3.37 -> 3.00 ms) and the
+  // best at D = 64, and slowed the 4-warp ones at D = 64 (64 x 128: 2.01 -> 2.60 ms), whose
+  // blocks share an SM two or three at a time (docs/benchmarks.md).
   void plan_defer(const Op& loop, Pipeline& p) const {
-    if (!knobs().cuda_wgmma_defer || checked_) return;
+    const int defer = knobs().cuda_wgmma_defer;
+    if (defer == 0 || (defer < 0 && threads_ < 256) || checked_) return;
     const Region& body = loop.regions[0];
     const Op* dot = nullptr;
     for (auto it = body.ops.rbegin(); it != body.ops.rend() && !dot; ++it) {
