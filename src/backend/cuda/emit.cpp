@@ -2520,8 +2520,14 @@ class Emitter : ExprPrinter {
       }
       return b;
     };
+    const int64_t asked = p.stages;
     plan_defer(loop, p);
     while (p.stages >= 2 && smem_ + ring_bytes(p.slots()) > max_shared_) --p.stages;
+    if (p.stages < 2 && p.defer_dot) {  // (the deferred dot's extra slot is what did not fit)
+      p.defer_dot = p.defer_mul = nullptr;
+      p.stages = asked;
+      while (p.stages >= 2 && smem_ + ring_bytes(p.slots()) > max_shared_) --p.stages;
+    }
     if (p.stages < 2) return {};
     for (const Op* o : body.ops) {
       if (slice.count(o)) p.slice.push_back(o);
