@@ -1218,8 +1218,9 @@ TEST(CudaCodegen, TilesReadAtTheirOwnElementLiveInRegisters) {
                  tl::num_warps(8));
     const backend::cuda::Emitted attn =
         backend::cuda::emit(*cg_attn.state().last->function, 227 * 1024, false, 90);
-    // (q's tile 16384 bytes, the rings of k and v 3 x 2 x 8192)
-    EXPECT_LE(attn.shared_bytes, 16384 + 6 * 8192) << attn.source;
+    // (q's tile 16384 bytes, the rings of k and v 4 x 2 x 8192: 3 stages and the slot p @ v
+    // reads while it is in flight, as an 8-warp block defers its wait)
+    EXPECT_LE(attn.shared_bytes, 16384 + 8 * 8192) << attn.source;
   }
   // The register budget counts the arrays live at once: with 128 keys a block, the scores (64
   // words a thread), p (64) and the accumulator (32) exceed it together, but the scores die
