@@ -287,27 +287,26 @@ inline void wgmma_compute(const WgmmaOp& op, float* acc) {
   }
 }
 
-/** Whether a wgmma of this thread still in flight (committed or not) updates `d`; its latest
- * values in `*out` when so. */
-inline bool wgmma_in_flight(const float* d, const std::vector<float>** out = nullptr) {
+/** The latest wgmma of this thread still in flight (committed or not) that updates `d`, or
+ * null. */
+inline const WgmmaOp* wgmma_in_flight(const float* d) {
   const Launch& l = *t_launch;
   const auto& open = l.wg_open[static_cast<size_t>(t_tid)];
   const auto& groups = l.wg_wait[static_cast<size_t>(t_tid)];
   for (auto o = open.rbegin(); o != open.rend(); ++o) {
-    if (o->d == d) return out && (*out = &o->out), true;
+    if (o->d == d) return &*o;
   }
   for (auto g = groups.rbegin(); g != groups.rend(); ++g) {
     for (auto o = g->rbegin(); o != g->rend(); ++o) {
-      if (o->d == d) return out && (*out = &o->out), true;
+      if (o->d == d) return &*o;
     }
   }
-  return false;
+  return nullptr;
 }
 
 inline void wgmma_issue(WgmmaOp op) {
-  const std::vector<float>* prev = nullptr;
-  if (wgmma_in_flight(op.d, &prev)) {
-    op.in = *prev;  // (the products it adds to are still in flight: chained, as the hardware's)
+  if (const WgmmaOp* prev = wgmma_in_flight(op.d)) {
+    op.in = prev->out;  // (the products it adds to are still in flight: chained, as the hardware's)
   } else {
     op.in.assign(op.d, op.d + op.n / 2);
   }

@@ -2836,6 +2836,7 @@ class Emitter : ExprPrinter {
     async_mma_ = pipe.async_mma;
     const Op* outer_defer = defer_dot_;
     const Op* outer_defer_mul = defer_mul_;
+    const ValueId outer_defer_acc = defer_acc_;
     defer_dot_ = pipe.defer_dot;
     defer_mul_ = pipe.defer_mul;
     defer_acc_ = pipe.defer_acc;
@@ -2846,6 +2847,7 @@ class Emitter : ExprPrinter {
     async_mma_ = outer_async;
     defer_dot_ = outer_defer;
     defer_mul_ = outer_defer_mul;
+    defer_acc_ = outer_defer_acc;
     for_body_ = outer_body;
     ring_body_ = outer_ring;
     if (pipe.late_request) {  // every warpgroup waited for iteration i - 1's products
